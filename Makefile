@@ -1,0 +1,77 @@
+# shardproxy — build, test and run. `make help` lists the targets.
+
+GO        ?= go
+FUZZTIME  ?= 30s
+CONFIG    ?= testdata/default.yml
+GOBIN     := $(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin)
+STATICCHECK         := $(GOBIN)/staticcheck
+STATICCHECK_VERSION ?= latest
+# sudo only when not root (CI runs as root and may have no sudo).
+SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# command:Debian package, for every server the integration tests run.
+APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools nutcracker:nutcracker
+
+.PHONY: help build run test lint bench fuzz deps clean
+
+help:
+	@echo 'make build   build bin/shardproxy'
+	@echo 'make run     build, start 3 memcached on 127.0.0.1:22121-22123, run shardproxy -c $(CONFIG)'
+	@echo 'make test    deps, lint, then go test -race ./... (integration tests run real servers)'
+	@echo 'make lint    gofmt check, go vet, staticcheck'
+	@echo 'make bench   all benchmarks with -benchmem'
+	@echo 'make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME) each'
+	@echo 'make deps    install memcached, redis-server, nutcracker, staticcheck when missing'
+	@echo 'make clean   remove bin/'
+
+build:
+	$(GO) build -o bin/shardproxy ./cmd/shardproxy
+
+run: build
+	CONFIG=$(CONFIG) scripts/run.sh
+
+test: deps lint
+	$(GO) test -race -timeout 20m ./...
+
+lint:
+	@unformatted=$$(gofmt -l .); \
+	if [ -n "$$unformatted" ]; then echo "gofmt: these files need gofmt -w:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# Finds every `func FuzzXxx(` in a _test.go file, so new targets run without
+# editing this file; each runs alone, as go test -fuzz requires.
+fuzz:
+	@set -e; n=0; \
+	for file in $$(grep -rlE --include='*_test.go' --exclude-dir=.git --exclude-dir=testdata '^func Fuzz[A-Za-z0-9_]*\(' . | sort); do \
+		dir=$$(dirname "$$file"); \
+		for name in $$(sed -nE 's/^func (Fuzz[A-Za-z0-9_]*)\(.*/\1/p' "$$file"); do \
+			n=$$((n+1)); echo "== $$dir $$name ($(FUZZTIME))"; \
+			$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) "$$dir"; \
+		done; \
+	done; \
+	echo "fuzz: ran $$n target(s)"
+
+# Installs only what is missing and prints nothing when everything is there.
+deps:
+	@set -e; missing=""; \
+	for dep in $(APT_DEPS); do \
+		cmd=$${dep%%:*}; pkg=$${dep#*:}; \
+		command -v "$$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$$cmd" ] || missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "deps: apt-get install$$missing"; \
+		log=$$(mktemp); \
+		{ $(SUDO) apt-get update -q && \
+		  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+		} >"$$log" 2>&1 || { cat "$$log"; rm -f "$$log"; exit 1; }; \
+		rm -f "$$log"; \
+	fi
+	@[ -x "$(STATICCHECK)" ] || { \
+		echo "deps: go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)"; \
+		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); }
+
+clean:
+	rm -rf bin

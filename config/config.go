@@ -1,0 +1,213 @@
+package config
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Defaults of the pool keys, applied by Parse when a key is absent. The
+// twemproxy ones are those of src/nc_conf.h.
+const (
+	DefaultHash               = "fnv1a_64"
+	DefaultDistribution       = "ketama"
+	DefaultBacklog            = 512
+	DefaultServerConnections  = 1
+	DefaultServerRetryTimeout = 30 * time.Second
+	DefaultServerFailureLimit = 2
+
+	// DefaultItemSizeMax is memcached's own default item size limit (-I 1m).
+	DefaultItemSizeMax = 1 << 20
+	// DefaultMaxRequestLine is long enough for a multi-get of about 250 keys
+	// of the longest memcached key (250 bytes).
+	DefaultMaxRequestLine = 64 << 10
+	// DefaultConnectTimeout is the connect timeout of a pool that sets
+	// neither connect_timeout nor timeout.
+	DefaultConnectTimeout = time.Second
+)
+
+// Inline is the Source of a Config parsed from bytes without a file name.
+const Inline = "<inline>"
+
+// Config is a whole nutcracker.yml: its pools, each listening on its own
+// address.
+type Config struct {
+	// Source is the file the configuration was read from, or Inline.
+	Source string
+	// Pools are sorted by name the way twemproxy sorts them: shorter names
+	// first, names of equal length by their bytes. Names are unique.
+	Pools []*Pool
+}
+
+// Pool is one top-level entry of nutcracker.yml: a listening address and the
+// servers that keys arriving there are sharded over.
+//
+// Parse fills in every default, so a parsed Pool needs no further defaulting.
+// For a Pool built by hand, the zero value of a field means what the field's
+// comment says.
+type Pool struct {
+	// Name is the pool's top-level key; it is also the pool's key in the stats
+	// JSON.
+	Name string
+	// Line is the line of the pool's name in the source, for messages.
+	Line int
+	// Listen is where clients connect (key listen, required).
+	Listen Listen
+
+	// Hash is the key hash function (key hash): one of one_at_a_time, md5,
+	// crc16, crc32, crc32a, fnv1_64, fnv1a_64, fnv1_32, fnv1a_32, hsieh,
+	// murmur, jenkins (twemproxy's), or xxhash, murmur3, xxh3 (shardproxy
+	// extensions). "" means the default, fnv1a_64.
+	Hash string
+	// HashTag is "" (hash the whole key) or exactly two bytes, the first
+	// opening and the second closing the part of the key that is hashed, as
+	// in "{}" (key hash_tag).
+	HashTag string
+	// Distribution picks a server for a key hash (key distribution): ketama,
+	// modula, random (twemproxy's), or jump, ring (shardproxy extensions).
+	// "" means the default, ketama.
+	Distribution string
+	// Timeout is how long a request may wait for its server's reply (key
+	// timeout, in milliseconds). 0 means wait forever: the key is absent, or
+	// set to 0 or -1.
+	Timeout time.Duration
+	// Backlog is the listen(2) backlog (key backlog). 0 means the default,
+	// 512. Go's net package always asks the kernel for its maximum
+	// (somaxconn), so the value is kept for compatibility only.
+	Backlog int
+	// ClientConnections is the key client_connections, 0 meaning unlimited.
+	// twemproxy parses it and then ignores it; the value is kept here so the
+	// proxy can choose to enforce it.
+	ClientConnections int
+	// Redis is true for a Redis pool and false (the default) for a memcached
+	// pool (key redis).
+	Redis bool
+	// RedisAuth is the password clients must AUTH with and that the proxy
+	// sends to every server on connect (key redis_auth); "" means none. Only a
+	// Redis pool may set it.
+	RedisAuth string
+	// RedisDB is the database selected on every server connection (key
+	// redis_db, >= 0); 0 sends no SELECT. A memcached pool ignores it.
+	RedisDB int
+	// Preconnect opens the server connections at start (key preconnect,
+	// default false).
+	Preconnect bool
+	// AutoEjectHosts takes a server out of the distribution after
+	// ServerFailureLimit consecutive failures, for ServerRetryTimeout (key
+	// auto_eject_hosts, default false).
+	AutoEjectHosts bool
+	// ServerConnections is the number of connections to each server (key
+	// server_connections, at least 1). 0 means the default, 1.
+	ServerConnections int
+	// ServerRetryTimeout is how long an ejected server stays out (key
+	// server_retry_timeout, in milliseconds, default 30s). Parse keeps an
+	// explicit 0; for a Pool built by hand 0 means the default.
+	ServerRetryTimeout time.Duration
+	// ServerFailureLimit is the number of consecutive failures that eject a
+	// server (key server_failure_limit, default 2). Parse keeps an explicit
+	// 0; for a Pool built by hand 0 means the default.
+	ServerFailureLimit int
+	// TCPKeepalive sets SO_KEEPALIVE on server connections (key tcpkeepalive,
+	// default false).
+	TCPKeepalive bool
+	// Reuseport sets SO_REUSEPORT on the listening socket (key reuseport,
+	// default false).
+	Reuseport bool
+	// Servers are the pool's servers in file order (key servers, required,
+	// not empty). twemproxy numbers servers in the order of their names, not
+	// of the file; SortedServers returns that order.
+	Servers []Server
+
+	// ItemSizeMax is the largest value, in bytes, a memcached pool accepts
+	// from a client (key item_size_max, a shardproxy extension; 1024 to
+	// 1 GiB). 0 means the default, 1 MiB.
+	ItemSizeMax int
+	// MaxRequestLine is the longest request line, in bytes, a client may send
+	// (a long multi-get is one line) (key max_request_line, a shardproxy
+	// extension; 2048 to 64 MiB). 0 means the default, 64 KiB.
+	MaxRequestLine int
+	// AllowFlushAll lets clients send flush_all through this pool (key
+	// flush_all, a shardproxy extension). Parse sets it to true when the key
+	// is absent; for a Pool built by hand the zero value, false, forbids it.
+	AllowFlushAll bool
+	// ConnectTimeout bounds one connect to a server (key connect_timeout, in
+	// milliseconds, > 0, a shardproxy extension). When the key is absent,
+	// Parse uses Timeout if the pool has one (twemproxy's timeout covers the
+	// connect too) and DefaultConnectTimeout (1s) otherwise, rather than
+	// waiting for the kernel to give up. For a Pool built by hand 0 means that
+	// same rule.
+	ConnectTimeout time.Duration
+	// HashSeed seeds the seedable hashes (xxhash, murmur3, xxh3) and the
+	// random distribution (key hash_seed, a shardproxy extension, decimal or
+	// 0x-prefixed hex, default 0). twemproxy's hashes take no seed, so Parse
+	// rejects a hash_seed that would have no effect.
+	HashSeed uint64
+}
+
+// Listen is the address a pool accepts clients on.
+type Listen struct {
+	// Network is "tcp" or "unix".
+	Network string
+	// Addr is "host:port" (IPv6 hosts in brackets; an empty host means every
+	// address) or the socket's path.
+	Addr string
+	// Perm is the unix socket's permission bits; 0 leaves them as the umask
+	// makes them. Always 0 for tcp.
+	Perm os.FileMode
+}
+
+// Server is one line of a pool's servers list.
+type Server struct {
+	// Network is "tcp" or "unix" (a shardproxy addition to the model, so that
+	// users need not look at Port or Addr to tell).
+	Network string
+	// Addr is the address to dial: "host:port" (IPv6 hosts in brackets) or
+	// the socket's path.
+	Addr string
+	// Host is the host as written, without IPv6 brackets, or the socket's
+	// path. It is resolved only when the proxy dials.
+	Host string
+	// Port is the TCP port, 0 for a unix socket.
+	Port int
+	// Weight is the server's weight (> 0), used by ketama and modula.
+	Weight int
+	// Name is twemproxy's node name, the input of ketama's points and the
+	// server's key in the stats JSON: the explicit name after the space if
+	// the line has one; else the host alone when the port is 11211
+	// (libmemcached compatibility); else "host:port" as written. A unix
+	// socket without a name is named "path:", with a trailing colon, as in
+	// twemproxy.
+	Name string
+	// Line is the line of the server in the source, for messages.
+	Line int
+}
+
+// Pool returns the pool called name, or nil.
+func (c *Config) Pool(name string) *Pool {
+	for _, p := range c.Pools {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// SortedServers returns a copy of p.Servers in twemproxy's order: by Name,
+// shorter names first, names of equal length by their bytes. That order, not
+// the file's, gives servers their index for modula and random and their order
+// in the stats JSON.
+func (p *Pool) SortedServers() []Server {
+	s := slices.Clone(p.Servers)
+	slices.SortStableFunc(s, func(a, b Server) int { return compareNames(a.Name, b.Name) })
+	return s
+}
+
+// compareNames orders names the way twemproxy's string_compare does: by
+// length, then by bytes.
+func compareNames(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	return strings.Compare(a, b)
+}

@@ -1,0 +1,147 @@
+package config
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Marshal returns c as nutcracker.yml text: pools in c's order, twemproxy
+// keys always written except those at an empty or zero value (timeout,
+// hash_tag, redis_auth, tcpkeepalive, reuseport), shardproxy extensions only
+// where they differ from their defaults, so a Config using none of them reads
+// back in twemproxy. Durations are written in whole milliseconds. A Config
+// from Parse reads back to an equal one (line numbers aside); Marshal does
+// not validate a Config built by hand.
+func (c *Config) Marshal() ([]byte, error) {
+	root := &yaml.Node{Kind: yaml.MappingNode}
+	for _, p := range c.Pools {
+		root.Content = append(root.Content, str(p.Name), p.node())
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}); err != nil {
+		return nil, fmt.Errorf("config: marshal: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("config: marshal: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// node returns the pool's mapping.
+func (p *Pool) node() *yaml.Node {
+	m := &yaml.Node{Kind: yaml.MappingNode}
+	add := func(key string, v *yaml.Node) { m.Content = append(m.Content, str(key), v) }
+	add("listen", str(p.Listen.text()))
+	add("hash", str(p.Hash))
+	if p.HashTag != "" {
+		add("hash_tag", str(p.HashTag))
+	}
+	add("distribution", str(p.Distribution))
+	if p.Timeout > 0 {
+		add("timeout", num(millis(p.Timeout)))
+	}
+	add("backlog", num(strconv.Itoa(p.Backlog)))
+	add("client_connections", num(strconv.Itoa(p.ClientConnections)))
+	add("redis", boolean(p.Redis))
+	if p.RedisAuth != "" {
+		add("redis_auth", str(p.RedisAuth))
+	}
+	add("redis_db", num(strconv.Itoa(p.RedisDB)))
+	add("preconnect", boolean(p.Preconnect))
+	add("auto_eject_hosts", boolean(p.AutoEjectHosts))
+	add("server_connections", num(strconv.Itoa(p.ServerConnections)))
+	add("server_retry_timeout", num(millis(p.ServerRetryTimeout)))
+	add("server_failure_limit", num(strconv.Itoa(p.ServerFailureLimit)))
+	if p.TCPKeepalive {
+		add("tcpkeepalive", boolean(true))
+	}
+	if p.Reuseport {
+		add("reuseport", boolean(true))
+	}
+	if p.ItemSizeMax != DefaultItemSizeMax {
+		add("item_size_max", num(strconv.Itoa(p.ItemSizeMax)))
+	}
+	if p.MaxRequestLine != DefaultMaxRequestLine {
+		add("max_request_line", num(strconv.Itoa(p.MaxRequestLine)))
+	}
+	if !p.AllowFlushAll {
+		add("flush_all", boolean(false))
+	}
+	if p.ConnectTimeout != defaultConnectTimeout(p.Timeout) {
+		add("connect_timeout", num(millis(p.ConnectTimeout)))
+	}
+	if p.HashSeed != 0 {
+		add("hash_seed", num(strconv.FormatUint(p.HashSeed, 10)))
+	}
+	seq := &yaml.Node{Kind: yaml.SequenceNode}
+	for _, s := range p.Servers {
+		seq.Content = append(seq.Content, str(s.text()))
+	}
+	add("servers", seq)
+	return m
+}
+
+// text is the listen value that parses back to l. A path with a space needs
+// the permission field, even 0000, or its last word would be read as one.
+func (l Listen) text() string {
+	if l.Network == "unix" && (l.Perm != 0 || strings.Contains(l.Addr, " ")) {
+		return fmt.Sprintf("%s %04o", l.Addr, uint32(l.Perm))
+	}
+	return l.Addr
+}
+
+// text is the servers line that parses back to s: the name is written only
+// when it differs from the one twemproxy would derive.
+func (s Server) text() string {
+	line, port := s.Host+":", ""
+	if s.Network != "unix" {
+		port = strconv.Itoa(s.Port)
+		line += port + ":"
+	}
+	line += strconv.Itoa(s.Weight)
+	if s.Name != nodeName(s.Host, port, s.Port) {
+		line += " " + s.Name
+	}
+	return line
+}
+
+// Checksum returns a hex SHA-256 of everything that defines the pool (its
+// name, listen, keys and servers in order), leaving out line numbers. Two
+// pools with equal checksums behave the same, so a reload can keep an
+// unchanged pool's listener and server connections.
+func (p *Pool) Checksum() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%q %q %q %o\n", p.Name, p.Listen.Network, p.Listen.Addr, uint32(p.Listen.Perm))
+	fmt.Fprintf(h, "%q %q %q %d %d %d\n", p.Hash, p.HashTag, p.Distribution, p.Timeout, p.Backlog, p.ClientConnections)
+	fmt.Fprintf(h, "%t %q %d %t %t\n", p.Redis, p.RedisAuth, p.RedisDB, p.Preconnect, p.AutoEjectHosts)
+	fmt.Fprintf(h, "%d %d %d %t %t\n", p.ServerConnections, p.ServerRetryTimeout, p.ServerFailureLimit, p.TCPKeepalive, p.Reuseport)
+	fmt.Fprintf(h, "%d %d %t %d %d\n", p.ItemSizeMax, p.MaxRequestLine, p.AllowFlushAll, p.ConnectTimeout, p.HashSeed)
+	for _, s := range p.Servers {
+		fmt.Fprintf(h, "%q %q %q %d %d %q\n", s.Network, s.Addr, s.Host, s.Port, s.Weight, s.Name)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// str is a string scalar; the encoder quotes it when YAML would read it as
+// something else.
+func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+
+// num is an integer scalar.
+func num(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: s} }
+
+// boolean is a true/false scalar.
+func boolean(b bool) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(b)}
+}
+
+// millis formats a duration as whole milliseconds.
+func millis(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

@@ -1,0 +1,163 @@
+package config
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// withoutLines returns copies of the pools with every Line zeroed.
+func withoutLines(pools []*Pool) []Pool {
+	var out []Pool
+	for _, p := range pools {
+		q := *p
+		q.Line = 0
+		q.Servers = nil
+		for _, s := range p.Servers {
+			s.Line = 0
+			q.Servers = append(q.Servers, s)
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+func TestMarshalRoundTrip(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.yml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			c, err := Load(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, err := c.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := Parse(text, "marshaled")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, text)
+			}
+			if got, want := withoutLines(again.Pools), withoutLines(c.Pools); !reflect.DeepEqual(got, want) {
+				t.Errorf("round trip changed the pools\n got %+v\nwant %+v\ntext:\n%s", got, want, text)
+			}
+			for i, p := range c.Pools {
+				if again.Pools[i].Checksum() != p.Checksum() {
+					t.Errorf("pool %s: checksum changed in the round trip", p.Name)
+				}
+			}
+		})
+	}
+}
+
+// A twemproxy file marshals without shardproxy keys, so twemproxy can read
+// the result.
+func TestMarshalTwemproxyKeysOnly(t *testing.T) {
+	c, err := Load("testdata/nutcracker.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"item_size_max", "max_request_line", "flush_all", "connect_timeout", "hash_seed"} {
+		if strings.Contains(string(text), key) {
+			t.Errorf("marshaled twemproxy config has %s:\n%s", key, text)
+		}
+	}
+	for _, want := range []string{"listen: /tmp/gamma 0666\n", "hash_tag: '{}'\n", "- 127.0.0.1:6380:1 server1\n", "redis_auth: s3cret pass\n"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("marshaled text lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// mutate returns a value of v's type different from v.
+func mutate(t *testing.T, v reflect.Value) reflect.Value {
+	t.Helper()
+	n := reflect.New(v.Type()).Elem()
+	n.Set(v)
+	switch v.Kind() {
+	case reflect.String:
+		n.SetString(v.String() + "x")
+	case reflect.Bool:
+		n.SetBool(!v.Bool())
+	case reflect.Int, reflect.Int64:
+		n.SetInt(v.Int() + 1)
+	case reflect.Uint32, reflect.Uint64:
+		n.SetUint(v.Uint() + 1)
+	default:
+		t.Fatalf("mutate: no rule for %s", v.Type())
+	}
+	return n
+}
+
+// Every field but Line takes part in the checksum, so a field added later
+// cannot be forgotten there.
+func TestChecksumCoversEveryField(t *testing.T) {
+	c := mustParse(t, pool("  timeout: 400\n"))
+	base := c.Pools[0]
+	sum := base.Checksum()
+
+	moved := *base
+	moved.Line = 40
+	moved.Servers = []Server{base.Servers[0]}
+	moved.Servers[0].Line = 41
+	if moved.Checksum() != sum {
+		t.Error("checksum depends on line numbers")
+	}
+
+	pt := reflect.TypeFor[Pool]()
+	for i := range pt.NumField() {
+		f := pt.Field(i)
+		if f.Name == "Line" {
+			continue
+		}
+		switch f.Type {
+		case reflect.TypeFor[Listen]():
+			for j := range f.Type.NumField() {
+				p := *base
+				lv := reflect.ValueOf(&p.Listen).Elem().Field(j)
+				lv.Set(mutate(t, lv))
+				if p.Checksum() == sum {
+					t.Errorf("checksum ignores Listen.%s", f.Type.Field(j).Name)
+				}
+			}
+		case reflect.TypeFor[[]Server]():
+			st := reflect.TypeFor[Server]()
+			for j := range st.NumField() {
+				if st.Field(j).Name == "Line" {
+					continue
+				}
+				p := *base
+				p.Servers = []Server{base.Servers[0]}
+				sv := reflect.ValueOf(&p.Servers[0]).Elem().Field(j)
+				sv.Set(mutate(t, sv))
+				if p.Checksum() == sum {
+					t.Errorf("checksum ignores Server.%s", st.Field(j).Name)
+				}
+			}
+			p := *base
+			p.Servers = append([]Server{base.Servers[0]}, base.Servers[0])
+			if p.Checksum() == sum {
+				t.Error("checksum ignores the number of servers")
+			}
+		default:
+			p := *base
+			fv := reflect.ValueOf(&p).Elem().Field(i)
+			fv.Set(mutate(t, fv))
+			if p.Checksum() == sum {
+				t.Errorf("checksum ignores %s", f.Name)
+			}
+		}
+	}
+	if base.Timeout != 400*time.Millisecond {
+		t.Fatal("mutations leaked into the parsed pool")
+	}
+}

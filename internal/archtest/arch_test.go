@@ -1,0 +1,268 @@
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// module is the import path of the module whose packages are checked.
+const module = "shardproxy"
+
+// rule says what one part of shardproxy may import besides the standard
+// library and its own subpackages.
+type rule struct {
+	parts    []string // other parts of shardproxy
+	external []string // third-party packages; a trailing "/" allows a whole tree
+}
+
+// layers is ARCHITECTURE.md's package table: each part of shardproxy (a
+// directory relative to the module root, with its subpackages) and what its
+// non-test files may import. Tests may import anything, internal/testserver
+// included. A new part or a new third-party dependency is a change to this
+// table, made on purpose. Parts that do not exist yet are fine.
+var layers = map[string]rule{
+	"codec":    {},
+	"memcache": {parts: []string{"codec"}},
+	"resp":     {parts: []string{"codec"}, external: []string{"github.com/tidwall/redcon"}},
+	"sharding": {external: []string{"github.com/cespare/xxhash/v2", "github.com/spaolacci/murmur3"}},
+	"backend":  {parts: []string{"codec"}},
+	"cluster":  {parts: []string{"codec", "resp", "backend"}},
+	"lua": {parts: []string{"codec", "sharding", "backend", "cluster"},
+		external: []string{"github.com/yuin/gopher-lua"}},
+	"config": {parts: []string{"sharding", "codec"}, external: []string{"gopkg.in/yaml.v3"}},
+	"proxy": {parts: []string{"codec", "memcache", "resp", "sharding", "cluster", "backend",
+		"lua", "config"}},
+	"admin":               {parts: []string{"proxy"}, external: []string{"github.com/prometheus/"}},
+	"cmd/shardproxy":      {parts: []string{"proxy", "config", "admin"}},
+	"internal/testserver": {},
+	"internal/archtest":   {},
+}
+
+// pkg is what go list tells about one package.
+type pkg struct {
+	ImportPath string
+	Imports    []string // non-test imports only
+}
+
+func TestImportDirection(t *testing.T) {
+	pkgs := listPackages(t)
+	if len(pkgs) == 0 {
+		t.Fatal("go list found no packages")
+	}
+	for _, v := range check(pkgs) {
+		t.Error(v)
+	}
+}
+
+// listPackages runs go list over the module. -e keeps packages that do not
+// build yet (others may be halfway through writing them): their imports
+// still count.
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go command not found: %v", err)
+	}
+	cmd := exec.Command(goBin, "list", "-e", "-json=ImportPath,Imports", module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			return pkgs
+		} else if err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+}
+
+// check returns one message for every import that breaks layers, sorted.
+func check(pkgs []pkg) []string {
+	var bad []string
+	for _, p := range pkgs {
+		from, ok := partOf(p.ImportPath)
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s: package is not in the architecture table "+
+				"(add its part to layers in internal/archtest)", p.ImportPath))
+			continue
+		}
+		r := layers[from]
+		for _, imp := range p.Imports {
+			if msg := checkImport(from, r, imp); msg != "" {
+				bad = append(bad, fmt.Sprintf("%s imports %s: %s", p.ImportPath, imp, msg))
+			}
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+// checkImport returns why part from (with rule r) may not import imp, or "".
+func checkImport(from string, r rule, imp string) string {
+	switch {
+	case isStd(imp):
+		return ""
+	case imp == module || strings.HasPrefix(imp, module+"/"):
+		to, ok := partOf(imp)
+		switch {
+		case to == from:
+			return ""
+		case strings.HasPrefix(to, "internal/") || strings.HasPrefix(imp, module+"/internal/"):
+			return "internal packages are for tests only (import them from _test.go files)"
+		case !ok:
+			return "imported package is not in the architecture table"
+		case len(r.parts) == 0:
+			return fmt.Sprintf("%s may import no other shardproxy package (ARCHITECTURE.md)", from)
+		case !slices.Contains(r.parts, to):
+			return fmt.Sprintf("%s may import only %s of shardproxy (ARCHITECTURE.md)", from, list(r.parts))
+		}
+		return ""
+	case allowedExternal(r.external, imp):
+		return ""
+	default:
+		return fmt.Sprintf("third-party import not allowed in %s (allowed: %s); "+
+			"a new dependency is a change to layers in internal/archtest", from, list(r.external))
+	}
+}
+
+// partOf returns the table entry that owns the shardproxy package path: the
+// longest entry that is the path or one of its parents.
+func partOf(path string) (string, bool) {
+	rel, ok := strings.CutPrefix(path, module+"/")
+	if !ok {
+		return "", false
+	}
+	best := ""
+	for part := range layers {
+		if (rel == part || strings.HasPrefix(rel, part+"/")) && len(part) > len(best) {
+			best = part
+		}
+	}
+	return best, best != ""
+}
+
+// isStd reports whether path is a standard library package: by the Go
+// convention, its first element has no dot. The module's own dotless path
+// and cgo's "C" are not.
+func isStd(path string) bool {
+	if path == "C" || path == module || strings.HasPrefix(path, module+"/") {
+		return false
+	}
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+// allowedExternal reports whether imp is one of allowed, or a package inside
+// one of them (a trailing "/" allows everything under that prefix).
+func allowedExternal(allowed []string, imp string) bool {
+	for _, a := range allowed {
+		if strings.HasSuffix(a, "/") && strings.HasPrefix(imp, a) {
+			return true
+		}
+		if imp == a || strings.HasPrefix(imp, a+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name string
+		pkg  pkg
+		want string // substring of the only violation, or "" for none
+	}{
+		{"stdlib", pkg{"shardproxy/codec", []string{"bufio", "net/netip", "errors"}}, ""},
+		{"allowed part", pkg{"shardproxy/memcache", []string{"shardproxy/codec", "bytes"}}, ""},
+		{"upward", pkg{"shardproxy/codec", []string{"shardproxy/memcache"}}, "codec may import no other shardproxy package"},
+		{"sideways", pkg{"shardproxy/memcache", []string{"shardproxy/resp"}}, "memcache may import only codec"},
+		{"transport from dialect", pkg{"shardproxy/resp", []string{"shardproxy/backend"}}, "may import only codec"},
+		{"subpackage of allowed part", pkg{"shardproxy/cluster", []string{"shardproxy/resp/commands"}}, ""},
+		{"own subpackage", pkg{"shardproxy/sharding/ketama", []string{"shardproxy/sharding"}}, ""},
+		{"allowed third-party", pkg{"shardproxy/resp", []string{"github.com/tidwall/redcon"}}, ""},
+		{"third-party subpackage", pkg{"shardproxy/lua", []string{"github.com/yuin/gopher-lua/parse"}}, ""},
+		{"third-party tree", pkg{"shardproxy/admin", []string{"github.com/prometheus/client_golang/prometheus"}}, ""},
+		{"third-party elsewhere", pkg{"shardproxy/proxy", []string{"github.com/tidwall/redcon"}}, "third-party import not allowed in proxy"},
+		{"unlisted third-party", pkg{"shardproxy/config", []string{"github.com/BurntSushi/toml"}}, "third-party import not allowed in config"},
+		{"name prefix of a part", pkg{"shardproxy/proxyx", nil}, "shardproxy/proxyx: package is not in the architecture table"},
+		{"similar name", pkg{"shardproxy/sharding", []string{"github.com/cespare/xxhash"}}, "third-party import not allowed"},
+		{"internal from code", pkg{"shardproxy/proxy", []string{"shardproxy/internal/testserver"}}, "for tests only"},
+		{"unknown internal", pkg{"shardproxy/proxy", []string{"shardproxy/internal/other"}}, "for tests only"},
+		{"unknown part imported", pkg{"shardproxy/proxy", []string{"shardproxy/util"}}, "not in the architecture table"},
+		{"unknown part", pkg{"shardproxy/util", []string{"fmt"}}, "shardproxy/util: package is not in the architecture table"},
+		{"root package", pkg{"shardproxy", nil}, "not in the architecture table"},
+		{"cgo", pkg{"shardproxy/backend", []string{"C"}}, "third-party import not allowed"},
+		{"cmd wiring", pkg{"shardproxy/cmd/shardproxy", []string{"shardproxy/proxy", "shardproxy/config", "shardproxy/admin", "flag"}}, ""},
+		{"cmd reaching down", pkg{"shardproxy/cmd/shardproxy", []string{"shardproxy/memcache"}}, "cmd/shardproxy may import only proxy, config, admin"},
+		{"testserver stdlib only", pkg{"shardproxy/internal/testserver", []string{"shardproxy/codec"}}, "internal/testserver may import no other shardproxy package"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := check([]pkg{tt.pkg})
+			switch {
+			case tt.want == "" && len(got) != 0:
+				t.Errorf("want no violation, got %q", got)
+			case tt.want != "" && (len(got) != 1 || !strings.Contains(got[0], tt.want)):
+				t.Errorf("want one violation containing %q, got %q", tt.want, got)
+			}
+		})
+	}
+}
+
+// TestLayersTable checks the table itself: every part it names is an entry,
+// and the allowed imports form no cycle, so dependencies point one way.
+func TestLayersTable(t *testing.T) {
+	for part, r := range layers {
+		for _, to := range r.parts {
+			if _, ok := layers[to]; !ok || to == part || strings.HasPrefix(to, "internal/") {
+				t.Errorf("layers[%q] allows %q, which is itself, internal or not an entry", part, to)
+			}
+		}
+	}
+	const (
+		unseen = iota
+		visiting
+		done
+	)
+	state := make(map[string]int)
+	var visit func(part string, path []string)
+	visit = func(part string, path []string) {
+		switch state[part] {
+		case visiting:
+			t.Errorf("layers has an import cycle: %s", strings.Join(append(path, part), " -> "))
+			return
+		case done:
+			return
+		}
+		state[part] = visiting
+		for _, to := range layers[part].parts {
+			visit(to, append(path, part))
+		}
+		state[part] = done
+	}
+	for part := range layers {
+		visit(part, nil)
+	}
+}

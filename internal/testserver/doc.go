@@ -1,0 +1,19 @@
+// Package testserver starts and stops real cache servers (memcached,
+// redis-server, a Redis Cluster, twemproxy's nutcracker) on free loopback
+// ports for tests.
+//
+// It is test-only code: only _test.go files import it, and it imports the
+// standard library only. Every server belongs to the test that started it and
+// is killed by t.Cleanup. A missing server binary fails the test with an
+// install hint instead of skipping it, so a green run means the integration
+// tests really ran; under `go test -short` the Start functions skip the
+// calling test instead, which leaves integration tests out of quick runs.
+//
+// Start functions return once the server answers its protocol (memcached
+// "version", Redis PING, nutcracker accepting connections), polling with a
+// deadline. The server's stdout and stderr are kept (the last 64 KiB) and
+// shown in failure messages and, when the test failed, in the test log.
+//
+// A Server's methods are safe for concurrent use, except that Restart and the
+// Start functions call t.Fatalf and so belong on the test's goroutine.
+package testserver
