@@ -1,0 +1,241 @@
+package codec
+
+import (
+	"errors"
+	"sort"
+	"sync"
+)
+
+// Route says how the proxy delivers a request.
+type Route uint8
+
+const (
+	// RouteKey sends the request to the backend that owns Keys[0].
+	RouteKey Route = iota
+	// RouteMulti splits the request per backend owning its keys (Dialect.Split)
+	// and merges the replies (Dialect.Merge).
+	RouteMulti
+	// RouteAll sends the request unchanged to every backend of the pool and
+	// merges the replies (Dialect.Merge with no Split).
+	RouteAll
+	// RouteLocal is answered by the proxy itself (Dialect.AppendLocal).
+	RouteLocal
+)
+
+// Mode says which replies the client expects for a request.
+type Mode uint8
+
+const (
+	// ModeNormal: the client reads one reply.
+	ModeNormal Mode = iota
+	// ModeNoreply: the client reads nothing, whatever happens (memcached noreply).
+	ModeNoreply
+	// ModeQuiet: the dialect decides per reply what the client sees
+	// (memcached meta "q": misses and successes are hidden, errors shown).
+	ModeQuiet
+)
+
+// ReplyKind classifies a backend reply.
+type ReplyKind uint8
+
+const (
+	// ReplyOK is a successful reply: a hit, stored, deleted, a number, ...
+	ReplyOK ReplyKind = iota
+	// ReplyMiss is a successful "not found" reply.
+	ReplyMiss
+	// ReplyError is an error the server reported for this request alone; the
+	// connection stays in sync and the server counts as healthy.
+	ReplyError
+	// ReplyFailure is a reply that says the server itself is unhealthy (Redis
+	// -LOADING, -BUSY, -OOM): delivered to the client, counted as a backend failure.
+	ReplyFailure
+)
+
+// ErrorKind selects the protocol's wording of an error reply.
+type ErrorKind uint8
+
+const (
+	// ErrClient is the client's fault (memcache CLIENT_ERROR, RESP -ERR).
+	ErrClient ErrorKind = iota
+	// ErrServer is the proxy's or a backend's fault (memcache SERVER_ERROR, RESP -ERR).
+	ErrServer
+	// ErrUnknownCommand is an unknown or unsupported command (memcache ERROR).
+	ErrUnknownCommand
+)
+
+// Request is one parsed client request.
+type Request struct {
+	// Name is the lower-case command name ("get", "ms", "mget").
+	Name string
+	// Cmd is the dialect's own command number; only the dialect reads it.
+	Cmd int
+	// Route says how the proxy delivers the request.
+	Route Route
+	// Mode says which replies the client expects.
+	Mode Mode
+	// Keys are the routing keys in the client's order (decoded, e.g. from
+	// base64), slices of Buf.
+	Keys [][]byte
+	// Wire is what is sent to a backend: the request as the client sent it,
+	// possibly rewritten by the dialect (e.g. noreply removed). A slice of Buf.
+	Wire []byte
+	// Close asks the proxy to close the client connection after the replies to
+	// this and all earlier requests are written (memcache quit).
+	Close bool
+	// Arg is dialect-private: a number the parser keeps for Split, Merge or
+	// AppendReply.
+	Arg int
+	// Buf is the storage that Keys and Wire point into; reused by Reset.
+	Buf []byte
+}
+
+// Reset clears r for reuse, keeping its storage.
+func (r *Request) Reset() {
+	keys, buf := r.Keys[:0], r.Buf[:0]
+	*r = Request{Keys: keys, Buf: buf}
+}
+
+// Reply is what a backend answered to one request.
+type Reply struct {
+	// Raw is the reply's wire bytes, owned by the Reply. Empty when Err is set.
+	Raw []byte
+	// Kind classifies Raw.
+	Kind ReplyKind
+	// Err is set when there is no reply: the backend failed, timed out or was
+	// unreachable. Its text names the cause and goes to the client.
+	Err error
+}
+
+// Limits bound what a client may send.
+type Limits struct {
+	// MaxKey is the longest key in bytes. Zero means the dialect's default.
+	MaxKey int
+	// MaxLine is the longest request line (or inline command) in bytes. Zero
+	// means the dialect's default.
+	MaxLine int
+	// MaxValue is the largest value (or bulk string) in bytes. Zero means the
+	// dialect's default.
+	MaxValue int
+	// Deny lists command names (lower case) the pool forbids; the parser
+	// answers them with an error naming the command.
+	Deny []string
+}
+
+// HandshakeOptions describe what a new backend socket must be told.
+type HandshakeOptions struct {
+	// Password, when set, authenticates the proxy to the backend.
+	Password string
+	// Username goes with Password where the protocol has users.
+	Username string
+	// DB, when non-zero, selects a database.
+	DB int
+}
+
+// Env is what the proxy tells a dialect answering a local command.
+type Env interface {
+	// Version is the proxy's version string.
+	Version() string
+	// Stats lists the proxy's counters as name/value pairs, in order.
+	Stats() []Stat
+}
+
+// Stat is one named counter.
+type Stat struct {
+	Name  string
+	Value string
+}
+
+// RequestParser frames client requests. It belongs to one client session.
+type RequestParser interface {
+	// ParseRequest parses the first request in buf into req (which the caller
+	// has Reset). It returns how many bytes of buf the request used. When buf
+	// holds only a prefix of a request it returns ErrIncomplete. On bad input it
+	// returns a *ProtocolError.
+	ParseRequest(buf []byte, req *Request) (n int, err error)
+}
+
+// Dialect is one wire protocol.
+type Dialect interface {
+	// Name is the registry name ("memcache", "redis").
+	Name() string
+	// NewRequestParser returns a parser for one client session.
+	NewRequestParser(l Limits) RequestParser
+	// ParseReply frames the backend's reply to req at the start of buf and
+	// returns its length and kind. ErrIncomplete means more bytes are needed;
+	// any other error means the stream cannot be trusted any more (the backend
+	// socket is closed).
+	ParseReply(buf []byte, req *Request) (n int, kind ReplyKind, err error)
+	// AppendReply appends to dst what the client sees of reply (the result of
+	// ParseReply to req): usually reply itself; nothing for a noreply request.
+	AppendReply(dst []byte, req *Request, reply []byte, kind ReplyKind) []byte
+	// AppendError appends an error reply in the protocol's wording.
+	AppendError(dst []byte, kind ErrorKind, msg string) []byte
+	// AppendLocal appends the proxy's own answer to a RouteLocal request.
+	AppendLocal(dst []byte, req *Request, env Env) []byte
+	// Split divides a RouteMulti request by backend. targets[i] is the backend
+	// of req.Keys[i]. It returns one sub-request per distinct backend, in order
+	// of first appearance, and that backend in subTargets.
+	Split(req *Request, targets []int) (subs []*Request, subTargets []int)
+	// Merge appends the client's reply to a split (or RouteAll) request, given
+	// the sub-requests and their replies in the same order. For RouteAll, subs
+	// holds req once per backend.
+	Merge(dst []byte, req *Request, subs []*Request, replies []Reply) []byte
+	// Handshake returns the requests a new backend socket sends before it is
+	// used; each must get a ReplyOK reply or the socket is dropped.
+	Handshake(o HandshakeOptions) []*Request
+}
+
+// ErrIncomplete reports that the input holds only part of a frame.
+var ErrIncomplete = errors.New("codec: incomplete frame")
+
+// ProtocolError is a client request the dialect rejects.
+type ProtocolError struct {
+	// Reply is the exact bytes to send the client.
+	Reply string
+	// Close asks the proxy to close the connection after Reply: the stream
+	// cannot be resynchronised.
+	Close bool
+	// Discard is how many bytes after the parsed length the proxy must read
+	// and drop (a value too large to buffer, swallowed as memcached does).
+	Discard int64
+	// N is how many bytes of input the rejected request used.
+	N int
+}
+
+func (e *ProtocolError) Error() string { return "codec: protocol error: " + e.Reply }
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]Dialect{}
+)
+
+// Register makes a dialect available by its name. It panics on a duplicate
+// name: registration happens in init functions.
+func Register(d Dialect) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[d.Name()]; dup {
+		panic("codec: dialect registered twice: " + d.Name())
+	}
+	registry[d.Name()] = d
+}
+
+// Lookup returns the dialect registered under name.
+func Lookup(name string) (Dialect, bool) {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	d, ok := registry[name]
+	return d, ok
+}
+
+// Names lists the registered dialects, sorted.
+func Names() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,122 @@
+package memcache
+
+import (
+	"strings"
+	"testing"
+
+	"shardproxy/codec"
+)
+
+var (
+	benchGet      = []byte("get user:1234567890\r\n")
+	benchSet      = []byte("set user:1234567890 0 3600 100\r\n" + strings.Repeat("v", 100) + "\r\n")
+	benchMultiGet = []byte("get" + strings.Repeat(" user:1234567890", 100) + "\r\n")
+	benchMetaGet  = []byte("mg dXNlcjoxMjM0NTY3ODkw b v f t q\r\n")
+	benchValue    = []byte("VALUE user:1234567890 0 100\r\n" + strings.Repeat("v", 100) + "\r\nEND\r\n")
+	benchQuiet    = []byte("VA 100 f0 t-1\r\n" + strings.Repeat("v", 100) + "\r\nMN\r\n")
+)
+
+func benchParse(b *testing.B, in []byte) {
+	p := dialect.NewRequestParser(codec.Limits{})
+	var req codec.Request
+	b.ReportAllocs()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		req.Reset()
+		if _, err := p.ParseRequest(in, &req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseGet(b *testing.B)      { benchParse(b, benchGet) }
+func BenchmarkParseSet100(b *testing.B)   { benchParse(b, benchSet) }
+func BenchmarkParseMultiGet(b *testing.B) { benchParse(b, benchMultiGet) }
+func BenchmarkParseMetaGet(b *testing.B)  { benchParse(b, benchMetaGet) }
+
+func benchReply(b *testing.B, req *codec.Request, in []byte) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		if _, _, err := dialect.ParseReply(in, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseReplyValue(b *testing.B) {
+	benchReply(b, replyReq(CmdGet, codec.ModeNormal), benchValue)
+}
+
+func BenchmarkParseReplyQuietMeta(b *testing.B) {
+	benchReply(b, replyReq(CmdMetaGet, codec.ModeQuiet), benchQuiet)
+}
+
+func BenchmarkSplitMerge(b *testing.B) {
+	var req codec.Request
+	if _, err := dialect.NewRequestParser(codec.Limits{}).ParseRequest(benchMultiGet, &req); err != nil {
+		b.Fatal(err)
+	}
+	targets := make([]int, len(req.Keys))
+	for i := range targets {
+		targets[i] = i % 4
+	}
+	replies := make([]codec.Reply, 4)
+	for i := range replies {
+		replies[i] = codec.Reply{Raw: []byte("VALUE user:1234567890 0 3\r\nabc\r\nEND\r\n")}
+	}
+	var dst []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		subs, _ := dialect.Split(&req, targets)
+		dst = dialect.Merge(dst[:0], &req, subs, replies)
+	}
+}
+
+// TestZeroAllocs pins the hot paths at zero allocations once the request's
+// storage has grown.
+func TestZeroAllocs(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage instrumentation allocates")
+	}
+	p := dialect.NewRequestParser(codec.Limits{})
+	var req codec.Request
+	for _, in := range [][]byte{benchGet, benchSet, benchMultiGet, benchMetaGet, []byte("set k 0 0 1 noreply\r\nx\r\n")} {
+		p.ParseRequest(in, &req) // grow req.Buf, req.Keys and the token list
+		allocs := testing.AllocsPerRun(100, func() {
+			req.Reset()
+			if _, err := p.ParseRequest(in, &req); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("ParseRequest(%.20q...) allocates %.1f times", in, allocs)
+		}
+	}
+	replies := []struct {
+		req *codec.Request
+		in  []byte
+	}{
+		{replyReq(CmdGet, codec.ModeNormal), benchValue},
+		{replyReq(CmdMetaGet, codec.ModeQuiet), benchQuiet},
+		{replyReq(CmdSet, codec.ModeNormal), []byte("STORED\r\n")},
+		{replyReq(CmdIncr, codec.ModeNormal), []byte("12345\r\n")},
+	}
+	for _, r := range replies {
+		allocs := testing.AllocsPerRun(100, func() {
+			if _, _, err := dialect.ParseReply(r.in, r.req); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("ParseReply(%.20q...) allocates %.1f times", r.in, allocs)
+		}
+	}
+	dst := make([]byte, 0, 1024)
+	allocs := testing.AllocsPerRun(100, func() {
+		dst = dialect.AppendReply(dst[:0], replies[1].req, benchQuiet, codec.ReplyOK)
+	})
+	if allocs != 0 {
+		t.Errorf("AppendReply allocates %.1f times", allocs)
+	}
+}

@@ -1,0 +1,50 @@
+// Package memcache is the memcached text and meta protocol as a
+// codec.Dialect, registered as "memcache". It frames client requests
+// (classic get/gets/gat/gats, set/add/replace/append/prepend/cas,
+// incr/decr, touch, delete, flush_all; meta mg/ms/md/ma/me/mn; the local
+// version, verbosity, stats and quit) and backend replies, words errors as
+// memcached 1.6.18 does, and splits multi-key retrievals per backend and
+// merges their replies.
+//
+// It owns no I/O, keeps no connection state beyond one session's parser,
+// never logs, and imports only the standard library and codec. Nothing
+// here dials a server or knows about pools.
+//
+// # Requests
+//
+// The parser accepts what memcached accepts: lines ending in "\r\n" or a
+// bare "\n", tokens separated by spaces, case-sensitive verbs, numbers as
+// memcached's strtol-based checks read them. It rejects what memcached
+// rejects with memcached's reply text. Where memcached's own recovery would
+// let value bytes run as commands, the proxy does better: a rejected
+// storage line whose length is usable has its value swallowed
+// (ProtocolError.Discard); one whose length is not (negative, too large,
+// not a number), a value not followed by "\r\n", and a line over its limit
+// close the connection. Errors that memcached hides from a noreply request
+// are hidden too (ProtocolError.Reply is empty).
+//
+// "noreply" is removed from the wire (the proxy needs every backend reply
+// to keep replies in order) and AppendReply shows the client nothing. A
+// quiet meta request ("q" flag) is sent followed by "mn\r\n"; the reply
+// runs to the "MN\r\n" line, which AppendReply drops, so what a client sees
+// in quiet mode is exactly what memcached shows. A base64 key ("b" flag) is
+// decoded for routing only.
+//
+// # Replies
+//
+// ParseReply frames exactly one reply and classifies it: hits, stored,
+// numbers, deleted, touched, NOT_STORED, EXISTS, NS, EX as ReplyOK; END
+// without a value, NOT_FOUND, EN, NF as ReplyMiss; ERROR, CLIENT_ERROR and
+// SERVER_ERROR as ReplyError. Anything else, a line over MaxReplyLine or a
+// value over MaxReplyValue is an error (the sentinels in errors.go): the
+// backend stream is out of step.
+//
+// # Concurrency and ownership
+//
+// Dialect is stateless and safe for concurrent use. A parser from
+// NewRequestParser belongs to one session. ParseRequest copies what a
+// request needs into req.Buf (reusing its capacity) and points req.Wire and
+// req.Keys into it, so they stay valid after the input buffer is reused;
+// nothing else is retained between calls. Split returns sub-requests with
+// their own storage. The Append functions and Merge only append to dst.
+package memcache

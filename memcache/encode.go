@@ -1,0 +1,99 @@
+package memcache
+
+import (
+	"bytes"
+
+	"shardproxy/codec"
+)
+
+// AppendReply implements codec.Dialect: a noreply request shows nothing, a
+// quiet meta request shows its reply without the "MN\r\n" the parser asked
+// for, any other request shows the reply as the backend sent it.
+func (*Dialect) AppendReply(dst []byte, req *codec.Request, reply []byte, _ codec.ReplyKind) []byte {
+	switch req.Mode {
+	case codec.ModeNoreply:
+		return dst
+	case codec.ModeQuiet:
+		reply = bytes.TrimSuffix(reply, []byte("MN\r\n"))
+	}
+	return append(dst, reply...)
+}
+
+// AppendError implements codec.Dialect: "CLIENT_ERROR <msg>\r\n",
+// "SERVER_ERROR <msg>\r\n" or "ERROR\r\n". Line breaks in msg become
+// spaces so the reply stays one line.
+func (*Dialect) AppendError(dst []byte, kind codec.ErrorKind, msg string) []byte {
+	switch kind {
+	case codec.ErrClient:
+		dst = append(dst, "CLIENT_ERROR "...)
+	case codec.ErrServer:
+		dst = append(dst, "SERVER_ERROR "...)
+	default:
+		return append(dst, replyError...)
+	}
+	return appendLine(dst, msg)
+}
+
+// appendLine appends s with '\r' and '\n' replaced by spaces, then "\r\n".
+func appendLine(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		dst = append(dst, c)
+	}
+	return append(dst, "\r\n"...)
+}
+
+// AppendLocal implements codec.Dialect for the requests the parser routes
+// RouteLocal: version ("VERSION <env.Version()>"), verbosity ("OK"), stats
+// with or without arguments (every env.Stats() counter as "STAT <name>
+// <value>", then "END"; arguments select nothing yet), mn ("MN"), gat and
+// gats without keys ("END", as memcached) and quit (nothing). A noreply
+// request shows nothing.
+func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byte {
+	if req.Mode == codec.ModeNoreply {
+		return dst
+	}
+	switch req.Cmd {
+	case CmdVersion:
+		v := "unknown"
+		if env != nil {
+			v = env.Version()
+		}
+		return appendLine(append(dst, "VERSION "...), v)
+	case CmdVerbosity:
+		return append(dst, "OK\r\n"...)
+	case CmdStats:
+		if env != nil {
+			for _, s := range env.Stats() {
+				dst = append(dst, "STAT "...)
+				dst = appendToken(dst, s.Name)
+				dst = append(dst, ' ')
+				dst = appendLine(dst, s.Value)
+			}
+		}
+		return append(dst, "END\r\n"...)
+	case CmdMetaNoop:
+		return append(dst, "MN\r\n"...)
+	case CmdGat, CmdGats:
+		return append(dst, "END\r\n"...)
+	case CmdQuit:
+		return dst
+	}
+	return appendLine(append(dst, "SERVER_ERROR no local answer for "...), req.Name)
+}
+
+// appendToken appends s with spaces and line breaks replaced by '_', so a
+// stat name stays one token.
+func appendToken(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == ' ' || c == '\r' || c == '\n' {
+			c = '_'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}

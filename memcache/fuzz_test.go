@@ -1,0 +1,235 @@
+package memcache
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"shardproxy/codec"
+)
+
+// fuzzLimits are the parsers every fuzz input goes through: the defaults
+// and small limits that the fuzzer can reach.
+var fuzzLimits = []codec.Limits{
+	{},
+	{MaxKey: 8, MaxLine: 64, MaxValue: 32, Deny: []string{"flush_all", "ms"}},
+}
+
+func FuzzRequest(f *testing.F) {
+	_, inputs := readCases(f, "requests.txt")
+	for _, in := range inputs {
+		f.Add([]byte(in))
+	}
+	f.Add([]byte("get " + strings.Repeat("k ", 40) + "\r\n"))
+	f.Add([]byte("mg " + strings.Repeat("A", 12) + " b q k O123\r\nmn\r\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, l := range fuzzLimits {
+			checkRequest(t, l, data)
+		}
+	})
+}
+
+func checkRequest(t *testing.T, l codec.Limits, data []byte) {
+	p := dialect.NewRequestParser(l)
+	var req codec.Request
+	n, err := p.ParseRequest(data, &req)
+	if n < 0 || n > len(data) {
+		t.Fatalf("n = %d for %d bytes", n, len(data))
+	}
+	var pe *codec.ProtocolError
+	switch {
+	case errors.Is(err, codec.ErrIncomplete):
+		if n != 0 {
+			t.Fatalf("incomplete with n = %d", n)
+		}
+		return
+	case errors.As(err, &pe):
+		checkProtocolError(t, data, pe)
+		for _, i := range prefixLengths(len(data), 16) { // no prefix may parse as a request
+			var r codec.Request
+			if _, err := p.ParseRequest(data[:i], &r); err == nil {
+				t.Fatalf("prefix %q parses, the whole %q is rejected: %v", data[:i], data, pe.Reply)
+			}
+		}
+		return
+	case err != nil:
+		t.Fatalf("error of type %T: %v", err, err)
+	}
+	checkShape(t, &req, n)
+
+	// The same request fed a byte at a time: incomplete until it is whole.
+	for _, i := range prefixLengths(n, 64) {
+		var r codec.Request
+		if _, err := p.ParseRequest(data[:i], &r); !errors.Is(err, codec.ErrIncomplete) {
+			t.Fatalf("prefix %q of %q: %v, want incomplete", data[:i], data[:n], err)
+		}
+	}
+	var again codec.Request
+	if m, err := p.ParseRequest(data[:n], &again); err != nil || m != n || !sameRequest(&again, &req) {
+		t.Fatalf("%q alone parses as %s, within %q as %s", data[:n], describeRequest(&again, m, err), data, describeRequest(&req, n, nil))
+	}
+
+	// What the proxy forwards is itself a request it accepts.
+	var fwd codec.Request
+	m, err := dialect.NewRequestParser(codec.Limits{MaxValue: l.MaxValue}).ParseRequest(req.Wire, &fwd)
+	if err != nil {
+		t.Fatalf("wire %q of %q does not parse: %v", req.Wire, data[:n], err)
+	}
+	wantN := len(req.Wire)
+	if req.Mode == codec.ModeQuiet {
+		wantN -= len("mn\r\n")
+	}
+	if m != wantN || fwd.Name != req.Name || !equalKeys(fwd.Keys, req.Keys) || fwd.Route != req.Route {
+		t.Fatalf("wire %q parses as %s, the request was %s", req.Wire, describeRequest(&fwd, m, nil), describeRequest(&req, n, nil))
+	}
+	if req.Mode != codec.ModeNoreply && fwd.Mode != req.Mode {
+		t.Fatalf("wire %q has mode %s, the request %s", req.Wire, modeNames[fwd.Mode], modeNames[req.Mode])
+	}
+	if req.Mode == codec.ModeNoreply && fwd.Mode != codec.ModeNormal {
+		t.Fatalf("wire %q still asks for noreply", req.Wire)
+	}
+}
+
+// prefixLengths lists the strict prefix lengths of an n-byte input to try:
+// all of them for short inputs; for long ones (a 64 KiB multi-get would
+// take quadratic time) the first and last edge and 2*edge spread between.
+func prefixLengths(n, edge int) []int {
+	var ls []int
+	if n <= 4*edge {
+		for i := range n {
+			ls = append(ls, i)
+		}
+		return ls
+	}
+	for i := range edge {
+		ls = append(ls, i, n-edge+i)
+	}
+	for i := range 2 * edge {
+		ls = append(ls, edge+i*(n-2*edge)/(2*edge))
+	}
+	return ls
+}
+
+func checkProtocolError(t *testing.T, data []byte, pe *codec.ProtocolError) {
+	if pe.N <= 0 || pe.N > len(data) || pe.Discard < 0 {
+		t.Fatalf("protocol error N=%d Discard=%d for %d bytes", pe.N, pe.Discard, len(data))
+	}
+	if pe.Reply != "" && (!strings.HasSuffix(pe.Reply, "\r\n") || strings.Count(pe.Reply, "\n") != 1) {
+		t.Fatalf("reply %q is not one line", pe.Reply)
+	}
+	if pe.Discard > 0 && pe.Close {
+		t.Fatalf("both Discard and Close")
+	}
+}
+
+func checkShape(t *testing.T, req *codec.Request, n int) {
+	if n == 0 || len(req.Wire) == 0 || req.Cmd <= 0 || req.Cmd >= numCmds || req.Name != cmdNames[req.Cmd] {
+		t.Fatalf("bad request: %s", describeRequest(req, n, nil))
+	}
+	if cap(req.Buf) > 2*n+8 {
+		t.Fatalf("req.Buf has capacity %d for a %d-byte request", cap(req.Buf), n)
+	}
+	want := map[codec.Route]func(int) bool{
+		codec.RouteKey:   func(k int) bool { return k == 1 },
+		codec.RouteMulti: func(k int) bool { return k > 1 },
+		codec.RouteAll:   func(k int) bool { return k == 0 },
+		codec.RouteLocal: func(k int) bool { return k == 0 },
+	}[req.Route]
+	if want == nil || !want(len(req.Keys)) {
+		t.Fatalf("route %s with %d keys", routeNames[req.Route], len(req.Keys))
+	}
+	for _, k := range req.Keys {
+		if len(k) == 0 || len(k) > DefaultMaxKey {
+			t.Fatalf("key %q", k)
+		}
+	}
+}
+
+// sameRequest reports whether two parse results are the same request.
+func sameRequest(a, b *codec.Request) bool {
+	return a.Name == b.Name && a.Cmd == b.Cmd && a.Route == b.Route && a.Mode == b.Mode &&
+		a.Close == b.Close && a.Arg == b.Arg && bytes.Equal(a.Wire, b.Wire) && equalKeys(a.Keys, b.Keys)
+}
+
+func equalKeys(a, b [][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// fuzzCmds are the commands whose replies FuzzReply frames.
+var fuzzCmds = []int{
+	CmdGet, CmdGets, CmdGat, CmdGats, CmdSet, CmdCAS, CmdIncr, CmdDecr, CmdTouch, CmdDelete,
+	CmdFlushAll, CmdVerbosity, CmdVersion, CmdMetaGet, CmdMetaSet, CmdMetaDelete,
+	CmdMetaArithmetic, CmdMetaDebug, CmdMetaNoop,
+}
+
+func FuzzReply(f *testing.F) {
+	prefixes, inputs := readCases(f, "replies.txt")
+	for i, in := range inputs {
+		req := replyCase(f, prefixes[i])
+		for j, c := range fuzzCmds {
+			if c == req.Cmd {
+				f.Add(uint8(j), req.Mode == codec.ModeQuiet, []byte(in))
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, cmd uint8, quietMode bool, data []byte) {
+		req := replyReq(fuzzCmds[int(cmd)%len(fuzzCmds)], codec.ModeNormal)
+		if quietMode {
+			req.Mode = codec.ModeQuiet
+		}
+		n, kind, err := dialect.ParseReply(data, req)
+		if n < 0 || n > len(data) {
+			t.Fatalf("n = %d for %d bytes", n, len(data))
+		}
+		if err != nil {
+			if n != 0 {
+				t.Fatalf("n = %d with error %v", n, err)
+			}
+			if !errors.Is(err, codec.ErrIncomplete) && !strings.HasPrefix(err.Error(), "memcache: ") {
+				t.Fatalf("error without the package prefix: %v", err)
+			}
+			return
+		}
+		if n == 0 {
+			t.Fatalf("empty reply accepted")
+		}
+		for _, i := range prefixLengths(n, 64) {
+			if m, _, err := dialect.ParseReply(data[:i], req); !errors.Is(err, codec.ErrIncomplete) || m != 0 {
+				t.Fatalf("prefix %q of %q: %d, %v; want incomplete", data[:i], data[:n], m, err)
+			}
+		}
+		if m, k, err := dialect.ParseReply(data[:n], req); err != nil || m != n || k != kind {
+			t.Fatalf("%q alone: %d, %d, %v; within %q: %d, %d", data[:n], m, k, err, data, n, kind)
+		}
+		if shown := dialect.AppendReply(nil, req, data[:n], kind); len(shown) > n {
+			t.Fatalf("AppendReply shows %d bytes of a %d-byte reply", len(shown), n)
+		}
+		if isRetrieval(req.Cmd) && kind != codec.ReplyError {
+			checkValueWalk(t, data[:n], kind)
+		}
+	})
+}
+
+// checkValueWalk checks that Merge's block walk agrees with ParseReply.
+func checkValueWalk(t *testing.T, raw []byte, kind codec.ReplyKind) {
+	off, blocks := 0, 0
+	for {
+		_, end, err := nextValue(raw, off)
+		if err != nil {
+			break
+		}
+		off, blocks = end, blocks+1
+	}
+	if string(raw[off:]) != "END\r\n" || (blocks == 0) != (kind == codec.ReplyMiss) {
+		t.Fatalf("walk of %q stops at %d after %d blocks (kind %s)", raw, off, blocks, kindNames[kind])
+	}
+}

@@ -1,0 +1,71 @@
+package memcache
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"shardproxy/codec"
+)
+
+var dialect = &Dialect{}
+
+// parse runs a fresh parser with limits l over in.
+func parse(t testing.TB, l codec.Limits, in string) (*codec.Request, int, error) {
+	t.Helper()
+	req := &codec.Request{}
+	n, err := dialect.NewRequestParser(l).ParseRequest([]byte(in), req)
+	if n < 0 || n > len(in) {
+		t.Fatalf("ParseRequest(%q) used %d of %d bytes", in, n, len(in))
+	}
+	return req, n, err
+}
+
+// protocolError returns err as a *codec.ProtocolError or fails.
+func protocolError(t testing.TB, err error) *codec.ProtocolError {
+	t.Helper()
+	var pe *codec.ProtocolError
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v is not a *codec.ProtocolError", err)
+	}
+	return pe
+}
+
+var routeNames = map[codec.Route]string{
+	codec.RouteKey: "key", codec.RouteMulti: "multi", codec.RouteAll: "all", codec.RouteLocal: "local",
+}
+
+var modeNames = map[codec.Mode]string{
+	codec.ModeNormal: "normal", codec.ModeNoreply: "noreply", codec.ModeQuiet: "quiet",
+}
+
+var kindNames = map[codec.ReplyKind]string{
+	codec.ReplyOK: "ok", codec.ReplyMiss: "miss", codec.ReplyError: "error", codec.ReplyFailure: "failure",
+}
+
+// describeRequest renders a parse result on one line, for tables and golden
+// files.
+func describeRequest(req *codec.Request, n int, err error) string {
+	if errors.Is(err, codec.ErrIncomplete) {
+		return "incomplete"
+	}
+	var pe *codec.ProtocolError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("reject reply=%q close=%v discard=%d n=%d", pe.Reply, pe.Close, pe.Discard, pe.N)
+	}
+	if err != nil {
+		return "error " + err.Error()
+	}
+	keys := make([]string, len(req.Keys))
+	for i, k := range req.Keys {
+		keys[i] = strconv.Quote(string(k))
+	}
+	s := fmt.Sprintf("%s route=%s mode=%s keys=[%s] n=%d wire=%q", req.Name, routeNames[req.Route],
+		modeNames[req.Mode], strings.Join(keys, " "), n, req.Wire)
+	if req.Close {
+		s += " close"
+	}
+	return s
+}

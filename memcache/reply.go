@@ -1,0 +1,346 @@
+package memcache
+
+import (
+	"bytes"
+	"errors"
+
+	"shardproxy/codec"
+)
+
+// Backend reply limits. A reply beyond them is a broken stream, not a big
+// reply: memcached's item_size_max cannot exceed 1 GiB and its reply lines
+// are a few hundred bytes.
+const (
+	// MaxReplyLine is the longest reply line (without "\r\n") in bytes.
+	MaxReplyLine = 8 << 10
+	// MaxReplyValue is the largest value a VALUE or VA block may announce.
+	MaxReplyValue = 1 << 30
+)
+
+// ParseReply implements codec.Dialect. It frames exactly one reply to req
+// (for a quiet meta request: the optional reply and the "MN" line after
+// it). "ERROR", "CLIENT_ERROR ..." and "SERVER_ERROR ..." end any reply as
+// ReplyError.
+func (*Dialect) ParseReply(buf []byte, req *codec.Request) (int, codec.ReplyKind, error) {
+	switch {
+	case isRetrieval(req.Cmd):
+		return parseRetrieval(buf)
+	case isMeta(req.Cmd) && req.Mode == codec.ModeQuiet:
+		return parseQuiet(buf, req.Cmd)
+	case isMeta(req.Cmd):
+		return parseMetaReply(buf, 0, req.Cmd)
+	}
+	return parseLineReply(buf, req.Cmd)
+}
+
+// readLine returns the reply line at buf[off:] without its "\r\n" and the
+// offset after it.
+func readLine(buf []byte, off int) (line []byte, next int, err error) {
+	rest := buf[off:]
+	i := bytes.IndexByte(rest[:min(len(rest), MaxReplyLine+2)], '\n')
+	if i < 0 {
+		if len(rest) > MaxReplyLine+1 {
+			return nil, 0, replyErr(ErrReplyLineTooLong, rest)
+		}
+		return nil, 0, codec.ErrIncomplete
+	}
+	if i == 0 || rest[i-1] != '\r' {
+		return nil, 0, replyErr(ErrReplyLineEnding, rest[:i])
+	}
+	if i-1 > MaxReplyLine {
+		return nil, 0, replyErr(ErrReplyLineTooLong, rest)
+	}
+	return rest[:i-1], off + i + 1, nil
+}
+
+// isErrorLine reports whether line is one of memcached's error replies.
+func isErrorLine(line []byte) bool {
+	return hasWord(line, "ERROR") || hasWord(line, "CLIENT_ERROR") || hasWord(line, "SERVER_ERROR")
+}
+
+// hasWord reports whether line is word or starts with word and a space.
+func hasWord(line []byte, word string) bool {
+	return len(line) >= len(word) && string(line[:len(word)]) == word &&
+		(len(line) == len(word) || line[len(word)] == ' ')
+}
+
+// parseLineReply frames the one-line reply of a storage, delete, touch,
+// incr/decr, flush_all, verbosity, version or mn request.
+func parseLineReply(buf []byte, cmd int) (int, codec.ReplyKind, error) {
+	line, n, err := readLine(buf, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	if isErrorLine(line) {
+		return n, codec.ReplyError, nil
+	}
+	is := func(word string) bool { return string(line) == word }
+	kind, ok := codec.ReplyOK, false
+	switch cmd {
+	case CmdSet, CmdAdd, CmdReplace, CmdAppend, CmdPrepend, CmdCAS:
+		ok = is("STORED") || is("NOT_STORED") || is("EXISTS")
+	case CmdDelete:
+		ok = is("DELETED")
+	case CmdTouch:
+		ok = is("TOUCHED")
+	case CmdIncr, CmdDecr:
+		_, ok = parseDecimal(line, 1<<64-1)
+	case CmdFlushAll, CmdVerbosity:
+		ok = is("OK")
+	case CmdVersion:
+		ok = hasWord(line, "VERSION") && len(line) > len("VERSION ")
+	case CmdMetaNoop:
+		ok = is("MN")
+	default:
+		return 0, 0, ErrNoReply
+	}
+	if !ok && is("NOT_FOUND") {
+		switch cmd {
+		case CmdSet, CmdAdd, CmdReplace, CmdAppend, CmdPrepend, CmdCAS,
+			CmdDelete, CmdTouch, CmdIncr, CmdDecr:
+			kind, ok = codec.ReplyMiss, true
+		}
+	}
+	if !ok {
+		return 0, 0, replyErr(ErrUnexpectedReply, line)
+	}
+	return n, kind, nil
+}
+
+// parseRetrieval frames VALUE blocks up to END.
+func parseRetrieval(buf []byte) (int, codec.ReplyKind, error) {
+	off, hits := 0, 0
+	for {
+		line, next, err := readLine(buf, off)
+		if err != nil {
+			return 0, 0, err
+		}
+		switch {
+		case string(line) == "END":
+			if hits == 0 {
+				return next, codec.ReplyMiss, nil
+			}
+			return next, codec.ReplyOK, nil
+		case isErrorLine(line):
+			return next, codec.ReplyError, nil
+		case !hasWord(line, "VALUE"):
+			return 0, 0, replyErr(ErrUnexpectedReply, line)
+		}
+		_, size, err := parseValueLine(line)
+		if err != nil {
+			return 0, 0, err
+		}
+		if off, err = skipData(buf, next, size); err != nil {
+			return 0, 0, err
+		}
+		hits++
+	}
+}
+
+// parseValueLine reads "VALUE <key> <flags> <bytes> [<cas>]".
+func parseValueLine(line []byte) (key []byte, size int, err error) {
+	var f [5][]byte
+	n := fields(line, f[:])
+	if n < 4 || n > 5 {
+		return nil, 0, replyErr(ErrBadValueLine, line)
+	}
+	_, okFlags := parseDecimal(f[2], 1<<64-1)
+	okCAS := true
+	if n == 5 {
+		_, okCAS = parseDecimal(f[4], 1<<64-1)
+	}
+	if !okFlags || !okCAS {
+		return nil, 0, replyErr(ErrBadValueLine, line)
+	}
+	size, err = parseSize(f[3], line)
+	return f[1], size, err
+}
+
+// parseSize reads a value length no larger than MaxReplyValue.
+func parseSize(tok, line []byte) (int, error) {
+	v, ok := parseDecimal(tok, 1<<64-1)
+	if !ok {
+		return 0, replyErr(ErrBadValueLine, line)
+	}
+	if v > MaxReplyValue {
+		return 0, replyErr(ErrValueLength, line)
+	}
+	return int(v), nil
+}
+
+// skipData checks that size bytes of data and "\r\n" follow at off and
+// returns the offset after them.
+func skipData(buf []byte, off, size int) (int, error) {
+	end := off + size + 2
+	if len(buf) < end {
+		return 0, codec.ErrIncomplete
+	}
+	if buf[end-2] != '\r' || buf[end-1] != '\n' {
+		return 0, replyErr(ErrValueTerminator, buf[end-2:end])
+	}
+	return end, nil
+}
+
+// fields splits line at single spaces into f and returns how many fields
+// there are; it returns len(f)+1 when there are more than len(f), and 0 when
+// a field is empty (two spaces, or a leading or trailing space).
+func fields(line []byte, f [][]byte) int {
+	n := 0
+	for {
+		i := bytes.IndexByte(line, ' ')
+		tok := line
+		if i >= 0 {
+			tok = line[:i]
+		}
+		if len(tok) == 0 {
+			return 0
+		}
+		if n == len(f) {
+			return n + 1
+		}
+		f[n] = tok
+		n++
+		if i < 0 {
+			return n
+		}
+		line = line[i+1:]
+	}
+}
+
+// metaCode returns the two-letter status of a meta reply line ("HD", "VA"),
+// or "" when the line does not start with one.
+func metaCode(line []byte) string {
+	if len(line) < 2 || (len(line) > 2 && line[2] != ' ') {
+		return ""
+	}
+	switch string(line[:2]) {
+	case "VA":
+		return "VA"
+	case "HD":
+		return "HD"
+	case "OK": // HD under -o meta_response_old
+		return "OK"
+	case "EN":
+		return "EN"
+	case "NF":
+		return "NF"
+	case "NS":
+		return "NS"
+	case "EX":
+		return "EX"
+	case "ME":
+		return "ME"
+	case "MN":
+		return "MN"
+	}
+	return ""
+}
+
+// metaAllowed lists the statuses each meta command can answer.
+func metaAllowed(cmd int, code string) bool {
+	switch cmd {
+	case CmdMetaGet:
+		return code == "VA" || code == "HD" || code == "OK" || code == "EN"
+	case CmdMetaSet:
+		return code == "HD" || code == "OK" || code == "NS" || code == "EX" || code == "NF"
+	case CmdMetaDelete:
+		return code == "HD" || code == "OK" || code == "NF" || code == "EX"
+	case CmdMetaArithmetic:
+		return code == "VA" || code == "HD" || code == "OK" || code == "NF" || code == "NS" || code == "EX"
+	case CmdMetaDebug:
+		return code == "ME" || code == "EN"
+	}
+	return false
+}
+
+// parseMetaReply frames one meta reply at buf[off:] and returns the offset
+// after it.
+func parseMetaReply(buf []byte, off, cmd int) (int, codec.ReplyKind, error) {
+	line, next, err := readLine(buf, off)
+	if err != nil {
+		return 0, 0, err
+	}
+	if isErrorLine(line) {
+		return next, codec.ReplyError, nil
+	}
+	code := metaCode(line)
+	if !metaAllowed(cmd, code) || (code == "ME" && len(line) < 4) {
+		return 0, 0, replyErr(ErrUnexpectedReply, line)
+	}
+	switch code {
+	case "VA":
+		size, err := vaSize(line)
+		if err != nil {
+			return 0, 0, err
+		}
+		if next, err = skipData(buf, next, size); err != nil {
+			return 0, 0, err
+		}
+		return next, codec.ReplyOK, nil
+	case "EN", "NF":
+		return next, codec.ReplyMiss, nil
+	}
+	return next, codec.ReplyOK, nil
+}
+
+// vaSize reads the length of "VA <size> <flag>*".
+func vaSize(line []byte) (int, error) {
+	if len(line) < 4 || line[2] != ' ' {
+		return 0, replyErr(ErrBadValueLine, line)
+	}
+	size := line[3:]
+	if i := bytes.IndexByte(size, ' '); i >= 0 {
+		size = size[:i]
+	}
+	return parseSize(size, line)
+}
+
+// parseQuiet frames the reply to a quiet meta request, which the parser
+// sent followed by "mn": whatever memcached shows in quiet mode (nothing,
+// one reply or an error), then "MN". With nothing shown the kind is what
+// quiet mode hides: a miss for mg, success for the others.
+func parseQuiet(buf []byte, cmd int) (int, codec.ReplyKind, error) {
+	line, next, err := readLine(buf, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	if string(line) == "MN" {
+		if cmd == CmdMetaGet {
+			return next, codec.ReplyMiss, nil
+		}
+		return next, codec.ReplyOK, nil
+	}
+	off, kind, err := parseMetaReply(buf, 0, cmd)
+	if err != nil {
+		return 0, 0, err
+	}
+	line, next, err = readLine(buf, off)
+	if err != nil {
+		return 0, 0, err
+	}
+	if string(line) != "MN" {
+		return 0, 0, replyErr(ErrUnexpectedReply, line)
+	}
+	return next, kind, nil
+}
+
+// errNotValue is returned by nextValue at the end of the VALUE blocks.
+var errNotValue = errors.New("memcache: not a VALUE block")
+
+// nextValue returns the key of the VALUE block at raw[off:] (a reply that
+// ParseReply framed) and the offset after its data.
+func nextValue(raw []byte, off int) (key []byte, end int, err error) {
+	line, next, err := readLine(raw, off)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !hasWord(line, "VALUE") {
+		return nil, 0, errNotValue
+	}
+	key, size, err := parseValueLine(line)
+	if err != nil {
+		return nil, 0, err
+	}
+	end, err = skipData(raw, next, size)
+	return key, end, err
+}
