@@ -1,0 +1,219 @@
+package backend
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"shardproxy/codec"
+)
+
+// Config describes one backend server. A zero Config is not usable: Addr and
+// Dialect are required; every other field has a documented default.
+type Config struct {
+	// Addr is "host:port", or a unix socket path (anything with a '/').
+	Addr string
+	// Name identifies the backend in logs and stats; default Addr.
+	Name string
+	// Dialect frames replies and provides the handshake.
+	Dialect codec.Dialect
+	// Handshake is passed to Dialect.Handshake for every new socket.
+	Handshake codec.HandshakeOptions
+	// Conns is the number of sockets (twemproxy server_connections); default 1.
+	Conns int
+	// ConnectTimeout bounds dial plus handshake; default 1s.
+	ConnectTimeout time.Duration
+	// Timeout bounds each request from Send to its reply; 0 waits forever.
+	Timeout time.Duration
+	// FailureLimit is how many consecutive failures mark the backend bad; 0
+	// never marks it bad.
+	FailureLimit int
+	// RetryTimeout is how long a bad backend fails fast; default 30s.
+	RetryTimeout time.Duration
+	// TCPKeepalive enables SO_KEEPALIVE on sockets.
+	TCPKeepalive bool
+	// Preconnect dials every socket at New instead of at first use.
+	Preconnect bool
+	// OnStateChange, if set, is called (on its own goroutine's time, never
+	// under a lock) when the backend is marked bad (bad=true) and when its
+	// retry time arrives (bad=false).
+	OnStateChange func(b *Backend, bad bool)
+	// Logger receives state changes; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Call is one request on its way to a backend.
+type Call struct {
+	// Req is the request; its Wire is written to the server.
+	Req *codec.Request
+	// Reply is filled in before Done runs.
+	Reply codec.Reply
+	// Done is called exactly once when Reply is set. It must not block.
+	Done func(*Call)
+
+	deadline time.Time // zero: none
+}
+
+// Backend is one server with its sockets and health state.
+type Backend struct {
+	cfg   Config
+	conns []*conn
+	log   *slog.Logger
+
+	badUntil atomic.Int64 // unix nanos; 0 when not bad
+
+	mu        sync.Mutex
+	failures  int
+	lastCause Cause
+	bad       bool
+	closed    bool
+	timer     *time.Timer
+
+	stats Stats
+}
+
+// New returns a Backend for cfg. Sockets are dialled at first use unless
+// cfg.Preconnect is set.
+func New(cfg Config) *Backend {
+	if cfg.Name == "" {
+		cfg.Name = cfg.Addr
+	}
+	if cfg.Conns <= 0 {
+		cfg.Conns = 1
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = time.Second
+	}
+	if cfg.RetryTimeout <= 0 {
+		cfg.RetryTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	b := &Backend{cfg: cfg, log: cfg.Logger.With("backend", cfg.Name, "addr", cfg.Addr)}
+	b.conns = make([]*conn, cfg.Conns)
+	for i := range b.conns {
+		b.conns[i] = newConn(b)
+	}
+	if cfg.Preconnect {
+		for _, c := range b.conns {
+			c.kick()
+		}
+	}
+	return b
+}
+
+// Name returns the backend's name.
+func (b *Backend) Name() string { return b.cfg.Name }
+
+// Addr returns the backend's address.
+func (b *Backend) Addr() string { return b.cfg.Addr }
+
+// Config returns the configuration the backend was built with (defaults filled in).
+func (b *Backend) Config() Config { return b.cfg }
+
+// Send queues c for the backend. hint picks the socket (hint % Conns), so
+// one client's requests keep their order on one socket. If the backend is
+// marked bad or closed, c completes at once, on the caller's goroutine.
+func (b *Backend) Send(c *Call, hint uint32) {
+	now := time.Now()
+	if until := b.badUntil.Load(); until != 0 && now.UnixNano() < until {
+		b.finish(c, CauseMarkedBad)
+		return
+	}
+	if b.cfg.Timeout > 0 {
+		c.deadline = now.Add(b.cfg.Timeout)
+	} else {
+		c.deadline = time.Time{}
+	}
+	b.stats.Requests.Add(1)
+	b.stats.RequestBytes.Add(int64(len(c.Req.Wire)))
+	b.conns[int(hint%uint32(len(b.conns)))].enqueue(c)
+}
+
+// Bad reports whether the backend is marked bad now.
+func (b *Backend) Bad() bool {
+	until := b.badUntil.Load()
+	return until != 0 && time.Now().UnixNano() < until
+}
+
+// Close fails every queued and in-flight request with CauseClosed and closes
+// the sockets. Later Sends fail at once.
+func (b *Backend) Close() {
+	b.mu.Lock()
+	b.closed = true
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	b.mu.Unlock()
+	for _, c := range b.conns {
+		c.close()
+	}
+}
+
+// finish completes a call that got no reply.
+func (b *Backend) finish(c *Call, cause Cause) {
+	if cause == CauseTimeout {
+		b.stats.Timeouts.Add(1)
+	}
+	c.Reply = codec.Reply{Err: errs[cause]}
+	c.Done(c)
+}
+
+// succeeded resets the failure count after a good reply.
+func (b *Backend) succeeded() {
+	b.mu.Lock()
+	if b.failures != 0 {
+		if b.failures >= b.cfg.FailureLimit && b.cfg.FailureLimit > 0 {
+			b.log.Info("backend recovered", "after", b.lastCause.String())
+		}
+		b.failures = 0
+	}
+	b.mu.Unlock()
+}
+
+// failed counts one failure and marks the backend bad at the limit.
+func (b *Backend) failed(cause Cause) {
+	b.stats.Failures.Add(1)
+	if cause == CauseDisconnected {
+		b.stats.EOF.Add(1)
+	} else {
+		b.stats.Errors.Add(1)
+	}
+	b.mu.Lock()
+	b.failures++
+	b.lastCause = cause
+	markBad := b.cfg.FailureLimit > 0 && b.failures >= b.cfg.FailureLimit && !b.bad && !b.closed
+	if markBad {
+		b.bad = true
+		until := time.Now().Add(b.cfg.RetryTimeout)
+		b.badUntil.Store(until.UnixNano())
+		b.stats.Ejects.Add(1)
+		b.stats.EjectedAt.Store(time.Now().UnixMicro())
+		b.timer = time.AfterFunc(b.cfg.RetryTimeout, b.retry)
+	}
+	b.mu.Unlock()
+	if markBad {
+		b.log.Warn("backend marked bad", "cause", cause.String(), "retry_in", b.cfg.RetryTimeout)
+		if b.cfg.OnStateChange != nil {
+			b.cfg.OnStateChange(b, true)
+		}
+	}
+}
+
+// retry ends a bad period: the next request may dial again.
+func (b *Backend) retry() {
+	b.mu.Lock()
+	if b.closed || !b.bad {
+		b.mu.Unlock()
+		return
+	}
+	b.bad = false
+	b.badUntil.Store(0)
+	b.mu.Unlock()
+	b.log.Info("backend retry", "last_cause", b.lastCause.String())
+	if b.cfg.OnStateChange != nil {
+		b.cfg.OnStateChange(b, false)
+	}
+}

@@ -1,0 +1,253 @@
+package backend_test
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+	"shardproxy/internal/testserver"
+	"shardproxy/memcache"
+)
+
+var mc codec.Dialect = &memcache.Dialect{}
+
+// script is a fake memcached: it answers the version handshake, then for
+// every request line it reads it writes the next canned reply (a reply of
+// "" closes the connection).
+func script(t *testing.T, replies ...string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				r := bufio.NewReader(nc)
+				next := 0
+				for {
+					l, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if l == "version\r\n" {
+						nc.Write([]byte("VERSION 1.6.18\r\n"))
+						continue
+					}
+					if next >= len(replies) {
+						continue // hang
+					}
+					reply := replies[next]
+					next++
+					if reply == "" {
+						return
+					}
+					nc.Write([]byte(reply))
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// request parses a client request with the memcache dialect.
+func request(t *testing.T, s string) *codec.Request {
+	t.Helper()
+	req := &codec.Request{}
+	p := mc.NewRequestParser(codec.Limits{})
+	if _, err := p.ParseRequest([]byte(s), req); err != nil {
+		t.Fatalf("parse %q: %v", s, err)
+	}
+	return req
+}
+
+// sendAll sends every request on one socket and returns the replies in order.
+func sendAll(t *testing.T, b *backend.Backend, reqs ...string) []codec.Reply {
+	t.Helper()
+	var wg sync.WaitGroup
+	calls := make([]backend.Call, len(reqs))
+	var mu sync.Mutex
+	var order []int
+	for i, r := range reqs {
+		wg.Add(1)
+		idx := i
+		calls[i] = backend.Call{Req: request(t, r), Done: func(*backend.Call) {
+			mu.Lock()
+			order = append(order, idx)
+			mu.Unlock()
+			wg.Done()
+		}}
+	}
+	for i := range calls {
+		b.Send(&calls[i], 0)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("calls not completed")
+	}
+	for i, o := range order {
+		if o != i {
+			t.Fatalf("calls completed out of order: %v", order)
+		}
+	}
+	out := make([]codec.Reply, len(calls))
+	for i := range calls {
+		out[i] = calls[i].Reply
+	}
+	return out
+}
+
+func causeOf(r codec.Reply) string {
+	var e *backend.Error
+	if errors.As(r.Err, &e) {
+		return e.Cause.String()
+	}
+	if r.Err != nil {
+		return r.Err.Error()
+	}
+	return ""
+}
+
+// TestDesync: replies complete before a bad byte are delivered; every call
+// after it fails with the cause, in order, exactly once.
+func TestDesync(t *testing.T) {
+	cases := []struct {
+		name    string
+		replies []string
+		want    []string // reply text, or "!cause"
+	}{
+		{"garbage mid-pipeline",
+			[]string{"STORED\r\n", "garbage\r\n", "STORED\r\n"},
+			[]string{"STORED\r\n", "!parsing", "!parsing"}},
+		{"impossible length",
+			[]string{"VALUE k 0 4294967293\r\n"},
+			[]string{"!parsing", "!parsing"}},
+		{"missing CRLF after data",
+			[]string{"VALUE k 0 2\r\nhiXXEND\r\n"},
+			[]string{"!parsing"}},
+		{"close mid-reply",
+			[]string{"STORED\r\n", "VALUE k 0 10\r\nhi", ""},
+			[]string{"STORED\r\n", "!disconnected", "!disconnected"}},
+		{"trailing data",
+			[]string{"STORED\r\nEND\r\n"},
+			[]string{"STORED\r\n"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := script(t, tc.replies...)
+			b := backend.New(backend.Config{Addr: addr, Dialect: mc, Timeout: 5 * time.Second, FailureLimit: 100})
+			defer b.Close()
+			reqs := make([]string, len(tc.want))
+			for i := range reqs {
+				if i%2 == 0 {
+					reqs[i] = "set k 0 0 1\r\nx\r\n"
+				} else {
+					reqs[i] = "get k\r\n"
+				}
+			}
+			// One batch, one socket: send them together.
+			got := sendAll(t, b, reqs...)
+			for i, w := range tc.want {
+				if c, ok := strings.CutPrefix(w, "!"); ok {
+					if causeOf(got[i]) != c {
+						t.Errorf("call %d: got %q / %v, want cause %s", i, got[i].Raw, got[i].Err, c)
+					}
+				} else if string(got[i].Raw) != w || got[i].Err != nil {
+					t.Errorf("call %d: got %q / %v, want %q", i, got[i].Raw, got[i].Err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestMarkBadAndRetry: FailureLimit failures mark the backend bad (calls fail
+// at once with markedbad); after RetryTimeout it dials again.
+func TestMarkBadAndRetry(t *testing.T) {
+	srv := testserver.StartMemcached(t)
+	srv.Stop()
+	var mu sync.Mutex
+	var events []bool
+	b := backend.New(backend.Config{
+		Addr: srv.Addr, Dialect: mc, Timeout: time.Second, ConnectTimeout: 500 * time.Millisecond,
+		FailureLimit: 2, RetryTimeout: 300 * time.Millisecond,
+		OnStateChange: func(_ *backend.Backend, bad bool) { mu.Lock(); events = append(events, bad); mu.Unlock() },
+	})
+	defer b.Close()
+	for i, want := range []string{"connecting", "connecting", "markedbad", "markedbad"} {
+		if got := causeOf(sendAll(t, b, "get k\r\n")[0]); got != want {
+			t.Fatalf("call %d: cause %q, want %q", i, got, want)
+		}
+	}
+	if !b.Bad() {
+		t.Fatal("backend not bad after the failure limit")
+	}
+	srv.Restart()
+	deadline := time.Now().Add(5 * time.Second)
+	for b.Bad() {
+		if time.Now().After(deadline) {
+			t.Fatal("still bad after the retry timeout")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := sendAll(t, b, "get k\r\n")[0]; string(r.Raw) != "END\r\n" {
+		t.Fatalf("after retry: %q %v", r.Raw, r.Err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 2 || !events[0] || events[1] {
+		t.Fatalf("state changes %v, want [true false]", events)
+	}
+	if n := b.Stats().Ejects.Load(); n != 1 {
+		t.Fatalf("ejects = %d, want 1", n)
+	}
+}
+
+// TestPipelineBatches sends many requests on a real memcached and checks each
+// reply matches its own request.
+func TestPipelineBatches(t *testing.T) {
+	srv := testserver.StartMemcached(t)
+	b := backend.New(backend.Config{Addr: srv.Addr, Dialect: mc, Timeout: 5 * time.Second, Conns: 2})
+	defer b.Close()
+	var reqs []string
+	for i := range 500 {
+		k := "k" + strings.Repeat("x", i%7) + string(rune('a'+i%26))
+		reqs = append(reqs, "set "+k+" 0 0 "+itoa(len(k))+"\r\n"+k+"\r\n", "get "+k+"\r\n")
+	}
+	got := sendAll(t, b, reqs...)
+	for i := 0; i < len(reqs); i += 2 {
+		k := strings.Fields(reqs[i])[1]
+		if string(got[i].Raw) != "STORED\r\n" {
+			t.Fatalf("set %s: %q %v", k, got[i].Raw, got[i].Err)
+		}
+		want := "VALUE " + k + " 0 " + itoa(len(k)) + "\r\n" + k + "\r\nEND\r\n"
+		if string(got[i+1].Raw) != want {
+			t.Fatalf("get %s: %q, want %q", k, got[i+1].Raw, want)
+		}
+	}
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; n > 0; n /= 10 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+	}
+	return string(b)
+}

@@ -1,0 +1,417 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"shardproxy/codec"
+)
+
+// conn is one of a backend's socket slots: a queue of calls not yet written,
+// the current socket (if any), and the writer goroutine that dials and writes.
+type conn struct {
+	b    *Backend
+	wake chan struct{} // cap 1: work is queued or the conn is closing
+
+	mu     sync.Mutex
+	queue  []*Call // not yet written
+	spare  []*Call // the previous queue's storage, reused
+	cur    *sock
+	closed bool
+}
+
+// sock is one TCP or unix socket and the calls written on it, oldest first.
+// Its reader goroutine matches replies to inflight in order.
+type sock struct {
+	c        *conn
+	nc       net.Conn
+	inflight []*Call // guarded by c.mu
+	dead     bool    // guarded by c.mu
+}
+
+func newConn(b *Backend) *conn {
+	c := &conn{b: b, wake: make(chan struct{}, 1)}
+	go c.writeLoop()
+	return c
+}
+
+func (c *conn) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) enqueue(call *Call) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.b.finish(call, CauseClosed)
+		return
+	}
+	c.queue = append(c.queue, call)
+	c.mu.Unlock()
+	c.b.stats.InQueue.Add(1)
+	c.kick()
+}
+
+func (c *conn) close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	queue := c.queue
+	c.queue = nil
+	s := c.cur
+	c.mu.Unlock()
+	c.b.stats.InQueue.Add(-int64(len(queue)))
+	for _, call := range queue {
+		c.b.finish(call, CauseClosed)
+	}
+	if s != nil {
+		s.fail(CauseClosed, false)
+	}
+	c.kick()
+}
+
+// writeLoop takes batches off the queue and writes them on the current
+// socket, dialling one first when there is none.
+func (c *conn) writeLoop() {
+	var bufs net.Buffers
+	for range c.wake {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return
+		}
+		batch := c.queue
+		c.queue = c.spare[:0]
+		c.spare = nil
+		s := c.cur
+		c.mu.Unlock()
+		c.b.stats.InQueue.Add(-int64(len(batch)))
+
+		if s == nil && (len(batch) > 0 || c.b.cfg.Preconnect) {
+			var cause Cause
+			if s, cause = c.connect(); s == nil {
+				for _, call := range batch {
+					c.b.finish(call, cause)
+				}
+				c.recycle(batch)
+				continue
+			}
+		}
+		if len(batch) == 0 {
+			c.recycle(batch)
+			continue
+		}
+		bufs = s.write(batch, bufs[:0])
+		c.recycle(batch)
+	}
+}
+
+// recycle keeps a written batch's storage for the next queue.
+func (c *conn) recycle(batch []*Call) {
+	clear(batch)
+	c.mu.Lock()
+	if c.spare == nil && cap(batch) <= 4096 {
+		c.spare = batch[:0]
+	}
+	c.mu.Unlock()
+}
+
+// connect dials and validates a new socket, or reports why it could not.
+func (c *conn) connect() (*sock, Cause) {
+	b := c.b
+	if b.Bad() {
+		return nil, CauseMarkedBad
+	}
+	deadline := time.Now().Add(b.cfg.ConnectTimeout)
+	network := "tcp"
+	if strings.Contains(b.cfg.Addr, "/") {
+		network = "unix"
+	}
+	d := net.Dialer{Deadline: deadline, KeepAlive: -1}
+	if b.cfg.TCPKeepalive {
+		d.KeepAlive = 0 // Go's default keepalive period
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	nc, err := d.DialContext(ctx, network, b.cfg.Addr)
+	cancel()
+	if err != nil {
+		b.failed(CauseConnecting)
+		return nil, CauseConnecting
+	}
+	if cause, ok := handshake(nc, b.cfg.Dialect, b.cfg.Handshake, deadline); !ok {
+		nc.Close()
+		b.failed(cause)
+		return nil, cause
+	}
+	s := &sock{c: c, nc: nc}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		nc.Close()
+		return nil, CauseClosed
+	}
+	c.cur = s
+	c.mu.Unlock()
+	b.stats.Connections.Add(1)
+	go s.readLoop()
+	return s, 0
+}
+
+// handshake sends the dialect's validation requests and checks every reply.
+func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline time.Time) (Cause, bool) {
+	reqs := d.Handshake(o)
+	if len(reqs) == 0 {
+		return 0, true
+	}
+	nc.SetDeadline(deadline)
+	defer nc.SetDeadline(time.Time{})
+	var out []byte
+	for _, r := range reqs {
+		out = append(out, r.Wire...)
+	}
+	if _, err := nc.Write(out); err != nil {
+		return CauseWriting, false
+	}
+	buf := make([]byte, 0, 512)
+	for _, r := range reqs {
+		for {
+			n, kind, err := d.ParseReply(buf, r)
+			if err == nil {
+				if kind != codec.ReplyOK {
+					return CauseBadValidate, false
+				}
+				buf = buf[:copy(buf, buf[n:])]
+				break
+			}
+			if !errors.Is(err, codec.ErrIncomplete) || len(buf) >= 64<<10 {
+				return CauseBadValidate, false
+			}
+			if len(buf) == cap(buf) {
+				buf = append(buf, 0)[:len(buf)]
+			}
+			m, err := nc.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+m]
+			if err != nil && m == 0 {
+				return CauseReadValidate, false
+			}
+		}
+	}
+	if len(buf) != 0 {
+		return CauseBadValidate, false
+	}
+	return 0, true
+}
+
+// write moves batch to the in-flight list and writes it in one go.
+func (s *sock) write(batch []*Call, bufs net.Buffers) net.Buffers {
+	c := s.c
+	c.mu.Lock()
+	if s.dead {
+		c.mu.Unlock()
+		// The socket died after it was picked; these calls were never sent.
+		for _, call := range batch {
+			c.b.finish(call, CauseDisconnected)
+		}
+		return bufs
+	}
+	wasIdle := len(s.inflight) == 0
+	s.inflight = append(s.inflight, batch...)
+	if wasIdle {
+		s.nc.SetReadDeadline(batch[0].deadline)
+	}
+	c.mu.Unlock()
+	c.b.stats.OutQueue.Add(int64(len(batch)))
+
+	var deadline time.Time
+	for _, call := range batch {
+		bufs = append(bufs, call.Req.Wire)
+		if !call.deadline.IsZero() && (deadline.IsZero() || call.deadline.Before(deadline)) {
+			deadline = call.deadline
+		}
+	}
+	s.nc.SetWriteDeadline(deadline)
+	w := bufs // WriteTo consumes its receiver
+	if _, err := w.WriteTo(s.nc); err != nil {
+		cause := CauseWriting
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			cause = CauseTimeout
+		}
+		s.fail(cause, true)
+	}
+	clear(bufs)
+	return bufs[:0]
+}
+
+// fail drops the socket and answers every call written on it with cause.
+// It is safe to call more than once; only the first call acts. count says
+// whether the failure counts against the backend's health.
+func (s *sock) fail(cause Cause, count bool) {
+	c := s.c
+	c.mu.Lock()
+	if s.dead {
+		c.mu.Unlock()
+		return
+	}
+	s.dead = true
+	if c.cur == s {
+		c.cur = nil
+	}
+	calls := s.inflight
+	s.inflight = nil
+	c.mu.Unlock()
+	s.nc.Close()
+	b := c.b
+	b.stats.Connections.Add(-1)
+	b.stats.OutQueue.Add(-int64(len(calls)))
+	if count {
+		b.failed(cause)
+	}
+	if cause != CauseClosed {
+		b.log.Debug("backend socket failed", "cause", cause.String(), "in_flight", len(calls))
+	}
+	for _, call := range calls {
+		b.finish(call, cause)
+	}
+}
+
+const (
+	readChunk   = 16 << 10
+	shrinkAbove = 1 << 20
+)
+
+// readLoop reads replies and hands each to the oldest in-flight call.
+func (s *sock) readLoop() {
+	buf := make([]byte, 0, readChunk)
+	for {
+		if cap(buf)-len(buf) < readChunk/4 {
+			nb := make([]byte, len(buf), 2*cap(buf))
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := s.nc.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if n > 0 {
+			var ok bool
+			if buf, ok = s.deliver(buf); !ok {
+				return
+			}
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if s.expired() {
+					s.fail(CauseTimeout, true)
+					return
+				}
+				continue
+			}
+			cause := CauseReading
+			if errors.Is(err, net.ErrClosed) {
+				cause = CauseClosed
+			} else if isEOF(err) {
+				cause = CauseDisconnected
+			}
+			s.fail(cause, cause != CauseClosed)
+			return
+		}
+		if len(buf) == 0 && cap(buf) > shrinkAbove {
+			buf = make([]byte, 0, readChunk)
+		}
+	}
+}
+
+// deliver frames every complete reply in buf and completes its call. It
+// returns the unconsumed bytes, or false when the socket failed.
+func (s *sock) deliver(buf []byte) ([]byte, bool) {
+	c := s.c
+	b := c.b
+	start := 0
+	for start < len(buf) {
+		c.mu.Lock()
+		if s.dead {
+			c.mu.Unlock()
+			return nil, false
+		}
+		if len(s.inflight) == 0 {
+			c.mu.Unlock()
+			s.fail(CauseTrailingData, true)
+			return nil, false
+		}
+		call := s.inflight[0]
+		c.mu.Unlock()
+
+		n, kind, err := b.cfg.Dialect.ParseReply(buf[start:], call.Req)
+		if errors.Is(err, codec.ErrIncomplete) {
+			break
+		}
+		if err != nil {
+			s.fail(CauseParsing, true)
+			return nil, false
+		}
+		raw := make([]byte, n)
+		copy(raw, buf[start:start+n])
+		start += n
+
+		c.mu.Lock()
+		if s.dead { // failed meanwhile: the call was answered by fail
+			c.mu.Unlock()
+			return nil, false
+		}
+		s.inflight[0] = nil
+		s.inflight = s.inflight[1:]
+		if len(s.inflight) == 0 {
+			s.inflight = s.inflight[:0:0]
+			s.nc.SetReadDeadline(time.Time{})
+		} else {
+			s.nc.SetReadDeadline(s.inflight[0].deadline)
+		}
+		c.mu.Unlock()
+
+		b.stats.OutQueue.Add(-1)
+		b.stats.Responses.Add(1)
+		b.stats.ResponseBytes.Add(int64(n))
+		if kind == codec.ReplyFailure {
+			b.failed(CauseBadValidate)
+		} else {
+			b.succeeded()
+		}
+		call.Reply = codec.Reply{Raw: raw, Kind: kind}
+		call.Done(call)
+	}
+	rest := copy(buf, buf[start:])
+	return buf[:rest], true
+}
+
+// expired reports whether the oldest in-flight call is past its deadline; if
+// not, it re-arms the read deadline for it.
+func (s *sock) expired() bool {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(s.inflight) == 0 {
+		s.nc.SetReadDeadline(time.Time{})
+		return false
+	}
+	d := s.inflight[0].deadline
+	if !d.IsZero() && !time.Now().Before(d) {
+		return true
+	}
+	s.nc.SetReadDeadline(d)
+	return false
+}
+
+func isEOF(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+}
