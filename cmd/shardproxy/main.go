@@ -1,0 +1,162 @@
+// Command shardproxy is a cache proxy for memcached and Redis fleets and a
+// drop-in replacement for twemproxy (nutcracker): it reads the same YAML and
+// accepts the same command-line flags.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"shardproxy/config"
+	"shardproxy/proxy"
+)
+
+// options are the command-line flags, named as nutcracker names them.
+type options struct {
+	conf        string
+	test        bool
+	verbosity   int
+	output      string
+	statsPort   int
+	statsAddr   string
+	statsIntvl  int
+	pidFile     string
+	mbufSize    int
+	showVersion bool
+	daemonize   bool
+	describe    bool
+	drain       time.Duration
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("shardproxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.conf, "c", "conf/nutcracker.yml", "configuration file (twemproxy YAML)")
+	fs.BoolVar(&o.test, "t", false, "test the configuration for syntax errors and exit")
+	fs.IntVar(&o.verbosity, "v", 5, "log level, nutcracker's scale 0..11 (5 = info, 6+ = debug, 4 = warn, <4 = error)")
+	fs.StringVar(&o.output, "o", "", "log to this file instead of stderr")
+	fs.IntVar(&o.statsPort, "s", 22222, "stats monitoring port")
+	fs.StringVar(&o.statsAddr, "a", "0.0.0.0", "stats monitoring address")
+	fs.IntVar(&o.statsIntvl, "i", 30000, "stats aggregation interval in msec")
+	fs.StringVar(&o.pidFile, "p", "", "write the process id to this file")
+	fs.IntVar(&o.mbufSize, "m", 16384, "accepted for nutcracker compatibility; buffers size themselves")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	fs.BoolVar(&o.showVersion, "V", false, "print the version and exit")
+	fs.BoolVar(&o.daemonize, "d", false, "not supported: run under a service manager instead")
+	fs.BoolVar(&o.describe, "D", false, "print the stats description and exit")
+	fs.DurationVar(&o.drain, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long to let in-flight requests finish")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return o, nil
+}
+
+func logLevel(v int) slog.Level {
+	switch {
+	case v >= 6:
+		return slog.LevelDebug
+	case v == 5:
+		return slog.LevelInfo
+	case v == 4:
+		return slog.LevelWarn
+	default:
+		return slog.LevelError
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		fmt.Fprintln(stderr, "shardproxy:", err)
+		return 2
+	}
+	if o.showVersion {
+		fmt.Fprintf(stdout, "This is shardproxy-%s\n", proxy.Version)
+		return 0
+	}
+	if o.daemonize {
+		fmt.Fprintln(stderr, "shardproxy: -d is not supported; run it under systemd or another supervisor")
+		return 2
+	}
+	logOut := stderr
+	if o.output != "" {
+		f, err := os.OpenFile(o.output, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintln(stderr, "shardproxy:", err)
+			return 1
+		}
+		defer f.Close()
+		logOut = f
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: logLevel(o.verbosity)}))
+	slog.SetDefault(log)
+
+	cfg, err := config.Load(o.conf)
+	if err != nil {
+		fmt.Fprintf(stderr, "shardproxy: configuration file '%s' syntax is invalid: %v\n", o.conf, err)
+		return 1
+	}
+	if o.test {
+		fmt.Fprintf(stdout, "shardproxy: configuration file '%s' syntax is ok\n", o.conf)
+		return 0
+	}
+	srv, err := proxy.New(cfg, proxy.Options{Logger: log})
+	if err != nil {
+		log.Error("cannot build proxy", "err", err)
+		return 1
+	}
+	if err := srv.Start(); err != nil {
+		log.Error("cannot start", "err", err)
+		srv.Shutdown(context.Background())
+		return 1
+	}
+	if o.pidFile != "" {
+		if err := os.WriteFile(o.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			log.Error("cannot write pid file", "file", o.pidFile, "err", err)
+		} else {
+			defer os.Remove(o.pidFile)
+		}
+	}
+	log.Info("shardproxy started", "version", proxy.Version, "conf", o.conf, "pid", os.Getpid())
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	for sig := range sigs {
+		if sig == syscall.SIGHUP {
+			log.Info("SIGHUP ignored: configuration reload is not available in this version")
+			continue
+		}
+		log.Info("shutting down", "signal", sig.String(), "timeout", o.drain)
+		break
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.drain)
+	defer cancel()
+	go func() { // a second signal ends the wait
+		<-sigs
+		cancel()
+	}()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("shutdown cut short", "err", err)
+	}
+	log.Info("shardproxy stopped")
+	return 0
+}

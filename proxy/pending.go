@@ -1,0 +1,62 @@
+package proxy
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+)
+
+// pending is one client request between the session's reader and writer.
+// The reader fills it and sends its calls; the backends complete them; the
+// writer waits on done and writes the reply.
+type pending struct {
+	req  codec.Request
+	out  []byte // a reply made by the proxy (local, error, merged)
+	done chan struct{}
+	left atomic.Int32
+
+	call   backend.Call   // the one call of a single-backend request
+	calls  []backend.Call // the calls of a fan-out request
+	subs   []*codec.Request
+	doneFn func(*backend.Call)
+}
+
+var pendingPool = sync.Pool{New: func() any {
+	p := &pending{done: make(chan struct{}, 1)}
+	p.doneFn = p.callDone
+	return p
+}}
+
+func getPending() *pending {
+	p := pendingPool.Get().(*pending)
+	p.req.Reset()
+	p.out = p.out[:0]
+	return p
+}
+
+func putPending(p *pending) {
+	p.call = backend.Call{}
+	clear(p.calls)
+	p.calls = p.calls[:0]
+	clear(p.subs)
+	p.subs = p.subs[:0]
+	if cap(p.out) > 64<<10 {
+		p.out = nil
+	}
+	if cap(p.req.Buf) > 64<<10 {
+		p.req.Buf = nil
+	}
+	pendingPool.Put(p)
+}
+
+// complete marks a pending that needs no backend as ready.
+func (p *pending) complete() { p.done <- struct{}{} }
+
+// callDone is every call's Done: the last one to finish wakes the writer.
+func (p *pending) callDone(*backend.Call) {
+	if p.left.Add(-1) == 0 {
+		p.done <- struct{}{}
+	}
+}

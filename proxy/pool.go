@@ -1,0 +1,161 @@
+package proxy
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+	"shardproxy/config"
+	"shardproxy/sharding"
+
+	// Dialects register themselves with codec.
+	_ "shardproxy/memcache"
+)
+
+// pool is one configured pool at run time.
+type pool struct {
+	cfg      *config.Pool
+	srv      *Server
+	dialect  codec.Dialect
+	limits   codec.Limits
+	shard    *sharding.Pool
+	backends []*backend.Backend // in shard.Servers() order
+	log      *slog.Logger
+
+	stats poolStats
+}
+
+// poolStats are a pool's counters, named after twemproxy's pool stats.
+type poolStats struct {
+	ClientConnections atomic.Int64 // gauge
+	ClientEOF         atomic.Int64
+	ClientErr         atomic.Int64
+	ForwardError      atomic.Int64
+	Fragments         atomic.Int64
+	Requests          atomic.Int64
+	ProtocolErrors    atomic.Int64
+}
+
+// dialectName maps a pool's protocol to the codec registry name.
+func dialectName(pc *config.Pool) string {
+	if pc.Redis {
+		return "redis"
+	}
+	return "memcache"
+}
+
+func newPool(srv *Server, pc *config.Pool) (*pool, error) {
+	d, ok := codec.Lookup(dialectName(pc))
+	if !ok {
+		return nil, fmt.Errorf("proxy: pool %q: protocol %q is not supported by this build", pc.Name, dialectName(pc))
+	}
+	servers := make([]sharding.Server, len(pc.Servers))
+	byName := make(map[string]config.Server, len(pc.Servers))
+	for i, s := range pc.Servers {
+		servers[i] = sharding.Server{Name: s.Name, Weight: s.Weight}
+		byName[s.Name] = s
+	}
+	shard, err := sharding.New(sharding.Config{
+		Servers:      servers,
+		Hash:         pc.Hash,
+		HashTag:      pc.HashTag,
+		Distribution: pc.Distribution,
+		AutoEject:    pc.AutoEjectHosts,
+		Seed:         pc.HashSeed,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
+	}
+	p := &pool{
+		cfg:     pc,
+		srv:     srv,
+		dialect: d,
+		shard:   shard,
+		log:     srv.log.With("pool", pc.Name),
+		limits: codec.Limits{
+			MaxLine:  pc.MaxRequestLine,
+			MaxValue: pc.ItemSizeMax,
+		},
+	}
+	if !pc.AllowFlushAll {
+		p.limits.Deny = []string{"flush_all"}
+	}
+	connectTimeout := pc.ConnectTimeout
+	if connectTimeout <= 0 {
+		connectTimeout = time.Second
+	}
+	for i, ss := range shard.Servers() {
+		s := byName[ss.Name]
+		idx := i
+		p.backends = append(p.backends, backend.New(backend.Config{
+			Addr:           s.Addr,
+			Name:           s.Name,
+			Dialect:        d,
+			Handshake:      codec.HandshakeOptions{Password: pc.RedisAuth, DB: pc.RedisDB},
+			Conns:          pc.ServerConnections,
+			ConnectTimeout: connectTimeout,
+			Timeout:        pc.Timeout,
+			FailureLimit:   pc.ServerFailureLimit,
+			RetryTimeout:   pc.ServerRetryTimeout,
+			TCPKeepalive:   pc.TCPKeepalive,
+			Preconnect:     pc.Preconnect,
+			Logger:         p.log,
+			OnStateChange: func(_ *backend.Backend, bad bool) {
+				if !pc.AutoEjectHosts {
+					return
+				}
+				if bad {
+					p.shard.Eject(idx)
+					p.log.Warn("server ejected", "server", ss.Name)
+				} else {
+					p.shard.Restore(idx)
+					p.log.Info("server restored", "server", ss.Name)
+				}
+			},
+		}))
+	}
+	return p, nil
+}
+
+func (p *pool) close() {
+	for _, b := range p.backends {
+		b.Close()
+	}
+}
+
+// Version implements codec.Env.
+func (p *pool) Version() string { return p.srv.version }
+
+// Stats implements codec.Env: the counters a memcached "stats" shows.
+func (p *pool) Stats() []codec.Stat {
+	now := time.Now()
+	s := p.srv
+	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
+	stats := []codec.Stat{
+		{Name: "pid", Value: strconv.Itoa(os.Getpid())},
+		{Name: "uptime", Value: itoa(int64(now.Sub(s.start).Seconds()))},
+		{Name: "time", Value: itoa(now.Unix())},
+		{Name: "version", Value: s.version},
+		{Name: "curr_connections", Value: itoa(s.currConns.Load())},
+		{Name: "total_connections", Value: itoa(s.totalConns.Load())},
+		{Name: "pool", Value: p.cfg.Name},
+		{Name: "client_connections", Value: itoa(p.stats.ClientConnections.Load())},
+		{Name: "client_eof", Value: itoa(p.stats.ClientEOF.Load())},
+		{Name: "client_err", Value: itoa(p.stats.ClientErr.Load())},
+		{Name: "requests", Value: itoa(p.stats.Requests.Load())},
+		{Name: "fragments", Value: itoa(p.stats.Fragments.Load())},
+		{Name: "forward_error", Value: itoa(p.stats.ForwardError.Load())},
+		{Name: "protocol_errors", Value: itoa(p.stats.ProtocolErrors.Load())},
+	}
+	var ejects int64
+	for _, b := range p.backends {
+		ejects += b.Stats().Ejects.Load()
+	}
+	stats = append(stats, codec.Stat{Name: "server_ejects", Value: itoa(ejects)})
+	return stats
+}

@@ -1,0 +1,330 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+)
+
+const (
+	// maxPending bounds the requests one client may have in flight; the
+	// reader stops reading from the client while the queue is full.
+	maxPending = 1024
+	readChunk  = 16 << 10
+	writeBatch = 64 << 10
+)
+
+// session is one client connection.
+type session struct {
+	p       *pool
+	nc      net.Conn
+	id      uint32
+	parser  codec.RequestParser
+	queue   chan *pending
+	closing atomic.Bool // stop reading: shutdown or a fatal protocol error
+
+	targets []int // scratch for routing multi-key requests
+}
+
+var sessionIDs atomic.Uint32
+
+func newSession(p *pool, nc net.Conn) *session {
+	return &session{
+		p:      p,
+		nc:     nc,
+		id:     sessionIDs.Add(1),
+		parser: p.dialect.NewRequestParser(p.limits),
+		queue:  make(chan *pending, maxPending),
+	}
+}
+
+// serve runs the session until the client leaves or the server shuts down.
+func (s *session) serve() {
+	done := make(chan struct{})
+	go func() {
+		s.writeLoop()
+		close(done)
+	}()
+	s.readLoop()
+	close(s.queue)
+	<-done
+	s.nc.Close()
+}
+
+// maxBuffer bounds the read buffer: one whole request (line plus value).
+func (s *session) maxBuffer() int {
+	l := s.p.limits
+	maxLine, maxValue := l.MaxLine, l.MaxValue
+	if maxLine <= 0 {
+		maxLine = 64 << 10
+	}
+	if maxValue <= 0 {
+		maxValue = 1 << 20
+	}
+	return maxLine + maxValue + 4096
+}
+
+func (s *session) readLoop() {
+	buf := make([]byte, 0, readChunk)
+	limit := s.maxBuffer()
+	var discard int64
+	for !s.closing.Load() {
+		if len(buf) == cap(buf) {
+			if cap(buf) >= limit {
+				s.p.stats.ClientErr.Add(1)
+				return // the parser should have refused this request already
+			}
+			nb := make([]byte, len(buf), min(2*cap(buf), limit))
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := s.nc.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if discard > 0 {
+			d := min(discard, int64(len(buf)))
+			buf = buf[:copy(buf, buf[d:])]
+			discard -= d
+		}
+		if discard == 0 {
+			var ok bool
+			if buf, discard, ok = s.parse(buf); !ok {
+				return
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				s.p.stats.ClientEOF.Add(1)
+			} else if !s.closing.Load() {
+				s.p.stats.ClientErr.Add(1)
+			}
+			return
+		}
+		if len(buf) == 0 && cap(buf) > 4*readChunk {
+			buf = make([]byte, 0, readChunk)
+		}
+	}
+}
+
+// parse handles every complete request in buf. It returns the unparsed
+// rest, how many bytes after it must be dropped, and false when the session
+// must stop reading.
+func (s *session) parse(buf []byte) ([]byte, int64, bool) {
+	start := 0
+	for start < len(buf) && !s.closing.Load() {
+		p := getPending()
+		n, err := s.parser.ParseRequest(buf[start:], &p.req)
+		if err != nil {
+			if errors.Is(err, codec.ErrIncomplete) {
+				putPending(p)
+				break
+			}
+			var pe *codec.ProtocolError
+			if !errors.As(err, &pe) {
+				putPending(p)
+				return nil, 0, false
+			}
+			s.p.stats.ProtocolErrors.Add(1)
+			p.req.Reset()
+			p.out = append(p.out, pe.Reply...)
+			p.req.Close = pe.Close
+			p.complete()
+			s.queue <- p
+			if pe.Close {
+				s.closing.Store(true)
+				return nil, 0, false
+			}
+			start += pe.N
+			if rest := int64(len(buf) - start); pe.Discard > 0 {
+				d := min(pe.Discard, rest)
+				start += int(d)
+				if pe.Discard > d {
+					return buf[:0], pe.Discard - d, true
+				}
+			}
+			continue
+		}
+		start += n
+		s.p.stats.Requests.Add(1)
+		s.route(p)
+		closeAfter := p.req.Close // p belongs to the writer once queued
+		s.queue <- p
+		if closeAfter {
+			s.closing.Store(true)
+			return nil, 0, false
+		}
+	}
+	rest := copy(buf, buf[start:])
+	return buf[:rest], 0, true
+}
+
+// route answers p locally or sends it to its backend(s).
+func (s *session) route(p *pending) {
+	req := &p.req
+	pl := s.p
+	switch req.Route {
+	case codec.RouteLocal:
+		p.out = pl.dialect.AppendLocal(p.out, req, pl)
+		p.complete()
+	case codec.RouteKey:
+		s.routeKey(p)
+	case codec.RouteMulti:
+		s.routeMulti(p)
+	case codec.RouteAll:
+		p.subs = p.subs[:0]
+		for range pl.backends {
+			p.subs = append(p.subs, req)
+		}
+		s.fanOut(p, nil)
+	default:
+		p.out = pl.dialect.AppendError(p.out, codec.ErrServer, "unroutable request")
+		p.complete()
+	}
+}
+
+func (s *session) routeKey(p *pending) {
+	idx, err := s.p.shard.Pick(p.req.Keys[0])
+	if err != nil {
+		s.failLocal(p, err)
+		return
+	}
+	p.left.Store(1)
+	p.call.Req = &p.req
+	p.call.Done = p.doneFn
+	s.p.backends[idx].Send(&p.call, s.id)
+}
+
+func (s *session) routeMulti(p *pending) {
+	req := &p.req
+	s.targets = s.targets[:0]
+	same := true
+	for _, k := range req.Keys {
+		idx, err := s.p.shard.Pick(k)
+		if err != nil {
+			s.failLocal(p, err)
+			return
+		}
+		if len(s.targets) > 0 && idx != s.targets[0] {
+			same = false
+		}
+		s.targets = append(s.targets, idx)
+	}
+	if same { // every key on one server: no need to split
+		p.left.Store(1)
+		p.call.Req = req
+		p.call.Done = p.doneFn
+		s.p.backends[s.targets[0]].Send(&p.call, s.id)
+		return
+	}
+	subs, subTargets := s.p.dialect.Split(req, s.targets)
+	p.subs = append(p.subs[:0], subs...)
+	s.p.stats.Fragments.Add(int64(len(subs)))
+	s.fanOut(p, subTargets)
+}
+
+// fanOut sends p.subs[i] to backend targets[i] (or to backend i when targets
+// is nil).
+func (s *session) fanOut(p *pending, targets []int) {
+	n := len(p.subs)
+	if cap(p.calls) < n {
+		p.calls = make([]backend.Call, n)
+	}
+	p.calls = p.calls[:n]
+	p.left.Store(int32(n))
+	for i, sub := range p.subs {
+		t := i
+		if targets != nil {
+			t = targets[i]
+		}
+		c := &p.calls[i]
+		c.Req = sub
+		c.Done = p.doneFn
+		s.p.backends[t].Send(c, s.id)
+	}
+}
+
+func (s *session) failLocal(p *pending, err error) {
+	s.p.stats.ForwardError.Add(1)
+	if p.req.Mode != codec.ModeNoreply {
+		p.out = s.p.dialect.AppendError(p.out, codec.ErrServer, err.Error())
+	}
+	p.complete()
+}
+
+// writeLoop writes replies in request order, batching those that are ready.
+func (s *session) writeLoop() {
+	out := make([]byte, 0, readChunk)
+	broken := false
+	for p := range s.queue {
+		<-p.done
+		if !broken {
+			out = s.appendReply(out, p)
+		}
+		closeAfter := p.req.Close
+		putPending(p)
+		if broken {
+			continue
+		}
+		if len(out) > 0 && (len(s.queue) == 0 || len(out) >= writeBatch || closeAfter) {
+			if _, err := s.nc.Write(out); err != nil {
+				broken = true
+				s.closing.Store(true)
+				s.nc.Close() // unblocks the reader
+			}
+			out = out[:0]
+			if cap(out) > 4*writeBatch {
+				out = make([]byte, 0, readChunk)
+			}
+		}
+		if closeAfter {
+			broken = true
+			s.closing.Store(true)
+			if tc, ok := s.nc.(interface{ CloseRead() error }); ok {
+				tc.CloseRead()
+			}
+		}
+	}
+}
+
+// appendReply appends what the client sees for p.
+func (s *session) appendReply(out []byte, p *pending) []byte {
+	d := s.p.dialect
+	req := &p.req
+	switch {
+	case len(p.subs) > 0:
+		replies := make([]codec.Reply, len(p.calls))
+		for i := range p.calls {
+			replies[i] = p.calls[i].Reply
+			if replies[i].Err != nil {
+				s.p.stats.ForwardError.Add(1)
+			}
+		}
+		if req.Mode == codec.ModeNoreply {
+			return out
+		}
+		return d.Merge(out, req, p.subs, replies)
+	case p.call.Req != nil:
+		r := p.call.Reply
+		if r.Err != nil {
+			s.p.stats.ForwardError.Add(1)
+			if req.Mode == codec.ModeNoreply {
+				return out
+			}
+			return d.AppendError(out, codec.ErrServer, r.Err.Error())
+		}
+		return d.AppendReply(out, req, r.Raw, r.Kind)
+	default:
+		return append(out, p.out...)
+	}
+}
+
+// stop makes the session stop reading new requests; the ones already read
+// are answered, then the connection closes.
+func (s *session) stop() {
+	s.closing.Store(true)
+	s.nc.SetReadDeadline(time.Now())
+}
