@@ -270,8 +270,17 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 
-	t.Run("10 MB line without newline", func(t *testing.T) {
-		line := []byte(strings.Repeat("x", 10<<20))
+	for _, prefix := range []string{"", "get "} {
+		lineTooLong(t, addr, other, prefix)
+	}
+}
+
+// lineTooLong sends a 10 MiB line with no newline (a multi-get line may be
+// longer than other lines, so both are tried) and measures what the proxy
+// allocates refusing it.
+func lineTooLong(t *testing.T, addr string, other *client, prefix string) {
+	t.Run("10 MB line without newline "+prefix, func(t *testing.T) {
+		line := []byte(prefix + strings.Repeat("x", 10<<20))
 		c := dial(t, addr)
 		var before, after runtime.MemStats
 		runtime.GC()

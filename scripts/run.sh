@@ -70,9 +70,9 @@ shardproxy serves $CONFIG on $listen. Talk to it with memcached's text protocol:
   printf 'set foo 0 0 3\\r\\nbar\\r\\nget foo\\r\\n' | nc -q1 $host $port
 
 (nc -q1 works with both Debian netcats, netcat-openbsd and netcat-traditional.)
-Stats, twemproxy-style JSON, on the stats port (22222 unless -s says otherwise):
+The proxy's counters, memcached-style:
 
-  nc -q1 127.0.0.1 22222 </dev/null
+  printf 'stats\\r\\n' | nc -q1 $host $port
 
 Ctrl-C stops shardproxy and the memcached servers started here.
 
