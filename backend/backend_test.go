@@ -66,7 +66,7 @@ func script(t *testing.T, replies ...string) string {
 func request(t *testing.T, s string) *codec.Request {
 	t.Helper()
 	req := &codec.Request{}
-	p := mc.NewRequestParser(codec.Limits{})
+	p := mc.NewRequestParser(codec.Options{})
 	if _, err := p.ParseRequest([]byte(s), req); err != nil {
 		t.Fatalf("parse %q: %v", s, err)
 	}

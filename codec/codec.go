@@ -20,6 +20,13 @@ const (
 	RouteAll
 	// RouteLocal is answered by the proxy itself (Dialect.AppendLocal).
 	RouteLocal
+	// RouteSame sends the request unchanged to the backend that owns all of
+	// its Keys; if they live on different backends the proxy answers an
+	// ErrCrossServer error (Redis MSETNX, SINTER, EVAL with keys, ...).
+	RouteSame
+	// RouteAny sends the request to any one backend: its answer does not
+	// depend on the keys (Redis COMMAND).
+	RouteAny
 )
 
 // Mode says which replies the client expects for a request.
@@ -61,6 +68,9 @@ const (
 	ErrServer
 	// ErrUnknownCommand is an unknown or unsupported command (memcache ERROR).
 	ErrUnknownCommand
+	// ErrCrossServer is a RouteSame request whose keys live on different
+	// backends (RESP -CROSSSLOT).
+	ErrCrossServer
 )
 
 // Request is one parsed client request.
@@ -106,8 +116,9 @@ type Reply struct {
 	Err error
 }
 
-// Limits bound what a client may send.
-type Limits struct {
+// Options configure a client session's parser: what a client may send and
+// what it must do first.
+type Options struct {
 	// MaxKey is the longest key in bytes. Zero means the dialect's default.
 	MaxKey int
 	// MaxLine is the longest request line (or inline command) in bytes. Zero
@@ -119,6 +130,15 @@ type Limits struct {
 	// Deny lists command names (lower case) the pool forbids; the parser
 	// answers them with an error naming the command.
 	Deny []string
+	// Password, when set, must be presented by the client (Redis AUTH)
+	// before the parser lets any other request through.
+	Password string
+	// Username goes with Password where the protocol has users ("" means
+	// the protocol's default user).
+	Username string
+	// DB is the database the pool serves (Redis SELECT); clients may select
+	// only this one.
+	DB int
 }
 
 // HandshakeOptions describe what a new backend socket must be told.
@@ -159,7 +179,7 @@ type Dialect interface {
 	// Name is the registry name ("memcache", "redis").
 	Name() string
 	// NewRequestParser returns a parser for one client session.
-	NewRequestParser(l Limits) RequestParser
+	NewRequestParser(o Options) RequestParser
 	// ParseReply frames the backend's reply to req at the start of buf and
 	// returns its length and kind. ErrIncomplete means more bytes are needed;
 	// any other error means the stream cannot be trusted any more (the backend

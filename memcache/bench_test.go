@@ -17,7 +17,7 @@ var (
 )
 
 func benchParse(b *testing.B, in []byte) {
-	p := dialect.NewRequestParser(codec.Limits{})
+	p := dialect.NewRequestParser(codec.Options{})
 	var req codec.Request
 	b.ReportAllocs()
 	b.SetBytes(int64(len(in)))
@@ -54,7 +54,7 @@ func BenchmarkParseReplyQuietMeta(b *testing.B) {
 
 func BenchmarkSplitMerge(b *testing.B) {
 	var req codec.Request
-	if _, err := dialect.NewRequestParser(codec.Limits{}).ParseRequest(benchMultiGet, &req); err != nil {
+	if _, err := dialect.NewRequestParser(codec.Options{}).ParseRequest(benchMultiGet, &req); err != nil {
 		b.Fatal(err)
 	}
 	targets := make([]int, len(req.Keys))
@@ -79,7 +79,7 @@ func TestZeroAllocs(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("coverage instrumentation allocates")
 	}
-	p := dialect.NewRequestParser(codec.Limits{})
+	p := dialect.NewRequestParser(codec.Options{})
 	var req codec.Request
 	for _, in := range [][]byte{benchGet, benchSet, benchMultiGet, benchMetaGet, []byte("set k 0 0 1 noreply\r\nx\r\n")} {
 		p.ParseRequest(in, &req) // grow req.Buf, req.Keys and the token list

@@ -20,7 +20,7 @@ func (*Dialect) Name() string { return Name }
 // take the defaults: DefaultMaxKey, DefaultMaxLine (retrieval lines; other
 // lines stop at MaxCommandLine or MaxLine, whichever is smaller) and
 // DefaultMaxValue. Deny names commands ("flush_all") the parser refuses.
-func (*Dialect) NewRequestParser(l codec.Limits) codec.RequestParser {
+func (*Dialect) NewRequestParser(l codec.Options) codec.RequestParser {
 	return newParser(l)
 }
 

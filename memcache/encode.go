@@ -24,7 +24,7 @@ func (*Dialect) AppendReply(dst []byte, req *codec.Request, reply []byte, _ code
 // spaces so the reply stays one line.
 func (*Dialect) AppendError(dst []byte, kind codec.ErrorKind, msg string) []byte {
 	switch kind {
-	case codec.ErrClient:
+	case codec.ErrClient, codec.ErrCrossServer:
 		dst = append(dst, "CLIENT_ERROR "...)
 	case codec.ErrServer:
 		dst = append(dst, "SERVER_ERROR "...)

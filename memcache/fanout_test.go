@@ -11,7 +11,7 @@ import (
 // mustParse parses one whole request or fails.
 func mustParse(t *testing.T, in string) *codec.Request {
 	t.Helper()
-	req, n, err := parse(t, codec.Limits{}, in)
+	req, n, err := parse(t, codec.Options{}, in)
 	if err != nil || n != len(in) {
 		t.Fatalf("ParseRequest(%q) = %d, %v", in, n, err)
 	}

@@ -11,7 +11,7 @@ import (
 
 // fuzzLimits are the parsers every fuzz input goes through: the defaults
 // and small limits that the fuzzer can reach.
-var fuzzLimits = []codec.Limits{
+var fuzzLimits = []codec.Options{
 	{},
 	{MaxKey: 8, MaxLine: 64, MaxValue: 32, Deny: []string{"flush_all", "ms"}},
 }
@@ -30,7 +30,7 @@ func FuzzRequest(f *testing.F) {
 	})
 }
 
-func checkRequest(t *testing.T, l codec.Limits, data []byte) {
+func checkRequest(t *testing.T, l codec.Options, data []byte) {
 	p := dialect.NewRequestParser(l)
 	var req codec.Request
 	n, err := p.ParseRequest(data, &req)
@@ -72,7 +72,7 @@ func checkRequest(t *testing.T, l codec.Limits, data []byte) {
 
 	// What the proxy forwards is itself a request it accepts.
 	var fwd codec.Request
-	m, err := dialect.NewRequestParser(codec.Limits{MaxValue: l.MaxValue}).ParseRequest(req.Wire, &fwd)
+	m, err := dialect.NewRequestParser(codec.Options{MaxValue: l.MaxValue}).ParseRequest(req.Wire, &fwd)
 	if err != nil {
 		t.Fatalf("wire %q of %q does not parse: %v", req.Wire, data[:n], err)
 	}

@@ -79,7 +79,7 @@ func TestGoldenRequests(t *testing.T) {
 	var b strings.Builder
 	fmt.Fprintf(&b, goldenHeader, "requests.txt")
 	for _, in := range inputs {
-		req, n, err := parse(t, codec.Limits{}, in)
+		req, n, err := parse(t, codec.Options{}, in)
 		fmt.Fprintf(&b, "in:  %q\nout: %s\n\n", in, describeRequest(req, n, err))
 	}
 	checkGolden(t, "requests.golden", b.String())

@@ -13,7 +13,7 @@ import (
 var dialect = &Dialect{}
 
 // parse runs a fresh parser with limits l over in.
-func parse(t testing.TB, l codec.Limits, in string) (*codec.Request, int, error) {
+func parse(t testing.TB, l codec.Options, in string) (*codec.Request, int, error) {
 	t.Helper()
 	req := &codec.Request{}
 	n, err := dialect.NewRequestParser(l).ParseRequest([]byte(in), req)

@@ -70,7 +70,7 @@ const hidden = "<hidden>"
 // proxyFirstLine is what the parser makes a client see first for in.
 func proxyFirstLine(t *testing.T, in string) (line string, closed bool) {
 	t.Helper()
-	_, _, err := parse(t, codec.Limits{}, in)
+	_, _, err := parse(t, codec.Options{}, in)
 	if err == nil {
 		t.Fatalf("parser accepts %q", in)
 	}
@@ -219,7 +219,7 @@ func TestParityDivergences(t *testing.T) {
 		if second, _ := r.ReadString('\n'); second != "ERROR\r\n" {
 			t.Errorf("memcached's second line: %q, expected ERROR (the value run as a command)", second)
 		}
-		pe := protocolError(t, func() error { _, _, err := parse(t, codec.Limits{}, "set k x 0 3\r\n"); return err }())
+		pe := protocolError(t, func() error { _, _, err := parse(t, codec.Options{}, "set k x 0 3\r\n"); return err }())
 		if pe.Discard != 5 || pe.Close {
 			t.Errorf("proxy: discard %d close %v, want the value swallowed", pe.Discard, pe.Close)
 		}

@@ -7,7 +7,7 @@ import (
 	"shardproxy/codec"
 )
 
-// Request limits used where codec.Limits leaves a field zero.
+// Request limits used where codec.Options leaves a field zero.
 const (
 	// DefaultMaxKey is memcached's KEY_MAX_LENGTH: the longest key in bytes.
 	DefaultMaxKey = 250
@@ -38,7 +38,7 @@ type parser struct {
 
 var _ codec.RequestParser = (*parser)(nil)
 
-func newParser(l codec.Limits) *parser {
+func newParser(l codec.Options) *parser {
 	p := &parser{
 		maxKey:   orDefault(l.MaxKey, DefaultMaxKey),
 		maxLine:  orDefault(l.MaxLine, DefaultMaxLine),

@@ -102,7 +102,7 @@ func TestParseRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, n, err := parse(t, codec.Limits{}, tt.in)
+			req, n, err := parse(t, codec.Options{}, tt.in)
 			if err != nil {
 				t.Fatalf("ParseRequest(%q): %v", tt.in, err)
 			}
@@ -125,14 +125,14 @@ func TestParseRequest(t *testing.T) {
 			if req.Cmd == 0 || CommandName(req.Cmd) != req.Name {
 				t.Errorf("Cmd %d does not name %q", req.Cmd, req.Name)
 			}
-			checkPrefixes(t, codec.Limits{}, tt.in[:n])
+			checkPrefixes(t, codec.Options{}, tt.in[:n])
 		})
 	}
 }
 
 // checkPrefixes checks that every strict prefix of a valid request is
 // incomplete.
-func checkPrefixes(t *testing.T, l codec.Limits, in string) {
+func checkPrefixes(t *testing.T, l codec.Options, in string) {
 	t.Helper()
 	p := dialect.NewRequestParser(l)
 	var req codec.Request
@@ -165,91 +165,91 @@ func TestParseRequestRejects(t *testing.T) {
 	)
 	tests := []struct {
 		name   string
-		limits codec.Limits
+		limits codec.Options
 		in     string
 		want   rejectWant
 	}{
-		{"empty line", codec.Limits{}, "\r\n", rejectWant{reply: errLine}},
-		{"bare newline", codec.Limits{}, "\n", rejectWant{reply: errLine}},
-		{"spaces only", codec.Limits{}, "   \r\n", rejectWant{reply: errLine}},
-		{"one-letter verb", codec.Limits{}, "x\r\n", rejectWant{reply: errLine}},
-		{"unknown verb", codec.Limits{}, "foo bar\r\n", rejectWant{reply: errLine}},
-		{"verbs are case sensitive", codec.Limits{}, "GET a\r\n", rejectWant{reply: errLine}},
-		{"unknown meta verb", codec.Limits{}, "mz a\r\n", rejectWant{reply: errLine}},
-		{"NUL cuts the verb", codec.Limits{}, "g\x00et a\r\n", rejectWant{reply: errLine}},
-		{"HTTP closes silently", codec.Limits{}, "POST / HTTP/1.1\r\n", rejectWant{close: true}},
-		{"HTTP after a g verb is just unknown", codec.Limits{}, "go / HTTP/1.1\r\n", rejectWant{reply: errLine}},
-		{"admin command", codec.Limits{}, "shutdown\r\n", rejectWant{reply: "CLIENT_ERROR shutdown is not supported by this proxy\r\n"}},
-		{"lru_crawler", codec.Limits{}, "lru_crawler metadump all\r\n", rejectWant{reply: "CLIENT_ERROR lru_crawler is not supported by this proxy\r\n"}},
-		{"get without key", codec.Limits{}, "get\r\n", rejectWant{reply: errLine}},
-		{"get key too long", codec.Limits{}, "get a " + key251 + "\r\n", rejectWant{reply: bad}},
-		{"get key over MaxKey", codec.Limits{MaxKey: 3}, "get abcd\r\n", rejectWant{reply: bad}},
-		{"gat without exptime", codec.Limits{}, "gat\r\n", rejectWant{reply: errLine}},
-		{"gat bad exptime", codec.Limits{}, "gat x a\r\n", rejectWant{reply: exptime}},
-		{"gat exptime overflows a long", codec.Limits{}, "gat 9223372036854775808 a\r\n", rejectWant{reply: exptime}},
-		{"set too few tokens", codec.Limits{}, "set k 0 0\r\n", rejectWant{reply: errLine}},
-		{"set too many tokens", codec.Limits{}, "set k 0 0 1 noreply x\r\n", rejectWant{reply: errLine}},
-		{"set key too long", codec.Limits{}, "set " + key251 + " 0 0 1\r\na\r\n", rejectWant{reply: bad, discard: 3, n: 263}},
-		{"set key too long noreply is hidden", codec.Limits{}, "set " + key251 + " 0 0 1 noreply\r\na\r\n", rejectWant{discard: 3, n: 271}},
-		{"set bad flags", codec.Limits{}, "set k x 0 1\r\na\r\n", rejectWant{reply: bad, discard: 3, n: 13}},
-		{"set negative flags", codec.Limits{}, "set k -1 0 1\r\na\r\n", rejectWant{reply: bad, discard: 3, n: 14}},
-		{"set bad exptime", codec.Limits{}, "set k 0 1x 1\r\na\r\n", rejectWant{reply: bad, discard: 3, n: 14}},
-		{"set negative length", codec.Limits{}, "set k 0 0 -1\r\n", rejectWant{reply: bad, close: true}},
-		{"set length 2^31", codec.Limits{}, "set k 0 0 2147483648\r\n", rejectWant{reply: bad, close: true}},
-		{"set length INT_MAX-1", codec.Limits{}, "set k 0 0 2147483646\r\n", rejectWant{reply: bad, close: true}},
-		{"set length that wraps in int32", codec.Limits{}, "set k 0 0 4294967297\r\n", rejectWant{reply: bad, close: true}},
-		{"set length not a number", codec.Limits{}, "set k 0 0 x\r\n", rejectWant{reply: bad, close: true}},
-		{"set noreply bad length still shown", codec.Limits{}, "set k 0 0 noreply\r\n", rejectWant{reply: bad, close: true}},
-		{"set too large", codec.Limits{}, "set k 0 0 2000000\r\n", rejectWant{reply: large, discard: 2000002}},
-		{"set too large noreply is hidden", codec.Limits{}, "set k 0 0 2000000 noreply\r\n", rejectWant{discard: 2000002}},
-		{"set over MaxValue", codec.Limits{MaxValue: 10}, "set k 0 0 11\r\n", rejectWant{reply: large, discard: 13}},
-		{"set INT_MAX-2 is too large but sane", codec.Limits{}, "set k 0 0 2147483645\r\n", rejectWant{reply: large, discard: 2147483647}},
-		{"set bad data chunk", codec.Limits{}, "set k 0 0 1\r\nab\r\n", rejectWant{reply: chunk, close: true, n: 16}},
-		{"set bad data chunk noreply", codec.Limits{}, "set k 0 0 1 noreply\r\nab\r\n", rejectWant{reply: chunk, close: true, n: 24}},
-		{"cas missing unique", codec.Limits{}, "cas k 0 0 1\r\na\r\n", rejectWant{reply: errLine, n: 13}},
-		{"cas bad unique", codec.Limits{}, "cas k 0 0 1 -1\r\na\r\n", rejectWant{reply: bad, discard: 3, n: 16}},
-		{"cas noreply as unique is hidden", codec.Limits{}, "cas k 0 0 1 noreply\r\na\r\n", rejectWant{discard: 3, n: 21}},
-		{"incr without delta", codec.Limits{}, "incr k\r\n", rejectWant{reply: errLine}},
-		{"incr bad delta", codec.Limits{}, "incr k x\r\n", rejectWant{reply: delta}},
-		{"incr negative delta", codec.Limits{}, "incr k -1\r\n", rejectWant{reply: delta}},
-		{"incr delta 2^64", codec.Limits{}, "incr k 18446744073709551616\r\n", rejectWant{reply: delta}},
-		{"incr noreply as delta is hidden", codec.Limits{}, "incr k noreply\r\n", rejectWant{}},
-		{"decr key too long", codec.Limits{}, "decr " + key251 + " 1\r\n", rejectWant{reply: bad}},
-		{"touch bad exptime", codec.Limits{}, "touch k x\r\n", rejectWant{reply: exptime}},
-		{"touch bad exptime noreply is hidden", codec.Limits{}, "touch k x noreply\r\n", rejectWant{}},
-		{"delete without key", codec.Limits{}, "delete\r\n", rejectWant{reply: errLine}},
-		{"delete hold time", codec.Limits{}, "delete k 1\r\n", rejectWant{reply: usage}},
-		{"delete hold time noreply is hidden", codec.Limits{}, "delete k 1 noreply\r\n", rejectWant{}},
-		{"delete 0 0", codec.Limits{}, "delete k 0 0\r\n", rejectWant{reply: usage}},
-		{"delete too many tokens", codec.Limits{}, "delete k 0 noreply x\r\n", rejectWant{reply: errLine}},
-		{"delete key too long", codec.Limits{}, "delete " + key251 + "\r\n", rejectWant{reply: bad}},
-		{"flush_all bad delay", codec.Limits{}, "flush_all x\r\n", rejectWant{reply: exptime}},
-		{"flush_all too many tokens", codec.Limits{}, "flush_all 1 2 3\r\n", rejectWant{reply: errLine}},
-		{"verbosity without level", codec.Limits{}, "verbosity\r\n", rejectWant{reply: errLine}},
-		{"verbosity bad level", codec.Limits{}, "verbosity x\r\n", rejectWant{reply: bad}},
-		{"verbosity noreply only is hidden", codec.Limits{}, "verbosity noreply\r\n", rejectWant{}},
-		{"mg without key", codec.Limits{}, "mg\r\n", rejectWant{reply: errLine}},
-		{"mg key too long", codec.Limits{}, "mg " + key251 + " v\r\n", rejectWant{reply: bad}},
-		{"md without key", codec.Limits{}, "md\r\n", rejectWant{reply: errLine}},
-		{"ma without key", codec.Limits{}, "ma\r\n", rejectWant{reply: errLine}},
-		{"me without key", codec.Limits{}, "me\r\n", rejectWant{reply: bad}},
-		{"ms without length", codec.Limits{}, "ms k\r\n", rejectWant{reply: bad}},
-		{"ms bad length", codec.Limits{}, "ms k x\r\nhi\r\n", rejectWant{reply: bad, close: true, n: 8}},
-		{"ms negative length", codec.Limits{}, "ms k -1\r\n", rejectWant{reply: bad, close: true}},
-		{"ms key too long", codec.Limits{}, "ms " + key251 + " 2\r\nhi\r\n", rejectWant{reply: bad, discard: 4, n: 258}},
-		{"ms too many flags", codec.Limits{}, "ms k 2" + strings.Repeat(" T1", 17) + "\r\nhi\r\n", rejectWant{reply: "CLIENT_ERROR options flags too long\r\n", discard: 4, n: 59}},
-		{"ms too large", codec.Limits{}, "ms k 2000000 T0\r\n", rejectWant{reply: large, discard: 2000002}},
-		{"ms bad data chunk", codec.Limits{}, "ms k 2 q\r\nhix\r\n", rejectWant{reply: chunk, close: true, n: 14}},
-		{"line too long", codec.Limits{}, "set k 0 0 1" + strings.Repeat(" ", 2040) + "\r\n", rejectWant{reply: tooLong, close: true}},
-		{"line too long without newline", codec.Limits{}, strings.Repeat("x", 2049), rejectWant{reply: tooLong, close: true}},
-		{"retrieval line over MaxLine", codec.Limits{MaxLine: 4000}, "get " + strings.Repeat("k ", 2000) + "\r\n", rejectWant{reply: tooLong, close: true}},
-		{"retrieval verb must start early", codec.Limits{}, strings.Repeat(" ", 2048) + "get a" + strings.Repeat(" a", 100), rejectWant{reply: tooLong, close: true}},
-		{"denied flush_all", codec.Limits{Deny: []string{"flush_all"}}, "flush_all\r\n", rejectWant{reply: "CLIENT_ERROR flush_all is disabled for this pool\r\n"}},
-		{"denied flush_all noreply is hidden", codec.Limits{Deny: []string{"flush_all"}}, "flush_all noreply\r\n", rejectWant{}},
-		{"denied get", codec.Limits{Deny: []string{"get"}}, "get a\r\n", rejectWant{reply: "CLIENT_ERROR get is disabled for this pool\r\n"}},
-		{"denied set swallows its value", codec.Limits{Deny: []string{"set"}}, "set k 0 0 3\r\nabc\r\n", rejectWant{reply: "CLIENT_ERROR set is disabled for this pool\r\n", discard: 5, n: 13}},
-		{"denied ms swallows its value", codec.Limits{Deny: []string{"ms"}}, "ms k 3\r\nabc\r\n", rejectWant{reply: "CLIENT_ERROR ms is disabled for this pool\r\n", discard: 5, n: 8}},
-		{"denied stats", codec.Limits{Deny: []string{"stats"}}, "stats\r\n", rejectWant{reply: "CLIENT_ERROR stats is disabled for this pool\r\n"}},
+		{"empty line", codec.Options{}, "\r\n", rejectWant{reply: errLine}},
+		{"bare newline", codec.Options{}, "\n", rejectWant{reply: errLine}},
+		{"spaces only", codec.Options{}, "   \r\n", rejectWant{reply: errLine}},
+		{"one-letter verb", codec.Options{}, "x\r\n", rejectWant{reply: errLine}},
+		{"unknown verb", codec.Options{}, "foo bar\r\n", rejectWant{reply: errLine}},
+		{"verbs are case sensitive", codec.Options{}, "GET a\r\n", rejectWant{reply: errLine}},
+		{"unknown meta verb", codec.Options{}, "mz a\r\n", rejectWant{reply: errLine}},
+		{"NUL cuts the verb", codec.Options{}, "g\x00et a\r\n", rejectWant{reply: errLine}},
+		{"HTTP closes silently", codec.Options{}, "POST / HTTP/1.1\r\n", rejectWant{close: true}},
+		{"HTTP after a g verb is just unknown", codec.Options{}, "go / HTTP/1.1\r\n", rejectWant{reply: errLine}},
+		{"admin command", codec.Options{}, "shutdown\r\n", rejectWant{reply: "CLIENT_ERROR shutdown is not supported by this proxy\r\n"}},
+		{"lru_crawler", codec.Options{}, "lru_crawler metadump all\r\n", rejectWant{reply: "CLIENT_ERROR lru_crawler is not supported by this proxy\r\n"}},
+		{"get without key", codec.Options{}, "get\r\n", rejectWant{reply: errLine}},
+		{"get key too long", codec.Options{}, "get a " + key251 + "\r\n", rejectWant{reply: bad}},
+		{"get key over MaxKey", codec.Options{MaxKey: 3}, "get abcd\r\n", rejectWant{reply: bad}},
+		{"gat without exptime", codec.Options{}, "gat\r\n", rejectWant{reply: errLine}},
+		{"gat bad exptime", codec.Options{}, "gat x a\r\n", rejectWant{reply: exptime}},
+		{"gat exptime overflows a long", codec.Options{}, "gat 9223372036854775808 a\r\n", rejectWant{reply: exptime}},
+		{"set too few tokens", codec.Options{}, "set k 0 0\r\n", rejectWant{reply: errLine}},
+		{"set too many tokens", codec.Options{}, "set k 0 0 1 noreply x\r\n", rejectWant{reply: errLine}},
+		{"set key too long", codec.Options{}, "set " + key251 + " 0 0 1\r\na\r\n", rejectWant{reply: bad, discard: 3, n: 263}},
+		{"set key too long noreply is hidden", codec.Options{}, "set " + key251 + " 0 0 1 noreply\r\na\r\n", rejectWant{discard: 3, n: 271}},
+		{"set bad flags", codec.Options{}, "set k x 0 1\r\na\r\n", rejectWant{reply: bad, discard: 3, n: 13}},
+		{"set negative flags", codec.Options{}, "set k -1 0 1\r\na\r\n", rejectWant{reply: bad, discard: 3, n: 14}},
+		{"set bad exptime", codec.Options{}, "set k 0 1x 1\r\na\r\n", rejectWant{reply: bad, discard: 3, n: 14}},
+		{"set negative length", codec.Options{}, "set k 0 0 -1\r\n", rejectWant{reply: bad, close: true}},
+		{"set length 2^31", codec.Options{}, "set k 0 0 2147483648\r\n", rejectWant{reply: bad, close: true}},
+		{"set length INT_MAX-1", codec.Options{}, "set k 0 0 2147483646\r\n", rejectWant{reply: bad, close: true}},
+		{"set length that wraps in int32", codec.Options{}, "set k 0 0 4294967297\r\n", rejectWant{reply: bad, close: true}},
+		{"set length not a number", codec.Options{}, "set k 0 0 x\r\n", rejectWant{reply: bad, close: true}},
+		{"set noreply bad length still shown", codec.Options{}, "set k 0 0 noreply\r\n", rejectWant{reply: bad, close: true}},
+		{"set too large", codec.Options{}, "set k 0 0 2000000\r\n", rejectWant{reply: large, discard: 2000002}},
+		{"set too large noreply is hidden", codec.Options{}, "set k 0 0 2000000 noreply\r\n", rejectWant{discard: 2000002}},
+		{"set over MaxValue", codec.Options{MaxValue: 10}, "set k 0 0 11\r\n", rejectWant{reply: large, discard: 13}},
+		{"set INT_MAX-2 is too large but sane", codec.Options{}, "set k 0 0 2147483645\r\n", rejectWant{reply: large, discard: 2147483647}},
+		{"set bad data chunk", codec.Options{}, "set k 0 0 1\r\nab\r\n", rejectWant{reply: chunk, close: true, n: 16}},
+		{"set bad data chunk noreply", codec.Options{}, "set k 0 0 1 noreply\r\nab\r\n", rejectWant{reply: chunk, close: true, n: 24}},
+		{"cas missing unique", codec.Options{}, "cas k 0 0 1\r\na\r\n", rejectWant{reply: errLine, n: 13}},
+		{"cas bad unique", codec.Options{}, "cas k 0 0 1 -1\r\na\r\n", rejectWant{reply: bad, discard: 3, n: 16}},
+		{"cas noreply as unique is hidden", codec.Options{}, "cas k 0 0 1 noreply\r\na\r\n", rejectWant{discard: 3, n: 21}},
+		{"incr without delta", codec.Options{}, "incr k\r\n", rejectWant{reply: errLine}},
+		{"incr bad delta", codec.Options{}, "incr k x\r\n", rejectWant{reply: delta}},
+		{"incr negative delta", codec.Options{}, "incr k -1\r\n", rejectWant{reply: delta}},
+		{"incr delta 2^64", codec.Options{}, "incr k 18446744073709551616\r\n", rejectWant{reply: delta}},
+		{"incr noreply as delta is hidden", codec.Options{}, "incr k noreply\r\n", rejectWant{}},
+		{"decr key too long", codec.Options{}, "decr " + key251 + " 1\r\n", rejectWant{reply: bad}},
+		{"touch bad exptime", codec.Options{}, "touch k x\r\n", rejectWant{reply: exptime}},
+		{"touch bad exptime noreply is hidden", codec.Options{}, "touch k x noreply\r\n", rejectWant{}},
+		{"delete without key", codec.Options{}, "delete\r\n", rejectWant{reply: errLine}},
+		{"delete hold time", codec.Options{}, "delete k 1\r\n", rejectWant{reply: usage}},
+		{"delete hold time noreply is hidden", codec.Options{}, "delete k 1 noreply\r\n", rejectWant{}},
+		{"delete 0 0", codec.Options{}, "delete k 0 0\r\n", rejectWant{reply: usage}},
+		{"delete too many tokens", codec.Options{}, "delete k 0 noreply x\r\n", rejectWant{reply: errLine}},
+		{"delete key too long", codec.Options{}, "delete " + key251 + "\r\n", rejectWant{reply: bad}},
+		{"flush_all bad delay", codec.Options{}, "flush_all x\r\n", rejectWant{reply: exptime}},
+		{"flush_all too many tokens", codec.Options{}, "flush_all 1 2 3\r\n", rejectWant{reply: errLine}},
+		{"verbosity without level", codec.Options{}, "verbosity\r\n", rejectWant{reply: errLine}},
+		{"verbosity bad level", codec.Options{}, "verbosity x\r\n", rejectWant{reply: bad}},
+		{"verbosity noreply only is hidden", codec.Options{}, "verbosity noreply\r\n", rejectWant{}},
+		{"mg without key", codec.Options{}, "mg\r\n", rejectWant{reply: errLine}},
+		{"mg key too long", codec.Options{}, "mg " + key251 + " v\r\n", rejectWant{reply: bad}},
+		{"md without key", codec.Options{}, "md\r\n", rejectWant{reply: errLine}},
+		{"ma without key", codec.Options{}, "ma\r\n", rejectWant{reply: errLine}},
+		{"me without key", codec.Options{}, "me\r\n", rejectWant{reply: bad}},
+		{"ms without length", codec.Options{}, "ms k\r\n", rejectWant{reply: bad}},
+		{"ms bad length", codec.Options{}, "ms k x\r\nhi\r\n", rejectWant{reply: bad, close: true, n: 8}},
+		{"ms negative length", codec.Options{}, "ms k -1\r\n", rejectWant{reply: bad, close: true}},
+		{"ms key too long", codec.Options{}, "ms " + key251 + " 2\r\nhi\r\n", rejectWant{reply: bad, discard: 4, n: 258}},
+		{"ms too many flags", codec.Options{}, "ms k 2" + strings.Repeat(" T1", 17) + "\r\nhi\r\n", rejectWant{reply: "CLIENT_ERROR options flags too long\r\n", discard: 4, n: 59}},
+		{"ms too large", codec.Options{}, "ms k 2000000 T0\r\n", rejectWant{reply: large, discard: 2000002}},
+		{"ms bad data chunk", codec.Options{}, "ms k 2 q\r\nhix\r\n", rejectWant{reply: chunk, close: true, n: 14}},
+		{"line too long", codec.Options{}, "set k 0 0 1" + strings.Repeat(" ", 2040) + "\r\n", rejectWant{reply: tooLong, close: true}},
+		{"line too long without newline", codec.Options{}, strings.Repeat("x", 2049), rejectWant{reply: tooLong, close: true}},
+		{"retrieval line over MaxLine", codec.Options{MaxLine: 4000}, "get " + strings.Repeat("k ", 2000) + "\r\n", rejectWant{reply: tooLong, close: true}},
+		{"retrieval verb must start early", codec.Options{}, strings.Repeat(" ", 2048) + "get a" + strings.Repeat(" a", 100), rejectWant{reply: tooLong, close: true}},
+		{"denied flush_all", codec.Options{Deny: []string{"flush_all"}}, "flush_all\r\n", rejectWant{reply: "CLIENT_ERROR flush_all is disabled for this pool\r\n"}},
+		{"denied flush_all noreply is hidden", codec.Options{Deny: []string{"flush_all"}}, "flush_all noreply\r\n", rejectWant{}},
+		{"denied get", codec.Options{Deny: []string{"get"}}, "get a\r\n", rejectWant{reply: "CLIENT_ERROR get is disabled for this pool\r\n"}},
+		{"denied set swallows its value", codec.Options{Deny: []string{"set"}}, "set k 0 0 3\r\nabc\r\n", rejectWant{reply: "CLIENT_ERROR set is disabled for this pool\r\n", discard: 5, n: 13}},
+		{"denied ms swallows its value", codec.Options{Deny: []string{"ms"}}, "ms k 3\r\nabc\r\n", rejectWant{reply: "CLIENT_ERROR ms is disabled for this pool\r\n", discard: 5, n: 8}},
+		{"denied stats", codec.Options{Deny: []string{"stats"}}, "stats\r\n", rejectWant{reply: "CLIENT_ERROR stats is disabled for this pool\r\n"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -289,7 +289,7 @@ func TestParseRequestIncomplete(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, n, err := parse(t, codec.Limits{}, tt.in); !errors.Is(err, codec.ErrIncomplete) || n != 0 {
+			if _, n, err := parse(t, codec.Options{}, tt.in); !errors.Is(err, codec.ErrIncomplete) || n != 0 {
 				t.Errorf("ParseRequest(%q) = %d, %v; want 0, ErrIncomplete", tt.in, n, err)
 			}
 		})
@@ -297,7 +297,7 @@ func TestParseRequestIncomplete(t *testing.T) {
 }
 
 func TestParseRequestReusesStorage(t *testing.T) {
-	p := dialect.NewRequestParser(codec.Limits{})
+	p := dialect.NewRequestParser(codec.Options{})
 	var req codec.Request
 	in := []byte("get a b c d e f\r\n")
 	if _, err := p.ParseRequest(in, &req); err != nil {
@@ -323,7 +323,7 @@ func TestParseRequestReusesStorage(t *testing.T) {
 func TestParseRequestPipeline(t *testing.T) {
 	in := "get a\r\nset k 0 0 1 noreply\r\nx\r\nmg k q v\r\nmn\r\ndelete k\r\n"
 	want := []string{"get", "set", "mg", "mn", "delete"}
-	p := dialect.NewRequestParser(codec.Limits{})
+	p := dialect.NewRequestParser(codec.Options{})
 	var got []string
 	for buf := []byte(in); len(buf) > 0; {
 		var req codec.Request

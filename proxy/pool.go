@@ -22,7 +22,7 @@ type pool struct {
 	cfg      *config.Pool
 	srv      *Server
 	dialect  codec.Dialect
-	limits   codec.Limits
+	limits   codec.Options
 	shard    *sharding.Pool
 	backends []*backend.Backend // in shard.Servers() order
 	log      *slog.Logger
@@ -77,7 +77,7 @@ func newPool(srv *Server, pc *config.Pool) (*pool, error) {
 		dialect: d,
 		shard:   shard,
 		log:     srv.log.With("pool", pc.Name),
-		limits: codec.Limits{
+		limits: codec.Options{
 			MaxLine:  pc.MaxRequestLine,
 			MaxValue: pc.ItemSizeMax,
 		},

@@ -174,6 +174,13 @@ func (s *session) route(p *pending) {
 		s.routeKey(p)
 	case codec.RouteMulti:
 		s.routeMulti(p)
+	case codec.RouteSame:
+		s.routeSame(p)
+	case codec.RouteAny:
+		p.left.Store(1)
+		p.call.Req = req
+		p.call.Done = p.doneFn
+		pl.backends[int(s.id)%len(pl.backends)].Send(&p.call, s.id)
 	case codec.RouteAll:
 		p.subs = p.subs[:0]
 		for range pl.backends {
@@ -224,6 +231,33 @@ func (s *session) routeMulti(p *pending) {
 	p.subs = append(p.subs[:0], subs...)
 	s.p.stats.Fragments.Add(int64(len(subs)))
 	s.fanOut(p, subTargets)
+}
+
+// routeSame sends p to the one backend that owns every key, or refuses it.
+func (s *session) routeSame(p *pending) {
+	target := -1
+	for _, k := range p.req.Keys {
+		idx, err := s.p.shard.Pick(k)
+		if err != nil {
+			s.failLocal(p, err)
+			return
+		}
+		if target >= 0 && idx != target {
+			s.p.stats.ForwardError.Add(1)
+			p.out = s.p.dialect.AppendError(p.out, codec.ErrCrossServer,
+				"keys in request don't hash to the same server")
+			p.complete()
+			return
+		}
+		target = idx
+	}
+	if target < 0 {
+		target = int(s.id) % len(s.p.backends)
+	}
+	p.left.Store(1)
+	p.call.Req = &p.req
+	p.call.Done = p.doneFn
+	s.p.backends[target].Send(&p.call, s.id)
 }
 
 // fanOut sends p.subs[i] to backend targets[i] (or to backend i when targets
