@@ -143,7 +143,28 @@ type Pool struct {
 	// 0x-prefixed hex, default 0). twemproxy's hashes take no seed, so Parse
 	// rejects a hash_seed that would have no effect.
 	HashSeed uint64
+	// EjectPolicy says what happens to the keys of a server that
+	// auto_eject_hosts ejects (key eject_policy, a shardproxy extension):
+	// EjectRemap (the default, twemproxy's behaviour) rebuilds the
+	// distribution over the live servers; EjectFailFast keeps the
+	// distribution, so the ejected server's keys get an error at once until
+	// it returns and no key ever moves (twemproxy issue #213); EjectFailover
+	// keeps the distribution and sends the ejected server's keys to the pool
+	// FailoverPool (twemproxy issue #604). Without auto_eject_hosts a failing
+	// server's keys always fail fast and never move.
+	EjectPolicy string
+	// FailoverPool names the pool that takes an ejected server's keys under
+	// EjectFailover (key failover_pool, a shardproxy extension). It must be
+	// another pool of the same protocol, and only this one level is tried.
+	FailoverPool string
 }
+
+// Eject policies (Pool.EjectPolicy).
+const (
+	EjectRemap    = "remap"
+	EjectFailFast = "fail_fast"
+	EjectFailover = "failover"
+)
 
 // Listen is the address a pool accepts clients on.
 type Listen struct {

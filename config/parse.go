@@ -102,8 +102,9 @@ func yamlError(err error) (int, string) {
 
 // builder turns a YAML tree into pools, collecting problems.
 type builder struct {
-	errs    errorList
-	listens []listenAt
+	errs      errorList
+	listens   []listenAt
+	failovers []listenAt // pools with failover_pool, at that key's line
 }
 
 // listenAt remembers where a pool's valid listen value was, to report
@@ -152,6 +153,7 @@ func (b *builder) config(doc *yaml.Node) []*Pool {
 		}
 	}
 	b.checkListens()
+	b.checkFailovers(pools)
 	slices.SortFunc(pools, func(a, b *Pool) int { return compareNames(a.Name, b.Name) })
 	return pools
 }
@@ -172,6 +174,20 @@ func (b *builder) checkListens() {
 			continue
 		}
 		seen[key] = l
+	}
+}
+
+// checkFailovers checks that every failover_pool names another pool of the
+// same protocol.
+func (b *builder) checkFailovers(pools []*Pool) {
+	for _, f := range b.failovers {
+		i := slices.IndexFunc(pools, func(p *Pool) bool { return p.Name == f.pool.FailoverPool })
+		switch {
+		case i < 0:
+			b.errs.add(f.line, f.pool.Name, "failover_pool", fmt.Sprintf("no pool is called %q", f.pool.FailoverPool))
+		case pools[i].Redis != f.pool.Redis:
+			b.errs.add(f.line, f.pool.Name, "failover_pool", fmt.Sprintf("pool %q speaks another protocol", f.pool.FailoverPool))
+		}
 	}
 }
 

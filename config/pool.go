@@ -47,6 +47,8 @@ var poolKeys = map[string]setter{
 	"flush_all":        boolSetter(func(p *Pool) *bool { return &p.AllowFlushAll }),
 	"connect_timeout":  msSetter(func(p *Pool) *time.Duration { return &p.ConnectTimeout }, 1),
 	"hash_seed":        (*poolParser).setHashSeed,
+	"eject_policy":     (*poolParser).setEjectPolicy,
+	"failover_pool":    (*poolParser).setFailoverPool,
 }
 
 // pool reads the pool called name, whose name is on line; it returns nil
@@ -81,6 +83,7 @@ func newPool(name string, line int) *Pool {
 		ItemSizeMax:        DefaultItemSizeMax,
 		MaxRequestLine:     DefaultMaxRequestLine,
 		AllowFlushAll:      true,
+		EjectPolicy:        EjectRemap,
 	}
 }
 
@@ -325,6 +328,46 @@ func (pp *poolParser) finish() {
 	}
 	if _, ok := pp.keys["connect_timeout"]; !ok {
 		p.ConnectTimeout = defaultConnectTimeout(p.Timeout)
+	}
+	line, hasPool := pp.keys["failover_pool"]
+	switch {
+	case pp.bad["eject_policy"] || pp.bad["failover_pool"]:
+	case p.EjectPolicy != EjectRemap && !p.AutoEjectHosts && !pp.bad["auto_eject_hosts"]:
+		pp.fail(pp.keys["eject_policy"], "eject_policy", "needs auto_eject_hosts: true")
+	case p.EjectPolicy == EjectFailover && !hasPool:
+		pp.fail(pp.keys["eject_policy"], "failover_pool", "is missing; eject_policy failover needs it")
+	case p.EjectPolicy != EjectFailover && hasPool:
+		pp.fail(line, "failover_pool", "is only valid with eject_policy: failover")
+	case hasPool && p.FailoverPool == p.Name:
+		pp.fail(line, "failover_pool", "cannot name the pool itself")
+	case hasPool:
+		pp.b.failovers = append(pp.b.failovers, listenAt{pool: p, line: line})
+	}
+}
+
+// setEjectPolicy reads eject_policy: remap, fail_fast or failover.
+func (pp *poolParser) setEjectPolicy(key string, v *yaml.Node) {
+	s, ok := pp.scalar(key, v)
+	if !ok {
+		return
+	}
+	switch s {
+	case EjectRemap, EjectFailFast, EjectFailover:
+		pp.p.EjectPolicy = s
+	default:
+		pp.fail(v.Line, key, fmt.Sprintf("unknown policy %q; want %s, %s or %s", s, EjectRemap, EjectFailFast, EjectFailover))
+	}
+}
+
+// setFailoverPool reads failover_pool; the pool it names is checked once
+// every pool is read (checkFailovers).
+func (pp *poolParser) setFailoverPool(key string, v *yaml.Node) {
+	if s, ok := pp.scalar(key, v); ok {
+		if s == "" {
+			pp.fail(v.Line, key, "must name a pool")
+			return
+		}
+		pp.p.FailoverPool = s
 	}
 }
 

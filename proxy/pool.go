@@ -25,6 +25,7 @@ type pool struct {
 	limits   codec.Options
 	shard    *sharding.Pool
 	backends []*backend.Backend // in shard.Servers() order
+	failover *pool              // eject_policy failover: takes a bad server's keys
 	log      *slog.Logger
 
 	stats poolStats
@@ -106,8 +107,8 @@ func newPool(srv *Server, pc *config.Pool) (*pool, error) {
 			Preconnect:     pc.Preconnect,
 			Logger:         p.log,
 			OnStateChange: func(_ *backend.Backend, bad bool) {
-				if !pc.AutoEjectHosts {
-					return
+				if !pc.AutoEjectHosts || pc.EjectPolicy != config.EjectRemap {
+					return // the distribution keeps the server; pick handles it
 				}
 				if bad {
 					p.shard.Eject(idx)
@@ -120,6 +121,32 @@ func newPool(srv *Server, pc *config.Pool) (*pool, error) {
 		}))
 	}
 	return p, nil
+}
+
+// pick returns the index (for backend) of the server that takes key. Under
+// eject_policy failover, a bad server's keys go to the failover pool, whose
+// servers are numbered after this pool's.
+func (p *pool) pick(key []byte) (int, error) {
+	idx, err := p.shard.Pick(key)
+	if err != nil {
+		return 0, err
+	}
+	if p.failover != nil && p.backends[idx].Bad() {
+		j, err := p.failover.shard.Pick(key)
+		if err != nil {
+			return 0, err
+		}
+		return len(p.backends) + j, nil
+	}
+	return idx, nil
+}
+
+// backend returns server i as numbered by pick.
+func (p *pool) backend(i int) *backend.Backend {
+	if i < len(p.backends) {
+		return p.backends[i]
+	}
+	return p.failover.backends[i-len(p.backends)]
 }
 
 func (p *pool) close() {

@@ -64,6 +64,15 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		}
 		s.pools = append(s.pools, p)
 	}
+	for _, p := range s.pools {
+		if name := p.cfg.FailoverPool; name != "" && p.cfg.EjectPolicy == config.EjectFailover {
+			for _, q := range s.pools {
+				if q.cfg.Name == name {
+					p.failover = q
+				}
+			}
+		}
+	}
 	return s, nil
 }
 

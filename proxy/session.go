@@ -194,7 +194,7 @@ func (s *session) route(p *pending) {
 }
 
 func (s *session) routeKey(p *pending) {
-	idx, err := s.p.shard.Pick(p.req.Keys[0])
+	idx, err := s.p.pick(p.req.Keys[0])
 	if err != nil {
 		s.failLocal(p, err)
 		return
@@ -202,7 +202,7 @@ func (s *session) routeKey(p *pending) {
 	p.left.Store(1)
 	p.call.Req = &p.req
 	p.call.Done = p.doneFn
-	s.p.backends[idx].Send(&p.call, s.id)
+	s.p.backend(idx).Send(&p.call, s.id)
 }
 
 func (s *session) routeMulti(p *pending) {
@@ -210,7 +210,7 @@ func (s *session) routeMulti(p *pending) {
 	s.targets = s.targets[:0]
 	same := true
 	for _, k := range req.Keys {
-		idx, err := s.p.shard.Pick(k)
+		idx, err := s.p.pick(k)
 		if err != nil {
 			s.failLocal(p, err)
 			return
@@ -224,7 +224,7 @@ func (s *session) routeMulti(p *pending) {
 		p.left.Store(1)
 		p.call.Req = req
 		p.call.Done = p.doneFn
-		s.p.backends[s.targets[0]].Send(&p.call, s.id)
+		s.p.backend(s.targets[0]).Send(&p.call, s.id)
 		return
 	}
 	subs, subTargets := s.p.dialect.Split(req, s.targets)
@@ -237,7 +237,7 @@ func (s *session) routeMulti(p *pending) {
 func (s *session) routeSame(p *pending) {
 	target := -1
 	for _, k := range p.req.Keys {
-		idx, err := s.p.shard.Pick(k)
+		idx, err := s.p.pick(k)
 		if err != nil {
 			s.failLocal(p, err)
 			return
@@ -257,7 +257,7 @@ func (s *session) routeSame(p *pending) {
 	p.left.Store(1)
 	p.call.Req = &p.req
 	p.call.Done = p.doneFn
-	s.p.backends[target].Send(&p.call, s.id)
+	s.p.backend(target).Send(&p.call, s.id)
 }
 
 // fanOut sends p.subs[i] to backend targets[i] (or to backend i when targets
@@ -270,14 +270,14 @@ func (s *session) fanOut(p *pending, targets []int) {
 	p.calls = p.calls[:n]
 	p.left.Store(int32(n))
 	for i, sub := range p.subs {
-		t := i
+		b := s.p.backends[i%len(s.p.backends)]
 		if targets != nil {
-			t = targets[i]
+			b = s.p.backend(targets[i])
 		}
 		c := &p.calls[i]
 		c.Req = sub
 		c.Done = p.doneFn
-		s.p.backends[t].Send(c, s.id)
+		b.Send(c, s.id)
 	}
 }
 
