@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -157,6 +158,21 @@ type Pool struct {
 	// EjectFailover (key failover_pool, a shardproxy extension). It must be
 	// another pool of the same protocol, and only this one level is tried.
 	FailoverPool string
+	// Lua is the route file of a pool routed by Lua (key lua, a shardproxy
+	// extension): a script in memcached's proxy API that defines
+	// mcp_config_pools and mcp_config_routes and so its own backends. A
+	// relative path is relative to the config file's directory (see
+	// Config.Path). A Lua pool has no servers key.
+	Lua string
+}
+
+// Path resolves a path written in the config: relative paths are relative
+// to the directory of the config file.
+func (c *Config) Path(p string) string {
+	if p == "" || filepath.IsAbs(p) || c.Source == Inline || c.Source == "" {
+		return p
+	}
+	return filepath.Join(filepath.Dir(c.Source), p)
 }
 
 // Eject policies (Pool.EjectPolicy).

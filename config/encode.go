@@ -88,11 +88,16 @@ func (p *Pool) node() *yaml.Node {
 	if p.FailoverPool != "" {
 		add("failover_pool", str(p.FailoverPool))
 	}
+	if p.Lua != "" {
+		add("lua", str(p.Lua))
+	}
 	seq := &yaml.Node{Kind: yaml.SequenceNode}
 	for _, s := range p.Servers {
 		seq.Content = append(seq.Content, str(s.text()))
 	}
-	add("servers", seq)
+	if len(seq.Content) > 0 {
+		add("servers", seq)
+	}
 	return m
 }
 
@@ -131,7 +136,7 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%t %q %d %t %t\n", p.Redis, p.RedisAuth, p.RedisDB, p.Preconnect, p.AutoEjectHosts)
 	fmt.Fprintf(h, "%d %d %d %t %t\n", p.ServerConnections, p.ServerRetryTimeout, p.ServerFailureLimit, p.TCPKeepalive, p.Reuseport)
 	fmt.Fprintf(h, "%d %d %t %d %d\n", p.ItemSizeMax, p.MaxRequestLine, p.AllowFlushAll, p.ConnectTimeout, p.HashSeed)
-	fmt.Fprintf(h, "%q %q\n", p.EjectPolicy, p.FailoverPool)
+	fmt.Fprintf(h, "%q %q %q\n", p.EjectPolicy, p.FailoverPool, p.Lua)
 	for _, s := range p.Servers {
 		fmt.Fprintf(h, "%q %q %q %d %d %q\n", s.Network, s.Addr, s.Host, s.Port, s.Weight, s.Name)
 	}

@@ -314,6 +314,8 @@ func TestParseErrors(t *testing.T) {
 		{"failover to another protocol", pool("  auto_eject_hosts: true\n  eject_policy: failover\n  failover_pool: beta\n") +
 			"beta:\n  listen: 127.0.0.1:22200\n  redis: true\n  servers:\n   - 127.0.0.1:6379:1\n",
 			`config: testdata/x.yml:5: pool "alpha": failover_pool: pool "beta" speaks another protocol`},
+		{"lua and servers", pool("  lua: routes.lua\n"),
+			`config: testdata/x.yml:3: pool "alpha": lua: a Lua pool defines its backends in its route file; remove servers`},
 		{"unknown key", pool("  foo: 1\n"),
 			`config: testdata/x.yml:3: pool "alpha": foo: unknown key`},
 		{"twemproxy fork key", pool("  command: x\n"),
@@ -501,5 +503,29 @@ func TestLoadErrors(t *testing.T) {
 	_, err = Load(path)
 	if want := "config: " + path + `:3: pool "alpha": hash: unknown hash "foo"`; err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)
+	}
+}
+
+func TestLuaPool(t *testing.T) {
+	c, err := Parse([]byte("lp:\n  listen: 127.0.0.1:0\n  lua: routes/main.lua\n"), "/etc/shardproxy/conf.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Pool("lp")
+	if p.Lua != "routes/main.lua" || len(p.Servers) != 0 {
+		t.Fatalf("pool %+v", p)
+	}
+	if got := c.Path(p.Lua); got != "/etc/shardproxy/routes/main.lua" {
+		t.Fatalf("Path = %q", got)
+	}
+	if got := c.Path("/abs.lua"); got != "/abs.lua" {
+		t.Fatalf("Path(abs) = %q", got)
+	}
+	out, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2, err := Parse(out, "x.yml"); err != nil || c2.Pool("lp").Lua != "routes/main.lua" {
+		t.Fatalf("round trip: %v\n%s", err, out)
 	}
 }

@@ -49,6 +49,7 @@ var poolKeys = map[string]setter{
 	"hash_seed":        (*poolParser).setHashSeed,
 	"eject_policy":     (*poolParser).setEjectPolicy,
 	"failover_pool":    (*poolParser).setFailoverPool,
+	"lua":              (*poolParser).setLua,
 }
 
 // pool reads the pool called name, whose name is on line; it returns nil
@@ -315,7 +316,12 @@ func (pp *poolParser) finish() {
 	if _, ok := pp.keys["listen"]; !ok {
 		pp.fail(p.Line, "listen", "is missing")
 	}
-	if _, ok := pp.keys["servers"]; !ok {
+	_, hasServers := pp.keys["servers"]
+	luaLine, hasLua := pp.keys["lua"]
+	switch {
+	case hasLua && hasServers:
+		pp.fail(luaLine, "lua", "a Lua pool defines its backends in its route file; remove servers")
+	case !hasServers && !hasLua:
 		pp.fail(p.Line, "servers", "is missing")
 	}
 	if line, ok := pp.keys["redis_auth"]; ok && p.RedisAuth != "" && !p.Redis && !pp.bad["redis"] {
@@ -342,6 +348,17 @@ func (pp *poolParser) finish() {
 		pp.fail(line, "failover_pool", "cannot name the pool itself")
 	case hasPool:
 		pp.b.failovers = append(pp.b.failovers, listenAt{pool: p, line: line})
+	}
+}
+
+// setLua reads lua, the path of a route file.
+func (pp *poolParser) setLua(key string, v *yaml.Node) {
+	if s, ok := pp.scalar(key, v); ok {
+		if s == "" {
+			pp.fail(v.Line, key, "must be the path of a Lua route file")
+			return
+		}
+		pp.p.Lua = s
 	}
 }
 

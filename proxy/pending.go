@@ -60,3 +60,9 @@ func (p *pending) callDone(*backend.Call) {
 		p.done <- struct{}{}
 	}
 }
+
+// Complete implements Completion for requests routed by a router.
+func (p *pending) Complete(out []byte) {
+	p.out = append(p.out, out...)
+	p.done <- struct{}{}
+}

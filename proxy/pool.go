@@ -26,6 +26,7 @@ type pool struct {
 	shard    *sharding.Pool
 	backends []*backend.Backend // in shard.Servers() order
 	failover *pool              // eject_policy failover: takes a bad server's keys
+	router   router             // a Lua pool's router; nil for a native pool
 	log      *slog.Logger
 
 	stats poolStats
@@ -42,6 +43,21 @@ type poolStats struct {
 	ProtocolErrors    atomic.Int64
 }
 
+// router routes the requests of a pool that does not route natively: a Lua
+// pool. Route must call c.Complete exactly once, with the bytes the client
+// sees, and must not block.
+type router interface {
+	Route(req *codec.Request, hint uint32, c Completion)
+	Close()
+}
+
+// Completion receives the reply to a request routed by a router.
+type Completion interface {
+	// Complete hands over the client's reply; out may be reused after it
+	// returns.
+	Complete(out []byte)
+}
+
 // dialectName maps a pool's protocol to the codec registry name.
 func dialectName(pc *config.Pool) string {
 	if pc.Redis {
@@ -54,6 +70,16 @@ func newPool(srv *Server, pc *config.Pool) (*pool, error) {
 	d, ok := codec.Lookup(dialectName(pc))
 	if !ok {
 		return nil, fmt.Errorf("proxy: pool %q: protocol %q is not supported by this build", pc.Name, dialectName(pc))
+	}
+	if pc.Lua != "" {
+		p := &pool{cfg: pc, srv: srv, dialect: d, log: srv.log.With("pool", pc.Name)}
+		p.limits = codec.Options{MaxLine: pc.MaxRequestLine, MaxValue: pc.ItemSizeMax}
+		r, err := newLuaRouter(p)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
+		}
+		p.router = r
+		return p, nil
 	}
 	servers := make([]sharding.Server, len(pc.Servers))
 	byName := make(map[string]config.Server, len(pc.Servers))
@@ -150,6 +176,9 @@ func (p *pool) backend(i int) *backend.Backend {
 }
 
 func (p *pool) close() {
+	if p.router != nil {
+		p.router.Close()
+	}
 	for _, b := range p.backends {
 		b.Close()
 	}

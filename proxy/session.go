@@ -166,6 +166,10 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 func (s *session) route(p *pending) {
 	req := &p.req
 	pl := s.p
+	if pl.router != nil && req.Route != codec.RouteLocal {
+		pl.router.Route(req, s.id, p)
+		return
+	}
 	switch req.Route {
 	case codec.RouteLocal:
 		p.out = pl.dialect.AppendLocal(p.out, req, pl)
