@@ -53,6 +53,7 @@ type Call struct {
 	Done func(*Call)
 
 	deadline time.Time // zero: none
+	start    time.Time
 }
 
 // Backend is one server with its sockets and health state.
@@ -122,6 +123,7 @@ func (b *Backend) Send(c *Call, hint uint32) {
 		b.finish(c, CauseMarkedBad)
 		return
 	}
+	c.start = now
 	if b.cfg.Timeout > 0 {
 		c.deadline = now.Add(b.cfg.Timeout)
 	} else {

@@ -381,6 +381,7 @@ func (s *sock) deliver(buf []byte) ([]byte, bool) {
 
 		b.stats.OutQueue.Add(-1)
 		b.stats.Responses.Add(1)
+		b.stats.Latency.Observe(time.Since(call.start))
 		b.stats.ResponseBytes.Add(int64(n))
 		if kind == codec.ReplyFailure {
 			b.failed(CauseBadValidate)

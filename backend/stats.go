@@ -1,6 +1,9 @@
 package backend
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Stats are a backend's counters, named after twemproxy's server stats.
 // Fields are updated atomically and may be read at any time.
@@ -18,7 +21,63 @@ type Stats struct {
 	Connections   atomic.Int64 // open sockets (server_connections)
 	InQueue       atomic.Int64 // requests queued, not yet written (in_queue)
 	OutQueue      atomic.Int64 // requests written, awaiting reply (out_queue)
+	// Latency counts replies by the time from Send to the reply.
+	Latency Histogram
+}
+
+// LatencyBuckets are the upper bounds of Histogram's buckets.
+var LatencyBuckets = [...]time.Duration{
+	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2500 * time.Millisecond,
+}
+
+// Histogram is a fixed-bucket latency histogram updated with atomics, so the
+// hot path never locks. Counts[i] counts observations <= LatencyBuckets[i];
+// the last count is the overflow bucket.
+type Histogram struct {
+	Counts [len(LatencyBuckets) + 1]atomic.Int64
+	Sum    atomic.Int64 // nanoseconds
+}
+
+// Observe records one duration.
+func (h *Histogram) Observe(d time.Duration) {
+	i := 0
+	for i < len(LatencyBuckets) && d > LatencyBuckets[i] {
+		i++
+	}
+	h.Counts[i].Add(1)
+	h.Sum.Add(int64(d))
 }
 
 // Stats returns the backend's live counters.
 func (b *Backend) Stats() *Stats { return &b.stats }
+
+// State is a backend's health as operators see it.
+type State struct {
+	// Bad is true while the backend fails fast.
+	Bad bool
+	// RetryAt is when a bad backend will be tried again.
+	RetryAt time.Time
+	// Failures is the count of consecutive failures.
+	Failures int
+	// LastCause is the cause of the last failure, if any.
+	LastCause string
+}
+
+// State returns the backend's health now.
+func (b *Backend) State() State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := State{Failures: b.failures}
+	if b.failures > 0 || b.bad {
+		st.LastCause = b.lastCause.String()
+	}
+	if until := b.badUntil.Load(); until != 0 && time.Now().UnixNano() < until {
+		st.Bad = true
+		st.RetryAt = time.Unix(0, until)
+	}
+	return st
+}

@@ -39,6 +39,29 @@ type Config struct {
 	// Pools are sorted by name the way twemproxy sorts them: shorter names
 	// first, names of equal length by their bytes. Names are unique.
 	Pools []*Pool
+	// Admin is the top-level "shardproxy:" section, a shardproxy extension
+	// (twemproxy would read it as a pool and reject it).
+	Admin Admin
+}
+
+// AdminSection is the reserved top-level key of the Admin section; no pool
+// may be called so.
+const AdminSection = "shardproxy"
+
+// Admin configures the operator endpoints. Each address may change on
+// reload. The zero value serves none of them from the file: the command
+// line's -s and -a then set the stats address.
+type Admin struct {
+	// StatsListen is where twemproxy's stats JSON is served (key
+	// stats_listen, "host:port"); when empty, the command line's -a:-s.
+	StatsListen string
+	// HTTPListen is where the HTTP admin endpoints (/metrics, /config,
+	// /backends, /version, /reload) are served (key admin_listen); "" means
+	// the command line's --admin address.
+	HTTPListen string
+	// Token, when set, must be sent by HTTP admin clients as
+	// "Authorization: Bearer <token>" (key admin_token).
+	Token string
 }
 
 // Pool is one top-level entry of nutcracker.yml: a listening address and the

@@ -49,6 +49,7 @@ func Parse(data []byte, source string) (*Config, error) {
 		return nil, b.errs.err()
 	}
 	c := &Config{Source: source, Pools: b.config(doc)}
+	c.Admin = b.admin
 	if err := b.errs.err(); err != nil {
 		return nil, err
 	}
@@ -102,6 +103,7 @@ func yamlError(err error) (int, string) {
 
 // builder turns a YAML tree into pools, collecting problems.
 type builder struct {
+	admin     Admin
 	errs      errorList
 	listens   []listenAt
 	failovers []listenAt // pools with failover_pool, at that key's line
@@ -145,6 +147,11 @@ func (b *builder) config(doc *yaml.Node) []*Pool {
 		}
 		if line, dup := first[k.Value]; dup {
 			b.errs.add(k.Line, k.Value, "", fmt.Sprintf("duplicate pool name (first at line %d)", line))
+			continue
+		}
+		if k.Value == AdminSection {
+			first[k.Value] = k.Line
+			b.adminSection(v)
 			continue
 		}
 		first[k.Value] = k.Line

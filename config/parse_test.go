@@ -529,3 +529,23 @@ func TestLuaPool(t *testing.T) {
 		t.Fatalf("round trip: %v\n%s", err, out)
 	}
 }
+
+func TestAdminSection(t *testing.T) {
+	c, err := Parse([]byte("shardproxy:\n  stats_listen: 127.0.0.1:22222\n  admin_listen: 127.0.0.1:0\n  admin_token: s3cret\n"+pool("")), "x.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Admin != (Admin{StatsListen: "127.0.0.1:22222", HTTPListen: "127.0.0.1:0", Token: "s3cret"}) || len(c.Pools) != 1 {
+		t.Fatalf("admin %+v, pools %d", c.Admin, len(c.Pools))
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"shardproxy:\n  bogus: 1\n", `x.yml:2: pool "shardproxy": bogus: unknown key`},
+		{"shardproxy:\n  stats_listen: /tmp/s\n", `x.yml:2: pool "shardproxy": stats_listen: must be host:port`},
+		{"shardproxy: 3\n", `x.yml:1: pool "shardproxy": must be a mapping`},
+	} {
+		_, err := Parse([]byte(tc.in+pool("")), "x.yml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}

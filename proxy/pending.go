@@ -12,6 +12,7 @@ import (
 // The reader fills it and sends its calls; the backends complete them; the
 // writer waits on done and writes the reply.
 type pending struct {
+	pool *pool // the pool that routed it: its dialect words the reply
 	req  codec.Request
 	out  []byte // a reply made by the proxy (local, error, merged)
 	done chan struct{}
@@ -37,6 +38,7 @@ func getPending() *pending {
 }
 
 func putPending(p *pending) {
+	p.pool = nil
 	p.call = backend.Call{}
 	clear(p.calls)
 	p.calls = p.calls[:0]

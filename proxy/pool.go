@@ -29,7 +29,7 @@ type pool struct {
 	router   router             // a Lua pool's router; nil for a native pool
 	log      *slog.Logger
 
-	stats poolStats
+	stats *poolStats // kept across reloads for a pool of the same name
 }
 
 // poolStats are a pool's counters, named after twemproxy's pool stats.
@@ -66,14 +66,31 @@ func dialectName(pc *config.Pool) string {
 	return "memcache"
 }
 
-func newPool(srv *Server, pc *config.Pool) (*pool, error) {
+// newPool builds the run-time pool for pc. Its backends come from backends,
+// which hands out the running generation's backend for the same server and
+// options, so a reload keeps sockets and health state.
+func newPool(srv *Server, pc *config.Pool, backends backendSource) (*pool, error) {
 	d, ok := codec.Lookup(dialectName(pc))
 	if !ok {
 		return nil, fmt.Errorf("proxy: pool %q: protocol %q is not supported by this build", pc.Name, dialectName(pc))
 	}
+	p := &pool{
+		cfg:     pc,
+		srv:     srv,
+		dialect: d,
+		log:     srv.log.With("pool", pc.Name),
+		stats:   &poolStats{},
+		limits: codec.Options{
+			MaxLine:  pc.MaxRequestLine,
+			MaxValue: pc.ItemSizeMax,
+			Password: pc.RedisAuth,
+			DB:       pc.RedisDB,
+		},
+	}
+	if !pc.AllowFlushAll {
+		p.limits.Deny = []string{"flush_all"}
+	}
 	if pc.Lua != "" {
-		p := &pool{cfg: pc, srv: srv, dialect: d, log: srv.log.With("pool", pc.Name)}
-		p.limits = codec.Options{MaxLine: pc.MaxRequestLine, MaxValue: pc.ItemSizeMax}
 		r, err := newLuaRouter(p)
 		if err != nil {
 			return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
@@ -98,28 +115,14 @@ func newPool(srv *Server, pc *config.Pool) (*pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
 	}
-	p := &pool{
-		cfg:     pc,
-		srv:     srv,
-		dialect: d,
-		shard:   shard,
-		log:     srv.log.With("pool", pc.Name),
-		limits: codec.Options{
-			MaxLine:  pc.MaxRequestLine,
-			MaxValue: pc.ItemSizeMax,
-		},
-	}
-	if !pc.AllowFlushAll {
-		p.limits.Deny = []string{"flush_all"}
-	}
+	p.shard = shard
 	connectTimeout := pc.ConnectTimeout
 	if connectTimeout <= 0 {
 		connectTimeout = time.Second
 	}
 	for i, ss := range shard.Servers() {
 		s := byName[ss.Name]
-		idx := i
-		p.backends = append(p.backends, backend.New(backend.Config{
+		b := backends.backend(pc.Name, backend.Config{
 			Addr:           s.Addr,
 			Name:           s.Name,
 			Dialect:        d,
@@ -132,21 +135,38 @@ func newPool(srv *Server, pc *config.Pool) (*pool, error) {
 			TCPKeepalive:   pc.TCPKeepalive,
 			Preconnect:     pc.Preconnect,
 			Logger:         p.log,
-			OnStateChange: func(_ *backend.Backend, bad bool) {
-				if !pc.AutoEjectHosts || pc.EjectPolicy != config.EjectRemap {
-					return // the distribution keeps the server; pick handles it
-				}
-				if bad {
-					p.shard.Eject(idx)
-					p.log.Warn("server ejected", "server", ss.Name)
-				} else {
-					p.shard.Restore(idx)
-					p.log.Info("server restored", "server", ss.Name)
-				}
-			},
-		}))
+			OnStateChange:  srv.backendStateChanged,
+		})
+		p.backends = append(p.backends, b)
+		if b.Bad() && p.ejects() { // a kept backend that is ejected now
+			shard.Eject(i)
+		}
 	}
 	return p, nil
+}
+
+// ejects reports whether the pool takes bad servers out of its distribution.
+func (p *pool) ejects() bool {
+	return p.cfg.AutoEjectHosts && p.cfg.EjectPolicy == config.EjectRemap
+}
+
+// stateChanged ejects or restores b if this pool uses it and ejects.
+func (p *pool) stateChanged(b *backend.Backend, bad bool) {
+	if !p.ejects() {
+		return
+	}
+	for i, pb := range p.backends {
+		if pb != b {
+			continue
+		}
+		if bad {
+			p.shard.Eject(i)
+			p.log.Warn("server ejected", "server", b.Name())
+		} else {
+			p.shard.Restore(i)
+			p.log.Info("server restored", "server", b.Name())
+		}
+	}
 }
 
 // pick returns the index (for backend) of the server that takes key. Under

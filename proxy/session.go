@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -21,7 +22,8 @@ const (
 
 // session is one client connection.
 type session struct {
-	p       *pool
+	l       *listener
+	p       *pool // the pool the reader routes with; reloads change it
 	nc      net.Conn
 	id      uint32
 	parser  codec.RequestParser
@@ -33,8 +35,9 @@ type session struct {
 
 var sessionIDs atomic.Uint32
 
-func newSession(p *pool, nc net.Conn) *session {
+func newSession(l *listener, p *pool, nc net.Conn) *session {
 	return &session{
+		l:      l,
 		p:      p,
 		nc:     nc,
 		id:     sessionIDs.Add(1),
@@ -116,7 +119,11 @@ func (s *session) readLoop() {
 func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 	start := 0
 	for start < len(buf) && !s.closing.Load() {
+		if cur := s.l.pool.Load(); cur != s.p {
+			s.switchPool(cur)
+		}
 		p := getPending()
+		p.pool = s.p
 		n, err := s.parser.ParseRequest(buf[start:], &p.req)
 		if err != nil {
 			if errors.Is(err, codec.ErrIncomplete) {
@@ -160,6 +167,16 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 	}
 	rest := copy(buf, buf[start:])
 	return buf[:rest], 0, true
+}
+
+// switchPool moves the session to the pool a reload put on its listener.
+// The parser is kept (with its state, such as a Redis AUTH) unless the
+// protocol or the parser's options changed.
+func (s *session) switchPool(cur *pool) {
+	if cur.dialect != s.p.dialect || !reflect.DeepEqual(cur.limits, s.p.limits) {
+		s.parser = cur.dialect.NewRequestParser(cur.limits)
+	}
+	s.p = cur
 }
 
 // route answers p locally or sends it to its backend(s).
@@ -328,9 +345,10 @@ func (s *session) writeLoop() {
 	}
 }
 
-// appendReply appends what the client sees for p.
+// appendReply appends what the client sees for p, in the words of the pool
+// that routed it.
 func (s *session) appendReply(out []byte, p *pending) []byte {
-	d := s.p.dialect
+	d := p.pool.dialect
 	req := &p.req
 	switch {
 	case len(p.subs) > 0:
@@ -338,7 +356,7 @@ func (s *session) appendReply(out []byte, p *pending) []byte {
 		for i := range p.calls {
 			replies[i] = p.calls[i].Reply
 			if replies[i].Err != nil {
-				s.p.stats.ForwardError.Add(1)
+				p.pool.stats.ForwardError.Add(1)
 			}
 		}
 		if req.Mode == codec.ModeNoreply {
@@ -348,7 +366,7 @@ func (s *session) appendReply(out []byte, p *pending) []byte {
 	case p.call.Req != nil:
 		r := p.call.Reply
 		if r.Err != nil {
-			s.p.stats.ForwardError.Add(1)
+			p.pool.stats.ForwardError.Add(1)
 			if req.Mode == codec.ModeNoreply {
 				return out
 			}

@@ -1,0 +1,134 @@
+package proxy
+
+import (
+	"time"
+
+	"shardproxy/backend"
+	"shardproxy/config"
+)
+
+// Stats is a point-in-time copy of the proxy's counters. Field names follow
+// twemproxy's stats (src/nc_stats.h); the extra fields are shardproxy's.
+type Stats struct {
+	Version          string
+	Start            time.Time
+	Now              time.Time
+	TotalConnections int64
+	CurrConnections  int64
+	Reloads          int64 // successful reloads
+	ReloadFailures   int64 // reloads refused (parse, validate, bind)
+	Pools            []PoolStats
+}
+
+// PoolStats are one pool's counters, pools in twemproxy's order.
+type PoolStats struct {
+	Name              string
+	Protocol          string // dialect name: "memcache", "redis"
+	ClientEOF         int64
+	ClientErr         int64
+	ClientConnections int64
+	ServerEjects      int64
+	ForwardError      int64
+	Fragments         int64
+	// Extras.
+	Requests       int64
+	ProtocolErrors int64
+	Servers        []ServerStats
+}
+
+// ServerStats are one backend's counters and state, servers in
+// twemproxy's order (by name).
+type ServerStats struct {
+	Name              string
+	Addr              string
+	ServerEOF         int64
+	ServerErr         int64
+	ServerTimedout    int64
+	ServerConnections int64
+	ServerEjectedAt   int64 // unix micros; 0 if never
+	Requests          int64
+	RequestBytes      int64
+	Responses         int64
+	ResponseBytes     int64
+	InQueue           int64
+	InQueueBytes      int64
+	OutQueue          int64
+	OutQueueBytes     int64
+	// Extras.
+	Ejects  int64
+	State   backend.State
+	Latency LatencySnapshot
+}
+
+// LatencySnapshot is a copy of a backend.Histogram: Counts[i] counts
+// replies no slower than backend.LatencyBuckets[i], the last one the rest.
+type LatencySnapshot struct {
+	Counts [len(backend.LatencyBuckets) + 1]int64
+	Sum    time.Duration
+}
+
+// Stats returns the counters now.
+func (s *Server) Stats() Stats {
+	st := Stats{
+		Version:          s.version,
+		Start:            s.start,
+		Now:              time.Now(),
+		TotalConnections: s.totalConns.Load(),
+		CurrConnections:  s.currConns.Load(),
+		Reloads:          s.reloads.Load(),
+		ReloadFailures:   s.reloadFailures.Load(),
+	}
+	for _, p := range s.currentPools() {
+		st.Pools = append(st.Pools, p.snapshot())
+	}
+	return st
+}
+
+func (p *pool) snapshot() PoolStats {
+	ps := PoolStats{
+		Name:              p.cfg.Name,
+		Protocol:          p.dialect.Name(),
+		ClientEOF:         p.stats.ClientEOF.Load(),
+		ClientErr:         p.stats.ClientErr.Load(),
+		ClientConnections: p.stats.ClientConnections.Load(),
+		ForwardError:      p.stats.ForwardError.Load(),
+		Fragments:         p.stats.Fragments.Load(),
+		Requests:          p.stats.Requests.Load(),
+		ProtocolErrors:    p.stats.ProtocolErrors.Load(),
+	}
+	for _, b := range p.backends {
+		bs := b.Stats()
+		ss := ServerStats{
+			Name:              b.Name(),
+			Addr:              b.Addr(),
+			ServerEOF:         bs.EOF.Load(),
+			ServerErr:         bs.Errors.Load(),
+			ServerTimedout:    bs.Timeouts.Load(),
+			ServerConnections: bs.Connections.Load(),
+			ServerEjectedAt:   bs.EjectedAt.Load(),
+			Requests:          bs.Requests.Load(),
+			RequestBytes:      bs.RequestBytes.Load(),
+			Responses:         bs.Responses.Load(),
+			ResponseBytes:     bs.ResponseBytes.Load(),
+			InQueue:           bs.InQueue.Load(),
+			OutQueue:          bs.OutQueue.Load(),
+			Ejects:            bs.Ejects.Load(),
+			State:             b.State(),
+		}
+		for i := range bs.Latency.Counts {
+			ss.Latency.Counts[i] = bs.Latency.Counts[i].Load()
+		}
+		ss.Latency.Sum = time.Duration(bs.Latency.Sum.Load())
+		ps.ServerEjects += ss.Ejects
+		ps.Servers = append(ps.Servers, ss)
+	}
+	return ps
+}
+
+// Info describes the running configuration.
+type Info struct {
+	Config   *config.Config
+	Source   string
+	Checksum string // of the file's bytes as loaded
+	LoadedAt time.Time
+}
