@@ -159,6 +159,15 @@ type Env interface {
 	Stats() []Stat
 }
 
+// SectionEnv is implemented by an Env that also has named groups of
+// counters: memcached's "stats proxy", Redis's "INFO proxy". Dialects
+// type-assert for it.
+type SectionEnv interface {
+	// Section returns the counters of the named group, and false when there
+	// is no such group.
+	Section(name string) ([]Stat, bool)
+}
+
 // Stat is one named counter.
 type Stat struct {
 	Name  string

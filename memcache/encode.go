@@ -48,8 +48,9 @@ func appendLine(dst []byte, s string) []byte {
 
 // AppendLocal implements codec.Dialect for the requests the parser routes
 // RouteLocal: version ("VERSION <env.Version()>"), verbosity ("OK"), stats
-// with or without arguments (every env.Stats() counter as "STAT <name>
-// <value>", then "END"; arguments select nothing yet), mn ("MN"), gat and
+// (every env.Stats() counter as "STAT <name> <value>", then "END"; "stats
+// <section>" shows the section's counters when env is a codec.SectionEnv
+// that has it, else the general ones), mn ("MN"), gat and
 // gats without keys ("END", as memcached) and quit (nothing). A noreply
 // request shows nothing.
 func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byte {
@@ -67,7 +68,15 @@ func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byt
 		return append(dst, "OK\r\n"...)
 	case CmdStats:
 		if env != nil {
-			for _, s := range env.Stats() {
+			stats := env.Stats()
+			if arg := statsArg(req.Wire); arg != "" {
+				if se, ok := env.(codec.SectionEnv); ok {
+					if sec, ok := se.Section(arg); ok {
+						stats = sec
+					}
+				}
+			}
+			for _, s := range stats {
 				dst = append(dst, "STAT "...)
 				dst = appendToken(dst, s.Name)
 				dst = append(dst, ' ')
@@ -83,6 +92,16 @@ func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byt
 		return dst
 	}
 	return appendLine(append(dst, "SERVER_ERROR no local answer for "...), req.Name)
+}
+
+// statsArg returns the first argument of a "stats" request line, or "".
+func statsArg(wire []byte) string {
+	line, _, _ := bytes.Cut(wire, []byte("\n"))
+	f := bytes.Fields(line)
+	if len(f) < 2 {
+		return ""
+	}
+	return string(f[1])
 }
 
 // appendToken appends s with spaces and line breaks replaced by '_', so a

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +43,16 @@ type poolStats struct {
 	Fragments         atomic.Int64
 	Requests          atomic.Int64
 	ProtocolErrors    atomic.Int64
+	cmds              sync.Map // command name -> *atomic.Int64 (memcached's cmd_*)
+}
+
+// countCommand counts one request of the named command.
+func (ps *poolStats) countCommand(name string) {
+	c, ok := ps.cmds.Load(name)
+	if !ok {
+		c, _ = ps.cmds.LoadOrStore(name, new(atomic.Int64))
+	}
+	c.(*atomic.Int64).Add(1)
 }
 
 // router routes the requests of a pool that does not route natively: a Lua
@@ -234,4 +246,37 @@ func (p *pool) Stats() []codec.Stat {
 	}
 	stats = append(stats, codec.Stat{Name: "server_ejects", Value: itoa(ejects)})
 	return stats
+}
+
+// Section implements codec.SectionEnv: "proxy" gives memcached proxy's
+// counter names (stats proxy, INFO proxy).
+func (p *pool) Section(name string) ([]codec.Stat, bool) {
+	if name != "proxy" {
+		return nil, false
+	}
+	s := p.srv
+	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
+	var total, bad, failed int64
+	for _, b := range p.backends {
+		total++
+		if b.Bad() {
+			bad++
+		}
+		failed += b.Stats().Failures.Load()
+	}
+	stats := []codec.Stat{
+		{Name: "proxy_config_reloads", Value: itoa(s.reloads.Load())},
+		{Name: "proxy_config_reload_fails", Value: itoa(s.reloadFailures.Load())},
+		{Name: "proxy_backend_total", Value: itoa(total)},
+		{Name: "proxy_backend_marked_bad", Value: itoa(bad)},
+		{Name: "proxy_backend_failed", Value: itoa(failed)},
+		{Name: "proxy_request_failed", Value: itoa(p.stats.ForwardError.Load())},
+	}
+	var cmds []codec.Stat
+	p.stats.cmds.Range(func(k, v any) bool {
+		cmds = append(cmds, codec.Stat{Name: "cmd_" + k.(string), Value: itoa(v.(*atomic.Int64).Load())})
+		return true
+	})
+	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
+	return append(stats, cmds...), true
 }

@@ -157,6 +157,7 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 		}
 		start += n
 		s.p.stats.Requests.Add(1)
+		s.p.stats.countCommand(p.req.Name)
 		s.route(p)
 		closeAfter := p.req.Close // p belongs to the writer once queued
 		s.queue <- p
