@@ -10,6 +10,7 @@ require (
 
 require (
 	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
+	github.com/prometheus/client_golang v1.20.5 // indirect
 	github.com/redis/go-redis/v9 v9.7.0 // indirect
 	github.com/tidwall/btree v1.1.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -17,8 +18,9 @@ import (
 // conn is one of a backend's socket slots: a queue of calls not yet written,
 // the current socket (if any), and the writer goroutine that dials and writes.
 type conn struct {
-	b    *Backend
-	wake chan struct{} // cap 1: work is queued or the conn is closing
+	b       *Backend
+	wake    chan struct{} // cap 1: work is queued or the conn is closing
+	started atomic.Bool   // the writer goroutine runs (from the first kick on)
 
 	mu     sync.Mutex
 	queue  []*Call // not yet written
@@ -37,12 +39,15 @@ type sock struct {
 }
 
 func newConn(b *Backend) *conn {
-	c := &conn{b: b, wake: make(chan struct{}, 1)}
-	go c.writeLoop()
-	return c
+	return &conn{b: b, wake: make(chan struct{}, 1)}
 }
 
+// kick wakes the writer, starting it on first use: an idle backend (most of
+// a large pool) costs no goroutine.
 func (c *conn) kick() {
+	if !c.started.Load() && !c.started.Swap(true) {
+		go c.writeLoop()
+	}
 	select {
 	case c.wake <- struct{}{}:
 	default:

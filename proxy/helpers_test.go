@@ -24,6 +24,13 @@ func startProxy(t testing.TB, yaml, name string) (*proxy.Server, string) {
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yaml)
 	}
+	srv, _ := startProxyCfg(t, cfg)
+	return srv, srv.Addr(name).String()
+}
+
+// startProxyCfg runs a proxy for cfg until the test ends.
+func startProxyCfg(t testing.TB, cfg *config.Config) (*proxy.Server, error) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -42,7 +49,7 @@ func startProxy(t testing.TB, yaml, name string) (*proxy.Server, string) {
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
-	return srv, srv.Addr(name).String()
+	return srv, nil
 }
 
 type testWriter struct{ t testing.TB }

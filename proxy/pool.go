@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"sort"
 	"strconv"
 	"sync"
@@ -29,6 +30,7 @@ type pool struct {
 	backends []*backend.Backend // in shard.Servers() order
 	failover *pool              // eject_policy failover: takes a bad server's keys
 	router   router             // a Lua pool's router; nil for a native pool
+	shardCfg sharding.Config    // what shard was built from; a reload reuses an equal one
 	log      *slog.Logger
 
 	stats *poolStats // kept across reloads for a pool of the same name
@@ -81,7 +83,7 @@ func dialectName(pc *config.Pool) string {
 // newPool builds the run-time pool for pc. Its backends come from backends,
 // which hands out the running generation's backend for the same server and
 // options, so a reload keeps sockets and health state.
-func newPool(srv *Server, pc *config.Pool, backends backendSource) (*pool, error) {
+func newPool(srv *Server, pc *config.Pool, backends backendSource, old *pool) (*pool, error) {
 	d, ok := codec.Lookup(dialectName(pc))
 	if !ok {
 		return nil, fmt.Errorf("proxy: pool %q: protocol %q is not supported by this build", pc.Name, dialectName(pc))
@@ -116,23 +118,29 @@ func newPool(srv *Server, pc *config.Pool, backends backendSource) (*pool, error
 		servers[i] = sharding.Server{Name: s.Name, Weight: s.Weight}
 		byName[s.Name] = s
 	}
-	shard, err := sharding.New(sharding.Config{
+	p.shardCfg = sharding.Config{
 		Servers:      servers,
 		Hash:         pc.Hash,
 		HashTag:      pc.HashTag,
 		Distribution: pc.Distribution,
 		AutoEject:    pc.AutoEjectHosts,
 		Seed:         pc.HashSeed,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
+	}
+	var shard *sharding.Pool
+	if old != nil && old.shard != nil && reflect.DeepEqual(old.shardCfg, p.shardCfg) {
+		shard = old.shard // building a ketama ring is the costly part of a reload
+	} else {
+		var err error
+		if shard, err = sharding.New(p.shardCfg); err != nil {
+			return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
+		}
 	}
 	p.shard = shard
 	connectTimeout := pc.ConnectTimeout
 	if connectTimeout <= 0 {
 		connectTimeout = time.Second
 	}
-	for i, ss := range shard.Servers() {
+	for _, ss := range shard.Servers() {
 		s := byName[ss.Name]
 		b := backends.backend(pc.Name, backend.Config{
 			Addr:           s.Addr,
@@ -150,8 +158,16 @@ func newPool(srv *Server, pc *config.Pool, backends backendSource) (*pool, error
 			OnStateChange:  srv.backendStateChanged,
 		})
 		p.backends = append(p.backends, b)
-		if b.Bad() && p.ejects() { // a kept backend that is ejected now
+	}
+	// Make the distribution's live set match the backends' health: a kept
+	// backend may be ejected now, a new one is healthy.
+	live := shard.Live()
+	for i, b := range p.backends {
+		switch bad := b.Bad() && p.ejects(); {
+		case bad && live[i]:
 			shard.Eject(i)
+		case !bad && !live[i]:
+			shard.Restore(i)
 		}
 	}
 	return p, nil

@@ -154,12 +154,13 @@ func (b *builder) build(cfg *config.Config) (*generation, error) {
 	}
 	byName := map[string]*pool{}
 	for _, pc := range cfg.Pools {
-		p, err := newPool(b.s, pc, b)
+		old := b.s.pool(pc.Name)
+		p, err := newPool(b.s, pc, b, old)
 		if err != nil {
 			b.abort(gen)
 			return nil, err
 		}
-		if old := b.s.pool(pc.Name); old != nil {
+		if old != nil {
 			p.stats = old.stats // counters are cumulative across reloads
 		}
 		gen.pools = append(gen.pools, p)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,12 +32,19 @@ type session struct {
 	closing atomic.Bool // stop reading: shutdown or a fatal protocol error
 
 	targets []int // scratch for routing multi-key requests
+
+	// outstanding counts requests queued and not yet written; switchPool
+	// waits for it to reach zero (see drainWait).
+	outstanding atomic.Int64
+	waiting     atomic.Bool
+	mu          sync.Mutex
+	drained     *sync.Cond
 }
 
 var sessionIDs atomic.Uint32
 
 func newSession(l *listener, p *pool, nc net.Conn) *session {
-	return &session{
+	s := &session{
 		l:      l,
 		p:      p,
 		nc:     nc,
@@ -44,6 +52,34 @@ func newSession(l *listener, p *pool, nc net.Conn) *session {
 		parser: p.dialect.NewRequestParser(p.limits),
 		queue:  make(chan *pending, maxPending),
 	}
+	s.drained = sync.NewCond(&s.mu)
+	return s
+}
+
+// enqueue hands p to the writer.
+func (s *session) enqueue(p *pending) {
+	s.outstanding.Add(1)
+	s.queue <- p
+}
+
+// written is called by the writer for every pending it is done with.
+func (s *session) written() {
+	if s.outstanding.Add(-1) == 0 && s.waiting.Load() {
+		s.mu.Lock()
+		s.drained.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// drainWait blocks until every request queued so far has been answered.
+func (s *session) drainWait() {
+	s.waiting.Store(true)
+	s.mu.Lock()
+	for s.outstanding.Load() > 0 {
+		s.drained.Wait()
+	}
+	s.mu.Unlock()
+	s.waiting.Store(false)
 }
 
 // serve runs the session until the client leaves or the server shuts down.
@@ -140,7 +176,7 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 			p.out = append(p.out, pe.Reply...)
 			p.req.Close = pe.Close
 			p.complete()
-			s.queue <- p
+			s.enqueue(p)
 			if pe.Close {
 				s.closing.Store(true)
 				return nil, 0, false
@@ -160,7 +196,7 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 		s.p.stats.countCommand(p.req.Name)
 		s.route(p)
 		closeAfter := p.req.Close // p belongs to the writer once queued
-		s.queue <- p
+		s.enqueue(p)
 		if closeAfter {
 			s.closing.Store(true)
 			return nil, 0, false
@@ -171,9 +207,13 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 }
 
 // switchPool moves the session to the pool a reload put on its listener.
-// The parser is kept (with its state, such as a Redis AUTH) unless the
-// protocol or the parser's options changed.
+// It first waits until every earlier request of the client is answered: the
+// new pool may send the next request over another socket, or to another
+// server, and it must not overtake an earlier one (a get passing the set
+// before it). The parser is kept (with its state, such as a Redis AUTH)
+// unless the protocol or the parser's options changed.
 func (s *session) switchPool(cur *pool) {
+	s.drainWait()
 	if cur.dialect != s.p.dialect || !reflect.DeepEqual(cur.limits, s.p.limits) {
 		s.parser = cur.dialect.NewRequestParser(cur.limits)
 	}
@@ -322,6 +362,7 @@ func (s *session) writeLoop() {
 		}
 		closeAfter := p.req.Close
 		putPending(p)
+		s.written()
 		if broken {
 			continue
 		}

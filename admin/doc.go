@@ -1,0 +1,64 @@
+// Package admin serves shardproxy's operator endpoints: twemproxy's stats
+// port and an HTTP admin server. Both read a Source (a *proxy.Server) and
+// never change the proxy themselves; a reload is a function the command
+// hands in (HTTPConfig.Reload), so SIGHUP and POST /reload run the same code.
+//
+// # Stats port
+//
+// StatsServer speaks nutcracker's stats protocol (src/nc_stats.c): on every
+// accepted TCP connection it writes the last aggregated snapshot as one JSON
+// object and closes; what the client sends is ignored. Counters are
+// re-aggregated every StatsConfig.Interval (nutcracker's -i); uptime and
+// timestamp are taken at the accept, as nutcracker does. The bytes are
+// nutcracker 0.5.0's: the same keys in the same order, the same separators
+// (", " between fields, `"name": {` to open an object, "}," to close one, a
+// final "}\n"), pools in twemproxy's order and servers by node name. The
+// golden test checks this against a capture from the real nutcracker
+// (testdata/nutcracker_stats.json).
+//
+// Choices, made so that existing twemproxy exporters and plugins work
+// unchanged:
+//   - "service" is "nutcracker", not "shardproxy": exporters and plugins key
+//     on it. "version" is shardproxy's version.
+//   - Extra fields appear only in server objects, after nutcracker's 13, and
+//     are all integers: "ejects" (times marked bad), "state" (0 up, 1 failing:
+//     has consecutive failures but still serves, 2 bad: ejected, failing
+//     fast), "failures" (consecutive failures), "retry_at" (usec since the
+//     epoch when a bad server is tried again, else 0). Plugins convert every
+//     scalar with int() (Diamond) or read numbers only (Telegraf), so a string
+//     would break them.
+//   - Pool objects and the top level carry no extra fields: twemproxy
+//     exporters treat every unknown top-level key as a pool and every unknown
+//     pool key as a server (stuartnelson3/twemproxy_exporter unmarshals them
+//     into server structs and fails the whole scrape on a number; the Sensu
+//     plugin iterates them as hashes). Pool requests, protocol errors and
+//     reloads are on /metrics instead.
+//   - in_queue_bytes and out_queue_bytes are always 0: the backends count
+//     queued requests, not their bytes.
+//   - After writing, the server half-closes and drains the client's input for
+//     up to a second before closing, so a client that sent something (curl)
+//     reads the reply instead of a connection reset. nutcracker resets.
+//   - Names are written as nutcracker writes them; only a name holding a
+//     quote, a backslash or a control byte is JSON-escaped (nutcracker would
+//     write invalid JSON).
+//
+// # HTTP admin
+//
+// HTTPServer serves, on its own address (default loopback only):
+//
+//	GET  /metrics   Prometheus text (client_golang), read from Stats at scrape time
+//	GET  /config    the running config as YAML, secrets redacted; source,
+//	                checksum and load time in headers and leading comments
+//	GET  /backends  JSON: every pool's backends with state, failures, retry time
+//	GET  /version   JSON: version, Go version, start time
+//	POST /reload    re-read the config file and reload; JSON result
+//
+// When the running config sets admin_token, every endpoint wants
+// "Authorization: Bearer <token>" and answers 401 without it. The token is
+// read from the running config at each request, so a reload changes it.
+//
+// Concurrency: every exported method is safe for concurrent use. Listen may
+// be called again to move a server to another address: the new address is
+// bound first, and if that fails the old one keeps serving. Close stops
+// everything the server started.
+package admin

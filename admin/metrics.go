@@ -1,0 +1,191 @@
+package admin
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"shardproxy/proxy"
+)
+
+// latencyBounds are the upper bounds of the backends' latency buckets,
+// backend.LatencyBuckets, which admin may not import (ARCHITECTURE.md); the
+// array length follows proxy.LatencySnapshot at compile time and a test
+// checks the values.
+var latencyBounds = [len(proxy.LatencySnapshot{}.Counts) - 1]time.Duration{
+	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2500 * time.Millisecond,
+}
+
+// Collector is a prometheus.Collector that reads a Source's Stats and Info
+// at each scrape, so it keeps no state of its own and follows reloads.
+type Collector struct {
+	src Source
+	d   descs
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// descs are the metrics Collector exports. Labels: pool; pool and backend
+// (the server's node name, its key in the stats JSON).
+type descs struct {
+	buildInfo, start, accepted, reloads, reloadFailures, loaded, configInfo *prometheus.Desc
+
+	poolRequests, poolErrors, poolClientEOF, poolClients, poolFragments, poolLatency *prometheus.Desc
+
+	beRequests, beRequestBytes, beResponses, beResponseBytes, beErrors *prometheus.Desc
+	beConns, beInQueue, beOutQueue, beEjections, beUp, beFailures, beLatency    *prometheus.Desc
+}
+
+// NewCollector returns a Collector reading src.
+func NewCollector(src Source) *Collector {
+	pool := []string{"pool"}
+	be := []string{"pool", "backend"}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("shardproxy_"+name, help, labels, nil)
+	}
+	return &Collector{src: src, d: descs{
+		buildInfo:      d("build_info", "Always 1; the labels tell shardproxy's version and Go version.", "version", "go_version"),
+		start:          d("start_time_seconds", "When the process started, in seconds since the epoch."),
+		accepted:       d("client_connections_accepted_total", "Client connections accepted (twemproxy's total_connections)."),
+		reloads:        d("config_reloads_total", "Successful configuration reloads."),
+		reloadFailures: d("config_reload_failures_total", "Reloads refused: the file could not be read, parsed, validated or bound."),
+		loaded:         d("config_loaded_timestamp_seconds", "When the running configuration was loaded, in seconds since the epoch."),
+		configInfo:     d("config_info", "Always 1; the labels tell the running configuration's file and checksum.", "source", "checksum"),
+
+		poolRequests:  d("pool_requests_total", "Requests read from clients.", pool...),
+		poolErrors:    d("pool_errors_total", "Errors by kind: client (twemproxy's client_err), forward (forward_error), protocol (requests that could not be parsed).", "pool", "kind"),
+		poolClientEOF: d("pool_client_eof_total", "Client connections closed by the client (client_eof).", pool...),
+		poolClients:   d("pool_client_connections", "Open client connections (client_connections).", pool...),
+		poolFragments: d("pool_fragments_total", "Sub-requests made by splitting multi-key requests (fragments).", pool...),
+		poolLatency:   d("pool_latency_seconds", "Backend reply latency over all of the pool's backends.", pool...),
+
+		beRequests:      d("backend_requests_total", "Requests sent to the backend (requests).", be...),
+		beRequestBytes:  d("backend_request_bytes_total", "Request bytes sent to the backend (request_bytes).", be...),
+		beResponses:     d("backend_responses_total", "Replies read from the backend (responses).", be...),
+		beResponseBytes: d("backend_response_bytes_total", "Reply bytes read from the backend (response_bytes).", be...),
+		beErrors:        d("backend_errors_total", "Backend failures by kind: error (server_err), timeout (server_timedout), eof (server_eof).", "pool", "backend", "kind"),
+		beConns:         d("backend_connections", "Open backend connections (server_connections).", be...),
+		beInQueue:       d("backend_in_queue", "Requests queued, not yet written (in_queue).", be...),
+		beOutQueue:      d("backend_out_queue", "Requests written, awaiting a reply (out_queue).", be...),
+		beEjections:     d("backend_ejections_total", "Times the backend was marked bad.", be...),
+		beUp:            d("backend_up", "1 while the backend serves, 0 while it is marked bad (ejected, failing fast).", be...),
+		beFailures:      d("backend_consecutive_failures", "Consecutive failures; 0 once the backend answers again.", be...),
+		beLatency:       d("backend_latency_seconds", "Backend reply latency: from sending a request to its reply.", be...),
+	}}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.d.buildInfo, c.d.start, c.d.accepted, c.d.reloads, c.d.reloadFailures, c.d.loaded, c.d.configInfo,
+		c.d.poolRequests, c.d.poolErrors, c.d.poolClientEOF, c.d.poolClients, c.d.poolFragments, c.d.poolLatency,
+		c.d.beRequests, c.d.beRequestBytes, c.d.beResponses, c.d.beResponseBytes, c.d.beErrors,
+		c.d.beConns, c.d.beInQueue, c.d.beOutQueue, c.d.beEjections, c.d.beUp, c.d.beFailures, c.d.beLatency,
+	} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.src.Stats()
+	info := c.src.Info()
+	m := emitter{ch}
+	m.gauge(c.d.buildInfo, 1, st.Version, runtime.Version())
+	m.gauge(c.d.start, seconds(st.Start))
+	m.counter(c.d.accepted, st.TotalConnections)
+	m.counter(c.d.reloads, st.Reloads)
+	m.counter(c.d.reloadFailures, st.ReloadFailures)
+	m.gauge(c.d.loaded, seconds(info.LoadedAt))
+	m.gauge(c.d.configInfo, 1, info.Source, info.Checksum)
+	seen := map[[2]string]bool{} // const metrics must not repeat a label set
+	for _, p := range st.Pools {
+		if seen[[2]string{p.Name}] {
+			continue
+		}
+		seen[[2]string{p.Name}] = true
+		c.collectPool(m, p, seen)
+	}
+}
+
+func (c *Collector) collectPool(m emitter, p proxy.PoolStats, seen map[[2]string]bool) {
+	m.counter(c.d.poolRequests, p.Requests, p.Name)
+	m.counter(c.d.poolErrors, p.ClientErr, p.Name, "client")
+	m.counter(c.d.poolErrors, p.ForwardError, p.Name, "forward")
+	m.counter(c.d.poolErrors, p.ProtocolErrors, p.Name, "protocol")
+	m.counter(c.d.poolClientEOF, p.ClientEOF, p.Name)
+	m.gauge(c.d.poolClients, float64(p.ClientConnections), p.Name)
+	m.counter(c.d.poolFragments, p.Fragments, p.Name)
+	var total proxy.LatencySnapshot
+	for _, s := range p.Servers {
+		for i, n := range s.Latency.Counts {
+			total.Counts[i] += n
+		}
+		total.Sum += s.Latency.Sum
+		if k := [2]string{p.Name, s.Name}; !seen[k] {
+			seen[k] = true
+			c.collectBackend(m, p.Name, s)
+		}
+	}
+	m.histogram(c.d.poolLatency, total, p.Name)
+}
+
+func (c *Collector) collectBackend(m emitter, pool string, s proxy.ServerStats) {
+	l := []string{pool, s.Name}
+	m.counter(c.d.beRequests, s.Requests, l...)
+	m.counter(c.d.beRequestBytes, s.RequestBytes, l...)
+	m.counter(c.d.beResponses, s.Responses, l...)
+	m.counter(c.d.beResponseBytes, s.ResponseBytes, l...)
+	m.counter(c.d.beErrors, s.ServerErr, pool, s.Name, "error")
+	m.counter(c.d.beErrors, s.ServerTimedout, pool, s.Name, "timeout")
+	m.counter(c.d.beErrors, s.ServerEOF, pool, s.Name, "eof")
+	m.gauge(c.d.beConns, float64(s.ServerConnections), l...)
+	m.gauge(c.d.beInQueue, float64(s.InQueue), l...)
+	m.gauge(c.d.beOutQueue, float64(s.OutQueue), l...)
+	m.counter(c.d.beEjections, s.Ejects, l...)
+	up := 1.0
+	if s.State.Bad {
+		up = 0
+	}
+	m.gauge(c.d.beUp, up, l...)
+	m.gauge(c.d.beFailures, float64(s.State.Failures), l...)
+	m.histogram(c.d.beLatency, s.Latency, l...)
+}
+
+// emitter sends const metrics. Label values come from the config and the
+// running proxy, which match the descriptors, so errors cannot happen.
+type emitter struct{ ch chan<- prometheus.Metric }
+
+func (e emitter) counter(d *prometheus.Desc, v int64, labels ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+}
+
+func (e emitter) gauge(d *prometheus.Desc, v float64, labels ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+// histogram converts a backend histogram (a count per bucket, the last one
+// for everything slower) to Prometheus's cumulative buckets.
+func (e emitter) histogram(d *prometheus.Desc, h proxy.LatencySnapshot, labels ...string) {
+	buckets := make(map[float64]uint64, len(latencyBounds))
+	var cum uint64
+	for i, bound := range latencyBounds {
+		cum += uint64(max(h.Counts[i], 0))
+		buckets[bound.Seconds()] = cum
+	}
+	cum += uint64(max(h.Counts[len(latencyBounds)], 0))
+	e.ch <- prometheus.MustNewConstHistogram(d, cum, h.Sum.Seconds(), buckets, labels...)
+}
+
+// seconds is t in seconds since the epoch, 0 for the zero time.
+func seconds(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixNano()) / 1e9
+}

@@ -1,0 +1,201 @@
+package admin
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"shardproxy/proxy"
+)
+
+// Service is the stats JSON's "service" value. It is nutcracker's, because
+// exporters and plugins recognise twemproxy's stats by it.
+const Service = "nutcracker"
+
+// AppendStats appends st to dst as nutcracker's stats JSON, source being
+// the "source" value (the host name). st.Now is the "timestamp", and uptime
+// is st.Now - st.Start in whole seconds. The encoding is nutcracker's
+// stats_add_* functions: each field is followed by ", ", an object opens
+// with `"name": {` and closes with "},", and the last byte is "}\n".
+func AppendStats(dst []byte, st proxy.Stats, source string) []byte {
+	e := statsEncoder{b: dst}
+	e.b = append(e.b, '{')
+	e.str("service", Service)
+	e.str("source", source)
+	e.str("version", st.Version)
+	e.num("uptime", int64(st.Now.Sub(st.Start)/time.Second))
+	e.num("timestamp", st.Now.Unix())
+	e.num("total_connections", st.TotalConnections)
+	e.num("curr_connections", st.CurrConnections)
+	for _, p := range st.Pools {
+		e.begin(p.Name)
+		e.num("client_eof", p.ClientEOF)
+		e.num("client_err", p.ClientErr)
+		e.num("client_connections", p.ClientConnections)
+		e.num("server_ejects", p.ServerEjects)
+		e.num("forward_error", p.ForwardError)
+		e.num("fragments", p.Fragments)
+		for _, s := range p.Servers {
+			e.server(s)
+		}
+		e.end()
+	}
+	e.footer()
+	return e.b
+}
+
+func (e *statsEncoder) server(s proxy.ServerStats) {
+	e.begin(s.Name)
+	e.num("server_eof", s.ServerEOF)
+	e.num("server_err", s.ServerErr)
+	e.num("server_timedout", s.ServerTimedout)
+	e.num("server_connections", s.ServerConnections)
+	e.num("server_ejected_at", s.ServerEjectedAt)
+	e.num("requests", s.Requests)
+	e.num("request_bytes", s.RequestBytes)
+	e.num("responses", s.Responses)
+	e.num("response_bytes", s.ResponseBytes)
+	e.num("in_queue", s.InQueue)
+	e.num("in_queue_bytes", s.InQueueBytes)
+	e.num("out_queue", s.OutQueue)
+	e.num("out_queue_bytes", s.OutQueueBytes)
+	// shardproxy's, after nutcracker's and integers only (see doc.go).
+	e.num("ejects", s.Ejects)
+	e.num("state", stateCode(s))
+	e.num("failures", int64(s.State.Failures))
+	var retry int64
+	if s.State.Bad && !s.State.RetryAt.IsZero() {
+		retry = s.State.RetryAt.UnixMicro()
+	}
+	e.num("retry_at", retry)
+	e.end()
+}
+
+// statsEncoder writes nutcracker's stats JSON the way src/nc_stats.c does:
+// by appending and then overwriting the trailing separator.
+type statsEncoder struct{ b []byte }
+
+// str writes `"key":"value", `.
+func (e *statsEncoder) str(key, value string) {
+	e.b = appendName(e.b, key)
+	e.b = append(e.b, ':')
+	e.b = appendName(e.b, value)
+	e.b = append(e.b, ", "...)
+}
+
+// num writes `"key":N, `.
+func (e *statsEncoder) num(key string, n int64) {
+	e.b = appendName(e.b, key)
+	e.b = append(e.b, ':')
+	e.b = strconv.AppendInt(e.b, n, 10)
+	e.b = append(e.b, ", "...)
+}
+
+// begin opens an object: `"name": {`.
+func (e *statsEncoder) begin(name string) {
+	e.b = appendName(e.b, name)
+	e.b = append(e.b, ": {"...)
+}
+
+// end closes an object as stats_end_nesting does: a trailing ", " becomes
+// "}," and a trailing "}," (an object just closed) becomes "}},". An empty
+// object, which nutcracker never writes, becomes "{},".
+func (e *statsEncoder) end() {
+	n := len(e.b)
+	switch {
+	case n >= 2 && e.b[n-2] == ',' && e.b[n-1] == ' ':
+		e.b = append(e.b[:n-2], "},"...)
+	case n >= 2 && e.b[n-2] == '}' && e.b[n-1] == ',':
+		e.b = append(e.b[:n-2], "}},"...)
+	default:
+		e.b = append(e.b, "},"...)
+	}
+}
+
+// footer ends the document as stats_add_footer does: the last byte (the ","
+// after the last pool) becomes "}" and "\n" follows. Without pools, which
+// nutcracker cannot have, the trailing ", " goes so the JSON stays valid.
+func (e *statsEncoder) footer() {
+	n := len(e.b)
+	if n >= 2 && e.b[n-2] == ',' && e.b[n-1] == ' ' {
+		e.b = e.b[:n-1]
+		n--
+	}
+	e.b = append(e.b[:n-1], "}\n"...)
+}
+
+// appendName appends s in double quotes. nutcracker writes names raw; so
+// does this, except that it escapes what would make the JSON invalid.
+func appendName(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = fmt.Appendf(b, `\u%04x`, c)
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, s[i:i+size]...)
+			}
+			i += size
+			continue
+		default:
+			b = append(b, c)
+		}
+		i++
+	}
+	return append(b, '"')
+}
+
+// statDescriptions are nutcracker's -D text, then shardproxy's extras.
+var statDescriptions = []struct{ section, name, desc string }{
+	{"pool", "client_eof", "# eof on client connections"},
+	{"pool", "client_err", "# errors on client connections"},
+	{"pool", "client_connections", "# active client connections"},
+	{"pool", "server_ejects", "# times backend server was ejected"},
+	{"pool", "forward_error", "# times we encountered a forwarding error"},
+	{"pool", "fragments", "# fragments created from a multi-vector request"},
+	{"server", "server_eof", "# eof on server connections"},
+	{"server", "server_err", "# errors on server connections"},
+	{"server", "server_timedout", "# timeouts on server connections"},
+	{"server", "server_connections", "# active server connections"},
+	{"server", "server_ejected_at", "timestamp when server was ejected in usec since epoch"},
+	{"server", "requests", "# requests"},
+	{"server", "request_bytes", "total request bytes"},
+	{"server", "responses", "# responses"},
+	{"server", "response_bytes", "total response bytes"},
+	{"server", "in_queue", "# requests in incoming queue"},
+	{"server", "in_queue_bytes", "current request bytes in incoming queue (always 0)"},
+	{"server", "out_queue", "# requests in outgoing queue"},
+	{"server", "out_queue_bytes", "current request bytes in outgoing queue (always 0)"},
+	{"server", "ejects", "# times the server was marked bad (shardproxy)"},
+	{"server", "state", "0 up, 1 failing, 2 bad (shardproxy)"},
+	{"server", "failures", "# consecutive failures (shardproxy)"},
+	{"server", "retry_at", "timestamp when a bad server is retried in usec since epoch, else 0 (shardproxy)"},
+}
+
+// WriteDescription writes the stats description that -D prints, in
+// nutcracker's layout.
+func WriteDescription(w io.Writer) error {
+	var b []byte
+	section := ""
+	for _, d := range statDescriptions {
+		if d.section != section {
+			if section != "" {
+				b = append(b, '\n')
+			}
+			section = d.section
+			b = fmt.Appendf(b, "%s stats:\n", section)
+		}
+		b = fmt.Appendf(b, "  %-19s \"%s\"\n", d.name, d.desc)
+	}
+	_, err := w.Write(b)
+	return err
+}

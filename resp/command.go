@@ -1,0 +1,274 @@
+package resp
+
+//go:generate go run ./internal/gencommands -o commands_gen.go
+
+// class says how the proxy carries a command.
+type class uint8
+
+const (
+	// classUnsupported commands are answered with an error naming the
+	// command and command.reason; the connection stays open.
+	classUnsupported class = iota
+	// classKey commands have one key: codec.RouteKey.
+	classKey
+	// classMulti commands (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH) are split
+	// per server and their replies merged: codec.RouteMulti.
+	classMulti
+	// classSame commands need every key on one server: codec.RouteSame.
+	classSame
+	// classLocal commands are answered by the proxy: codec.RouteLocal.
+	classLocal
+	// classAny commands go to any one server: codec.RouteAny.
+	classAny
+	// classAll commands go to every server: codec.RouteAll.
+	classAll
+	// classContainer commands (CLIENT, OBJECT, ...) are dispatched on their
+	// subcommand.
+	classContainer
+)
+
+// keyRule says where a command's keys are.
+type keyRule uint8
+
+const (
+	// keysRange: arguments first to last (negative: counted from the end)
+	// in steps of step, as COMMAND reports them.
+	keysRange keyRule = iota
+	// keysNumkeys: the range (a store destination, or nothing), then as
+	// many keys as the argument at numkeysAt says, right after it (EVAL,
+	// ZUNIONSTORE, LMPOP, ...).
+	keysNumkeys
+	// keysStreams: XREAD and XREADGROUP, the first half of the arguments
+	// after STREAMS.
+	keysStreams
+	// keysSort: SORT's key and the destination of its last STORE option.
+	keysSort
+	// keysGeo: GEORADIUS(BYMEMBER)'s key and the destination of its last
+	// STORE or STOREDIST option.
+	keysGeo
+)
+
+// localCmd names a command the proxy answers itself.
+type localCmd uint8
+
+const (
+	localNone localCmd = iota
+	localPing
+	localEcho
+	localQuit
+	localSelect
+	localAuth
+	localHello
+	localReset
+	localInfo
+	localClientSetname
+	localClientGetname
+	localClientID
+	localClientSetinfo
+)
+
+// command is one row of the command table (commands_gen.go).
+type command struct {
+	// name is the full lower-case name, "get" or "client|setname"; it is
+	// also codec.Request.Name.
+	name string
+	// arity is Redis's: n means exactly n arguments (the name included),
+	// -n at least n.
+	arity int
+	// first, last and step are the key positions COMMAND reports.
+	first, last, step int
+	class             class
+	keys              keyRule
+	// numkeysAt is the argument holding the key count (keysNumkeys).
+	numkeysAt int
+	local     localCmd
+	// bare is the class of a container called without a subcommand
+	// (COMMAND), or classUnsupported when that is an arity error.
+	bare class
+	// reason says why an unsupported command is not carried.
+	reason string
+	// noAuth commands run before AUTH (AUTH, HELLO, QUIT, RESET).
+	noAuth bool
+}
+
+// commandIndex maps a full lower-case name to its Cmd number: its index in
+// commandTable plus one, so that zero is no command.
+var commandIndex = func() map[string]int {
+	m := make(map[string]int, len(commandTable))
+	for i := range commandTable {
+		m[commandTable[i].name] = i + 1
+	}
+	return m
+}()
+
+// lookup returns the Cmd number of a lower-case full name, or 0.
+func lookup(name []byte) int { return commandIndex[string(name)] }
+
+// commandOf returns the table row of a Cmd number, or nil.
+func commandOf(cmd int) *command {
+	if cmd <= 0 || cmd > len(commandTable) {
+		return nil
+	}
+	return &commandTable[cmd-1]
+}
+
+// CommandName returns the full lower-case name of a Cmd number ("get",
+// "client|setname"), or "" for a number that is no command.
+func CommandName(cmd int) string {
+	if c := commandOf(cmd); c != nil {
+		return c.name
+	}
+	return ""
+}
+
+// argCountOK reports whether argc arguments satisfy the arity.
+func (c *command) argCountOK(argc int) bool {
+	if c.arity >= 0 {
+		return argc == c.arity
+	}
+	return argc >= -c.arity
+}
+
+// keyRange appends the positions first..last step of an argc-argument
+// request to dst.
+func (c *command) keyRange(dst []int, argc int) []int {
+	if c.first <= 0 {
+		return dst
+	}
+	last := c.last
+	if last < 0 {
+		last += argc
+	}
+	step := max(c.step, 1)
+	for i := c.first; i <= last && i < argc; i += step {
+		dst = append(dst, i)
+	}
+	return dst
+}
+
+// argView is what key extraction reads: the arguments of one request.
+type argView interface {
+	argc() int
+	arg(i int) []byte
+}
+
+// keyPositions appends the argument positions of a's keys to dst. blocked
+// reports a request that would block the server connection (XREAD BLOCK).
+// A request whose keys cannot be found (a bad numkeys, no STREAMS) gets
+// none: it then goes to any one server, which answers its error.
+func (c *command) keyPositions(dst []int, a argView) (_ []int, blocked bool) {
+	argc := a.argc()
+	switch c.keys {
+	case keysNumkeys:
+		return numkeysPositions(dst, c, a), false
+	case keysStreams:
+		return streamsPositions(dst, a)
+	case keysSort:
+		return storePositions(dst, a, 2, true), false
+	case keysGeo:
+		return storePositions(dst, a, 5, false), false
+	}
+	return c.keyRange(dst, argc), false
+}
+
+// numkeysPositions: redis-server's genericGetKeys. With a count that is no
+// number, below one or above the arguments left, there are no keys at all.
+func numkeysPositions(dst []int, c *command, a argView) []int {
+	argc := a.argc()
+	if c.numkeysAt >= argc {
+		return dst
+	}
+	n, ok := parseInt(a.arg(c.numkeysAt))
+	firstKey := c.numkeysAt + 1
+	if !ok || n < 1 || n > int64(argc-firstKey) {
+		return dst
+	}
+	dst = c.keyRange(dst, argc)
+	for i := range int(n) {
+		dst = append(dst, firstKey+i)
+	}
+	return dst
+}
+
+// streamsPositions: redis-server's xreadGetKeys, which skips the options
+// before STREAMS; a BLOCK option among them blocks.
+func streamsPositions(dst []int, a argView) (_ []int, blocked bool) {
+	argc := a.argc()
+	streams := -1
+options:
+	for i := 1; i < argc; i++ {
+		switch {
+		case equalFold(a.arg(i), "block"):
+			blocked = true
+			i++
+		case equalFold(a.arg(i), "count"):
+			i++
+		case equalFold(a.arg(i), "group"):
+			i += 2
+		case equalFold(a.arg(i), "noack"):
+		case equalFold(a.arg(i), "streams"):
+			streams = i
+			break options
+		default:
+			break options
+		}
+	}
+	num := argc - streams - 1
+	if streams < 0 || num == 0 || num%2 != 0 {
+		return dst, blocked
+	}
+	for i := streams + 1; i < streams+1+num/2; i++ {
+		dst = append(dst, i)
+	}
+	return dst, blocked
+}
+
+// storePositions: key 1 and the destination of the last STORE (or, with
+// geo, STOREDIST) option at or after argument from. SORT's LIMIT, GET and
+// BY take arguments that are skipped, as redis-server's sortGetKeys does.
+func storePositions(dst []int, a argView, from int, sort bool) []int {
+	argc := a.argc()
+	dst = append(dst, 1)
+	store := 0
+	for i := from; i < argc; i++ {
+		arg := a.arg(i)
+		switch {
+		case sort && equalFold(arg, "limit"):
+			i += 2
+		case sort && (equalFold(arg, "get") || equalFold(arg, "by")):
+			i++
+		case equalFold(arg, "store") && i+1 < argc:
+			store = i + 1
+			if !sort {
+				i++
+			}
+		case !sort && equalFold(arg, "storedist") && i+1 < argc:
+			store = i + 1
+			i++
+		}
+	}
+	if store > 0 {
+		dst = append(dst, store)
+	}
+	return dst
+}
+
+// equalFold reports whether b is the lower-case ASCII word w in any case.
+func equalFold(b []byte, w string) bool {
+	if len(b) != len(w) {
+		return false
+	}
+	for i := range len(b) {
+		if lower(b[i]) != w[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}

@@ -1,0 +1,177 @@
+package main
+
+// This file is the hand-written half of the command table: how shardproxy
+// carries each Redis command. The generator merges it with what a real
+// redis-server reports (arity, flags, key positions) and fails when the
+// server has a command with movable keys that nothing here decides on.
+
+// class is the route class of a command, named after the resp package's
+// identifiers.
+type class string
+
+const (
+	unsupported class = "classUnsupported" // answered with an error naming reason
+	key         class = "classKey"         // one key: codec.RouteKey
+	multi       class = "classMulti"       // split per server: codec.RouteMulti
+	same        class = "classSame"        // every key on one server: codec.RouteSame
+	local       class = "classLocal"       // answered by the proxy: codec.RouteLocal
+	anyServer   class = "classAny"         // any one server: codec.RouteAny
+	all         class = "classAll"         // every server, replies merged: codec.RouteAll
+	container   class = "classContainer"   // dispatched on its subcommand
+)
+
+// keyRule names how the keys of a command with movable keys are found.
+type keyRule string
+
+const (
+	keysRange   keyRule = "keysRange"   // first, last, step
+	keysNumkeys keyRule = "keysNumkeys" // the range, then numkeys keys after the count at numkeysAt
+	keysStreams keyRule = "keysStreams" // XREAD/XREADGROUP: half the arguments after STREAMS
+	keysSort    keyRule = "keysSort"    // SORT: key 1 and the last STORE destination
+	keysGeo     keyRule = "keysGeo"     // GEORADIUS*: key 1 and the last STORE/STOREDIST destination
+)
+
+// Why a command is not carried; the client sees
+// "-ERR <COMMAND> is not supported by shardproxy: <reason>".
+const (
+	rEvery       = "it needs every server"
+	rFlushAll    = "it empties every database of every server; FLUSHDB empties this pool's database"
+	rBlocking    = "it blocks the server connection"
+	rPubSub      = "pub/sub needs a server connection of its own"
+	rTransaction = "transactions need a server connection of their own"
+	rAdmin       = "it administers a single server"
+	rNoKey       = "it names no key to route by"
+	rCluster     = "shardproxy is not a Redis Cluster node"
+	rConnection  = "it changes the shared server connection"
+	rMove        = "it moves keys to another database or server"
+	rWait        = "it waits for the replicas of a single server"
+	rFunctions   = "functions must be managed on every server"
+)
+
+// override decides on one command ("get") or subcommand ("client|setname").
+type override struct {
+	class     class
+	keys      keyRule
+	numkeysAt int    // keysNumkeys: the argument holding the key count
+	local     string // classLocal: the resp local-command identifier
+	reason    string // classUnsupported
+	subReason string // a container: why its subcommands without an override are unsupported
+	bare      class  // a container that is valid without a subcommand (COMMAND): that class
+}
+
+// overrides are keyed by the full lower-case name.
+var overrides = map[string]override{
+	// Answered by the proxy.
+	"ping":   {class: local, local: "localPing"},
+	"echo":   {class: local, local: "localEcho"},
+	"quit":   {class: local, local: "localQuit"},
+	"select": {class: local, local: "localSelect"},
+	"auth":   {class: local, local: "localAuth"},
+	"hello":  {class: local, local: "localHello"},
+	"reset":  {class: local, local: "localReset"},
+	"info":   {class: local, local: "localInfo"},
+
+	// Keyless commands whose answer does not depend on the server.
+	"time":   {class: anyServer},
+	"lolwut": {class: anyServer},
+
+	// Every server.
+	"flushdb":   {class: all},
+	"flushall":  {class: unsupported, reason: rFlushAll},
+	"keys":      {class: unsupported, reason: rEvery},
+	"scan":      {class: unsupported, reason: rEvery},
+	"randomkey": {class: unsupported, reason: rEvery},
+	"dbsize":    {class: unsupported, reason: rEvery},
+
+	// Split per server and merged.
+	"mget":   {class: multi},
+	"mset":   {class: multi},
+	"del":    {class: multi},
+	"unlink": {class: multi},
+	"exists": {class: multi},
+	"touch":  {class: multi},
+
+	// Movable keys, found by hand as redis-server's getkeys functions do.
+	"sort":              {class: same, keys: keysSort},
+	"sort_ro":           {class: key}, // BY/GET patterns are read where the key lives
+	"georadius":         {class: same, keys: keysGeo},
+	"georadiusbymember": {class: same, keys: keysGeo},
+	"zunionstore":       {class: same, keys: keysNumkeys, numkeysAt: 2},
+	"zinterstore":       {class: same, keys: keysNumkeys, numkeysAt: 2},
+	"zdiffstore":        {class: same, keys: keysNumkeys, numkeysAt: 2},
+	"zunion":            {class: same, keys: keysNumkeys, numkeysAt: 1},
+	"zinter":            {class: same, keys: keysNumkeys, numkeysAt: 1},
+	"zdiff":             {class: same, keys: keysNumkeys, numkeysAt: 1},
+	"zintercard":        {class: same, keys: keysNumkeys, numkeysAt: 1},
+	"sintercard":        {class: same, keys: keysNumkeys, numkeysAt: 1},
+	"lmpop":             {class: same, keys: keysNumkeys, numkeysAt: 1},
+	"zmpop":             {class: same, keys: keysNumkeys, numkeysAt: 1},
+	"eval":              {class: same, keys: keysNumkeys, numkeysAt: 2},
+	"evalsha":           {class: same, keys: keysNumkeys, numkeysAt: 2},
+	"eval_ro":           {class: same, keys: keysNumkeys, numkeysAt: 2},
+	"evalsha_ro":        {class: same, keys: keysNumkeys, numkeysAt: 2},
+	"fcall":             {class: same, keys: keysNumkeys, numkeysAt: 2},
+	"fcall_ro":          {class: same, keys: keysNumkeys, numkeysAt: 2},
+	"xread":             {class: same, keys: keysStreams},      // BLOCK refused by the parser
+	"xreadgroup":        {class: same, keys: keysStreams},      // BLOCK refused by the parser
+	"migrate":           {class: unsupported, reason: rMove},   // movable keys, never carried
+	"move":              {class: unsupported, reason: rMove},   // one key, but another database
+	"swapdb":            {class: unsupported, reason: rAdmin},  // no admin flag, still one server's business
+	"lastsave":          {class: unsupported, reason: rAdmin},  // @admin category, no admin flag
+	"role":              {class: unsupported, reason: rAdmin},  // @admin category, no admin flag
+	"wait":              {class: unsupported, reason: rWait},   // keyless
+	"readonly":          {class: unsupported, reason: rCluster}, // cluster replica reads
+	"readwrite":         {class: unsupported, reason: rCluster},
+	"asking":            {class: unsupported, reason: rCluster},
+	"restore-asking":    {class: unsupported, reason: rCluster},
+
+	// Containers, their carried subcommands, and why the others are not.
+	"command":                 {class: container, bare: anyServer, subReason: rAdmin},
+	"command|count":           {class: anyServer},
+	"command|docs":            {class: anyServer},
+	"command|info":            {class: anyServer},
+	"command|list":            {class: anyServer},
+	"command|getkeys":         {class: anyServer},
+	"command|getkeysandflags": {class: anyServer},
+	"client":                  {class: container, subReason: rConnection},
+	"client|setname":          {class: local, local: "localClientSetname"},
+	"client|getname":          {class: local, local: "localClientGetname"},
+	"client|id":               {class: local, local: "localClientID"},
+	"client|setinfo":          {class: local, local: "localClientSetinfo"},
+	"object":                  {class: container, subReason: rAdmin},
+	"object|encoding":         {class: key},
+	"object|freq":             {class: key},
+	"object|idletime":         {class: key},
+	"object|refcount":         {class: key},
+	"memory":                  {class: container, subReason: rAdmin},
+	"memory|usage":            {class: key},
+	"xinfo":                   {class: container, subReason: rAdmin},
+	"xinfo|stream":            {class: key},
+	"xinfo|groups":            {class: key},
+	"xinfo|consumers":         {class: key},
+	"xgroup":                  {class: container, subReason: rAdmin},
+	"xgroup|create":           {class: key},
+	"xgroup|setid":            {class: key},
+	"xgroup|destroy":          {class: key},
+	"xgroup|createconsumer":   {class: key},
+	"xgroup|delconsumer":      {class: key},
+	"script":                  {class: container, subReason: rAdmin},
+	"script|load":             {class: all},
+	"script|exists":           {class: all},
+	"script|flush":            {class: all},
+	"function":                {class: container, subReason: rFunctions},
+	"cluster":                 {class: container, subReason: rCluster},
+	"pubsub":                  {class: container, subReason: rPubSub},
+	"acl":                     {class: container, subReason: rAdmin},
+	"config":                  {class: container, subReason: rAdmin},
+	"latency":                 {class: container, subReason: rAdmin},
+	"module":                  {class: container, subReason: rAdmin},
+	"slowlog":                 {class: container, subReason: rAdmin},
+}
+
+// extra are commands the reference redis-server lacks but clients send:
+// go-redis v9 names itself with CLIENT SETINFO (Redis 7.2) on every new
+// connection. Fields as COMMAND reports them.
+var extra = []entry{
+	{name: "client|setinfo", arity: 4, flags: []string{"noscript", "loading", "stale"}},
+}

@@ -1,0 +1,257 @@
+package resp
+
+import (
+	"bytes"
+	"errors"
+	"sync/atomic"
+
+	"shardproxy/codec"
+)
+
+// Request limits used where codec.Options leaves a field zero.
+const (
+	// DefaultMaxLine is redis-server's PROTO_INLINE_MAX_SIZE (64 KiB): the
+	// longest inline command, and the longest multibulk count or bulk
+	// length line.
+	DefaultMaxLine = 64 << 10
+	// DefaultMaxValue is redis-server's default proto-max-bulk-len
+	// (512 MiB): the longest bulk string in a request.
+	DefaultMaxValue = 512 << 20
+	// MaxArgs is the most arguments one request may have (1024*1024, the
+	// multibulk limit of Redis before 7.0, which allows INT_MAX).
+	MaxArgs = 1 << 20
+	// requestSlack is what a request may hold beyond its largest value and a
+	// line's worth of other arguments.
+	requestSlack = 4096
+)
+
+// span is an argument's [start, end) offsets in parser.src.
+type span struct{ start, end int }
+
+// parser is the codec.RequestParser of one client session. It holds the
+// session's state that Redis keeps per connection: whether the client has
+// authenticated, its name and its id.
+type parser struct {
+	maxLine    int
+	maxValue   int
+	maxKey     int // 0: no limit beyond maxValue
+	maxRequest int
+	password   string
+	username   string
+	db         int
+	deny       []bool // by Cmd
+
+	authed bool
+	id     int64
+	name   []byte // CLIENT SETNAME
+
+	// The request being parsed: its arguments are src[args[i].start:args[i].end].
+	src       []byte
+	args      []span
+	canonical bool   // src is a well-formed multibulk frame, forwarded as it is
+	inline    []byte // an inline command's unquoted arguments
+	keyPos    []int
+	lower     [64]byte // a command name in lower case
+}
+
+var _ codec.RequestParser = (*parser)(nil)
+
+// clientIDs numbers sessions for CLIENT ID and HELLO.
+var clientIDs atomic.Int64
+
+func newParser(o codec.Options) *parser {
+	p := &parser{
+		maxLine:  orDefault(o.MaxLine, DefaultMaxLine),
+		maxValue: orDefault(o.MaxValue, DefaultMaxValue),
+		maxKey:   max(o.MaxKey, 0),
+		password: o.Password,
+		username: o.Username,
+		db:       o.DB,
+		id:       clientIDs.Add(1),
+	}
+	p.maxRequest = p.maxValue + p.maxLine + requestSlack
+	p.authed = p.password == ""
+	for _, name := range o.Deny {
+		p.denyName(name)
+	}
+	return p
+}
+
+// denyName marks a command (or "container|sub") as forbidden. The
+// memcached name "flush_all", which a pool denies when its flush_all key is
+// false, forbids FLUSHDB.
+func (p *parser) denyName(name string) {
+	if name == "flush_all" {
+		name = "flushdb"
+	}
+	b := []byte(name)
+	for i, c := range b {
+		b[i] = lower(c)
+	}
+	if cmd := lookup(b); cmd != 0 {
+		if p.deny == nil {
+			p.deny = make([]bool, len(commandTable)+1)
+		}
+		p.deny[cmd] = true
+	}
+}
+
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// authRequired reports whether the client must still AUTH.
+func (p *parser) authRequired() bool { return !p.authed }
+
+func (p *parser) argc() int { return len(p.args) }
+
+func (p *parser) arg(i int) []byte { s := p.args[i]; return p.src[s.start:s.end] }
+
+// ParseRequest implements codec.RequestParser. Empty requests (a blank
+// inline line, "*0\r\n", "*-1\r\n"), which redis-server skips without a
+// reply, are skipped as part of the next request.
+func (p *parser) ParseRequest(buf []byte, req *codec.Request) (int, error) {
+	skipped := 0
+	for {
+		n, err := p.frame(buf[skipped:])
+		var pe *codec.ProtocolError
+		switch {
+		case errors.Is(err, codec.ErrIncomplete) && skipped > p.maxLine:
+			// Swallow a long run of empty requests rather than buffer it.
+			return 0, &codec.ProtocolError{N: skipped}
+		case errors.As(err, &pe):
+			pe.N += skipped
+			return 0, pe
+		case err != nil:
+			return 0, err
+		case len(p.args) == 0:
+			skipped += n
+			continue
+		}
+		used, err := p.request(buf[skipped:skipped+n], req)
+		if errors.As(err, &pe) {
+			pe.N += skipped
+			return 0, pe
+		}
+		if err != nil {
+			return 0, err
+		}
+		return skipped + used, nil
+	}
+}
+
+// frame finds the request at the start of buf, as redis-server's
+// processMultibulkBuffer and processInlineBuffer do, and points p.args at
+// its arguments. It returns the request's length.
+func (p *parser) frame(buf []byte) (int, error) {
+	p.args = p.args[:0]
+	if len(buf) == 0 {
+		return 0, codec.ErrIncomplete
+	}
+	if buf[0] == '*' {
+		return p.frameMultibulk(buf)
+	}
+	return p.frameInline(buf)
+}
+
+// headerLine finds the '\r' ending the count or length line at buf[pos:]
+// and returns its index once the byte after it has arrived. Like
+// redis-server's strchr, the search stops at a NUL, and a line not ended
+// within maxLine bytes is an error whatever arrives later.
+func (p *parser) headerLine(buf []byte, pos int, tooBig string) (int, error) {
+	window := buf[pos:min(len(buf), pos+p.maxLine+1)]
+	i := bytes.IndexByte(window, '\r')
+	if i >= 0 && bytes.IndexByte(window[:i], 0) >= 0 {
+		i = -1
+	}
+	if i < 0 {
+		if len(buf)-pos > p.maxLine {
+			return 0, rejectFatal(tooBig, len(buf))
+		}
+		return 0, codec.ErrIncomplete
+	}
+	r := pos + i
+	if r+1 >= len(buf) { // redis-server wants one more byte, the '\n' it skips unread
+		return 0, codec.ErrIncomplete
+	}
+	return r, nil
+}
+
+// frameMultibulk frames "*<count>\r\n" and count "$<len>\r\n<data>\r\n".
+// redis-server skips the two bytes after a header's '\r' and after bulk
+// data without looking at them; so does the parser, and it re-encodes such
+// a request for the backend.
+func (p *parser) frameMultibulk(buf []byte) (int, error) {
+	p.src, p.canonical = buf, true
+	r, err := p.headerLine(buf, 0, replyTooBigCount)
+	if err != nil {
+		return 0, err
+	}
+	count, ok := parseInt(buf[1:r])
+	if !ok || count > MaxArgs {
+		return 0, rejectFatal(replyBadCount, r+2)
+	}
+	if count > 10 && p.authRequired() {
+		return 0, rejectFatal(replyUnauthCount, r+2)
+	}
+	p.canonical = buf[r+1] == '\n'
+	pos := r + 2
+	for range count {
+		if r, err = p.headerLine(buf, pos, replyTooBigBulkCount); err != nil {
+			return 0, err
+		}
+		if buf[pos] != '$' {
+			return 0, rejectFatal(errorLine("Protocol error: expected '$', got '"+string(buf[pos])+"'"), r+2)
+		}
+		size, ok := parseInt(buf[pos+1 : r])
+		switch {
+		case !ok || size < 0 || size > int64(p.maxValue):
+			return 0, rejectFatal(replyBadBulkLength, r+2)
+		case size > 16384 && p.authRequired():
+			return 0, rejectFatal(replyUnauthBulk, r+2)
+		}
+		start := r + 2
+		end := start + int(size)
+		if end+2 > p.maxRequest {
+			return 0, rejectFatal(errorLine("Protocol error: request larger than the proxy's limit of "+
+				string(appendInt(nil, int64(p.maxRequest)))+" bytes"), r+2)
+		}
+		if len(buf) < end+2 {
+			return 0, codec.ErrIncomplete
+		}
+		if buf[r+1] != '\n' || buf[end] != '\r' || buf[end+1] != '\n' {
+			p.canonical = false
+		}
+		p.args = append(p.args, span{start, end})
+		pos = end + 2
+	}
+	return pos, nil
+}
+
+// frameInline frames one inline command line. redis-server finds the
+// newline with strchr, which stops at a NUL: a line holding a NUL never
+// ends, and fails once it is over the limit.
+func (p *parser) frameInline(buf []byte) (int, error) {
+	window := buf[:min(len(buf), p.maxLine+1)]
+	nl := bytes.IndexByte(window, '\n')
+	if nl >= 0 && bytes.IndexByte(window[:nl], 0) >= 0 {
+		nl = -1
+	}
+	if nl < 0 {
+		if len(buf) > p.maxLine {
+			return 0, rejectFatal(replyTooBigInline, len(buf))
+		}
+		return 0, codec.ErrIncomplete
+	}
+	end := nl
+	if end > 0 && buf[end-1] == '\r' {
+		end--
+	}
+	if !p.splitArgs(buf[:end]) {
+		return 0, rejectFatal(replyUnbalanced, nl+1)
+	}
+	return nl + 1, nil
+}
