@@ -34,6 +34,7 @@ type conn struct {
 type sock struct {
 	c        *conn
 	nc       net.Conn
+	arena    []byte  // replies are carved from it; reader goroutine only
 	inflight []*Call // guarded by c.mu
 	dead     bool    // guarded by c.mu
 }
@@ -234,7 +235,10 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) net.Buffers {
 	}
 	wasIdle := len(s.inflight) == 0
 	s.inflight = append(s.inflight, batch...)
-	if wasIdle {
+	if wasIdle && !batch[0].deadline.IsZero() {
+		// Arm the read deadline for the oldest call. An idle socket may
+		// still carry a stale, earlier deadline: that only costs a
+		// spurious wake-up, after which expired re-arms it.
 		s.nc.SetReadDeadline(batch[0].deadline)
 	}
 	c.mu.Unlock()
@@ -365,7 +369,7 @@ func (s *sock) deliver(buf []byte) ([]byte, bool) {
 			s.fail(CauseParsing, true)
 			return nil, false
 		}
-		raw := make([]byte, n)
+		raw := s.carve(n)
 		copy(raw, buf[start:start+n])
 		start += n
 
@@ -378,10 +382,10 @@ func (s *sock) deliver(buf []byte) ([]byte, bool) {
 		s.inflight = s.inflight[1:]
 		if len(s.inflight) == 0 {
 			s.inflight = s.inflight[:0:0]
-			s.nc.SetReadDeadline(time.Time{})
-		} else {
-			s.nc.SetReadDeadline(s.inflight[0].deadline)
 		}
+		// The read deadline is left as it is: it belongs to an older call,
+		// so it is never later than the new head's. When it fires, expired
+		// re-arms it for the head (or clears it) if nothing is late.
 		c.mu.Unlock()
 
 		b.stats.OutQueue.Add(-1)
@@ -398,6 +402,26 @@ func (s *sock) deliver(buf []byte) ([]byte, bool) {
 	}
 	rest := copy(buf, buf[start:])
 	return buf[:rest], true
+}
+
+const (
+	arenaSize = 64 << 10 // replies up to arenaMax share 64 KiB allocations
+	arenaMax  = 4 << 10
+)
+
+// carve returns n bytes for a reply. Small replies are cut from a shared
+// chunk, so the reader allocates once per chunk rather than once per reply;
+// a chunk is freed when the last reply in it is.
+func (s *sock) carve(n int) []byte {
+	if n > arenaMax {
+		return make([]byte, n)
+	}
+	if cap(s.arena)-len(s.arena) < n {
+		s.arena = make([]byte, 0, arenaSize)
+	}
+	l := len(s.arena)
+	s.arena = s.arena[:l+n]
+	return s.arena[l : l+n : l+n]
 }
 
 // expired reports whether the oldest in-flight call is past its deadline; if

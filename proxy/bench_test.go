@@ -1,0 +1,67 @@
+package proxy_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"shardproxy/internal/testserver"
+)
+
+// benchPipeline runs b.N gets of a 100-byte value through the proxy (or
+// directly to memcached when direct is set) over conns connections, depth
+// requests per batch.
+func benchPipeline(b *testing.B, conns, depth int, direct bool) {
+	mc := testserver.StartMemcached(b)
+	addr := mc.Addr
+	if !direct {
+		_, addr = startProxy(b, fmt.Sprintf("mc:\n  listen: 127.0.0.1:0\n  timeout: 5000\n  servers:\n    - %s:1\n", mc.Addr), "mc")
+	}
+	val := strings.Repeat("v", 100)
+	setup, _ := net.Dial("tcp", addr)
+	fmt.Fprintf(setup, "set bench 0 0 %d\r\n%s\r\n", len(val), val)
+	bufio.NewReader(setup).ReadString('\n')
+	setup.Close()
+	want := fmt.Sprintf("VALUE bench 0 %d\r\n%s\r\nEND\r\n", len(val), val)
+	batch := strings.Repeat("get bench\r\n", depth)
+	per := b.N/(conns*depth) + 1
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer nc.Close()
+			buf := make([]byte, len(want)*depth)
+			for range per {
+				if _, err := io.WriteString(nc, batch); err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := io.ReadFull(nc, buf); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+			if string(buf[:len(want)]) != want {
+				b.Errorf("reply %q", buf[:len(want)])
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func BenchmarkGetDirectP1(b *testing.B)  { benchPipeline(b, 50, 1, true) }
+func BenchmarkGetProxyP1(b *testing.B)   { benchPipeline(b, 50, 1, false) }
+func BenchmarkGetDirectP16(b *testing.B) { benchPipeline(b, 50, 16, true) }
+func BenchmarkGetProxyP16(b *testing.B)  { benchPipeline(b, 50, 16, false) }
