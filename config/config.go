@@ -181,6 +181,20 @@ type Pool struct {
 	// EjectFailover (key failover_pool, a shardproxy extension). It must be
 	// another pool of the same protocol, and only this one level is tried.
 	FailoverPool string
+	// ActiveReqLimit caps the requests the pool has in flight to its
+	// servers (key active_req_limit, a shardproxy extension named after
+	// memcached proxy's mcp.active_req_limit); over it a request is answered
+	// at once with "active request limit reached". 0 means no limit.
+	ActiveReqLimit int
+	// BufferMemoryLimit caps the bytes of requests and replies the pool
+	// holds in flight, in KiB (key buffer_memory_limit, after memcached
+	// proxy's mcp.buffer_memory_limit); over it a request is answered at once
+	// with "buffer memory limit reached". 0 means no limit.
+	BufferMemoryLimit int
+	// MaxKeys caps the keys of one multi-key request (key max_keys, a
+	// shardproxy extension); a request with more is refused. 0 means only the
+	// request line (memcached) or multibulk (Redis) limits apply.
+	MaxKeys int
 	// Lua is the route file of a pool routed by Lua (key lua, a shardproxy
 	// extension): a script in memcached's proxy API that defines
 	// mcp_config_pools and mcp_config_routes and so its own backends. A

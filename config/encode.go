@@ -91,6 +91,14 @@ func (p *Pool) node() *yaml.Node {
 	if p.Lua != "" {
 		add("lua", str(p.Lua))
 	}
+	for _, kv := range []struct {
+		key string
+		v   int
+	}{{"active_req_limit", p.ActiveReqLimit}, {"buffer_memory_limit", p.BufferMemoryLimit}, {"max_keys", p.MaxKeys}} {
+		if kv.v != 0 {
+			add(kv.key, num(strconv.Itoa(kv.v)))
+		}
+	}
 	seq := &yaml.Node{Kind: yaml.SequenceNode}
 	for _, s := range p.Servers {
 		seq.Content = append(seq.Content, str(s.text()))
@@ -137,6 +145,7 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%d %d %d %t %t\n", p.ServerConnections, p.ServerRetryTimeout, p.ServerFailureLimit, p.TCPKeepalive, p.Reuseport)
 	fmt.Fprintf(h, "%d %d %t %d %d\n", p.ItemSizeMax, p.MaxRequestLine, p.AllowFlushAll, p.ConnectTimeout, p.HashSeed)
 	fmt.Fprintf(h, "%q %q %q\n", p.EjectPolicy, p.FailoverPool, p.Lua)
+	fmt.Fprintf(h, "%d %d %d\n", p.ActiveReqLimit, p.BufferMemoryLimit, p.MaxKeys)
 	for _, s := range p.Servers {
 		fmt.Fprintf(h, "%q %q %q %d %d %q\n", s.Network, s.Addr, s.Host, s.Port, s.Weight, s.Name)
 	}

@@ -42,14 +42,17 @@ var poolKeys = map[string]setter{
 	"reuseport":            boolSetter(func(p *Pool) *bool { return &p.Reuseport }),
 	"servers":              (*poolParser).setServers,
 
-	"item_size_max":    intSetter(func(p *Pool) *int { return &p.ItemSizeMax }, 1024, 1<<30),
-	"max_request_line": intSetter(func(p *Pool) *int { return &p.MaxRequestLine }, 2048, 64<<20),
-	"flush_all":        boolSetter(func(p *Pool) *bool { return &p.AllowFlushAll }),
-	"connect_timeout":  msSetter(func(p *Pool) *time.Duration { return &p.ConnectTimeout }, 1),
-	"hash_seed":        (*poolParser).setHashSeed,
-	"eject_policy":     (*poolParser).setEjectPolicy,
-	"failover_pool":    (*poolParser).setFailoverPool,
-	"lua":              (*poolParser).setLua,
+	"item_size_max":       intSetter(func(p *Pool) *int { return &p.ItemSizeMax }, 1024, 1<<30),
+	"max_request_line":    intSetter(func(p *Pool) *int { return &p.MaxRequestLine }, 2048, 64<<20),
+	"flush_all":           boolSetter(func(p *Pool) *bool { return &p.AllowFlushAll }),
+	"connect_timeout":     msSetter(func(p *Pool) *time.Duration { return &p.ConnectTimeout }, 1),
+	"hash_seed":           (*poolParser).setHashSeed,
+	"eject_policy":        (*poolParser).setEjectPolicy,
+	"failover_pool":       (*poolParser).setFailoverPool,
+	"lua":                 (*poolParser).setLua,
+	"active_req_limit":    intSetter(func(p *Pool) *int { return &p.ActiveReqLimit }, 0, maxInt32),
+	"buffer_memory_limit": intSetter(func(p *Pool) *int { return &p.BufferMemoryLimit }, 0, maxInt32),
+	"max_keys":            intSetter(func(p *Pool) *int { return &p.MaxKeys }, 0, maxInt32),
 }
 
 // pool reads the pool called name, whose name is on line; it returns nil

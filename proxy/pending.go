@@ -12,7 +12,8 @@ import (
 // The reader fills it and sends its calls; the backends complete them; the
 // writer waits on done and writes the reply.
 type pending struct {
-	pool *pool // the pool that routed it: its dialect words the reply
+	pool    *pool // the pool that routed it: its dialect words the reply
+	counted bool  // in the pool's Active and Buffered counts
 	req  codec.Request
 	out  []byte // a reply made by the proxy (local, error, merged)
 	done chan struct{}
@@ -39,6 +40,7 @@ func getPending() *pending {
 
 func putPending(p *pending) {
 	p.pool = nil
+	p.counted = false
 	p.call = backend.Call{}
 	clear(p.calls)
 	p.calls = p.calls[:0]
@@ -57,7 +59,10 @@ func putPending(p *pending) {
 func (p *pending) complete() { p.done <- struct{}{} }
 
 // callDone is every call's Done: the last one to finish wakes the writer.
-func (p *pending) callDone(*backend.Call) {
+func (p *pending) callDone(c *backend.Call) {
+	if p.counted {
+		p.pool.stats.Buffered.Add(int64(len(c.Reply.Raw)))
+	}
 	if p.left.Add(-1) == 0 {
 		p.done <- struct{}{}
 	}

@@ -46,6 +46,11 @@ type poolStats struct {
 	Requests          atomic.Int64
 	ProtocolErrors    atomic.Int64
 	cmds              sync.Map // command name -> *atomic.Int64 (memcached's cmd_*)
+	// In flight, counted only when the pool has an active_req_limit or a
+	// buffer_memory_limit.
+	Active    atomic.Int64 // requests sent to servers, not yet answered
+	Buffered  atomic.Int64 // bytes of their requests and replies
+	LimitHits atomic.Int64 // requests refused by a limit
 }
 
 // countCommand counts one request of the named command.

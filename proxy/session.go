@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"reflect"
@@ -224,6 +225,9 @@ func (s *session) switchPool(cur *pool) {
 func (s *session) route(p *pending) {
 	req := &p.req
 	pl := s.p
+	if req.Route != codec.RouteLocal && !s.admit(p) {
+		return
+	}
 	if pl.router != nil && req.Route != codec.RouteLocal {
 		pl.router.Route(req, s.id, p)
 		return
@@ -253,6 +257,50 @@ func (s *session) route(p *pending) {
 		p.out = pl.dialect.AppendError(p.out, codec.ErrServer, "unroutable request")
 		p.complete()
 	}
+}
+
+// admit applies the pool's limits to a request bound for servers. It
+// answers a refused request itself and returns false.
+func (s *session) admit(p *pending) bool {
+	cfg, st := s.p.cfg, s.p.stats
+	var msg string
+	kind := codec.ErrServer
+	switch {
+	case cfg.MaxKeys > 0 && len(p.req.Keys) > cfg.MaxKeys:
+		kind, msg = codec.ErrClient, fmt.Sprintf("too many keys: %d, max_keys is %d", len(p.req.Keys), cfg.MaxKeys)
+	case cfg.ActiveReqLimit > 0 && st.Active.Load() >= int64(cfg.ActiveReqLimit):
+		msg = "active request limit reached"
+	case cfg.BufferMemoryLimit > 0 && st.Buffered.Load() >= int64(cfg.BufferMemoryLimit)<<10:
+		msg = "buffer memory limit reached"
+	}
+	if msg != "" {
+		st.LimitHits.Add(1)
+		if p.req.Mode != codec.ModeNoreply {
+			p.out = s.p.dialect.AppendError(p.out, kind, msg)
+		}
+		p.complete()
+		return false
+	}
+	if cfg.ActiveReqLimit > 0 || cfg.BufferMemoryLimit > 0 {
+		p.counted = true
+		st.Active.Add(1)
+		st.Buffered.Add(int64(len(p.req.Wire)))
+	}
+	return true
+}
+
+// release takes an answered request out of its pool's in-flight counts.
+func release(p *pending) {
+	if !p.counted {
+		return
+	}
+	st := p.pool.stats
+	n := int64(len(p.req.Wire)) + int64(len(p.call.Reply.Raw))
+	for i := range p.calls {
+		n += int64(len(p.calls[i].Reply.Raw))
+	}
+	st.Active.Add(-1)
+	st.Buffered.Add(-n)
 }
 
 func (s *session) routeKey(p *pending) {
@@ -361,6 +409,7 @@ func (s *session) writeLoop() {
 			out = s.appendReply(out, p)
 		}
 		closeAfter := p.req.Close
+		release(p)
 		putPending(p)
 		s.written()
 		if broken {
