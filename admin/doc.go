@@ -39,8 +39,8 @@
 //     up to a second before closing, so a client that sent something (curl)
 //     reads the reply instead of a connection reset. nutcracker resets.
 //   - Names are written as nutcracker writes them; only a name holding a
-//     quote, a backslash or a control byte is JSON-escaped (nutcracker would
-//     write invalid JSON).
+//     quote, a backslash, a control byte or invalid UTF-8 is escaped (where
+//     nutcracker would write invalid JSON).
 //
 // # HTTP admin
 //

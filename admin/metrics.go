@@ -9,17 +9,8 @@ import (
 	"shardproxy/proxy"
 )
 
-// latencyBounds are the upper bounds of the backends' latency buckets,
-// backend.LatencyBuckets, which admin may not import (ARCHITECTURE.md); the
-// array length follows proxy.LatencySnapshot at compile time and a test
-// checks the values.
-var latencyBounds = [len(proxy.LatencySnapshot{}.Counts) - 1]time.Duration{
-	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
-	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
-	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
-	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
-	time.Second, 2500 * time.Millisecond,
-}
+// latencyBounds are the upper bounds of the backends' latency buckets.
+var latencyBounds = proxy.LatencyBuckets
 
 // Collector is a prometheus.Collector that reads a Source's Stats and Info
 // at each scrape, so it keeps no state of its own and follows reloads.
@@ -37,8 +28,8 @@ type descs struct {
 
 	poolRequests, poolErrors, poolClientEOF, poolClients, poolFragments, poolLatency *prometheus.Desc
 
-	beRequests, beRequestBytes, beResponses, beResponseBytes, beErrors *prometheus.Desc
-	beConns, beInQueue, beOutQueue, beEjections, beUp, beFailures, beLatency    *prometheus.Desc
+	beRequests, beRequestBytes, beResponses, beResponseBytes, beErrors       *prometheus.Desc
+	beConns, beInQueue, beOutQueue, beEjections, beUp, beFailures, beLatency *prometheus.Desc
 }
 
 // NewCollector returns a Collector reading src.
@@ -157,16 +148,26 @@ func (c *Collector) collectBackend(m emitter, pool string, s proxy.ServerStats) 
 	m.histogram(c.d.beLatency, s.Latency, l...)
 }
 
-// emitter sends const metrics. Label values come from the config and the
-// running proxy, which match the descriptors, so errors cannot happen.
+// emitter sends const metrics. A label value that is not valid UTF-8 (a
+// config path can be anything) becomes an invalid metric, which the handler
+// reports while serving the rest; nothing panics.
 type emitter struct{ ch chan<- prometheus.Metric }
 
+func (e emitter) send(d *prometheus.Desc, m prometheus.Metric, err error) {
+	if err != nil {
+		m = prometheus.NewInvalidMetric(d, err)
+	}
+	e.ch <- m
+}
+
 func (e emitter) counter(d *prometheus.Desc, v int64, labels ...string) {
-	e.ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	m, err := prometheus.NewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	e.send(d, m, err)
 }
 
 func (e emitter) gauge(d *prometheus.Desc, v float64, labels ...string) {
-	e.ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	m, err := prometheus.NewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	e.send(d, m, err)
 }
 
 // histogram converts a backend histogram (a count per bucket, the last one
@@ -179,7 +180,8 @@ func (e emitter) histogram(d *prometheus.Desc, h proxy.LatencySnapshot, labels .
 		buckets[bound.Seconds()] = cum
 	}
 	cum += uint64(max(h.Counts[len(latencyBounds)], 0))
-	e.ch <- prometheus.MustNewConstHistogram(d, cum, h.Sum.Seconds(), buckets, labels...)
+	m, err := prometheus.NewConstHistogram(d, cum, h.Sum.Seconds(), buckets, labels...)
+	e.send(d, m, err)
 }
 
 // seconds is t in seconds since the epoch, 0 for the zero time.

@@ -14,10 +14,10 @@ import (
 type pending struct {
 	pool    *pool // the pool that routed it: its dialect words the reply
 	counted bool  // in the pool's Active and Buffered counts
-	req  codec.Request
-	out  []byte // a reply made by the proxy (local, error, merged)
-	done chan struct{}
-	left atomic.Int32
+	req     codec.Request
+	out     []byte // a reply made by the proxy (local, error, merged)
+	done    chan struct{}
+	left    atomic.Int32
 
 	call   backend.Call   // the one call of a single-backend request
 	calls  []backend.Call // the calls of a fan-out request

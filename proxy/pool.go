@@ -18,6 +18,7 @@ import (
 
 	// Dialects register themselves with codec.
 	_ "shardproxy/memcache"
+	_ "shardproxy/resp"
 )
 
 // pool is one configured pool at run time.
@@ -226,15 +227,6 @@ func (p *pool) backend(i int) *backend.Backend {
 		return p.backends[i]
 	}
 	return p.failover.backends[i-len(p.backends)]
-}
-
-func (p *pool) close() {
-	if p.router != nil {
-		p.router.Close()
-	}
-	for _, b := range p.backends {
-		b.Close()
-	}
 }
 
 // Version implements codec.Env.

@@ -388,3 +388,33 @@ func slowServer(t *testing.T, delay time.Duration) string {
 }
 
 func newBufReader(nc net.Conn) *bufio.Reader { return bufio.NewReaderSize(nc, 64<<10) }
+
+// TestReloadPortZero: a pool on port 0 gets a fresh port at each reload and
+// the old listener closes (it used to stay open and hang Shutdown).
+func TestReloadPortZero(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real memcached")
+	}
+	mc := testserver.StartMemcached(t)
+	yaml := poolYAML("mc", 0, "", mc)
+	srv, reload := reloadable(t, yaml)
+	before := srv.Addr("mc").String()
+	if err := reload(yaml); err != nil {
+		t.Fatal(err)
+	}
+	after := srv.Addr("mc").String()
+	if before == after {
+		t.Fatalf("port-0 pool kept %s", before)
+	}
+	if _, err := net.DialTimeout("tcp", before, time.Second); err == nil {
+		t.Fatalf("old port-0 listener %s still accepts", before)
+	}
+	if got := dial(t, after).do("version\r\n"); !strings.HasPrefix(got, "VERSION") {
+		t.Fatalf("new listener: %q", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}

@@ -71,8 +71,10 @@ type listener struct {
 // key is unchanged. Port 0 never matches (each binds a fresh port).
 type listenKey struct {
 	network, addr string
-	name          string // only for port 0
+	fresh         uint64 // only for port 0: unique, so never matched
 }
+
+var freshListeners atomic.Uint64
 
 // backendKey identifies a backend a reload may keep: same pool, server and
 // options.
@@ -220,7 +222,7 @@ func (s *Server) backendStateChanged(b *backend.Backend, bad bool) {
 func keyFor(pc *config.Pool) listenKey {
 	k := listenKey{network: pc.Listen.Network, addr: pc.Listen.Addr}
 	if _, port, err := net.SplitHostPort(pc.Listen.Addr); err == nil && port == "0" {
-		k.name = pc.Name
+		k.fresh = freshListeners.Add(1)
 	}
 	return k
 }
@@ -231,7 +233,7 @@ func (s *Server) bind(gen *generation) ([]*listener, error) {
 	var bound []*listener
 	for _, p := range gen.pools {
 		k := keyFor(p.cfg)
-		if l := s.listeners[k]; l != nil && k.name == "" {
+		if l := s.listeners[k]; l != nil {
 			gen.listeners[p.cfg.Name] = l
 			continue
 		}

@@ -60,6 +60,9 @@ type ServerStats struct {
 	Latency LatencySnapshot
 }
 
+// LatencyBuckets are the upper bounds of LatencySnapshot's buckets.
+var LatencyBuckets = backend.LatencyBuckets
+
 // LatencySnapshot is a copy of a backend.Histogram: Counts[i] counts
 // replies no slower than backend.LatencyBuckets[i], the last one the rest.
 type LatencySnapshot struct {
@@ -129,6 +132,6 @@ func (p *pool) snapshot() PoolStats {
 type Info struct {
 	Config   *config.Config
 	Source   string
-	Checksum string // of the file's bytes as loaded
+	Checksum string // of the loaded configuration: every pool and the admin section
 	LoadedAt time.Time
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"shardproxy/admin"
 	"shardproxy/config"
 	"shardproxy/proxy"
 )
@@ -34,6 +35,7 @@ type options struct {
 	daemonize   bool
 	describe    bool
 	drain       time.Duration
+	admin       string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -44,7 +46,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.test, "t", false, "test the configuration for syntax errors and exit")
 	fs.IntVar(&o.verbosity, "v", 5, "log level, nutcracker's scale 0..11 (5 = info, 6+ = debug, 4 = warn, <4 = error)")
 	fs.StringVar(&o.output, "o", "", "log to this file instead of stderr")
-	fs.IntVar(&o.statsPort, "s", 22222, "stats monitoring port")
+	fs.IntVar(&o.statsPort, "s", 22222, "stats monitoring port (the config's shardproxy: stats_listen overrides -a and -s)")
 	fs.StringVar(&o.statsAddr, "a", "0.0.0.0", "stats monitoring address")
 	fs.IntVar(&o.statsIntvl, "i", 30000, "stats aggregation interval in msec")
 	fs.StringVar(&o.pidFile, "p", "", "write the process id to this file")
@@ -54,6 +56,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.daemonize, "d", false, "not supported: run under a service manager instead")
 	fs.BoolVar(&o.describe, "D", false, "print the stats description and exit")
 	fs.DurationVar(&o.drain, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long to let in-flight requests finish")
+	fs.StringVar(&o.admin, "admin", admin.DefaultHTTPAddr, "HTTP admin address (/metrics, /config, /backends, /version, POST /reload); \"\" serves none; the config's shardproxy: admin_listen overrides it")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -93,6 +96,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "This is shardproxy-%s\n", proxy.Version)
 		return 0
 	}
+	if o.describe {
+		fmt.Fprintf(stdout, "This is shardproxy-%s\n\n", proxy.Version)
+		admin.WriteDescription(stdout)
+		return 0
+	}
 	if o.daemonize {
 		fmt.Fprintln(stderr, "shardproxy: -d is not supported; run it under systemd or another supervisor")
 		return 2
@@ -129,6 +137,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		srv.Shutdown(context.Background())
 		return 1
 	}
+	op := newOperator(o, srv, log)
+	if errs := op.listen(cfg.Admin); len(errs) > 0 {
+		for _, err := range errs {
+			log.Error("cannot start admin", "err", err)
+		}
+		op.close()
+		srv.Shutdown(context.Background())
+		return 1
+	}
+	defer op.close()
 	if o.pidFile != "" {
 		if err := os.WriteFile(o.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			log.Error("cannot write pid file", "file", o.pidFile, "err", err)
@@ -142,7 +160,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
-			log.Info("SIGHUP ignored: configuration reload is not available in this version")
+			op.reload("sighup")
 			continue
 		}
 		log.Info("shutting down", "signal", sig.String(), "timeout", o.drain)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,10 +47,7 @@ func TestGracefulShutdown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: builds the binary and runs memcached")
 	}
-	bin := filepath.Join(t.TempDir(), "shardproxy")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	// A backend that answers the handshake, then replies to one request
 	// only after a delay, so the request is in flight at SIGTERM.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -84,7 +82,7 @@ func TestGracefulShutdown(t *testing.T) {
 	port := testserver.FreePort(t)
 	conf := filepath.Join(t.TempDir(), "conf.yml")
 	os.WriteFile(conf, []byte(fmt.Sprintf("alpha:\n  listen: 127.0.0.1:%d\n  timeout: 5000\n  servers:\n    - %s:1\n", port, ln.Addr())), 0o644)
-	cmd := exec.Command(bin, "-c", conf)
+	cmd := exec.Command(bin, "-c", conf, "-a", "127.0.0.1", "-s", strconv.Itoa(testserver.FreePort(t)), "--admin", "127.0.0.1:0")
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {

@@ -40,10 +40,18 @@ var layers = map[string]rule{
 	"config": {parts: []string{"sharding", "codec"}, external: []string{"gopkg.in/yaml.v3"}},
 	"proxy": {parts: []string{"codec", "memcache", "resp", "sharding", "cluster", "backend",
 		"lua", "config"}},
-	"admin":               {parts: []string{"proxy"}, external: []string{"github.com/prometheus/"}},
+	// admin renders the running config (config.Marshal, the admin section)
+	// and tells a config error from other reload failures.
+	"admin":               {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},
 	"cmd/shardproxy":      {parts: []string{"proxy", "config", "admin"}},
 	"internal/testserver": {},
+	"internal/faultproxy": {},
 	"internal/archtest":   {},
+
+	// The load generator and the benchmark harness measure shardproxy from
+	// the outside: they import none of its packages.
+	"cmd/shardbench": {external: []string{"github.com/HdrHistogram/hdrhistogram-go"}},
+	"bench":          {external: []string{"gonum.org/v1/plot"}},
 }
 
 // pkg is what go list tells about one package.
@@ -204,6 +212,8 @@ func TestCheck(t *testing.T) {
 		{"allowed third-party", pkg{"shardproxy/resp", []string{"github.com/tidwall/redcon"}}, ""},
 		{"third-party subpackage", pkg{"shardproxy/lua", []string{"github.com/yuin/gopher-lua/parse"}}, ""},
 		{"third-party tree", pkg{"shardproxy/admin", []string{"github.com/prometheus/client_golang/prometheus"}}, ""},
+		{"admin renders the config", pkg{"shardproxy/admin", []string{"shardproxy/proxy", "shardproxy/config"}}, ""},
+		{"admin below proxy", pkg{"shardproxy/admin", []string{"shardproxy/backend"}}, "admin may import only proxy, config"},
 		{"third-party elsewhere", pkg{"shardproxy/proxy", []string{"github.com/tidwall/redcon"}}, "third-party import not allowed in proxy"},
 		{"unlisted third-party", pkg{"shardproxy/config", []string{"github.com/BurntSushi/toml"}}, "third-party import not allowed in config"},
 		{"name prefix of a part", pkg{"shardproxy/proxyx", nil}, "shardproxy/proxyx: package is not in the architecture table"},

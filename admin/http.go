@@ -1,0 +1,208 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// DefaultHTTPAddr is the HTTP admin's default address: loopback only, one
+// above nutcracker's stats port.
+const DefaultHTTPAddr = "127.0.0.1:22223"
+
+// Timeouts of the HTTP admin server. Every handler answers from memory or
+// runs a reload, which takes milliseconds.
+const (
+	httpReadHeaderTimeout = 5 * time.Second
+	httpReadTimeout       = 10 * time.Second
+	httpWriteTimeout      = 30 * time.Second
+	httpIdleTimeout       = 60 * time.Second
+	httpMaxHeaderBytes    = 16 << 10
+	// httpDrainTimeout bounds how long a moved or closed server waits for
+	// its requests in flight (such as the POST /reload that moved it).
+	httpDrainTimeout = 5 * time.Second
+)
+
+// ReloadResult describes a successful reload.
+type ReloadResult struct {
+	// Source is the file the new configuration was read from.
+	Source string
+	// Checksum identifies the new configuration (proxy.Info.Checksum).
+	Checksum string
+	// Took is how long the reload took.
+	Took time.Duration
+	// Warnings are problems that did not refuse the reload, such as an
+	// admin address that could not be bound (the old one kept serving).
+	Warnings []string
+}
+
+// HTTPConfig configures an HTTPServer. The zero value is valid.
+type HTTPConfig struct {
+	// Reload runs a reload for POST /reload; the command passes the same
+	// function SIGHUP runs. It must be safe for concurrent use. nil makes
+	// POST /reload answer 501.
+	Reload func() (ReloadResult, error)
+	// Logger receives lifecycle events; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// HTTPServer serves the HTTP admin endpoints (see the package doc). Create
+// it with NewHTTP, bind it with Listen, stop it with Close.
+type HTTPServer struct {
+	handler http.Handler
+	log     *slog.Logger
+
+	mu     sync.Mutex // guards the fields below
+	addr   string     // as asked for
+	ln     net.Listener
+	srv    *http.Server
+	closed bool
+	wg     sync.WaitGroup // Serve loops and the drains of moved servers
+}
+
+// NewHTTP returns an HTTPServer reading src. Nothing runs until Listen.
+func NewHTTP(src Source, cfg HTTPConfig) *HTTPServer {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &HTTPServer{handler: Handler(src, cfg), log: cfg.Logger}
+}
+
+// Handler returns the admin endpoints as one http.Handler, for callers that
+// serve it themselves.
+func Handler(src Source, cfg HTTPConfig) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(src),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	h := &handlers{src: src, reload: cfg.Reload, log: cfg.Logger}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      promLogger{h.log},
+	}))
+	mux.HandleFunc("GET /config", h.config)
+	mux.HandleFunc("GET /backends", h.backends)
+	mux.HandleFunc("GET /version", h.version)
+	mux.HandleFunc("POST /reload", h.reloadNow)
+	return h.authorize(mux)
+}
+
+// Listen serves on addr ("host:port"); "" stops serving. Called again with
+// another address it moves: addr is bound first, and only then is the old
+// listener closed (its requests in flight finish); if addr cannot be bound
+// the old one keeps serving and the error is returned. The same address as
+// now is a no-op.
+func (h *HTTPServer) Listen(addr string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return ErrClosed
+	}
+	if addr == h.addr && (h.ln != nil || addr == "") {
+		return nil
+	}
+	var ln net.Listener
+	if addr != "" {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("admin: http listen %s: %w", addr, err)
+		}
+	}
+	oldLn, oldSrv := h.ln, h.srv
+	h.addr, h.ln, h.srv = addr, ln, nil
+	if ln != nil {
+		h.srv = h.serve(ln)
+	}
+	if oldLn != nil {
+		h.retire(oldLn, oldSrv)
+	}
+	switch {
+	case ln != nil && oldLn != nil:
+		h.log.Info("admin moved", "addr", ln.Addr().String(), "old_addr", oldLn.Addr().String())
+	case ln != nil:
+		h.log.Info("admin listening", "addr", ln.Addr().String())
+	case oldLn != nil:
+		h.log.Info("admin closed", "old_addr", oldLn.Addr().String())
+	}
+	return nil
+}
+
+// serve starts an http.Server on ln. Called with h.mu held.
+func (h *HTTPServer) serve(ln net.Listener) *http.Server {
+	srv := &http.Server{
+		Handler:           h.handler,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		srv.Serve(ln) // returns when ln is closed
+	}()
+	return srv
+}
+
+// retire closes ln at once, so its address refuses connections, and lets
+// srv finish its requests in flight in the background: one of them may be
+// the POST /reload that is moving the server. Called with h.mu held.
+func (h *HTTPServer) retire(ln net.Listener, srv *http.Server) {
+	ln.Close()
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), httpDrainTimeout)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			srv.Close()
+		}
+	}()
+}
+
+// Addr returns the address being served, or nil.
+func (h *HTTPServer) Addr() net.Addr {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ln == nil {
+		return nil
+	}
+	return h.ln.Addr()
+}
+
+// Close stops serving: the listener closes at once, requests in flight get
+// a few seconds to finish. It waits for that and returns nil.
+func (h *HTTPServer) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	if h.ln != nil {
+		h.retire(h.ln, h.srv)
+		h.ln, h.srv = nil, nil
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
+	return nil
+}
+
+// promLogger passes promhttp's error messages to slog.
+type promLogger struct{ log *slog.Logger }
+
+func (l promLogger) Println(v ...any) { l.log.Warn("metrics: " + fmt.Sprint(v...)) }

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"shardproxy/admin"
+	"shardproxy/config"
+	"shardproxy/proxy"
+)
+
+// operator runs the admin servers and the one reload that SIGHUP and
+// POST /reload share.
+type operator struct {
+	path string
+	srv  *proxy.Server
+	log  *slog.Logger
+
+	stats *admin.StatsServer
+	web   *admin.HTTPServer
+	// Addresses used when the config's shardproxy: section sets none: -a:-s
+	// and --admin ("" serves no HTTP admin).
+	statsDefault, webDefault string
+
+	mu sync.Mutex // one reload at a time
+}
+
+func newOperator(o *options, srv *proxy.Server, log *slog.Logger) *operator {
+	op := &operator{path: o.conf, srv: srv, log: log,
+		statsDefault: net.JoinHostPort(o.statsAddr, strconv.Itoa(o.statsPort)),
+		webDefault:   o.admin}
+	op.stats = admin.NewStats(srv, admin.StatsConfig{
+		Interval: time.Duration(o.statsIntvl) * time.Millisecond, Logger: log})
+	op.web = admin.NewHTTP(srv, admin.HTTPConfig{
+		Reload: func() (admin.ReloadResult, error) { return op.reload("http") }, Logger: log})
+	return op
+}
+
+// listen binds the admin servers where cfg says, else at the defaults. At
+// start an error is fatal; on reload the caller keeps the old address.
+func (op *operator) listen(a config.Admin) []error {
+	var errs []error
+	if err := op.stats.Listen(or(a.StatsListen, op.statsDefault)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := op.web.Listen(or(a.HTTPListen, op.webDefault)); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// reload re-reads the config file and swaps to it. A file that cannot be
+// read or parsed is counted with ReloadFailed; Reload counts the rest. Then
+// the admin servers move if the new config moved them; an address that
+// cannot be bound keeps the old one and is a warning, not a failure, since
+// the proxy already runs the new config.
+func (op *operator) reload(trigger string) (admin.ReloadResult, error) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	start := time.Now()
+	cfg, err := config.Load(op.path)
+	if err != nil {
+		op.srv.ReloadFailed(op.path, err)
+	} else {
+		err = op.srv.Reload(cfg)
+	}
+	if err != nil {
+		op.log.Warn("reload failed, old configuration kept", "trigger", trigger, "conf", op.path)
+		return admin.ReloadResult{}, err
+	}
+	res := admin.ReloadResult{Source: cfg.Source, Checksum: op.srv.Info().Checksum}
+	for _, err := range op.listen(cfg.Admin) {
+		op.log.Error("admin address not moved, old one kept", "err", err)
+		res.Warnings = append(res.Warnings, err.Error())
+	}
+	res.Took = time.Since(start)
+	op.log.Info("reload done", "trigger", trigger, "conf", op.path, "checksum", res.Checksum,
+		"warnings", len(res.Warnings), "took", res.Took)
+	return res, nil
+}
+
+// close stops the admin servers.
+func (op *operator) close() {
+	op.web.Close()
+	op.stats.Close()
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
