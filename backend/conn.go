@@ -221,29 +221,12 @@ func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline 
 	return 0, true
 }
 
-// write moves batch to the in-flight list and writes it in one go.
+// write moves batch to the in-flight list and writes it in one go. The
+// wire bytes and deadlines are read before the batch is published: once it
+// is in s.inflight, a concurrent fail may complete its calls and their
+// owners may reuse them.
 func (s *sock) write(batch []*Call, bufs net.Buffers) net.Buffers {
 	c := s.c
-	c.mu.Lock()
-	if s.dead {
-		c.mu.Unlock()
-		// The socket died after it was picked; these calls were never sent.
-		for _, call := range batch {
-			c.b.finish(call, CauseDisconnected)
-		}
-		return bufs
-	}
-	wasIdle := len(s.inflight) == 0
-	s.inflight = append(s.inflight, batch...)
-	if wasIdle && !batch[0].deadline.IsZero() {
-		// Arm the read deadline for the oldest call. An idle socket may
-		// still carry a stale, earlier deadline: that only costs a
-		// spurious wake-up, after which expired re-arms it.
-		s.nc.SetReadDeadline(batch[0].deadline)
-	}
-	c.mu.Unlock()
-	c.b.stats.OutQueue.Add(int64(len(batch)))
-
 	var deadline time.Time
 	for _, call := range batch {
 		bufs = append(bufs, call.Req.Wire)
@@ -251,6 +234,28 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) net.Buffers {
 			deadline = call.deadline
 		}
 	}
+	first := batch[0].deadline
+	c.mu.Lock()
+	if s.dead {
+		c.mu.Unlock()
+		// The socket died after it was picked; these calls were never sent.
+		for _, call := range batch {
+			c.b.finish(call, CauseDisconnected)
+		}
+		clear(bufs)
+		return bufs[:0]
+	}
+	wasIdle := len(s.inflight) == 0
+	s.inflight = append(s.inflight, batch...)
+	if wasIdle && !first.IsZero() {
+		// Arm the read deadline for the oldest call. An idle socket may
+		// still carry a stale, earlier deadline: that only costs a
+		// spurious wake-up, after which expired re-arms it.
+		s.nc.SetReadDeadline(first)
+	}
+	c.mu.Unlock()
+	c.b.stats.OutQueue.Add(int64(len(batch)))
+
 	s.nc.SetWriteDeadline(deadline)
 	w := bufs // WriteTo consumes its receiver
 	if _, err := w.WriteTo(s.nc); err != nil {

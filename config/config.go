@@ -20,6 +20,8 @@ const (
 
 	// DefaultItemSizeMax is memcached's own default item size limit (-I 1m).
 	DefaultItemSizeMax = 1 << 20
+	// DefaultRedisItemSizeMax is a Redis pool's ItemSizeMax: Redis's proto-max-bulk-len.
+	DefaultRedisItemSizeMax = 512 << 20
 	// DefaultMaxRequestLine is long enough for a multi-get of about 250 keys
 	// of the longest memcached key (250 bytes).
 	DefaultMaxRequestLine = 64 << 10
@@ -143,9 +145,11 @@ type Pool struct {
 	// of the file; SortedServers returns that order.
 	Servers []Server
 
-	// ItemSizeMax is the largest value, in bytes, a memcached pool accepts
-	// from a client (key item_size_max, a shardproxy extension; 1024 to
-	// 1 GiB). 0 means the default, 1 MiB.
+	// ItemSizeMax is the largest value, in bytes, a pool accepts from a
+	// client (key item_size_max, a shardproxy extension; 1024 to 1 GiB): a
+	// memcached value, a Redis bulk string. 0 means the default: 1 MiB
+	// (memcached's -I) for memcached pools, 512 MiB (Redis's
+	// proto-max-bulk-len) for Redis pools.
 	ItemSizeMax int
 	// MaxRequestLine is the longest request line, in bytes, a client may send
 	// (a long multi-get is one line) (key max_request_line, a shardproxy

@@ -67,7 +67,7 @@ func (p *Pool) node() *yaml.Node {
 	if p.Reuseport {
 		add("reuseport", boolean(true))
 	}
-	if p.ItemSizeMax != DefaultItemSizeMax {
+	if def := DefaultItemSizeMax; p.Redis && p.ItemSizeMax != DefaultRedisItemSizeMax || !p.Redis && p.ItemSizeMax != def {
 		add("item_size_max", num(strconv.Itoa(p.ItemSizeMax)))
 	}
 	if p.MaxRequestLine != DefaultMaxRequestLine {

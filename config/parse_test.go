@@ -49,12 +49,14 @@ func TestLoadNutcracker(t *testing.T) {
 
 	alpha := defaults("alpha", 3, "127.0.0.1:22121", tcp("127.0.0.1", 6379, 1, "127.0.0.1:6379", 12))
 	alpha.AutoEjectHosts, alpha.Redis = true, true
+	alpha.ItemSizeMax = DefaultRedisItemSizeMax
 	alpha.ServerRetryTimeout, alpha.ServerFailureLimit = 2*time.Second, 1
 
 	beta := defaults("beta", 14, "127.0.0.1:22122",
 		tcp("127.0.0.1", 6380, 1, "server1", 23), tcp("127.0.0.1", 6381, 1, "server2", 24),
 		tcp("127.0.0.1", 6382, 1, "server3", 25), tcp("127.0.0.1", 6383, 1, "server4", 26))
 	beta.HashTag, beta.Timeout, beta.Redis = "{}", 400*time.Millisecond, true
+	beta.ItemSizeMax = DefaultRedisItemSizeMax
 	beta.ConnectTimeout = 400 * time.Millisecond
 
 	gamma := defaults("gamma", 28, "127.0.0.1:22123",
@@ -78,6 +80,7 @@ func TestLoadNutcracker(t *testing.T) {
 	sigma := defaults("sigma", 71, "127.0.0.1:22125",
 		tcp("127.0.0.1", 6390, 1, "127.0.0.1:6390", 81), tcp("127.0.0.1", 6391, 1, "127.0.0.1:6391", 82))
 	sigma.Redis, sigma.RedisAuth, sigma.RedisDB = true, "s3cret pass", 2
+	sigma.ItemSizeMax = DefaultRedisItemSizeMax
 	sigma.ServerConnections, sigma.TCPKeepalive = 2, true
 
 	want := []*Pool{beta, alpha, delta, gamma, omega, sigma}

@@ -338,6 +338,9 @@ func (pp *poolParser) finish() {
 	if _, ok := pp.keys["connect_timeout"]; !ok {
 		p.ConnectTimeout = defaultConnectTimeout(p.Timeout)
 	}
+	if _, ok := pp.keys["item_size_max"]; !ok && p.Redis {
+		p.ItemSizeMax = DefaultRedisItemSizeMax
+	}
 	line, hasPool := pp.keys["failover_pool"]
 	switch {
 	case pp.bad["eject_policy"] || pp.bad["failover_pool"]:

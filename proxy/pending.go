@@ -52,6 +52,9 @@ func putPending(p *pending) {
 	if cap(p.req.Buf) > 64<<10 {
 		p.req.Buf = nil
 	}
+	if cap(p.req.Keys) > 1024 {
+		p.req.Keys = nil
+	}
 	pendingPool.Put(p)
 }
 

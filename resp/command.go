@@ -35,7 +35,7 @@ const (
 	// in steps of step, as COMMAND reports them.
 	keysRange keyRule = iota
 	// keysNumkeys: the range (a store destination, or nothing), then as
-	// many keys as the argument at numkeysAt says, right after it (EVAL,
+	// many keys as the argument at keyArg says, right after it (EVAL,
 	// ZUNIONSTORE, LMPOP, ...).
 	keysNumkeys
 	// keysStreams: XREAD and XREADGROUP, the first half of the arguments
@@ -43,8 +43,9 @@ const (
 	keysStreams
 	// keysSort: SORT's key and the destination of its last STORE option.
 	keysSort
-	// keysGeo: GEORADIUS(BYMEMBER)'s key and the destination of its last
-	// STORE or STOREDIST option.
+	// keysGeo: GEORADIUS(BYMEMBER)'s key and the destinations of its first
+	// STORE and first STOREDIST option from argument keyArg on, as its key
+	// specs give them.
 	keysGeo
 )
 
@@ -79,9 +80,10 @@ type command struct {
 	first, last, step int
 	class             class
 	keys              keyRule
-	// numkeysAt is the argument holding the key count (keysNumkeys).
-	numkeysAt int
-	local     localCmd
+	// keyArg is the argument holding the key count (keysNumkeys), or the
+	// first option (keysGeo).
+	keyArg int
+	local  localCmd
 	// bare is the class of a container called without a subcommand
 	// (COMMAND), or classUnsupported when that is an arity error.
 	bare class
@@ -164,9 +166,9 @@ func (c *command) keyPositions(dst []int, a argView) (_ []int, blocked bool) {
 	case keysStreams:
 		return streamsPositions(dst, a)
 	case keysSort:
-		return storePositions(dst, a, 2, true), false
+		return sortPositions(dst, a), false
 	case keysGeo:
-		return storePositions(dst, a, 5, false), false
+		return geoPositions(dst, a, c.keyArg), false
 	}
 	return c.keyRange(dst, argc), false
 }
@@ -175,11 +177,11 @@ func (c *command) keyPositions(dst []int, a argView) (_ []int, blocked bool) {
 // number, below one or above the arguments left, there are no keys at all.
 func numkeysPositions(dst []int, c *command, a argView) []int {
 	argc := a.argc()
-	if c.numkeysAt >= argc {
+	if c.keyArg >= argc {
 		return dst
 	}
-	n, ok := parseInt(a.arg(c.numkeysAt))
-	firstKey := c.numkeysAt + 1
+	n, ok := parseInt(a.arg(c.keyArg))
+	firstKey := c.keyArg + 1
 	if !ok || n < 1 || n > int64(argc-firstKey) {
 		return dst
 	}
@@ -223,32 +225,43 @@ options:
 	return dst, blocked
 }
 
-// storePositions: key 1 and the destination of the last STORE (or, with
-// geo, STOREDIST) option at or after argument from. SORT's LIMIT, GET and
-// BY take arguments that are skipped, as redis-server's sortGetKeys does.
-func storePositions(dst []int, a argView, from int, sort bool) []int {
+// sortPositions: redis-server's sortGetKeys: key 1 and the destination
+// of the last STORE option, skipping the arguments of LIMIT, GET and BY.
+func sortPositions(dst []int, a argView) []int {
 	argc := a.argc()
 	dst = append(dst, 1)
 	store := 0
-	for i := from; i < argc; i++ {
+	for i := 2; i < argc; i++ {
 		arg := a.arg(i)
 		switch {
-		case sort && equalFold(arg, "limit"):
+		case equalFold(arg, "limit"):
 			i += 2
-		case sort && (equalFold(arg, "get") || equalFold(arg, "by")):
+		case equalFold(arg, "get") || equalFold(arg, "by"):
 			i++
 		case equalFold(arg, "store") && i+1 < argc:
 			store = i + 1
-			if !sort {
-				i++
-			}
-		case !sort && equalFold(arg, "storedist") && i+1 < argc:
-			store = i + 1
-			i++
 		}
 	}
 	if store > 0 {
 		dst = append(dst, store)
+	}
+	return dst
+}
+
+// geoPositions: GEORADIUS's key specs, which redis-server's COMMAND
+// GETKEYS and cluster slot checks use: key 1, then for each of the
+// keywords STORE and STOREDIST the argument after its first occurrence at
+// or after from (the last argument is never a keyword).
+func geoPositions(dst []int, a argView, from int) []int {
+	argc := a.argc()
+	dst = append(dst, 1)
+	for _, kw := range [...]string{"store", "storedist"} {
+		for i := from; i < argc-1; i++ {
+			if equalFold(a.arg(i), kw) {
+				dst = append(dst, i+1)
+				break
+			}
+		}
 	}
 	return dst
 }

@@ -43,6 +43,7 @@ const (
 	replyNoPassword      = "-ERR Client sent AUTH, but no password is set\r\n" // twemproxy's, kept for drop-in clients
 	replySyntax          = "-ERR syntax error\r\n"
 	replyNotInteger      = "-ERR value is not an integer or out of range\r\n"
+	replyIntRange        = "-ERR value is out of range, value must between -2147483648 and 2147483647\r\n"
 	replyDBRange         = "-ERR DB index is out of range\r\n"
 	replyProtoVersion    = "-ERR Protocol version is not an integer or out of range\r\n"
 	replyNoProto         = "-NOPROTO unsupported protocol version\r\n"
@@ -98,6 +99,10 @@ func asciiUpper(s string) string {
 	return string(b)
 }
 
+// maxQuoted bounds how much of a client's argument an error reply quotes
+// where redis-server quotes it whole.
+const maxQuoted = 64 << 10
+
 // cString cuts b at its first NUL and then at max bytes: what C's "%.*s"
 // prints of it.
 func cString(b []byte, max int) string {
@@ -127,7 +132,7 @@ func unknownCommand(a argView) string {
 // (CLIENT, OBJECT, ...) with a subcommand it does not know.
 func unknownSubcommand(a argView) string {
 	return errorLine(fmt.Sprintf("unknown subcommand '%s'. Try %s HELP.",
-		cString(a.arg(1), 128), asciiUpper(cString(a.arg(0), 1<<20))))
+		cString(a.arg(1), 128), asciiUpper(cString(a.arg(0), maxQuoted))))
 }
 
 // wrongArity words redis-server's reply to a wrong number of arguments.

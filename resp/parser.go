@@ -2,7 +2,6 @@ package resp
 
 import (
 	"bytes"
-	"errors"
 	"sync/atomic"
 
 	"shardproxy/codec"
@@ -51,6 +50,7 @@ type parser struct {
 	canonical bool   // src is a well-formed multibulk frame, forwarded as it is
 	inline    []byte // an inline command's unquoted arguments
 	keyPos    []int
+	reply     []byte   // a local command's reply, before it goes to req.Buf
 	lower     [64]byte // a command name in lower case
 }
 
@@ -112,35 +112,55 @@ func (p *parser) arg(i int) []byte { s := p.args[i]; return p.src[s.start:s.end]
 
 // ParseRequest implements codec.RequestParser. Empty requests (a blank
 // inline line, "*0\r\n", "*-1\r\n"), which redis-server skips without a
-// reply, are skipped as part of the next request.
+// reply, are skipped as part of the next request; more than MaxLine bytes
+// of them are swallowed as a ProtocolError with no reply, so that they are
+// never buffered.
 func (p *parser) ParseRequest(buf []byte, req *codec.Request) (int, error) {
+	defer p.trim()
 	skipped := 0
 	for {
-		n, err := p.frame(buf[skipped:])
-		var pe *codec.ProtocolError
-		switch {
-		case errors.Is(err, codec.ErrIncomplete) && skipped > p.maxLine:
+		if skipped > p.maxLine {
 			// Swallow a long run of empty requests rather than buffer it.
 			return 0, &codec.ProtocolError{N: skipped}
-		case errors.As(err, &pe):
-			pe.N += skipped
-			return 0, pe
-		case err != nil:
-			return 0, err
-		case len(p.args) == 0:
+		}
+		n, err := p.frame(buf[skipped:])
+		if err == nil && len(p.args) == 0 {
 			skipped += n
 			continue
 		}
-		used, err := p.request(buf[skipped:skipped+n], req)
-		if errors.As(err, &pe) {
+		if err == nil {
+			n, err = p.request(buf[skipped:skipped+n], req)
+		}
+		if pe, ok := err.(*codec.ProtocolError); ok { // never wrapped
 			pe.N += skipped
 			return 0, pe
 		}
 		if err != nil {
 			return 0, err
 		}
-		return skipped + used, nil
+		return skipped + n, nil
 	}
+}
+
+// Scratch kept between requests; a rare huge request's is let go.
+const (
+	keepArgs  = 4096
+	keepReply = 64 << 10
+)
+
+// trim drops scratch space a huge request grew, so that an idle session
+// does not hold it.
+func (p *parser) trim() {
+	if cap(p.args) > keepArgs {
+		p.args = nil
+	}
+	if cap(p.keyPos) > keepArgs {
+		p.keyPos = nil
+	}
+	if cap(p.reply) > keepReply {
+		p.reply = nil
+	}
+	p.src = nil
 }
 
 // frame finds the request at the start of buf, as redis-server's
@@ -148,6 +168,7 @@ func (p *parser) ParseRequest(buf []byte, req *codec.Request) (int, error) {
 // its arguments. It returns the request's length.
 func (p *parser) frame(buf []byte) (int, error) {
 	p.args = p.args[:0]
+	p.canonical = false
 	if len(buf) == 0 {
 		return 0, codec.ErrIncomplete
 	}

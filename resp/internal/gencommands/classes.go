@@ -25,10 +25,10 @@ type keyRule string
 
 const (
 	keysRange   keyRule = "keysRange"   // first, last, step
-	keysNumkeys keyRule = "keysNumkeys" // the range, then numkeys keys after the count at numkeysAt
+	keysNumkeys keyRule = "keysNumkeys" // the range, then numkeys keys after the count at keyArg
 	keysStreams keyRule = "keysStreams" // XREAD/XREADGROUP: half the arguments after STREAMS
 	keysSort    keyRule = "keysSort"    // SORT: key 1 and the last STORE destination
-	keysGeo     keyRule = "keysGeo"     // GEORADIUS*: key 1 and the last STORE/STOREDIST destination
+	keysGeo     keyRule = "keysGeo"     // GEORADIUS*: key 1, the first STORE and STOREDIST destinations from keyArg on
 )
 
 // Why a command is not carried; the client sees
@@ -52,7 +52,7 @@ const (
 type override struct {
 	class     class
 	keys      keyRule
-	numkeysAt int    // keysNumkeys: the argument holding the key count
+	keyArg    int    // keysNumkeys: the argument holding the key count; keysGeo: where options start
 	local     string // classLocal: the resp local-command identifier
 	reason    string // classUnsupported
 	subReason string // a container: why its subcommands without an override are unsupported
@@ -94,32 +94,32 @@ var overrides = map[string]override{
 	// Movable keys, found by hand as redis-server's getkeys functions do.
 	"sort":              {class: same, keys: keysSort},
 	"sort_ro":           {class: key}, // BY/GET patterns are read where the key lives
-	"georadius":         {class: same, keys: keysGeo},
-	"georadiusbymember": {class: same, keys: keysGeo},
-	"zunionstore":       {class: same, keys: keysNumkeys, numkeysAt: 2},
-	"zinterstore":       {class: same, keys: keysNumkeys, numkeysAt: 2},
-	"zdiffstore":        {class: same, keys: keysNumkeys, numkeysAt: 2},
-	"zunion":            {class: same, keys: keysNumkeys, numkeysAt: 1},
-	"zinter":            {class: same, keys: keysNumkeys, numkeysAt: 1},
-	"zdiff":             {class: same, keys: keysNumkeys, numkeysAt: 1},
-	"zintercard":        {class: same, keys: keysNumkeys, numkeysAt: 1},
-	"sintercard":        {class: same, keys: keysNumkeys, numkeysAt: 1},
-	"lmpop":             {class: same, keys: keysNumkeys, numkeysAt: 1},
-	"zmpop":             {class: same, keys: keysNumkeys, numkeysAt: 1},
-	"eval":              {class: same, keys: keysNumkeys, numkeysAt: 2},
-	"evalsha":           {class: same, keys: keysNumkeys, numkeysAt: 2},
-	"eval_ro":           {class: same, keys: keysNumkeys, numkeysAt: 2},
-	"evalsha_ro":        {class: same, keys: keysNumkeys, numkeysAt: 2},
-	"fcall":             {class: same, keys: keysNumkeys, numkeysAt: 2},
-	"fcall_ro":          {class: same, keys: keysNumkeys, numkeysAt: 2},
-	"xread":             {class: same, keys: keysStreams},      // BLOCK refused by the parser
-	"xreadgroup":        {class: same, keys: keysStreams},      // BLOCK refused by the parser
-	"migrate":           {class: unsupported, reason: rMove},   // movable keys, never carried
-	"move":              {class: unsupported, reason: rMove},   // one key, but another database
-	"swapdb":            {class: unsupported, reason: rAdmin},  // no admin flag, still one server's business
-	"lastsave":          {class: unsupported, reason: rAdmin},  // @admin category, no admin flag
-	"role":              {class: unsupported, reason: rAdmin},  // @admin category, no admin flag
-	"wait":              {class: unsupported, reason: rWait},   // keyless
+	"georadius":         {class: same, keys: keysGeo, keyArg: 6},
+	"georadiusbymember": {class: same, keys: keysGeo, keyArg: 5},
+	"zunionstore":       {class: same, keys: keysNumkeys, keyArg: 2},
+	"zinterstore":       {class: same, keys: keysNumkeys, keyArg: 2},
+	"zdiffstore":        {class: same, keys: keysNumkeys, keyArg: 2},
+	"zunion":            {class: same, keys: keysNumkeys, keyArg: 1},
+	"zinter":            {class: same, keys: keysNumkeys, keyArg: 1},
+	"zdiff":             {class: same, keys: keysNumkeys, keyArg: 1},
+	"zintercard":        {class: same, keys: keysNumkeys, keyArg: 1},
+	"sintercard":        {class: same, keys: keysNumkeys, keyArg: 1},
+	"lmpop":             {class: same, keys: keysNumkeys, keyArg: 1},
+	"zmpop":             {class: same, keys: keysNumkeys, keyArg: 1},
+	"eval":              {class: same, keys: keysNumkeys, keyArg: 2},
+	"evalsha":           {class: same, keys: keysNumkeys, keyArg: 2},
+	"eval_ro":           {class: same, keys: keysNumkeys, keyArg: 2},
+	"evalsha_ro":        {class: same, keys: keysNumkeys, keyArg: 2},
+	"fcall":             {class: same, keys: keysNumkeys, keyArg: 2},
+	"fcall_ro":          {class: same, keys: keysNumkeys, keyArg: 2},
+	"xread":             {class: same, keys: keysStreams},       // BLOCK refused by the parser
+	"xreadgroup":        {class: same, keys: keysStreams},       // BLOCK refused by the parser
+	"migrate":           {class: unsupported, reason: rMove},    // movable keys, never carried
+	"move":              {class: unsupported, reason: rMove},    // one key, but another database
+	"swapdb":            {class: unsupported, reason: rAdmin},   // no admin flag, still one server's business
+	"lastsave":          {class: unsupported, reason: rAdmin},   // @admin category, no admin flag
+	"role":              {class: unsupported, reason: rAdmin},   // @admin category, no admin flag
+	"wait":              {class: unsupported, reason: rWait},    // keyless
 	"readonly":          {class: unsupported, reason: rCluster}, // cluster replica reads
 	"readwrite":         {class: unsupported, reason: rCluster},
 	"asking":            {class: unsupported, reason: rCluster},

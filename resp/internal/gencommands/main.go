@@ -318,8 +318,8 @@ func render(version string, rows []row) ([]byte, error) {
 		if r.o.keys != keysRange {
 			fmt.Fprintf(&b, ", keys: %s", r.o.keys)
 		}
-		if r.o.numkeysAt != 0 {
-			fmt.Fprintf(&b, ", numkeysAt: %d", r.o.numkeysAt)
+		if r.o.keyArg != 0 {
+			fmt.Fprintf(&b, ", keyArg: %d", r.o.keyArg)
 		}
 		if r.o.local != "" {
 			fmt.Fprintf(&b, ", local: %s", r.o.local)

@@ -1,0 +1,77 @@
+// Package resp is the Redis protocol (RESP2) as a codec.Dialect, registered
+// as "redis". It frames client requests (multibulk arrays and inline
+// commands) and backend replies (simple strings, errors, integers, bulk and
+// null bulk strings, arrays, nested and null arrays), words errors as
+// redis-server 7.0 does, routes every Redis 7.0 command by its keys, answers
+// the connection commands itself, and splits multi-key commands per backend
+// and merges their replies.
+//
+// It owns no I/O, never logs, and imports only the standard library, codec
+// and tidwall/redcon (its RESP writers, its command reader for re-reading
+// the proxy's own wire, its reply reader for walking replies ParseReply has
+// framed). Nothing here dials a server or knows about pools.
+//
+// # Requests
+//
+// The parser frames what redis-server 7.0 frames, byte for byte: a request
+// starting with '*' is multibulk, anything else an inline command split as
+// sdssplitargs splits it (quotes, escapes). Header lines end at the first
+// '\r' and the byte after it is skipped, as is the pair after bulk data,
+// without being looked at; such a request, and every inline command, is
+// re-encoded as a well-formed multibulk frame for the backend (Wire); a
+// well-formed one is forwarded as the client sent it. Limits: a bulk
+// string of at most MaxValue bytes (default 512 MiB), at most MaxArgs
+// arguments, inline commands and count or length lines of at most MaxLine
+// bytes (default 64 KiB), a whole request of at most MaxValue + MaxLine +
+// 4096 bytes. Breaking them, or the framing, gets redis-server's
+// "-ERR Protocol error: ..." and a closed connection, as in Redis.
+//
+// A framed request is checked in redis-server's order: command name
+// ("-ERR unknown command ..."), subcommand, arity, then authentication
+// ("-NOAUTH Authentication required."); then the proxy's own rules: denied
+// commands, commands it does not carry ("-ERR KEYS is not supported by
+// shardproxy: it needs every server"). These leave the connection open.
+//
+// # Commands
+//
+// The command table (commands_gen.go) is generated from a real
+// redis-server's COMMAND reply by internal/gencommands, merged with the
+// hand-written routing decisions there. Each command is one of: one key
+// (RouteKey); split per server (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH:
+// RouteMulti); every key on one server (MSETNX, SINTER, RENAME, SMOVE,
+// LMOVE, PFMERGE, EVAL with keys, ...: RouteSame); any one server (COMMAND,
+// TIME, *|HELP: RouteAny); every server (FLUSHDB, SCRIPT LOAD|EXISTS|FLUSH:
+// RouteAll); answered by the proxy (PING, ECHO, QUIT, SELECT, AUTH, HELLO,
+// RESET, INFO, CLIENT SETNAME|GETNAME|ID|SETINFO: RouteLocal); or not
+// carried (KEYS, SCAN, transactions, pub/sub, blocking commands, server
+// administration). Keys of commands with movable keys (EVAL, ZUNIONSTORE,
+// XREAD, SORT, GEORADIUS, ...) are found as redis-server's getkeys
+// functions find them.
+//
+// # Sessions
+//
+// A parser holds its session's Redis state: whether the client has
+// authenticated (Options.Password), its name and its id. AUTH, HELLO,
+// SELECT, RESET and CLIENT are decided while parsing, in the client's
+// order, so nothing a client sends before authenticating is forwarded.
+// HELLO speaks RESP2 only: "HELLO 3" is refused with -NOPROTO, and clients
+// that try RESP3 first fall back to RESP2.
+//
+// # Replies
+//
+// ParseReply frames exactly one reply, nested arrays included, without
+// recursion, and classifies it: -LOADING, -BUSY and -OOM as ReplyFailure
+// (the server is unhealthy), other errors as ReplyError, null bulk strings
+// and null arrays as ReplyMiss, everything else as ReplyOK. A malformed
+// reply, a line over MaxReplyLine or a bulk string over MaxReplyBulk is an
+// error (the sentinels in errors.go): the backend stream is out of step.
+//
+// # Concurrency and ownership
+//
+// Dialect is stateless and safe for concurrent use. A parser from
+// NewRequestParser belongs to one session. ParseRequest copies what a
+// request needs into req.Buf (reusing its capacity) and points req.Wire and
+// req.Keys into it, so they stay valid after the input buffer is reused;
+// nothing else is retained between calls. Split returns sub-requests with
+// their own storage. The Append functions and Merge only append to dst.
+package resp

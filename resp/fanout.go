@@ -1,0 +1,229 @@
+package resp
+
+import (
+	"bytes"
+
+	"github.com/tidwall/redcon"
+
+	"shardproxy/codec"
+)
+
+// Cmd numbers the fan-out code needs by name.
+var (
+	cmdMGET        = commandIndex["mget"]
+	cmdMSET        = commandIndex["mset"]
+	cmdScriptExist = commandIndex["script|exists"]
+)
+
+// Split implements codec.Dialect for the classMulti commands (MGET, MSET,
+// DEL, UNLINK, EXISTS, TOUCH): one sub-request per distinct target in
+// order of first appearance, carrying that target's keys (with their
+// values, for MSET) in the client's order, duplicates kept, so that each
+// server sees exactly the part of the request a single server would. It
+// returns nil for any other request or when targets does not match
+// req.Keys. The sub-requests own fresh storage.
+func (*Dialect) Split(req *codec.Request, targets []int) (subs []*codec.Request, subTargets []int) {
+	c := commandOf(req.Cmd)
+	if c == nil || c.class != classMulti || len(targets) != len(req.Keys) || len(targets) == 0 {
+		return nil, nil
+	}
+	ok, args, _, _, err := redcon.ReadNextCommand(req.Wire, nil)
+	step := max(c.step, 1)
+	if !ok || err != nil || len(args) != 1+len(targets)*step {
+		return nil, nil
+	}
+	// Per sub-request: how many keys and how many bytes.
+	var counts, sizes []int
+	for i, t := range targets {
+		j := indexOf(subTargets, t)
+		if j < 0 {
+			j = len(subTargets)
+			subTargets = append(subTargets, t)
+			counts = append(counts, 0)
+			sizes = append(sizes, bulkSize(len(req.Name)))
+		}
+		counts[j]++
+		for _, a := range args[1+i*step : 1+(i+1)*step] {
+			sizes[j] += bulkSize(len(a))
+		}
+	}
+	subs = make([]*codec.Request, len(subTargets))
+	for j := range subs {
+		argc := 1 + counts[j]*step
+		b := make([]byte, 0, 1+digits(argc)+2+sizes[j])
+		b = redcon.AppendArray(b, argc)
+		b = redcon.AppendBulkString(b, req.Name)
+		subs[j] = &codec.Request{Name: req.Name, Cmd: req.Cmd, Mode: req.Mode, Buf: b,
+			Keys: make([][]byte, 0, counts[j])}
+	}
+	for i, t := range targets {
+		s := subs[indexOf(subTargets, t)]
+		for k, a := range args[1+i*step : 1+(i+1)*step] {
+			s.Buf = redcon.AppendBulk(s.Buf, a)
+			if k == 0 {
+				end := len(s.Buf) - 2
+				s.Keys = append(s.Keys, s.Buf[end-len(a):end:end])
+			}
+		}
+	}
+	for _, s := range subs {
+		s.Wire = s.Buf[:len(s.Buf):len(s.Buf)]
+		s.Route = routeOf(classMulti, len(s.Keys))
+	}
+	return subs, subTargets
+}
+
+// bulkSize is the encoded length of an n-byte bulk string.
+func bulkSize(n int) int { return 1 + digits(n) + 2 + n + 2 }
+
+func indexOf(s []int, v int) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// Merge implements codec.Dialect.
+//
+// A failed fragment fails the whole request, as in twemproxy: a reply with
+// Err gives "-ERR <Err>", and an error reply (the first, in sub-request
+// order) is passed on as it is. Otherwise MGET answers the values in the
+// client's key order, MSET "+OK", DEL, UNLINK, EXISTS and TOUCH the sum of
+// the counts. A RouteAll request (FLUSHDB, SCRIPT LOAD, SCRIPT FLUSH)
+// answers what every server answered, or an error if they disagree;
+// SCRIPT EXISTS answers 1 for a script only when every server has it.
+func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, replies []codec.Reply) []byte {
+	for _, r := range replies {
+		if r.Err != nil {
+			return d.AppendError(dst, codec.ErrServer, r.Err.Error())
+		}
+	}
+	for _, r := range replies {
+		if r.Kind == codec.ReplyError || r.Kind == codec.ReplyFailure {
+			return append(dst, r.Raw...)
+		}
+	}
+	c := commandOf(req.Cmd)
+	start := len(dst)
+	var ok bool
+	switch {
+	case c == nil || len(replies) == 0:
+	case req.Cmd == cmdMGET:
+		dst, ok = mergeValues(dst, req, subs, replies)
+	case req.Cmd == cmdMSET:
+		dst, ok = redcon.AppendOK(dst), true
+	case c.class == classMulti:
+		dst, ok = mergeCounts(dst, replies)
+	case req.Cmd == cmdScriptExist:
+		dst, ok = mergeExists(dst, replies)
+	case c.class == classAll:
+		dst, ok = mergeSame(dst, replies)
+	}
+	if !ok {
+		return d.AppendError(dst[:start], codec.ErrServer, "unexpected replies from the backends to "+req.Name)
+	}
+	return dst
+}
+
+// mergeValues answers an MGET. Each sub-request's keys are in the client's
+// order and its reply holds their values in that order; a key always
+// belongs to one server, so for each client key the sub-request whose next
+// key it is owns it.
+func mergeValues(dst []byte, req *codec.Request, subs []*codec.Request, replies []codec.Reply) ([]byte, bool) {
+	n := min(len(subs), len(replies))
+	type cursor struct {
+		key  int    // next key of subs[j]
+		rest []byte // its reply's elements not yet used
+	}
+	var buf [16]cursor
+	cursors := buf[:0]
+	if n > len(buf) {
+		cursors = make([]cursor, 0, n)
+	}
+	for j := range n {
+		m, r := redcon.ReadNextRESP(replies[j].Raw)
+		if m == 0 || r.Type != redcon.Array || r.Count != len(subs[j].Keys) {
+			return dst, false
+		}
+		cursors = append(cursors, cursor{rest: r.Data})
+	}
+	dst = redcon.AppendArray(dst, len(req.Keys))
+	for _, key := range req.Keys {
+		found := false
+		for j := range cursors {
+			c := &cursors[j]
+			if c.key >= len(subs[j].Keys) || !bytes.Equal(subs[j].Keys[c.key], key) {
+				continue
+			}
+			m, _ := redcon.ReadNextRESP(c.rest)
+			if m == 0 {
+				return dst, false
+			}
+			dst = append(dst, c.rest[:m]...)
+			c.rest, c.key, found = c.rest[m:], c.key+1, true
+			break
+		}
+		if !found {
+			return dst, false
+		}
+	}
+	return dst, true
+}
+
+// mergeCounts sums integer replies.
+func mergeCounts(dst []byte, replies []codec.Reply) ([]byte, bool) {
+	var sum int64
+	for _, r := range replies {
+		m, v := redcon.ReadNextRESP(r.Raw)
+		if m == 0 || v.Type != redcon.Integer {
+			return dst, false
+		}
+		sum += v.Int()
+	}
+	return redcon.AppendInt(dst, sum), true
+}
+
+// mergeExists answers SCRIPT EXISTS: per script, the smallest answer.
+func mergeExists(dst []byte, replies []codec.Reply) ([]byte, bool) {
+	var have []int64
+	for i, r := range replies {
+		m, v := redcon.ReadNextRESP(r.Raw)
+		if m == 0 || v.Type != redcon.Array || (i > 0 && v.Count != len(have)) {
+			return dst, false
+		}
+		j, ok := 0, true
+		v.ForEach(func(e redcon.RESP) bool {
+			if e.Type != redcon.Integer {
+				ok = false
+				return false
+			}
+			if i == 0 {
+				have = append(have, e.Int())
+			} else {
+				have[j] = min(have[j], e.Int())
+			}
+			j++
+			return true
+		})
+		if !ok {
+			return dst, false
+		}
+	}
+	dst = redcon.AppendArray(dst, len(have))
+	for _, h := range have {
+		dst = redcon.AppendInt(dst, h)
+	}
+	return dst, true
+}
+
+// mergeSame answers what every server answered alike.
+func mergeSame(dst []byte, replies []codec.Reply) ([]byte, bool) {
+	for _, r := range replies[1:] {
+		if !bytes.Equal(r.Raw, replies[0].Raw) {
+			return dst, false
+		}
+	}
+	return append(dst, replies[0].Raw...), true
+}

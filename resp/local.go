@@ -1,0 +1,279 @@
+package resp
+
+import (
+	"crypto/subtle"
+	"math"
+	"strconv"
+
+	"github.com/tidwall/redcon"
+
+	"shardproxy/codec"
+)
+
+// This file answers the commands the proxy handles itself. Those that read
+// or change the session's state (AUTH, HELLO, SELECT, RESET, CLIENT ...)
+// are decided while parsing, in the client's order, and their reply is kept
+// in req.Buf after the wire (req.Arg is its offset); HELLO's reply, which
+// needs the proxy's version, and INFO's, which needs its counters, are
+// made by AppendLocal.
+
+// local decides a RouteLocal request. Its errors are rejections: the
+// connection stays open.
+func (p *parser) local(frame []byte, req *codec.Request, cmd int, c *command) (int, error) {
+	n := len(frame)
+	out := p.reply[:0]
+	var errReply string
+	switch c.local {
+	case localPing:
+		switch p.argc() {
+		case 1:
+			out = append(out, "+PONG\r\n"...)
+		case 2:
+			out = redcon.AppendBulk(out, p.arg(1))
+		default:
+			errReply = wrongArity(c.name)
+		}
+	case localEcho:
+		out = redcon.AppendBulk(out, p.arg(1))
+	case localQuit:
+		out = redcon.AppendOK(out)
+	case localSelect:
+		if errReply = p.selectDB(); errReply == "" {
+			out = redcon.AppendOK(out)
+		}
+	case localAuth:
+		if errReply = p.auth(); errReply == "" {
+			out = redcon.AppendOK(out)
+		}
+	case localHello:
+		errReply = p.hello()
+	case localReset:
+		p.authed = p.password == ""
+		p.name = p.name[:0]
+		out = append(out, "+RESET\r\n"...)
+	case localClientSetname:
+		if !validName(p.arg(2)) {
+			errReply = replyBadClientName
+		} else {
+			p.name = append(p.name[:0], p.arg(2)...)
+			out = redcon.AppendOK(out)
+		}
+	case localClientGetname:
+		if len(p.name) == 0 {
+			out = redcon.AppendNull(out)
+		} else {
+			out = redcon.AppendBulk(out, p.name)
+		}
+	case localClientID:
+		out = redcon.AppendInt(out, p.id)
+	case localClientSetinfo:
+		if errReply = clientSetinfo(p.arg(2), p.arg(3)); errReply == "" {
+			out = redcon.AppendOK(out)
+		}
+	}
+	p.reply = out
+	if errReply != "" {
+		return 0, reject(errReply, n)
+	}
+	p.keyPos = p.keyPos[:0]
+	b := p.build(frame, req, cmd, c, len(out))
+	req.Route = codec.RouteLocal
+	req.Close = c.local == localQuit
+	switch {
+	case c.local == localHello:
+		req.Arg = int(p.id)
+	case len(out) > 0:
+		req.Arg = len(b)
+		req.Buf = append(b, out...)
+	}
+	return n, nil
+}
+
+// selectDB checks SELECT's database against the pool's.
+func (p *parser) selectDB() string {
+	id, ok := parseInt(p.arg(1))
+	switch {
+	case !ok:
+		return replyNotInteger
+	case id < math.MinInt32 || id > math.MaxInt32:
+		return replyIntRange
+	case id < 0:
+		return replyDBRange
+	case id != int64(p.db):
+		return errorLine("SELECT " + strconv.FormatInt(id, 10) +
+			" is not supported by shardproxy: this pool serves db " + strconv.Itoa(p.db) + " only")
+	}
+	return ""
+}
+
+// auth runs AUTH [username] password. A failed AUTH leaves the session as
+// it was, as in Redis.
+func (p *parser) auth() string {
+	switch {
+	case p.password == "":
+		return replyNoPassword
+	case p.argc() > 3:
+		return replySyntax
+	}
+	user, pass := []byte("default"), p.arg(1)
+	if p.argc() == 3 {
+		user, pass = p.arg(1), p.arg(2)
+	}
+	if !p.credentialsOK(user, pass) {
+		return replyWrongPass
+	}
+	p.authed = true
+	return ""
+}
+
+// credentialsOK compares a username and password with the pool's in
+// constant time. Without a configured password only the default user
+// exists and it needs none, as in Redis.
+func (p *parser) credentialsOK(user, pass []byte) bool {
+	want := p.username
+	if want == "" {
+		want = "default"
+	}
+	if p.password == "" {
+		return string(user) == "default"
+	}
+	userOK := subtle.ConstantTimeCompare(user, []byte(want))
+	passOK := subtle.ConstantTimeCompare(pass, []byte(p.password))
+	return userOK&passOK == 1
+}
+
+// hello runs HELLO [protover [AUTH username password] [SETNAME name]] as
+// Redis 7.0 does, for RESP2 only: HELLO 3 is refused, so clients that try
+// RESP3 first (go-redis, redis-py 5) fall back to RESP2.
+func (p *parser) hello() string {
+	next := 1
+	if p.argc() >= 2 {
+		next = 2
+		ver, ok := parseInt(p.arg(1))
+		switch {
+		case !ok:
+			return replyProtoVersion
+		case ver == 3:
+			return replyNoProto3
+		case ver != 2:
+			return replyNoProto
+		}
+	}
+	for j := next; j < p.argc(); j++ {
+		more := p.argc() - 1 - j
+		opt := p.arg(j)
+		switch {
+		case equalFold(opt, "auth") && more >= 2:
+			if !p.credentialsOK(p.arg(j+1), p.arg(j+2)) {
+				return replyWrongPass
+			}
+			p.authed = true
+			j += 2
+		case equalFold(opt, "setname") && more >= 1:
+			if !validName(p.arg(j + 1)) {
+				return replyBadClientName
+			}
+			p.name = append(p.name[:0], p.arg(j+1)...)
+			j++
+		default:
+			return errorLine("Syntax error in HELLO option '" + cString(opt, maxQuoted) + "'")
+		}
+	}
+	if !p.authed {
+		return replyHelloNoAuth
+	}
+	return ""
+}
+
+// validName reports whether a client name (or library name) has only the
+// printable ASCII characters Redis allows; empty clears the name.
+func validName(b []byte) bool {
+	for _, c := range b {
+		if c < '!' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// clientSetinfo checks CLIENT SETINFO LIB-NAME|LIB-VER value as Redis 7.2
+// does. The proxy keeps nothing: its backends are shared.
+func clientSetinfo(attr, value []byte) string {
+	if !equalFold(attr, "lib-name") && !equalFold(attr, "lib-ver") {
+		return errorLine("Unrecognized option '" + cString(attr, maxQuoted) + "'")
+	}
+	if !validName(value) {
+		return errorLine(cString(attr, maxQuoted) + " cannot contain spaces, newlines or special characters.")
+	}
+	return ""
+}
+
+// AppendLocal implements codec.Dialect for RouteLocal requests: the reply
+// the parser decided on; for HELLO the RESP2 map (as a flat array) with
+// server "shardproxy", env's version, proto 2 and the client's id; for INFO
+// a bulk string with one "# Proxy" section of env's counters.
+func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byte {
+	c := commandOf(req.Cmd)
+	switch {
+	case c == nil:
+	case c.local == localHello:
+		return appendHello(dst, req.Arg, env)
+	case c.local == localInfo:
+		return appendInfo(dst, env)
+	case req.Arg > 0 && req.Arg < len(req.Buf):
+		return append(dst, req.Buf[req.Arg:]...)
+	}
+	return redcon.AppendError(dst, "ERR no local answer for "+req.Name)
+}
+
+func appendHello(dst []byte, id int, env codec.Env) []byte {
+	version := "unknown"
+	if env != nil {
+		version = env.Version()
+	}
+	dst = redcon.AppendArray(dst, 14)
+	dst = redcon.AppendBulkString(dst, "server")
+	dst = redcon.AppendBulkString(dst, "shardproxy")
+	dst = redcon.AppendBulkString(dst, "version")
+	dst = redcon.AppendBulkString(dst, version)
+	dst = redcon.AppendBulkString(dst, "proto")
+	dst = redcon.AppendInt(dst, 2)
+	dst = redcon.AppendBulkString(dst, "id")
+	dst = redcon.AppendInt(dst, int64(id))
+	dst = redcon.AppendBulkString(dst, "mode")
+	dst = redcon.AppendBulkString(dst, "standalone")
+	dst = redcon.AppendBulkString(dst, "role")
+	dst = redcon.AppendBulkString(dst, "master")
+	dst = redcon.AppendBulkString(dst, "modules")
+	return redcon.AppendArray(dst, 0)
+}
+
+// appendInfo writes "# Proxy\r\n" and a "name:value\r\n" line per counter
+// as one bulk string. Line breaks in names and values become spaces, and
+// ':' in names '_', so every line stays one field.
+func appendInfo(dst []byte, env codec.Env) []byte {
+	body := []byte("# Proxy\r\n")
+	if env != nil {
+		for _, s := range env.Stats() {
+			body = appendField(body, s.Name, true)
+			body = append(body, ':')
+			body = appendField(body, s.Value, false)
+			body = append(body, "\r\n"...)
+		}
+	}
+	return redcon.AppendBulk(dst, body)
+}
+
+func appendField(dst []byte, s string, name bool) []byte {
+	for i := range len(s) {
+		c := s[i]
+		switch {
+		case c == '\r' || c == '\n':
+			c = ' '
+		case name && (c == ':' || c == ' '):
+			c = '_'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}

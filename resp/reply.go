@@ -1,0 +1,125 @@
+package resp
+
+import (
+	"bytes"
+
+	"shardproxy/codec"
+)
+
+// Backend reply limits. A reply beyond them is a broken stream, not a big
+// reply.
+const (
+	// MaxReplyLine is the longest simple string, error or length line in a
+	// reply, without "\r\n" (a Lua error can be long).
+	MaxReplyLine = 1 << 20
+	// MaxReplyBulk is the longest bulk string a reply may announce: Redis's
+	// proto-max-bulk-len cannot exceed it by default (512 MiB), doubled.
+	MaxReplyBulk = 1 << 30
+	// MaxReplyElements is the most elements one reply array may announce.
+	MaxReplyElements = 1 << 32
+)
+
+// ParseReply implements codec.Dialect. It frames one RESP2 reply of any
+// type, arrays nested to any depth, without recursion: it counts the
+// elements still to read. The kind comes from the top level: an error
+// whose code is LOADING, BUSY or OOM is ReplyFailure (the server is
+// unhealthy, as twemproxy counts it), any other error ReplyError, a null
+// bulk string or null array ReplyMiss, anything else ReplyOK. req is not
+// needed: RESP2 replies frame themselves.
+func (*Dialect) ParseReply(buf []byte, _ *codec.Request) (int, codec.ReplyKind, error) {
+	return parseReply(buf)
+}
+
+func parseReply(buf []byte) (int, codec.ReplyKind, error) {
+	kind := codec.ReplyOK
+	pos := 0
+	for pending := int64(1); pending > 0; pending-- {
+		if pos < len(buf) && !isReplyType(buf[pos]) {
+			return 0, 0, replyErr(ErrReplyType, buf[pos:min(len(buf), pos+64)])
+		}
+		line, next, err := replyLine(buf, pos)
+		if err != nil {
+			return 0, 0, err
+		}
+		top := pos == 0
+		switch buf[pos] {
+		case '+':
+		case '-':
+			if top {
+				kind = errorKind(line)
+			}
+		case ':':
+			if _, ok := parseInt(line); !ok {
+				return 0, 0, replyErr(ErrReplyInteger, buf[pos:next])
+			}
+		case '$':
+			size, ok := parseInt(line)
+			switch {
+			case ok && size == -1:
+				if top {
+					kind = codec.ReplyMiss
+				}
+			case !ok || size < 0 || size > MaxReplyBulk:
+				return 0, 0, replyErr(ErrReplyLength, buf[pos:next])
+			default:
+				end := next + int(size)
+				if len(buf) < end+2 {
+					return 0, 0, codec.ErrIncomplete
+				}
+				if buf[end] != '\r' || buf[end+1] != '\n' {
+					return 0, 0, replyErr(ErrReplyBulkEnding, buf[end:end+2])
+				}
+				next = end + 2
+			}
+		case '*':
+			count, ok := parseInt(line)
+			switch {
+			case ok && count == -1:
+				if top {
+					kind = codec.ReplyMiss
+				}
+			case !ok || count < 0 || count > MaxReplyElements:
+				return 0, 0, replyErr(ErrReplyLength, buf[pos:next])
+			default:
+				pending += count
+			}
+		}
+		pos = next
+	}
+	return pos, kind, nil
+}
+
+// isReplyType reports whether c starts a RESP2 reply.
+func isReplyType(c byte) bool {
+	return c == '+' || c == '-' || c == ':' || c == '$' || c == '*'
+}
+
+// replyLine returns the line at buf[pos:] after its type byte, without
+// "\r\n", and the offset after it.
+func replyLine(buf []byte, pos int) (line []byte, next int, err error) {
+	rest := buf[pos:]
+	i := bytes.IndexByte(rest[:min(len(rest), MaxReplyLine+3)], '\n')
+	if i < 0 {
+		if len(rest) > MaxReplyLine+2 {
+			return nil, 0, replyErr(ErrReplyLineTooLong, rest)
+		}
+		return nil, 0, codec.ErrIncomplete
+	}
+	if i < 2 || rest[i-1] != '\r' {
+		return nil, 0, replyErr(ErrReplyLineEnding, rest[:i+1])
+	}
+	return rest[1 : i-1], pos + i + 1, nil
+}
+
+// errorKind classifies an error reply by its code, the first word.
+func errorKind(msg []byte) codec.ReplyKind {
+	code := msg
+	if i := bytes.IndexByte(code, ' '); i >= 0 {
+		code = code[:i]
+	}
+	switch string(code) {
+	case "LOADING", "BUSY", "OOM":
+		return codec.ReplyFailure
+	}
+	return codec.ReplyError
+}

@@ -1,0 +1,188 @@
+package resp
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/tidwall/redcon"
+
+	"shardproxy/codec"
+)
+
+// This file checks a framed request the way redis-server's processCommand
+// does (command name, subcommand, arity, then authentication, in that
+// order and with its wording), applies the proxy's own rules (denied and
+// unsupported commands) and builds the codec.Request.
+
+// request turns the framed request in frame (whose arguments p.args
+// holds) into req, or rejects it. It returns the bytes used: len(frame).
+func (p *parser) request(frame []byte, req *codec.Request) (int, error) {
+	n := len(frame)
+	name := p.arg(0)
+	if equalFold(name, "post") || equalFold(name, "host:") {
+		// Someone speaks HTTP to us: redis-server drops them without a word.
+		return 0, rejectFatal("", n)
+	}
+	cmd, c, reply := p.resolve()
+	if reply != "" {
+		return 0, reject(reply, n)
+	}
+	if p.authRequired() && !c.noAuth {
+		return 0, reject(replyNoAuth, n)
+	}
+	if p.deny != nil && (p.deny[cmd] || p.deny[p.containerOf(cmd)]) {
+		return 0, reject(errorLine(displayName(c.name)+" is disabled for this pool"), n)
+	}
+	cls := c.class
+	if cls == classContainer {
+		cls = c.bare
+	}
+	switch cls {
+	case classUnsupported:
+		return 0, reject(notSupported(c.name, c.reason), n)
+	case classLocal:
+		return p.local(frame, req, cmd, c)
+	}
+	if c.step == 2 && (p.argc()-1)%2 != 0 { // MSET, MSETNX: key-value pairs
+		return 0, reject(wrongArity(c.name), n)
+	}
+	keys, blocked := c.keyPositions(p.keyPos[:0], p)
+	p.keyPos = keys
+	if blocked {
+		return 0, reject(notSupported(c.name+" block", "it blocks the server connection"), n)
+	}
+	if p.maxKey > 0 {
+		for _, i := range keys {
+			if len(p.arg(i)) > p.maxKey {
+				return 0, reject(errorLine("key is longer than "+strconv.Itoa(p.maxKey)+" bytes"), n)
+			}
+		}
+	}
+	p.build(frame, req, cmd, c, 0)
+	req.Route = routeOf(cls, len(keys))
+	return n, nil
+}
+
+// routeOf maps a class to the route of a request with nkeys keys.
+func routeOf(cls class, nkeys int) codec.Route {
+	switch cls {
+	case classMulti:
+		if nkeys == 1 {
+			return codec.RouteKey
+		}
+		return codec.RouteMulti
+	case classSame:
+		return codec.RouteSame
+	case classAny:
+		return codec.RouteAny
+	case classAll:
+		return codec.RouteAll
+	}
+	return codec.RouteKey
+}
+
+// resolve finds the command (or subcommand) the arguments name. reply is
+// redis-server's error for an unknown command or subcommand or a wrong
+// number of arguments.
+func (p *parser) resolve() (cmd int, c *command, reply string) {
+	name := p.arg(0)
+	if len(name) > len(p.lower)/2 || bytes.IndexByte(name, '|') >= 0 { // "client|id" names no command
+		return 0, nil, unknownCommand(p)
+	}
+	lowered := p.lower[:len(name)]
+	for i, b := range name {
+		lowered[i] = lower(b)
+	}
+	cmd = lookup(lowered)
+	if cmd == 0 {
+		return 0, nil, unknownCommand(p)
+	}
+	c = commandOf(cmd)
+	if c.class == classContainer && p.argc() > 1 {
+		sub := p.arg(1)
+		if len(sub) >= len(p.lower)/2 {
+			return 0, nil, unknownSubcommand(p)
+		}
+		full := p.lower[:len(name)+1+len(sub)]
+		full[len(name)] = '|'
+		for i, b := range sub {
+			full[len(name)+1+i] = lower(b)
+		}
+		if cmd = lookup(full); cmd == 0 {
+			return 0, nil, unknownSubcommand(p)
+		}
+		c = commandOf(cmd)
+	}
+	if !c.argCountOK(p.argc()) {
+		return 0, nil, wrongArity(c.name)
+	}
+	return cmd, c, ""
+}
+
+// containerOf returns the Cmd of the container of subcommand cmd, or 0.
+func (p *parser) containerOf(cmd int) int {
+	name := commandOf(cmd).name
+	for i := range len(name) {
+		if name[i] == '|' {
+			return commandIndex[name[:i]]
+		}
+	}
+	return 0
+}
+
+// build fills req from the request: its wire (the frame as the client sent
+// it when that is a well-formed multibulk frame, else re-encoded as one),
+// its keys at p.keyPos, and extra bytes of room after the wire.
+func (p *parser) build(frame []byte, req *codec.Request, cmd int, c *command, extra int) []byte {
+	b := req.Buf[:0]
+	if p.canonical {
+		if cap(b) < len(frame)+extra {
+			b = make([]byte, 0, len(frame)+extra)
+		}
+		b = append(b, frame...)
+	} else {
+		size := p.encodedSize() + extra
+		if cap(b) < size {
+			b = make([]byte, 0, size)
+		}
+		b = redcon.AppendArray(b, p.argc())
+		for i := range p.args {
+			arg := p.arg(i)
+			b = redcon.AppendBulk(b, arg)
+			p.args[i] = span{len(b) - 2 - len(arg), len(b) - 2}
+		}
+		p.src = b
+	}
+	req.Buf = b
+	req.Wire = b[:len(b):len(b)]
+	req.Name = c.name
+	req.Cmd = cmd
+	req.Mode = codec.ModeNormal
+	req.Close = false
+	req.Arg = 0
+	req.Keys = req.Keys[:0]
+	for _, i := range p.keyPos {
+		s := p.args[i]
+		req.Keys = append(req.Keys, b[s.start:s.end:s.end])
+	}
+	return b
+}
+
+// encodedSize is the length of the arguments encoded as a multibulk frame.
+func (p *parser) encodedSize() int {
+	n := 1 + digits(len(p.args)) + 2
+	for _, s := range p.args {
+		l := s.end - s.start
+		n += 1 + digits(l) + 2 + l + 2
+	}
+	return n
+}
+
+func digits(n int) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
+}
