@@ -397,13 +397,21 @@ func (s *sock) deliver(buf []byte) ([]byte, bool) {
 		b.stats.Responses.Add(1)
 		b.stats.Latency.Observe(time.Since(call.start))
 		b.stats.ResponseBytes.Add(int64(n))
-		if kind == codec.ReplyFailure {
+		switch kind {
+		case codec.ReplyFailure:
 			b.failed(CauseBadValidate)
-		} else {
+		case codec.ReplyFatal:
+		default:
 			b.succeeded()
 		}
 		call.Reply = codec.Reply{Raw: raw, Kind: kind}
 		call.Done(call)
+		if kind == codec.ReplyFatal {
+			// The server misread the stream: nothing behind this reply
+			// can be trusted.
+			s.fail(CauseParsing, true)
+			return nil, false
+		}
 	}
 	rest := copy(buf, buf[start:])
 	return buf[:rest], true

@@ -56,6 +56,11 @@ const (
 	// ReplyFailure is a reply that says the server itself is unhealthy (Redis
 	// -LOADING, -BUSY, -OOM): delivered to the client, counted as a backend failure.
 	ReplyFailure
+	// ReplyFatal is an error reply that shows the server misread the stream
+	// (memcached "ERROR": it did not understand what the proxy sent). It is
+	// delivered to its request; then the socket is dropped and every request
+	// behind it fails, as after a desync.
+	ReplyFatal
 )
 
 // ErrorKind selects the protocol's wording of an error reply.

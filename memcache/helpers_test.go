@@ -42,7 +42,7 @@ var modeNames = map[codec.Mode]string{
 }
 
 var kindNames = map[codec.ReplyKind]string{
-	codec.ReplyOK: "ok", codec.ReplyMiss: "miss", codec.ReplyError: "error", codec.ReplyFailure: "failure",
+	codec.ReplyOK: "ok", codec.ReplyMiss: "miss", codec.ReplyError: "error", codec.ReplyFailure: "failure", codec.ReplyFatal: "fatal",
 }
 
 // describeRequest renders a parse result on one line, for tables and golden

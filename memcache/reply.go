@@ -24,7 +24,7 @@ const (
 func (*Dialect) ParseReply(buf []byte, req *codec.Request) (int, codec.ReplyKind, error) {
 	switch {
 	case isRetrieval(req.Cmd):
-		return parseRetrieval(buf)
+		return parseRetrieval(buf, req.Keys)
 	case isMeta(req.Cmd) && req.Mode == codec.ModeQuiet:
 		return parseQuiet(buf, req.Cmd)
 	case isMeta(req.Cmd):
@@ -53,6 +53,16 @@ func readLine(buf []byte, off int) (line []byte, next int, err error) {
 	return rest[:i-1], off + i + 1, nil
 }
 
+// errorKind classifies an error line: a bare "ERROR" means memcached did not
+// understand a command the proxy sent it, so the stream is suspect
+// (ReplyFatal); CLIENT_ERROR and SERVER_ERROR answer one request.
+func errorKind(line []byte) codec.ReplyKind {
+	if hasWord(line, "ERROR") {
+		return codec.ReplyFatal
+	}
+	return codec.ReplyError
+}
+
 // isErrorLine reports whether line is one of memcached's error replies.
 func isErrorLine(line []byte) bool {
 	return hasWord(line, "ERROR") || hasWord(line, "CLIENT_ERROR") || hasWord(line, "SERVER_ERROR")
@@ -72,7 +82,7 @@ func parseLineReply(buf []byte, cmd int) (int, codec.ReplyKind, error) {
 		return 0, 0, err
 	}
 	if isErrorLine(line) {
-		return n, codec.ReplyError, nil
+		return n, errorKind(line), nil
 	}
 	is := func(word string) bool { return string(line) == word }
 	kind, ok := codec.ReplyOK, false
@@ -108,8 +118,12 @@ func parseLineReply(buf []byte, cmd int) (int, codec.ReplyKind, error) {
 }
 
 // parseRetrieval frames VALUE blocks up to END.
-func parseRetrieval(buf []byte) (int, codec.ReplyKind, error) {
-	off, hits := 0, 0
+//
+// The VALUE keys must be the request's keys (when it has them), in order,
+// misses left out: a reply meant for another request (after a stray reply
+// shifted the stream) is a desync, never a hit for the wrong key.
+func parseRetrieval(buf []byte, keys [][]byte) (int, codec.ReplyKind, error) {
+	off, hits, k := 0, 0, 0
 	for {
 		line, next, err := readLine(buf, off)
 		if err != nil {
@@ -122,13 +136,22 @@ func parseRetrieval(buf []byte) (int, codec.ReplyKind, error) {
 			}
 			return next, codec.ReplyOK, nil
 		case isErrorLine(line):
-			return next, codec.ReplyError, nil
+			return next, errorKind(line), nil
 		case !hasWord(line, "VALUE"):
 			return 0, 0, replyErr(ErrUnexpectedReply, line)
 		}
-		_, size, err := parseValueLine(line)
+		key, size, err := parseValueLine(line)
 		if err != nil {
 			return 0, 0, err
+		}
+		if len(keys) > 0 { // a request the parser made always has keys
+			for k < len(keys) && !bytes.Equal(keys[k], key) {
+				k++
+			}
+			if k == len(keys) {
+				return 0, 0, replyErr(ErrUnexpectedReply, line)
+			}
+			k++
 		}
 		if off, err = skipData(buf, next, size); err != nil {
 			return 0, 0, err
@@ -261,7 +284,7 @@ func parseMetaReply(buf []byte, off, cmd int) (int, codec.ReplyKind, error) {
 		return 0, 0, err
 	}
 	if isErrorLine(line) {
-		return next, codec.ReplyError, nil
+		return next, errorKind(line), nil
 	}
 	code := metaCode(line)
 	if !metaAllowed(cmd, code) || (code == "ME" && len(line) < 4) {

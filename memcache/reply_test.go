@@ -50,7 +50,7 @@ func TestParseReply(t *testing.T) {
 		{"verbosity", CmdVerbosity, normal, "OK\r\n", 0, codec.ReplyOK, ""},
 		{"version", CmdVersion, normal, "VERSION 1.6.18\r\n", 0, codec.ReplyOK, ""},
 		{"mn", CmdMetaNoop, normal, "MN\r\n", 0, codec.ReplyOK, ""},
-		{"error", CmdDelete, normal, "ERROR\r\n", 0, codec.ReplyError, ""},
+		{"error", CmdDelete, normal, "ERROR\r\n", 0, codec.ReplyFatal, ""},
 		{"mg value", CmdMetaGet, normal, "VA 2 t-1 f0\r\nhi\r\n", 0, codec.ReplyOK, ""},
 		{"mg empty value", CmdMetaGet, normal, "VA 0\r\n\r\n", 0, codec.ReplyOK, ""},
 		{"mg header", CmdMetaGet, normal, "HD O123 kfoo\r\n", 0, codec.ReplyOK, ""},
@@ -188,5 +188,31 @@ func TestRegistered(t *testing.T) {
 	d, ok := codec.Lookup("memcache")
 	if !ok || d.Name() != "memcache" {
 		t.Fatalf("codec.Lookup(memcache) = %v, %v", d, ok)
+	}
+}
+
+// TestParseReplyKeys: a retrieval reply whose VALUE keys are not the
+// request's keys (in order, misses left out) is a desync.
+func TestParseReplyKeys(t *testing.T) {
+	req := replyReq(CmdGet, codec.ModeNormal)
+	req.Keys = [][]byte{[]byte("a"), []byte("b"), []byte("c")}
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"VALUE a 0 1\r\nx\r\nVALUE c 0 1\r\ny\r\nEND\r\n", true},
+		{"VALUE b 0 1\r\nx\r\nEND\r\n", true},
+		{"END\r\n", true},
+		{"VALUE d 0 1\r\nx\r\nEND\r\n", false},
+		{"VALUE c 0 1\r\nx\r\nVALUE a 0 1\r\ny\r\nEND\r\n", false},
+		{"VALUE a 0 1\r\nx\r\nVALUE a 0 1\r\ny\r\nEND\r\n", false},
+	} {
+		n, _, err := dialect.ParseReply([]byte(tc.in), req)
+		if tc.ok && (err != nil || n != len(tc.in)) {
+			t.Errorf("%q: %d, %v; want the whole reply", tc.in, n, err)
+		}
+		if !tc.ok && !errors.Is(err, ErrUnexpectedReply) {
+			t.Errorf("%q: %d, %v; want ErrUnexpectedReply", tc.in, n, err)
+		}
 	}
 }
