@@ -74,4 +74,3 @@ func TestFaultBackendErrorDropsSocket(t *testing.T) {
 	t.Logf("replies: %q", got)
 	ownReplyOrError(t, keys, got, "ERROR\r\n")
 }
-
