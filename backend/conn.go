@@ -89,14 +89,45 @@ func (c *conn) close() {
 	c.kick()
 }
 
+// dialResult is what a connect attempt tells the writer.
+type dialResult struct {
+	s     *sock
+	cause Cause
+}
+
 // writeLoop takes batches off the queue and writes them on the current
-// socket, dialling one first when there is none.
+// socket. With no socket it starts a connect in its own goroutine and holds
+// the calls meanwhile, failing each at its own deadline: a request never
+// waits out a connect timeout longer than its timeout. A failed connect
+// fails the calls that were waiting when it started; calls that came later
+// get a connect of their own.
 func (c *conn) writeLoop() {
-	var bufs net.Buffers
-	for range c.wake {
+	var (
+		bufs       net.Buffers
+		attempt    []*Call         // waiting for the connect under way
+		waiting    []*Call         // came after it started
+		dialing    chan dialResult // non-nil while a connect runs
+		timer      = time.NewTimer(time.Hour)
+		preconnect = c.b.cfg.Preconnect
+	)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-c.wake:
+		case r := <-dialing:
+			dialing = nil
+			if r.s == nil {
+				attempt = c.failAll(attempt, r.cause)
+			}
+		case <-timer.C:
+			attempt, waiting = c.expire(attempt), c.expire(waiting)
+		}
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
+			c.failAll(attempt, CauseClosed)
+			c.failAll(waiting, CauseClosed)
 			return
 		}
 		batch := c.queue
@@ -105,23 +136,72 @@ func (c *conn) writeLoop() {
 		s := c.cur
 		c.mu.Unlock()
 		c.b.stats.InQueue.Add(-int64(len(batch)))
+		waiting = append(waiting, batch...)
+		c.recycle(batch)
 
-		if s == nil && (len(batch) > 0 || c.b.cfg.Preconnect) {
-			var cause Cause
-			if s, cause = c.connect(); s == nil {
-				for _, call := range batch {
-					c.b.finish(call, cause)
-				}
-				c.recycle(batch)
-				continue
+		if s == nil {
+			if dialing == nil && (len(attempt)+len(waiting) > 0 || preconnect) {
+				preconnect = false
+				attempt, waiting = append(attempt, waiting...), waiting[:0]
+				dialing = make(chan dialResult, 1)
+				go func(ch chan<- dialResult) {
+					s, cause := c.connect()
+					ch <- dialResult{s, cause}
+				}(dialing)
 			}
-		}
-		if len(batch) == 0 {
-			c.recycle(batch)
+			armEarliest(timer, attempt, waiting)
 			continue
 		}
-		bufs = s.write(batch, bufs[:0])
-		c.recycle(batch)
+		if len(attempt)+len(waiting) > 0 {
+			timer.Stop()
+			attempt = append(attempt, waiting...)
+			clear(waiting)
+			waiting = waiting[:0]
+			bufs = s.write(attempt, bufs[:0])
+			clear(attempt)
+			attempt = attempt[:0]
+		}
+	}
+}
+
+// failAll answers every call with cause and returns the emptied slice.
+func (c *conn) failAll(calls []*Call, cause Cause) []*Call {
+	for _, call := range calls {
+		c.b.finish(call, cause)
+	}
+	clear(calls)
+	return calls[:0]
+}
+
+// expire answers the calls whose deadline has passed with CauseTimeout and
+// returns the others.
+func (c *conn) expire(calls []*Call) []*Call {
+	now := time.Now()
+	kept := calls[:0]
+	for _, call := range calls {
+		if !call.deadline.IsZero() && !now.Before(call.deadline) {
+			c.b.finish(call, CauseTimeout)
+		} else {
+			kept = append(kept, call)
+		}
+	}
+	clear(calls[len(kept):])
+	return kept
+}
+
+// armEarliest sets t to fire at the earliest deadline among the calls.
+func armEarliest(t *time.Timer, lists ...[]*Call) {
+	var first time.Time
+	for _, calls := range lists {
+		for _, call := range calls {
+			if d := call.deadline; !d.IsZero() && (first.IsZero() || d.Before(first)) {
+				first = d
+			}
+		}
+	}
+	t.Stop()
+	if !first.IsZero() {
+		t.Reset(time.Until(first))
 	}
 }
 
@@ -337,7 +417,11 @@ func (s *sock) readLoop() {
 			} else if isEOF(err) {
 				cause = CauseDisconnected
 			}
-			s.fail(cause, cause != CauseClosed)
+			// A server closing an idle socket (an idle timeout, a restart
+			// between requests) failed no request: it does not count
+			// towards marking the backend bad; the next request redials.
+			count := cause != CauseClosed && !(cause == CauseDisconnected && s.idle())
+			s.fail(cause, count)
 			return
 		}
 		if len(buf) == 0 && cap(buf) > shrinkAbove {
@@ -435,6 +519,13 @@ func (s *sock) carve(n int) []byte {
 	l := len(s.arena)
 	s.arena = s.arena[:l+n]
 	return s.arena[l : l+n : l+n]
+}
+
+// idle reports whether no call is waiting for a reply on s.
+func (s *sock) idle() bool {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	return len(s.inflight) == 0
 }
 
 // expired reports whether the oldest in-flight call is past its deadline; if

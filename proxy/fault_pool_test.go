@@ -180,10 +180,11 @@ func twoFaultServers(t *testing.T, opts string) (fps [2]*fp.Proxy, keys [2][]str
 
 // TestFaultAllDown stops every server of a pool. Requests fail fast
 // naming the cause (connecting, then markedbad once the failure limit is
-// reached (the close of the proxy's idle socket counts as the first
-// failure), or with auto_eject_hosts the pool's "all servers ejected"); a
-// reload that replaces the backends starts their count afresh; when the
-// servers return, requests succeed again without a restart of the proxy.
+// reached, or with auto_eject_hosts the pool's "all servers ejected"); the
+// close of the proxy's idle sockets is no failure (no request was hurt), so
+// each server needs two failed connects; a reload that replaces the
+// backends starts their count afresh; when the servers return, requests
+// succeed again without a restart of the proxy.
 func TestFaultAllDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs real memcached")
@@ -196,17 +197,16 @@ func TestFaultAllDown(t *testing.T) {
 		want []string
 	}{
 		{"no eject", "  server_failure_limit: 2\n  server_retry_timeout: 300\n", []string{
-			backendFailure("connecting"), backendFailure("connecting"), backendFailure("markedbad"),
+			backendFailure("connecting"), backendFailure("connecting"), backendFailure("connecting"),
 			backendFailure("markedbad"), backendFailure("markedbad"),
 		}},
 		{"eject fail_fast", "  server_failure_limit: 2\n  server_retry_timeout: 300\n  auto_eject_hosts: true\n  eject_policy: fail_fast\n", []string{
-			backendFailure("connecting"), backendFailure("connecting"), backendFailure("markedbad"),
+			backendFailure("connecting"), backendFailure("connecting"), backendFailure("connecting"),
 			backendFailure("markedbad"), backendFailure("markedbad"),
 		}},
 		{"eject remap", "  server_failure_limit: 2\n  server_retry_timeout: 300\n  auto_eject_hosts: true\n", []string{
-			// a0 fails: A is ejected, its keys move to B; b0 fails: B too.
-			backendFailure("connecting"), backendFailure("connecting"),
-			"SERVER_ERROR sharding: all servers ejected\r\n",
+			// a0, b0: first failures; a0 b0: second failures, both ejected.
+			backendFailure("connecting"), backendFailure("connecting"), backendFailure("connecting"),
 			"SERVER_ERROR sharding: all servers ejected\r\n", "SERVER_ERROR sharding: all servers ejected\r\n",
 		}},
 	} {
@@ -222,9 +222,8 @@ func TestFaultAllDown(t *testing.T) {
 			}
 			fps[0].Stop()
 			fps[1].Stop()
-			// Wait until the proxy has seen both sockets close (each close
-			// counts as the server's first failure), so that every request
-			// below dials.
+			// Wait until the proxy has seen both sockets close, so that
+			// every request below dials.
 			waitSockets(t, srv, 0)
 			reqs := []string{"get " + a[0], "get " + b[0], "get " + a[0] + " " + b[0], "get " + a[1], "get " + b[1]}
 			for i, req := range reqs {

@@ -75,6 +75,11 @@ func memcachedPool(t testing.TB, n int, extra string, args ...string) ([]*testse
 	return servers, b.String()
 }
 
+// ioTimeout bounds a test client's reads and writes. It is generous: CI runs
+// every package's tests at once under -race on two cores, and a test that
+// means to check timing measures it itself.
+const ioTimeout = 30 * time.Second
+
 // client is a minimal memcached text-protocol client for tests.
 type client struct {
 	t  testing.TB
@@ -94,7 +99,7 @@ func dial(t testing.TB, addr string) *client {
 
 func (c *client) send(s string) {
 	c.t.Helper()
-	c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	c.nc.SetWriteDeadline(time.Now().Add(ioTimeout))
 	if _, err := io.WriteString(c.nc, s); err != nil {
 		c.t.Fatalf("write: %v", err)
 	}
@@ -103,7 +108,7 @@ func (c *client) send(s string) {
 // line reads one reply line without its "\r\n".
 func (c *client) line() string {
 	c.t.Helper()
-	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.nc.SetReadDeadline(time.Now().Add(ioTimeout))
 	l, err := c.r.ReadString('\n')
 	if err != nil {
 		c.t.Fatalf("read line: %v (got %q)", err, l)
@@ -114,7 +119,7 @@ func (c *client) line() string {
 // readN reads exactly n bytes.
 func (c *client) readN(n int) string {
 	c.t.Helper()
-	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.nc.SetReadDeadline(time.Now().Add(ioTimeout))
 	b := make([]byte, n)
 	if _, err := io.ReadFull(c.r, b); err != nil {
 		c.t.Fatalf("read %d bytes: %v", n, err)
@@ -162,7 +167,7 @@ func (c *client) do(req string) string {
 // replies already read).
 func (c *client) expectClosed() {
 	c.t.Helper()
-	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.nc.SetReadDeadline(time.Now().Add(ioTimeout))
 	b, err := io.ReadAll(c.r)
 	if err != nil && !isReset(err) {
 		c.t.Fatalf("expected close, got error %v after %q", err, b)

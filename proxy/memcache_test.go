@@ -244,7 +244,7 @@ func TestMemcachePipelinedClients(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs real memcached")
 	}
-	_, yaml := memcachedPool(t, 3, "  timeout: 5000\n  server_connections: 2\n")
+	_, yaml := memcachedPool(t, 3, "  timeout: 20000\n  server_connections: 2\n")
 	_, addr := startProxy(t, yaml, "mc")
 	const clients, perClient = 100, 1000
 	var wg sync.WaitGroup
