@@ -213,8 +213,9 @@ func (b *Backend) retry() {
 	}
 	b.bad = false
 	b.badUntil.Store(0)
+	last := b.lastCause
 	b.mu.Unlock()
-	b.log.Info("backend retry", "last_cause", b.lastCause.String())
+	b.log.Info("backend retry", "last_cause", last.String())
 	if b.cfg.OnStateChange != nil {
 		b.cfg.OnStateChange(b, false)
 	}

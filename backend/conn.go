@@ -62,9 +62,9 @@ func (c *conn) enqueue(call *Call) {
 		c.b.finish(call, CauseClosed)
 		return
 	}
+	c.b.stats.InQueue.Add(1)
 	c.queue = append(c.queue, call)
 	c.mu.Unlock()
-	c.b.stats.InQueue.Add(1)
 	c.kick()
 }
 
@@ -135,7 +135,8 @@ func (c *conn) writeLoop() {
 		c.spare = nil
 		s := c.cur
 		c.mu.Unlock()
-		c.b.stats.InQueue.Add(-int64(len(batch)))
+		// The calls stay counted in InQueue until they are written or
+		// answered: a reload drains a backend by that count.
 		waiting = append(waiting, batch...)
 		c.recycle(batch)
 
@@ -166,6 +167,7 @@ func (c *conn) writeLoop() {
 
 // failAll answers every call with cause and returns the emptied slice.
 func (c *conn) failAll(calls []*Call, cause Cause) []*Call {
+	c.b.stats.InQueue.Add(-int64(len(calls)))
 	for _, call := range calls {
 		c.b.finish(call, cause)
 	}
@@ -180,6 +182,7 @@ func (c *conn) expire(calls []*Call) []*Call {
 	kept := calls[:0]
 	for _, call := range calls {
 		if !call.deadline.IsZero() && !now.Before(call.deadline) {
+			c.b.stats.InQueue.Add(-1)
 			c.b.finish(call, CauseTimeout)
 		} else {
 			kept = append(kept, call)
@@ -318,6 +321,7 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) net.Buffers {
 	c.mu.Lock()
 	if s.dead {
 		c.mu.Unlock()
+		c.b.stats.InQueue.Add(-int64(len(batch)))
 		// The socket died after it was picked; these calls were never sent.
 		for _, call := range batch {
 			c.b.finish(call, CauseDisconnected)
@@ -327,6 +331,10 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) net.Buffers {
 	}
 	wasIdle := len(s.inflight) == 0
 	s.inflight = append(s.inflight, batch...)
+	// Out of one count into the other under the lock: a drain never sees
+	// both at zero while these calls are under way.
+	c.b.stats.OutQueue.Add(int64(len(batch)))
+	c.b.stats.InQueue.Add(-int64(len(batch)))
 	if wasIdle && !first.IsZero() {
 		// Arm the read deadline for the oldest call. An idle socket may
 		// still carry a stale, earlier deadline: that only costs a
@@ -334,7 +342,6 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) net.Buffers {
 		s.nc.SetReadDeadline(first)
 	}
 	c.mu.Unlock()
-	c.b.stats.OutQueue.Add(int64(len(batch)))
 
 	s.nc.SetWriteDeadline(deadline)
 	w := bufs // WriteTo consumes its receiver

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -202,20 +203,28 @@ func TestBackendHangs(t *testing.T) {
 			_, addr := startProxy(t, yaml, "mc")
 			keys := keysFor(t, []string{good[0].Addr, hang}, 5)
 			c := dial(t, addr)
+			var took []time.Duration
 			for _, k := range keys[hang] {
 				start := time.Now()
 				got := c.do("get " + k + "\r\n")
-				took := time.Since(start)
+				d := time.Since(start)
+				took = append(took, d)
 				// An unanswered handshake ends at the request's deadline or
 				// the connect's (the same here), whichever comes first.
 				if got != "SERVER_ERROR backend failure: "+tc.cause+"\r\n" &&
 					(tc.handshake || got != "SERVER_ERROR backend failure: readvalidate\r\n") {
 					t.Errorf("hanging server, key %s: %q", k, got)
 				}
-				if took < timeout-timeout/5 || took > timeout+timeout/5 {
-					t.Errorf("key %s failed after %v, want %v ±20%%", k, took, timeout)
+				if d < timeout-timeout/5 || d > 2*timeout {
+					t.Errorf("key %s failed after %v, want about %v", k, d, timeout)
 				}
-				t.Logf("key %s failed after %v", k, took)
+			}
+			// Each request fails at its timeout: the median within 20% (a
+			// loaded machine may delay a single one more).
+			slices.Sort(took)
+			t.Logf("failed after %v (median %v)", took, took[len(took)/2])
+			if med := took[len(took)/2]; med < timeout-timeout/5 || med > timeout+timeout/5 {
+				t.Errorf("median failure time %v, want %v ±20%%", med, timeout)
 			}
 			// The proxy stays healthy: the good server's keys work on the same
 			// and on a new connection.

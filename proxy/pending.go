@@ -12,8 +12,10 @@ import (
 // The reader fills it and sends its calls; the backends complete them; the
 // writer waits on done and writes the reply.
 type pending struct {
+	sess    *session
 	pool    *pool // the pool that routed it: its dialect words the reply
 	counted bool  // in the pool's Active and Buffered counts
+	routed  bool  // answered by a router through Complete
 	req     codec.Request
 	out     []byte // a reply made by the proxy (local, error, merged)
 	done    chan struct{}
@@ -39,7 +41,9 @@ func getPending() *pending {
 }
 
 func putPending(p *pending) {
+	p.sess = nil
 	p.pool = nil
+	p.routed = false
 	p.counted = false
 	p.call = backend.Call{}
 	clear(p.calls)
@@ -63,6 +67,7 @@ func (p *pending) complete() { p.done <- struct{}{} }
 
 // callDone is every call's Done: the last one to finish wakes the writer.
 func (p *pending) callDone(c *backend.Call) {
+	p.sess.held.Add(int64(len(c.Reply.Raw)))
 	if p.counted {
 		p.pool.stats.Buffered.Add(int64(len(c.Reply.Raw)))
 	}
@@ -74,5 +79,19 @@ func (p *pending) callDone(c *backend.Call) {
 // Complete implements Completion for requests routed by a router.
 func (p *pending) Complete(out []byte) {
 	p.out = append(p.out, out...)
+	p.routed = true
+	p.sess.held.Add(int64(len(out)))
 	p.done <- struct{}{}
+}
+
+// heldBytes is what callDone and Complete added to the session's held count.
+func (p *pending) heldBytes() int64 {
+	n := int64(len(p.call.Reply.Raw))
+	for i := range p.calls {
+		n += int64(len(p.calls[i].Reply.Raw))
+	}
+	if p.routed {
+		n += int64(len(p.out))
+	}
+	return n
 }

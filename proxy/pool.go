@@ -24,6 +24,7 @@ import (
 // pool is one configured pool at run time.
 type pool struct {
 	cfg      *config.Pool
+	src      *config.Config // the configuration the pool comes from
 	srv      *Server
 	dialect  codec.Dialect
 	limits   codec.Options
@@ -32,6 +33,7 @@ type pool struct {
 	failover *pool              // eject_policy failover: takes a bad server's keys
 	router   router             // a Lua pool's router; nil for a native pool
 	shardCfg sharding.Config    // what shard was built from; a reload reuses an equal one
+	routing  atomic.Int64       // sessions routing a request with this pool right now
 	log      *slog.Logger
 
 	stats *poolStats // kept across reloads for a pool of the same name
@@ -89,13 +91,14 @@ func dialectName(pc *config.Pool) string {
 // newPool builds the run-time pool for pc. Its backends come from backends,
 // which hands out the running generation's backend for the same server and
 // options, so a reload keeps sockets and health state.
-func newPool(srv *Server, pc *config.Pool, backends backendSource, old *pool) (*pool, error) {
+func newPool(srv *Server, cfg *config.Config, pc *config.Pool, backends backendSource, old *pool) (*pool, error) {
 	d, ok := codec.Lookup(dialectName(pc))
 	if !ok {
 		return nil, fmt.Errorf("proxy: pool %q: protocol %q is not supported by this build", pc.Name, dialectName(pc))
 	}
 	p := &pool{
 		cfg:     pc,
+		src:     cfg,
 		srv:     srv,
 		dialect: d,
 		log:     srv.log.With("pool", pc.Name),
@@ -258,6 +261,9 @@ func (p *pool) Stats() []codec.Stat {
 		ejects += b.Stats().Ejects.Load()
 	}
 	stats = append(stats, codec.Stat{Name: "server_ejects", Value: itoa(ejects)})
+	if r, ok := p.router.(interface{ Stats() []codec.Stat }); ok {
+		stats = append(stats, r.Stats()...) // a Lua pool's counters and mcp.add_stat's
+	}
 	return stats
 }
 

@@ -157,7 +157,7 @@ func (b *builder) build(cfg *config.Config) (*generation, error) {
 	byName := map[string]*pool{}
 	for _, pc := range cfg.Pools {
 		old := b.s.pool(pc.Name)
-		p, err := newPool(b.s, pc, b, old)
+		p, err := newPool(b.s, cfg, pc, b, old)
 		if err != nil {
 			b.abort(gen)
 			return nil, err
@@ -431,17 +431,22 @@ func (s *Server) swap(gen *generation, b *builder, bound []*listener) {
 		s.bg.Add(1)
 		go func() {
 			defer s.bg.Done()
-			s.retire(drop, routers)
+			s.retire(old.pools, drop, routers)
 		}()
 	}
 }
 
-// retire waits for replaced backends' queues to empty (bounded by the drain
-// timeout), then closes them and the old routers. The first wait lets
-// requests routed just before the swap reach their backend.
-func (s *Server) retire(drop []*backend.Backend, routers []router) {
-	time.Sleep(100 * time.Millisecond)
+// retire waits until no session is routing with the old pools (a request
+// routed just before the swap has then reached its backend), then for
+// replaced backends' queues to empty, all bounded by the drain timeout;
+// then it closes them and the old routers.
+func (s *Server) retire(old []*pool, drop []*backend.Backend, routers []router) {
 	deadline := time.Now().Add(s.drain)
+	for _, p := range old {
+		for p.routing.Load() > 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	for _, be := range drop {
 		st := be.Stats()
 		for st.InQueue.Load()+st.OutQueue.Load() > 0 && time.Now().Before(deadline) {

@@ -17,7 +17,12 @@ import (
 const (
 	// maxPending bounds the requests one client may have in flight; the
 	// reader stops reading from the client while the queue is full.
-	maxPending = 1024
+	maxPending = 128
+	// maxHeld bounds the reply bytes one client may have waiting to be
+	// written: past it the reader stops reading until the client reads. A
+	// client that never reads its replies so costs at most maxHeld plus the
+	// replies to its maxPending requests in flight.
+	maxHeld    = 4 << 20
 	readChunk  = 16 << 10
 	writeBatch = 64 << 10
 )
@@ -37,6 +42,7 @@ type session struct {
 	// outstanding counts requests queued and not yet written; switchPool
 	// waits for it to reach zero (see drainWait).
 	outstanding atomic.Int64
+	held        atomic.Int64 // reply bytes received, not yet written
 	waiting     atomic.Bool
 	mu          sync.Mutex
 	drained     *sync.Cond
@@ -63,24 +69,42 @@ func (s *session) enqueue(p *pending) {
 	s.queue <- p
 }
 
-// written is called by the writer for every pending it is done with.
+// written is called by the writer for every pending it is done with,
+// after it released the pending's held bytes.
 func (s *session) written() {
-	if s.outstanding.Add(-1) == 0 && s.waiting.Load() {
+	if s.outstanding.Add(-1) >= 0 && s.waiting.Load() {
 		s.mu.Lock()
 		s.drained.Broadcast()
 		s.mu.Unlock()
 	}
 }
 
-// drainWait blocks until every request queued so far has been answered.
-func (s *session) drainWait() {
+// waitFor blocks the reader until done reports true; the writer wakes it
+// after every reply it finishes.
+func (s *session) waitFor(done func() bool) {
+	if done() {
+		return
+	}
 	s.waiting.Store(true)
 	s.mu.Lock()
-	for s.outstanding.Load() > 0 {
+	for !done() && !s.closing.Load() {
 		s.drained.Wait()
 	}
 	s.mu.Unlock()
 	s.waiting.Store(false)
+}
+
+// drainWait blocks until every request queued so far has been answered.
+func (s *session) drainWait() {
+	s.waitFor(func() bool { return s.outstanding.Load() == 0 })
+}
+
+// heldWait blocks while the client has more than maxHeld reply bytes
+// waiting to be written (backpressure on a client that does not read).
+func (s *session) heldWait() {
+	if s.held.Load() > maxHeld {
+		s.waitFor(func() bool { return s.held.Load() <= maxHeld || s.outstanding.Load() == 0 })
+	}
 }
 
 // serve runs the session until the client leaves or the server shuts down.
@@ -156,11 +180,13 @@ func (s *session) readLoop() {
 func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 	start := 0
 	for start < len(buf) && !s.closing.Load() {
+		s.heldWait()
 		if cur := s.l.pool.Load(); cur != s.p {
 			s.switchPool(cur)
 		}
 		p := getPending()
 		p.pool = s.p
+		p.sess = s
 		n, err := s.parser.ParseRequest(buf[start:], &p.req)
 		if err != nil {
 			if errors.Is(err, codec.ErrIncomplete) {
@@ -193,9 +219,11 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 			continue
 		}
 		start += n
+		s.enter(p)
 		s.p.stats.Requests.Add(1)
 		s.p.stats.countCommand(p.req.Name)
 		s.route(p)
+		s.p.routing.Add(-1)
 		closeAfter := p.req.Close // p belongs to the writer once queued
 		s.enqueue(p)
 		if closeAfter {
@@ -205,6 +233,23 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 	}
 	rest := copy(buf, buf[start:])
 	return buf[:rest], 0, true
+}
+
+// enter marks the session as routing with its pool, so that a reload does
+// not close that pool's backends under it (retire waits for routing to
+// drop to zero). If a reload swapped the pool meanwhile, the session
+// switches first and routes p with the new pool.
+func (s *session) enter(p *pending) {
+	for {
+		s.p.routing.Add(1)
+		cur := s.l.pool.Load()
+		if cur == s.p {
+			return
+		}
+		s.p.routing.Add(-1)
+		s.switchPool(cur)
+		p.pool = s.p
+	}
 }
 
 // switchPool moves the session to the pool a reload put on its listener.
@@ -410,6 +455,7 @@ func (s *session) writeLoop() {
 		}
 		closeAfter := p.req.Close
 		release(p)
+		s.held.Add(-p.heldBytes())
 		putPending(p)
 		s.written()
 		if broken {
@@ -474,4 +520,7 @@ func (s *session) appendReply(out []byte, p *pending) []byte {
 func (s *session) stop() {
 	s.closing.Store(true)
 	s.nc.SetReadDeadline(time.Now())
+	s.mu.Lock()
+	s.drained.Broadcast() // a reader waiting for its client to read
+	s.mu.Unlock()
 }

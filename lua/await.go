@@ -1,0 +1,429 @@
+package lua
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	glua "github.com/yuin/gopher-lua"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+)
+
+// call is one request sent to one backend on behalf of an await.
+type call struct {
+	backend.Call
+	w       *worker
+	aw      *await
+	be      *beRef
+	first   bool // sent to the first pool of the await (AWAIT_FIRST)
+	sent    time.Time
+	elapsed time.Duration
+	doneFn  func(*backend.Call)
+}
+
+// onDone runs on a backend goroutine: it timestamps the reply and hands it
+// to the worker, which may run the waiting handler right here.
+func (c *call) onDone(*backend.Call) {
+	c.elapsed = time.Since(c.sent)
+	c.w.submit(event{kind: evReply, call: c}, false)
+}
+
+// await is a set of calls a coroutine waits on: pool(r) (one call, the
+// response itself is the result) or mcp.await (a table of responses).
+// It follows memcached's mcplib_await_return exactly.
+type await struct {
+	t         *task
+	mode      int
+	waitFor   int // 0: all
+	pending   int
+	completed bool // the coroutine has been resumed (or never waits)
+	single    bool // pool(r)
+	borrowed  bool // the calls send the client's own request
+	hold      bool // the task finished while borrowed calls were out: answer it when they return
+	holdV     glua.LValue
+	holdErr   error
+	logErr    bool // mcp.await_logerrors
+	detail    string
+	results   []*response
+}
+
+func (w *worker) newCall() *call {
+	if n := len(w.callFree); n > 0 {
+		c := w.callFree[n-1]
+		w.callFree = w.callFree[:n-1]
+		return c
+	}
+	c := &call{w: w}
+	c.doneFn = c.onDone
+	return c
+}
+
+func (w *worker) putCall(c *call) {
+	c.Call = backend.Call{}
+	c.aw, c.be = nil, nil
+	if len(w.callFree) < 4096 {
+		w.callFree = append(w.callFree, c)
+	}
+}
+
+func (w *worker) newAwait(t *task, mode, waitFor int) *await {
+	var aw *await
+	if n := len(w.awFree); n > 0 {
+		aw = w.awFree[n-1]
+		w.awFree = w.awFree[:n-1]
+	} else {
+		aw = &await{}
+	}
+	aw.t, aw.mode, aw.waitFor = t, mode, waitFor
+	return aw
+}
+
+func (w *worker) putAwait(aw *await) {
+	clear(aw.results)
+	*aw = await{results: aw.results[:0]}
+	if len(w.awFree) < 4096 {
+		w.awFree = append(w.awFree, aw)
+	}
+}
+
+// send sends req to be for aw.
+func (w *worker) send(aw *await, be *beRef, req *codec.Request, hint uint32, first bool) {
+	c := w.newCall()
+	c.aw, c.be, c.first = aw, be, first
+	c.Req = req
+	c.Done = c.doneFn
+	c.sent = time.Now()
+	aw.pending++
+	be.send(&c.Call, hint)
+}
+
+// yieldable returns the running task, raising a Lua error when the
+// coroutine cannot wait here: outside a handler, or inside a Go function
+// that calls back into Lua (pcall, xpcall, table.sort, string.gsub), which
+// gopher-lua cannot suspend. (A metamethod that waits cannot be caught
+// here; gopher-lua then panics, and recoverPanic answers the request with
+// "lua failure".)
+func (w *worker) yieldable(L *glua.LState, what string) *task {
+	t := w.cur
+	if t == nil || t.co == nil || t.co.th != L {
+		L.RaiseError("%s can only be called from a route handler", what)
+	}
+	if w.nested > 0 {
+		L.RaiseError("%s cannot wait inside pcall, xpcall, table.sort or string.gsub", what)
+	}
+	return t
+}
+
+// countCalls charges n backend calls to t.
+func countCalls(L *glua.LState, t *task, n int) {
+	t.calls += n
+	if t.calls > maxCallsPerRequest {
+		L.RaiseError("a request may make at most %d backend calls", maxCallsPerRequest)
+	}
+}
+
+// pick returns the backend of pool p for rq: the one owning its key, any
+// one (by hint) for a request whose answer does not depend on keys (Redis
+// COMMAND). It raises an error for a request without a key; for a request
+// whose keys must all live on one server and do not, it returns nil.
+func pick(L *glua.LState, p *pool, rq *request, hint uint32) *beRef {
+	key := rq.key()
+	if key == nil {
+		if rq.req.Route == codec.RouteAny {
+			return p.bes[int(hint%uint32(len(p.bes)))]
+		}
+		L.RaiseError("cannot route commands without key")
+	}
+	be, err := p.pick(key)
+	if err != nil {
+		L.RaiseError("pool %d: %v", p.id, err)
+	}
+	if rq.req.Route == codec.RouteSame {
+		for _, k := range rq.req.Keys[1:] {
+			if other, err := p.pick(k); err != nil || other != be {
+				return nil
+			}
+		}
+	}
+	return be
+}
+
+// crossServer is the reply to a request whose keys live on different
+// servers of a pool.
+const crossServer = wireError("keys in request don't hash to the same server")
+
+// poolCall is pool(r): send r to the pool's backend for its key, wait, and
+// return the response.
+func (w *worker) poolCall(L *glua.LState) int {
+	p, ok := userValue[*pool](L.Get(1))
+	if !ok {
+		L.ArgError(1, "pool expected")
+	}
+	rq := checkRequest(L, 2)
+	t := w.yieldable(L, "pool(r)")
+	be := pick(L, p, rq, t.hint)
+	if be == nil {
+		L.Push(w.responseValue(&response{err: crossServer, errKind: codec.ErrCrossServer, hdr: headerOf(rq.req), redis: w.r.cfg.Redis}))
+		return 1
+	}
+	countCalls(L, t, 1)
+	aw := w.newAwait(t, awaitAny, 0)
+	aw.single = true
+	req := rq.req
+	switch {
+	case rq.owned || t.multi != nil: // made by the script, or a split-off key
+	case rq == t.rq:
+		aw.borrowed = true // the task waits for it: no copy needed
+	default:
+		req = cloneRequest(req) // another request's, which may be answered first
+	}
+	w.send(aw, be, req, t.hint, true)
+	t.state, t.aw = taskWaiting, aw
+	return L.Yield()
+}
+
+// awaitFunc is mcp.await(r, pools[, wait_for[, mode]]) and, with logErr,
+// mcp.await_logerrors(r, pools, wait_for, mode, detail).
+func (w *worker) awaitFunc(logErr bool) glua.LGFunction {
+	return func(L *glua.LState) int {
+		rq := checkRequest(L, 1)
+		list := L.CheckTable(2)
+		var pools []*pool
+		list.ForEach(func(_, v glua.LValue) {
+			p, ok := userValue[*pool](v)
+			if !ok {
+				L.RaiseError("mcp.await must be supplied with a pool")
+			}
+			pools = append(pools, p)
+		})
+		if len(pools) == 0 {
+			L.RaiseError("mcp.await arguments must have at least one pool")
+		}
+		mode := awaitGood
+		if n, ok := L.Get(4).(glua.LNumber); ok {
+			mode = int(n)
+			if mode < awaitGood || mode > awaitBackground {
+				L.RaiseError("invalid type argument to mcp.await")
+			}
+		}
+		waitFor := 0
+		if n, ok := L.Get(3).(glua.LNumber); ok {
+			waitFor = min(int(n), len(pools))
+		}
+		if mode == awaitFirst {
+			waitFor = 1
+		}
+		t := w.cur
+		if mode != awaitBackground {
+			t = w.yieldable(L, "mcp.await")
+		} else if t == nil {
+			L.RaiseError("mcp.await can only be called from a route handler")
+		}
+		bes := make([]*beRef, len(pools))
+		for i, p := range pools {
+			if bes[i] = pick(L, p, rq, t.hint); bes[i] == nil {
+				L.RaiseError("%s", crossServer.Error())
+			}
+		}
+		countCalls(L, t, len(bes))
+		req := rq.req
+		if !rq.owned { // calls may outlive the client request
+			req = cloneRequest(req)
+		}
+		aw := w.newAwait(t, mode, waitFor)
+		aw.logErr = logErr
+		if s, ok := L.Get(5).(glua.LString); ok {
+			aw.detail = string(s)
+		}
+		for i, be := range bes {
+			w.send(aw, be, req, t.hint, i == 0)
+		}
+		if mode == awaitBackground {
+			aw.completed, aw.t = true, nil
+			L.Push(L.NewTable())
+			return 1
+		}
+		t.state, t.aw = taskWaiting, aw
+		return L.Yield()
+	}
+}
+
+// reply handles a completed call: it counts the response towards its
+// await and resumes the waiting coroutine when the await is satisfied.
+func (w *worker) reply(c *call) {
+	aw := c.aw
+	aw.pending--
+	if t := aw.t; t != nil && t.fast {
+		reply := c.Reply
+		w.putCall(c)
+		t.aw = nil
+		w.putAwait(aw)
+		w.finishReply(t, reply)
+		return
+	}
+	res := w.newResponse(c)
+	first, req := c.first, c.Req
+	w.putCall(c)
+	if aw.logErr && !res.ok() {
+		w.r.logRequest(req, res, aw.detail)
+	}
+	if aw.completed {
+		if aw.pending == 0 {
+			if aw.hold {
+				t, v, failure := aw.t, aw.holdV, aw.holdErr
+				w.putAwait(aw)
+				w.finish(t, v, failure)
+				return
+			}
+			w.putAwait(aw)
+		}
+		return
+	}
+	valid, completing := true, false
+	if aw.waitFor > 0 {
+		good := false
+		switch aw.mode {
+		case awaitGood:
+			good = res.hit()
+		case awaitAny:
+			good = true
+		case awaitOK:
+			good = res.ok()
+		case awaitFirst:
+			good, valid = first, first
+		case awaitFastGood:
+			if res.ok() {
+				if res.hit() {
+					aw.waitFor = 0
+				} else {
+					good = true
+				}
+			}
+		}
+		if good {
+			aw.waitFor--
+		}
+		completing = aw.waitFor <= 0
+	}
+	if aw.pending == 0 {
+		completing = true
+	}
+	if valid {
+		aw.results = append(aw.results, res)
+	}
+	if !completing {
+		return
+	}
+	aw.completed = true
+	t := aw.t
+	aw.t = nil
+	var v glua.LValue
+	if aw.single {
+		v = w.responseValue(aw.results[0])
+	} else {
+		tbl := w.L.CreateTable(len(aw.results), 0)
+		for _, r := range aw.results {
+			tbl.Append(w.responseValue(r))
+		}
+		v = tbl
+	}
+	clear(aw.results)
+	aw.results = aw.results[:0]
+	if aw.pending == 0 {
+		w.putAwait(aw)
+	}
+	t.state, t.aw = taskRunning, nil
+	w.run(t, v)
+}
+
+// newResponse builds the response of a completed call.
+func (w *worker) newResponse(c *call) *response {
+	return &response{
+		raw: c.Reply.Raw, kind: c.Reply.Kind, err: c.Reply.Err, errKind: codec.ErrServer, hdr: headerOf(c.Req),
+		elapsed: c.elapsed, be: c.be, redis: w.r.cfg.Redis,
+	}
+}
+
+// responseValue wraps res for Lua.
+func (w *worker) responseValue(res *response) glua.LValue {
+	ud := w.L.NewUserData()
+	ud.Value = res
+	ud.Metatable = w.resMT
+	return ud
+}
+
+// logReq is mcp.log_req(r, res, detail).
+func (w *worker) logReq(L *glua.LState) int {
+	rq, _ := userValue[*request](L.Get(1))
+	res, _ := userValue[*response](L.Get(2))
+	var req *codec.Request
+	if rq != nil {
+		req = rq.req
+	}
+	w.r.logRequest(req, res, L.OptString(3, ""))
+	return 0
+}
+
+// logReqSample is mcp.log_reqsample(ms, rate, allerrors, r, res, detail):
+// log the request when it failed (allerrors), took longer than ms
+// milliseconds, or was picked at random at one in rate.
+func (w *worker) logReqSample(L *glua.LState) int {
+	ms := L.CheckInt(1)
+	rate := L.CheckInt(2)
+	allErrors := L.ToBool(3)
+	rq, _ := userValue[*request](L.Get(4))
+	res, _ := userValue[*response](L.Get(5))
+	detail := L.OptString(6, "")
+	log := false
+	switch {
+	case allErrors && res != nil && !res.ok():
+		log = true
+	case ms > 0 && res != nil && res.elapsed > time.Duration(ms)*time.Millisecond:
+		log = true
+	case rate > 0:
+		log = rand.IntN(rate) == 0
+	}
+	if log {
+		var req *codec.Request
+		if rq != nil {
+			req = rq.req
+		}
+		w.r.logRequest(req, res, detail)
+	}
+	return 0
+}
+
+// logRequest writes one request log line (memcached's "watch proxyreqs").
+func (r *Router) logRequest(req *codec.Request, res *response, detail string) {
+	attrs := make([]slog.Attr, 0, 7)
+	if req != nil {
+		line := req.Wire
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i]
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) > 256 {
+			line = line[:256]
+		}
+		attrs = append(attrs, slog.String("req", string(line)))
+	}
+	if res != nil {
+		res.parse()
+		attrs = append(attrs, slog.Int64("elapsed_us", res.elapsed.Microseconds()),
+			slog.Int("code", res.code), slog.Int("status", res.status))
+		if res.be != nil {
+			attrs = append(attrs, slog.String("backend", res.be.label), slog.String("addr", res.be.b.Addr()))
+		}
+		if res.err != nil {
+			attrs = append(attrs, slog.String("err", res.err.Error()))
+		}
+	}
+	if detail != "" {
+		attrs = append(attrs, slog.String("detail", detail))
+	}
+	r.log.LogAttrs(context.Background(), slog.LevelInfo, "lua request", attrs...)
+}

@@ -1,0 +1,198 @@
+// Package lua routes a pool's requests with a route file written against
+// the Lua API of memcached's built-in proxy, generation V1 (memcached
+// 1.6.12 to 1.6.29: pools called as functions, mcp.await), on
+// github.com/yuin/gopher-lua. Scripts written for memcached run unchanged,
+// on memcached pools and, through the same objects, on Redis pools.
+//
+// # Configuration
+//
+// A pool of the YAML configuration names its route file with the key lua
+// (instead of servers); its listen address, protocol (redis: true) and
+// limits still apply. The file is compiled once. It runs in a config state,
+// where mcp_config_pools() builds backends (mcp.backend) and pools
+// (mcp.pool), and then in each worker state, where mcp_config_routes(pools)
+// receives a copy of what mcp_config_pools returned (tables, strings,
+// numbers, booleans; each pool becomes a callable pool proxy) and attaches
+// handlers with mcp.attach. A syntax error, a missing function, an error
+// raised at either stage (an unknown option, an argument of the wrong
+// type), or a route stage that attaches nothing is a *ConfigError naming
+// the file and the line, and the proxy does not start (or, on reload, keeps
+// the old configuration).
+//
+// Config stage: mcp.backend(label, host, port) and the table form with
+// label, host, port, connecttimeout, retrytimeout (retrywaittime),
+// readtimeout (seconds, fractions allowed), failurelimit, tcpkeepalive,
+// connections (1-8), down and, a shardproxy addition, weight (for the
+// twemproxy distributions); memcached's other options (depthlimit,
+// flaptime, tls, log, ...) are accepted and ignored with a warning, an
+// unknown option is an error. mcp.pool(backends, {dist=, hash=, seed=,
+// filter="stop"|"tags", filter_conf=, beprefix=, iothread=, omode=,
+// obuckets=}). mcp.backend_connect_timeout, backend_retry_timeout
+// (backend_retry_waittime), backend_read_timeout, backend_failure_limit,
+// tcp_keepalive set the defaults of the backends made after them, as in
+// memcached; active_req_limit(n) and buffer_memory_limit(kb) bound the
+// requests in flight through the router; add_stat(id, name) and
+// stat_limit(n) declare counters; the remaining tunables of later
+// memcached versions are accepted and ignored. The route stage has the
+// tunables too, as no-ops, so a file may set them at its top level, which
+// runs in every state.
+//
+// Backend defaults are memcached's (connect 5s, retry 3s, read 3s, failure
+// limit 3, one connection) unless the pool's YAML sets timeout,
+// connect_timeout, server_retry_timeout, server_failure_limit,
+// server_connections or tcpkeepalive (see Config.Defaults); pools that name
+// the same backend (label, address and settings) share its connections.
+//
+// Placement is package sharding's, with memcached's defaults: jump hash
+// over XXH3-64 of the key, seeded with XXH3 of the pool's seed string, over
+// the backends in the order given. mcp.dist_ring_hash is memcached's ring
+// (omode "default", "ketama", "twemproxy", "evcache"; obuckets points;
+// hash = mcp.dist_ring_hash.hash for md5); mcp.dist_ketama, mcp.dist_modula
+// and mcp.dist_random are twemproxy's, over the backends' labels as node
+// names (so labels written as twemproxy names - "host:port", "host" for
+// port 11211, or an explicit name - with hash = mcp.hash_fnv1a_64 place
+// keys exactly as a native YAML pool of the same servers). Hashes:
+// mcp.hash_xxhash (memcached's, XXH3), and mcp.hash_NAME for every hash of
+// package sharding (hash_md5, hash_fnv1a_64, hash_murmur, hash_crc32, ...;
+// sharding's XXH64 is hash_xxh64). The "stop" filter hashes the key up to
+// filter_conf; "tags" hashes what lies between filter_conf's two
+// characters (memcached searches the closing tag from the opening one
+// itself; here from the byte after it, which only differs for equal tags).
+//
+// # Handlers
+//
+// mcp.attach(cmd, func[, tag]) attaches a handler for mcp.CMD_* (numbered
+// as memcached numbers them), CMD_ANY (every command but mn) or
+// CMD_ANY_STORAGE (every key command); a later attach overrides what an
+// earlier one set, command by command. A handler attached with a tag
+// (1-8 characters) serves the router whose Config.Tag matches and takes
+// precedence over the untagged one. A command without a handler is
+// answered "SERVER_ERROR no route for command NAME". Commands the proxy
+// answers itself (version, stats, mn, quit, verbosity; Redis PING, ECHO,
+// AUTH, ...) never reach a handler.
+//
+// A handler receives the request and returns what the client sees: a
+// response object (its reply as the backend sent it, or "SERVER_ERROR
+// backend failure: CAUSE" when there was none), a string (sent raw), or
+// anything else ("SERVER_ERROR bad response"). An error raised by the
+// handler answers "SERVER_ERROR lua failure" and is logged once per
+// distinct message, with the script's file and line. A noreply request
+// shows the client nothing, whatever the handler returned.
+//
+// Like memcached's proxy, a multi-key get (and a Redis command split per
+// key, such as MGET or DEL) runs the handler once per key, and the answers
+// are merged in the client's key order.
+//
+// pool(r) sends r to the backend owning its key, waits and returns the
+// response; a request without a key raises "cannot route commands without
+// key" (a Redis command whose answer does not depend on keys goes to any
+// backend). mcp.await(r, pools[, wait_for[, mode]]) sends r to every pool
+// and returns a table of responses in arrival order, with memcached's
+// exact semantics (mcplib_await_return): wait_for 0 (the default) means
+// all pools and is capped at their number; AWAIT_GOOD (the default) counts
+// responses that are ok and not a miss (code other than END), AWAIT_ANY
+// every response, AWAIT_OK ok ones (misses too), AWAIT_FIRST only the first
+// pool's (and returns only it), AWAIT_FASTGOOD returns at the first hit or
+// after wait_for ok misses, AWAIT_BACKGROUND returns an empty table at once
+// and drops the responses; responses that arrive after the table was
+// returned are not added to it. mcp.await_logerrors also logs every error
+// response with a detail string. A request sent by mcp.await is copied, so
+// it may outlive the handler (AWAIT_BACKGROUND, AWAIT_FIRST).
+//
+// mcp.request(line[, value]) parses a request with the pool's dialect
+// (value: a string ending in "\r\n", or a response or request whose value
+// is copied). Request methods: command() (the CMD_* number; on a Redis pool
+// the lower-case name), key() (the key token as sent; on Redis the first
+// key), ltrimkey(n), rtrimkey(n), token(n[, new]) (token 1 is the command;
+// "" removes a token; the command cannot be replaced), ntokens(),
+// has_flag(f), flag_token(f[, new]) (returns whether the flag is there and
+// its token; new replaces the flag's whole token, "" removes it) and
+// tostring(r). A rewrite re-parses the request, so keys and routing follow
+// it; memcache's "noreply" is removed by the parser before the handler sees
+// the request (the proxy hides the reply instead), so ntokens does not
+// count it. Response methods: ok(), hit(), vlen(), code() (mcp.MCMC_CODE_*
+// as memcached's mcmc classifies the reply; 0 when the backend failed),
+// line() (a meta reply's flags; the whole reply line otherwise) and
+// elapsed() (microseconds from sending to the reply). A quiet meta reply
+// hidden by the backend has code END for mg, OK otherwise.
+//
+// mcp.log(msg), mcp.log_req(r, res, detail) and mcp.log_reqsample(ms,
+// rate, allerrors, r, res, detail) write to the proxy's log (memcached's
+// "watch proxyuser" and "watch proxyreqs"); print does too. mcp.stat(id,
+// delta) adds to a counter of mcp.add_stat; Router.Stats lists them.
+//
+// # Redis pools
+//
+// On a pool with redis: true the same objects work on RESP: mcp.CMD_NAME is
+// the lower-case command name (mcp.CMD_GET == "get", mcp.CMD_HGETALL ==
+// "hgetall", for the common commands listed in constants.go), and any
+// command can be attached by its name as a string; CMD_ANY_STORAGE covers
+// every command with a key. r:command() is the lower-case name, r:key() the
+// first key, r:token(n) the n-th argument (1 is the command). A response's
+// hit() is false for a nil reply (code MCMC_CODE_END), ok() false for an
+// error reply (MCMC_CODE_ERROR; -LOADING, -BUSY, -OOM are
+// MCMC_CODE_SERVER_ERROR), line() is the reply's first line, vlen() a bulk
+// string's length. has_flag and flag_token find no flags.
+//
+// # Sandbox
+//
+// Route code gets the base library without dofile, loadfile, require,
+// module and a collectgarbage that stops the world (it is a no-op), and the
+// string (string.rep bounded to 16 MiB, no string.dump), table and math
+// libraries and os.time, os.clock, os.date and os.difftime: no io, no
+// os.execute, no debug, no package, no coroutine. Lua 5.4's local
+// attributes (<const>, <close>), table.unpack and load of a string, which
+// memcached's scripts use, are accepted. gopher-lua is Lua 5.1: integer
+// division, bitwise operators and the utf8 library are not there.
+//
+// A handler that runs longer than Config.MaxRun (100ms) without waiting for
+// a backend is stopped: the client gets "SERVER_ERROR lua timeout" and the
+// state goes on serving. A request may make at most 1024 backend calls.
+// pool(r) and mcp.await (but for AWAIT_BACKGROUND) cannot wait inside
+// pcall, xpcall, table.sort or string.gsub, which gopher-lua cannot
+// suspend: they raise an error there. Waiting inside a metamethod cannot be
+// caught beforehand; gopher-lua panics, and the request is answered "lua
+// failure" once its backend call has returned.
+//
+// # Concurrency
+//
+// A Router has Config.Workers Lua states (GOMAXPROCS by default, at most
+// 16); a client (Route's hint) always uses the same one, as a memcached
+// connection stays on its worker thread, so what a handler keeps in its
+// state is consistent for the client. A state is used by one goroutine at
+// a time, under a mutex: Route runs a request's handler on the calling
+// goroutine (the session's reader) when the state is free, and otherwise
+// queues it for the goroutine using the state, which drains the queue
+// before letting go; a backend's reply resumes its handler the same way, on
+// the backend's reader goroutine. So Route and a backend's Done never block
+// (a handler's own CPU time aside, bounded by MaxRun), and no request waits
+// for a dedicated goroutine to be scheduled. Each request runs in a
+// coroutine (pooled and reused), which yields while it waits for backends,
+// so a state has many requests in flight. A watchdog goroutine enforces
+// MaxRun.
+//
+// A handler that is exactly `return P(r)` or `return T.k(r)`, where P (or
+// the field k of table T) is a pool the handler closes over, is recognised
+// by its bytecode when attached and run without entering Lua: the request
+// goes to the pool's backend and the reply to the client, with no
+// coroutine and no request or response object. For memcache pools, while
+// no Lua code has run in the state since such a request was routed, the
+// next one of the same command does not even take the state's lock. The
+// upvalue is read again after any Lua code ran, so a script that changes
+// it is followed; anything unusual (no key, a value that is not a pool, a
+// changed __call) takes the Lua way. The client cannot tell the
+// difference.
+//
+// Ownership: the request handed to Route belongs to the router until it
+// calls Completion.Complete; the handler's request object is then detached
+// (using it later raises "request used after its reply was sent"). Calls
+// that may outlive the handler (mcp.await) send a copy. Responses own
+// their bytes.
+//
+// # What it must not do
+//
+// It imports codec, sharding and backend (and gopher-lua), never a dialect:
+// the memcached semantics (command numbers, mcmc codes) are chosen by
+// Config.Redis, not by a dialect's name. It does no I/O but through
+// backend, and reads no file but the route file.
+package lua

@@ -1,0 +1,381 @@
+package lua_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"shardproxy/config"
+	"shardproxy/internal/testserver"
+	"shardproxy/proxy"
+)
+
+// The end-to-end tests run route files in a real proxy: a client socket
+// talks to a Lua pool whose backends are real memcached (and redis-server)
+// processes on loopback ports.
+
+// logBuffer collects a proxy's log lines; safe for concurrent use.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// count returns how many log lines contain s.
+func (l *logBuffer) count(s string) int { return strings.Count(l.String(), s) }
+
+// writeRoutes writes src to a route file in a fresh directory.
+func writeRoutes(t testing.TB, src string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "routes.lua")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// startLua runs a proxy with one Lua pool, "lp", routed by the file at
+// path, with extra YAML keys for the pool, and returns its address and log.
+func startLua(t testing.TB, path, extra string) (string, *logBuffer) {
+	t.Helper()
+	yaml := "lp:\n  listen: 127.0.0.1:0\n  lua: " + path + "\n" + extra
+	srv, logs, err := newProxy(t, yaml)
+	if err != nil {
+		t.Fatalf("proxy: %v", err)
+	}
+	return srv.Addr("lp").String(), logs
+}
+
+// newProxy builds and starts a proxy for yaml.
+func newProxy(t testing.TB, yaml string) (*proxy.Server, *logBuffer, error) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), "test.yml")
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, yaml)
+	}
+	logs := &logBuffer{}
+	srv, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		return nil, logs, err
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("proxy log:\n%s", logs)
+		}
+	})
+	return srv, logs, nil
+}
+
+// luaRoutes writes src, with every "{{NAME}}" replaced by ports[NAME], and
+// starts a proxy for it.
+func luaRoutes(t testing.TB, src string, ports map[string]int, extra string) (string, *logBuffer) {
+	t.Helper()
+	for name, port := range ports {
+		src = strings.ReplaceAll(src, "{{"+name+"}}", strconv.Itoa(port))
+	}
+	return startLua(t, writeRoutes(t, src), extra)
+}
+
+// testdataRoutes loads testdata/lua/name unchanged but for its backend
+// ports: each literal port in ports is replaced by the port of the server
+// started for it.
+func testdataRoutes(t testing.TB, name string, ports map[int]int, extra string) (string, *logBuffer) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "lua", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	for from, to := range ports {
+		re := regexp.MustCompile(`\b` + strconv.Itoa(from) + `\b`)
+		if !re.MatchString(src) {
+			t.Fatalf("%s does not mention port %d", name, from)
+		}
+		src = re.ReplaceAllString(src, strconv.Itoa(to))
+	}
+	return startLua(t, writeRoutes(t, src), extra)
+}
+
+// client is a minimal text-protocol client.
+type client struct {
+	t  testing.TB
+	nc net.Conn
+	r  *bufio.Reader
+}
+
+func dial(t testing.TB, addr string) *client {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return &client{t: t, nc: nc, r: bufio.NewReader(nc)}
+}
+
+func (c *client) send(s string) {
+	c.t.Helper()
+	c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c.nc, s); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+// line reads one line, without "\r\n".
+func (c *client) line() string {
+	c.t.Helper()
+	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	l, err := c.r.ReadString('\n')
+	if err != nil {
+		c.t.Fatalf("read: %v (got %q)", err, l)
+	}
+	return strings.TrimSuffix(l, "\r\n")
+}
+
+// reply reads one memcache reply: a line, VALUE blocks up to END, or a VA
+// block, with "\r\n" line ends.
+func (c *client) reply() string {
+	c.t.Helper()
+	var b strings.Builder
+	for {
+		l := c.line()
+		b.WriteString(l + "\r\n")
+		var n int
+		switch {
+		case strings.HasPrefix(l, "VALUE "):
+			f := strings.Fields(l)
+			n, _ = strconv.Atoi(f[3])
+			b.WriteString(c.readN(n + 2))
+			continue
+		case strings.HasPrefix(l, "VA "):
+			n, _ = strconv.Atoi(strings.Fields(l)[1])
+			b.WriteString(c.readN(n + 2))
+		}
+		return b.String()
+	}
+}
+
+func (c *client) readN(n int) string {
+	c.t.Helper()
+	buf := make([]byte, n)
+	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(c.r, buf); err != nil {
+		c.t.Fatalf("read %d bytes: %v", n, err)
+	}
+	return string(buf)
+}
+
+// do sends req and reads one reply.
+func (c *client) do(req string) string {
+	c.t.Helper()
+	c.send(req)
+	return c.reply()
+}
+
+// timed sends req and returns its reply and how long it took.
+func (c *client) timed(req string) (string, time.Duration) {
+	c.t.Helper()
+	start := time.Now()
+	r := c.do(req)
+	return r, time.Since(start)
+}
+
+// get asks the server at addr for key directly and returns its value, or
+// "" and false on a miss.
+func get(t testing.TB, addr, key string) (string, bool) {
+	t.Helper()
+	c := dial(t, addr)
+	defer c.nc.Close()
+	r := c.do("get " + key + "\r\n")
+	if r == "END\r\n" {
+		return "", false
+	}
+	lines := strings.Split(r, "\r\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "VALUE "+key+" ") {
+		t.Fatalf("get %s from %s: %q", key, addr, r)
+	}
+	return lines[1], true
+}
+
+// set stores key=value on the server at addr directly.
+func set(t testing.TB, addr, key, value string) {
+	t.Helper()
+	c := dial(t, addr)
+	defer c.nc.Close()
+	if r := c.do(fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", key, len(value), value)); r != "STORED\r\n" {
+		t.Fatalf("set %s on %s: %q", key, addr, r)
+	}
+}
+
+// delayRelay forwards TCP connections to addr, holding every chunk the
+// server sends for d (from when it arrived) before passing it on: a
+// backend that answers d late. It returns the relay's port.
+func delayRelay(t testing.TB, addr string, d time.Duration) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			cl, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				cl.Close()
+				continue
+			}
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				io.Copy(up, cl)
+				up.Close()
+			}()
+			go func() {
+				defer wg.Done()
+				defer cl.Close()
+				relayDelayed(cl, up, d)
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// relayDelayed copies src to dst, each chunk d after it was read.
+type chunk struct {
+	b  []byte
+	at time.Time
+}
+
+func relayDelayed(dst, src net.Conn, d time.Duration) {
+	ch := make(chan chunk, 64)
+	go func() {
+		defer close(ch)
+		for {
+			buf := make([]byte, 16<<10)
+			n, err := src.Read(buf)
+			if n > 0 {
+				ch <- chunk{buf[:n], time.Now()}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range ch {
+		time.Sleep(time.Until(c.at.Add(d)))
+		if _, err := dst.Write(c.b); err != nil {
+			src.Close()
+			for range ch {
+			}
+			return
+		}
+	}
+}
+
+// closedPort returns a loopback port nothing listens on: a backend that
+// refuses connections.
+func closedPort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return port
+}
+
+// silentPort returns a loopback port that accepts connections and never
+// answers.
+func silentPort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// memcached starts n memcached servers.
+func memcached(t testing.TB, n int) []*testserver.Server {
+	t.Helper()
+	s := make([]*testserver.Server, n)
+	for i := range s {
+		s[i] = testserver.StartMemcached(t)
+	}
+	return s
+}
+
+// eventually polls cond until it holds or 5s pass.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

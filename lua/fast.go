@@ -1,0 +1,127 @@
+package lua
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+)
+
+// A direct handler (direct.go) needs the Lua state only to read which pool
+// its upvalue holds, and that can only change while Lua code runs. So each
+// worker counts its Lua runs (luaGen), and when a request of a memcache
+// command is routed directly under the state's lock, the pool it found is
+// remembered for that command with the count. A later request of the
+// command finds it there, and while no Lua code has run since, it is sent
+// without taking the state at all, and its reply goes to the client from
+// the backend's goroutine. Anything else - a change, a multi-key request,
+// a Redis pool - takes the locked way.
+
+// fastEntry is a command's direct pool as of Lua run gen.
+type fastEntry struct {
+	gen  uint64
+	pool *pool
+}
+
+// fastTable holds a worker's remembered direct pools, by CMD number.
+type fastTable [cmdSize]atomic.Pointer[fastEntry]
+
+// remember notes, under the state's lock, that req's command is routed to
+// p directly as of now.
+func (w *worker) remember(req *codec.Request, p *pool) {
+	if w.r.cfg.Redis {
+		return
+	}
+	n := mcCommandNumber(req.Name)
+	if n <= 0 {
+		return
+	}
+	gen := w.luaGen.Load()
+	if e := w.fast[n].Load(); e != nil && e.gen == gen && e.pool == p {
+		return
+	}
+	w.fast[n].Store(&fastEntry{gen: gen, pool: p})
+}
+
+// fastPool returns the remembered direct pool for req, or nil.
+func (w *worker) fastPool(req *codec.Request) *pool {
+	if w.r.cfg.Redis || (req.Route != codec.RouteKey) || len(req.Keys) == 0 {
+		return nil
+	}
+	n := mcCommandNumber(req.Name)
+	if n <= 0 {
+		return nil
+	}
+	e := w.fast[n].Load()
+	if e == nil || e.gen != w.luaGen.Load() {
+		return nil
+	}
+	return e.pool
+}
+
+// fastCall is a request routed without the Lua state: the call, and what
+// the reply needs.
+type fastCall struct {
+	call  backend.Call
+	r     *Router
+	req   *codec.Request
+	c     Completion
+	bytes int64
+	out   []byte
+}
+
+var fastCalls sync.Pool // of *fastCall
+
+func newFastCall() *fastCall {
+	if fc, ok := fastCalls.Get().(*fastCall); ok {
+		return fc
+	}
+	fc := &fastCall{}
+	fc.call.Done = fc.done
+	return fc
+}
+
+// routeFast sends req straight to its backend if w remembers its command's
+// direct pool, and reports whether it did.
+func (r *Router) routeFast(w *worker, req *codec.Request, hint uint32, c Completion) bool {
+	p := w.fastPool(req)
+	if p == nil {
+		return false
+	}
+	be, err := p.pick(keyOf(req, false))
+	if err != nil {
+		return false
+	}
+	fc := newFastCall()
+	fc.r, fc.req, fc.c, fc.bytes = r, req, c, int64(len(req.Wire))
+	fc.call.Req = req
+	be.send(&fc.call, hint) // Route counted the request in active and bufferUsed
+	return true
+}
+
+// done answers the client from the backend's goroutine.
+func (fc *fastCall) done(*backend.Call) {
+	d := fc.r.cfg.Dialect
+	reply := fc.call.Reply
+	out := fc.out[:0]
+	switch {
+	case fc.req.Mode == codec.ModeNoreply:
+	case reply.Err != nil:
+		out = d.AppendError(out, codec.ErrServer, reply.Err.Error())
+	default:
+		out = d.AppendReply(out, fc.req, reply.Raw, reply.Kind)
+	}
+	r, c, bytes := fc.r, fc.c, fc.bytes
+	if cap(out) <= 64<<10 {
+		fc.out = out[:0]
+	} else {
+		fc.out = nil
+	}
+	fc.call = backend.Call{Done: fc.call.Done}
+	fc.r, fc.req, fc.c = nil, nil, nil
+	r.active.Add(-1)
+	r.bufferUsed.Add(-bytes)
+	c.Complete(out)
+	fastCalls.Put(fc)
+}

@@ -1,0 +1,223 @@
+package lua
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+	"shardproxy/sharding"
+)
+
+// tunables are a backend's settings (memcached's struct proxy_tunables).
+type tunables struct {
+	connect      time.Duration
+	retry        time.Duration
+	read         time.Duration
+	failureLimit int
+	keepalive    bool
+	conns        int
+}
+
+// beSpec is what mcp.backend returns: a description of a backend, which
+// becomes a connection when a pool uses it.
+type beSpec struct {
+	label  string
+	host   string
+	port   string
+	tun    tunables
+	down   bool // start failing fast, as memcached's "down" option
+	weight int  // for the twemproxy distributions; default 1
+}
+
+// addr is the backend's dial address: host:port, or host alone when it
+// is a unix socket path.
+func (s *beSpec) addr() string {
+	if len(s.host) > 0 && s.host[0] == '/' {
+		return s.host
+	}
+	return net.JoinHostPort(s.host, s.port)
+}
+
+// identity is the key under which a backend is shared by the pools that
+// name it: memcached reuses a backend for the same label, address and
+// settings.
+func (s *beSpec) identity(prefix string) string {
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%v\x00%v", prefix, s.label, s.addr(), s.tun, s.down)
+}
+
+// beRef is one backend of a pool.
+type beRef struct {
+	b     *backend.Backend
+	label string
+	host  string
+	port  string
+	down  bool
+}
+
+// send queues c on the backend; a backend configured down fails it at once,
+// as a bad backend does.
+func (be *beRef) send(c *backend.Call, hint uint32) {
+	if be.down {
+		c.Reply = codec.Reply{Err: backend.ErrorFor(backend.CauseMarkedBad)}
+		c.Done(c)
+		return
+	}
+	be.b.Send(c, hint)
+}
+
+// filter kinds (mcp.pool filter option).
+const (
+	filterNone = iota
+	filterStop
+	filterTags
+)
+
+// pool is an mcp.pool: backends and the key placement over them.
+type pool struct {
+	id     int // 1-based, in creation order, for messages
+	shard  *sharding.Pool
+	bes    []*beRef // in shard.Servers() order
+	filter int
+	conf   []byte
+}
+
+// pick returns the backend that takes key.
+func (p *pool) pick(key []byte) (*beRef, error) {
+	idx, err := p.shard.Pick(p.hashKey(key))
+	if err != nil {
+		return nil, err
+	}
+	return p.bes[idx], nil
+}
+
+// hashKey applies the pool's key filter (memcached's
+// mcp_key_hash_filter_stop and _tag): "stop" hashes the key up to the first
+// occurrence of conf; "tags" hashes what lies between the first conf[0] and
+// the next conf[1] after it, if that closing tag exists.
+func (p *pool) hashKey(key []byte) []byte {
+	switch p.filter {
+	case filterStop:
+		if i := bytes.Index(key, p.conf); i >= 0 {
+			return key[:i]
+		}
+	case filterTags:
+		i := bytes.IndexByte(key, p.conf[0])
+		if i < 0 || len(key)-i <= 1 {
+			return key
+		}
+		if j := bytes.IndexByte(key[i+1:], p.conf[1]); j >= 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
+// distObj is an mcp.dist_* value: a distribution kind of package sharding.
+type distObj struct{ kind string }
+
+// hashObj is an mcp.hash_* value: a hash name of package sharding.
+type hashObj struct{ name string }
+
+// distributions are the mcp.dist_* names. jump and ring are memcached's;
+// ketama, modula and random are twemproxy's.
+var distributions = map[string]string{
+	"dist_jump_hash": "jump",
+	"dist_ring_hash": "ring",
+	"dist_ketama":    "ketama",
+	"dist_modula":    "modula",
+	"dist_random":    "random",
+}
+
+// hashNames returns the mcp.hash_* names and the sharding hash each one
+// is: hash_xxhash is memcached's XXH3 (seeded), hash_xxh64 is XXH64 and
+// every other sharding hash keeps its name (hash_fnv1a_64, hash_md5, ...).
+func hashNames() map[string]string {
+	m := map[string]string{"hash_xxhash": "xxh3"}
+	for _, n := range sharding.HashNames() {
+		if n == "xxhash" {
+			m["hash_xxh64"] = n
+			continue
+		}
+		m["hash_"+n] = n
+	}
+	return m
+}
+
+// poolOptions are mcp.pool's options.
+type poolOptions struct {
+	dist     string
+	hash     string
+	seed     uint64
+	filter   int
+	conf     string
+	beprefix string
+	ringMode string
+	ringPts  int
+}
+
+// buildPool places specs with opts, sharing backends through reg.
+func (r *Router) buildPool(id int, specs []*beSpec, o poolOptions, reg map[string]*beRef) (*pool, error) {
+	servers := make([]sharding.Server, len(specs))
+	keepOrder := o.dist == "jump" || o.dist == "ring"
+	for i, s := range specs {
+		name := s.label // twemproxy's node name, hashed by ketama
+		switch o.dist {
+		case "jump":
+			name = strconv.Itoa(i + 1)
+		case "ring":
+			name = net.JoinHostPort(s.host, s.port)
+		}
+		servers[i] = sharding.Server{Name: name, Weight: s.weight}
+	}
+	shard, err := sharding.New(sharding.Config{
+		Servers:      servers,
+		Hash:         o.hash,
+		Distribution: o.dist,
+		Seed:         o.seed,
+		KeepOrder:    keepOrder,
+		Dist:         sharding.DistOptions{RingMode: o.ringMode, RingPoints: o.ringPts},
+	})
+	if err != nil {
+		return nil, err
+	}
+	bySlot := make(map[string]*beSpec, len(specs))
+	for i, s := range specs {
+		bySlot[servers[i].Name] = s
+	}
+	p := &pool{id: id, shard: shard, filter: o.filter, conf: []byte(o.conf)}
+	for _, srv := range shard.Servers() {
+		s := bySlot[srv.Name]
+		p.bes = append(p.bes, r.backendFor(s, o.beprefix, reg))
+	}
+	return p, nil
+}
+
+// backendFor returns the connection for s, making it on first use.
+func (r *Router) backendFor(s *beSpec, prefix string, reg map[string]*beRef) *beRef {
+	id := s.identity(prefix)
+	if be, ok := reg[id]; ok {
+		return be
+	}
+	b := backend.New(backend.Config{
+		Addr:           s.addr(),
+		Name:           s.label,
+		Dialect:        r.cfg.Dialect,
+		Handshake:      r.cfg.Handshake,
+		Conns:          s.tun.conns,
+		ConnectTimeout: s.tun.connect,
+		Timeout:        s.tun.read,
+		FailureLimit:   s.tun.failureLimit,
+		RetryTimeout:   s.tun.retry,
+		TCPKeepalive:   s.tun.keepalive,
+		Preconnect:     r.cfg.Preconnect && !s.down,
+		Logger:         r.cfg.Logger,
+	})
+	r.backends = append(r.backends, b)
+	be := &beRef{b: b, label: s.label, host: s.host, port: s.port, down: s.down}
+	reg[id] = be
+	return be
+}

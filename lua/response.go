@@ -1,0 +1,185 @@
+package lua
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+
+	"shardproxy/codec"
+)
+
+// response is the Go side of a Lua response object (memcached's
+// mcp.response): one backend's reply, or the failure that took its place.
+type response struct {
+	raw     []byte
+	kind    codec.ReplyKind
+	err     error // no reply: the backend failed (timeout, markedbad, ...)
+	errKind codec.ErrorKind
+	hdr     header // what AppendReply needs of the answered request
+	elapsed time.Duration
+	be      *beRef
+	redis   bool
+
+	parsed bool
+	status int    // mcmcOK or mcmcErr
+	code   int    // an MCMC_CODE_*, 0 after a failure
+	vlen   int    // value length without "\r\n"
+	hasVal bool   // the reply carries a value block
+	line   []byte // r:line(); nil for none
+}
+
+// header is a codec.Request without its buffers: what a reply needs of
+// the request it answers once that request is gone.
+type header struct {
+	name  string
+	cmd   int
+	arg   int
+	mode  codec.Mode
+	route codec.Route
+}
+
+func headerOf(r *codec.Request) header {
+	return header{name: r.Name, cmd: r.Cmd, arg: r.Arg, mode: r.Mode, route: r.Route}
+}
+
+// request fills r with h.
+func (h *header) request(r *codec.Request) {
+	*r = codec.Request{Name: h.name, Cmd: h.cmd, Arg: h.arg, Mode: h.mode, Route: h.route}
+}
+
+// parse classifies the reply the way memcached's mcmc client does.
+func (res *response) parse() {
+	if res.parsed {
+		return
+	}
+	res.parsed = true
+	res.status = mcmcErr
+	if res.err != nil {
+		return
+	}
+	line := res.raw
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	if res.redis {
+		res.parseRedis(line)
+		return
+	}
+	if res.hdr.mode == codec.ModeQuiet && string(line) == "MN" {
+		// quiet mode hid the reply: a miss for mg, success for the rest
+		res.status, res.code = mcmcOK, codeOK
+		if res.kind == codec.ReplyMiss {
+			res.code = codeEnd
+		}
+		return
+	}
+	res.status, res.code = mcCode(line)
+	res.line = line
+	word, rest, _ := bytes.Cut(line, []byte(" "))
+	switch {
+	case string(word) == "VALUE":
+		if f := bytes.Fields(rest); len(f) >= 3 {
+			res.vlen, _ = strconv.Atoi(string(f[2]))
+			res.hasVal = true
+		}
+	case len(word) == 2 && len(line) > 0 && (line[0] < '0' || line[0] > '9'):
+		res.line = nil
+		rest = bytes.TrimLeft(rest, " ")
+		if string(word) == "VA" {
+			size, flags, _ := bytes.Cut(rest, []byte(" "))
+			res.vlen, _ = strconv.Atoi(string(size))
+			res.hasVal = true
+			rest = bytes.TrimLeft(flags, " ")
+		}
+		if len(rest) > 0 {
+			res.line = rest
+		}
+	}
+}
+
+// mcCode maps a memcache reply line to mcmc's status and code.
+func mcCode(line []byte) (status, code int) {
+	word, _, _ := bytes.Cut(line, []byte(" "))
+	if len(line) > 0 && line[0] >= '0' && line[0] <= '9' {
+		return mcmcOK, codeOK // incr/decr
+	}
+	switch string(word) {
+	case "EN", "END":
+		return mcmcOK, codeEnd
+	case "EX", "EXISTS":
+		return mcmcOK, codeExists
+	case "HD", "ME", "OK", "VA", "VALUE", "STAT":
+		return mcmcOK, codeOK
+	case "MN":
+		return mcmcOK, codeNop
+	case "NF", "NOT_FOUND":
+		return mcmcOK, codeNotFound
+	case "NS", "NOT_STORED":
+		return mcmcOK, codeNotStored
+	case "STORED":
+		return mcmcOK, codeStored
+	case "DELETED":
+		return mcmcOK, codeDeleted
+	case "TOUCHED":
+		return mcmcOK, codeTouched
+	case "VERSION":
+		return mcmcOK, codeVersion
+	case "ERROR":
+		return mcmcErr, codeError
+	case "CLIENT_ERROR":
+		return mcmcErr, codeClientError
+	case "SERVER_ERROR":
+		return mcmcErr, codeServerError
+	}
+	return mcmcErr, 0
+}
+
+// parseRedis classifies a RESP reply: nil is a miss (MCMC_CODE_END, so
+// hit() is false), an error reply is MCMC_CODE_ERROR (a server in trouble,
+// -LOADING and the like, MCMC_CODE_SERVER_ERROR), anything else
+// MCMC_CODE_OK.
+func (res *response) parseRedis(line []byte) {
+	res.line = line
+	switch res.kind {
+	case codec.ReplyMiss:
+		res.status, res.code = mcmcOK, codeEnd
+	case codec.ReplyError:
+		res.code = codeError
+	case codec.ReplyFailure:
+		res.code = codeServerError
+	default:
+		res.status, res.code = mcmcOK, codeOK
+	}
+	if len(line) > 1 && line[0] == '$' {
+		if n, err := strconv.Atoi(string(line[1:])); err == nil && n >= 0 {
+			res.vlen, res.hasVal = n, true
+		}
+	}
+}
+
+// ok reports whether the backend answered without an error.
+func (res *response) ok() bool {
+	res.parse()
+	return res.status == mcmcOK
+}
+
+// hit reports whether the answer is ok and not a miss (memcached: code
+// other than END).
+func (res *response) hit() bool {
+	res.parse()
+	return res.status == mcmcOK && res.code != codeEnd
+}
+
+// value returns the value block of the reply (data and "\r\n"), or nil.
+func (res *response) value() []byte {
+	res.parse()
+	if !res.hasVal {
+		return nil
+	}
+	i := bytes.IndexByte(res.raw, '\n')
+	if i < 0 || i+1+res.vlen+2 > len(res.raw) {
+		return nil
+	}
+	return res.raw[i+1 : i+1+res.vlen+2]
+}

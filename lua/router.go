@@ -1,0 +1,301 @@
+package lua
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	glua "github.com/yuin/gopher-lua"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+)
+
+// Defaults of the Router's limits.
+const (
+	// DefaultMaxRun is how long a handler may run between two waits for a
+	// backend before it is stopped.
+	DefaultMaxRun = 100 * time.Millisecond
+	// DefaultQueue bounds the requests waiting for one worker.
+	DefaultQueue = 64 << 10
+	// maxWorkers caps the default number of workers.
+	maxWorkers = 16
+	// maxCallsPerRequest bounds the backend calls one request may make.
+	maxCallsPerRequest = 1024
+	// DefaultSetupTimeout bounds each run of the script at start.
+	DefaultSetupTimeout = 10 * time.Second
+)
+
+// Config describes a Lua router. Path and Dialect are required; every other
+// field has a documented default.
+type Config struct {
+	// Path is the route file, as named in messages. Its contents are read
+	// from the file unless Source is set.
+	Path string
+	// Source, if not nil, is the route file's contents.
+	Source []byte
+	// Dialect frames the pool's requests and replies (memcache or redis).
+	Dialect codec.Dialect
+	// Redis selects the Redis flavour of the API: command names instead of
+	// memcached command numbers, RESP reply semantics (see the package
+	// documentation).
+	Redis bool
+	// Options are the limits mcp.request and request rewrites parse with.
+	// Password and Deny are ignored: route code is the operator's own.
+	Options codec.Options
+	// Handshake is what every backend socket is told first (Redis AUTH and
+	// SELECT).
+	Handshake codec.HandshakeOptions
+	// Defaults are the backend tunables before the script changes them.
+	Defaults Defaults
+	// Preconnect dials every backend at start instead of at first use.
+	Preconnect bool
+	// Tag is the listener tag of the pool: handlers attached with this tag
+	// take precedence over untagged ones. "" means untagged.
+	Tag string
+	// Workers is the number of Lua states; default runtime.GOMAXPROCS(0),
+	// at most 16.
+	Workers int
+	// MaxRun bounds each uninterrupted run of a handler (from a start or a
+	// resume to its next wait or its end); default DefaultMaxRun.
+	MaxRun time.Duration
+	// SetupTimeout bounds each run of the script at start (its top level,
+	// mcp_config_pools, mcp_config_routes); default DefaultSetupTimeout.
+	SetupTimeout time.Duration
+	// Queue bounds the requests waiting for each worker; default
+	// DefaultQueue. A request beyond it is answered with an error.
+	Queue int
+	// Logger receives lifecycle events, script errors and mcp.log lines;
+	// default slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults are the backend tunables a script starts from. A zero field
+// means memcached's own default.
+type Defaults struct {
+	// ConnectTimeout bounds dial plus handshake; memcached's default 5s.
+	ConnectTimeout time.Duration
+	// RetryTimeout is how long a bad backend fails fast; default 3s.
+	RetryTimeout time.Duration
+	// ReadTimeout bounds each request; default 3s.
+	ReadTimeout time.Duration
+	// FailureLimit is how many consecutive failures mark a backend bad;
+	// default 3.
+	FailureLimit int
+	// TCPKeepalive enables SO_KEEPALIVE on backend sockets.
+	TCPKeepalive bool
+	// Conns is the number of sockets per backend; default 1.
+	Conns int
+}
+
+// memcached proxy's defaults (proxy_config.c).
+const (
+	mcConnectTimeout = 5 * time.Second
+	mcRetryTimeout   = 3 * time.Second
+	mcReadTimeout    = 3 * time.Second
+	mcFailureLimit   = 3
+)
+
+// Completion receives the reply to a routed request.
+type Completion interface {
+	// Complete hands over the bytes the client sees; out may be reused
+	// after Complete returns. It is called from a backend's goroutine or
+	// with a Lua state held, so it must not block.
+	Complete(out []byte)
+}
+
+// Router routes a pool's requests through a route file's handlers.
+type Router struct {
+	cfg      Config
+	log      *slog.Logger
+	proto    *glua.FunctionProto
+	workers  []*worker
+	backends []*backend.Backend
+	pools    []*pool
+
+	activeLimit int64 // mcp.active_req_limit; 0 = none
+	bufferLimit int64 // mcp.buffer_memory_limit in bytes; 0 = none
+	active      atomic.Int64
+	bufferUsed  atomic.Int64
+	closed      atomic.Bool
+	stop        chan struct{} // stops the watchdog
+
+	userStats []*userStat // by mcp.add_stat id - 1
+
+	requests atomic.Int64
+	failures atomic.Int64
+	timeouts atomic.Int64
+
+	errMu   sync.Mutex
+	errSeen map[string]int // script errors already logged, with counts
+}
+
+// userStat is one counter declared with mcp.add_stat.
+type userStat struct {
+	name  string
+	value atomic.Int64
+}
+
+// New loads the route file, runs mcp_config_pools once and
+// mcp_config_routes in every worker state, and starts the workers. A
+// script error is a *ConfigError naming the file and line.
+func New(cfg Config) (*Router, error) {
+	if cfg.Dialect == nil {
+		return nil, fmt.Errorf("lua: %s: no dialect", cfg.Path)
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = min(runtime.GOMAXPROCS(0), maxWorkers)
+	}
+	if cfg.MaxRun <= 0 {
+		cfg.MaxRun = DefaultMaxRun
+	}
+	if cfg.SetupTimeout <= 0 {
+		cfg.SetupTimeout = DefaultSetupTimeout
+	}
+	if cfg.Queue <= 0 {
+		cfg.Queue = DefaultQueue
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Options.Password, cfg.Options.Username, cfg.Options.Deny = "", "", nil
+	src := cfg.Source
+	if src == nil {
+		b, err := os.ReadFile(cfg.Path)
+		if err != nil {
+			return nil, fmt.Errorf("lua: %w", err)
+		}
+		src = b
+	}
+	r := &Router{cfg: cfg, log: cfg.Logger.With("file", cfg.Path), errSeen: map[string]int{}}
+	proto, err := compile(cfg.Path, src)
+	if err != nil {
+		return nil, err
+	}
+	r.proto = proto
+	ok := false
+	defer func() {
+		if !ok {
+			r.Close()
+		}
+	}()
+	routes, err := r.configure()
+	if err != nil {
+		return nil, err
+	}
+	for i := range cfg.Workers {
+		w, err := newWorker(r, i, routes)
+		if err != nil {
+			return nil, err
+		}
+		r.workers = append(r.workers, w)
+	}
+	r.stop = make(chan struct{})
+	go r.watchdog(r.stop)
+	ok = true
+	r.log.Info("lua routes loaded", "workers", len(r.workers), "pools", len(r.pools), "backends", len(r.backends))
+	return r, nil
+}
+
+// Route runs req's handler, on the calling goroutine when the client's Lua
+// state (chosen by hint) is free and otherwise queued for the goroutine
+// using it, and returns without waiting for backends: c.Complete is called
+// exactly once, from whichever goroutine finishes the handler (the
+// caller's, a backend's). req must stay valid until then. Route never
+// blocks.
+func (r *Router) Route(req *codec.Request, hint uint32, c Completion) {
+	r.requests.Add(1)
+	if r.closed.Load() {
+		r.reject(req, c, "lua router closed")
+		return
+	}
+	if r.activeLimit > 0 && r.active.Load() >= r.activeLimit {
+		r.reject(req, c, "active request limit reached")
+		return
+	}
+	if r.bufferLimit > 0 && r.bufferUsed.Load() >= r.bufferLimit {
+		r.reject(req, c, "buffer memory limit reached")
+		return
+	}
+	r.active.Add(1)
+	r.bufferUsed.Add(int64(len(req.Wire)))
+	// A client's requests always go to the same state, as a memcached
+	// connection stays on its worker thread: what a handler keeps in its
+	// state between requests is the same for all of them.
+	w := r.workers[hint%uint32(len(r.workers))]
+	if r.routeFast(w, req, hint, c) {
+		return
+	}
+	if !w.submit(event{kind: evRequest, req: req, hint: hint, c: c}, true) {
+		r.active.Add(-1)
+		r.bufferUsed.Add(-int64(len(req.Wire)))
+		r.reject(req, c, "lua worker queue full")
+	}
+}
+
+// reject answers a request the router does not run.
+func (r *Router) reject(req *codec.Request, c Completion, msg string) {
+	r.failures.Add(1)
+	if req.Mode == codec.ModeNoreply {
+		c.Complete(nil)
+		return
+	}
+	c.Complete(r.cfg.Dialect.AppendError(nil, codec.ErrServer, msg))
+}
+
+// Close stops the workers and closes the backends. Requests still queued
+// are answered with an error. Close is safe to call more than once.
+func (r *Router) Close() {
+	if r.closed.Swap(true) {
+		return
+	}
+	for _, b := range r.backends {
+		b.Close() // in-flight calls complete now, their replies queue up
+	}
+	for _, w := range r.workers {
+		w.shutdown()
+	}
+	if r.stop != nil {
+		close(r.stop)
+	}
+}
+
+// Stats returns the router's counters and the script's mcp.add_stat
+// counters, as name/value pairs.
+func (r *Router) Stats() []codec.Stat {
+	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
+	s := []codec.Stat{
+		{Name: "lua_requests", Value: itoa(r.requests.Load())},
+		{Name: "lua_failures", Value: itoa(r.failures.Load())},
+		{Name: "lua_timeouts", Value: itoa(r.timeouts.Load())},
+		{Name: "lua_active", Value: itoa(r.active.Load())},
+	}
+	for _, u := range r.userStats {
+		if u.name != "" {
+			s = append(s, codec.Stat{Name: "user_" + u.name, Value: itoa(u.value.Load())})
+		}
+	}
+	return s
+}
+
+// Backends returns the backends the script created, in creation order. The
+// slice is shared: do not modify it.
+func (r *Router) Backends() []*backend.Backend { return r.backends }
+
+// logScriptError logs a script error once per distinct message.
+func (r *Router) logScriptError(event string, msg string) {
+	r.errMu.Lock()
+	n, seen := r.errSeen[msg]
+	if len(r.errSeen) < 1024 || seen {
+		r.errSeen[msg] = n + 1
+	}
+	r.errMu.Unlock()
+	if !seen {
+		r.log.Error(event, "err", msg)
+	}
+}

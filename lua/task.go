@@ -1,0 +1,252 @@
+package lua
+
+import (
+	glua "github.com/yuin/gopher-lua"
+
+	"shardproxy/codec"
+)
+
+// taskState says where a task's coroutine stands.
+type taskState uint8
+
+const (
+	taskRunning taskState = iota // running, or not started
+	taskWaiting                  // yielded in pool(r) or mcp.await
+	taskDone                     // the handler returned
+)
+
+// task is one request running through a handler.
+type task struct {
+	prev  *task // in the worker's list of active tasks
+	next  *task
+	req   *codec.Request // what the handler sees: the client's request or one key of a multi-get
+	hint  uint32
+	c     Completion // nil for a multi-get's sub-request
+	multi *multi     // the multi-get this sub-request belongs to
+	idx   int        // index in multi
+	rq    *request   // the request object handed to the handler
+	co    *coroutine
+	aw    *await // what the coroutine waits for
+	fast  bool   // routed without entering Lua (see direct.go)
+	state taskState
+	calls int   // backend calls made so far
+	bytes int64 // buffer memory accounted to the request
+}
+
+// multi is a memcache multi-get (or a Redis multi-key command), split into
+// one request per key that each run the handler, as memcached's proxy
+// does; the replies are merged in the client's key order.
+type multi struct {
+	req     *codec.Request
+	c       Completion
+	subs    []*codec.Request
+	replies []codec.Reply
+	left    int
+	bytes   int64
+}
+
+// startRequest runs the handler for a client request.
+func (w *worker) startRequest(req *codec.Request, hint uint32, c Completion) {
+	bytes := int64(len(req.Wire))
+	if req.Route == codec.RouteMulti && len(req.Keys) > 1 {
+		targets := make([]int, len(req.Keys))
+		for i := range targets {
+			targets[i] = i
+		}
+		if subs, _ := w.r.cfg.Dialect.Split(req, targets); len(subs) > 1 {
+			m := &multi{req: req, c: c, subs: subs, replies: make([]codec.Reply, len(subs)), left: len(subs), bytes: bytes}
+			for i, sub := range subs {
+				w.startTask(sub, hint, nil, m, i, 0)
+			}
+			return
+		}
+	}
+	w.startTask(req, hint, c, nil, 0, bytes)
+}
+
+// startTask runs the handler attached for req's command in a coroutine.
+func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *multi, idx int, bytes int64) {
+	t := w.newTask()
+	t.req, t.hint, t.c, t.multi, t.idx, t.bytes = req, hint, c, m, idx, bytes
+	t.next = w.active
+	if t.next != nil {
+		t.next.prev = t
+	}
+	w.active = t
+	fn := w.hooks.lookup(req, w.r.cfg.Redis, w.r.cfg.Tag)
+	if fn == nil {
+		w.finish(t, glua.LNil, wireError("no route for command "+req.Name))
+		return
+	}
+	if w.routeDirect(t, fn) {
+		return
+	}
+	t.rq = &request{w: w, req: req}
+	ud := w.L.NewUserData()
+	ud.Value = t.rq
+	ud.Metatable = w.reqMT
+	t.co = w.getCoroutine()
+	w.run(t, fn, ud)
+}
+
+func (w *worker) newTask() *task {
+	if n := len(w.taskFree); n > 0 {
+		t := w.taskFree[n-1]
+		w.taskFree = w.taskFree[:n-1]
+		return t
+	}
+	return &task{}
+}
+
+// finish answers t with the handler's result v, or with failure when it
+// is set, and recycles t.
+func (w *worker) finish(t *task, v glua.LValue, failure error) {
+	if aw := t.aw; aw != nil && !aw.completed { // stopped while waiting
+		t.aw = nil
+		aw.completed = true
+		if aw.borrowed && aw.pending > 0 {
+			// A call still uses the client's request, which is the client's
+			// again once answered: answer when the call returns.
+			aw.hold, aw.holdV, aw.holdErr = true, v, failure
+			return
+		}
+		aw.t = nil
+		if aw.pending == 0 {
+			w.putAwait(aw)
+		}
+	}
+	w.retire(t)
+	if m := t.multi; m != nil {
+		m.replies[t.idx] = w.toReply(t.req, v, failure)
+		w.subDone(m)
+	} else {
+		w.complete(t, w.appendResult(w.out[:0], t.req, v, failure))
+	}
+	if failure != nil {
+		w.r.failures.Add(1)
+	}
+	w.recycle(t)
+}
+
+// finishReply answers t, routed without entering Lua, with its backend's
+// reply, and recycles t.
+func (w *worker) finishReply(t *task, reply codec.Reply) {
+	w.retire(t)
+	if m := t.multi; m != nil {
+		m.replies[t.idx] = reply
+		w.subDone(m)
+	} else {
+		out := w.out[:0]
+		switch {
+		case t.req.Mode == codec.ModeNoreply:
+		case reply.Err != nil:
+			out = w.r.cfg.Dialect.AppendError(out, codec.ErrServer, reply.Err.Error())
+		default:
+			out = w.r.cfg.Dialect.AppendReply(out, t.req, reply.Raw, reply.Kind)
+		}
+		w.complete(t, out)
+	}
+	w.recycle(t)
+}
+
+// retire takes t off the list of active tasks and detaches its request
+// object.
+func (w *worker) retire(t *task) {
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else {
+		w.active = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	}
+	if t.rq != nil {
+		t.rq.detach()
+	}
+}
+
+// complete hands the client its reply.
+func (w *worker) complete(t *task, out []byte) {
+	w.r.active.Add(-1)
+	w.r.bufferUsed.Add(-t.bytes)
+	t.c.Complete(out)
+	w.out = out[:0]
+	if cap(w.out) > 64<<10 {
+		w.out = nil
+	}
+}
+
+// subDone counts a finished key of a multi-get.
+func (w *worker) subDone(m *multi) {
+	m.left--
+	if m.left == 0 {
+		w.completeMulti(m)
+	}
+}
+
+// recycle keeps t for reuse.
+func (w *worker) recycle(t *task) {
+	*t = task{}
+	if len(w.taskFree) < 4096 {
+		w.taskFree = append(w.taskFree, t)
+	}
+}
+
+// completeMulti merges a multi-get's replies and answers the client.
+func (w *worker) completeMulti(m *multi) {
+	d := w.r.cfg.Dialect
+	w.out = d.Merge(w.out[:0], m.req, m.subs, m.replies)
+	w.r.active.Add(-1)
+	w.r.bufferUsed.Add(-m.bytes)
+	m.c.Complete(w.out)
+}
+
+// appendResult appends what the client sees for req when its handler
+// returned v (or failed): a response's reply, a string as it is, or an
+// error. A noreply request shows nothing, whatever happened.
+func (w *worker) appendResult(dst []byte, req *codec.Request, v glua.LValue, failure error) []byte {
+	if req.Mode == codec.ModeNoreply {
+		return dst
+	}
+	d := w.r.cfg.Dialect
+	if failure != nil {
+		return d.AppendError(dst, codec.ErrServer, failure.Error())
+	}
+	switch v := v.(type) {
+	case glua.LString:
+		return append(dst, v...)
+	case *glua.LUserData:
+		if res, ok := v.Value.(*response); ok {
+			if res.err != nil {
+				return d.AppendError(dst, res.errKind, res.err.Error())
+			}
+			res.hdr.request(&w.hdr)
+			return d.AppendReply(dst, &w.hdr, res.raw, res.kind)
+		}
+	}
+	return d.AppendError(dst, codec.ErrServer, errBadResponse.Error())
+}
+
+// toReply turns a sub-request's result into the reply Merge expects.
+func (w *worker) toReply(req *codec.Request, v glua.LValue, failure error) codec.Reply {
+	if failure != nil {
+		return codec.Reply{Err: failure}
+	}
+	switch v := v.(type) {
+	case glua.LString:
+		raw := []byte(v)
+		kind := codec.ReplyOK
+		if _, k, err := w.r.cfg.Dialect.ParseReply(raw, req); err == nil {
+			kind = k
+		}
+		return codec.Reply{Raw: raw, Kind: kind}
+	case *glua.LUserData:
+		if res, ok := v.Value.(*response); ok {
+			if res.err != nil {
+				return codec.Reply{Err: res.err}
+			}
+			return codec.Reply{Raw: res.raw, Kind: res.kind}
+		}
+	}
+	return codec.Reply{Err: errBadResponse}
+}

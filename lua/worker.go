@@ -1,0 +1,379 @@
+package lua
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	glua "github.com/yuin/gopher-lua"
+
+	"shardproxy/codec"
+)
+
+// A worker is one Lua state. Requests and backend replies reach it as
+// events; whoever submits an event runs it at once when the state is free
+// (the session's reader for a request, the backend's reader for a reply)
+// and otherwise queues it for the goroutine holding the state, which drains
+// the queue before letting go. So the state is used by one goroutine at a
+// time, no event waits for a dedicated goroutine to be scheduled, and
+// submitting never blocks. Each request runs its handler in a coroutine,
+// which yields whenever it waits for backends, so many requests are in
+// flight per state at once.
+
+// evKind says what an event carries.
+type evKind uint8
+
+const (
+	evRequest evKind = iota // a client request to route
+	evReply                 // a backend call completed
+)
+
+// event is one entry of a worker's queue.
+type event struct {
+	kind evKind
+	hint uint32
+	req  *codec.Request
+	c    Completion
+	call *call
+}
+
+// coroutine is a Lua thread parked in the runner loop between requests.
+type coroutine struct {
+	th      *glua.LState
+	cancel  context.CancelFunc
+	started bool
+}
+
+// worker is one Lua state and the queue of work for it. Its fields are
+// grouped by who writes them, each group on cache lines of its own: other
+// goroutines queue events all the time, and the state's holder should not
+// miss its cache for that.
+type worker struct {
+	r      *Router
+	id     int
+	L      *glua.LState
+	cancel context.CancelFunc
+	parser codec.RequestParser
+	hooks  *hooks
+
+	runner    *glua.LFunction // loops calling handlers; see newWorker
+	reqMT     *glua.LTable
+	resMT     *glua.LTable
+	proxyMT   *glua.LTable
+	proxyCall *glua.LFunction            // proxyMT's __call: pool(r)
+	direct    map[*glua.LFunction]direct // attached handlers that are `return pool(r)`
+
+	_     [64]byte
+	state sync.Mutex // held while the Lua state is in use
+
+	// The queue, written by any goroutine.
+	_       [64]byte
+	mu      sync.Mutex // guards the fields below but pending
+	events  []event
+	queued  int // requests among events
+	stopped bool
+	pending atomic.Int32 // len(events), read without mu
+
+	// Guarded by state.
+	_         [64]byte
+	spare     []event
+	cur       *task // the task whose coroutine is running
+	coFree    []*coroutine
+	taskFree  []*task
+	awFree    []*await
+	callFree  []*call
+	active    *task // tasks started and not finished, linked by next/prev
+	out       []byte
+	hdr       codec.Request // scratch for AppendReply
+	resumeTop int           // the main state's stack top before a Resume
+	closed    bool
+	nested    int // Go functions that call back into Lua, running now (pcall, ...)
+
+	// The watchdog stops a run that takes longer than MaxRun: it counts
+	// the ticks during which the same run is in progress. runState is the
+	// run's number times 4, plus runActive while it runs, plus runStopped
+	// once the watchdog has cancelled it; runCo is its coroutine.
+	_        [64]byte
+	runState atomic.Uint64
+	runCo    atomic.Pointer[coroutine]
+	seen     uint64 // the watchdog's: the run state it saw last
+	strikes  int    // the watchdog's: ticks it has seen that run
+
+	// Read by the direct way of Route (fast.go).
+	_      [64]byte
+	luaGen atomic.Uint64 // Lua runs so far
+	fast   fastTable
+}
+
+// Bits of worker.runState.
+const (
+	runActive  = 1
+	runStopped = 2
+)
+
+// runnerSource is the bottom of every coroutine: it calls a handler,
+// hands its result to done (which yields it to the worker) and receives
+// the next handler and request from the next resume, so one coroutine
+// serves many requests.
+const runnerSource = `local done = ...
+return function(f, r)
+  while true do
+    f, r = done(f(r))
+  end
+end`
+
+// tryRun runs ev now if the state is free and reports whether it did.
+func (w *worker) tryRun(ev *event) bool {
+	if !w.state.TryLock() {
+		return false
+	}
+	w.handle(ev)
+	w.drainQueue()
+	w.release()
+	return true
+}
+
+// submit runs ev now if the state is free, else queues it for the holder.
+// A request beyond the queue limit (limit true) is refused; submit reports
+// whether ev was taken.
+func (w *worker) submit(ev event, limit bool) bool {
+	if w.tryRun(&ev) {
+		return true
+	}
+	w.mu.Lock()
+	if w.stopped || (limit && w.queued >= w.r.cfg.Queue) {
+		w.mu.Unlock()
+		return false
+	}
+	if ev.kind == evRequest {
+		w.queued++
+	}
+	w.events = append(w.events, ev)
+	w.pending.Add(1)
+	w.mu.Unlock()
+	if w.state.TryLock() { // the holder may have let go before seeing ev
+		w.drainQueue()
+		w.release()
+	}
+	return true
+}
+
+// drainQueue handles queued events until there are none. The caller holds
+// the state.
+func (w *worker) drainQueue() {
+	for w.pending.Load() > 0 {
+		w.mu.Lock()
+		batch := w.events
+		w.events = w.spare[:0]
+		w.queued = 0
+		w.pending.Store(0)
+		w.mu.Unlock()
+		if len(batch) == 0 {
+			w.spare = batch
+			return
+		}
+		for i := range batch {
+			w.handle(&batch[i])
+		}
+		clear(batch)
+		w.spare = batch[:0]
+	}
+}
+
+// release lets go of the state, then takes it again to handle events
+// queued by goroutines that found it busy in the meantime.
+func (w *worker) release() {
+	for {
+		w.state.Unlock()
+		if w.pending.Load() == 0 || !w.state.TryLock() {
+			return
+		}
+		w.drainQueue()
+	}
+}
+
+// handle processes one event. The caller holds the state.
+func (w *worker) handle(ev *event) {
+	if w.closed {
+		if ev.kind == evRequest {
+			w.r.active.Add(-1)
+			w.r.bufferUsed.Add(-int64(len(ev.req.Wire)))
+			w.r.reject(ev.req, ev.c, errClosed.Error())
+		}
+		return
+	}
+	defer w.recoverPanic()
+	switch ev.kind {
+	case evRequest:
+		w.startRequest(ev.req, ev.hint, ev.c)
+	case evReply:
+		w.reply(ev.call)
+	}
+}
+
+// recoverPanic keeps a panic in handling one event from taking the process
+// down with the state held (gopher-lua panics when a metamethod waits for a
+// backend): it is logged, the main state's thread and stack are put back,
+// and the task whose coroutine was running is answered "lua failure".
+func (w *worker) recoverPanic() {
+	p := recover()
+	if p == nil {
+		return
+	}
+	w.r.log.Error("lua worker panic", "err", fmt.Sprint(p))
+	w.L.G.CurrentThread = w.L.G.MainThread
+	w.L.SetTop(w.resumeTop)
+	if t := w.cur; t != nil {
+		w.cur = nil
+		if t.co != nil {
+			t.co.cancel()
+			t.co = nil
+		}
+		w.finish(t, glua.LNil, errLuaFailure)
+	}
+}
+
+// shutdown answers every task still active and closes the state.
+func (w *worker) shutdown() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+	w.state.Lock()
+	w.drainQueue()
+	for w.active != nil {
+		t := w.active
+		if t.co != nil {
+			t.co.cancel()
+			t.co = nil
+		}
+		w.finish(t, glua.LNil, errClosed)
+	}
+	w.closed = true
+	w.cancel()
+	w.L.Close()
+	w.state.Unlock()
+}
+
+// watchdogTicks is how many watchdog ticks make MaxRun.
+const watchdogTicks = 4
+
+// watchdog cancels coroutines that run longer than MaxRun (and at most a
+// tick more), until done is closed.
+func (r *Router) watchdog(done <-chan struct{}) {
+	tick := time.NewTicker(max(r.cfg.MaxRun/watchdogTicks, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			for _, w := range r.workers {
+				s := w.runState.Load()
+				co := w.runCo.Load()
+				switch {
+				case s&runActive == 0 || s != w.seen:
+					w.seen, w.strikes = s, 0
+				case w.strikes < watchdogTicks:
+					w.strikes++
+				case co != nil && w.runState.CompareAndSwap(s, s|runStopped):
+					// The run was still s: co is its coroutine, which
+					// the worker will not reuse.
+					co.cancel()
+				}
+			}
+		}
+	}
+}
+
+// getCoroutine returns a parked coroutine or a new one.
+func (w *worker) getCoroutine() *coroutine {
+	if n := len(w.coFree); n > 0 {
+		co := w.coFree[n-1]
+		w.coFree = w.coFree[:n-1]
+		return co
+	}
+	th, cancel := w.L.NewThread()
+	return &coroutine{th: th, cancel: cancel}
+}
+
+// putCoroutine parks co for reuse; it sits in the runner loop.
+func (w *worker) putCoroutine(co *coroutine) {
+	if len(w.coFree) < 1024 {
+		w.coFree = append(w.coFree, co)
+		return
+	}
+	co.cancel()
+}
+
+// run starts or resumes t's coroutine with args (the handler and the
+// request on a start, the awaited result on a resume) and acts on how it
+// stops: a wait for backends, the handler's result, or an error.
+func (w *worker) run(t *task, args ...glua.LValue) {
+	co := t.co
+	var fn *glua.LFunction
+	if !co.started {
+		fn, co.started = w.runner, true
+	}
+	w.cur = t
+	w.resumeTop = w.L.GetTop()
+	w.runCo.Store(co)
+	w.luaGen.Add(1) // the script may change what a direct handler calls
+	gen := w.runState.Load()&^3 + 4
+	w.runState.Store(gen | runActive)
+	st, err, ret := w.L.Resume(co.th, fn, args...)
+	timedOut := w.runState.Swap(gen)&runStopped != 0
+	w.cur = nil
+	switch {
+	case err != nil:
+		t.co = nil // the thread is dead
+		co.cancel()
+		w.scriptError(t, err, timedOut)
+	case st == glua.ResumeYield && t.state == taskDone:
+		t.co = nil
+		if timedOut { // finished just in time; the watchdog cancels its context
+			co.cancel()
+		} else {
+			w.putCoroutine(co)
+		}
+		w.finish(t, ret[0], nil)
+	case st == glua.ResumeYield && t.state == taskWaiting && timedOut:
+		// Waiting, but its context is being cancelled: it cannot be resumed.
+		t.co = nil
+		w.scriptError(t, errors.New("stopped while waiting"), true)
+	case st == glua.ResumeYield && t.state == taskWaiting:
+		// parked until the await completes
+	default:
+		t.co = nil
+		co.cancel()
+		w.r.logScriptError("lua handler failed", "the handler's coroutine ended unexpectedly")
+		w.finish(t, glua.LNil, errLuaFailure)
+	}
+}
+
+// scriptError answers t after its handler raised an error or was stopped.
+func (w *worker) scriptError(t *task, err error, timedOut bool) {
+	msg := err.Error()
+	if ae, ok := err.(*glua.ApiError); ok {
+		msg = ae.Object.String()
+	}
+	if timedOut {
+		w.r.timeouts.Add(1)
+		w.r.logScriptError("lua handler stopped", "ran longer than "+w.r.cfg.MaxRun.String()+": "+msg)
+		w.finish(t, glua.LNil, errLuaTimeout)
+		return
+	}
+	w.r.logScriptError("lua handler failed", msg)
+	w.finish(t, glua.LNil, errLuaFailure)
+}
+
+// handlerDone is the runner's done(...): it records that the handler returned and
+// yields its result to the worker.
+func (w *worker) handlerDone(L *glua.LState) int {
+	if t := w.cur; t != nil {
+		t.state = taskDone
+	}
+	return L.Yield(L.Get(1))
+}

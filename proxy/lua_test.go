@@ -1,0 +1,311 @@
+package proxy_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"shardproxy/config"
+	"shardproxy/internal/testserver"
+	"shardproxy/lua"
+	"shardproxy/proxy"
+)
+
+// The Lua router's own behaviour is tested in package lua, through proxies
+// like these; here are the proxy's side of it: the YAML lua key, a route
+// file that does not load, the YAML options a Lua pool takes, and the
+// throughput of a Lua route next to the native one.
+
+// directRoute is the handler the router runs without entering Lua;
+// luaRoute does the same in Lua.
+const (
+	directRoute = "function(r) return pool(r) end"
+	luaRoute    = "function(r) local res = pool(r) return res end"
+)
+
+// luaFile writes a route file whose backends are the given servers, as
+// "b1", "b2", ... in one pool, attached to every key command with
+// `return pool(r)`.
+func luaFile(t testing.TB, servers ...*testserver.Server) string {
+	return luaFileWith(t, directRoute, servers...)
+}
+
+// luaFileWith is luaFile with another handler.
+func luaFileWith(t testing.TB, handler string, servers ...*testserver.Server) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("function mcp_config_pools()\n  return mcp.pool({\n")
+	for i, s := range servers {
+		fmt.Fprintf(&b, "    mcp.backend(\"b%d\", \"127.0.0.1\", %d),\n", i+1, s.Port)
+	}
+	b.WriteString("  })\nend\nfunction mcp_config_routes(pool)\n" +
+		"  mcp.attach(mcp.CMD_ANY_STORAGE, " + handler + ")\nend\n")
+	return writeLua(t, b.String())
+}
+
+func writeLua(t testing.TB, src string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "routes.lua")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// TestLuaPool runs a Lua pool end to end: the YAML names the route file,
+// key commands reach memcached, a multi-get is answered in key order,
+// noreply and quiet mode hide what they hide, local commands stay local.
+func TestLuaPool(t *testing.T) {
+	mc := testserver.StartMemcached(t)
+	_, addr := startProxy(t, "lp:\n  listen: 127.0.0.1:0\n  lua: "+luaFile(t, mc)+"\n", "lp")
+	c := dial(t, addr)
+	for _, tc := range []struct{ req, want string }{
+		{"set a 0 0 1\r\nx\r\n", "STORED\r\n"},
+		{"set b 0 0 2 noreply\r\nyy\r\nget b a c b\r\n", "VALUE b 0 2\r\nyy\r\nVALUE a 0 1\r\nx\r\nVALUE b 0 2\r\nyy\r\nEND\r\n"},
+		{"mg c v q\r\nmn\r\n", "MN\r\n"},
+		{"ms c 1 q\r\nz\r\nmg c v\r\n", "VA 1\r\nz\r\n"},
+		{"version\r\n", "VERSION " + proxy.Version + "\r\n"},
+		{"delete a\r\n", "DELETED\r\n"},
+	} {
+		if got := c.do(tc.req); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
+		}
+	}
+	if v, ok := direct(t, mc.Addr, "b"); !ok || v != "yy" {
+		t.Errorf("memcached has b=%q (%v)", v, ok)
+	}
+}
+
+// TestLuaConfigError checks that a route file that does not load stops the
+// proxy from starting, with the file and line in the error.
+func TestLuaConfigError(t *testing.T) {
+	file := writeLua(t, "function mcp_config_pools()\n  return mcp.pool({ mcp.backend('b1', '127.0.0.1', 1) }, { dist = 'nope' })\nend\n"+
+		"function mcp_config_routes(p) end\n")
+	cfg, err := config.Parse([]byte("lp:\n  listen: 127.0.0.1:0\n  lua: "+file+"\n"), "test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = proxy.New(cfg, proxy.Options{})
+	var ce *lua.ConfigError
+	if !errors.As(err, &ce) || ce.File != file || ce.Line != 2 {
+		t.Fatalf("got %v, want a *lua.ConfigError for %s line 2", err, file)
+	}
+	want := fmt.Sprintf(`proxy: pool "lp": lua: %s:2: mcp_config_pools: pool: dist must be one of`, file)
+	if !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("got  %v\nwant %s...", err, want)
+	}
+	cfg.Pools[0].Lua = filepath.Join(t.TempDir(), "missing.lua")
+	if _, err := proxy.New(cfg, proxy.Options{}); err == nil || !strings.Contains(err.Error(), "missing.lua") {
+		t.Errorf("a missing route file: %v", err)
+	}
+}
+
+// TestLuaPoolYAMLOptions checks that the pool's YAML timeout becomes the
+// backends' read timeout.
+func TestLuaPoolYAMLOptions(t *testing.T) {
+	hang := hangServer(t, true) // answers the handshake, then never again
+	_, port, _ := net.SplitHostPort(hang)
+	file := writeLua(t, fmt.Sprintf(`
+function mcp_config_pools()
+  return mcp.pool({ mcp.backend("hang", "127.0.0.1", %s) })
+end
+function mcp_config_routes(p)
+  mcp.attach(mcp.CMD_GET, function(r) return p(r) end)
+end`, port))
+	_, addr := startProxy(t, "lp:\n  listen: 127.0.0.1:0\n  timeout: 200\n  lua: "+file+"\n", "lp")
+	c := dial(t, addr)
+	start := time.Now()
+	if got := c.do("get k\r\n"); got != "SERVER_ERROR backend failure: timeout\r\n" {
+		t.Errorf("got %q", got)
+	}
+	if took := time.Since(start); took < 150*time.Millisecond || took > 2*time.Second {
+		t.Errorf("timed out after %v, want about the YAML's 200ms", took)
+	}
+}
+
+// BenchmarkLuaRoute compares the throughput of Lua routes with the native
+// YAML route of the same pool: two memcached servers, jump hash over XXH3
+// in all, 16 client connections pipelining 32 gets each of a 100-byte
+// value. "direct" is `return pool(r)`, which the router runs without
+// entering Lua; "lua" is `local res = pool(r) return res`, which runs the
+// handler in a coroutine. The three run in alternating rounds, so load from
+// elsewhere on the machine hits them alike; it reports requests per second
+// and the median ratios to native.
+func BenchmarkLuaRoute(b *testing.B) {
+	m1, m2 := testserver.StartMemcached(b), testserver.StartMemcached(b)
+	yaml := fmt.Sprintf("direct:\n  listen: 127.0.0.1:0\n  lua: %s\n"+
+		"lua:\n  listen: 127.0.0.1:0\n  lua: %s\n"+
+		"native:\n  listen: 127.0.0.1:0\n  distribution: jump\n  hash: xxh3\n  timeout: 3000\n"+
+		"  servers:\n    - %s:1\n    - %s:1\n", luaFileWith(b, directRoute, m1, m2), luaFileWith(b, luaRoute, m1, m2), m1.Addr, m2.Addr)
+	srv, _ := startProxy(b, yaml, "native")
+	pools := []string{"native", "direct", "lua"}
+	const conns, depth, rounds = 16, 32, 3
+	var keys []string
+	for _, name := range pools { // the pools may order the servers differently
+		keys = benchKeys(b, srv.Addr(name).String(), 64)
+	}
+	round := time.Second
+	if testing.Short() {
+		round = 200 * time.Millisecond
+	}
+	b.ResetTimer()
+	rates := map[string][]float64{}
+	ratios := map[string][]float64{}
+	for range b.N {
+		for range rounds {
+			got := map[string]float64{}
+			for _, name := range pools {
+				got[name] = throughput(b, srv.Addr(name).String(), keys, conns, depth, round)
+				rates[name] = append(rates[name], got[name])
+			}
+			for _, name := range pools[1:] {
+				ratios[name] = append(ratios[name], got[name]/got["native"])
+			}
+		}
+	}
+	b.StopTimer()
+	for _, name := range pools {
+		b.ReportMetric(median(rates[name]), name+"_req/s")
+	}
+	for _, name := range pools[1:] {
+		b.ReportMetric(median(ratios[name]), name+"/native")
+	}
+	b.Logf("native %.0f req/s; direct %.0f req/s, ratio %.2f (rounds %.2f); lua %.0f req/s, ratio %.2f (rounds %.2f)",
+		median(rates["native"]), median(rates["direct"]), median(ratios["direct"]), ratios["direct"],
+		median(rates["lua"]), median(ratios["lua"]), ratios["lua"])
+}
+
+// benchKeys stores n keys of 100 bytes through addr and returns them.
+func benchKeys(b *testing.B, addr string, n int) []string {
+	c := dial(b, addr)
+	val := strings.Repeat("v", 100)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("bench:%d", i)
+		if got := c.do(fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", keys[i], len(val), val)); got != "STORED\r\n" {
+			b.Fatalf("set: %q", got)
+		}
+	}
+	return keys
+}
+
+// throughput runs conns pipelining clients against addr for d and returns
+// the gets answered per second.
+func throughput(b *testing.B, addr string, keys []string, conns, depth int, d time.Duration) float64 {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	total := 0
+	start := time.Now()
+	deadline := start.Add(d)
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer nc.Close()
+			var batch strings.Builder
+			for j := range depth {
+				fmt.Fprintf(&batch, "get %s\r\n", keys[(i*depth+j)%len(keys)])
+			}
+			r := bufio.NewReaderSize(nc, 64<<10)
+			done := 0
+			for time.Now().Before(deadline) {
+				if _, err := io.WriteString(nc, batch.String()); err != nil {
+					b.Error(err)
+					return
+				}
+				nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+				for range depth {
+					if err := readGet(r); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+				done += depth
+			}
+			mu.Lock()
+			total += done
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return float64(total) / time.Since(start).Seconds()
+}
+
+// readGet reads one hit of a 100-byte value.
+func readGet(r *bufio.Reader) error {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "VALUE ") {
+		return fmt.Errorf("reply %q", line)
+	}
+	if _, err := r.Discard(100 + 2 + len("END\r\n")); err != nil {
+		return err
+	}
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// TestLuaReload checks that a reload with a route file that does not load
+// is refused and keeps the running routes, and that a good one replaces
+// them.
+func TestLuaReload(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "routes.lua")
+	write := func(src string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	routes := func(answer string) string {
+		return "function mcp_config_pools() return {} end\n" +
+			"function mcp_config_routes(p)\n  mcp.attach(mcp.CMD_MG, function(r) return \"HD " + answer + "\\r\\n\" end)\nend\n"
+	}
+	write(routes("one"))
+	yaml := fmt.Sprintf("lp:\n  listen: 127.0.0.1:%d\n  lua: %s\n", testserver.FreePort(t), file)
+	cfg, err := config.Parse([]byte(yaml), "test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := startProxyCfg(t, cfg)
+	addr := srv.Addr("lp").String()
+	if got := dial(t, addr).do("mg k\r\n"); got != "HD one\r\n" {
+		t.Fatalf("first routes: %q", got)
+	}
+	write(routes("two") + "function broken(\n")
+	err = srv.Reload(cfg)
+	var ce *lua.ConfigError
+	if !errors.As(err, &ce) || ce.Line != 5 {
+		t.Fatalf("reload with a broken file: %v", err)
+	}
+	if got := dial(t, addr).do("mg k\r\n"); got != "HD one\r\n" {
+		t.Errorf("after a refused reload: %q", got)
+	}
+	write(routes("two"))
+	if err := srv.Reload(cfg); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if got := dial(t, srv.Addr("lp").String()).do("mg k\r\n"); got != "HD two\r\n" {
+		t.Errorf("after the reload: %q", got)
+	}
+}
