@@ -23,7 +23,8 @@ const (
 	// client that never reads its replies so costs at most maxHeld plus the
 	// replies to its maxPending requests in flight.
 	maxHeld    = 4 << 20
-	readChunk  = 16 << 10
+	readChunk  = 16 << 10 // read buffer of a busy session
+	idleChunk  = 1 << 10  // read buffer of a quiet one: idle connections stay cheap
 	writeBatch = 64 << 10
 )
 
@@ -134,7 +135,7 @@ func (s *session) maxBuffer() int {
 }
 
 func (s *session) readLoop() {
-	buf := make([]byte, 0, readChunk)
+	buf := make([]byte, 0, idleChunk)
 	limit := s.maxBuffer()
 	var discard int64
 	for !s.closing.Load() {
@@ -147,7 +148,15 @@ func (s *session) readLoop() {
 			copy(nb, buf)
 			buf = nb
 		}
+		free := cap(buf) - len(buf)
 		n, err := s.nc.Read(buf[len(buf):cap(buf)])
+		if n == free && cap(buf) < readChunk {
+			// The read filled the buffer: the client is busy; read more
+			// per system call from now on.
+			nb := make([]byte, len(buf)+n, readChunk)
+			copy(nb, buf[:len(buf)+n])
+			buf = nb[:len(buf)]
+		}
 		buf = buf[:len(buf)+n]
 		if discard > 0 {
 			d := min(discard, int64(len(buf)))
@@ -168,8 +177,8 @@ func (s *session) readLoop() {
 			}
 			return
 		}
-		if len(buf) == 0 && cap(buf) > 4*readChunk {
-			buf = make([]byte, 0, readChunk)
+		if len(buf) == 0 && (cap(buf) > 4*readChunk || cap(buf) > idleChunk && n < idleChunk) {
+			buf = make([]byte, 0, idleChunk) // quiet again
 		}
 	}
 }
@@ -446,11 +455,14 @@ func (s *session) failLocal(p *pending, err error) {
 
 // writeLoop writes replies in request order, batching those that are ready.
 func (s *session) writeLoop() {
-	out := make([]byte, 0, readChunk)
+	var out []byte // from outPool while replies are waiting to be written
 	broken := false
 	for p := range s.queue {
 		<-p.done
 		if !broken {
+			if out == nil {
+				out = getOut()
+			}
 			out = s.appendReply(out, p)
 		}
 		closeAfter := p.req.Close
@@ -468,8 +480,9 @@ func (s *session) writeLoop() {
 				s.nc.Close() // unblocks the reader
 			}
 			out = out[:0]
-			if cap(out) > 4*writeBatch {
-				out = make([]byte, 0, readChunk)
+			if len(s.queue) == 0 || cap(out) > 4*writeBatch {
+				putOut(out) // idle: hold no buffer
+				out = nil
 			}
 		}
 		if closeAfter {
@@ -523,4 +536,15 @@ func (s *session) stop() {
 	s.mu.Lock()
 	s.drained.Broadcast() // a reader waiting for its client to read
 	s.mu.Unlock()
+}
+
+// outPool holds the write buffers of sessions between bursts.
+var outPool = sync.Pool{New: func() any { b := make([]byte, 0, readChunk); return &b }}
+
+func getOut() []byte { return (*outPool.Get().(*[]byte))[:0] }
+
+func putOut(b []byte) {
+	if cap(b) <= 4*writeBatch {
+		outPool.Put(&b)
+	}
 }
