@@ -11,14 +11,15 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # command:Debian package, for every server the integration tests run.
 APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools nutcracker:nutcracker
 
-.PHONY: help build run test lint bench fuzz deps clean
+.PHONY: help build run test lint bench bench-go fuzz deps clean
 
 help:
 	@echo 'make build   build bin/shardproxy'
 	@echo 'make run     build, start 3 memcached on 127.0.0.1:22121-22123, run shardproxy -c $(CONFIG)'
 	@echo 'make test    deps, lint, then go test -race ./... (integration tests run real servers)'
 	@echo 'make lint    gofmt check, go vet, staticcheck'
-	@echo 'make bench   all benchmarks with -benchmem'
+	@echo 'make bench   shardproxy vs nutcracker vs direct (~10 min; BENCH_QUICK=1 ~1 min) -> bench/report/'
+	@echo 'make bench-go  go test -bench of every package with -benchmem'
 	@echo 'make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME) each'
 	@echo 'make deps    install memcached, redis-server, nutcracker, staticcheck when missing'
 	@echo 'make clean   remove bin/'
@@ -38,7 +39,19 @@ lint:
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 
-bench:
+# Starts memcached, redis-server, shardproxy and nutcracker on free loopback
+# ports and runs cmd/shardbench against them (bench/ is the harness); writes
+# bench/report/ (README.md, PNG plots, results.json). BENCH_QUICK=1 is a
+# one-minute smoke run reported to a temporary directory; BENCH_ARGS passes
+# flags, e.g. BENCH_ARGS='-rounds 5 -duration 10s' (bin/bench -h lists them).
+BENCH_ARGS ?=
+bench: deps build
+	$(GO) build -o bin/shardbench ./cmd/shardbench
+	$(GO) build -o bin/bench ./bench
+	bin/bench $(BENCH_ARGS)
+
+# The hot-path micro-benchmarks (parse, encode, pick a server, loopback).
+bench-go:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
 # Finds every `func FuzzXxx(` in a _test.go file, so new targets run without

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseStatus(t *testing.T) {
+	status := "Name:\tshardproxy\nVmPeak:\t  20000 kB\nVmHWM:\t   12345 kB\nVmRSS:\t    9999 kB\n"
+	for field, want := range map[string]int64{"VmHWM": 12345, "VmRSS": 9999} {
+		got, err := parseStatus(bufio.NewScanner(strings.NewReader(status)), field)
+		if err != nil || got != want {
+			t.Errorf("%s = %d, %v; want %d", field, got, err, want)
+		}
+	}
+	if _, err := parseStatus(bufio.NewScanner(strings.NewReader(status)), "VmSwap"); err == nil {
+		t.Error("missing field: no error")
+	}
+}
+
+func TestParseHostBusy(t *testing.T) {
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	stat := "cpu  100 5 50 1000 20 3 2 10 7 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"
+	got, err := parseHostBusy([]byte(stat))
+	if want := 165 * clockTick; err != nil || got != want {
+		t.Errorf("parseHostBusy = %v, %v; want %v", got, err, want)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		in   []float64
+		want float64
+	}{
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{5}, 5},
+		{[]float64{math.NaN(), 7, math.NaN()}, 7},
+	}
+	for _, tt := range tests {
+		if got := medianOf(tt.in); got != tt.want {
+			t.Errorf("medianOf(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+	if got := medianOf(nil); !math.IsNaN(got) {
+		t.Errorf("medianOf(nil) = %v, want NaN", got)
+	}
+	m := median([]sample{{OpsPerSec: 10, Errors: 1}, {OpsPerSec: 30}, {OpsPerSec: 20, Errors: 2}})
+	if m.OpsPerSec != 20 || m.Errors != 3 {
+		t.Errorf("median: %v ops/s, %d errors; want 20 and 3 (errors add up)", m.OpsPerSec, m.Errors)
+	}
+}
+
+func TestSampleJSONWithoutFigures(t *testing.T) {
+	b, err := json.Marshal(median(nil))
+	if err != nil {
+		t.Fatalf("marshal an empty median: %v", err)
+	}
+	if !strings.Contains(string(b), `"proxy_cpu_us":null`) {
+		t.Errorf("NaN not written as null: %s", b)
+	}
+}
+
+func TestParseRedisBenchmarkCSV(t *testing.T) {
+	out := `"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+"SET","103092.78","0.314","0.096","0.311","0.455","0.671","2.991"
+"GET","99000.50","0.314","0.096","0.311","0.455","0.671","2.991"
+`
+	got, err := parseRedisBenchmarkCSV([]byte(out), "GET")
+	if err != nil || got != 99000.50 {
+		t.Errorf("GET rps = %v, %v", got, err)
+	}
+	if _, err := parseRedisBenchmarkCSV([]byte(out), "LPUSH"); err == nil {
+		t.Error("missing test: no error")
+	}
+}
+
+func TestPoolYAML(t *testing.T) {
+	got := poolYAML("127.0.0.1:9", true, []*proc{{addr: "127.0.0.1:1"}, {addr: "127.0.0.1:2"}})
+	want := "bench:\n  listen: 127.0.0.1:9\n  hash: fnv1a_64\n  distribution: ketama\n  timeout: 5000\n" +
+		"  redis: true\n  servers:\n    - 127.0.0.1:1:1\n    - 127.0.0.1:2:1\n"
+	if got != want {
+		t.Errorf("poolYAML:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 1234567.4: "1,234,567", -1500: "-1,500"} {
+		if got := fmtInt(v); got != want {
+			t.Errorf("fmtInt(%v) = %q, want %q", v, got, want)
+		}
+	}
+	if got := fmtInt(math.NaN()); got != "—" {
+		t.Errorf("fmtInt(NaN) = %q", got)
+	}
+}
+
+func TestParseOptions(t *testing.T) {
+	t.Setenv("BENCH_QUICK", "1")
+	o, err := parseOptions(nil, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.quick || o.rounds != 1 || o.duration >= time.Second || strings.HasPrefix(o.out, "bench") {
+		t.Errorf("BENCH_QUICK=1: quick %v, rounds %d, duration %v, out %q", o.quick, o.rounds, o.duration, o.out)
+	}
+	t.Setenv("BENCH_QUICK", "")
+	o, err = parseOptions([]string{"-rounds", "5", "-only", "loads", "-loads", "memcache-p1,redis-p16"}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.quick || o.rounds != 5 || o.out != filepath.Join("bench", "report") || !o.only["loads"] || o.only["idle"] ||
+		len(o.loads) != 2 {
+		t.Errorf("options %+v", o)
+	}
+	if _, err := parseOptions([]string{"-loads", "nope"}, os.Stderr); err == nil {
+		t.Error("unknown load: no error")
+	}
+}
+
+// TestReportRenders renders a synthetic report: tables, criteria and plots.
+func TestReportRenders(t *testing.T) {
+	dir := t.TempDir()
+	s := func(ops, cpu float64) sample {
+		return sample{OpsPerSec: ops, P50: 100, P99: 900, P999: 2000, ProxyCPU: cpu, BackendCPU: 3, ClientCPU: 4}
+	}
+	tbl := &table{Load: loads()[0], Rounds: 1, Rows: []*row{
+		{Target: direct, Samples: []sample{s(100000, nan)}},
+		{Target: shardproxy, Samples: []sample{s(90000, 5)}},
+		{Target: nutcracker, Err: "did not start: boom"},
+	}}
+	for _, r := range tbl.Rows {
+		r.Median = median(r.Samples)
+	}
+	sc := &scaling{Name: "conns", Title: "client connections", XLabel: "client connections", Targets: targetNames,
+		LogOps: true}
+	for _, x := range []float64{10, 100, 1000} {
+		sc.Points = append(sc.Points, point{X: x, Target: direct, Sample: s(x*100, nan)},
+			point{X: x, Target: shardproxy, Sample: s(x*90, 6)}, point{X: x, Target: nutcracker, Err: "x"})
+	}
+	rep := &report{Date: "today", Settings: "test", Machine: map[string]string{"cores": "2"},
+		Versions: map[string]string{}, Tables: []*table{tbl}, Scaling: []*scaling{sc},
+		Idle: []idleResult{{Target: shardproxy, Conns: 100, BeforeKiB: 1000, AfterKiB: 1500, PerConnKiB: 5}}}
+	rep.finish([]string{"a failure"})
+	if err := rep.write(dir); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| shardproxy | 90,000 | 0.90 |", "did not start: boom", "a failure",
+		"scaling-conns-ops.png", "5.00 KiB", "| met |"} {
+		if !bytes.Contains(md, []byte(want)) {
+			t.Errorf("README.md lacks %q", want)
+		}
+	}
+	for _, png := range []string{"scaling-conns-ops.png", "scaling-conns-cpu.png"} {
+		b, err := os.ReadFile(filepath.Join(dir, png))
+		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("%s: not a PNG (%v)", png, err)
+		}
+	}
+	var back map[string]any
+	b, _ := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Errorf("results.json: %v", err)
+	}
+}
+
+// TestHarnessRuns runs the harness end to end on one short load and a few
+// idle connections. It checks that it runs and that its output is sane, not
+// what the figures are.
+func TestHarnessRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the harness runs real servers")
+	}
+	dir := t.TempDir()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range []string{"shardproxy", "shardbench"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "./cmd/"+pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	out := filepath.Join(dir, "report")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"-only", "loads,idle", "-loads", "memcache-p1", "-rounds", "1", "-duration", "300ms",
+		"-warmup", "100ms", "-idle-conns", "200", "-out", out,
+		"-shardproxy", filepath.Join(dir, "shardproxy"), "-shardbench", filepath.Join(dir, "shardbench")},
+		&stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Loads []struct {
+			Rows []struct {
+				Target  string
+				Samples []struct {
+					OpsPerSec float64 `json:"ops_per_sec"`
+					Errors    int64   `json:"errors"`
+				}
+			}
+		}
+		Idle []struct {
+			Target     string
+			PerConnKiB float64 `json:"per_conn_kib"`
+			FDs        int     `json:"fds"`
+		}
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("results.json: %v", err)
+	}
+	if len(rep.Loads) != 1 || len(rep.Loads[0].Rows) != 3 {
+		t.Fatalf("want one load with three targets:\n%s", b)
+	}
+	for _, r := range rep.Loads[0].Rows {
+		if len(r.Samples) != 1 || r.Samples[0].OpsPerSec <= 0 || r.Samples[0].Errors != 0 {
+			t.Errorf("%s: samples %+v", r.Target, r.Samples)
+		}
+	}
+	if len(rep.Idle) != 2 {
+		t.Fatalf("idle results %+v", rep.Idle)
+	}
+	for _, r := range rep.Idle {
+		if r.FDs < 200 {
+			t.Errorf("idle %s: %+v", r.Target, r)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "README.md"))
+	if !bytes.Contains(md, []byte("### memcache text, pipeline 1")) {
+		t.Errorf("README.md has no memcache-p1 table:\n%s", md)
+	}
+}

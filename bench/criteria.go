@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// criterion is one of issue 8's "done when" goals, checked against this
+// run's figures.
+type criterion struct {
+	What     string `json:"what"`
+	Goal     string `json:"goal"`
+	Measured string `json:"measured"`
+	Status   string `json:"status"` // "met", "NOT MET", or "not measured"
+}
+
+// evaluate checks the goals that the run measured.
+func evaluate(r *report) []criterion {
+	var out []criterion
+	vsNutcracker := func(load, what string, opsGoal, cpuGoal float64) {
+		sp, nc := r.rows(load)
+		if opsGoal > 0 {
+			out = append(out, ratioGoal(load+": "+what+" req/s, shardproxy ÷ nutcracker", "≥", opsGoal,
+				func() float64 { return sp.Median.OpsPerSec / nc.Median.OpsPerSec }, sp, nc))
+		}
+		if cpuGoal > 0 {
+			out = append(out, ratioGoal(load+": "+what+" proxy CPU per request, shardproxy ÷ nutcracker", "≤", cpuGoal,
+				func() float64 { return sp.Median.ProxyCPU / nc.Median.ProxyCPU }, sp, nc))
+		}
+	}
+	vsNutcracker("memcache-p1", "memcache pipeline 1", 1.1, 0.9)
+	vsNutcracker("memcache-p16", "memcache pipeline 16", 1.5, 0.55)
+	vsNutcracker("redis-p1", "Redis pipeline 1", 1.1, 0)
+	vsNutcracker("redis-p16", "Redis pipeline 16", 2, 0.5)
+	vsNutcracker("memcache-mget100", "100-key multi-get over 4 servers", 1.5, 0)
+
+	c := criterion{What: "memcache-p1-half: p99 at half of nutcracker's peak rate", Goal: "shardproxy ≤ nutcracker",
+		Status: "not measured"}
+	if sp, nc := r.rows("memcache-p1-half"); usable(sp) && usable(nc) {
+		c.Measured = fmt.Sprintf("%s µs vs %s µs", fmtInt(sp.Median.P99), fmtInt(nc.Median.P99))
+		c.Status = status(sp.Median.P99 <= nc.Median.P99)
+	}
+	out = append(out, c)
+
+	c = criterion{What: "10,000 idle client connections: RSS per connection", Goal: "≤ 10 KiB", Status: "not measured"}
+	for _, res := range r.Idle {
+		if res.Target == shardproxy && res.Err == "" {
+			c.What = fmt.Sprintf("%s idle client connections: RSS per connection", fmtInt(float64(res.Conns)))
+			c.Measured = fmt.Sprintf("%.2f KiB", res.PerConnKiB)
+			c.Status = status(res.PerConnKiB <= 10)
+		}
+	}
+	out = append(out, c)
+
+	c = criterion{What: "shardbench vs redis-benchmark, SET and GET at pipeline 1 and 16",
+		Goal: fmt.Sprintf("within %.0f%%", 100*crossTolerance), Status: "not measured"}
+	if len(r.Cross) > 0 {
+		ok := true
+		var parts []string
+		for _, cr := range r.Cross {
+			ok = ok && cr.OK
+			parts = append(parts, fmt.Sprintf("%s -P %d: %.2f", cr.Test, cr.Pipeline, cr.Ratio))
+		}
+		c.Measured = strings.Join(parts, ", ")
+		c.Status = status(ok)
+	}
+	return append(out, c)
+}
+
+// rows returns the shardproxy and nutcracker rows of a load, or nil.
+func (r *report) rows(load string) (sp, nc *row) {
+	for _, t := range r.Tables {
+		if t.Load.Name == load {
+			return t.row(shardproxy), t.row(nutcracker)
+		}
+	}
+	return nil, nil
+}
+
+func usable(r *row) bool { return r != nil && len(r.Samples) > 0 }
+
+// ratioGoal checks ratio() against goal with op ("≥" or "≤").
+func ratioGoal(what, op string, goal float64, ratio func() float64, sp, nc *row) criterion {
+	c := criterion{What: what, Goal: fmt.Sprintf("%s %.2f×", op, goal), Status: "not measured"}
+	if !usable(sp) || !usable(nc) {
+		return c
+	}
+	v := ratio()
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return c
+	}
+	c.Measured = fmt.Sprintf("%.2f×", v)
+	if op == "≥" {
+		c.Status = status(v >= goal)
+	} else {
+		c.Status = status(v <= goal)
+	}
+	return c
+}
+
+func status(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT MET"
+}
+
+func (r *report) criteriaCells() [][]string {
+	var rows [][]string
+	for _, c := range r.Criteria {
+		m := c.Measured
+		if m == "" {
+			m = "—"
+		}
+		rows = append(rows, []string{c.What, c.Goal, m, c.Status})
+	}
+	return rows
+}
+
+var criteriaHeader = []string{"goal (issue 8)", "target", "measured", "status"}
+
+// criteriaText renders the goals for the terminal.
+func (r *report) criteriaText() string {
+	var b strings.Builder
+	b.WriteString("== issue 8 goals, this run\n")
+	for _, c := range r.criteriaCells() {
+		fmt.Fprintf(&b, "  %-9s %s: %s (target %s)\n", c[3], c[0], c[2], c[1])
+	}
+	return b.String()
+}

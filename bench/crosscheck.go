@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"math"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// crossTolerance is how far shardbench's throughput may be from
+// redis-benchmark's under equivalent settings.
+const crossTolerance = 0.15
+
+// crossRow compares shardbench with redis-benchmark on one test.
+type crossRow struct {
+	Test           string    `json:"test"` // SET or GET
+	Pipeline       int       `json:"pipeline"`
+	Shardbench     []float64 `json:"shardbench_ops"` // per round
+	RedisBenchmark []float64 `json:"redis_benchmark_ops"`
+	SB             float64   `json:"shardbench_median"`
+	RB             float64   `json:"redis_benchmark_median"`
+	Ratio          float64   `json:"ratio"` // SB / RB
+	OK             bool      `json:"ok"`
+	Err            string    `json:"error,omitempty"`
+}
+
+// runCrosscheck runs shardbench and redis-benchmark against the same direct
+// redis-server with equivalent settings (50 connections, 100-byte values,
+// 10,000 keys, SET then GET, pipeline 1 and 16): one unrecorded warm-up
+// pair, then rounds alternating which goes first; it compares their median
+// throughputs.
+func (h *harness) runCrosscheck() []*crossRow {
+	srv := h.fleet.rd[0]
+	var out []*crossRow
+	for _, pipeline := range []int{1, 16} {
+		for _, test := range []string{"SET", "GET"} {
+			cr := &crossRow{Test: test, Pipeline: pipeline}
+			if err := h.crosscheckOne(srv, cr); err != nil {
+				cr.Err = err.Error()
+				h.fail("cross-check %s -P %d: %v", test, pipeline, err)
+			}
+			out = append(out, cr)
+		}
+	}
+	return out
+}
+
+func (h *harness) crosscheckOne(srv *proc, cr *crossRow) error {
+	ratio := "1:0"
+	if cr.Test == "GET" {
+		ratio = "0:1"
+	}
+	args := []string{"-proto", "resp", "-conns", "50", "-pipeline", strconv.Itoa(cr.Pipeline),
+		"-value", "100", "-keys", "10000", "-ratio", ratio}
+	d := h.opt.duration
+	requests := 0
+	runSB := func() error {
+		s, err := h.runShardbench(srv.addr, args, nil, []*proc{srv}, d, h.opt.warmup)
+		if err != nil {
+			return err
+		}
+		if s.Errors > 0 {
+			return fmt.Errorf("shardbench: %d wrong replies: %v", s.Errors, s.ErrorNotes)
+		}
+		cr.Shardbench = append(cr.Shardbench, s.OpsPerSec)
+		// redis-benchmark takes a request count: as many as shardbench
+		// answered in its measured time, so both run about as long.
+		requests = max(10000, int(s.OpsPerSec*d.Seconds()))
+		return nil
+	}
+	runRB := func() error {
+		ops, err := h.redisBenchmark(srv.addr, cr.Test, cr.Pipeline, requests)
+		if err != nil {
+			return err
+		}
+		cr.RedisBenchmark = append(cr.RedisBenchmark, ops)
+		return nil
+	}
+	// A warm-up pair, not recorded: the server's key space and memory are
+	// in place before either tool is measured, so the first one measured
+	// is not penalised.
+	warm := *cr
+	if err := runSB(); err != nil {
+		return err
+	}
+	if err := runRB(); err != nil {
+		return err
+	}
+	*cr = warm
+	for round := range h.opt.rounds {
+		first, second := runSB, runRB
+		if round%2 == 1 {
+			first, second = runRB, runSB
+		}
+		if err := first(); err != nil {
+			return err
+		}
+		if err := second(); err != nil {
+			return err
+		}
+	}
+	cr.SB, cr.RB = medianOf(cr.Shardbench), medianOf(cr.RedisBenchmark)
+	cr.Ratio = cr.SB / cr.RB
+	cr.OK = math.Abs(cr.Ratio-1) <= crossTolerance
+	h.logf("  %s -P %d: shardbench %.0f req/s, redis-benchmark %.0f req/s, ratio %.3f", cr.Test, cr.Pipeline, cr.SB, cr.RB, cr.Ratio)
+	switch {
+	case cr.OK:
+	case h.opt.quick:
+		h.logf("  %s -P %d: off by more than %.0f%%; not asserted in a quick run (too short to be steady)",
+			cr.Test, cr.Pipeline, 100*crossTolerance)
+	default:
+		h.fail("cross-check %s -P %d: shardbench %.0f req/s vs redis-benchmark %.0f req/s: off by more than %.0f%%",
+			cr.Test, cr.Pipeline, cr.SB, cr.RB, 100*crossTolerance)
+	}
+	return nil
+}
+
+// redisBenchmark runs redis-benchmark's test (SET or GET) and returns its
+// requests per second.
+func (h *harness) redisBenchmark(addr, test string, pipeline, requests int) (float64, error) {
+	host, port, _ := strings.Cut(addr, ":")
+	args := []string{"-h", host, "-p", port, "-c", "50", "-n", strconv.Itoa(requests), "-P", strconv.Itoa(pipeline),
+		"-t", strings.ToLower(test), "-d", "100", "-r", "10000", "--csv"}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, h.fleet.bins.redisBenchmark, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	h.logf("    redis-benchmark %s: %v", strings.Join(args, " "), firstLine(stderr.String()))
+	if err != nil {
+		return 0, fmt.Errorf("redis-benchmark: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return parseRedisBenchmarkCSV(stdout.Bytes(), test)
+}
+
+// parseRedisBenchmarkCSV finds test's rps in redis-benchmark --csv output:
+// a header line ("test","rps",...) and one line per test.
+func parseRedisBenchmarkCSV(out []byte, test string) (float64, error) {
+	recs, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
+	if err != nil {
+		return 0, fmt.Errorf("redis-benchmark output: %w", err)
+	}
+	for _, rec := range recs {
+		if len(rec) >= 2 && strings.EqualFold(rec[0], test) {
+			return strconv.ParseFloat(rec[1], 64)
+		}
+	}
+	return 0, fmt.Errorf("redis-benchmark output has no %s line: %q", test, out)
+}

@@ -1,0 +1,34 @@
+// Command bench is the harness behind `make bench`: it measures shardproxy
+// side by side with twemproxy (nutcracker) and with the backends alone, and
+// writes the report in bench/report/.
+//
+// It starts 4 memcached and 4 redis-server on free loopback ports, then for
+// each load a fresh shardproxy and a fresh nutcracker from one twemproxy
+// YAML, and runs cmd/shardbench (a separate process, so that a proxy's CPU
+// time is its own) against direct (the first backend alone), shardproxy
+// and nutcracker in rounds whose order rotates. Each load's table gives the
+// median of the rounds: requests per second, the ratio to direct,
+// p50/p99/p99.9 latency, the proxy's and the backends' CPU time per request
+// (utime+stime from /proc/PID/stat), the proxy's peak RSS (VmHWM), and the
+// CPU that other processes on the machine used meanwhile. It also measures
+// the RSS per idle client connection (10,000 by default; it raises
+// RLIMIT_NOFILE for itself and its children), runs scaling series (client
+// connections, backend servers, value size) drawn as PNG plots with
+// gonum.org/v1/plot, cross-checks shardbench against redis-benchmark, and
+// checks issue 8's goals against the figures.
+//
+// Run it from the module root after building bin/shardproxy and
+// bin/shardbench, which `make bench` does:
+//
+//	make bench                                # about 10 minutes on 2 cores
+//	BENCH_QUICK=1 make bench                  # about a minute; report in a temporary directory
+//	make bench BENCH_ARGS='-rounds 5 -duration 10s'
+//	make bench BENCH_ARGS='-only crosscheck'
+//
+// The harness imports no shardproxy package: it drives the binaries as an
+// operator would. The exit status is 1 when a load generator saw a wrong
+// reply, a target did not start or run, or (except in a quick run, whose
+// runs are too short to be steady) the cross-check is off by more than 15%;
+// issue 8's goals are reported, not enforced. It is Linux-only
+// (/proc).
+package main

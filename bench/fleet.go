@@ -1,0 +1,224 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Server settings of the harness's backends.
+const (
+	// memcachedMB is -m for the main memcached backends: big enough that
+	// nothing a load writes is evicted (an eviction would be a miss, and
+	// after the prefill a miss is a wrong reply).
+	memcachedMB = 1024
+	// maxClients is memcached's -c: above the 2,000 connections of the
+	// scaling runs (memcached's default is 1,024).
+	maxClients = 4096
+	// proxyTimeout is the pools' timeout (ms): generous, so that a slow
+	// 256 KB round trip under load is not turned into an error.
+	proxyTimeout = 5000
+)
+
+// fleet starts and owns every server process of a run: the backends, the
+// proxies under test, and their config and log files in a work directory.
+type fleet struct {
+	work  string
+	ports ports
+	bins  binaries
+
+	mc, rd []*proc // the main backends: memcached and redis-server
+
+	mu     sync.Mutex
+	others []*proc // proxies and extra backends, stopped by close
+	seq    int     // numbers config and log files
+}
+
+// binaries are the paths of the programs a run executes.
+type binaries struct {
+	memcached, redisServer, nutcracker, shardproxy, shardbench, redisBenchmark string
+}
+
+// newFleet starts n memcached and n redis-server backends.
+func newFleet(work string, bins binaries, n int) (*fleet, error) {
+	f := &fleet{work: work, bins: bins}
+	for range n {
+		mc, err := f.startMemcached(4, memcachedMB)
+		if err != nil {
+			f.close()
+			return nil, err
+		}
+		f.mc = append(f.mc, mc)
+		rd, err := f.startRedis()
+		if err != nil {
+			f.close()
+			return nil, err
+		}
+		f.rd = append(f.rd, rd)
+	}
+	return f, nil
+}
+
+// file returns a fresh path in the work directory.
+func (f *fleet) file(name string) string {
+	f.mu.Lock()
+	f.seq++
+	n := f.seq
+	f.mu.Unlock()
+	return filepath.Join(f.work, fmt.Sprintf("%03d-%s", n, name))
+}
+
+// track registers p to be stopped by close.
+func (f *fleet) track(p *proc) *proc {
+	f.mu.Lock()
+	f.others = append(f.others, p)
+	f.mu.Unlock()
+	return p
+}
+
+// startMemcached starts memcached with threads worker threads and mb MiB of
+// memory on a free port. Callers other than newFleet must stop it.
+func (f *fleet) startMemcached(threads, mb int) (*proc, error) {
+	port, err := f.ports.next()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "-U", "0", "-t", strconv.Itoa(threads),
+		"-m", strconv.Itoa(mb), "-c", strconv.Itoa(maxClients)}
+	if os.Geteuid() == 0 {
+		args = append(args, "-u", "root") // memcached refuses root otherwise
+	}
+	addr := loopback(port)
+	return startProc("memcached "+addr, addr, f.bins.memcached, args, f.file("memcached.log"), memcachedReady)
+}
+
+// startRedis starts redis-server without persistence on a free port.
+func (f *fleet) startRedis() (*proc, error) {
+	port, err := f.ports.next()
+	if err != nil {
+		return nil, err
+	}
+	dir := f.file("redis")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, err
+	}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+		"--appendonly", "no", "--dir", dir, "--daemonize", "no", "--maxclients", strconv.Itoa(maxClients)}
+	addr := loopback(port)
+	return startProc("redis-server "+addr, addr, f.bins.redisServer, args, f.file("redis.log"), redisReady)
+}
+
+// startProxy starts kind ("shardproxy" or "nutcracker") with one pool over
+// servers, from the same twemproxy YAML for both.
+func (f *fleet) startProxy(kind string, redis bool, servers []*proc) (*proc, error) {
+	port, err := f.ports.next()
+	if err != nil {
+		return nil, err
+	}
+	statsPort, err := f.ports.next()
+	if err != nil {
+		return nil, err
+	}
+	addr := loopback(port)
+	conf := f.file(kind + ".yml")
+	if err := os.WriteFile(conf, []byte(poolYAML(addr, redis, servers)), 0o644); err != nil {
+		return nil, err
+	}
+	var path string
+	var args []string
+	switch kind {
+	case "shardproxy":
+		path, args = f.bins.shardproxy, []string{"-c", conf, "-s", strconv.Itoa(statsPort), "-a", "127.0.0.1"}
+	case "nutcracker":
+		path, args = f.bins.nutcracker, []string{"-c", conf, "-s", strconv.Itoa(statsPort), "-a", "127.0.0.1"}
+	default:
+		return nil, fmt.Errorf("unknown proxy %q", kind)
+	}
+	p, err := startProc(kind+" "+addr, addr, path, args, f.file(kind+".log"), acceptsTCP)
+	if err != nil {
+		return nil, err
+	}
+	return f.track(p), nil
+}
+
+// poolYAML is the twemproxy configuration both proxies run: one pool, ketama
+// over fnv1a_64 as twemproxy's docs recommend, one connection per server,
+// no ejection.
+func poolYAML(listen string, redis bool, servers []*proc) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "bench:\n  listen: %s\n  hash: fnv1a_64\n  distribution: ketama\n", listen)
+	fmt.Fprintf(&b, "  timeout: %d\n  redis: %t\n  servers:\n", proxyTimeout, redis)
+	for _, s := range servers {
+		fmt.Fprintf(&b, "    - %s:1\n", s.addr)
+	}
+	return b.String()
+}
+
+// flush empties every main backend, so that one load's data does not
+// weigh on the next.
+func (f *fleet) flush() error {
+	for _, p := range f.mc {
+		if err := probe(p.addr, "flush_all\r\n", "OK"); err != nil {
+			return fmt.Errorf("flush %s: %w", p.name, err)
+		}
+	}
+	for _, p := range f.rd {
+		if err := probe(p.addr, "FLUSHALL\r\n", "+OK"); err != nil {
+			return fmt.Errorf("flush %s: %w", p.name, err)
+		}
+	}
+	return nil
+}
+
+// backends returns the first n main backends of a protocol.
+func (f *fleet) backends(redis bool, n int) []*proc {
+	if redis {
+		return f.rd[:n]
+	}
+	return f.mc[:n]
+}
+
+// close stops every process the fleet started, all at once.
+func (f *fleet) close() {
+	f.mu.Lock()
+	all := append(append(append([]*proc(nil), f.others...), f.mc...), f.rd...)
+	f.others = nil
+	f.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range all {
+		wg.Go(p.stop)
+	}
+	wg.Wait()
+}
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// settle waits until f reports the same value three times in a row, 200 ms
+// apart (within tolerance), or until timeout; it returns the last value.
+func settle(timeout time.Duration, tolerance float64, f func() (int64, error)) (int64, error) {
+	deadline := time.Now().Add(timeout)
+	last, err := f()
+	if err != nil {
+		return 0, err
+	}
+	same := 0
+	for same < 2 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		v, err := f()
+		if err != nil {
+			return 0, err
+		}
+		if diff := float64(v - last); diff <= tolerance*float64(last) && -diff <= tolerance*float64(last) {
+			same++
+		} else {
+			same = 0
+		}
+		last = v
+	}
+	return last, nil
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// idleResult is the memory cost of idle client connections to one proxy.
+type idleResult struct {
+	Target     string  `json:"target"`
+	Conns      int     `json:"conns"`
+	BeforeKiB  int64   `json:"before_kib"` // VmRSS with no client
+	AfterKiB   int64   `json:"after_kib"`  // VmRSS with Conns idle clients
+	PeakKiB    int64   `json:"peak_kib"`   // VmHWM afterwards
+	PerConnKiB float64 `json:"per_conn_kib"`
+	FDs        int     `json:"fds"` // the proxy's open descriptors with the clients connected
+	Err        string  `json:"error,omitempty"`
+}
+
+// runIdle opens n idle client connections to a fresh shardproxy and a fresh
+// nutcracker (memcache pools over 4 servers), one proxy at a time, and
+// reports the RSS each connection costs.
+func (h *harness) runIdle(n int) []idleResult {
+	var out []idleResult
+	backends := h.fleet.backends(false, 4)
+	for _, target := range []string{shardproxy, nutcracker} {
+		res := idleResult{Target: target, Conns: n}
+		if err := h.measureIdle(target, backends, &res); err != nil {
+			res.Err = err.Error()
+			h.fail("idle %s: %v", target, err)
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+func (h *harness) measureIdle(target string, backends []*proc, res *idleResult) error {
+	p, err := h.fleet.startProxy(target, false, backends)
+	if err != nil {
+		return fmt.Errorf("did not start: %w", err)
+	}
+	defer p.stop()
+	// One request first, so that the baseline includes the backend
+	// connections and the first session's setup.
+	if err := probe(p.addr, "get idle-baseline\r\n", "END"); err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	rss := func() (int64, error) { return p.status("VmRSS") }
+	if res.BeforeKiB, err = settle(5*time.Second, 0.002, rss); err != nil {
+		return err
+	}
+	conns, err := dialIdle(p.addr, res.Conns)
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	// Wait until the proxy holds every connection, then until its RSS
+	// stops moving.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if res.FDs, err = openFDs(p.pid()); err != nil {
+			return err
+		}
+		if res.FDs >= res.Conns || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if res.FDs < res.Conns {
+		return fmt.Errorf("the proxy holds %d descriptors, fewer than the %d clients", res.FDs, res.Conns)
+	}
+	if res.AfterKiB, err = settle(10*time.Second, 0.002, rss); err != nil {
+		return err
+	}
+	// Every connection must still be served, or the figure means nothing.
+	if err := probe(p.addr, "get idle-after\r\n", "END"); err != nil {
+		return fmt.Errorf("proxy unresponsive with %d idle clients: %w", res.Conns, err)
+	}
+	res.PeakKiB, _ = p.status("VmHWM")
+	res.PerConnKiB = float64(res.AfterKiB-res.BeforeKiB) / float64(res.Conns)
+	return nil
+}
+
+// dialIdle opens n connections to addr, 64 at a time.
+func dialIdle(addr string, n int) ([]net.Conn, error) {
+	conns := make([]net.Conn, n)
+	errs := make([]error, n)
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			conns[i], errs[i] = net.DialTimeout("tcp", addr, 10*time.Second)
+		})
+	}
+	wg.Wait()
+	var out []net.Conn
+	var first error
+	for i, c := range conns {
+		if errs[i] != nil && first == nil {
+			first = fmt.Errorf("idle connection %d of %d: %w", i+1, n, errs[i])
+		}
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	return out, first
+}

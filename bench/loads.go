@@ -1,0 +1,214 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// load is one table of the report: the same shardbench flags against
+// direct (the first backend alone), shardproxy and nutcracker.
+type load struct {
+	Name    string   `json:"name"`
+	Title   string   `json:"title"`
+	Redis   bool     `json:"redis"`
+	Servers int      `json:"servers"` // backends behind the proxies
+	Args    []string `json:"args"`    // shardbench flags
+	// rate, when set, returns the -rate to run at from the tables so far
+	// (0 and a reason when it cannot).
+	rate func(done []*table) (float64, string)
+}
+
+// Target names, in the order tables list them.
+const (
+	direct     = "direct"
+	shardproxy = "shardproxy"
+	nutcracker = "nutcracker"
+)
+
+var targetNames = []string{direct, shardproxy, nutcracker}
+
+// common is the issue's base load: 50 connections, 100-byte values, 1:9
+// set:get over 10,000 keys.
+func common(proto string, more ...string) []string {
+	return append([]string{"-proto", proto, "-conns", "50", "-value", "100", "-ratio", "1:9", "-keys", "10000"}, more...)
+}
+
+// loads returns the loads of the issue, in run order.
+func loads() []load {
+	return []load{
+		{Name: "memcache-p1", Title: "memcache text, pipeline 1", Servers: 4,
+			Args: common("text", "-pipeline", "1")},
+		{Name: "memcache-p16", Title: "memcache text, pipeline 16", Servers: 4,
+			Args: common("text", "-pipeline", "16")},
+		{Name: "redis-p1", Title: "Redis, pipeline 1", Redis: true, Servers: 4,
+			Args: common("resp", "-pipeline", "1")},
+		{Name: "redis-p16", Title: "Redis, pipeline 16", Redis: true, Servers: 4,
+			Args: common("resp", "-pipeline", "16")},
+		{Name: "memcache-mget100", Title: "memcache text, 100-key multi-get over 4 servers", Servers: 4,
+			Args: []string{"-proto", "text", "-conns", "50", "-pipeline", "1", "-value", "100",
+				"-ratio", "0:1", "-mget", "100", "-keys", "10000"}},
+		{Name: "memcache-1k", Title: "memcache text, 1 KB values", Servers: 4,
+			Args: []string{"-proto", "text", "-conns", "50", "-pipeline", "1", "-value", "1024",
+				"-ratio", "1:9", "-keys", "10000"}},
+		{Name: "memcache-100k", Title: "memcache text, 100 KB values", Servers: 4,
+			Args: []string{"-proto", "text", "-conns", "50", "-pipeline", "1", "-value", "102400",
+				"-ratio", "1:9", "-keys", "200"}},
+		{Name: "memcache-1000c", Title: "memcache text, 1,000 connections", Servers: 4,
+			Args: []string{"-proto", "text", "-conns", "1000", "-pipeline", "1", "-value", "100",
+				"-ratio", "1:9", "-keys", "10000"}},
+		{Name: "memcache-p1-half", Title: "memcache text, pipeline 1, paced at half of nutcracker's peak", Servers: 4,
+			Args: common("text", "-pipeline", "1"), rate: halfOfNutcracker("memcache-p1")},
+	}
+}
+
+// halfOfNutcracker paces a load at half the rate nutcracker reached in the
+// named load of the same run.
+func halfOfNutcracker(name string) func([]*table) (float64, string) {
+	return func(done []*table) (float64, string) {
+		for _, t := range done {
+			if t.Load.Name != name {
+				continue
+			}
+			if r := t.row(nutcracker); r != nil && r.Err == "" && r.Median.OpsPerSec > 0 {
+				return math.Round(r.Median.OpsPerSec / 2), ""
+			}
+		}
+		return 0, "needs nutcracker's figure from " + name
+	}
+}
+
+// table is one load's results.
+type table struct {
+	Load   load    `json:"load"`
+	Rate   float64 `json:"rate,omitempty"`
+	Rounds int     `json:"rounds"`
+	Rows   []*row  `json:"rows"`
+	Note   string  `json:"note,omitempty"` // why the load did not run
+}
+
+// row is one target's results in a table.
+type row struct {
+	Target  string   `json:"target"`
+	Samples []sample `json:"samples"`
+	Median  sample   `json:"median"`
+	PeakKiB int64    `json:"peak_rss_kib"` // VmHWM of the proxy (direct: the backend)
+	Err     string   `json:"error,omitempty"`
+}
+
+func (t *table) row(target string) *row {
+	for _, r := range t.Rows {
+		if r.Target == target {
+			return r
+		}
+	}
+	return nil
+}
+
+// runLoad runs l: fresh proxies, then rounds of direct / shardproxy /
+// nutcracker, the order rotating from round to round.
+func (h *harness) runLoad(l load, done []*table) *table {
+	t := &table{Load: l, Rounds: h.opt.rounds}
+	args := l.Args
+	if l.rate != nil {
+		rate, why := l.rate(done)
+		if rate <= 0 {
+			t.Note = "not run: " + why
+			return t
+		}
+		t.Rate = rate
+		args = append(append([]string(nil), args...), "-rate", strconv.FormatFloat(rate, 'f', 0, 64))
+	}
+	if err := h.fleet.flush(); err != nil {
+		t.Note = "not run: " + err.Error()
+		h.fail("%s: %v", l.Name, err)
+		return t
+	}
+	backends := h.fleet.backends(l.Redis, l.Servers)
+	tg := h.startTargets(l.Redis, backends)
+	defer tg.stop()
+	for _, name := range targetNames {
+		r := &row{Target: name}
+		if err := tg.err[name]; err != nil {
+			r.Err = "did not start: " + err.Error()
+			h.fail("%s: %s %s", l.Name, name, r.Err)
+		}
+		t.Rows = append(t.Rows, r)
+	}
+	for round := range h.opt.rounds {
+		for i := range targetNames {
+			r := t.Rows[(i+round)%len(targetNames)]
+			if r.Err != "" {
+				continue
+			}
+			s, err := h.runTarget(tg, r.Target, backends, args, h.opt.duration, h.opt.warmup)
+			if err != nil {
+				r.Err = err.Error()
+				h.fail("%s: %s: %v", l.Name, r.Target, err)
+				continue
+			}
+			if s.Errors > 0 {
+				h.fail("%s: %s: %d wrong replies: %v", l.Name, r.Target, s.Errors, s.ErrorNotes)
+			}
+			r.Samples = append(r.Samples, s)
+		}
+	}
+	for _, r := range t.Rows {
+		r.Median = median(r.Samples)
+		if p := tg.proc(r.Target, backends); p != nil && p.alive() {
+			r.PeakKiB, _ = p.status("VmHWM")
+		}
+	}
+	return t
+}
+
+// targets are the three ways a load reaches the backends.
+type targets struct {
+	proxies map[string]*proc // shardproxy, nutcracker
+	err     map[string]error // targets that did not start
+}
+
+// startTargets starts shardproxy and nutcracker over backends.
+func (h *harness) startTargets(redis bool, backends []*proc) *targets {
+	tg := &targets{proxies: map[string]*proc{}, err: map[string]error{}}
+	for _, name := range []string{shardproxy, nutcracker} {
+		p, err := h.fleet.startProxy(name, redis, backends)
+		if err != nil {
+			tg.err[name] = err
+			continue
+		}
+		tg.proxies[name] = p
+	}
+	return tg
+}
+
+// proc returns the process a target's clients talk to.
+func (tg *targets) proc(target string, backends []*proc) *proc {
+	if target == direct {
+		return backends[0]
+	}
+	return tg.proxies[target]
+}
+
+func (tg *targets) stop() {
+	for _, p := range tg.proxies {
+		p.stop()
+	}
+}
+
+// runTarget runs shardbench once against target.
+func (h *harness) runTarget(tg *targets, target string, backends []*proc, args []string, d, warmup time.Duration) (sample, error) {
+	p := tg.proc(target, backends)
+	if p == nil || !p.alive() {
+		return sample{}, fmt.Errorf("%s is not running", target)
+	}
+	if target == direct {
+		return h.runShardbench(p.addr, args, nil, backends[:1], d, warmup)
+	}
+	s, err := h.runShardbench(p.addr, args, p, backends, d, warmup)
+	if err == nil && !p.alive() {
+		err = fmt.Errorf("%s exited during the run: %s", target, p.tail(4))
+	}
+	return s, err
+}
