@@ -37,6 +37,12 @@ type sock struct {
 	arena    []byte  // replies are carved from it; reader goroutine only
 	inflight []*Call // guarded by c.mu
 	dead     bool    // guarded by c.mu
+	// parsing is set (under c.mu) while deliver frames the reply of
+	// inflight[0] outside the lock: fail then leaves that call to deliver,
+	// which completes it with cause, so no call is completed (and reused by
+	// its owner) while the reader still reads its request.
+	parsing bool
+	cause   Cause // why the socket failed; guarded by c.mu
 }
 
 func newConn(b *Backend) *conn {
@@ -367,10 +373,14 @@ func (s *sock) fail(cause Cause, count bool) {
 		return
 	}
 	s.dead = true
+	s.cause = cause
 	if c.cur == s {
 		c.cur = nil
 	}
 	calls := s.inflight
+	if s.parsing && len(calls) > 0 {
+		calls = calls[1:] // deliver completes the head once it has framed it
+	}
 	s.inflight = nil
 	c.mu.Unlock()
 	s.nc.Close()
@@ -455,23 +465,26 @@ func (s *sock) deliver(buf []byte) ([]byte, bool) {
 			return nil, false
 		}
 		call := s.inflight[0]
+		s.parsing = true
 		c.mu.Unlock()
 
 		n, kind, err := b.cfg.Dialect.ParseReply(buf[start:], call.Req)
-		if errors.Is(err, codec.ErrIncomplete) {
-			break
-		}
-		if err != nil {
-			s.fail(CauseParsing, true)
-			return nil, false
-		}
-		raw := s.carve(n)
-		copy(raw, buf[start:start+n])
-		start += n
 
 		c.mu.Lock()
-		if s.dead { // failed meanwhile: the call was answered by fail
+		s.parsing = false
+		if s.dead { // failed meanwhile: fail left this call to us
+			cause := s.cause
 			c.mu.Unlock()
+			b.stats.OutQueue.Add(-1)
+			b.finish(call, cause)
+			return nil, false
+		}
+		if err != nil {
+			c.mu.Unlock()
+			if errors.Is(err, codec.ErrIncomplete) {
+				break
+			}
+			s.fail(CauseParsing, true)
 			return nil, false
 		}
 		s.inflight[0] = nil
@@ -483,6 +496,9 @@ func (s *sock) deliver(buf []byte) ([]byte, bool) {
 		// so it is never later than the new head's. When it fires, expired
 		// re-arms it for the head (or clears it) if nothing is late.
 		c.mu.Unlock()
+		raw := s.carve(n)
+		copy(raw, buf[start:start+n])
+		start += n
 
 		b.stats.OutQueue.Add(-1)
 		b.stats.Responses.Add(1)

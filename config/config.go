@@ -28,6 +28,17 @@ const (
 	// DefaultConnectTimeout is the connect timeout of a pool that sets
 	// neither connect_timeout nor timeout.
 	DefaultConnectTimeout = time.Second
+	// DefaultClusterRefresh is how often a redis_cluster pool reads the
+	// cluster's slot map when nothing asks for it sooner.
+	DefaultClusterRefresh = 5 * time.Second
+)
+
+// Values of Pool.ReadFrom: where a redis_cluster pool sends read-only
+// commands.
+const (
+	ReadFromMaster        = "master"
+	ReadFromPreferReplica = "prefer_replica"
+	ReadFromReplica       = "replica"
 )
 
 // Inline is the Source of a Config parsed from bytes without a file name.
@@ -205,6 +216,26 @@ type Pool struct {
 	// relative path is relative to the config file's directory (see
 	// Config.Path). A Lua pool has no servers key.
 	Lua string
+	// RedisCluster makes a Redis pool front a Redis Cluster (key
+	// redis_cluster, a shardproxy extension; needs redis: true). Its
+	// servers are seed nodes, of which any one live node is enough to read
+	// the slot map (weights and names are not used); keys go to the node
+	// serving their slot (CRC16 of the key or its {hash tag}), so hash,
+	// hash_tag, distribution, hash_seed, auto_eject_hosts and a redis_db
+	// other than 0 are refused. redis_auth authenticates to every node.
+	RedisCluster bool
+	// ReadFrom says where a redis_cluster pool sends read-only commands
+	// (key read_from): ReadFromMaster (the default), ReadFromPreferReplica
+	// (a healthy replica of the slot's master, else the master) or
+	// ReadFromReplica (replicas only). Parse sets ReadFromMaster for a
+	// cluster pool and leaves "" for any other pool, which may not set it.
+	ReadFrom string
+	// ClusterRefresh is how often a redis_cluster pool reads the slot map
+	// when no MOVED reply or node failure asks for it sooner (key
+	// cluster_refresh, in milliseconds, at least 100). Parse sets
+	// DefaultClusterRefresh (5s) for a cluster pool and 0 for any other
+	// pool, which may not set it.
+	ClusterRefresh time.Duration
 }
 
 // Path resolves a path written in the config: relative paths are relative

@@ -11,8 +11,9 @@
 // socket's permission, an empty server host, a key given twice) this package
 // rejects it. A few keys are shardproxy extensions (item_size_max,
 // max_request_line, flush_all, connect_timeout, hash_seed, the hashes xxhash,
-// murmur3 and xxh3, the distributions jump and ring); twemproxy would refuse a
-// file that uses them.
+// murmur3 and xxh3, the distributions jump and ring, and redis_cluster with
+// read_from and cluster_refresh for pools that front a Redis Cluster);
+// twemproxy would refuse a file that uses them.
 //
 // Every error names the file, the line, the pool and the key it is about, for
 // example:

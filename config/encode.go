@@ -41,11 +41,13 @@ func (p *Pool) node() *yaml.Node {
 	m := &yaml.Node{Kind: yaml.MappingNode}
 	add := func(key string, v *yaml.Node) { m.Content = append(m.Content, str(key), v) }
 	add("listen", str(p.Listen.text()))
-	add("hash", str(p.Hash))
-	if p.HashTag != "" {
-		add("hash_tag", str(p.HashTag))
+	if !p.RedisCluster { // a cluster pool refuses them
+		add("hash", str(p.Hash))
+		if p.HashTag != "" {
+			add("hash_tag", str(p.HashTag))
+		}
+		add("distribution", str(p.Distribution))
 	}
-	add("distribution", str(p.Distribution))
 	if p.Timeout > 0 {
 		add("timeout", num(millis(p.Timeout)))
 	}
@@ -90,6 +92,15 @@ func (p *Pool) node() *yaml.Node {
 	}
 	if p.Lua != "" {
 		add("lua", str(p.Lua))
+	}
+	if p.RedisCluster {
+		add("redis_cluster", boolean(true))
+		if p.ReadFrom != ReadFromMaster && p.ReadFrom != "" {
+			add("read_from", str(p.ReadFrom))
+		}
+		if p.ClusterRefresh != DefaultClusterRefresh && p.ClusterRefresh != 0 {
+			add("cluster_refresh", num(millis(p.ClusterRefresh)))
+		}
 	}
 	for _, kv := range []struct {
 		key string
@@ -146,6 +157,7 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%d %d %t %d %d\n", p.ItemSizeMax, p.MaxRequestLine, p.AllowFlushAll, p.ConnectTimeout, p.HashSeed)
 	fmt.Fprintf(h, "%q %q %q\n", p.EjectPolicy, p.FailoverPool, p.Lua)
 	fmt.Fprintf(h, "%d %d %d\n", p.ActiveReqLimit, p.BufferMemoryLimit, p.MaxKeys)
+	fmt.Fprintf(h, "%t %q %d\n", p.RedisCluster, p.ReadFrom, p.ClusterRefresh)
 	for _, s := range p.Servers {
 		fmt.Fprintf(h, "%q %q %q %d %d %q\n", s.Network, s.Addr, s.Host, s.Port, s.Weight, s.Name)
 	}

@@ -53,6 +53,9 @@ var poolKeys = map[string]setter{
 	"active_req_limit":    intSetter(func(p *Pool) *int { return &p.ActiveReqLimit }, 0, maxInt32),
 	"buffer_memory_limit": intSetter(func(p *Pool) *int { return &p.BufferMemoryLimit }, 0, maxInt32),
 	"max_keys":            intSetter(func(p *Pool) *int { return &p.MaxKeys }, 0, maxInt32),
+	"redis_cluster":       boolSetter(func(p *Pool) *bool { return &p.RedisCluster }),
+	"read_from":           (*poolParser).setReadFrom,
+	"cluster_refresh":     msSetter(func(p *Pool) *time.Duration { return &p.ClusterRefresh }, 100),
 }
 
 // pool reads the pool called name, whose name is on line; it returns nil
@@ -330,7 +333,7 @@ func (pp *poolParser) finish() {
 	if line, ok := pp.keys["redis_auth"]; ok && p.RedisAuth != "" && !p.Redis && !pp.bad["redis"] {
 		pp.fail(line, "redis_auth", "is only valid for a redis pool (redis: true)")
 	}
-	if line, ok := pp.keys["hash_seed"]; ok && p.HashSeed != 0 && !pp.bad["hash"] && !pp.bad["distribution"] &&
+	if line, ok := pp.keys["hash_seed"]; ok && p.HashSeed != 0 && !p.RedisCluster && !pp.bad["hash"] && !pp.bad["distribution"] &&
 		!slices.Contains(seededHashes, p.Hash) && p.Distribution != "random" {
 		pp.fail(line, "hash_seed", fmt.Sprintf("has no effect with hash %s and distribution %s; "+
 			"it seeds the hashes xxhash, murmur3, xxh3 and the distribution random", p.Hash, p.Distribution))
@@ -354,6 +357,70 @@ func (pp *poolParser) finish() {
 		pp.fail(line, "failover_pool", "cannot name the pool itself")
 	case hasPool:
 		pp.b.failovers = append(pp.b.failovers, listenAt{pool: p, line: line})
+	}
+	pp.finishCluster()
+}
+
+// clusterRefused are the keys a redis_cluster pool refuses: the cluster's
+// slot map, not the proxy, decides where keys go.
+var clusterRefused = []string{"hash", "hash_tag", "distribution", "hash_seed"}
+
+// finishCluster checks the keys of a redis_cluster pool, and that other
+// pools do not use its keys.
+func (pp *poolParser) finishCluster() {
+	p := pp.p
+	if !p.RedisCluster {
+		for _, key := range []string{"read_from", "cluster_refresh"} {
+			if line, ok := pp.keys[key]; ok && !pp.bad[key] && !pp.bad["redis_cluster"] {
+				pp.fail(line, key, "is only valid for a redis_cluster pool (redis_cluster: true)")
+			}
+		}
+		return
+	}
+	line := pp.keys["redis_cluster"]
+	if !p.Redis && !pp.bad["redis"] {
+		pp.fail(line, "redis_cluster", "needs redis: true")
+	}
+	for _, key := range clusterRefused {
+		if l, ok := pp.keys[key]; ok {
+			pp.fail(l, key, "does not apply to a redis_cluster pool: a key goes to the node serving its slot "+
+				"(CRC16 of the key or of its {hash tag}), as the cluster's slot map says")
+		}
+	}
+	if l, ok := pp.keys["auto_eject_hosts"]; ok && p.AutoEjectHosts {
+		pp.fail(l, "auto_eject_hosts", "does not apply to a redis_cluster pool: the cluster fails over by itself")
+	}
+	if l, ok := pp.keys["redis_db"]; ok && p.RedisDB != 0 {
+		pp.fail(l, "redis_db", "a Redis Cluster has database 0 only")
+	}
+	if l, ok := pp.keys["lua"]; ok {
+		pp.fail(l, "lua", "a redis_cluster pool cannot be routed by Lua")
+	}
+	for _, s := range p.Servers {
+		if s.Network != "tcp" {
+			pp.fail(s.Line, "servers", fmt.Sprintf("%q: a cluster seed must be host:port", s.Name))
+		}
+	}
+	if p.ReadFrom == "" {
+		p.ReadFrom = ReadFromMaster
+	}
+	if p.ClusterRefresh == 0 {
+		p.ClusterRefresh = DefaultClusterRefresh
+	}
+}
+
+// setReadFrom reads read_from: master, prefer_replica or replica.
+func (pp *poolParser) setReadFrom(key string, v *yaml.Node) {
+	s, ok := pp.scalar(key, v)
+	if !ok {
+		return
+	}
+	switch s {
+	case ReadFromMaster, ReadFromPreferReplica, ReadFromReplica:
+		pp.p.ReadFrom = s
+	default:
+		pp.fail(v.Line, key, fmt.Sprintf("unknown value %q; want %s, %s or %s", s,
+			ReadFromMaster, ReadFromPreferReplica, ReadFromReplica))
 	}
 }
 

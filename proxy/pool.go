@@ -31,7 +31,7 @@ type pool struct {
 	shard    *sharding.Pool
 	backends []*backend.Backend // in shard.Servers() order
 	failover *pool              // eject_policy failover: takes a bad server's keys
-	router   router             // a Lua pool's router; nil for a native pool
+	router   router             // a Lua or redis_cluster pool's router; nil for a native pool
 	shardCfg sharding.Config    // what shard was built from; a reload reuses an equal one
 	routing  atomic.Int64       // sessions routing a request with this pool right now
 	log      *slog.Logger
@@ -66,8 +66,9 @@ func (ps *poolStats) countCommand(name string) {
 }
 
 // router routes the requests of a pool that does not route natively: a Lua
-// pool. Route must call c.Complete exactly once, with the bytes the client
-// sees, and must not block.
+// pool, or a redis_cluster pool (proxy/cluster.go). Route must call
+// c.Complete exactly once, with the bytes the client sees, and must not
+// block.
 type router interface {
 	Route(req *codec.Request, hint uint32, c Completion)
 	Close()
@@ -115,6 +116,14 @@ func newPool(srv *Server, cfg *config.Config, pc *config.Pool, backends backendS
 	}
 	if pc.Lua != "" {
 		r, err := newLuaRouter(p)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
+		}
+		p.router = r
+		return p, nil
+	}
+	if pc.RedisCluster {
+		r, err := newClusterRouter(p, old)
 		if err != nil {
 			return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
 		}

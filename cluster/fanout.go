@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"sync/atomic"
+
+	"shardproxy/codec"
+)
+
+// routeMulti splits a multi-key command per slot: Redis Cluster refuses
+// keys of different slots in one command even on one node.
+func (c *Cluster) routeMulti(req *codec.Request, hint uint32, read bool, done Completer) {
+	c.inflight.Add(1)
+	targets := make([]int, len(req.Keys))
+	same := true
+	for i, k := range req.Keys {
+		targets[i] = Slot(k)
+		same = same && targets[i] == targets[0]
+	}
+	if same || len(targets) == 0 {
+		o := c.newOp(req, -1, hint, read)
+		if len(targets) > 0 {
+			o.slot = targets[0]
+		}
+		o.done = done
+		o.send()
+		return
+	}
+	subs, slots := c.dialect.Split(req, targets)
+	if len(subs) == 0 {
+		c.inflight.Add(-1)
+		done.Complete(c.dialect.AppendError(nil, codec.ErrServer, "cannot split "+req.Name))
+		return
+	}
+	c.stats.fragments.Add(int64(len(subs)))
+	f := &fanout{c: c, req: req, subs: subs, replies: make([]codec.Reply, len(subs)), done: done}
+	f.left.Store(int32(len(subs)))
+	for i, sub := range subs {
+		o := c.newOp(sub, slots[i], hint, read)
+		o.parent, o.idx = f, i
+		o.send()
+	}
+}
+
+// routeAll sends req to every master serving slots (FLUSHDB, SCRIPT LOAD)
+// and merges their replies.
+func (c *Cluster) routeAll(req *codec.Request, hint uint32, done Completer) {
+	t := c.tab.Load()
+	if t == nil || len(t.masters) == 0 {
+		c.Refresh()
+		done.Complete(appendClusterDown(nil, c.downReason()))
+		return
+	}
+	c.inflight.Add(1)
+	n := len(t.masters)
+	f := &fanout{c: c, req: req, subs: make([]*codec.Request, n), replies: make([]codec.Reply, n), done: done}
+	f.left.Store(int32(n))
+	for i := range f.subs {
+		f.subs[i] = req
+	}
+	for i, m := range t.masters {
+		o := c.newOp(req, -1, hint, false)
+		o.fixed, o.parent, o.idx = m, f, i
+		o.send()
+	}
+}
+
+// fanout collects the replies of a split request.
+type fanout struct {
+	c       *Cluster
+	req     *codec.Request
+	subs    []*codec.Request
+	replies []codec.Reply
+	left    atomic.Int32
+	done    Completer
+}
+
+// reply stores sub-request i's reply; the last one merges and completes.
+func (f *fanout) reply(i int, r codec.Reply) {
+	f.replies[i] = r
+	if f.left.Add(-1) != 0 {
+		return
+	}
+	f.done.Complete(f.c.dialect.Merge(nil, f.req, f.subs, f.replies))
+	f.c.inflight.Add(-1)
+}
