@@ -196,6 +196,8 @@ func (b *builder) checkFailovers(pools []*Pool) {
 			b.errs.add(f.line, f.pool.Name, "failover_pool", fmt.Sprintf("pool %q speaks another protocol", f.pool.FailoverPool))
 		case pools[i].RedisCluster:
 			b.errs.add(f.line, f.pool.Name, "failover_pool", fmt.Sprintf("pool %q is a redis_cluster pool, which has no servers to pick from", f.pool.FailoverPool))
+		case pools[i].Lua != "":
+			b.errs.add(f.line, f.pool.Name, "failover_pool", fmt.Sprintf("pool %q is a Lua pool, which has no servers to pick from", f.pool.FailoverPool))
 		}
 	}
 }

@@ -319,6 +319,9 @@ func TestParseErrors(t *testing.T) {
 			`config: testdata/x.yml:5: pool "alpha": failover_pool: pool "beta" speaks another protocol`},
 		{"lua and servers", pool("  lua: routes.lua\n"),
 			`config: testdata/x.yml:3: pool "alpha": lua: a Lua pool defines its backends in its route file; remove servers`},
+		{"failover to a Lua pool", pool("  auto_eject_hosts: true\n  eject_policy: failover\n  failover_pool: beta\n") +
+			"beta:\n  listen: 127.0.0.1:22200\n  lua: routes.lua\n",
+			`config: testdata/x.yml:5: pool "alpha": failover_pool: pool "beta" is a Lua pool, which has no servers to pick from`},
 		{"unknown key", pool("  foo: 1\n"),
 			`config: testdata/x.yml:3: pool "alpha": foo: unknown key`},
 		{"twemproxy fork key", pool("  command: x\n"),

@@ -278,8 +278,16 @@ func (s *Server) activate(gen *generation, bound []*listener) {
 		go s.accept(l)
 	}
 	for _, p := range gen.pools {
-		s.log.Info("pool listening", "pool", p.cfg.Name, "addr", gen.listeners[p.cfg.Name].ln.Addr().String(),
-			"servers", len(p.backends), "distribution", p.cfg.Distribution, "hash", p.cfg.Hash)
+		addr := gen.listeners[p.cfg.Name].ln.Addr().String()
+		switch {
+		case p.cfg.Lua != "":
+			s.log.Info("pool listening", "pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name(), "lua", p.cfg.Lua)
+		case p.cfg.RedisCluster:
+			s.log.Info("pool listening", "pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name(), "cluster_seeds", len(p.cfg.Servers))
+		default:
+			s.log.Info("pool listening", "pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name(),
+				"servers", len(p.backends), "distribution", p.cfg.Distribution, "hash", p.cfg.Hash)
+		}
 	}
 }
 
