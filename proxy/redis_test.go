@@ -858,3 +858,21 @@ func raceEnabled() bool {
 	}
 	return false
 }
+
+// TestRedisInfo: INFO through the proxy answers the proxy's own section,
+// with memcached proxy's counter names among them.
+func TestRedisInfo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	_, yaml := redisPool(t, 2, "  timeout: 2000\n")
+	_, addr := startProxy(t, yaml, "rd")
+	c := respDial(t, addr)
+	c.do("SET", "k", "v")
+	got := c.do("INFO")
+	for _, want := range []string{"# Proxy\r\n", "\r\nrequests:", "\r\nproxy_config_reloads:0\r\n", "\r\nproxy_backend_total:2\r\n", "\r\ncmd_set:1\r\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("INFO lacks %q:\n%s", want, got)
+		}
+	}
+}

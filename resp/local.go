@@ -249,12 +249,19 @@ func appendHello(dst []byte, id int, env codec.Env) []byte {
 }
 
 // appendInfo writes "# Proxy\r\n" and a "name:value\r\n" line per counter
+// (env's Stats, then its "proxy" section when it has one)
 // as one bulk string. Line breaks in names and values become spaces, and
 // ':' in names '_', so every line stays one field.
 func appendInfo(dst []byte, env codec.Env) []byte {
 	body := []byte("# Proxy\r\n")
 	if env != nil {
-		for _, s := range env.Stats() {
+		stats := env.Stats()
+		if se, ok := env.(codec.SectionEnv); ok {
+			if more, ok := se.Section("proxy"); ok {
+				stats = append(stats[:len(stats):len(stats)], more...)
+			}
+		}
+		for _, s := range stats {
 			body = appendField(body, s.Name, true)
 			body = append(body, ':')
 			body = appendField(body, s.Value, false)
