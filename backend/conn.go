@@ -43,6 +43,11 @@ type sock struct {
 	// its owner) while the reader still reads its request.
 	parsing bool
 	cause   Cause // why the socket failed; guarded by c.mu
+	// writing is set (under c.mu) while write sends a published batch:
+	// fail then leaves the calls to write (in deferred), which completes
+	// them once the system call no longer reads their request bytes.
+	writing  bool
+	deferred []*Call
 }
 
 func newConn(b *Backend) *conn {
@@ -337,6 +342,7 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) net.Buffers {
 	}
 	wasIdle := len(s.inflight) == 0
 	s.inflight = append(s.inflight, batch...)
+	s.writing = true
 	// Out of one count into the other under the lock: a drain never sees
 	// both at zero while these calls are under way.
 	c.b.stats.OutQueue.Add(int64(len(batch)))
@@ -351,7 +357,17 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) net.Buffers {
 
 	s.nc.SetWriteDeadline(deadline)
 	w := bufs // WriteTo consumes its receiver
-	if _, err := w.WriteTo(s.nc); err != nil {
+	_, err := w.WriteTo(s.nc)
+	c.mu.Lock()
+	s.writing = false
+	deferred, cause := s.deferred, s.cause
+	s.deferred = nil
+	c.mu.Unlock()
+	c.b.stats.OutQueue.Add(-int64(len(deferred)))
+	for _, call := range deferred { // failed while their bytes were being sent
+		c.b.finish(call, cause)
+	}
+	if err != nil {
 		cause := CauseWriting
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			cause = CauseTimeout
@@ -382,6 +398,9 @@ func (s *sock) fail(cause Cause, count bool) {
 		calls = calls[1:] // deliver completes the head once it has framed it
 	}
 	s.inflight = nil
+	if s.writing { // write completes them when its system call is done
+		s.deferred, calls = calls, nil
+	}
 	c.mu.Unlock()
 	s.nc.Close()
 	b := c.b
