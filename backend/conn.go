@@ -1,12 +1,10 @@
 package backend
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -236,17 +234,7 @@ func (c *conn) connect() (*sock, Cause) {
 		return nil, CauseMarkedBad
 	}
 	deadline := time.Now().Add(b.cfg.ConnectTimeout)
-	network := "tcp"
-	if strings.Contains(b.cfg.Addr, "/") {
-		network = "unix"
-	}
-	d := net.Dialer{Deadline: deadline, KeepAlive: -1}
-	if b.cfg.TCPKeepalive {
-		d.KeepAlive = 0 // Go's default keepalive period
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	nc, err := d.DialContext(ctx, network, b.cfg.Addr)
-	cancel()
+	nc, err := dial(b.cfg, deadline)
 	if err != nil {
 		b.failed(CauseConnecting)
 		return nil, CauseConnecting
