@@ -1,6 +1,10 @@
 package cluster
 
-import "bytes"
+import (
+	"bytes"
+
+	"shardproxy/sharding"
+)
 
 // Slots is the number of hash slots of a Redis Cluster.
 const Slots = 16384
@@ -17,29 +21,5 @@ func Slot(key []byte) int {
 			key = key[open+1 : open+1+end]
 		}
 	}
-	return int(crc16(key) & (Slots - 1))
+	return int(sharding.CRC16(key) & (Slots - 1))
 }
-
-// crc16 is CRC16/XMODEM, table driven.
-func crc16(b []byte) uint16 {
-	var crc uint16
-	for _, c := range b {
-		crc = crc<<8 ^ crc16Table[byte(crc>>8)^c]
-	}
-	return crc
-}
-
-var crc16Table = func() (t [256]uint16) {
-	for i := range t {
-		crc := uint16(i) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-		t[i] = crc
-	}
-	return t
-}()

@@ -27,3 +27,14 @@ func hashCRC16(key []byte) uint32 {
 	}
 	return crc
 }
+
+// CRC16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0, no
+// reflection): the low 16 bits of twemproxy's crc16, and the hash of a Redis
+// Cluster slot (package cluster masks it to 14 bits).
+func CRC16(key []byte) uint16 {
+	var crc uint16
+	for _, b := range key {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^b]
+	}
+	return crc
+}

@@ -34,7 +34,7 @@ var layers = map[string]rule{
 	"resp":     {parts: []string{"codec"}, external: []string{"github.com/tidwall/redcon"}},
 	"sharding": {external: []string{"github.com/cespare/xxhash/v2", "github.com/spaolacci/murmur3"}},
 	"backend":  {parts: []string{"codec"}},
-	"cluster":  {parts: []string{"codec", "resp", "backend"}},
+	"cluster":  {parts: []string{"codec", "resp", "backend", "sharding"}}, // sharding: CRC16 for slots
 	"lua": {parts: []string{"codec", "sharding", "backend", "cluster"},
 		external: []string{"github.com/yuin/gopher-lua"}},
 	"config": {parts: []string{"sharding", "codec"}, external: []string{"gopkg.in/yaml.v3"}},
@@ -52,6 +52,8 @@ var layers = map[string]rule{
 	// the outside: they import none of its packages.
 	"cmd/shardbench": {external: []string{"github.com/HdrHistogram/hdrhistogram-go"}},
 	"bench":          {external: []string{"gonum.org/v1/plot"}},
+	// The soak test runs bin/shardproxy as a child process.
+	"soak": {},
 }
 
 // pkg is what go list tells about one package.
