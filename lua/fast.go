@@ -84,14 +84,25 @@ func newFastCall() *fastCall {
 
 // routeFast sends req straight to its backend if w remembers its command's
 // direct pool, and reports whether it did.
+//
+// It takes the state (only if it is free) and first runs what was queued
+// before: a client's requests reach their backends in the client's order,
+// so a get never overtakes a queued set.
 func (r *Router) routeFast(w *worker, req *codec.Request, hint uint32, c Completion) bool {
-	p := w.fastPool(req)
-	if p == nil {
+	if w.fastPool(req) == nil || !w.state.TryLock() {
 		return false
+	}
+	defer w.release()
+	w.drainQueue()
+	p := w.fastPool(req) // Lua may have run meanwhile
+	if p == nil {
+		w.handle(&event{kind: evRequest, req: req, hint: hint, c: c})
+		return true
 	}
 	be, err := p.pick(keyOf(req, false))
 	if err != nil {
-		return false
+		w.handle(&event{kind: evRequest, req: req, hint: hint, c: c})
+		return true
 	}
 	fc := newFastCall()
 	fc.r, fc.req, fc.c, fc.bytes = r, req, c, int64(len(req.Wire))

@@ -130,6 +130,7 @@ func (w *worker) tryRun(ev *event) bool {
 	if !w.state.TryLock() {
 		return false
 	}
+	w.drainQueue() // what was queued before ev runs first: a client's order holds
 	w.handle(ev)
 	w.drainQueue()
 	w.release()
