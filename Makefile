@@ -11,7 +11,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # command:Debian package, for every server the integration tests run.
 APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools nutcracker:nutcracker
 
-.PHONY: help build run test lint bench bench-go fuzz deps clean
+.PHONY: help build run test lint bench bench-go fuzz deps clean soak
 
 help:
 	@echo 'make build   build bin/shardproxy'
@@ -19,6 +19,7 @@ help:
 	@echo 'make test    deps, lint, then go test -race ./... (integration tests run real servers)'
 	@echo 'make lint    gofmt check, go vet, staticcheck'
 	@echo 'make bench   shardproxy vs nutcracker vs direct (~10 min; BENCH_QUICK=1 ~1 min) -> bench/report/'
+	@echo 'make soak    DURATION=$(DURATION): proxy under memcached+Redis load, faults and reloads; checks every reply'
 	@echo 'make bench-go  go test -bench of every package with -benchmem'
 	@echo 'make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME) each'
 	@echo 'make deps    install memcached, redis-server, nutcracker, staticcheck when missing'
@@ -49,6 +50,17 @@ bench: deps build
 	$(GO) build -o bin/shardbench ./cmd/shardbench
 	$(GO) build -o bin/bench ./bench
 	bin/bench $(BENCH_ARGS)
+
+# Runs bin/shardproxy for DURATION against 3 memcached and 3 redis-server
+# (one of each behind soak's fault proxy) under verifying load, with faults
+# every 3 s and a reload every 10 s; fails on a wrong or lost reply or when
+# RSS/goroutines grow from the middle to the end. SOAK_ARGS passes flags
+# (bin/soak -h lists them).
+DURATION  ?= 10m
+SOAK_ARGS ?=
+soak: deps build
+	$(GO) build -o bin/soak ./soak
+	bin/soak -duration $(DURATION) -proxy bin/shardproxy $(SOAK_ARGS)
 
 # The hot-path micro-benchmarks (parse, encode, pick a server, loopback).
 bench-go:
