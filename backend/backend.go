@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,12 @@ type Config struct {
 	RetryTimeout time.Duration
 	// TCPKeepalive enables SO_KEEPALIVE on sockets.
 	TCPKeepalive bool
+	// TLS, when set, makes every socket a TLS client connection with this
+	// configuration; nil (the default) dials plain sockets. When its
+	// ServerName is empty and InsecureSkipVerify is false, the host of Addr
+	// is used. The TLS handshake counts against ConnectTimeout. The Config
+	// is not modified and may be shared between backends.
+	TLS *tls.Config
 	// Preconnect dials every socket at New instead of at first use.
 	Preconnect bool
 	// OnStateChange, if set, is called (on its own goroutine's time, never

@@ -236,6 +236,46 @@ type Pool struct {
 	// DefaultClusterRefresh (5s) for a cluster pool and 0 for any other
 	// pool, which may not set it.
 	ClusterRefresh time.Duration
+
+	// RedisAuthUser is the Redis ACL user that goes with RedisAuth (key
+	// redis_auth_user, a shardproxy extension; needs redis_auth): clients
+	// must send AUTH user password (or HELLO 2 AUTH user password) and the
+	// proxy sends the same to every server. "" means Redis's default user,
+	// for which clients may send AUTH password alone.
+	RedisAuthUser string
+
+	// The TLS keys (shardproxy extensions) hold file paths; a relative path
+	// is relative to the config file's directory (see Config.Path). The
+	// files are read when the proxy builds the pool, so a missing or bad
+	// file fails the start or the reload, naming the file.
+
+	// TLSCert and TLSKey are the PEM certificate (chain) and private key the
+	// listener serves TLS with (keys tls_cert and tls_key, both or neither).
+	// Empty: the listener is plain.
+	TLSCert, TLSKey string
+	// TLSClientCA is a PEM file of CA certificates (key tls_client_ca, needs
+	// tls_cert): clients must present a certificate signed by one of them.
+	// Empty: client certificates are neither asked for nor checked.
+	TLSClientCA string
+	// ServerTLS makes every connection to the pool's servers TLS (key
+	// server_tls, default false).
+	ServerTLS bool
+	// ServerTLSCA is a PEM file of the CA certificates that verify the
+	// servers (key server_tls_ca, needs server_tls); empty means the
+	// system's roots.
+	ServerTLSCA string
+	// ServerTLSCert and ServerTLSKey are the certificate and key the proxy
+	// presents to servers that ask for one, for mutual TLS (keys
+	// server_tls_cert and server_tls_key, both or neither; need server_tls).
+	ServerTLSCert, ServerTLSKey string
+	// ServerTLSServerName is the name sent as SNI and verified in the
+	// servers' certificates (key server_tls_server_name, needs server_tls);
+	// empty means each server's host.
+	ServerTLSServerName string
+	// ServerTLSSkipVerify accepts any server certificate (key
+	// server_tls_skip_verify, default false, needs server_tls). It gives up
+	// the protection TLS offers against a man in the middle: for tests only.
+	ServerTLSSkipVerify bool
 }
 
 // Path resolves a path written in the config: relative paths are relative

@@ -110,6 +110,7 @@ func (p *Pool) node() *yaml.Node {
 			add(kv.key, num(strconv.Itoa(kv.v)))
 		}
 	}
+	p.addSecurity(add)
 	seq := &yaml.Node{Kind: yaml.SequenceNode}
 	for _, s := range p.Servers {
 		seq.Content = append(seq.Content, str(s.text()))
@@ -118,6 +119,34 @@ func (p *Pool) node() *yaml.Node {
 		add("servers", seq)
 	}
 	return m
+}
+
+// addSecurity adds the ACL and TLS keys that are set, in the order of the
+// README's table.
+func (p *Pool) addSecurity(add func(string, *yaml.Node)) {
+	for _, kv := range []struct{ key, v string }{
+		{"redis_auth_user", p.RedisAuthUser},
+		{"tls_cert", p.TLSCert}, {"tls_key", p.TLSKey}, {"tls_client_ca", p.TLSClientCA},
+	} {
+		if kv.v != "" {
+			add(kv.key, str(kv.v))
+		}
+	}
+	if !p.ServerTLS {
+		return
+	}
+	add("server_tls", boolean(true))
+	for _, kv := range []struct{ key, v string }{
+		{"server_tls_ca", p.ServerTLSCA}, {"server_tls_cert", p.ServerTLSCert},
+		{"server_tls_key", p.ServerTLSKey}, {"server_tls_server_name", p.ServerTLSServerName},
+	} {
+		if kv.v != "" {
+			add(kv.key, str(kv.v))
+		}
+	}
+	if p.ServerTLSSkipVerify {
+		add("server_tls_skip_verify", boolean(true))
+	}
 }
 
 // text is the listen value that parses back to l. A path with a space needs
@@ -158,6 +187,9 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%q %q %q\n", p.EjectPolicy, p.FailoverPool, p.Lua)
 	fmt.Fprintf(h, "%d %d %d\n", p.ActiveReqLimit, p.BufferMemoryLimit, p.MaxKeys)
 	fmt.Fprintf(h, "%t %q %d\n", p.RedisCluster, p.ReadFrom, p.ClusterRefresh)
+	fmt.Fprintf(h, "%q %q %q %q\n", p.RedisAuthUser, p.TLSCert, p.TLSKey, p.TLSClientCA)
+	fmt.Fprintf(h, "%t %q %q %q %q %t\n", p.ServerTLS, p.ServerTLSCA, p.ServerTLSCert, p.ServerTLSKey,
+		p.ServerTLSServerName, p.ServerTLSSkipVerify)
 	for _, s := range p.Servers {
 		fmt.Fprintf(h, "%q %q %q %d %d %q\n", s.Network, s.Addr, s.Host, s.Port, s.Weight, s.Name)
 	}

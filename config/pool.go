@@ -56,6 +56,17 @@ var poolKeys = map[string]setter{
 	"redis_cluster":       boolSetter(func(p *Pool) *bool { return &p.RedisCluster }),
 	"read_from":           (*poolParser).setReadFrom,
 	"cluster_refresh":     msSetter(func(p *Pool) *time.Duration { return &p.ClusterRefresh }, 100),
+	"redis_auth_user":     (*poolParser).setRedisAuthUser,
+
+	"tls_cert":               pathSetter(func(p *Pool) *string { return &p.TLSCert }),
+	"tls_key":                pathSetter(func(p *Pool) *string { return &p.TLSKey }),
+	"tls_client_ca":          pathSetter(func(p *Pool) *string { return &p.TLSClientCA }),
+	"server_tls":             boolSetter(func(p *Pool) *bool { return &p.ServerTLS }),
+	"server_tls_ca":          pathSetter(func(p *Pool) *string { return &p.ServerTLSCA }),
+	"server_tls_cert":        pathSetter(func(p *Pool) *string { return &p.ServerTLSCert }),
+	"server_tls_key":         pathSetter(func(p *Pool) *string { return &p.ServerTLSKey }),
+	"server_tls_server_name": (*poolParser).setServerTLSServerName,
+	"server_tls_skip_verify": boolSetter(func(p *Pool) *bool { return &p.ServerTLSSkipVerify }),
 }
 
 // pool reads the pool called name, whose name is on line; it returns nil
@@ -359,6 +370,7 @@ func (pp *poolParser) finish() {
 		pp.b.failovers = append(pp.b.failovers, listenAt{pool: p, line: line})
 	}
 	pp.finishCluster()
+	pp.finishSecurity()
 }
 
 // clusterRefused are the keys a redis_cluster pool refuses: the cluster's

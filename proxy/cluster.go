@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"time"
 
 	"shardproxy/backend"
@@ -29,7 +30,7 @@ func (r clusterRouter) Route(req *codec.Request, hint uint32, c Completion) {
 // server_failure_limit, server_retry_timeout, tcpkeepalive, preconnect and
 // redis_auth apply to every node. A reload starts from the running pool's
 // slot map, so no request waits for the new pool's first refresh.
-func newClusterRouter(p *pool, old *pool) (router, error) {
+func newClusterRouter(p *pool, old *pool, dialTLS *tls.Config) (router, error) {
 	pc := p.cfg
 	readFrom, err := cluster.ParseReadFrom(pc.ReadFrom)
 	if err != nil {
@@ -48,7 +49,8 @@ func newClusterRouter(p *pool, old *pool) (router, error) {
 		ReadFrom:        readFrom,
 		RefreshInterval: pc.ClusterRefresh,
 		Node: backend.Config{
-			Handshake:      codec.HandshakeOptions{Password: pc.RedisAuth},
+			Handshake:      codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser},
+			TLS:            dialTLS,
 			Conns:          pc.ServerConnections,
 			ConnectTimeout: pc.ConnectTimeout,
 			Timeout:        pc.Timeout,

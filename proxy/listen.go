@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"os"
 	"syscall"
@@ -44,4 +45,39 @@ func listen(pc *config.Pool) (net.Listener, error) {
 		}
 	}
 	return lc.Listen(context.Background(), "tcp", pc.Listen.Addr)
+}
+
+// withTLS wraps ln so that each accepted connection is served over TLS when
+// config returns a configuration, and plain when it returns nil. config is
+// asked per connection, so a reload that keeps the listener but adds,
+// removes or rotates the pool's certificate takes effect for new clients.
+// The TLS handshake runs on the session's first read or write, not in the
+// accept loop.
+func withTLS(ln net.Listener, config func() *tls.Config) net.Listener {
+	return tlsListener{Listener: ln, config: config}
+}
+
+type tlsListener struct {
+	net.Listener
+	config func() *tls.Config
+}
+
+// Accept implements net.Listener.
+func (l tlsListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if c := l.config(); c != nil {
+		return tls.Server(nc, c), nil
+	}
+	return nc, nil
+}
+
+// tlsConfig returns the TLS configuration of the pool l serves now.
+func (l *listener) tlsConfig() *tls.Config {
+	if p := l.pool.Load(); p != nil {
+		return p.tls
+	}
+	return nil
 }

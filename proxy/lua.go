@@ -47,7 +47,7 @@ func newLuaRouter(p *pool) (router, error) {
 		Dialect:    p.dialect,
 		Redis:      pc.Redis,
 		Options:    p.limits,
-		Handshake:  codec.HandshakeOptions{Password: pc.RedisAuth, DB: pc.RedisDB},
+		Handshake:  codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB},
 		Defaults:   d,
 		Preconnect: pc.Preconnect,
 		Logger:     p.log,

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"os"
@@ -27,6 +28,7 @@ type pool struct {
 	src      *config.Config // the configuration the pool comes from
 	srv      *Server
 	dialect  codec.Dialect
+	tls      *tls.Config // what the listener serves; nil: plain
 	limits   codec.Options
 	shard    *sharding.Pool
 	backends []*backend.Backend // in shard.Servers() order
@@ -108,8 +110,17 @@ func newPool(srv *Server, cfg *config.Config, pc *config.Pool, backends backendS
 			MaxLine:  pc.MaxRequestLine,
 			MaxValue: pc.ItemSizeMax,
 			Password: pc.RedisAuth,
+			Username: pc.RedisAuthUser,
 			DB:       pc.RedisDB,
 		},
+	}
+	var err error
+	if p.tls, err = listenTLS(cfg, pc); err != nil {
+		return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
+	}
+	dialTLS, err := serverTLS(cfg, pc)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
 	}
 	if !pc.AllowFlushAll {
 		p.limits.Deny = []string{"flush_all"}
@@ -123,7 +134,7 @@ func newPool(srv *Server, cfg *config.Config, pc *config.Pool, backends backendS
 		return p, nil
 	}
 	if pc.RedisCluster {
-		r, err := newClusterRouter(p, old)
+		r, err := newClusterRouter(p, old, dialTLS)
 		if err != nil {
 			return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
 		}
@@ -164,7 +175,8 @@ func newPool(srv *Server, cfg *config.Config, pc *config.Pool, backends backendS
 			Addr:           s.Addr,
 			Name:           s.Name,
 			Dialect:        d,
-			Handshake:      codec.HandshakeOptions{Password: pc.RedisAuth, DB: pc.RedisDB},
+			Handshake:      codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB},
+			TLS:            dialTLS,
 			Conns:          pc.ServerConnections,
 			ConnectTimeout: connectTimeout,
 			Timeout:        pc.Timeout,

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,6 +86,7 @@ type backendKey struct {
 	connect, timeout, retry   time.Duration
 	failureLimit              int
 	keepalive, preconnect     bool
+	tls                       *tls.Config // one pointer per TLS setup (see tlsCache)
 }
 
 // backendSource hands out backends to newPool.
@@ -132,7 +134,7 @@ func (b *builder) backend(pool string, cfg backend.Config) *backend.Backend {
 		pool: pool, name: cfg.Name, addr: cfg.Addr, dialect: cfg.Dialect.Name(),
 		handshake: cfg.Handshake, conns: cfg.Conns, connect: cfg.ConnectTimeout,
 		timeout: cfg.Timeout, retry: cfg.RetryTimeout, failureLimit: cfg.FailureLimit,
-		keepalive: cfg.TCPKeepalive, preconnect: cfg.Preconnect,
+		keepalive: cfg.TCPKeepalive, preconnect: cfg.Preconnect, tls: cfg.TLS,
 	}
 	if be, ok := b.used[k]; ok {
 		return be
@@ -244,7 +246,8 @@ func (s *Server) bind(gen *generation) ([]*listener, error) {
 			}
 			return nil, fmt.Errorf("proxy: pool %q: listen %s: %w", p.cfg.Name, p.cfg.Listen.Addr, err)
 		}
-		l := &listener{key: k, ln: ln}
+		l := &listener{key: k}
+		l.ln = withTLS(ln, l.tlsConfig)
 		bound = append(bound, l)
 		gen.listeners[p.cfg.Name] = l
 	}
@@ -320,8 +323,13 @@ func (s *Server) accept(l *listener) {
 		p := l.pool.Load()
 		if limit := p.cfg.ClientConnections; limit > 0 && p.stats.ClientConnections.Load() >= int64(limit) {
 			p.stats.ClientErr.Add(1)
-			nc.Write(p.dialect.AppendError(nil, codec.ErrServer, "too many client connections"))
-			nc.Close()
+			// Not in the accept loop: over TLS the write waits for the
+			// client's handshake.
+			go func(nc net.Conn, msg []byte) {
+				nc.SetDeadline(time.Now().Add(time.Second))
+				nc.Write(msg)
+				nc.Close()
+			}(nc, p.dialect.AppendError(nil, codec.ErrServer, "too many client connections"))
 			continue
 		}
 		sess := newSession(l, p, nc)
