@@ -79,7 +79,7 @@ func touchExptime(req *codec.Request) []byte {
 // A retrieval request answers the VALUE blocks of all sub-replies in the
 // client's key order and one END. A failed fragment fails the whole request
 // (twemproxy's rule): a reply with Err gives "SERVER_ERROR <Err>", and a
-// ReplyError gives that reply's error line.
+// ReplyError (or ReplyFatal) gives that reply's error line.
 //
 // A RouteAll request (flush_all) answers "OK" when every backend did, else
 // the first error.
@@ -95,7 +95,7 @@ func (*Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, rep
 		}
 	}
 	for _, r := range replies {
-		if r.Kind == codec.ReplyError || r.Kind == codec.ReplyFailure {
+		if r.Kind == codec.ReplyError || r.Kind == codec.ReplyFailure || r.Kind == codec.ReplyFatal {
 			return appendLastLine(dst, r.Raw)
 		}
 	}

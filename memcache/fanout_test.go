@@ -213,3 +213,20 @@ func TestSplitBuiltRequest(t *testing.T) {
 		t.Errorf("Split = %q, %q", subs[0].Wire, subs[1].Wire)
 	}
 }
+
+// TestMergeFatalFragment: a fragment the server answered with a bare ERROR
+// (codec.ReplyFatal) fails the whole multi-get with that line.
+func TestMergeFatalFragment(t *testing.T) {
+	req := &codec.Request{Name: "get", Cmd: CmdGet, Route: codec.RouteMulti, Keys: [][]byte{[]byte("a"), []byte("b")}}
+	subs := []*codec.Request{
+		{Name: "get", Cmd: CmdGet, Keys: [][]byte{[]byte("a")}},
+		{Name: "get", Cmd: CmdGet, Keys: [][]byte{[]byte("b")}},
+	}
+	replies := []codec.Reply{
+		{Raw: []byte("VALUE a 0 1\r\nx\r\nEND\r\n"), Kind: codec.ReplyOK},
+		{Raw: []byte("ERROR\r\n"), Kind: codec.ReplyFatal},
+	}
+	if got := string(dialect.Merge(nil, req, subs, replies)); got != "ERROR\r\n" {
+		t.Fatalf("Merge = %q, want the fragment's ERROR", got)
+	}
+}
