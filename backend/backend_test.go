@@ -3,6 +3,7 @@ package backend_test
 import (
 	"bufio"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -17,10 +18,12 @@ import (
 
 var mc codec.Dialect = &memcache.Dialect{}
 
-// script is a fake memcached: it answers the version handshake, then for
-// every request line it reads it writes the next canned reply (a reply of
-// "" closes the connection).
-func script(t *testing.T, replies ...string) string {
+// script is a fake memcached: it answers the version handshake, then reads
+// expect requests (a set's data line included) before it writes the canned
+// replies in order (a reply of "" closes the connection). Waiting for the
+// whole pipeline makes the test independent of how the proxy batches its
+// writes: every request is on the socket when the replies come.
+func script(t *testing.T, expect int, replies ...string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -36,8 +39,7 @@ func script(t *testing.T, replies ...string) string {
 			go func() {
 				defer nc.Close()
 				r := bufio.NewReader(nc)
-				next := 0
-				for {
+				for n := 0; n < expect; {
 					l, err := r.ReadString('\n')
 					if err != nil {
 						return
@@ -46,16 +48,20 @@ func script(t *testing.T, replies ...string) string {
 						nc.Write([]byte("VERSION 1.6.18\r\n"))
 						continue
 					}
-					if next >= len(replies) {
-						continue // hang
+					if strings.HasPrefix(l, "set ") { // the data line belongs to it
+						if _, err := r.ReadString('\n'); err != nil {
+							return
+						}
 					}
-					reply := replies[next]
-					next++
+					n++
+				}
+				for _, reply := range replies {
 					if reply == "" {
 						return
 					}
 					nc.Write([]byte(reply))
 				}
+				io.Copy(io.Discard, r) // then hang
 			}()
 		}
 	}()
@@ -149,7 +155,7 @@ func TestDesync(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			addr := script(t, tc.replies...)
+			addr := script(t, len(tc.want), tc.replies...)
 			b := backend.New(backend.Config{Addr: addr, Dialect: mc, Timeout: 5 * time.Second, FailureLimit: 100})
 			defer b.Close()
 			reqs := make([]string, len(tc.want))
