@@ -146,40 +146,22 @@ func TestBackendKilledUnderLoad(t *testing.T) {
 // proxy's "version" handshake, then it reads and never answers.
 func hangServer(t *testing.T, answerVersion bool) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); conns.Wait() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
+	return fakeServer(t, func(nc net.Conn) {
+		r := bufio.NewReader(nc)
+		if answerVersion {
+			if l, err := r.ReadString('\n'); err != nil || l != "version\r\n" {
 				return
 			}
-			conns.Add(1)
-			go func() {
-				defer conns.Done()
-				defer nc.Close()
-				r := bufio.NewReader(nc)
-				if answerVersion {
-					if l, err := r.ReadString('\n'); err != nil || l != "version\r\n" {
-						return
-					}
-					nc.Write([]byte("VERSION 1.6.18\r\n"))
-				}
-				buf := make([]byte, 4096)
-				for {
-					nc.SetReadDeadline(time.Now().Add(30 * time.Second))
-					if _, err := r.Read(buf); err != nil {
-						return
-					}
-				}
-			}()
+			nc.Write([]byte("VERSION 1.6.18\r\n"))
 		}
-	}()
-	return ln.Addr().String()
+		buf := make([]byte, 4096)
+		for {
+			nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if _, err := r.Read(buf); err != nil {
+				return
+			}
+		}
+	})
 }
 
 func TestBackendHangs(t *testing.T) {

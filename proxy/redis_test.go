@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -693,50 +692,32 @@ func TestRedisBadInput(t *testing.T) {
 // request with -LOADING, as a redis-server still loading its data does.
 func loadingServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); conns.Wait() })
-	go func() {
+	return fakeServer(t, func(nc net.Conn) {
+		p := respDialect.NewRequestParser(codec.Options{})
+		var buf []byte
+		chunk := make([]byte, 4096)
 		for {
-			nc, err := ln.Accept()
+			nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+			n, err := nc.Read(chunk)
 			if err != nil {
 				return
 			}
-			conns.Add(1)
-			go func() {
-				defer conns.Done()
-				defer nc.Close()
-				p := respDialect.NewRequestParser(codec.Options{})
-				var buf []byte
-				chunk := make([]byte, 4096)
-				for {
-					nc.SetReadDeadline(time.Now().Add(30 * time.Second))
-					n, err := nc.Read(chunk)
-					if err != nil {
-						return
-					}
-					buf = append(buf, chunk[:n]...)
-					for {
-						var req codec.Request
-						m, err := p.ParseRequest(buf, &req)
-						if err != nil {
-							break
-						}
-						buf = buf[m:]
-						reply := "-LOADING Redis is loading the dataset in memory\r\n"
-						if req.Name == "ping" {
-							reply = "+PONG\r\n"
-						}
-						nc.Write([]byte(reply))
-					}
+			buf = append(buf, chunk[:n]...)
+			for {
+				var req codec.Request
+				m, err := p.ParseRequest(buf, &req)
+				if err != nil {
+					break
 				}
-			}()
+				buf = buf[m:]
+				reply := "-LOADING Redis is loading the dataset in memory\r\n"
+				if req.Name == "ping" {
+					reply = "+PONG\r\n"
+				}
+				nc.Write([]byte(reply))
+			}
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // TestRedisLoadingCounts: -LOADING reaches the client and counts as a

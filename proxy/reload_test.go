@@ -355,36 +355,21 @@ func openFDs(t *testing.T) int {
 // line with END after delay.
 func slowServer(t *testing.T, delay time.Duration) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	return fakeServer(t, func(nc net.Conn) {
+		r := newBufReader(nc)
 		for {
-			nc, err := ln.Accept()
+			l, err := r.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func() {
-				defer nc.Close()
-				r := newBufReader(nc)
-				for {
-					l, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if l != "version\r\n" {
-						time.Sleep(delay)
-						nc.Write([]byte("END\r\n"))
-						continue
-					}
-					nc.Write([]byte("VERSION 1.6.18\r\n"))
-				}
-			}()
+			if l != "version\r\n" {
+				time.Sleep(delay)
+				nc.Write([]byte("END\r\n"))
+				continue
+			}
+			nc.Write([]byte("VERSION 1.6.18\r\n"))
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 func newBufReader(nc net.Conn) *bufio.Reader { return bufio.NewReaderSize(nc, 64<<10) }
