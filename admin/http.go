@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -96,6 +97,13 @@ func Handler(src Source, cfg HTTPConfig) http.Handler {
 	mux.HandleFunc("GET /backends", h.backends)
 	mux.HandleFunc("GET /version", h.version)
 	mux.HandleFunc("POST /reload", h.reloadNow)
+	// Go's profiler, for operators chasing CPU or memory: behind the same
+	// token as the rest.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return h.authorize(mux)
 }
 
