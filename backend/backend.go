@@ -61,6 +61,18 @@ type Call struct {
 
 	deadline time.Time // zero: none
 	start    time.Time
+	owned    []byte // the recycled buffer Reply.Raw lives in, if any
+}
+
+// Release recycles the buffer of a big reply once its owner is done with
+// it; afterwards c.Reply.Raw must not be used. Calling it is optional (an
+// unreleased buffer is left to the garbage collector).
+func (c *Call) Release() {
+	if c.owned != nil {
+		PutBuffer(c.owned)
+		c.owned = nil
+		c.Reply.Raw = nil
+	}
 }
 
 // Backend is one server with its sockets and health state.

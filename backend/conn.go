@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -124,6 +125,12 @@ func (c *conn) writeLoop() {
 	for {
 		select {
 		case <-c.wake:
+			// Let the goroutines that are ready to run (clients whose
+			// requests arrived in the same poll) queue theirs first: one
+			// write then carries them all. The kick put this goroutine
+			// next in line; without yielding it would write each request
+			// alone, and every write wakes the server.
+			runtime.Gosched()
 		case r := <-dialing:
 			dialing = nil
 			if r.s == nil {
@@ -408,24 +415,23 @@ func (s *sock) fail(cause Cause, count bool) {
 const (
 	readChunk   = 16 << 10
 	shrinkAbove = 1 << 20
+	exactUpTo   = 4 << 20 // largest announced reply given its buffer at once
 )
 
 // readLoop reads replies and hands each to the oldest in-flight call.
 func (s *sock) readLoop() {
-	buf := make([]byte, 0, readChunk)
-	for {
-		if cap(buf)-len(buf) < readChunk/4 {
-			nb := make([]byte, len(buf), 2*cap(buf))
-			copy(nb, buf)
-			buf = nb
+	r := reader{buf: GetBuffer(readChunk), pooled: true}
+	defer func() {
+		if r.pooled {
+			PutBuffer(r.buf)
 		}
-		n, err := s.nc.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if n > 0 {
-			var ok bool
-			if buf, ok = s.deliver(buf); !ok {
-				return
-			}
+	}()
+	for {
+		r.grow()
+		n, err := s.nc.Read(r.buf[len(r.buf):cap(r.buf)])
+		r.buf = r.buf[:len(r.buf)+n]
+		if n > 0 && !s.deliver(&r) {
+			return
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -448,28 +454,75 @@ func (s *sock) readLoop() {
 			s.fail(cause, count)
 			return
 		}
-		if len(buf) == 0 && cap(buf) > shrinkAbove {
-			buf = make([]byte, 0, readChunk)
+		if len(r.buf) == 0 && cap(r.buf) > shrinkAbove {
+			r.replace(0, 0)
 		}
 	}
 }
 
-// deliver frames every complete reply in buf and completes its call. It
-// returns the unconsumed bytes, or false when the socket failed.
-func (s *sock) deliver(buf []byte) ([]byte, bool) {
+// reader is a socket's read buffer. Nothing outside the reader points into
+// buf: a reply that keeps a slice of it (see deliver) takes the buffer,
+// and the reader moves on to a new one.
+type reader struct {
+	buf    []byte
+	need   int  // the length the unfinished reply at buf's start announced
+	pooled bool // buf came from GetBuffer
+}
+
+// grow makes room before a read.
+func (r *reader) grow() {
+	room := cap(r.buf) - len(r.buf)
+	switch {
+	case r.need > cap(r.buf) && (r.need <= exactUpTo || room < readChunk/4):
+		// A big reply: one buffer of its length, read into directly
+		// and handed over whole (see deliver). Past exactUpTo the
+		// buffer grows as the bytes arrive: a reply's header alone
+		// does not commit a gigabyte.
+		n := r.need
+		if n > exactUpTo {
+			n = min(n, 2*cap(r.buf))
+		}
+		r.replace(n, len(r.buf))
+	case r.need <= len(r.buf) && room < readChunk/4:
+		r.replace(2*cap(r.buf), len(r.buf))
+	}
+}
+
+// replace moves the last keep bytes of buf to a new buffer of at least size
+// bytes (readChunk at least). The old one is recycled unless a reply took it.
+func (r *reader) replace(size, keep int) {
+	old, oldPooled := r.buf, r.pooled
+	r.buf, r.pooled = GetBuffer(max(size, readChunk)), true
+	r.buf = append(r.buf, old[len(old)-keep:]...)
+	if oldPooled {
+		PutBuffer(old)
+	}
+}
+
+// deliver frames every complete reply in r.buf and completes its call. It
+// returns false when the socket failed.
+//
+// Small replies are copied out (see carve). The first reply over arenaMax
+// is handed over as a slice of the buffer itself, which it then owns (and
+// recycles, see Call.Release, when it starts the buffer): the bytes after
+// it move to a new buffer.
+func (s *sock) deliver(r *reader) bool {
 	c := s.c
 	b := c.b
+	buf := r.buf
 	start := 0
+	var taken bool // a reply owns buf
+	r.need = 0
 	for start < len(buf) {
 		c.mu.Lock()
 		if s.dead {
 			c.mu.Unlock()
-			return nil, false
+			return false
 		}
 		if len(s.inflight) == 0 {
 			c.mu.Unlock()
 			s.fail(CauseTrailingData, true)
-			return nil, false
+			return false
 		}
 		call := s.inflight[0]
 		s.parsing = true
@@ -484,15 +537,16 @@ func (s *sock) deliver(buf []byte) ([]byte, bool) {
 			c.mu.Unlock()
 			b.stats.OutQueue.Add(-1)
 			b.finish(call, cause)
-			return nil, false
+			return false
 		}
 		if err != nil {
 			c.mu.Unlock()
 			if errors.Is(err, codec.ErrIncomplete) {
+				r.need = codec.Needed(err)
 				break
 			}
 			s.fail(CauseParsing, true)
-			return nil, false
+			return false
 		}
 		s.inflight[0] = nil
 		s.inflight = s.inflight[1:]
@@ -503,8 +557,28 @@ func (s *sock) deliver(buf []byte) ([]byte, bool) {
 		// so it is never later than the new head's. When it fires, expired
 		// re-arms it for the head (or clears it) if nothing is late.
 		c.mu.Unlock()
-		raw := s.carve(n)
-		copy(raw, buf[start:start+n])
+		var raw []byte
+		switch {
+		case n <= arenaMax:
+			raw = s.carve(n)
+			copy(raw, buf[start:start+n])
+		case r.pooled && start == 0:
+			// The reply starts a recycled buffer: it takes the buffer
+			// whole, and recycles it once written (Call.Release). The
+			// bytes after it move out now, before Done: from then on
+			// the buffer may be reused at any time.
+			raw = buf[:n:n]
+			call.owned = buf
+			r.pooled = false // replace must not recycle it
+			r.replace(readChunk, len(buf)-n)
+			buf, start, n = r.buf, 0, 0
+		case !taken:
+			raw = buf[start : start+n : start+n]
+			taken = true
+		default:
+			raw = make([]byte, n)
+			copy(raw, buf[start:start+n])
+		}
 		start += n
 
 		b.stats.OutQueue.Add(-1)
@@ -524,11 +598,17 @@ func (s *sock) deliver(buf []byte) ([]byte, bool) {
 			// The server misread the stream: nothing behind this reply
 			// can be trusted.
 			s.fail(CauseParsing, true)
-			return nil, false
+			return false
 		}
 	}
-	rest := copy(buf, buf[start:])
-	return buf[:rest], true
+	if taken {
+		rest := buf[start:]
+		r.pooled = false // the reply has it; replace must not recycle it
+		r.replace(min(r.need, exactUpTo), len(rest))
+		return true
+	}
+	r.buf = buf[:copy(buf, buf[start:])]
+	return true
 }
 
 const (
@@ -536,13 +616,10 @@ const (
 	arenaMax  = 4 << 10
 )
 
-// carve returns n bytes for a reply. Small replies are cut from a shared
-// chunk, so the reader allocates once per chunk rather than once per reply;
-// a chunk is freed when the last reply in it is.
+// carve returns n bytes for a small reply, cut from a shared chunk: the
+// reader allocates once per chunk rather than once per reply; a chunk is
+// freed when the last reply in it is.
 func (s *sock) carve(n int) []byte {
-	if n > arenaMax {
-		return make([]byte, n)
-	}
 	if cap(s.arena)-len(s.arena) < n {
 		s.arena = make([]byte, 0, arenaSize)
 	}

@@ -201,6 +201,8 @@ type Dialect interface {
 	ParseReply(buf []byte, req *Request) (n int, kind ReplyKind, err error)
 	// AppendReply appends to dst what the client sees of reply (the result of
 	// ParseReply to req): usually reply itself; nothing for a noreply request.
+	// For a ModeNormal request it must be reply itself: the proxy writes big
+	// ones without calling it.
 	AppendReply(dst []byte, req *Request, reply []byte, kind ReplyKind) []byte
 	// AppendError appends an error reply in the protocol's wording.
 	AppendError(dst []byte, kind ErrorKind, msg string) []byte
@@ -221,6 +223,35 @@ type Dialect interface {
 
 // ErrIncomplete reports that the input holds only part of a frame.
 var ErrIncomplete = errors.New("codec: incomplete frame")
+
+// HintAbove is the frame length from which parsers report, with
+// Incomplete, how long an unfinished frame is: a reader then grows its
+// buffer once, to that length, rather than by doubling and copying.
+const HintAbove = 16 << 10
+
+// Incomplete returns an error that matches ErrIncomplete (errors.Is) and
+// says the frame needs at least need bytes from its start. Parsers return
+// it for frames longer than HintAbove whose header announced their length,
+// and plain ErrIncomplete otherwise (it allocates; the plain one does not).
+func Incomplete(need int) error {
+	if need <= HintAbove {
+		return ErrIncomplete
+	}
+	return &incomplete{need}
+}
+
+// Needed returns the length an Incomplete error announced, or 0.
+func Needed(err error) int {
+	if e, ok := err.(*incomplete); ok {
+		return e.need
+	}
+	return 0
+}
+
+type incomplete struct{ need int }
+
+func (*incomplete) Error() string        { return ErrIncomplete.Error() }
+func (*incomplete) Is(target error) bool { return target == ErrIncomplete }
 
 // ProtocolError is a client request the dialect rejects.
 type ProtocolError struct {

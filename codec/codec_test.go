@@ -1,6 +1,7 @@
 package codec_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -36,5 +37,22 @@ func TestRequestReset(t *testing.T) {
 	r.Reset()
 	if r.Name != "" || len(r.Keys) != 0 || len(r.Buf) != 0 || cap(r.Buf) != 64 || r.Close || r.Mode != codec.ModeNormal {
 		t.Fatalf("Reset left %+v", r)
+	}
+}
+
+func TestIncomplete(t *testing.T) {
+	for _, tt := range []struct{ need, want int }{
+		{0, 0}, {100, 0}, {codec.HintAbove, 0}, {codec.HintAbove + 1, codec.HintAbove + 1}, {1 << 30, 1 << 30},
+	} {
+		err := codec.Incomplete(tt.need)
+		if !errors.Is(err, codec.ErrIncomplete) {
+			t.Errorf("Incomplete(%d) = %v: not ErrIncomplete", tt.need, err)
+		}
+		if got := codec.Needed(err); got != tt.want {
+			t.Errorf("Needed(Incomplete(%d)) = %d, want %d", tt.need, got, tt.want)
+		}
+	}
+	if got := codec.Needed(errors.New("other")); got != 0 {
+		t.Errorf("Needed(other error) = %d", got)
 	}
 }

@@ -153,7 +153,7 @@ func parseRetrieval(buf []byte, keys [][]byte) (int, codec.ReplyKind, error) {
 			}
 			k++
 		}
-		if off, err = skipData(buf, next, size); err != nil {
+		if off, err = skipData(buf, next, size, len("END\r\n")); err != nil {
 			return 0, 0, err
 		}
 		hits++
@@ -192,11 +192,12 @@ func parseSize(tok, line []byte) (int, error) {
 }
 
 // skipData checks that size bytes of data and "\r\n" follow at off and
-// returns the offset after them.
-func skipData(buf []byte, off, size int) (int, error) {
+// returns the offset after them. trail is how many bytes the reply has at
+// least after them, for the length an incomplete reply announces.
+func skipData(buf []byte, off, size, trail int) (int, error) {
 	end := off + size + 2
 	if len(buf) < end {
-		return 0, codec.ErrIncomplete
+		return 0, codec.Incomplete(end + trail)
 	}
 	if buf[end-2] != '\r' || buf[end-1] != '\n' {
 		return 0, replyErr(ErrValueTerminator, buf[end-2:end])
@@ -296,7 +297,7 @@ func parseMetaReply(buf []byte, off, cmd int) (int, codec.ReplyKind, error) {
 		if err != nil {
 			return 0, 0, err
 		}
-		if next, err = skipData(buf, next, size); err != nil {
+		if next, err = skipData(buf, next, size, 0); err != nil {
 			return 0, 0, err
 		}
 		return next, codec.ReplyOK, nil
@@ -364,6 +365,6 @@ func nextValue(raw []byte, off int) (key []byte, end int, err error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	end, err = skipData(raw, next, size)
+	end, err = skipData(raw, next, size, 0)
 	return key, end, err
 }

@@ -149,7 +149,7 @@ func (p *parser) storage(l *line, req *codec.Request) (int, error) {
 func valueEnd(l *line, vlen int) (int, error) {
 	total := l.n() + vlen + 2
 	if len(l.buf) < total {
-		return 0, codec.ErrIncomplete
+		return 0, codec.Incomplete(total)
 	}
 	if l.buf[total-2] != '\r' || l.buf[total-1] != '\n' {
 		return 0, rejectFatal(replyBadChunk, total)

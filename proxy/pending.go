@@ -54,12 +54,22 @@ func putPending(p *pending) {
 		p.out = nil
 	}
 	if cap(p.req.Buf) > 64<<10 {
+		backend.PutBuffer(p.req.Buf)
 		p.req.Buf = nil
 	}
 	if cap(p.req.Keys) > 1024 {
 		p.req.Keys = nil
 	}
 	pendingPool.Put(p)
+}
+
+// releaseReplies recycles the backend buffers of p's replies, once they are
+// written or copied.
+func (p *pending) releaseReplies() {
+	p.call.Release()
+	for i := range p.calls {
+		p.calls[i].Release()
+	}
 }
 
 // complete marks a pending that needs no backend as ready.

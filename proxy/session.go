@@ -38,7 +38,9 @@ type session struct {
 	queue   chan *pending
 	closing atomic.Bool // stop reading: shutdown or a fatal protocol error
 
-	targets []int // scratch for routing multi-key requests
+	targets []int     // scratch for routing multi-key requests
+	need    int       // the length the unfinished request announced (reader only)
+	vec     [2][]byte // the writer's scratch for a big reply
 
 	// outstanding counts requests queued and not yet written; switchPool
 	// waits for it to reach zero (see drainWait).
@@ -138,13 +140,20 @@ func (s *session) readLoop() {
 	buf := make([]byte, 0, idleChunk)
 	limit := s.maxBuffer()
 	var discard int64
+	small := 0 // reads in a row that would have fit the idle buffer
 	for !s.closing.Load() {
+		if need := s.need; need > cap(buf) && need <= limit {
+			// A big request announced its length: grow once, to it.
+			nb := append(backend.GetBuffer(need), buf...)
+			backend.PutBuffer(buf)
+			buf = nb
+		}
 		if len(buf) == cap(buf) {
 			if cap(buf) >= limit {
 				s.p.stats.ClientErr.Add(1)
 				return // the parser should have refused this request already
 			}
-			nb := make([]byte, len(buf), min(2*cap(buf), limit))
+			nb := make([]byte, len(buf), min(max(2*cap(buf), readChunk), limit))
 			copy(nb, buf)
 			buf = nb
 		}
@@ -158,6 +167,11 @@ func (s *session) readLoop() {
 			buf = nb[:len(buf)]
 		}
 		buf = buf[:len(buf)+n]
+		if n < idleChunk {
+			small++
+		} else {
+			small = 0
+		}
 		if discard > 0 {
 			d := min(discard, int64(len(buf)))
 			buf = buf[:copy(buf, buf[d:])]
@@ -177,8 +191,12 @@ func (s *session) readLoop() {
 			}
 			return
 		}
-		if len(buf) == 0 && (cap(buf) > 4*readChunk || cap(buf) > idleChunk && n < idleChunk) {
-			buf = make([]byte, 0, idleChunk) // quiet again
+		// Back to the small buffer once the client is quiet: idle
+		// connections stay cheap, and a client mixing small and large
+		// requests does not reallocate on every large one.
+		if len(buf) == 0 && (cap(buf) > 4*readChunk || cap(buf) > idleChunk && small >= 16) {
+			backend.PutBuffer(buf) // kept only if GetBuffer made it
+			buf = make([]byte, 0, idleChunk)
 		}
 	}
 }
@@ -196,9 +214,16 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 		p := getPending()
 		p.pool = s.p
 		p.sess = s
+		if s.need > bigWrite && cap(p.req.Buf) < s.need {
+			// A big request: the parser copies it into a recycled buffer.
+			backend.PutBuffer(p.req.Buf)
+			p.req.Buf = backend.GetBuffer(s.need)
+		}
 		n, err := s.parser.ParseRequest(buf[start:], &p.req)
+		s.need = 0
 		if err != nil {
 			if errors.Is(err, codec.ErrIncomplete) {
+				s.need = codec.Needed(err)
 				putPending(p)
 				break
 			}
@@ -463,11 +488,26 @@ func (s *session) writeLoop() {
 			if out == nil {
 				out = getOut()
 			}
-			out = s.appendReply(out, p)
+			if big := bigReply(p); big != nil {
+				// Written from where the backend's reader left it,
+				// together with the replies before it: no copy.
+				s.vec = [2][]byte{out, big}
+				bufs := net.Buffers(s.vec[:])
+				if _, err := bufs.WriteTo(s.nc); err != nil {
+					broken = true
+					s.closing.Store(true)
+					s.nc.Close() // unblocks the reader
+				}
+				s.vec = [2][]byte{}
+				out = out[:0]
+			} else {
+				out = s.appendReply(out, p)
+			}
 		}
 		closeAfter := p.req.Close
 		release(p)
 		s.held.Add(-p.heldBytes())
+		p.releaseReplies() // written or copied: their buffers can go
 		putPending(p)
 		s.written()
 		if broken {
@@ -493,6 +533,21 @@ func (s *session) writeLoop() {
 			}
 		}
 	}
+}
+
+// bigWrite is the reply size from which the writer sends a backend's reply
+// from its own buffer instead of copying it into the batch.
+const bigWrite = 16 << 10
+
+// bigReply returns p's reply when it goes to the client unchanged and is
+// big enough to be worth writing without copying (codec.Dialect passes a
+// ModeNormal reply through as it is).
+func bigReply(p *pending) []byte {
+	r := &p.call.Reply
+	if len(p.subs) > 0 || p.call.Req == nil || r.Err != nil || p.req.Mode != codec.ModeNormal || len(r.Raw) < bigWrite {
+		return nil
+	}
+	return r.Raw
 }
 
 // appendReply appends what the client sees for p, in the words of the pool

@@ -241,7 +241,7 @@ func (p *parser) frameMultibulk(buf []byte) (int, error) {
 				string(appendInt(nil, int64(p.maxRequest)))+" bytes"), r+2)
 		}
 		if len(buf) < end+2 {
-			return 0, codec.ErrIncomplete
+			return 0, codec.Incomplete(end + 2)
 		}
 		if buf[r+1] != '\n' || buf[end] != '\r' || buf[end+1] != '\n' {
 			p.canonical = false

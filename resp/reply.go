@@ -64,7 +64,7 @@ func parseReply(buf []byte) (int, codec.ReplyKind, error) {
 			default:
 				end := next + int(size)
 				if len(buf) < end+2 {
-					return 0, 0, codec.ErrIncomplete
+					return 0, 0, codec.Incomplete(end + 2)
 				}
 				if buf[end] != '\r' || buf[end+1] != '\n' {
 					return 0, 0, replyErr(ErrReplyBulkEnding, buf[end:end+2])

@@ -1,0 +1,126 @@
+package proxy_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// bigValueSizes cross every buffer path: copied out of the socket's read
+// buffer (3 KB), sliced from it (20 KB), and read into a buffer of the
+// announced length that is then recycled (70 KB, 300 KB, 1.5 MB), in both
+// directions.
+var bigValueSizes = []int{3 << 10, 20 << 10, 70 << 10, 300 << 10, 1536 << 10}
+
+// bigValue is the value of set i of client ci: its size cycles through
+// bigValueSizes and every byte depends on (ci, i), so a reply assembled from
+// a recycled buffer that another request still used shows up as a wrong
+// byte, never as a plausible value.
+func bigValue(ci, i int) string {
+	n := bigValueSizes[(ci+i)%len(bigValueSizes)]
+	seed := fmt.Sprintf("<%d:%d>", ci, i)
+	return strings.Repeat(seed, n/len(seed)+1)[:n]
+}
+
+// TestMemcacheBigValuesPipelined runs clients that each pipeline sets and
+// gets of values from 3 KB to 1.5 MB through the proxy at once, and checks
+// every reply byte for byte.
+func TestMemcacheBigValuesPipelined(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real memcached")
+	}
+	_, yaml := memcachedPool(t, 2, "  timeout: 20000\n  item_size_max: 2097152\n", "-I", "2m", "-m", "256")
+	_, addr := startProxy(t, yaml, "mc")
+	const clients, pairs = 6, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for ci := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := dial(t, addr)
+			var req strings.Builder
+			for i := range pairs {
+				k, v := fmt.Sprintf("big%d:%d", ci, i%7), bigValue(ci, i)
+				fmt.Fprintf(&req, "set %s 0 0 %d\r\n%s\r\nget %s\r\n", k, len(v), v, k)
+			}
+			go c.send(req.String())
+			for i := range pairs {
+				k, v := fmt.Sprintf("big%d:%d", ci, i%7), bigValue(ci, i)
+				if got := c.reply(); got != "STORED\r\n" {
+					errs <- fmt.Errorf("client %d set %d (%d bytes): %.60q", ci, i, len(v), got)
+					return
+				}
+				want := fmt.Sprintf("VALUE %s 0 %d\r\n%s\r\nEND\r\n", k, len(v), v)
+				if got := c.reply(); got != want {
+					errs <- fmt.Errorf("client %d get %d (%d bytes): reply of %d bytes differs at byte %d",
+						ci, i, len(v), len(got), mismatchAt(got, want))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestRedisBigValuesPipelined is the same through RESP: bulk strings in
+// requests and in replies.
+func TestRedisBigValuesPipelined(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	_, yaml := redisPool(t, 2, "  timeout: 20000\n")
+	_, addr := startProxy(t, yaml, "rd")
+	const clients, pairs = 6, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for ci := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := dial(t, addr)
+			var req strings.Builder
+			for i := range pairs {
+				k, v := fmt.Sprintf("big%d:%d", ci, i%7), bigValue(ci, i)
+				fmt.Fprintf(&req, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(k), k, len(v), v)
+				fmt.Fprintf(&req, "*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n", len(k), k)
+			}
+			go c.send(req.String())
+			for i := range pairs {
+				v := bigValue(ci, i)
+				if got := c.line(); got != "+OK" {
+					errs <- fmt.Errorf("client %d SET %d (%d bytes): %.60q", ci, i, len(v), got)
+					return
+				}
+				if got := c.line(); got != fmt.Sprintf("$%d", len(v)) {
+					errs <- fmt.Errorf("client %d GET %d: header %.60q, want $%d", ci, i, got, len(v))
+					return
+				}
+				if got := c.readN(len(v) + 2); got != v+"\r\n" {
+					errs <- fmt.Errorf("client %d GET %d (%d bytes): differs at byte %d", ci, i, len(v), mismatchAt(got, v+"\r\n"))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// mismatchAt returns the first index where a and b differ.
+func mismatchAt(a, b string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
