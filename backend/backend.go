@@ -3,6 +3,7 @@ package backend
 import (
 	"crypto/tls"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,6 +86,7 @@ type Backend struct {
 
 	mu        sync.Mutex
 	failures  int
+	failing   atomic.Bool // failures != 0, read without the lock
 	lastCause Cause
 	bad       bool
 	closed    bool
@@ -137,10 +139,17 @@ func (b *Backend) Config() Config { return b.cfg }
 // one client's requests keep their order on one socket. If the backend is
 // marked bad or closed, c completes at once, on the caller's goroutine.
 func (b *Backend) Send(c *Call, hint uint32) {
-	now := time.Now()
+	if b.prepare(c, time.Now()) {
+		b.conns[int(hint%uint32(len(b.conns)))].enqueue(c)
+	}
+}
+
+// prepare stamps c for sending at now, or completes it at once when the
+// backend is marked bad.
+func (b *Backend) prepare(c *Call, now time.Time) bool {
 	if until := b.badUntil.Load(); until != 0 && now.UnixNano() < until {
 		b.finish(c, CauseMarkedBad)
-		return
+		return false
 	}
 	c.start = now
 	if b.cfg.Timeout > 0 {
@@ -148,10 +157,53 @@ func (b *Backend) Send(c *Call, hint uint32) {
 	} else {
 		c.deadline = time.Time{}
 	}
-	b.stats.Requests.Add(1)
-	b.stats.RequestBytes.Add(int64(len(c.Req.Wire)))
-	b.conns[int(hint%uint32(len(b.conns)))].enqueue(c)
+	return true
 }
+
+// Batch gathers calls to several backends and sends them together: one
+// lock and one writer wake-up per socket for all the calls of a client's
+// read, rather than one per call. The zero Batch is ready; it belongs to
+// one goroutine.
+type Batch struct {
+	now   time.Time // of the first Stage since the last Flush
+	calls []staged
+	conns []*conn // distinct, in order of first appearance
+}
+
+type staged struct {
+	conn *conn
+	call *Call
+}
+
+// Stage queues c for b in the batch, as Send would queue it for b at once.
+// Nothing is written before Flush; the caller must Flush before it waits
+// for any staged call.
+func (b *Backend) Stage(c *Call, hint uint32, bt *Batch) {
+	if bt.now.IsZero() {
+		bt.now = time.Now() // the calls of one read share their start
+	}
+	if !b.prepare(c, bt.now) {
+		return
+	}
+	cn := b.conns[int(hint%uint32(len(b.conns)))]
+	if !slices.Contains(bt.conns, cn) {
+		bt.conns = append(bt.conns, cn)
+	}
+	bt.calls = append(bt.calls, staged{cn, c})
+}
+
+// Flush sends every staged call, in order for each socket.
+func (bt *Batch) Flush() {
+	for _, cn := range bt.conns {
+		cn.enqueueStaged(bt.calls)
+	}
+	clear(bt.calls)
+	clear(bt.conns)
+	bt.calls, bt.conns, bt.now = bt.calls[:0], bt.conns[:0], time.Time{}
+}
+
+// Len is the number of calls staged.
+func (bt *Batch) Len() int { return len(bt.calls) }
 
 // Bad reports whether the backend is marked bad now.
 func (b *Backend) Bad() bool {
@@ -184,7 +236,11 @@ func (b *Backend) finish(c *Call, cause Cause) {
 
 // succeeded resets the failure count after a good reply.
 func (b *Backend) succeeded() {
+	if !b.failing.Load() {
+		return // the common case, without the lock
+	}
 	b.mu.Lock()
+	b.failing.Store(false)
 	if b.failures != 0 {
 		if b.failures >= b.cfg.FailureLimit && b.cfg.FailureLimit > 0 {
 			b.log.Info("backend recovered", "after", b.lastCause.String())
@@ -204,6 +260,7 @@ func (b *Backend) failed(cause Cause) {
 	}
 	b.mu.Lock()
 	b.failures++
+	b.failing.Store(true)
 	b.lastCause = cause
 	markBad := b.cfg.FailureLimit > 0 && b.failures >= b.cfg.FailureLimit && !b.bad && !b.closed
 	if markBad {

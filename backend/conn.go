@@ -34,13 +34,9 @@ type sock struct {
 	c        *conn
 	nc       net.Conn
 	arena    []byte  // replies are carved from it; reader goroutine only
+	done     []*Call // deliver's scratch; reader goroutine only
 	inflight []*Call // guarded by c.mu
 	dead     bool    // guarded by c.mu
-	// parsing is set (under c.mu) while deliver frames the reply of
-	// inflight[0] outside the lock: fail then leaves that call to deliver,
-	// which completes it with cause, so no call is completed (and reused by
-	// its owner) while the reader still reads its request.
-	parsing bool
 	cause   Cause // why the socket failed; guarded by c.mu
 	// writing is set (under c.mu) while write sends a published batch:
 	// fail then leaves the calls to write (in deferred), which completes
@@ -66,15 +62,47 @@ func (c *conn) kick() {
 }
 
 func (c *conn) enqueue(call *Call) {
+	st := &c.b.stats
+	st.Requests.Add(1)
+	st.RequestBytes.Add(int64(len(call.Req.Wire)))
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		c.b.finish(call, CauseClosed)
 		return
 	}
-	c.b.stats.InQueue.Add(1)
+	st.InQueue.Add(1)
 	c.queue = append(c.queue, call)
 	c.mu.Unlock()
+	c.kick()
+}
+
+// enqueueStaged queues the calls of calls that are for c, in their order.
+func (c *conn) enqueueStaged(calls []staged) {
+	var n, bytes int64
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		for _, sc := range calls {
+			if sc.conn == c {
+				c.b.stats.Requests.Add(1)
+				c.b.stats.RequestBytes.Add(int64(len(sc.call.Req.Wire)))
+				c.b.finish(sc.call, CauseClosed)
+			}
+		}
+		return
+	}
+	for _, sc := range calls {
+		if sc.conn == c {
+			c.queue = append(c.queue, sc.call)
+			n++
+			bytes += int64(len(sc.call.Req.Wire))
+		}
+	}
+	c.b.stats.InQueue.Add(n)
+	c.mu.Unlock()
+	c.b.stats.Requests.Add(n)
+	c.b.stats.RequestBytes.Add(bytes)
 	c.kick()
 }
 
@@ -389,9 +417,6 @@ func (s *sock) fail(cause Cause, count bool) {
 		c.cur = nil
 	}
 	calls := s.inflight
-	if s.parsing && len(calls) > 0 {
-		calls = calls[1:] // deliver completes the head once it has framed it
-	}
 	s.inflight = nil
 	if s.writing { // write completes them when its system call is done
 		s.deferred, calls = calls, nil
@@ -506,47 +531,42 @@ func (r *reader) replace(size, keep int) {
 // is handed over as a slice of the buffer itself, which it then owns (and
 // recycles, see Call.Release, when it starts the buffer): the bytes after
 // it move to a new buffer.
+//
+// The replies of one read are framed under one hold of the lock (fail
+// cannot answer a call while its reply is being framed) and completed
+// after it, in order.
 func (s *sock) deliver(r *reader) bool {
 	c := s.c
 	b := c.b
 	buf := r.buf
 	start := 0
-	var taken bool // a reply owns buf
+	var (
+		taken  bool  // a reply owns buf
+		dead   bool  // fail answered the calls left
+		failed Cause // why the socket must fail, if it must
+		bytes  int64
+	)
 	r.need = 0
+	done := s.done[:0]
+	c.mu.Lock()
 	for start < len(buf) {
-		c.mu.Lock()
 		if s.dead {
-			c.mu.Unlock()
-			return false
+			dead = true
+			break
 		}
 		if len(s.inflight) == 0 {
-			c.mu.Unlock()
-			s.fail(CauseTrailingData, true)
-			return false
+			failed = CauseTrailingData
+			break
 		}
 		call := s.inflight[0]
-		s.parsing = true
-		c.mu.Unlock()
-
 		n, kind, err := b.cfg.Dialect.ParseReply(buf[start:], call.Req)
-
-		c.mu.Lock()
-		s.parsing = false
-		if s.dead { // failed meanwhile: fail left this call to us
-			cause := s.cause
-			c.mu.Unlock()
-			b.stats.OutQueue.Add(-1)
-			b.finish(call, cause)
-			return false
-		}
 		if err != nil {
-			c.mu.Unlock()
 			if errors.Is(err, codec.ErrIncomplete) {
 				r.need = codec.Needed(err)
-				break
+			} else {
+				failed = CauseParsing
 			}
-			s.fail(CauseParsing, true)
-			return false
+			break
 		}
 		s.inflight[0] = nil
 		s.inflight = s.inflight[1:]
@@ -556,7 +576,6 @@ func (s *sock) deliver(r *reader) bool {
 		// The read deadline is left as it is: it belongs to an older call,
 		// so it is never later than the new head's. When it fires, expired
 		// re-arms it for the head (or clears it) if nothing is late.
-		c.mu.Unlock()
 		var raw []byte
 		switch {
 		case n <= arenaMax:
@@ -565,13 +584,13 @@ func (s *sock) deliver(r *reader) bool {
 		case r.pooled && start == 0:
 			// The reply starts a recycled buffer: it takes the buffer
 			// whole, and recycles it once written (Call.Release). The
-			// bytes after it move out now, before Done: from then on
-			// the buffer may be reused at any time.
+			// bytes after it move out now: once the call completes the
+			// buffer may be reused at any time.
 			raw = buf[:n:n]
 			call.owned = buf
 			r.pooled = false // replace must not recycle it
 			r.replace(readChunk, len(buf)-n)
-			buf, start, n = r.buf, 0, 0
+			buf, start = r.buf, -n
 		case !taken:
 			raw = buf[start : start+n : start+n]
 			taken = true
@@ -580,26 +599,46 @@ func (s *sock) deliver(r *reader) bool {
 			copy(raw, buf[start:start+n])
 		}
 		start += n
-
-		b.stats.OutQueue.Add(-1)
-		b.stats.Responses.Add(1)
-		b.stats.Latency.Observe(time.Since(call.start))
-		b.stats.ResponseBytes.Add(int64(n))
-		switch kind {
-		case codec.ReplyFailure:
-			b.failed(CauseBadValidate)
-		case codec.ReplyFatal:
-		default:
-			b.succeeded()
-		}
+		bytes += int64(n)
 		call.Reply = codec.Reply{Raw: raw, Kind: kind}
-		call.Done(call)
+		done = append(done, call)
 		if kind == codec.ReplyFatal {
 			// The server misread the stream: nothing behind this reply
 			// can be trusted.
-			s.fail(CauseParsing, true)
-			return false
+			failed = CauseParsing
+			break
 		}
+	}
+	c.mu.Unlock()
+
+	if len(done) > 0 {
+		now := time.Now() // the replies of one read arrived together
+		b.stats.OutQueue.Add(-int64(len(done)))
+		b.stats.Responses.Add(int64(len(done)))
+		b.stats.ResponseBytes.Add(bytes)
+		healthy := false
+		for i, call := range done {
+			b.stats.Latency.Observe(now.Sub(call.start))
+			switch call.Reply.Kind {
+			case codec.ReplyFailure:
+				b.failed(CauseBadValidate)
+			case codec.ReplyFatal:
+			default:
+				healthy = true
+			}
+			call.Done(call)
+			done[i] = nil
+		}
+		if healthy {
+			b.succeeded()
+		}
+	}
+	s.done = done[:0]
+	if failed != 0 {
+		s.fail(failed, true)
+	}
+	if dead || failed != 0 {
+		return false
 	}
 	if taken {
 		rest := buf[start:]

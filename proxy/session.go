@@ -38,9 +38,11 @@ type session struct {
 	queue   chan *pending
 	closing atomic.Bool // stop reading: shutdown or a fatal protocol error
 
-	targets []int     // scratch for routing multi-key requests
-	need    int       // the length the unfinished request announced (reader only)
-	vec     [2][]byte // the writer's scratch for a big reply
+	targets []int         // scratch for routing multi-key requests
+	need    int           // the length the unfinished request announced (reader only)
+	vec     [2][]byte     // the writer's scratch for a big reply
+	batch   backend.Batch // calls routed from the current read, not yet sent
+	entered *pool         // the pool enter counted this session in (reader only)
 
 	// outstanding counts requests queued and not yet written; switchPool
 	// waits for it to reach zero (see drainWait).
@@ -66,9 +68,14 @@ func newSession(l *listener, p *pool, nc net.Conn) *session {
 	return s
 }
 
-// enqueue hands p to the writer.
+// enqueue hands p to the writer. The writer answers in order: before the
+// reader may block on a full queue, the calls staged so far must go out.
 func (s *session) enqueue(p *pending) {
 	s.outstanding.Add(1)
+	if len(s.queue) == cap(s.queue) {
+		s.batch.Flush()
+		s.leave()
+	}
 	s.queue <- p
 }
 
@@ -88,6 +95,8 @@ func (s *session) waitFor(done func() bool) {
 	if done() {
 		return
 	}
+	s.batch.Flush() // what it waits for may be staged
+	s.leave()       // a reload must not wait for this client
 	s.waiting.Store(true)
 	s.mu.Lock()
 	for !done() && !s.closing.Load() {
@@ -205,6 +214,8 @@ func (s *session) readLoop() {
 // rest, how many bytes after it must be dropped, and false when the session
 // must stop reading.
 func (s *session) parse(buf []byte) ([]byte, int64, bool) {
+	defer s.leave()
+	defer s.batch.Flush() // every call routed from buf goes out, then leave
 	start := 0
 	for start < len(buf) && !s.closing.Load() {
 		s.heldWait()
@@ -257,7 +268,6 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 		s.p.stats.Requests.Add(1)
 		s.p.stats.countCommand(p.req.Name)
 		s.route(p)
-		s.p.routing.Add(-1)
 		closeAfter := p.req.Close // p belongs to the writer once queued
 		s.enqueue(p)
 		if closeAfter {
@@ -272,17 +282,30 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 // enter marks the session as routing with its pool, so that a reload does
 // not close that pool's backends under it (retire waits for routing to
 // drop to zero). If a reload swapped the pool meanwhile, the session
-// switches first and routes p with the new pool.
+// switches first and routes p with the new pool. The session stays entered
+// for the rest of its read (parse leaves at the end), and leaves before it
+// waits for anything.
 func (s *session) enter(p *pending) {
 	for {
-		s.p.routing.Add(1)
+		if s.entered == nil {
+			s.p.routing.Add(1)
+			s.entered = s.p
+		}
 		cur := s.l.pool.Load()
 		if cur == s.p {
 			return
 		}
-		s.p.routing.Add(-1)
+		s.leave()
 		s.switchPool(cur)
 		p.pool = s.p
+	}
+}
+
+// leave ends what enter began.
+func (s *session) leave() {
+	if s.entered != nil {
+		s.entered.routing.Add(-1)
+		s.entered = nil
 	}
 }
 
@@ -325,7 +348,7 @@ func (s *session) route(p *pending) {
 		p.left.Store(1)
 		p.call.Req = req
 		p.call.Done = p.doneFn
-		pl.backends[int(s.id)%len(pl.backends)].Send(&p.call, s.id)
+		pl.backends[int(s.id)%len(pl.backends)].Stage(&p.call, s.id, &s.batch)
 	case codec.RouteAll:
 		p.subs = p.subs[:0]
 		for range pl.backends {
@@ -391,7 +414,7 @@ func (s *session) routeKey(p *pending) {
 	p.left.Store(1)
 	p.call.Req = &p.req
 	p.call.Done = p.doneFn
-	s.p.backend(idx).Send(&p.call, s.id)
+	s.p.backend(idx).Stage(&p.call, s.id, &s.batch)
 }
 
 func (s *session) routeMulti(p *pending) {
@@ -413,7 +436,7 @@ func (s *session) routeMulti(p *pending) {
 		p.left.Store(1)
 		p.call.Req = req
 		p.call.Done = p.doneFn
-		s.p.backend(s.targets[0]).Send(&p.call, s.id)
+		s.p.backend(s.targets[0]).Stage(&p.call, s.id, &s.batch)
 		return
 	}
 	subs, subTargets := s.p.dialect.Split(req, s.targets)
@@ -446,7 +469,7 @@ func (s *session) routeSame(p *pending) {
 	p.left.Store(1)
 	p.call.Req = &p.req
 	p.call.Done = p.doneFn
-	s.p.backend(target).Send(&p.call, s.id)
+	s.p.backend(target).Stage(&p.call, s.id, &s.batch)
 }
 
 // fanOut sends p.subs[i] to backend targets[i] (or to backend i when targets
@@ -466,7 +489,7 @@ func (s *session) fanOut(p *pending, targets []int) {
 		c := &p.calls[i]
 		c.Req = sub
 		c.Done = p.doneFn
-		b.Send(c, s.id)
+		b.Stage(c, s.id, &s.batch)
 	}
 }
 
