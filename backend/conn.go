@@ -37,7 +37,7 @@ type sock struct {
 	done     []*Call // deliver's scratch; reader goroutine only
 	inflight []*Call // guarded by c.mu
 	dead     bool    // guarded by c.mu
-	cause   Cause // why the socket failed; guarded by c.mu
+	cause    Cause   // why the socket failed; guarded by c.mu
 	// writing is set (under c.mu) while write sends a published batch:
 	// fail then leaves the calls to write (in deferred), which completes
 	// them once the system call no longer reads their request bytes.
