@@ -8,7 +8,10 @@
 // # Load
 //
 // Each of -conns connections is one goroutine that writes -pipeline requests
-// in one write and then reads their replies, batch after batch. A request is
+// in one write and then reads their replies, batch after batch. The
+// goroutines run on -procs threads (default one, as redis-benchmark does:
+// on a small machine a generator spread over every core takes them from the
+// servers it measures). A request is
 // a set or a get, drawn by -ratio (set:get); a get reads -mget distinct keys
 // (a multi-get when more than one). Keys come from a space of -keys names,
 // -prefix followed by the zero-padded key number, picked by -dist (uniform,

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 )
@@ -36,6 +37,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "shardbench: %v\n", err)
 		return exitUsage
+	}
+	if cfg.Procs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cfg.Procs))
 	}
 	if cfg.CPUProfile != "" {
 		stop, err := startProfile(cfg.CPUProfile)
