@@ -18,7 +18,7 @@ type pending struct {
 	routed  bool  // answered by a router through Complete
 	req     codec.Request
 	out     []byte // a reply made by the proxy (local, error, merged)
-	done    chan struct{}
+	ready   atomic.Bool // answered: the writer may write it
 	left    atomic.Int32
 
 	call   backend.Call   // the one call of a single-backend request
@@ -27,16 +27,21 @@ type pending struct {
 	doneFn func(*backend.Call)
 }
 
-var pendingPool = sync.Pool{New: func() any {
-	p := &pending{done: make(chan struct{}, 1)}
-	p.doneFn = p.callDone
-	return p
-}}
+var pendingPool sync.Pool
+
+func init() { // not in pendingPool's declaration: callDone leads back to it
+	pendingPool.New = func() any {
+		p := &pending{}
+		p.doneFn = p.callDone
+		return p
+	}
+}
 
 func getPending() *pending {
 	p := pendingPool.Get().(*pending)
 	p.req.Reset()
 	p.out = p.out[:0]
+	p.ready.Store(false)
 	return p
 }
 
@@ -73,7 +78,14 @@ func (p *pending) releaseReplies() {
 }
 
 // complete marks a pending that needs no backend as ready.
-func (p *pending) complete() { p.done <- struct{}{} }
+func (p *pending) complete() { p.answered() }
+
+// answered marks p ready and lets its session write what is ready.
+func (p *pending) answered() {
+	s := p.sess // once ready, p may be written and recycled at any time
+	p.ready.Store(true)
+	s.flush()
+}
 
 // callDone is every call's Done: the last one to finish wakes the writer.
 func (p *pending) callDone(c *backend.Call) {
@@ -82,7 +94,7 @@ func (p *pending) callDone(c *backend.Call) {
 		p.pool.stats.Buffered.Add(int64(len(c.Reply.Raw)))
 	}
 	if p.left.Add(-1) == 0 {
-		p.done <- struct{}{}
+		p.answered()
 	}
 }
 
@@ -91,7 +103,7 @@ func (p *pending) Complete(out []byte) {
 	p.out = append(p.out, out...)
 	p.routed = true
 	p.sess.held.Add(int64(len(out)))
-	p.done <- struct{}{}
+	p.answered()
 }
 
 // heldBytes is what callDone and Complete added to the session's held count.

@@ -35,8 +35,8 @@ type session struct {
 	nc      net.Conn
 	id      uint32
 	parser  codec.RequestParser
-	queue   chan *pending
 	closing atomic.Bool // stop reading: shutdown or a fatal protocol error
+	w       writer      // replies, in order, to the client
 
 	targets []int         // scratch for routing multi-key requests
 	need    int           // the length the unfinished request announced (reader only)
@@ -62,21 +62,21 @@ func newSession(l *listener, p *pool, nc net.Conn) *session {
 		nc:     nc,
 		id:     sessionIDs.Add(1),
 		parser: p.dialect.NewRequestParser(p.limits),
-		queue:  make(chan *pending, maxPending),
 	}
 	s.drained = sync.NewCond(&s.mu)
+	s.w.init(nc)
 	return s
 }
 
-// enqueue hands p to the writer. The writer answers in order: before the
-// reader may block on a full queue, the calls staged so far must go out.
+// enqueue hands p to the writer, which answers in order. At maxPending
+// requests in flight the reader waits (waitFor sends the calls staged so
+// far first: the one it waits for may be among them).
 func (s *session) enqueue(p *pending) {
-	s.outstanding.Add(1)
-	if len(s.queue) == cap(s.queue) {
-		s.batch.Flush()
-		s.leave()
+	if s.outstanding.Load() >= maxPending {
+		s.waitFor(func() bool { return s.outstanding.Load() < maxPending })
 	}
-	s.queue <- p
+	s.outstanding.Add(1)
+	s.push(p)
 }
 
 // written is called by the writer for every pending it is done with,
@@ -120,15 +120,13 @@ func (s *session) heldWait() {
 }
 
 // serve runs the session until the client leaves or the server shuts down.
+// The requests read before then are all answered (or dropped, when the
+// client stopped reading) before the connection closes.
 func (s *session) serve() {
-	done := make(chan struct{})
-	go func() {
-		s.writeLoop()
-		close(done)
-	}()
+	s.startWriter()
 	s.readLoop()
-	close(s.queue)
-	<-done
+	s.quiesce()
+	s.w.stop()
 	s.nc.Close()
 }
 
@@ -499,63 +497,6 @@ func (s *session) failLocal(p *pending, err error) {
 		p.out = s.p.dialect.AppendError(p.out, codec.ErrServer, err.Error())
 	}
 	p.complete()
-}
-
-// writeLoop writes replies in request order, batching those that are ready.
-func (s *session) writeLoop() {
-	var out []byte // from outPool while replies are waiting to be written
-	broken := false
-	for p := range s.queue {
-		<-p.done
-		if !broken {
-			if out == nil {
-				out = getOut()
-			}
-			if big := bigReply(p); big != nil {
-				// Written from where the backend's reader left it,
-				// together with the replies before it: no copy.
-				s.vec = [2][]byte{out, big}
-				bufs := net.Buffers(s.vec[:])
-				if _, err := bufs.WriteTo(s.nc); err != nil {
-					broken = true
-					s.closing.Store(true)
-					s.nc.Close() // unblocks the reader
-				}
-				s.vec = [2][]byte{}
-				out = out[:0]
-			} else {
-				out = s.appendReply(out, p)
-			}
-		}
-		closeAfter := p.req.Close
-		release(p)
-		s.held.Add(-p.heldBytes())
-		p.releaseReplies() // written or copied: their buffers can go
-		putPending(p)
-		s.written()
-		if broken {
-			continue
-		}
-		if len(out) > 0 && (len(s.queue) == 0 || len(out) >= writeBatch || closeAfter) {
-			if _, err := s.nc.Write(out); err != nil {
-				broken = true
-				s.closing.Store(true)
-				s.nc.Close() // unblocks the reader
-			}
-			out = out[:0]
-			if len(s.queue) == 0 || cap(out) > 4*writeBatch {
-				putOut(out) // idle: hold no buffer
-				out = nil
-			}
-		}
-		if closeAfter {
-			broken = true
-			s.closing.Store(true)
-			if tc, ok := s.nc.(interface{ CloseRead() error }); ok {
-				tc.CloseRead()
-			}
-		}
-	}
 }
 
 // bigWrite is the reply size from which the writer sends a backend's reply

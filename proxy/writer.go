@@ -1,0 +1,301 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+)
+
+// writer is the write side of a session: the requests in the client's
+// order and the right to write their replies.
+//
+// Whoever answers the oldest request writes: the goroutine that completes a
+// request (a backend's reader, usually) takes the right to write if nobody
+// holds it and sends every reply that is ready, in order, in one write that
+// does not wait. Replies that are not at the head wait for the one before
+// them; the goroutine that answers that one sends them too. Only when a
+// write would block (the client reads slowly), a reply is big enough to go
+// without copying, or the socket has no file descriptor (TLS), the right
+// passes to the session's writer goroutine, which may block. A request is
+// so usually answered on the goroutine that read its reply, without waking
+// another.
+type writer struct {
+	raw  syscall.RawConn // nil: every write goes through the goroutine
+	wake chan struct{}   // cap 1: the goroutine holds the right to write
+	quit chan struct{}
+	gone chan struct{} // closed when the goroutine has returned
+
+	mu      sync.Mutex
+	fifo    []*pending // not yet written, oldest first
+	busy    bool       // someone holds the right to write
+	broken  bool       // a write failed or the client quit: drop replies
+	failed  bool       // a write failed
+	pending []byte     // what a write that would have blocked left over
+
+	batch []*pending // the holder's scratch
+}
+
+// flushAt is how many ready replies at the head are written even while a
+// later request is still unanswered; fewer wait for it.
+const flushAt = 32
+
+func (w *writer) init(nc net.Conn) {
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			w.raw = rc
+		}
+	}
+	w.wake = make(chan struct{}, 1)
+	w.quit = make(chan struct{})
+	w.gone = make(chan struct{})
+}
+
+// push appends p to the requests awaiting their replies.
+func (s *session) push(p *pending) {
+	w := &s.w
+	w.mu.Lock()
+	if w.fifo == nil {
+		w.fifo = make([]*pending, 0, 16)
+	}
+	w.fifo = append(w.fifo, p)
+	w.mu.Unlock()
+	if p.ready.Load() {
+		// Answered before it was queued (by the proxy itself, or by a
+		// fast backend): nobody wrote it, since it was not queued.
+		s.flush()
+	}
+}
+
+// flush writes the replies that are ready at the head, unless someone
+// else holds the right to write (who then writes them).
+func (s *session) flush() {
+	w := &s.w
+	w.mu.Lock()
+	if w.busy {
+		w.mu.Unlock()
+		return
+	}
+	w.busy = true
+	s.writeReady(false)
+}
+
+// startWriter starts the session's writer goroutine.
+func (s *session) startWriter() {
+	go func() {
+		defer close(s.w.gone)
+		for {
+			select {
+			case <-s.w.wake:
+			case <-s.w.quit:
+				return
+			}
+			s.writeLeftover()
+			s.w.mu.Lock()
+			s.writeReady(true)
+		}
+	}()
+}
+
+// stop ends the writer goroutine; every reply is written by then.
+func (w *writer) stop() {
+	close(w.quit)
+	<-w.gone
+}
+
+// handOff passes the right to write to the writer goroutine. w.mu is held.
+func (s *session) handOff() {
+	s.w.mu.Unlock()
+	select {
+	case s.w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writeReady writes the ready replies at the head until none is left, then
+// gives up the right to write. It is called with w.mu held and the right
+// to write taken, and returns with w.mu released. Without blocking it
+// writes with one non-blocking system call per batch and hands the rest to
+// the writer goroutine.
+func (s *session) writeReady(blocking bool) {
+	w := &s.w
+	for {
+		ready := 0
+		for ready < len(w.fifo) && w.fifo[ready].ready.Load() {
+			ready++
+		}
+		n := ready
+		if ready < len(w.fifo) && ready < flushAt {
+			// Wait for the rest: the client has them in flight too,
+			// and one write for all of them costs a fraction of one
+			// per reply. Whoever answers the last one writes.
+			n = 0
+		}
+		if n > 0 && !blocking {
+			n = 0
+			for n < ready && w.raw != nil && bigReply(w.fifo[n]) == nil {
+				n++ // the goroutine writes big replies and TLS sockets
+			}
+			if n == 0 {
+				s.handOff()
+				return
+			}
+		}
+		if n == 0 {
+			w.busy = false
+			w.mu.Unlock()
+			if s.waiting.Load() {
+				s.wakeReader()
+			}
+			return
+		}
+		batch := append(w.batch[:0], w.fifo[:n]...)
+		m := copy(w.fifo, w.fifo[n:])
+		clear(w.fifo[m:])
+		w.fifo = w.fifo[:m]
+		broken := w.broken
+		w.mu.Unlock()
+
+		out := getOut()
+		for i, p := range batch {
+			batch[i] = nil
+			if !broken {
+				if big := bigReply(p); big != nil {
+					broken = s.writeBig(out, big)
+					out = out[:0]
+				} else {
+					out = s.appendReply(out, p)
+				}
+				if p.req.Close {
+					// quit: its reply goes out, nothing after it.
+					out, broken = s.writeOut(out, blocking), true
+					s.closing.Store(true)
+					if tc, ok := s.nc.(interface{ CloseRead() error }); ok {
+						tc.CloseRead()
+					}
+				}
+			}
+			release(p)
+			s.held.Add(-p.heldBytes())
+			p.releaseReplies() // written or copied: their buffers can go
+			putPending(p)
+			s.written()
+		}
+		w.batch = batch[:0]
+		if !broken {
+			out = s.writeOut(out, blocking)
+		}
+		putOut(out)
+		w.mu.Lock()
+		w.broken = w.broken || broken
+		if len(w.pending) > 0 {
+			s.handOff() // the goroutine sends the rest first
+			return
+		}
+	}
+}
+
+// writeOut writes out; without blocking, what the socket does not take now
+// goes to w.pending for the writer goroutine. It returns out emptied.
+func (s *session) writeOut(out []byte, blocking bool) []byte {
+	if len(out) == 0 {
+		return out
+	}
+	w := &s.w
+	if blocking {
+		if _, err := s.nc.Write(out); err != nil {
+			s.writeFailed()
+		}
+		return out[:0]
+	}
+	var n int
+	var err error
+	if rerr := w.raw.Write(func(fd uintptr) bool {
+		n, err = syscall.Write(int(fd), out)
+		return true // one attempt: never wait here
+	}); rerr != nil {
+		err = rerr
+	}
+	if n < 0 {
+		n = 0
+	}
+	switch {
+	case err == nil || errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR):
+		if n < len(out) {
+			w.mu.Lock()
+			w.pending = append(w.pending, out[n:]...)
+			w.mu.Unlock()
+		}
+	default:
+		s.writeFailed()
+	}
+	return out[:0]
+}
+
+// writeBig writes out and then big, a reply sent from the backend's own
+// buffer (writer goroutine only). It reports whether the write failed.
+func (s *session) writeBig(out, big []byte) bool {
+	s.vec = [2][]byte{out, big}
+	bufs := net.Buffers(s.vec[:])
+	_, err := bufs.WriteTo(s.nc)
+	s.vec = [2][]byte{}
+	if err != nil {
+		s.writeFailed()
+		return true
+	}
+	return false
+}
+
+// writeLeftover sends, blocking, what a non-blocking write left over.
+func (s *session) writeLeftover() {
+	w := &s.w
+	w.mu.Lock()
+	rest := w.pending
+	w.pending = nil
+	failed := w.failed
+	w.mu.Unlock()
+	if len(rest) > 0 && !failed {
+		if _, err := s.nc.Write(rest); err != nil {
+			s.writeFailed()
+		}
+	}
+}
+
+// writeFailed drops the client: the reader stops, later replies are
+// dropped.
+func (s *session) writeFailed() {
+	s.w.mu.Lock()
+	s.w.broken, s.w.failed = true, true
+	s.w.mu.Unlock()
+	s.closing.Store(true)
+	s.nc.Close() // unblocks the reader
+}
+
+// wakeReader wakes a reader waiting in waitFor or quiesce.
+func (s *session) wakeReader() {
+	s.mu.Lock()
+	s.drained.Broadcast()
+	s.mu.Unlock()
+}
+
+// quiesce waits until every request read has been answered and its reply
+// written (or dropped), and nobody is writing.
+func (s *session) quiesce() {
+	s.batch.Flush()
+	s.leave()
+	idle := func() bool {
+		if s.outstanding.Load() != 0 {
+			return false
+		}
+		s.w.mu.Lock()
+		defer s.w.mu.Unlock()
+		return !s.w.busy
+	}
+	s.waiting.Store(true)
+	s.mu.Lock()
+	for !idle() {
+		s.drained.Wait()
+	}
+	s.mu.Unlock()
+	s.waiting.Store(false)
+}
