@@ -17,7 +17,7 @@ type pending struct {
 	counted bool  // in the pool's Active and Buffered counts
 	routed  bool  // answered by a router through Complete
 	req     codec.Request
-	out     []byte // a reply made by the proxy (local, error, merged)
+	out     []byte      // a reply made by the proxy (local, error, merged)
 	ready   atomic.Bool // answered: the writer may write it
 	left    atomic.Int32
 
