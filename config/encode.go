@@ -198,7 +198,16 @@ func (p *Pool) Checksum() string {
 
 // str is a string scalar; the encoder quotes it when YAML would read it as
 // something else.
-func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+func str(s string) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
+	if strings.ContainsAny(s, "\n\r") {
+		// yaml.v3 writes such strings as block scalars, and loses a
+		// leading line break on the way ("\n0" reads back "0"): quoted,
+		// every byte survives.
+		n.Style = yaml.DoubleQuotedStyle
+	}
+	return n
+}
 
 // num is an integer scalar.
 func num(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: s} }
