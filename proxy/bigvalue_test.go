@@ -32,40 +32,27 @@ func TestMemcacheBigValuesPipelined(t *testing.T) {
 	}
 	_, yaml := memcachedPool(t, 2, "  timeout: 20000\n  item_size_max: 2097152\n", "-I", "2m", "-m", "256")
 	_, addr := startProxy(t, yaml, "mc")
-	const clients, pairs = 6, 40
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	for ci := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := dial(t, addr)
-			var req strings.Builder
-			for i := range pairs {
-				k, v := fmt.Sprintf("big%d:%d", ci, i%7), bigValue(ci, i)
-				fmt.Fprintf(&req, "set %s 0 0 %d\r\n%s\r\nget %s\r\n", k, len(v), v, k)
+	const pairs = 40
+	eachClient(t, addr, 6, func(ci int, c *client) error {
+		var req strings.Builder
+		for i := range pairs {
+			k, v := fmt.Sprintf("big%d:%d", ci, i%7), bigValue(ci, i)
+			fmt.Fprintf(&req, "set %s 0 0 %d\r\n%s\r\nget %s\r\n", k, len(v), v, k)
+		}
+		go c.send(req.String())
+		for i := range pairs {
+			k, v := fmt.Sprintf("big%d:%d", ci, i%7), bigValue(ci, i)
+			if got := c.reply(); got != "STORED\r\n" {
+				return fmt.Errorf("set %d (%d bytes): %.60q", i, len(v), got)
 			}
-			go c.send(req.String())
-			for i := range pairs {
-				k, v := fmt.Sprintf("big%d:%d", ci, i%7), bigValue(ci, i)
-				if got := c.reply(); got != "STORED\r\n" {
-					errs <- fmt.Errorf("client %d set %d (%d bytes): %.60q", ci, i, len(v), got)
-					return
-				}
-				want := fmt.Sprintf("VALUE %s 0 %d\r\n%s\r\nEND\r\n", k, len(v), v)
-				if got := c.reply(); got != want {
-					errs <- fmt.Errorf("client %d get %d (%d bytes): reply of %d bytes differs at byte %d",
-						ci, i, len(v), len(got), mismatchAt(got, want))
-					return
-				}
+			want := fmt.Sprintf("VALUE %s 0 %d\r\n%s\r\nEND\r\n", k, len(v), v)
+			if got := c.reply(); got != want {
+				return fmt.Errorf("get %d (%d bytes): reply of %d bytes differs at byte %d",
+					i, len(v), len(got), mismatchAt(got, want))
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+		}
+		return nil
+	})
 }
 
 // TestRedisBigValuesPipelined is the same through RESP: bulk strings in
@@ -76,35 +63,44 @@ func TestRedisBigValuesPipelined(t *testing.T) {
 	}
 	_, yaml := redisPool(t, 2, "  timeout: 20000\n")
 	_, addr := startProxy(t, yaml, "rd")
-	const clients, pairs = 6, 40
+	const pairs = 40
+	eachClient(t, addr, 6, func(ci int, c *client) error {
+		var req strings.Builder
+		for i := range pairs {
+			k, v := fmt.Sprintf("big%d:%d", ci, i%7), bigValue(ci, i)
+			fmt.Fprintf(&req, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(k), k, len(v), v)
+			fmt.Fprintf(&req, "*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n", len(k), k)
+		}
+		go c.send(req.String())
+		for i := range pairs {
+			v := bigValue(ci, i)
+			if got := c.line(); got != "+OK" {
+				return fmt.Errorf("SET %d (%d bytes): %.60q", i, len(v), got)
+			}
+			if got := c.line(); got != fmt.Sprintf("$%d", len(v)) {
+				return fmt.Errorf("GET %d: header %.60q, want $%d", i, got, len(v))
+			}
+			if got := c.readN(len(v) + 2); got != v+"\r\n" {
+				return fmt.Errorf("GET %d (%d bytes): differs at byte %d", i, len(v), mismatchAt(got, v+"\r\n"))
+			}
+		}
+		return nil
+	})
+}
+
+// eachClient runs f for n clients of addr at once and reports every error,
+// prefixed with the client's number.
+func eachClient(t *testing.T, addr string, n int, f func(ci int, c *client) error) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	for ci := range clients {
+	errs := make(chan error, n)
+	for ci := range n {
+		c := dial(t, addr)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := dial(t, addr)
-			var req strings.Builder
-			for i := range pairs {
-				k, v := fmt.Sprintf("big%d:%d", ci, i%7), bigValue(ci, i)
-				fmt.Fprintf(&req, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(k), k, len(v), v)
-				fmt.Fprintf(&req, "*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n", len(k), k)
-			}
-			go c.send(req.String())
-			for i := range pairs {
-				v := bigValue(ci, i)
-				if got := c.line(); got != "+OK" {
-					errs <- fmt.Errorf("client %d SET %d (%d bytes): %.60q", ci, i, len(v), got)
-					return
-				}
-				if got := c.line(); got != fmt.Sprintf("$%d", len(v)) {
-					errs <- fmt.Errorf("client %d GET %d: header %.60q, want $%d", ci, i, got, len(v))
-					return
-				}
-				if got := c.readN(len(v) + 2); got != v+"\r\n" {
-					errs <- fmt.Errorf("client %d GET %d (%d bytes): differs at byte %d", ci, i, len(v), mismatchAt(got, v+"\r\n"))
-					return
-				}
+			if err := f(ci, c); err != nil {
+				errs <- fmt.Errorf("client %d: %w", ci, err)
 			}
 		}()
 	}

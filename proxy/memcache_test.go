@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -246,41 +245,28 @@ func TestMemcachePipelinedClients(t *testing.T) {
 	}
 	_, yaml := memcachedPool(t, 3, "  timeout: 20000\n  server_connections: 2\n")
 	_, addr := startProxy(t, yaml, "mc")
-	const clients, perClient = 100, 1000
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	for ci := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := dial(t, addr)
-			var req strings.Builder
-			// Pairs of set+get on a key of this client: each get must see
-			// its own set's value, whatever server it lives on.
-			for i := range perClient / 2 {
-				k := fmt.Sprintf("c%d:k%d", ci, i%50)
-				v := fmt.Sprintf("v%d-%d", ci, i)
-				fmt.Fprintf(&req, "set %s 0 0 %d\r\n%s\r\nget %s\r\n", k, len(v), v, k)
+	const perClient = 1000
+	eachClient(t, addr, 100, func(ci int, c *client) error {
+		var req strings.Builder
+		// Pairs of set+get on a key of this client: each get must see
+		// its own set's value, whatever server it lives on.
+		for i := range perClient / 2 {
+			k := fmt.Sprintf("c%d:k%d", ci, i%50)
+			v := fmt.Sprintf("v%d-%d", ci, i)
+			fmt.Fprintf(&req, "set %s 0 0 %d\r\n%s\r\nget %s\r\n", k, len(v), v, k)
+		}
+		go c.send(req.String())
+		for i := range perClient / 2 {
+			k := fmt.Sprintf("c%d:k%d", ci, i%50)
+			v := fmt.Sprintf("v%d-%d", ci, i)
+			if got := c.reply(); got != "STORED\r\n" {
+				return fmt.Errorf("set %d: %q", i, got)
 			}
-			go c.send(req.String())
-			for i := range perClient / 2 {
-				k := fmt.Sprintf("c%d:k%d", ci, i%50)
-				v := fmt.Sprintf("v%d-%d", ci, i)
-				if got := c.reply(); got != "STORED\r\n" {
-					errs <- fmt.Errorf("client %d set %d: %q", ci, i, got)
-					return
-				}
-				want := fmt.Sprintf("VALUE %s 0 %d\r\n%s\r\nEND\r\n", k, len(v), v)
-				if got := c.reply(); got != want {
-					errs <- fmt.Errorf("client %d get %d: got %q want %q", ci, i, got, want)
-					return
-				}
+			want := fmt.Sprintf("VALUE %s 0 %d\r\n%s\r\nEND\r\n", k, len(v), v)
+			if got := c.reply(); got != want {
+				return fmt.Errorf("get %d: got %q want %q", i, got, want)
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+		}
+		return nil
+	})
 }
