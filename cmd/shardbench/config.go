@@ -75,8 +75,8 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.Prefix, "prefix", "", "key prefix; default sb + 8 random hex digits + ':', fresh for every run")
 	fs.BoolVar(&c.JSON, "json", false, "print the result as JSON")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write the generator's own CPU profile to `file`")
-	fs.IntVar(&c.Procs, "procs", 1, "threads running the connections (GOMAXPROCS): one, like redis-benchmark and "+
-		"memtier's default, leaves the other cores to the servers under test; 0 = all cores")
+	fs.IntVar(&c.Procs, "procs", 0, "threads running the connections (GOMAXPROCS); 0 = every core. "+
+		"On a small machine -procs 1 leaves more to the servers under test, as redis-benchmark does")
 	pids := fs.String("server-pid", "", "comma-separated `pids` whose CPU time (from /proc) is reported per request")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
