@@ -9,9 +9,9 @@
 //
 // Each of -conns connections is one goroutine that writes -pipeline requests
 // in one write and then reads their replies, batch after batch. The
-// goroutines run on -procs threads (default one, as redis-benchmark does:
-// on a small machine a generator spread over every core takes them from the
-// servers it measures). A request is
+// goroutines run on -procs threads (default: every core; on a small machine
+// -procs 1 leaves more to the servers it measures, as redis-benchmark's one
+// thread does).
 // a set or a get, drawn by -ratio (set:get); a get reads -mget distinct keys
 // (a multi-get when more than one). Keys come from a space of -keys names,
 // -prefix followed by the zero-padded key number, picked by -dist (uniform,
