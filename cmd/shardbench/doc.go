@@ -11,10 +11,10 @@
 // in one write and then reads their replies, batch after batch. The
 // goroutines run on -procs threads (default: every core; on a small machine
 // -procs 1 leaves more to the servers it measures, as redis-benchmark's one
-// thread does). A request is a set or a get, drawn by -ratio (set:get); a get reads -mget distinct keys
-// (a multi-get when more than one). Keys come from a space of -keys names,
-// -prefix followed by the zero-padded key number, picked by -dist (uniform,
-// or zipf with -zipf-theta). With -rate, batches are paced to that many
+// thread does). A request is a set or a get, drawn by -ratio (set:get); a
+// get reads -mget distinct keys (a multi-get when more than one). Keys come
+// from a space of -keys names, -prefix followed by the zero-padded key
+// number, picked by -dist (uniform, or zipf with -zipf-theta). With -rate, batches are paced to that many
 // requests per second over all connections, and latency counts from each
 // batch's scheduled start, so a server that falls behind is not flattered
 // (coordinated omission).
