@@ -26,6 +26,9 @@ const (
 	readChunk  = 16 << 10 // read buffer of a busy session
 	idleChunk  = 1 << 10  // read buffer of a quiet one: idle connections stay cheap
 	writeBatch = 64 << 10
+	// quietReads is how many small reads in a row make a busy session
+	// drop back to its idle buffer.
+	quietReads = 64
 )
 
 // session is one client connection.
@@ -168,9 +171,9 @@ func (s *session) readLoop() {
 		n, err := s.nc.Read(buf[len(buf):cap(buf)])
 		if n == free && cap(buf) < readChunk {
 			// The read filled the buffer: the client is busy; read more
-			// per system call from now on.
-			nb := make([]byte, len(buf)+n, readChunk)
-			copy(nb, buf[:len(buf)+n])
+			// per system call from now on (a recycled buffer: clients
+			// that alternate small and large requests switch often).
+			nb := append(backend.GetBuffer(readChunk), buf[:len(buf)+n]...)
 			buf = nb[:len(buf)]
 		}
 		buf = buf[:len(buf)+n]
@@ -201,7 +204,7 @@ func (s *session) readLoop() {
 		// Back to the small buffer once the client is quiet: idle
 		// connections stay cheap, and a client mixing small and large
 		// requests does not reallocate on every large one.
-		if len(buf) == 0 && (cap(buf) > 4*readChunk || cap(buf) > idleChunk && small >= 16) {
+		if len(buf) == 0 && (cap(buf) > 4*readChunk || cap(buf) > idleChunk && small >= quietReads) {
 			backend.PutBuffer(buf) // kept only if GetBuffer made it
 			buf = make([]byte, 0, idleChunk)
 		}

@@ -34,6 +34,20 @@ type writer struct {
 	pending []byte     // what a write that would have blocked left over
 
 	batch []*pending // the holder's scratch
+
+	// The non-blocking write's argument and results (the holder's), and
+	// the function RawConn.Write calls, made once: a closure per write
+	// would be an allocation per write.
+	out     []byte
+	n       int
+	err     error
+	writeFn func(fd uintptr) bool
+}
+
+// rawWrite is writeFn: one write(2) attempt, never a wait.
+func (w *writer) rawWrite(fd uintptr) bool {
+	w.n, w.err = syscall.Write(int(fd), w.out)
+	return true
 }
 
 // flushAt is how many ready replies at the head are written even while a
@@ -46,6 +60,7 @@ func (w *writer) init(nc net.Conn) {
 			w.raw = rc
 		}
 	}
+	w.writeFn = w.rawWrite
 	w.wake = make(chan struct{}, 1)
 	w.quit = make(chan struct{})
 	w.gone = make(chan struct{})
@@ -208,13 +223,12 @@ func (s *session) writeOut(out []byte, blocking bool) []byte {
 		}
 		return out[:0]
 	}
-	var n int
-	var err error
-	if rerr := w.raw.Write(func(fd uintptr) bool {
-		n, err = syscall.Write(int(fd), out)
-		return true // one attempt: never wait here
-	}); rerr != nil {
-		err = rerr
+	w.out = out
+	err := w.raw.Write(w.writeFn)
+	n, werr := w.n, w.err
+	w.out, w.err = nil, nil
+	if err == nil {
+		err = werr
 	}
 	if n < 0 {
 		n = 0
