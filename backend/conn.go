@@ -405,11 +405,21 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) net.Buffers {
 // It is safe to call more than once; only the first call acts. count says
 // whether the failure counts against the backend's health.
 func (s *sock) fail(cause Cause, count bool) {
+	s.c.mu.Lock()
+	calls, ok := s.detach(cause)
+	s.c.mu.Unlock()
+	if ok {
+		s.failed(cause, count, calls)
+	}
+}
+
+// detach marks the socket dead, so that nothing more is written on it, and
+// returns the calls fail must answer; false if it was dead already. c.mu
+// is held.
+func (s *sock) detach(cause Cause) ([]*Call, bool) {
 	c := s.c
-	c.mu.Lock()
 	if s.dead {
-		c.mu.Unlock()
-		return
+		return nil, false
 	}
 	s.dead = true
 	s.cause = cause
@@ -421,9 +431,14 @@ func (s *sock) fail(cause Cause, count bool) {
 	if s.writing { // write completes them when its system call is done
 		s.deferred, calls = calls, nil
 	}
-	c.mu.Unlock()
+	return calls, true
+}
+
+// failed is the rest of fail, outside the lock: it closes the socket and
+// answers calls with cause.
+func (s *sock) failed(cause Cause, count bool, calls []*Call) {
 	s.nc.Close()
-	b := c.b
+	b := s.c.b
 	b.stats.Connections.Add(-1)
 	b.stats.OutQueue.Add(-int64(len(calls)))
 	if count {
@@ -609,6 +624,13 @@ func (s *sock) deliver(r *reader) bool {
 			break
 		}
 	}
+	var orphans []*Call
+	if failed != 0 {
+		// Dead before the replies go out: their clients may send the
+		// next request at once, and it must not be written on this
+		// socket. The calls behind are answered after them, in order.
+		orphans, _ = s.detach(failed)
+	}
 	c.mu.Unlock()
 
 	if len(done) > 0 {
@@ -616,26 +638,24 @@ func (s *sock) deliver(r *reader) bool {
 		b.stats.OutQueue.Add(-int64(len(done)))
 		b.stats.Responses.Add(int64(len(done)))
 		b.stats.ResponseBytes.Add(bytes)
-		healthy := false
-		for i, call := range done {
+		for _, call := range done {
 			b.stats.Latency.Observe(now.Sub(call.start))
 			switch call.Reply.Kind {
 			case codec.ReplyFailure:
 				b.failed(CauseBadValidate)
 			case codec.ReplyFatal:
 			default:
-				healthy = true
+				b.succeeded()
 			}
-			call.Done(call)
-			done[i] = nil
 		}
-		if healthy {
-			b.succeeded()
-		}
+	}
+	for i, call := range done {
+		call.Done(call)
+		done[i] = nil
 	}
 	s.done = done[:0]
 	if failed != 0 {
-		s.fail(failed, true)
+		s.failed(failed, true, orphans)
 	}
 	if dead || failed != 0 {
 		return false
