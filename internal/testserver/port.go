@@ -1,7 +1,11 @@
 package testserver
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -20,12 +24,19 @@ var handedOut = struct {
 // retry with a new port when that happens.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("testserver: find a free port: %v", err)
+	lo, hi := listenRange()
+	for range 1000 {
+		port := lo + rand.IntN(hi-lo+1)
+		handedOut.Lock()
+		taken := handedOut.ports[port]
+		handedOut.Unlock()
+		if taken {
+			continue
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue // in use
+		}
 		_ = l.Close()
 		handedOut.Lock()
 		fresh := !handedOut.ports[port]
@@ -35,6 +46,22 @@ func FreePort(t testing.TB) int {
 			return port
 		}
 	}
-	t.Fatalf("testserver: no free port after 100 tries")
+	t.Fatalf("testserver: no free port in %d-%d after 1000 tries", lo, hi)
 	return 0
+}
+
+// listenRange is where FreePort looks: below the kernel's range of
+// ephemeral ports, from which the tests' own outgoing connections take
+// their local ports. A port handed out from that range could be taken by a
+// client socket of a test running in parallel before its server binds it.
+func listenRange() (lo, hi int) {
+	lo, hi = 20000, 32767 // Linux's default ephemeral range starts at 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var first, last int
+		if _, err := fmt.Sscan(string(b), &first, &last); err == nil && first > 12000 {
+			hi = first - 1
+			lo = min(lo, hi-10000)
+		}
+	}
+	return lo, hi
 }
