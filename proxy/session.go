@@ -126,7 +126,6 @@ func (s *session) heldWait() {
 // The requests read before then are all answered (or dropped, when the
 // client stopped reading) before the connection closes.
 func (s *session) serve() {
-	s.startWriter()
 	s.readLoop()
 	s.quiesce()
 	s.w.stop()

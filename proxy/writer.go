@@ -29,6 +29,7 @@ type writer struct {
 	mu      sync.Mutex
 	fifo    []*pending // not yet written, oldest first
 	busy    bool       // someone holds the right to write
+	started bool       // the writer goroutine runs
 	broken  bool       // a write failed or the client quit: drop replies
 	failed  bool       // a write failed
 	pending []byte     // what a write that would have blocked left over
@@ -95,7 +96,9 @@ func (s *session) flush() {
 	s.writeReady(false)
 }
 
-// startWriter starts the session's writer goroutine.
+// startWriter starts the session's writer goroutine. handOff starts it
+// when it is first needed: most sessions never need it, and an idle
+// connection then costs one goroutine, not two.
 func (s *session) startWriter() {
 	go func() {
 		defer close(s.w.gone)
@@ -114,12 +117,22 @@ func (s *session) startWriter() {
 
 // stop ends the writer goroutine; every reply is written by then.
 func (w *writer) stop() {
-	close(w.quit)
-	<-w.gone
+	w.mu.Lock()
+	started := w.started
+	w.mu.Unlock()
+	if started {
+		close(w.quit)
+		<-w.gone
+	}
 }
 
-// handOff passes the right to write to the writer goroutine. w.mu is held.
+// handOff passes the right to write to the writer goroutine, starting it
+// the first time. w.mu is held.
 func (s *session) handOff() {
+	if !s.w.started {
+		s.w.started = true
+		s.startWriter()
+	}
 	s.w.mu.Unlock()
 	select {
 	case s.w.wake <- struct{}{}:
