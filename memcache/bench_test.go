@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"shardproxy/codec"
+	"shardproxy/internal/codectest"
 )
 
 var (
@@ -16,40 +17,17 @@ var (
 	benchQuiet    = []byte("VA 100 f0 t-1\r\n" + strings.Repeat("v", 100) + "\r\nMN\r\n")
 )
 
-func benchParse(b *testing.B, in []byte) {
-	p := dialect.NewRequestParser(codec.Options{})
-	var req codec.Request
-	b.ReportAllocs()
-	b.SetBytes(int64(len(in)))
-	for b.Loop() {
-		req.Reset()
-		if _, err := p.ParseRequest(in, &req); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkParseGet(b *testing.B)      { benchParse(b, benchGet) }
-func BenchmarkParseSet100(b *testing.B)   { benchParse(b, benchSet) }
-func BenchmarkParseMultiGet(b *testing.B) { benchParse(b, benchMultiGet) }
-func BenchmarkParseMetaGet(b *testing.B)  { benchParse(b, benchMetaGet) }
-
-func benchReply(b *testing.B, req *codec.Request, in []byte) {
-	b.ReportAllocs()
-	b.SetBytes(int64(len(in)))
-	for b.Loop() {
-		if _, _, err := dialect.ParseReply(in, req); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkParseGet(b *testing.B)      { codectest.BenchParse(b, dialect, benchGet) }
+func BenchmarkParseSet100(b *testing.B)   { codectest.BenchParse(b, dialect, benchSet) }
+func BenchmarkParseMultiGet(b *testing.B) { codectest.BenchParse(b, dialect, benchMultiGet) }
+func BenchmarkParseMetaGet(b *testing.B)  { codectest.BenchParse(b, dialect, benchMetaGet) }
 
 func BenchmarkParseReplyValue(b *testing.B) {
-	benchReply(b, replyReq(CmdGet, codec.ModeNormal), benchValue)
+	codectest.BenchReply(b, dialect, replyReq(CmdGet, codec.ModeNormal), benchValue)
 }
 
 func BenchmarkParseReplyQuietMeta(b *testing.B) {
-	benchReply(b, replyReq(CmdMetaGet, codec.ModeQuiet), benchQuiet)
+	codectest.BenchReply(b, dialect, replyReq(CmdMetaGet, codec.ModeQuiet), benchQuiet)
 }
 
 func BenchmarkSplitMerge(b *testing.B) {

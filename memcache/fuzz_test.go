@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"shardproxy/codec"
+	"shardproxy/internal/codectest"
 )
 
 // fuzzLimits are the parsers every fuzz input goes through: the defaults
@@ -17,7 +18,7 @@ var fuzzLimits = []codec.Options{
 }
 
 func FuzzRequest(f *testing.F) {
-	_, inputs := readCases(f, "requests.txt")
+	_, inputs := codectest.ReadCases(f, "requests.txt")
 	for _, in := range inputs {
 		f.Add([]byte(in))
 	}
@@ -46,7 +47,7 @@ func checkRequest(t *testing.T, l codec.Options, data []byte) {
 		return
 	case errors.As(err, &pe):
 		checkProtocolError(t, data, pe)
-		for _, i := range prefixLengths(len(data), 16) { // no prefix may parse as a request
+		for _, i := range codectest.PrefixLengths(len(data), 16) { // no prefix may parse as a request
 			var r codec.Request
 			if _, err := p.ParseRequest(data[:i], &r); err == nil {
 				t.Fatalf("prefix %q parses, the whole %q is rejected: %v", data[:i], data, pe.Reply)
@@ -59,7 +60,7 @@ func checkRequest(t *testing.T, l codec.Options, data []byte) {
 	checkShape(t, &req, n)
 
 	// The same request fed a byte at a time: incomplete until it is whole.
-	for _, i := range prefixLengths(n, 64) {
+	for _, i := range codectest.PrefixLengths(n, 64) {
 		var r codec.Request
 		if _, err := p.ParseRequest(data[:i], &r); !errors.Is(err, codec.ErrIncomplete) {
 			t.Fatalf("prefix %q of %q: %v, want incomplete", data[:i], data[:n], err)
@@ -89,26 +90,6 @@ func checkRequest(t *testing.T, l codec.Options, data []byte) {
 	if req.Mode == codec.ModeNoreply && fwd.Mode != codec.ModeNormal {
 		t.Fatalf("wire %q still asks for noreply", req.Wire)
 	}
-}
-
-// prefixLengths lists the strict prefix lengths of an n-byte input to try:
-// all of them for short inputs; for long ones (a 64 KiB multi-get would
-// take quadratic time) the first and last edge and 2*edge spread between.
-func prefixLengths(n, edge int) []int {
-	var ls []int
-	if n <= 4*edge {
-		for i := range n {
-			ls = append(ls, i)
-		}
-		return ls
-	}
-	for i := range edge {
-		ls = append(ls, i, n-edge+i)
-	}
-	for i := range 2 * edge {
-		ls = append(ls, edge+i*(n-2*edge)/(2*edge))
-	}
-	return ls
 }
 
 func checkProtocolError(t *testing.T, data []byte, pe *codec.ProtocolError) {
@@ -172,7 +153,7 @@ var fuzzCmds = []int{
 }
 
 func FuzzReply(f *testing.F) {
-	prefixes, inputs := readCases(f, "replies.txt")
+	prefixes, inputs := codectest.ReadCases(f, "replies.txt")
 	for i, in := range inputs {
 		req := replyCase(f, prefixes[i])
 		for j, c := range fuzzCmds {
@@ -186,29 +167,9 @@ func FuzzReply(f *testing.F) {
 		if quietMode {
 			req.Mode = codec.ModeQuiet
 		}
-		n, kind, err := dialect.ParseReply(data, req)
-		if n < 0 || n > len(data) {
-			t.Fatalf("n = %d for %d bytes", n, len(data))
-		}
-		if err != nil {
-			if n != 0 {
-				t.Fatalf("n = %d with error %v", n, err)
-			}
-			if !errors.Is(err, codec.ErrIncomplete) && !strings.HasPrefix(err.Error(), "memcache: ") {
-				t.Fatalf("error without the package prefix: %v", err)
-			}
+		n, kind, ok := codectest.CheckReply(t, dialect, req, data, "memcache: ")
+		if !ok {
 			return
-		}
-		if n == 0 {
-			t.Fatalf("empty reply accepted")
-		}
-		for _, i := range prefixLengths(n, 64) {
-			if m, _, err := dialect.ParseReply(data[:i], req); !errors.Is(err, codec.ErrIncomplete) || m != 0 {
-				t.Fatalf("prefix %q of %q: %d, %v; want incomplete", data[:i], data[:n], m, err)
-			}
-		}
-		if m, k, err := dialect.ParseReply(data[:n], req); err != nil || m != n || k != kind {
-			t.Fatalf("%q alone: %d, %d, %v; within %q: %d, %d", data[:n], m, k, err, data, n, kind)
 		}
 		if shown := dialect.AppendReply(nil, req, data[:n], kind); len(shown) > n {
 			t.Fatalf("AppendReply shows %d bytes of a %d-byte reply", len(shown), n)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"shardproxy/codec"
+	"shardproxy/internal/codectest"
 )
 
 var (
@@ -18,37 +19,14 @@ var (
 	benchArray  = []byte("*100\r\n" + strings.Repeat("$100\r\n"+strings.Repeat("v", 100)+"\r\n", 99) + "$-1\r\n")
 )
 
-func benchParse(b *testing.B, in []byte) {
-	p := dialect.NewRequestParser(codec.Options{})
-	var req codec.Request
-	b.ReportAllocs()
-	b.SetBytes(int64(len(in)))
-	for b.Loop() {
-		req.Reset()
-		if _, err := p.ParseRequest(in, &req); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkParseGet(b *testing.B)       { codectest.BenchParse(b, dialect, benchGet) }
+func BenchmarkParseSet100(b *testing.B)    { codectest.BenchParse(b, dialect, benchSet) }
+func BenchmarkParseMGet100(b *testing.B)   { codectest.BenchParse(b, dialect, benchMGet) }
+func BenchmarkParseInlineGet(b *testing.B) { codectest.BenchParse(b, dialect, benchInline) }
+func BenchmarkParsePing(b *testing.B)      { codectest.BenchParse(b, dialect, benchPing) }
 
-func BenchmarkParseGet(b *testing.B)       { benchParse(b, benchGet) }
-func BenchmarkParseSet100(b *testing.B)    { benchParse(b, benchSet) }
-func BenchmarkParseMGet100(b *testing.B)   { benchParse(b, benchMGet) }
-func BenchmarkParseInlineGet(b *testing.B) { benchParse(b, benchInline) }
-func BenchmarkParsePing(b *testing.B)      { benchParse(b, benchPing) }
-
-func benchReply(b *testing.B, in []byte) {
-	b.ReportAllocs()
-	b.SetBytes(int64(len(in)))
-	for b.Loop() {
-		if _, _, err := dialect.ParseReply(in, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkParseReplyBulk(b *testing.B)  { benchReply(b, benchBulk) }
-func BenchmarkParseReplyArray(b *testing.B) { benchReply(b, benchArray) }
+func BenchmarkParseReplyBulk(b *testing.B)  { codectest.BenchReply(b, dialect, nil, benchBulk) }
+func BenchmarkParseReplyArray(b *testing.B) { codectest.BenchReply(b, dialect, nil, benchArray) }
 
 func BenchmarkSplitMergeMGet100(b *testing.B) {
 	var req codec.Request

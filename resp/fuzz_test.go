@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"shardproxy/codec"
+	"shardproxy/internal/codectest"
 )
 
 // fuzzOptions are the parsers every fuzz input goes through: the defaults,
@@ -21,11 +22,11 @@ var fuzzOptions = []codec.Options{
 }
 
 func FuzzRequest(f *testing.F) {
-	_, inputs := readCases(f, "requests.txt")
+	_, inputs := codectest.ReadCases(f, "requests.txt")
 	for _, in := range inputs {
 		f.Add([]byte(in))
 	}
-	_, sessions := readCases(f, "sessions.txt")
+	_, sessions := codectest.ReadCases(f, "sessions.txt")
 	for _, in := range sessions {
 		f.Add([]byte(in))
 	}
@@ -64,7 +65,7 @@ func checkRequest(t *testing.T, o codec.Options, data []byte) {
 		return
 	case errors.As(err, &pe):
 		checkProtocolError(t, data, pe)
-		for _, i := range prefixLengths(len(data), 16) { // no prefix may parse as a request
+		for _, i := range codectest.PrefixLengths(len(data), 16) { // no prefix may parse as a request
 			var r codec.Request
 			if _, err := fresh().ParseRequest(data[:i], &r); err == nil {
 				t.Fatalf("prefix %q parses, the whole %q is rejected: %q", data[:i], data, pe.Reply)
@@ -78,7 +79,7 @@ func checkRequest(t *testing.T, o codec.Options, data []byte) {
 
 	// Every strict prefix of the request is incomplete, and the request
 	// alone parses as within data.
-	for _, i := range prefixLengths(n, 64) {
+	for _, i := range codectest.PrefixLengths(n, 64) {
 		var r codec.Request
 		if _, err := fresh().ParseRequest(data[:i], &r); !errors.Is(err, codec.ErrIncomplete) {
 			t.Fatalf("prefix %q of %q: %v, want incomplete", data[:i], data[:n], err)
@@ -224,7 +225,7 @@ func simulate(o codec.Options, data []byte, chunk int) string {
 }
 
 func FuzzReply(f *testing.F) {
-	_, inputs := readCases(f, "replies.txt")
+	_, inputs := codectest.ReadCases(f, "replies.txt")
 	for _, in := range inputs {
 		f.Add([]byte(in))
 	}
@@ -234,29 +235,9 @@ func FuzzReply(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n, kind, err := dialect.ParseReply(data, nil)
-		if n < 0 || n > len(data) {
-			t.Fatalf("n = %d for %d bytes", n, len(data))
-		}
-		if err != nil {
-			if n != 0 {
-				t.Fatalf("n = %d with error %v", n, err)
-			}
-			if !errors.Is(err, codec.ErrIncomplete) && !strings.HasPrefix(err.Error(), "resp: ") {
-				t.Fatalf("error without the package prefix: %v", err)
-			}
+		n, kind, ok := codectest.CheckReply(t, dialect, nil, data, "resp: ")
+		if !ok {
 			return
-		}
-		if n == 0 {
-			t.Fatalf("empty reply accepted")
-		}
-		for _, i := range prefixLengths(n, 64) {
-			if m, _, err := dialect.ParseReply(data[:i], nil); !errors.Is(err, codec.ErrIncomplete) || m != 0 {
-				t.Fatalf("prefix %q of %q: %d, %v; want incomplete", data[:i], data[:n], m, err)
-			}
-		}
-		if m, k, err := dialect.ParseReply(data[:n], nil); err != nil || m != n || k != kind {
-			t.Fatalf("%q alone: %d, %d, %v; within %q: %d, %d", data[:n], m, k, err, data, n, kind)
 		}
 		// redcon's reader, which Merge uses on framed replies, agrees.
 		if m, r := redcon.ReadNextRESP(data[:n]); m != n || r.Type == 0 {

@@ -130,23 +130,3 @@ func parseAll(t testing.TB, o codec.Options, in string) []string {
 	}
 	return out
 }
-
-// prefixLengths lists the strict prefix lengths of an n-byte input to try:
-// all of them for short inputs; for long ones the first and last edge and
-// 2*edge spread between (trying all would take quadratic time).
-func prefixLengths(n, edge int) []int {
-	var ls []int
-	if n <= 4*edge {
-		for i := range n {
-			ls = append(ls, i)
-		}
-		return ls
-	}
-	for i := range edge {
-		ls = append(ls, i, n-edge+i)
-	}
-	for i := range 2 * edge {
-		ls = append(ls, edge+i*(n-2*edge)/(2*edge))
-	}
-	return ls
-}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"shardproxy/codec"
+	"shardproxy/internal/codectest"
 )
 
 // validReplies are well-formed replies and their kinds.
@@ -48,7 +49,7 @@ func TestParseReply(t *testing.T) {
 			if err != nil || n != len(tc.in) || kind != tc.kind {
 				t.Fatalf("got n=%d kind=%s err=%v, want n=%d kind=%s", n, kindNames[kind], err, len(tc.in), kindNames[tc.kind])
 			}
-			for _, i := range prefixLengths(len(tc.in), 256) {
+			for _, i := range codectest.PrefixLengths(len(tc.in), 256) {
 				if m, _, err := dialect.ParseReply([]byte(tc.in[:i]), nil); !errors.Is(err, codec.ErrIncomplete) || m != 0 {
 					t.Fatalf("prefix %q: n=%d err=%v, want incomplete", tc.in[:i], m, err)
 				}

@@ -47,6 +47,7 @@ var layers = map[string]rule{
 	"internal/testserver": {},
 	"internal/faultproxy": {},
 	"internal/archtest":   {},
+	"internal/codectest":  {parts: []string{"codec"}},
 
 	// The load generator and the benchmark harness measure shardproxy from
 	// the outside: they import none of its packages.
