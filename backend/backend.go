@@ -202,9 +202,6 @@ func (bt *Batch) Flush() {
 	bt.calls, bt.conns, bt.now = bt.calls[:0], bt.conns[:0], time.Time{}
 }
 
-// Len is the number of calls staged.
-func (bt *Batch) Len() int { return len(bt.calls) }
-
 // Bad reports whether the backend is marked bad now.
 func (b *Backend) Bad() bool {
 	until := b.badUntil.Load()
