@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,7 +21,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"shardproxy/cluster"
-	"shardproxy/codec"
 	"shardproxy/config"
 	"shardproxy/internal/testserver"
 	"shardproxy/proxy"
@@ -53,9 +51,8 @@ func clusterYAML(name string, seeds []string, extra string) string {
 // clConn is a raw RESP connection that reports errors instead of failing
 // the test, so load goroutines can use it.
 type clConn struct {
-	nc  net.Conn
-	r   *bufio.Reader
-	buf []byte
+	nc net.Conn
+	r  *bufio.Reader
 }
 
 func clDial(addr string) (*clConn, error) {
@@ -82,23 +79,7 @@ func (c *clConn) send(cmds ...[]string) error {
 // read reads one reply; a reply that takes over 5s is an error (a hang).
 func (c *clConn) read() (string, error) {
 	c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	chunk := make([]byte, 16<<10)
-	for {
-		n, _, err := respDialect.ParseReply(c.buf, nil)
-		if err == nil {
-			s := string(c.buf[:n])
-			c.buf = c.buf[:copy(c.buf, c.buf[n:])]
-			return s, nil
-		}
-		if !errors.Is(err, codec.ErrIncomplete) {
-			return "", err
-		}
-		m, err := c.r.Read(chunk)
-		c.buf = append(c.buf, chunk[:m]...)
-		if err != nil && m == 0 {
-			return "", err
-		}
-	}
+	return readRESP(c.r)
 }
 
 func (c *clConn) do(args ...string) (string, error) {

@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -75,10 +74,9 @@ func redisPlacement(t testing.TB, addrs []string, hashTag string) func(key strin
 
 // respClient is a raw RESP client; replies are framed by the resp dialect.
 type respClient struct {
-	t   testing.TB
-	nc  net.Conn
-	r   *bufio.Reader
-	buf []byte
+	t  testing.TB
+	nc net.Conn
+	r  *bufio.Reader
 }
 
 var respDialect, _ = codec.Lookup(resp.Name)
@@ -106,30 +104,14 @@ func (c *respClient) reply() string {
 	c.t.Helper()
 	s, err := c.tryReply()
 	if err != nil {
-		c.t.Fatalf("read reply: %v (have %q)", err, c.buf)
+		c.t.Fatalf("read reply: %v (have %q)", err, s)
 	}
 	return s
 }
 
 func (c *respClient) tryReply() (string, error) {
 	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	chunk := make([]byte, 64<<10)
-	for {
-		n, _, err := respDialect.ParseReply(c.buf, nil)
-		if err == nil {
-			s := string(c.buf[:n])
-			c.buf = c.buf[:copy(c.buf, c.buf[n:])]
-			return s, nil
-		}
-		if !errors.Is(err, codec.ErrIncomplete) {
-			return "", err
-		}
-		m, err := c.r.Read(chunk)
-		c.buf = append(c.buf, chunk[:m]...)
-		if err != nil && m == 0 {
-			return "", err
-		}
-	}
+	return readRESP(c.r)
 }
 
 // do sends a command as a multibulk array and returns its reply.
@@ -153,8 +135,8 @@ func (c *respClient) expectClosed() {
 	if err != nil && !isReset(err) {
 		c.t.Fatalf("expected close, got error %v after %q", err, b)
 	}
-	if len(b) != 0 || len(c.buf) != 0 {
-		c.t.Fatalf("expected close, got %q", append(c.buf, b...))
+	if len(b) != 0 {
+		c.t.Fatalf("expected close, got %q", b)
 	}
 }
 
