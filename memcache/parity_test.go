@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"shardproxy/codec"
+	"shardproxy/internal/codectest"
 	"shardproxy/internal/testserver"
 )
 
@@ -74,7 +75,7 @@ func proxyFirstLine(t *testing.T, in string) (line string, closed bool) {
 	if err == nil {
 		t.Fatalf("parser accepts %q", in)
 	}
-	pe := protocolError(t, err)
+	pe := codectest.ProtocolError(t, err)
 	switch {
 	case pe.Reply == "" && pe.Close:
 		return "", true
@@ -219,7 +220,7 @@ func TestParityDivergences(t *testing.T) {
 		if second, _ := r.ReadString('\n'); second != "ERROR\r\n" {
 			t.Errorf("memcached's second line: %q, expected ERROR (the value run as a command)", second)
 		}
-		pe := protocolError(t, func() error { _, _, err := parse(t, codec.Options{}, "set k x 0 3\r\n"); return err }())
+		pe := codectest.ProtocolError(t, func() error { _, _, err := parse(t, codec.Options{}, "set k x 0 3\r\n"); return err }())
 		if pe.Discard != 5 || pe.Close {
 			t.Errorf("proxy: discard %d close %v, want the value swallowed", pe.Discard, pe.Close)
 		}

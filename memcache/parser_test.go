@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"shardproxy/codec"
+	"shardproxy/internal/codectest"
 )
 
 type reqWant struct {
@@ -257,7 +258,7 @@ func TestParseRequestRejects(t *testing.T) {
 			if err == nil {
 				t.Fatalf("ParseRequest(%q) accepted it", tt.in)
 			}
-			pe := protocolError(t, err)
+			pe := codectest.ProtocolError(t, err)
 			w := tt.want
 			if w.n == 0 {
 				w.n = len(tt.in)

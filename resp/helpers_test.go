@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"shardproxy/codec"
+	"shardproxy/internal/codectest"
 )
 
 var dialect = &Dialect{}
@@ -25,22 +26,7 @@ func mb(args ...string) string {
 // parse runs a fresh parser with options o over in.
 func parse(t testing.TB, o codec.Options, in string) (*codec.Request, int, error) {
 	t.Helper()
-	req := &codec.Request{}
-	n, err := dialect.NewRequestParser(o).ParseRequest([]byte(in), req)
-	if n < 0 || n > len(in) {
-		t.Fatalf("ParseRequest(%q) used %d of %d bytes", in, n, len(in))
-	}
-	return req, n, err
-}
-
-// protocolError returns err as a *codec.ProtocolError or fails.
-func protocolError(t testing.TB, err error) *codec.ProtocolError {
-	t.Helper()
-	var pe *codec.ProtocolError
-	if !errors.As(err, &pe) {
-		t.Fatalf("error %v is not a *codec.ProtocolError", err)
-	}
-	return pe
+	return codectest.Parse(t, dialect, o, in)
 }
 
 var routeNames = map[codec.Route]string{

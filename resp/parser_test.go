@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"shardproxy/codec"
+	"shardproxy/internal/codectest"
 )
 
 type reqWant struct {
@@ -193,7 +194,7 @@ func TestParseRequestErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("accepted: %s", describeRequest(req, n, nil))
 			}
-			pe := protocolError(t, err)
+			pe := codectest.ProtocolError(t, err)
 			if pe.Reply != tc.reply || pe.Close != tc.close {
 				t.Fatalf("got reply %q close %v, want %q close %v", pe.Reply, pe.Close, tc.reply, tc.close)
 			}
@@ -230,7 +231,7 @@ func TestParseRequestLimits(t *testing.T) {
 				}
 				return
 			}
-			pe := protocolError(t, err)
+			pe := codectest.ProtocolError(t, err)
 			if pe.Reply != tc.reply || pe.Close != tc.close {
 				t.Fatalf("got reply %q close %v, want %q close %v", pe.Reply, pe.Close, tc.reply, tc.close)
 			}

@@ -158,3 +158,24 @@ func BenchReply(b *testing.B, d codec.Dialect, req *codec.Request, in []byte) {
 		}
 	}
 }
+
+// Parse runs a fresh parser of d with options o over in.
+func Parse(t testing.TB, d codec.Dialect, o codec.Options, in string) (*codec.Request, int, error) {
+	t.Helper()
+	req := &codec.Request{}
+	n, err := d.NewRequestParser(o).ParseRequest([]byte(in), req)
+	if n < 0 || n > len(in) {
+		t.Fatalf("ParseRequest(%q) used %d of %d bytes", in, n, len(in))
+	}
+	return req, n, err
+}
+
+// ProtocolError returns err as a *codec.ProtocolError or fails.
+func ProtocolError(t testing.TB, err error) *codec.ProtocolError {
+	t.Helper()
+	var pe *codec.ProtocolError
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v is not a *codec.ProtocolError", err)
+	}
+	return pe
+}
