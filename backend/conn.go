@@ -62,19 +62,8 @@ func (c *conn) kick() {
 }
 
 func (c *conn) enqueue(call *Call) {
-	st := &c.b.stats
-	st.Requests.Add(1)
-	st.RequestBytes.Add(int64(len(call.Req.Wire)))
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		c.b.finish(call, CauseClosed)
-		return
-	}
-	st.InQueue.Add(1)
-	c.queue = append(c.queue, call)
-	c.mu.Unlock()
-	c.kick()
+	one := [1]staged{{c, call}}
+	c.enqueueStaged(one[:])
 }
 
 // enqueueStaged queues the calls of calls that are for c, in their order.
