@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"runtime"
 	"strings"
@@ -225,4 +226,59 @@ func waitCurrConns(t *testing.T, r *faultRig, want int64) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestFaultClientFinWithLastRequest: clients that send their last requests
+// and shut down their write side at once get every reply and then the
+// close, within a few seconds. The FIN often reaches the proxy in the same
+// poll as the requests; the session must still notice it (see readLoop's
+// skipped reads), or the connection would stay open until keepalive. Some
+// send only noreply requests: nothing is written back to them, so no write
+// can stumble on the closed peer either.
+func TestFaultClientFinWithLastRequest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real memcached")
+	}
+	_, yaml := memcachedPool(t, 1, "")
+	_, addr := startProxy(t, yaml, "mc")
+	const clients = 50
+	errs := make(chan error, clients)
+	for i := range clients {
+		go func() {
+			errs <- finClient(addr, i)
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// finClient sends requests and its FIN in one go and checks that the proxy
+// answers and then closes within closeWithin.
+func finClient(addr string, i int) error {
+	const closeWithin = 5 * time.Second // the proxy checks after 1 s
+	nc, err := net.DialTimeout("tcp", addr, ioTimeout)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	req, want := fmt.Sprintf("set fin%d 0 0 1\r\nx\r\nget fin%d\r\n", i, i), fmt.Sprintf("STORED\r\nVALUE fin%d 0 1\r\nx\r\nEND\r\n", i)
+	if i%2 == 1 {
+		req, want = fmt.Sprintf("set fin%d 0 0 1 noreply\r\nx\r\n", i), ""
+	}
+	if _, err := nc.Write([]byte(req)); err != nil {
+		return err
+	}
+	nc.(*net.TCPConn).CloseWrite()
+	nc.SetReadDeadline(time.Now().Add(closeWithin))
+	got, err := io.ReadAll(nc)
+	if err != nil {
+		return fmt.Errorf("client %d: not closed %v after its FIN: %v (read %q)", i, closeWithin, err, got)
+	}
+	if string(got) != want {
+		return fmt.Errorf("client %d: got %q, want %q", i, got, want)
+	}
+	return nil
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"reflect"
 	"sync"
@@ -143,71 +142,6 @@ func (s *session) maxBuffer() int {
 		maxValue = 1 << 20
 	}
 	return maxLine + maxValue + 4096
-}
-
-func (s *session) readLoop() {
-	buf := make([]byte, 0, idleChunk)
-	limit := s.maxBuffer()
-	var discard int64
-	small := 0 // reads in a row that would have fit the idle buffer
-	for !s.closing.Load() {
-		if need := s.need; need > cap(buf) && need <= limit {
-			// A big request announced its length: grow once, to it.
-			nb := append(backend.GetBuffer(need), buf...)
-			backend.PutBuffer(buf)
-			buf = nb
-		}
-		if len(buf) == cap(buf) {
-			if cap(buf) >= limit {
-				s.p.stats.ClientErr.Add(1)
-				return // the parser should have refused this request already
-			}
-			nb := make([]byte, len(buf), min(max(2*cap(buf), readChunk), limit))
-			copy(nb, buf)
-			buf = nb
-		}
-		free := cap(buf) - len(buf)
-		n, err := s.nc.Read(buf[len(buf):cap(buf)])
-		if n == free && cap(buf) < readChunk {
-			// The read filled the buffer: the client is busy; read more
-			// per system call from now on (a recycled buffer: clients
-			// that alternate small and large requests switch often).
-			nb := append(backend.GetBuffer(readChunk), buf[:len(buf)+n]...)
-			buf = nb[:len(buf)]
-		}
-		buf = buf[:len(buf)+n]
-		if n < idleChunk {
-			small++
-		} else {
-			small = 0
-		}
-		if discard > 0 {
-			d := min(discard, int64(len(buf)))
-			buf = buf[:copy(buf, buf[d:])]
-			discard -= d
-		}
-		if discard == 0 {
-			var ok bool
-			if buf, discard, ok = s.parse(buf); !ok {
-				return
-			}
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				s.p.stats.ClientEOF.Add(1)
-			} else if !s.closing.Load() {
-				s.p.stats.ClientErr.Add(1)
-			}
-			return
-		}
-		// Back to the small buffer once the client is quiet: idle
-		// connections stay cheap, and a client mixing small and large
-		// requests does not reallocate on every large one.
-		if len(buf) == 0 && (cap(buf) > 4*readChunk || cap(buf) > idleChunk && small >= quietReads) {
-			backend.PutBuffer(buf) // kept only if GetBuffer made it
-			buf = make([]byte, 0, idleChunk)
-		}
-	}
 }
 
 // parse handles every complete request in buf. It returns the unparsed

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // writer is the write side of a session: the requests in the client's
@@ -295,7 +296,10 @@ func (s *session) writeFailed() {
 	s.w.broken, s.w.failed = true, true
 	s.w.mu.Unlock()
 	s.closing.Store(true)
-	s.nc.Close() // unblocks the reader
+	// Wake the reader; serve closes the socket once it is out. Closing
+	// here could wait for the reader to leave its read callback, which
+	// may be this very goroutine (see readLoop).
+	s.nc.SetReadDeadline(time.Now())
 }
 
 // wakeReader wakes a reader waiting in waitFor or quiesce.

@@ -1,0 +1,181 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"shardproxy/backend"
+)
+
+// finCheck bounds how long a session may miss its client's FIN (see
+// readLoop's skipped reads).
+const finCheck = time.Second
+
+// readLoop reads requests until the client leaves, a fatal protocol error,
+// or the session stops.
+//
+// On a TCP or unix socket it reads through the socket's RawConn and takes a
+// short read to mean the socket is drained: it waits for the poller's next
+// readiness edge instead of reading again only to see EAGAIN, as
+// net.Conn's Read does. That saves a system call per burst: one per request
+// for an unpipelined client. Data that arrives after the short read is not
+// missed: the runtime polls edge-triggered and, within one RawConn.Read,
+// keeps an edge that arrives while the callback runs.
+//
+// A FIN can be: when it arrives with the last request, the read returns the
+// request and the poller has no later edge to report. So the first skipped
+// read arms a read deadline finCheck ahead; when it fires, the loop reads
+// once more (EAGAIN, or the EOF it missed) and waits with no deadline. A
+// client that sent its last request and closed is so noticed within
+// finCheck; a busy client costs one deadline per finCheck. TLS sessions
+// read through net.Conn.
+func (s *session) readLoop() {
+	r := sessionReader{s: s, buf: make([]byte, 0, idleChunk), limit: s.maxBuffer()}
+	defer func() { backend.PutBuffer(r.buf) }()
+	var rc syscall.RawConn
+	if sc, ok := s.nc.(syscall.Conn); ok {
+		rc, _ = sc.SyscallConn()
+	}
+	if rc == nil {
+		for {
+			n, err := s.nc.Read(r.buffer())
+			if !r.got(n, err) {
+				return
+			}
+		}
+	}
+	stop, armed := false, false
+	read := func(fd uintptr) bool {
+		for {
+			b := r.buffer()
+			n, err := syscall.Read(int(fd), b)
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN:
+				return false // wait for readiness
+			case err != nil:
+				n, err = 0, os.NewSyscallError("read", err)
+			case n == 0:
+				err = io.EOF
+			}
+			if !r.got(n, err) || err != nil {
+				stop = true
+				return true
+			}
+			if n == len(b) {
+				continue // more may be waiting
+			}
+			if !armed {
+				armed = true
+				s.nc.SetReadDeadline(time.Now().Add(finCheck))
+				if s.closing.Load() { // stop's deadline may be the one replaced
+					stop = true
+					return true
+				}
+			}
+			return false // drained: wait for the next edge
+		}
+	}
+	for !stop {
+		err := rc.Read(read)
+		if stop {
+			return
+		}
+		if armed && errors.Is(err, os.ErrDeadlineExceeded) && !s.closing.Load() {
+			// The FIN check: read again, to EAGAIN, without a deadline.
+			armed = false
+			s.nc.SetReadDeadline(time.Time{})
+			if !s.closing.Load() {
+				continue
+			}
+		}
+		if err != nil && !r.got(0, err) {
+			return
+		}
+	}
+}
+
+// sessionReader is the session's read buffer and what it does with each
+// read.
+type sessionReader struct {
+	s       *session
+	buf     []byte
+	limit   int   // the largest buffer: one whole request
+	free    int   // the room the last read had
+	discard int64 // bytes still to drop (the rest of a refused request)
+	small   int   // reads in a row that would have fit the idle buffer
+}
+
+// buffer is where the next read goes: never empty.
+func (r *sessionReader) buffer() []byte {
+	if need := r.s.need; need > cap(r.buf) && need <= r.limit {
+		// A big request announced its length: grow once, to it.
+		nb := append(backend.GetBuffer(need), r.buf...)
+		backend.PutBuffer(r.buf)
+		r.buf = nb
+	}
+	if len(r.buf) == cap(r.buf) { // got stops at the limit
+		nb := make([]byte, len(r.buf), min(max(2*cap(r.buf), readChunk), r.limit))
+		copy(nb, r.buf)
+		r.buf = nb
+	}
+	r.free = cap(r.buf) - len(r.buf)
+	return r.buf[len(r.buf):cap(r.buf)]
+}
+
+// got handles a read of n bytes into buffer's slice and its error; false
+// ends the session's reading.
+func (r *sessionReader) got(n int, err error) bool {
+	s, buf := r.s, r.buf
+	if n == r.free && cap(buf) < readChunk {
+		// The read filled the buffer: the client is busy; read more
+		// per system call from now on (a recycled buffer: clients
+		// that alternate small and large requests switch often).
+		nb := append(backend.GetBuffer(readChunk), buf[:len(buf)+n]...)
+		buf = nb[:len(buf)]
+	}
+	buf = buf[:len(buf)+n]
+	if n < idleChunk {
+		r.small++
+	} else {
+		r.small = 0
+	}
+	if r.discard > 0 {
+		d := min(r.discard, int64(len(buf)))
+		buf = buf[:copy(buf, buf[d:])]
+		r.discard -= d
+	}
+	r.buf = buf
+	if r.discard == 0 && n > 0 {
+		var ok bool
+		buf, r.discard, ok = s.parse(buf)
+		r.buf = buf
+		if !ok {
+			return false
+		}
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			s.p.stats.ClientEOF.Add(1)
+		} else if !s.closing.Load() {
+			s.p.stats.ClientErr.Add(1)
+		}
+		return false
+	}
+	if len(buf) == cap(buf) && cap(buf) >= r.limit {
+		s.p.stats.ClientErr.Add(1)
+		return false // the parser should have refused this request already
+	}
+	// Back to the small buffer once the client is quiet: idle
+	// connections stay cheap, and a client mixing small and large
+	// requests does not reallocate on every large one.
+	if len(buf) == 0 && (cap(buf) > 4*readChunk || cap(buf) > idleChunk && r.small >= quietReads) {
+		backend.PutBuffer(buf)
+		r.buf = make([]byte, 0, idleChunk)
+	}
+	return !s.closing.Load()
+}
