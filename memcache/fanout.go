@@ -2,6 +2,7 @@ package memcache
 
 import (
 	"bytes"
+	"slices"
 
 	"shardproxy/codec"
 )
@@ -16,29 +17,59 @@ func (*Dialect) Split(req *codec.Request, targets []int) (subs []*codec.Request,
 		return nil, nil
 	}
 	exptime := touchExptime(req)
-	slot := make(map[int]int) // target -> index in subs
-	var sizes []int
-	for i, t := range targets {
-		j, ok := slot[t]
-		if !ok {
-			j = len(subTargets)
-			slot[t] = j
-			subTargets = append(subTargets, t)
-			sizes = append(sizes, len(req.Name)+len(exptime)+len(" \r\n"))
-		}
-		sizes[j] += len(req.Keys[i]) + 1
+	// Which sub-request each key goes to: a linear search over the
+	// distinct targets seen so far (a handful, usually) beats a map, and
+	// the sizes let every sub-request share two allocations.
+	var slotsBuf [128]int
+	slots := slotsBuf[:0]
+	if len(targets) > len(slotsBuf) {
+		slots = make([]int, 0, len(targets))
 	}
+	var bytesOf, keysOf []int // per sub-request
+	head := len(req.Name) + len(exptime) + len(" \r\n")
+	last := -1
+	for i, t := range targets {
+		j := last
+		if j < 0 || subTargets[j] != t {
+			j = slices.Index(subTargets, t)
+			if j < 0 {
+				j = len(subTargets)
+				subTargets = append(subTargets, t)
+				bytesOf = append(bytesOf, head)
+				keysOf = append(keysOf, 0)
+			}
+			last = j
+		}
+		slots = append(slots, j)
+		bytesOf[j] += len(req.Keys[i]) + 1
+		keysOf[j]++
+	}
+	total := 0
+	for _, n := range bytesOf {
+		total += n
+	}
+	buf := make([]byte, 0, total)
+	keys := make([][]byte, len(targets))
+	reqs := make([]codec.Request, len(subTargets))
 	subs = make([]*codec.Request, len(subTargets))
 	for j := range subs {
-		b := make([]byte, 0, sizes[j])
-		b = append(b, req.Name...)
+		s := &reqs[j]
+		start := len(buf)
+		buf = append(buf, req.Name...)
 		if len(exptime) > 0 {
-			b = append(append(b, ' '), exptime...)
+			buf = append(append(buf, ' '), exptime...)
 		}
-		subs[j] = &codec.Request{Name: req.Name, Cmd: req.Cmd, Mode: req.Mode, Buf: b}
+		// Each sub-request's bytes and keys are its own stretch of the
+		// shared arrays, capped: an append to one cannot spill into
+		// the next.
+		s.Buf = buf[start : len(buf) : start+bytesOf[j]]
+		s.Keys, keys = keys[:0:keysOf[j]], keys[keysOf[j]:]
+		buf = buf[:start+bytesOf[j]]
+		s.Name, s.Cmd, s.Mode = req.Name, req.Cmd, req.Mode
+		subs[j] = s
 	}
-	for i, t := range targets {
-		s := subs[slot[t]]
+	for i, j := range slots {
+		s := subs[j]
 		s.Buf = append(s.Buf, ' ')
 		start := len(s.Buf)
 		s.Buf = append(s.Buf, req.Keys[i]...)
@@ -127,7 +158,7 @@ func mergeValues(dst []byte, req *codec.Request, subs []*codec.Request, replies 
 			}
 			c[0]++
 			raw := replies[j].Raw
-			if k, end, err := nextValue(raw, c[1]); err == nil && bytes.Equal(k, key) {
+			if end, ok := valueAt(raw, c[1], key); ok {
 				dst = append(dst, raw[c[1]:end]...)
 				c[1] = end
 			}
@@ -148,4 +179,40 @@ func appendLastLine(dst, raw []byte) []byte {
 		return append(dst, "SERVER_ERROR empty reply from backend\r\n"...)
 	}
 	return append(append(dst, line...), "\r\n"...)
+}
+
+// valueAt returns the offset after the VALUE block for key at raw[off:],
+// or false when the block there is not key's (a miss) or not a VALUE block.
+// raw is a reply ParseReply framed, so its blocks are well formed; valueAt
+// reads only what it needs of the line, and never reads out of bounds
+// whatever raw holds.
+func valueAt(raw []byte, off int, key []byte) (int, bool) {
+	i := off + len("VALUE ") + len(key)
+	if i >= len(raw) || raw[i] != ' ' || string(raw[off:off+len("VALUE ")]) != "VALUE " || !bytes.Equal(raw[off+len("VALUE "):i], key) {
+		return 0, false
+	}
+	i++
+	for i < len(raw) && raw[i] != ' ' { // the flags
+		i++
+	}
+	i++
+	size := 0
+	for ; i < len(raw) && '0' <= raw[i] && raw[i] <= '9'; i++ {
+		size = size*10 + int(raw[i]-'0')
+		if size > len(raw) {
+			return 0, false
+		}
+	}
+	if i >= len(raw) {
+		return 0, false
+	}
+	nl := bytes.IndexByte(raw[i:], '\n')
+	if nl < 0 {
+		return 0, false
+	}
+	end := i + nl + 1 + size + len("\r\n")
+	if end > len(raw) {
+		return 0, false
+	}
+	return end, true
 }

@@ -167,6 +167,7 @@ func FuzzReply(f *testing.F) {
 		if quietMode {
 			req.Mode = codec.ModeQuiet
 		}
+		valueAt(data, 0, []byte("k")) // any bytes: it must not panic
 		n, kind, ok := codectest.CheckReply(t, dialect, req, data, "memcache: ")
 		if !ok {
 			return
@@ -184,9 +185,14 @@ func FuzzReply(f *testing.F) {
 func checkValueWalk(t *testing.T, raw []byte, kind codec.ReplyKind) {
 	off, blocks := 0, 0
 	for {
-		_, end, err := nextValue(raw, off)
-		if err != nil {
+		line, ok := bytes.CutPrefix(raw[off:], []byte("VALUE "))
+		if !ok {
 			break
+		}
+		key, _, _ := bytes.Cut(line, []byte(" "))
+		end, ok := valueAt(raw, off, key)
+		if !ok {
+			t.Fatalf("walk of %q: no block for key %q at %d", raw, key, off)
 		}
 		off, blocks = end, blocks+1
 	}

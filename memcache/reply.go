@@ -2,7 +2,6 @@ package memcache
 
 import (
 	"bytes"
-	"errors"
 
 	"shardproxy/codec"
 )
@@ -346,25 +345,4 @@ func parseQuiet(buf []byte, cmd int) (int, codec.ReplyKind, error) {
 		return 0, 0, replyErr(ErrUnexpectedReply, line)
 	}
 	return next, kind, nil
-}
-
-// errNotValue is returned by nextValue at the end of the VALUE blocks.
-var errNotValue = errors.New("memcache: not a VALUE block")
-
-// nextValue returns the key of the VALUE block at raw[off:] (a reply that
-// ParseReply framed) and the offset after its data.
-func nextValue(raw []byte, off int) (key []byte, end int, err error) {
-	line, next, err := readLine(raw, off)
-	if err != nil {
-		return nil, 0, err
-	}
-	if !hasWord(line, "VALUE") {
-		return nil, 0, errNotValue
-	}
-	key, size, err := parseValueLine(line)
-	if err != nil {
-		return nil, 0, err
-	}
-	end, err = skipData(raw, next, size, 0)
-	return key, end, err
 }
