@@ -25,7 +25,9 @@ func (*Dialect) Split(req *codec.Request, targets []int) (subs []*codec.Request,
 	if len(targets) > len(slotsBuf) {
 		slots = make([]int, 0, len(targets))
 	}
-	var bytesOf, keysOf []int // per sub-request
+	var bytesBuf, keysBuf [16]int
+	bytesOf, keysOf := bytesBuf[:0], keysBuf[:0] // per sub-request
+	subTargets = make([]int, 0, min(len(targets), 16))
 	head := len(req.Name) + len(exptime) + len(" \r\n")
 	last := -1
 	for i, t := range targets {
