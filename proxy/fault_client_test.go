@@ -241,44 +241,28 @@ func TestFaultClientFinWithLastRequest(t *testing.T) {
 	}
 	_, yaml := memcachedPool(t, 1, "")
 	_, addr := startProxy(t, yaml, "mc")
-	const clients = 50
-	errs := make(chan error, clients)
-	for i := range clients {
-		go func() {
-			errs <- finClient(addr, i)
-		}()
-	}
-	for range clients {
-		if err := <-errs; err != nil {
-			t.Error(err)
-		}
-	}
+	eachClient(t, addr, 50, finClient)
 }
 
 // finClient sends requests and its FIN in one go and checks that the proxy
 // answers and then closes within closeWithin.
-func finClient(addr string, i int) error {
+func finClient(i int, c *client) error {
 	const closeWithin = 5 * time.Second // the proxy checks after 1 s
-	nc, err := net.DialTimeout("tcp", addr, ioTimeout)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	req, want := fmt.Sprintf("set fin%d 0 0 1\r\nx\r\nget fin%d\r\n", i, i), fmt.Sprintf("STORED\r\nVALUE fin%d 0 1\r\nx\r\nEND\r\n", i)
 	if i%2 == 1 {
 		req, want = fmt.Sprintf("set fin%d 0 0 1 noreply\r\nx\r\n", i), ""
 	}
-	if _, err := nc.Write([]byte(req)); err != nil {
+	if _, err := c.nc.Write([]byte(req)); err != nil {
 		return err
 	}
-	nc.(*net.TCPConn).CloseWrite()
-	nc.SetReadDeadline(time.Now().Add(closeWithin))
-	got, err := io.ReadAll(nc)
+	c.nc.(*net.TCPConn).CloseWrite()
+	c.nc.SetReadDeadline(time.Now().Add(closeWithin))
+	got, err := io.ReadAll(c.r)
 	if err != nil {
-		return fmt.Errorf("client %d: not closed %v after its FIN: %v (read %q)", i, closeWithin, err, got)
+		return fmt.Errorf("not closed %v after its FIN: %v (read %q)", closeWithin, err, got)
 	}
 	if string(got) != want {
-		return fmt.Errorf("client %d: got %q, want %q", i, got, want)
+		return fmt.Errorf("got %q, want %q", got, want)
 	}
 	return nil
 }
