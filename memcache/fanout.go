@@ -18,8 +18,8 @@ func (*Dialect) Split(req *codec.Request, targets []int) (subs []*codec.Request,
 	}
 	exptime := touchExptime(req)
 	// Which sub-request each key goes to: a linear search over the
-	// distinct targets seen so far (a handful, usually) beats a map, and
-	// the sizes let every sub-request share two allocations.
+	// distinct targets seen so far (a handful, usually) beats a map. The
+	// sizes let the sub-requests share one byte array and one key array.
 	var slotsBuf [128]int
 	slots := slotsBuf[:0]
 	if len(targets) > len(slotsBuf) {
