@@ -112,6 +112,9 @@ func TestRunAgainstServers(t *testing.T) {
 		{"resp", []string{"-pipeline", "1"}},
 		{"resp", []string{"-pipeline", "8", "-mget", "10", "-dist", "zipf"}},
 		{"resp", []string{"-pipeline", "2", "-value", "100000", "-keys", "20"}},
+		// 32 sets of 200 KB a batch: more than the socket takes at once,
+		// so send finishes the batch through net.Conn.
+		{"text", []string{"-pipeline", "32", "-value", "200000", "-keys", "40", "-ratio", "1:0"}},
 	}
 	for _, tt := range tests {
 		srv := srvs[tt.proto]
