@@ -62,7 +62,7 @@ func (s *session) readLoop() {
 			case n == 0:
 				err = io.EOF
 			}
-			if !r.got(n, err) || err != nil {
+			if !r.got(n, err) { // always false on an error
 				stop = true
 				return true
 			}
