@@ -25,8 +25,15 @@ type crossRow struct {
 	SB             float64   `json:"shardbench_median"`
 	RB             float64   `json:"redis_benchmark_median"`
 	Ratio          float64   `json:"ratio"` // SB / RB
-	OK             bool      `json:"ok"`
-	Err            string    `json:"error,omitempty"`
+	// Each tool's own CPU per request (utime+stime), per round and
+	// median: on a machine the server shares, the cheaper tool leaves
+	// the server more.
+	SBCPU    []float64 `json:"shardbench_cpu_us"`
+	RBCPU    []float64 `json:"redis_benchmark_cpu_us"`
+	SBCPUMed float64   `json:"shardbench_cpu_us_median"`
+	RBCPUMed float64   `json:"redis_benchmark_cpu_us_median"`
+	OK       bool      `json:"ok"`
+	Err      string    `json:"error,omitempty"`
 }
 
 // runCrosscheck runs shardbench and redis-benchmark against the same direct
@@ -68,17 +75,19 @@ func (h *harness) crosscheckOne(srv *proc, cr *crossRow) error {
 			return fmt.Errorf("shardbench: %d wrong replies: %v", s.Errors, s.ErrorNotes)
 		}
 		cr.Shardbench = append(cr.Shardbench, s.OpsPerSec)
+		cr.SBCPU = append(cr.SBCPU, s.ClientCPU)
 		// redis-benchmark takes a request count: as many as shardbench
 		// answered in its measured time, so both run about as long.
 		requests = max(10000, int(s.OpsPerSec*d.Seconds()))
 		return nil
 	}
 	runRB := func() error {
-		ops, err := h.redisBenchmark(srv.addr, cr.Test, cr.Pipeline, requests)
+		ops, cpu, err := h.redisBenchmark(srv.addr, cr.Test, cr.Pipeline, requests)
 		if err != nil {
 			return err
 		}
 		cr.RedisBenchmark = append(cr.RedisBenchmark, ops)
+		cr.RBCPU = append(cr.RBCPU, float64(cpu.Microseconds())/float64(requests))
 		return nil
 	}
 	// A warm-up pair, not recorded: the server's key space and memory are
@@ -105,9 +114,11 @@ func (h *harness) crosscheckOne(srv *proc, cr *crossRow) error {
 		}
 	}
 	cr.SB, cr.RB = medianOf(cr.Shardbench), medianOf(cr.RedisBenchmark)
+	cr.SBCPUMed, cr.RBCPUMed = medianOf(cr.SBCPU), medianOf(cr.RBCPU)
 	cr.Ratio = cr.SB / cr.RB
 	cr.OK = math.Abs(cr.Ratio-1) <= crossTolerance
-	h.logf("  %s -P %d: shardbench %.0f req/s, redis-benchmark %.0f req/s, ratio %.3f", cr.Test, cr.Pipeline, cr.SB, cr.RB, cr.Ratio)
+	h.logf("  %s -P %d: shardbench %.0f req/s, redis-benchmark %.0f req/s, ratio %.3f; own CPU %.2f vs %.2f µs/req",
+		cr.Test, cr.Pipeline, cr.SB, cr.RB, cr.Ratio, cr.SBCPUMed, cr.RBCPUMed)
 	switch {
 	case cr.OK:
 	case h.opt.quick:
@@ -121,8 +132,8 @@ func (h *harness) crosscheckOne(srv *proc, cr *crossRow) error {
 }
 
 // redisBenchmark runs redis-benchmark's test (SET or GET) and returns its
-// requests per second.
-func (h *harness) redisBenchmark(addr, test string, pipeline, requests int) (float64, error) {
+// requests per second and the CPU time it used.
+func (h *harness) redisBenchmark(addr, test string, pipeline, requests int) (float64, time.Duration, error) {
 	host, port, _ := strings.Cut(addr, ":")
 	args := []string{"-h", host, "-p", port, "-c", "50", "-n", strconv.Itoa(requests), "-P", strconv.Itoa(pipeline),
 		"-t", strings.ToLower(test), "-d", "100", "-r", "10000", "--csv"}
@@ -134,9 +145,11 @@ func (h *harness) redisBenchmark(addr, test string, pipeline, requests int) (flo
 	err := cmd.Run()
 	h.logf("    redis-benchmark %s: %v", strings.Join(args, " "), firstLine(stderr.String()))
 	if err != nil {
-		return 0, fmt.Errorf("redis-benchmark: %w: %s", err, strings.TrimSpace(stderr.String()))
+		return 0, 0, fmt.Errorf("redis-benchmark: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	return parseRedisBenchmarkCSV(stdout.Bytes(), test)
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	ops, err := parseRedisBenchmarkCSV(stdout.Bytes(), test)
+	return ops, cpu, err
 }
 
 // parseRedisBenchmarkCSV finds test's rps in redis-benchmark --csv output:

@@ -46,7 +46,8 @@ func (r *report) markdown() string {
 		b.WriteString("Each table: the same load against *direct* (the first backend alone), *shardproxy* and " +
 			"*nutcracker* (twemproxy) in front of the backends. × direct is throughput relative to direct. " +
 			"Proxy CPU is the proxy process's utime+stime per request; backend CPU is the backends' together " +
-			"(for direct, the one server's); client CPU is shardbench's own. Peak RSS is the proxy's VmHWM " +
+			"(for direct, the one server's); client CPU is shardbench's own, which runs every connection on one thread " +
+			"(-procs 1), as the issue's measurements did. Peak RSS is the proxy's VmHWM " +
 			"over the load (for direct, the server's). Other load is the CPU that processes outside the benchmark " +
 			"used during the run (the machine's busy time minus the benchmark's own), in cores: where it is " +
 			"high, the row was measured on a busy machine.\n")
@@ -79,7 +80,7 @@ func (r *report) markdown() string {
 	if len(r.Cross) > 0 {
 		b.WriteString("\n## Load generator cross-check\n\n")
 		b.WriteString("shardbench and redis-benchmark against the same direct redis-server with equivalent " +
-			"settings (50 connections, 100-byte values, 10,000 random keys; SET, then GET): an unrecorded " +
+			"settings (50 connections, 100-byte values, 10,000 random keys, one load thread each; SET, then GET): an unrecorded " +
 			"warm-up pair, then rounds alternating which runs first; medians. redis-benchmark is given as many requests as shardbench answered, " +
 			"so both run about as long.\n\n")
 		var rows [][]string
@@ -95,10 +96,10 @@ func (r *report) markdown() string {
 				ok = short(cr.Err, 120)
 			}
 			rows = append(rows, []string{cr.Test, fmt.Sprint(cr.Pipeline), fmtInt(cr.SB), fmtInt(cr.RB),
-				fmt.Sprintf("%.3f", cr.Ratio), ok})
+				fmt.Sprintf("%.3f", cr.Ratio), ok, fmtFloat(cr.SBCPUMed), fmtFloat(cr.RBCPUMed)})
 		}
 		markdownTable(&b, []string{"test", "pipeline", "shardbench req/s", "redis-benchmark req/s", "ratio",
-			fmt.Sprintf("±%.0f%%", 100*crossTolerance)}, rows)
+			fmt.Sprintf("±%.0f%%", 100*crossTolerance), "shardbench CPU µs/req", "redis-benchmark CPU µs/req"}, rows)
 	}
 	b.WriteString(methodText)
 	return b.String()

@@ -89,8 +89,11 @@ func (h *harness) runShardbench(addr string, args []string, proxy *proc, backend
 	for _, b := range backends {
 		pids = append(pids, strconv.Itoa(b.pid()))
 	}
+	// One load thread (-procs 1), as in the measurements and as
+	// redis-benchmark runs: on a 2-core machine a second generator thread
+	// mostly spins, taking CPU from the servers it measures.
 	full := append([]string{"-addr", addr, "-json", "-duration", d.String(), "-warmup", warmup.String(),
-		"-server-pid", strings.Join(pids, ",")}, args...)
+		"-procs", "1", "-server-pid", strings.Join(pids, ",")}, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), d+warmup+2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, h.fleet.bins.shardbench, full...)
