@@ -63,15 +63,22 @@ type Call struct {
 	deadline time.Time // zero: none
 	start    time.Time
 	owned    []byte // the recycled buffer Reply.Raw lives in, if any
+	arena    *arena // the chunk a small Reply.Raw was carved from, if any
 }
 
-// Release recycles the buffer of a big reply once its owner is done with
-// it; afterwards c.Reply.Raw must not be used. Calling it is optional (an
+// Release recycles the buffer a reply lives in once its owner is done with
+// it; afterwards c.Reply.Raw, and every slice of it, must not be used, and
+// neither may a copy of c be released. Calling it is optional (an
 // unreleased buffer is left to the garbage collector).
 func (c *Call) Release() {
-	if c.owned != nil {
+	switch {
+	case c.owned != nil:
 		PutBuffer(c.owned)
 		c.owned = nil
+		c.Reply.Raw = nil
+	case c.arena != nil:
+		c.arena.release()
+		c.arena = nil
 		c.Reply.Raw = nil
 	}
 }

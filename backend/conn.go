@@ -33,7 +33,7 @@ type conn struct {
 type sock struct {
 	c        *conn
 	nc       net.Conn
-	arena    []byte  // replies are carved from it; reader goroutine only
+	arena    *arena  // small replies are carved from it; reader goroutine only
 	done     []*Call // deliver's scratch; reader goroutine only
 	inflight []*Call // guarded by c.mu
 	dead     bool    // guarded by c.mu
@@ -454,6 +454,7 @@ func (s *sock) readLoop() {
 		if r.pooled {
 			PutBuffer(r.buf)
 		}
+		s.dropArena()
 	}()
 	for {
 		r.grow()
@@ -583,7 +584,7 @@ func (s *sock) deliver(r *reader) bool {
 		var raw []byte
 		switch {
 		case n <= arenaMax:
-			raw = s.carve(n)
+			raw, call.arena = s.carve(n)
 			copy(raw, buf[start:start+n])
 		case r.pooled && start == 0:
 			// The reply starts a recycled buffer: it takes the buffer
@@ -657,23 +658,6 @@ func (s *sock) deliver(r *reader) bool {
 	}
 	r.buf = buf[:copy(buf, buf[start:])]
 	return true
-}
-
-const (
-	arenaSize = 64 << 10 // replies up to arenaMax share 64 KiB allocations
-	arenaMax  = 4 << 10
-)
-
-// carve returns n bytes for a small reply, cut from a shared chunk: the
-// reader allocates once per chunk rather than once per reply; a chunk is
-// freed when the last reply in it is.
-func (s *sock) carve(n int) []byte {
-	if cap(s.arena)-len(s.arena) < n {
-		s.arena = make([]byte, 0, arenaSize)
-	}
-	l := len(s.arena)
-	s.arena = s.arena[:l+n]
-	return s.arena[l : l+n : l+n]
 }
 
 // idle reports whether no call is waiting for a reply on s.
