@@ -25,7 +25,7 @@ func (c *Cluster) routeMulti(req *codec.Request, hint uint32, read bool, done Co
 		o.send()
 		return
 	}
-	subs, slots := c.dialect.Split(req, targets)
+	subs, slots := c.dialect.Split(req, targets, nil)
 	if len(subs) == 0 {
 		c.inflight.Add(-1)
 		done.Complete(c.dialect.AppendError(nil, codec.ErrServer, "cannot split "+req.Name))

@@ -53,7 +53,7 @@ func (w *worker) startRequest(req *codec.Request, hint uint32, c Completion) {
 		for i := range targets {
 			targets[i] = i
 		}
-		if subs, _ := w.r.cfg.Dialect.Split(req, targets); len(subs) > 1 {
+		if subs, _ := w.r.cfg.Dialect.Split(req, targets, nil); len(subs) > 1 {
 			m := &multi{req: req, c: c, subs: subs, replies: make([]codec.Reply, len(subs)), left: len(subs), bytes: bytes}
 			for i, sub := range subs {
 				w.startTask(sub, hint, nil, m, i, 0)

@@ -46,7 +46,7 @@ func BenchmarkSplitMerge(b *testing.B) {
 	var dst []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		subs, _ := dialect.Split(&req, targets)
+		subs, _ := dialect.Split(&req, targets, nil)
 		dst = dialect.Merge(dst[:0], &req, subs, replies)
 	}
 }

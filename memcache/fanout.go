@@ -11,8 +11,8 @@ import (
 // gats): one sub-request per distinct target in order of first appearance,
 // carrying that target's keys in the client's order, duplicates kept. It
 // returns nil for any other request or when targets does not match
-// req.Keys. The sub-requests own fresh storage.
-func (*Dialect) Split(req *codec.Request, targets []int) (subs []*codec.Request, subTargets []int) {
+// req.Keys.
+func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScratch) (subs []*codec.Request, subTargets []int) {
 	if !isRetrieval(req.Cmd) || len(targets) != len(req.Keys) || len(targets) == 0 {
 		return nil, nil
 	}
@@ -27,7 +27,7 @@ func (*Dialect) Split(req *codec.Request, targets []int) (subs []*codec.Request,
 	}
 	var bytesBuf, keysBuf [16]int
 	bytesOf, keysOf := bytesBuf[:0], keysBuf[:0] // per sub-request
-	subTargets = make([]int, 0, min(len(targets), 16))
+	subTargets = scratch.TargetList()
 	head := len(req.Name) + len(exptime) + len(" \r\n")
 	last := -1
 	for i, t := range targets {
@@ -50,10 +50,9 @@ func (*Dialect) Split(req *codec.Request, targets []int) (subs []*codec.Request,
 	for _, n := range bytesOf {
 		total += n
 	}
-	buf := make([]byte, 0, total)
-	keys := make([][]byte, len(targets))
-	reqs := make([]codec.Request, len(subTargets))
-	subs = make([]*codec.Request, len(subTargets))
+	scratch.Keep(subTargets)
+	buf, keys, reqs, subs := scratch.Grow(len(subTargets), len(targets), total)
+	keys = keys[:len(targets)]
 	for j := range subs {
 		s := &reqs[j]
 		start := len(buf)

@@ -2,6 +2,7 @@ package memcache
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -40,10 +41,26 @@ func TestSplit(t *testing.T) {
 			[]string{"gats 9 x y\r\n"},
 			[][]string{{"x", "y"}}, []int{7}},
 	}
-	for _, tt := range tests {
+	// Every case in fresh storage, then every case in one scratch that
+	// the cases before it used: their bytes, keys and targets must not
+	// show through.
+	var shared codec.SplitScratch
+	for pass, tt := range append(tests, tests...) {
+		var scratch *codec.SplitScratch
+		if pass >= len(tests) {
+			scratch = &shared
+		}
 		t.Run(tt.name, func(t *testing.T) {
 			req := mustParse(t, tt.in)
-			subs, targets := dialect.Split(req, tt.targets)
+			subs, targets := dialect.Split(req, tt.targets, scratch)
+			if scratch != nil { // every field as in fresh storage
+				fresh, _ := dialect.Split(mustParse(t, tt.in), tt.targets, nil)
+				for i := range min(len(fresh), len(subs)) {
+					if !reflect.DeepEqual(*subs[i], *fresh[i]) {
+						t.Errorf("sub %d from a used scratch: %+v, fresh: %+v", i, *subs[i], *fresh[i])
+					}
+				}
+			}
 			if !slices.Equal(targets, tt.wantTarget) || len(subs) != len(tt.wantWires) {
 				t.Fatalf("Split targets %v (%d subs), want %v", targets, len(subs), tt.wantTarget)
 			}
@@ -71,10 +88,10 @@ func TestSplit(t *testing.T) {
 }
 
 func TestSplitRefuses(t *testing.T) {
-	if subs, _ := dialect.Split(mustParse(t, "set k 0 0 1\r\na\r\n"), []int{0}); subs != nil {
+	if subs, _ := dialect.Split(mustParse(t, "set k 0 0 1\r\na\r\n"), []int{0}, nil); subs != nil {
 		t.Errorf("split a set")
 	}
-	if subs, _ := dialect.Split(mustParse(t, "get a b\r\n"), []int{0}); subs != nil {
+	if subs, _ := dialect.Split(mustParse(t, "get a b\r\n"), []int{0}, nil); subs != nil {
 		t.Errorf("split with a short targets slice")
 	}
 }
@@ -138,7 +155,7 @@ func TestMerge(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := mustParse(t, tt.in)
-			subs, _ := dialect.Split(req, tt.targets)
+			subs, _ := dialect.Split(req, tt.targets, nil)
 			if len(subs) != len(tt.replies) {
 				t.Fatalf("%d subs for %d replies", len(subs), len(tt.replies))
 			}
@@ -172,7 +189,7 @@ func TestMergeManySubs(t *testing.T) {
 		want += block
 	}
 	req := mustParse(t, in+"\r\n")
-	subs, _ := dialect.Split(req, targets)
+	subs, _ := dialect.Split(req, targets, nil)
 	if got := string(dialect.Merge(nil, req, subs, replies)); got != want+"END\r\n" {
 		t.Errorf("Merge = %q", got)
 	}
@@ -208,7 +225,7 @@ func TestSplitBuiltRequest(t *testing.T) {
 	// A request built by hand (as a script router might) splits too.
 	req := &codec.Request{Name: "gat", Cmd: CmdGat, Route: codec.RouteMulti,
 		Keys: [][]byte{[]byte("a"), []byte("b")}, Wire: []byte("gat 42 a b\r\n")}
-	subs, _ := dialect.Split(req, []int{0, 1})
+	subs, _ := dialect.Split(req, []int{0, 1}, nil)
 	if len(subs) != 2 || string(subs[0].Wire) != "gat 42 a\r\n" || string(subs[1].Wire) != "gat 42 b\r\n" {
 		t.Errorf("Split = %q, %q", subs[0].Wire, subs[1].Wire)
 	}

@@ -341,7 +341,7 @@ func TestParityForwarded(t *testing.T) {
 			for i := range targets {
 				targets[i] = i % 2
 			}
-			subs, _ := dialect.Split(req, targets)
+			subs, _ := dialect.Split(req, targets, nil)
 			var replies []codec.Reply
 			for _, s := range subs {
 				replies = append(replies, backendReply(t, proxied, proxiedR, s, s.Wire))

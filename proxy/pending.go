@@ -24,6 +24,7 @@ type pending struct {
 	call   backend.Call   // the one call of a single-backend request
 	calls  []backend.Call // the calls of a fan-out request
 	subs   []*codec.Request
+	split  codec.SplitScratch // the storage of subs, when Split made them
 	doneFn func(*backend.Call)
 }
 
@@ -55,6 +56,7 @@ func putPending(p *pending) {
 	p.calls = p.calls[:0]
 	clear(p.subs)
 	p.subs = p.subs[:0]
+	p.split.Trim(64 << 10)
 	if cap(p.out) > 64<<10 {
 		p.out = nil
 	}

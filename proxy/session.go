@@ -373,7 +373,7 @@ func (s *session) routeMulti(p *pending) {
 		s.p.backend(s.targets[0]).Stage(&p.call, s.id, &s.batch)
 		return
 	}
-	subs, subTargets := s.p.dialect.Split(req, s.targets)
+	subs, subTargets := s.p.dialect.Split(req, s.targets, &p.split)
 	p.subs = append(p.subs[:0], subs...)
 	s.p.stats.Fragments.Add(int64(len(subs)))
 	s.fanOut(p, subTargets)

@@ -44,7 +44,7 @@ func BenchmarkSplitMergeMGet100(b *testing.B) {
 	var dst []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		subs, _ := dialect.Split(&req, targets)
+		subs, _ := dialect.Split(&req, targets, nil)
 		dst = dialect.Merge(dst[:0], &req, subs, replies)
 	}
 }

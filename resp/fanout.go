@@ -21,8 +21,8 @@ var (
 // values, for MSET) in the client's order, duplicates kept, so that each
 // server sees exactly the part of the request a single server would. It
 // returns nil for any other request or when targets does not match
-// req.Keys. The sub-requests own fresh storage.
-func (*Dialect) Split(req *codec.Request, targets []int) (subs []*codec.Request, subTargets []int) {
+// req.Keys.
+func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScratch) (subs []*codec.Request, subTargets []int) {
 	c := commandOf(req.Cmd)
 	if c == nil || c.class != classMulti || len(targets) != len(req.Keys) || len(targets) == 0 {
 		return nil, nil
@@ -32,8 +32,12 @@ func (*Dialect) Split(req *codec.Request, targets []int) (subs []*codec.Request,
 	if !ok || err != nil || len(args) != 1+len(targets)*step {
 		return nil, nil
 	}
-	// Per sub-request: how many keys and how many bytes.
-	var counts, sizes []int
+	// Per sub-request: how many keys and how many bytes. The sub-requests
+	// share one byte array and one key array, each its own capped stretch.
+	var countsBuf, sizesBuf [16]int
+	counts, sizes := countsBuf[:0], sizesBuf[:0]
+	subTargets = scratch.TargetList()
+	total := 0
 	for i, t := range targets {
 		j := indexOf(subTargets, t)
 		if j < 0 {
@@ -47,14 +51,23 @@ func (*Dialect) Split(req *codec.Request, targets []int) (subs []*codec.Request,
 			sizes[j] += bulkSize(len(a))
 		}
 	}
-	subs = make([]*codec.Request, len(subTargets))
+	for j := range sizes {
+		sizes[j] += 1 + digits(1+counts[j]*step) + 2 // the array header
+		total += sizes[j]
+	}
+	scratch.Keep(subTargets)
+	buf, keys, reqs, subs := scratch.Grow(len(subTargets), len(targets), total)
+	keys = keys[:len(targets)]
 	for j := range subs {
-		argc := 1 + counts[j]*step
-		b := make([]byte, 0, 1+digits(argc)+2+sizes[j])
-		b = redcon.AppendArray(b, argc)
+		start := len(buf)
+		b := buf[start : start : start+sizes[j]]
+		b = redcon.AppendArray(b, 1+counts[j]*step)
 		b = redcon.AppendBulkString(b, req.Name)
-		subs[j] = &codec.Request{Name: req.Name, Cmd: req.Cmd, Mode: req.Mode, Buf: b,
-			Keys: make([][]byte, 0, counts[j])}
+		buf = buf[:start+sizes[j]]
+		s := &reqs[j]
+		*s = codec.Request{Name: req.Name, Cmd: req.Cmd, Mode: req.Mode, Buf: b}
+		s.Keys, keys = keys[:0:counts[j]], keys[counts[j]:]
+		subs[j] = s
 	}
 	for i, t := range targets {
 		s := subs[indexOf(subTargets, t)]

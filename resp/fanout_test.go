@@ -2,6 +2,7 @@ package resp
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -39,10 +40,26 @@ func TestSplit(t *testing.T) {
 		{"touch binary keys", mb("TOUCH", "a\r\n", ""), []int{3, 4},
 			[]string{mb("touch", "a\r\n"), mb("touch", "")}, []int{3, 4}, [][]string{{"a\r\n"}, {""}}},
 	}
-	for _, tc := range tests {
+	// Every case in fresh storage, then every case in one scratch that
+	// the cases before it used: their bytes, keys and targets must not
+	// show through.
+	var shared codec.SplitScratch
+	for pass, tc := range append(tests, tests...) {
+		var scratch *codec.SplitScratch
+		if pass >= len(tests) {
+			scratch = &shared
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			req := mustParse(t, tc.in)
-			subs, subTargets := dialect.Split(req, tc.targets)
+			subs, subTargets := dialect.Split(req, tc.targets, scratch)
+			if scratch != nil { // every field as in fresh storage
+				fresh, _ := dialect.Split(mustParse(t, tc.in), tc.targets, nil)
+				for i := range min(len(fresh), len(subs)) {
+					if !reflect.DeepEqual(*subs[i], *fresh[i]) {
+						t.Errorf("sub %d from a used scratch: %+v, fresh: %+v", i, *subs[i], *fresh[i])
+					}
+				}
+			}
 			if !slices.Equal(subTargets, tc.subTgts) || len(subs) != len(tc.subs) {
 				t.Fatalf("targets %v, %d subs; want %v, %d", subTargets, len(subs), tc.subTgts, len(tc.subs))
 			}
@@ -71,7 +88,7 @@ func TestSplit(t *testing.T) {
 		{mb("MGET", "a", "b"), []int{0}},
 		{mb("MGET", "a", "b"), nil},
 	} {
-		if subs, tgts := dialect.Split(mustParse(t, tc.in), tc.targets); subs != nil || tgts != nil {
+		if subs, tgts := dialect.Split(mustParse(t, tc.in), tc.targets, nil); subs != nil || tgts != nil {
 			t.Errorf("Split(%q, %v) = %d subs", tc.in, tc.targets, len(subs))
 		}
 	}
@@ -130,7 +147,7 @@ func TestMerge(t *testing.T) {
 					subs = append(subs, req)
 				}
 			} else {
-				subs, _ = dialect.Split(req, tc.targets)
+				subs, _ = dialect.Split(req, tc.targets, nil)
 				if len(subs) != len(tc.replies) {
 					t.Fatalf("%d subs for %d replies", len(subs), len(tc.replies))
 				}
