@@ -32,8 +32,14 @@ type crossRow struct {
 	RBCPU    []float64 `json:"redis_benchmark_cpu_us"`
 	SBCPUMed float64   `json:"shardbench_cpu_us_median"`
 	RBCPUMed float64   `json:"redis_benchmark_cpu_us_median"`
-	OK       bool      `json:"ok"`
-	Err      string    `json:"error,omitempty"`
+	// redis-server's CPU per request under each tool: equal when both
+	// send the same traffic, whatever each tool itself costs.
+	SBServer    []float64 `json:"server_cpu_us_shardbench"`
+	RBServer    []float64 `json:"server_cpu_us_redis_benchmark"`
+	SBServerMed float64   `json:"server_cpu_us_shardbench_median"`
+	RBServerMed float64   `json:"server_cpu_us_redis_benchmark_median"`
+	OK          bool      `json:"ok"`
+	Err         string    `json:"error,omitempty"`
 }
 
 // runCrosscheck runs shardbench and redis-benchmark against the same direct
@@ -76,16 +82,26 @@ func (h *harness) crosscheckOne(srv *proc, cr *crossRow) error {
 		}
 		cr.Shardbench = append(cr.Shardbench, s.OpsPerSec)
 		cr.SBCPU = append(cr.SBCPU, s.ClientCPU)
+		cr.SBServer = append(cr.SBServer, s.BackendCPU)
 		// redis-benchmark takes a request count: as many as shardbench
 		// answered in its measured time, so both run about as long.
 		requests = max(10000, int(s.OpsPerSec*d.Seconds()))
 		return nil
 	}
 	runRB := func() error {
+		before, err := procCPU(srv.pid())
+		if err != nil {
+			return err
+		}
 		ops, cpu, err := h.redisBenchmark(srv.addr, cr.Test, cr.Pipeline, requests)
 		if err != nil {
 			return err
 		}
+		after, err := procCPU(srv.pid())
+		if err != nil {
+			return err
+		}
+		cr.RBServer = append(cr.RBServer, float64((after-before).Microseconds())/float64(requests))
 		cr.RedisBenchmark = append(cr.RedisBenchmark, ops)
 		cr.RBCPU = append(cr.RBCPU, float64(cpu.Microseconds())/float64(requests))
 		return nil
@@ -115,10 +131,11 @@ func (h *harness) crosscheckOne(srv *proc, cr *crossRow) error {
 	}
 	cr.SB, cr.RB = medianOf(cr.Shardbench), medianOf(cr.RedisBenchmark)
 	cr.SBCPUMed, cr.RBCPUMed = medianOf(cr.SBCPU), medianOf(cr.RBCPU)
+	cr.SBServerMed, cr.RBServerMed = medianOf(cr.SBServer), medianOf(cr.RBServer)
 	cr.Ratio = cr.SB / cr.RB
 	cr.OK = math.Abs(cr.Ratio-1) <= crossTolerance
-	h.logf("  %s -P %d: shardbench %.0f req/s, redis-benchmark %.0f req/s, ratio %.3f; own CPU %.2f vs %.2f µs/req",
-		cr.Test, cr.Pipeline, cr.SB, cr.RB, cr.Ratio, cr.SBCPUMed, cr.RBCPUMed)
+	h.logf("  %s -P %d: shardbench %.0f req/s, redis-benchmark %.0f req/s, ratio %.3f; own CPU %.2f vs %.2f µs/req; server CPU %.2f vs %.2f µs/req",
+		cr.Test, cr.Pipeline, cr.SB, cr.RB, cr.Ratio, cr.SBCPUMed, cr.RBCPUMed, cr.SBServerMed, cr.RBServerMed)
 	switch {
 	case cr.OK:
 	case h.opt.quick:

@@ -96,10 +96,15 @@ func (r *report) markdown() string {
 				ok = short(cr.Err, 120)
 			}
 			rows = append(rows, []string{cr.Test, fmt.Sprint(cr.Pipeline), fmtInt(cr.SB), fmtInt(cr.RB),
-				fmt.Sprintf("%.3f", cr.Ratio), ok, fmtFloat(cr.SBCPUMed), fmtFloat(cr.RBCPUMed)})
+				fmt.Sprintf("%.3f", cr.Ratio), ok, fmtFloat(cr.SBCPUMed), fmtFloat(cr.RBCPUMed),
+				fmtFloat(cr.SBServerMed), fmtFloat(cr.RBServerMed)})
 		}
 		markdownTable(&b, []string{"test", "pipeline", "shardbench req/s", "redis-benchmark req/s", "ratio",
-			fmt.Sprintf("±%.0f%%", 100*crossTolerance), "shardbench CPU µs/req", "redis-benchmark CPU µs/req"}, rows)
+			fmt.Sprintf("±%.0f%%", 100*crossTolerance), "shardbench CPU µs/req", "redis-benchmark CPU µs/req",
+			"server CPU µs/req (shardbench)", "server CPU µs/req (redis-benchmark)"}, rows)
+		b.WriteString("\nEach tool's own CPU and the server's, per request: on a machine the tools share with the " +
+			"server, the cheaper tool leaves the server more CPU and reads a higher rate. Server CPU per request " +
+			"that matches under both tools says they send the same traffic.\n")
 	}
 	b.WriteString(methodText)
 	return b.String()
