@@ -33,11 +33,12 @@ type conn struct {
 type sock struct {
 	c        *conn
 	nc       net.Conn
-	arena    *arena  // small replies are carved from it; reader goroutine only
-	done     []*Call // deliver's scratch; reader goroutine only
-	inflight []*Call // guarded by c.mu
-	dead     bool    // guarded by c.mu
-	cause    Cause   // why the socket failed; guarded by c.mu
+	raw      *rawConn // nc's socket, for reads and writes that skip the scheduler; nil for TLS
+	arena    *arena   // small replies are carved from it; reader goroutine only
+	done     []*Call  // deliver's scratch; reader goroutine only
+	inflight []*Call  // guarded by c.mu
+	dead     bool     // guarded by c.mu
+	cause    Cause    // why the socket failed; guarded by c.mu
 	// writing is set (under c.mu) while write sends a published batch:
 	// fail then leaves the calls to write (in deferred), which completes
 	// them once the system call no longer reads their request bytes.
@@ -268,7 +269,7 @@ func (c *conn) connect() (*sock, Cause) {
 		b.failed(cause)
 		return nil, cause
 	}
-	s := &sock{c: c, nc: nc}
+	s := &sock{c: c, nc: nc, raw: newRawConn(nc)}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -368,8 +369,13 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) net.Buffers {
 	c.mu.Unlock()
 
 	s.nc.SetWriteDeadline(deadline)
-	w := bufs // WriteTo consumes its receiver
-	_, err := w.WriteTo(s.nc)
+	var err error
+	if s.raw != nil {
+		err = s.raw.writeAll(bufs)
+	} else {
+		w := bufs // WriteTo consumes its receiver
+		_, err = w.WriteTo(s.nc)
+	}
 	c.mu.Lock()
 	s.writing = false
 	deferred, cause := s.deferred, s.cause
@@ -458,7 +464,13 @@ func (s *sock) readLoop() {
 	}()
 	for {
 		r.grow()
-		n, err := s.nc.Read(r.buf[len(r.buf):cap(r.buf)])
+		var n int
+		var err error
+		if s.raw != nil {
+			n, err = s.raw.read(r.buf[len(r.buf):cap(r.buf)])
+		} else {
+			n, err = s.nc.Read(r.buf[len(r.buf):cap(r.buf)])
+		}
 		r.buf = r.buf[:len(r.buf)+n]
 		if n > 0 && !s.deliver(&r) {
 			return

@@ -51,7 +51,7 @@ func (s *session) readLoop() {
 	read := func(fd uintptr) bool {
 		for {
 			b := r.buffer()
-			n, err := syscall.Read(int(fd), b)
+			n, err := backend.RawRead(int(fd), b)
 			switch {
 			case err == syscall.EINTR:
 				continue

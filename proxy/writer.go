@@ -6,6 +6,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"shardproxy/backend"
 )
 
 // writer is the write side of a session: the requests in the client's
@@ -48,7 +50,7 @@ type writer struct {
 
 // rawWrite is writeFn: one write(2) attempt, never a wait.
 func (w *writer) rawWrite(fd uintptr) bool {
-	w.n, w.err = syscall.Write(int(fd), w.out)
+	w.n, w.err = backend.RawWrite(int(fd), w.out)
 	return true
 }
 

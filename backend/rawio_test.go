@@ -1,0 +1,94 @@
+package backend
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestRawWriteAll writes more buffers than one writev(2) takes, and more
+// bytes than the socket holds, to a reader that starts late: writeAll
+// must wait for room and carry on from the middle of a buffer, and the
+// reader must get every byte in order.
+func TestRawWriteAll(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	peer := <-accepted
+	if peer == nil {
+		t.Fatal("accept failed")
+	}
+	defer peer.Close()
+
+	var bufs [][]byte
+	var want bytes.Buffer
+	for i := range 3000 {
+		b := bytes.Repeat([]byte{byte('a' + i%26)}, 1+i%97)
+		if i%500 == 0 {
+			b = bytes.Repeat([]byte{byte('A' + i%26)}, 1<<20) // past the socket's buffers
+		}
+		if i%7 == 0 {
+			b = nil // empty buffers are skipped
+		}
+		bufs = append(bufs, b)
+		want.Write(b)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond) // the writer fills the socket first
+		b, _ := io.ReadAll(peer)
+		got <- b
+	}()
+	r := newRawConn(nc)
+	if r == nil {
+		t.Fatal("no raw socket for a TCP conn")
+	}
+	nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if err := r.writeAll(bufs); err != nil {
+		t.Fatalf("writeAll: %v", err)
+	}
+	nc.(*net.TCPConn).CloseWrite()
+	if b := <-got; !bytes.Equal(b, want.Bytes()) {
+		t.Fatalf("reader got %d bytes, want %d (first difference at %d)", len(b), want.Len(), firstDiff(b, want.Bytes()))
+	}
+
+	// A read returns what is there, and EOF once the peer closed.
+	peer.Write([]byte("hello"))
+	peer.Close()
+	buf := make([]byte, 64)
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := r.read(buf)
+	if err != nil || string(buf[:n]) != "hello" {
+		t.Fatalf("read = %q, %v", buf[:n], err)
+	}
+	if n, err := r.read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("read after close = %d, %v; want 0, EOF", n, err)
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
