@@ -96,7 +96,7 @@ func (w *worker) dial() error {
 	if sc, ok := conn.(syscall.Conn); ok {
 		w.raw, _ = sc.SyscallConn()
 	}
-	w.br = bufio.NewReaderSize(conn, readBufferSize)
+	w.br = bufio.NewReaderSize(newReader(conn), readBufferSize)
 	w.deadline = time.Time{}
 	return nil
 }
@@ -124,11 +124,11 @@ func (w *worker) send() error {
 			return true // readable
 		}
 		for written < len(w.wbuf) {
-			n, err := syscall.Write(int(fd), w.wbuf[written:])
+			n, err := rawWrite(int(fd), w.wbuf[written:])
 			if err == syscall.EINTR {
 				continue
 			}
-			if err != nil {
+			if err != 0 {
 				if err != syscall.EAGAIN {
 					werr = os.NewSyscallError("write", err)
 				}
