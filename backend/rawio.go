@@ -17,7 +17,7 @@ import (
 // it keeps finding such Ps it checks every 20 µs instead of backing off to
 // 10 ms. A proxy spends most of its time in short socket calls, so it kept
 // the monitor busy and threads trading Ps: on the rig, 0.06-0.08 monitor
-// sleeps per request at pipeline 1 (none with these) and 15-35% more CPU
+// sleeps per request at pipeline 1 (none with these) and 16-45% more CPU
 // per request.
 //
 // Use them only on non-blocking sockets (every net.Conn's), inside the
