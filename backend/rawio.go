@@ -175,3 +175,26 @@ func (r *rawConn) doWrite(fd uintptr) bool {
 	}
 	return true
 }
+
+// RawWritev is one writev(2) of bufs (empty ones skipped) on a
+// non-blocking socket, through RawSyscall (see RawRead): it writes what
+// the socket takes now and returns how much. iov is the caller's scratch,
+// reused from call to call.
+func RawWritev(fd int, bufs [][]byte, iov *[]syscall.Iovec) (int, error) {
+	v := (*iov)[:0]
+	for _, b := range bufs {
+		if len(b) > 0 {
+			v = append(v, syscall.Iovec{Base: &b[0], Len: uint64(len(b))})
+		}
+	}
+	*iov = v
+	if len(v) == 0 {
+		return 0, nil
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&v[0])), uintptr(len(v)))
+	clear(v) // the scratch must not keep the buffers alive
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}

@@ -17,12 +17,12 @@ import (
 // request (a backend's reader, usually) takes the right to write if nobody
 // holds it and sends every reply that is ready, in order, in one write that
 // does not wait. Replies that are not at the head wait for the one before
-// them; the goroutine that answers that one sends them too. Only when a
-// write would block (the client reads slowly), a reply is big enough to go
-// without copying, or the socket has no file descriptor (TLS), the right
-// passes to the session's writer goroutine, which may block. A request is
-// so usually answered on the goroutine that read its reply, without waking
-// another.
+// them; the goroutine that answers that one sends them too. A reply big
+// enough to go without copying goes in the same write, from the backend's
+// buffer (writev). Only when a write would block (the client reads
+// slowly) or the socket has no file descriptor (TLS), the right passes to
+// the session's writer goroutine, which may block. A request is so usually
+// answered on the goroutine that read its reply, without waking another.
 type writer struct {
 	raw  syscall.RawConn // nil: every write goes through the goroutine
 	wake chan struct{}   // cap 1: the goroutine holds the right to write
@@ -43,14 +43,22 @@ type writer struct {
 	// the function RawConn.Write calls, made once: a closure per write
 	// would be an allocation per write.
 	out     []byte
+	big     []byte // written after out, without copying (writev)
 	n       int
 	err     error
+	iov     []syscall.Iovec
 	writeFn func(fd uintptr) bool
 }
 
-// rawWrite is writeFn: one write(2) attempt, never a wait.
+// rawWrite is writeFn: one write(2) (or writev(2), with big) attempt,
+// never a wait.
 func (w *writer) rawWrite(fd uintptr) bool {
-	w.n, w.err = backend.RawWrite(int(fd), w.out)
+	if w.big == nil {
+		w.n, w.err = backend.RawWrite(int(fd), w.out)
+		return true
+	}
+	bufs := [2][]byte{w.out, w.big}
+	w.n, w.err = backend.RawWritev(int(fd), bufs[:], &w.iov)
 	return true
 }
 
@@ -162,15 +170,9 @@ func (s *session) writeReady(blocking bool) {
 			// per reply. Whoever answers the last one writes.
 			n = 0
 		}
-		if n > 0 && !blocking {
-			n = 0
-			for n < ready && w.raw != nil && bigReply(w.fifo[n]) == nil {
-				n++ // the goroutine writes big replies and TLS sockets
-			}
-			if n == 0 {
-				s.handOff()
-				return
-			}
+		if n > 0 && !blocking && w.raw == nil {
+			s.handOff() // the goroutine writes TLS sockets
+			return
 		}
 		if n == 0 {
 			w.busy = false
@@ -192,7 +194,11 @@ func (s *session) writeReady(blocking bool) {
 			batch[i] = nil
 			if !broken {
 				if big := bigReply(p); big != nil {
-					broken = s.writeBig(out, big)
+					if blocking {
+						broken = s.writeBig(out, big)
+					} else {
+						broken = s.writeNB(out, big)
+					}
 					out = out[:0]
 				} else {
 					out = s.appendReply(out, p)
@@ -232,17 +238,34 @@ func (s *session) writeOut(out []byte, blocking bool) []byte {
 	if len(out) == 0 {
 		return out
 	}
-	w := &s.w
 	if blocking {
 		if _, err := s.nc.Write(out); err != nil {
 			s.writeFailed()
 		}
 		return out[:0]
 	}
-	w.out = out
+	s.writeNB(out, nil)
+	return out[:0]
+}
+
+// writeNB writes out and then big (a reply in the backend's own buffer,
+// or nil) with one non-blocking write or writev; what the socket does not
+// take now is copied to w.pending, for the writer goroutine (big may be
+// recycled once this returns). Once something waits there, everything
+// after it does too, in order. It reports whether the write failed.
+func (s *session) writeNB(out, big []byte) bool {
+	w := &s.w
+	w.mu.Lock()
+	if len(w.pending) > 0 {
+		w.pending = append(append(w.pending, out...), big...)
+		w.mu.Unlock()
+		return false
+	}
+	w.mu.Unlock()
+	w.out, w.big = out, big
 	err := w.raw.Write(w.writeFn)
 	n, werr := w.n, w.err
-	w.out, w.err = nil, nil
+	w.out, w.big, w.err = nil, nil, nil
 	if err == nil {
 		err = werr
 	}
@@ -251,15 +274,20 @@ func (s *session) writeOut(out []byte, blocking bool) []byte {
 	}
 	switch {
 	case err == nil || errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR):
-		if n < len(out) {
+		if n < len(out)+len(big) {
 			w.mu.Lock()
-			w.pending = append(w.pending, out[n:]...)
+			if n < len(out) {
+				w.pending = append(append(w.pending, out[n:]...), big...)
+			} else {
+				w.pending = append(w.pending, big[n-len(out):]...)
+			}
 			w.mu.Unlock()
 		}
+		return false
 	default:
 		s.writeFailed()
+		return true
 	}
-	return out[:0]
 }
 
 // writeBig writes out and then big, a reply sent from the backend's own

@@ -17,13 +17,40 @@ func TestSlowReaderGetsEveryReply(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs real memcached")
 	}
+	slowReader(t, 50, 20000, func(k int) int { return 1000 + k })
+}
+
+// TestSlowReaderGetsEveryBigReply is the same with replies big enough to
+// be written from the backend's buffer (writev), between small ones: a
+// write that comes up short in the middle of a big reply leaves its rest,
+// and every reply after it, to the writer goroutine, in order.
+func TestSlowReaderGetsEveryBigReply(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real memcached")
+	}
+	slowReader(t, 20, 600, func(k int) int {
+		if k%2 == 0 {
+			return 100 + k
+		}
+		return 20<<10 + k*9000 // 20 KB to 200 KB
+	})
+}
+
+// slowReader sets keys values of size(k) bytes, pipelines gets of them
+// without reading, then reads the replies late and slowly, and checks
+// every byte.
+func slowReader(t *testing.T, keys, gets int, size func(k int) int) {
+	t.Helper()
 	_, yaml := memcachedPool(t, 3, "  timeout: 20000\n")
 	_, addr := startProxy(t, yaml, "mc")
 	c := dial(t, addr)
-	const keys, gets = 50, 20000
+	value := func(k int) string {
+		v := fmt.Sprintf("value-%d-", k)
+		return v + strings.Repeat(string(rune('a'+k%26)), size(k)-len(v))
+	}
 	var sets strings.Builder
 	for k := range keys {
-		v := fmt.Sprintf("value-%d-%s", k, strings.Repeat("x", 1000+k))
+		v := value(k)
 		fmt.Fprintf(&sets, "set slow%d 0 0 %d\r\n%s\r\n", k, len(v), v)
 	}
 	c.send(sets.String())
@@ -35,7 +62,7 @@ func TestSlowReaderGetsEveryReply(t *testing.T) {
 	var req, want strings.Builder
 	for i := range gets {
 		k := (i * 7) % keys
-		v := fmt.Sprintf("value-%d-%s", k, strings.Repeat("x", 1000+k))
+		v := value(k)
 		fmt.Fprintf(&req, "get slow%d\r\n", k)
 		fmt.Fprintf(&want, "VALUE slow%d 0 %d\r\n%s\r\nEND\r\n", k, len(v), v)
 	}
