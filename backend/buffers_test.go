@@ -22,3 +22,23 @@ func TestBufferClasses(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaceKeepsInAPooledClass moves more bytes than the size asked for
+// to a new read buffer: the buffer must hold them from the start, in one
+// of the pools' classes (a buffer that append grew is neither recycled nor
+// cheap), with the bytes intact.
+func TestReplaceKeepsInAPooledClass(t *testing.T) {
+	old := GetBuffer(128 << 10)
+	for i := range 120 << 10 {
+		old = append(old, byte(i%251))
+	}
+	r := reader{buf: old, pooled: false} // a reply took it
+	keep := 40 << 10
+	r.replace(readChunk, keep)
+	if i, ok := poolClass(cap(r.buf)); !ok || cap(r.buf) != minPooled<<i || cap(r.buf) < keep {
+		t.Fatalf("new buffer cap %d: not a pool class holding %d bytes", cap(r.buf), keep)
+	}
+	if len(r.buf) != keep || string(r.buf) != string(old[len(old)-keep:]) {
+		t.Fatalf("kept %d bytes, want the last %d of the old buffer", len(r.buf), keep)
+	}
+}

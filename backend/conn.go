@@ -534,7 +534,9 @@ func (r *reader) grow() {
 // bytes (readChunk at least). The old one is recycled unless a reply took it.
 func (r *reader) replace(size, keep int) {
 	old, oldPooled := r.buf, r.pooled
-	r.buf, r.pooled = GetBuffer(max(size, readChunk)), true
+	// Room for what is kept too: a buffer append grew would be a second
+	// allocation, of a size the pools do not take back.
+	r.buf, r.pooled = GetBuffer(max(size, keep, readChunk)), true
 	r.buf = append(r.buf, old[len(old)-keep:]...)
 	if oldPooled {
 		PutBuffer(old)
