@@ -58,6 +58,7 @@ func checkRequest(t *testing.T, l codec.Options, data []byte) {
 		t.Fatalf("error of type %T: %v", err, err)
 	}
 	checkShape(t, &req, n)
+	codectest.CheckSplit(t, dialect, l, &req, "gats 100 d1 d22 d333 d4444 d5 d66 d777\r\n")
 
 	// The same request fed a byte at a time: incomplete until it is whole.
 	for _, i := range codectest.PrefixLengths(n, 64) {

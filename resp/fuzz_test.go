@@ -76,6 +76,9 @@ func checkRequest(t *testing.T, o codec.Options, data []byte) {
 		t.Fatalf("error of type %T: %v", err, err)
 	}
 	checkShape(t, &req, n)
+	// A backend connection is authenticated: sub-requests parse as on one.
+	codectest.CheckSplit(t, dialect, codec.Options{MaxValue: o.MaxValue, MaxKey: o.MaxKey}, &req,
+		mb("MSET", "d1", "v1", "d22", "v22", "d333", "v333", "d4444", "v4444", "d5", "v5"))
 
 	// Every strict prefix of the request is incomplete, and the request
 	// alone parses as within data.

@@ -9,6 +9,8 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -178,4 +180,67 @@ func ProtocolError(t testing.TB, err error) *codec.ProtocolError {
 		t.Fatalf("error %v is not a *codec.ProtocolError", err)
 	}
 	return pe
+}
+
+// CheckSplit checks d.Split on a parsed multi-key request: keys are spread
+// over three targets by their bytes; the split in a scratch that a
+// different request used first must equal the split in fresh storage,
+// field by field; every sub-request must parse (with options o) as a
+// request for exactly its keys, in the client's order; and together the
+// sub-requests must carry every key once. dirty is a request the scratch
+// is used for first.
+func CheckSplit(t *testing.T, d codec.Dialect, o codec.Options, req *codec.Request, dirty string) {
+	t.Helper()
+	if req.Route != codec.RouteMulti || len(req.Keys) < 2 {
+		return
+	}
+	targets := make([]int, len(req.Keys))
+	for i, k := range req.Keys {
+		h := len(k)
+		for _, c := range k {
+			h = h*31 + int(c)
+		}
+		targets[i] = (h%3 + 3) % 3
+	}
+	fresh, freshTargets := d.Split(req, targets, nil)
+	if fresh == nil {
+		return // not a request the dialect splits
+	}
+	var scratch codec.SplitScratch
+	if first, _, err := Parse(t, d, o, dirty); err == nil && first.Route == codec.RouteMulti {
+		ft := make([]int, len(first.Keys))
+		for i := range ft {
+			ft[i] = i % 4
+		}
+		d.Split(first, ft, &scratch)
+	}
+	subs, subTargets := d.Split(req, targets, &scratch)
+	if !reflect.DeepEqual(subTargets, freshTargets) || len(subs) != len(fresh) {
+		t.Fatalf("split in a used scratch: targets %v, fresh %v", subTargets, freshTargets)
+	}
+	next := make([]int, len(subTargets)) // per sub-request: its next key
+	for i, k := range req.Keys {
+		j := slices.Index(subTargets, targets[i])
+		if j < 0 || next[j] >= len(subs[j].Keys) || string(subs[j].Keys[next[j]]) != string(k) {
+			t.Fatalf("key %d %q is not the next key of the sub-request for target %d", i, k, targets[i])
+		}
+		next[j]++
+	}
+	for j, s := range subs {
+		if !reflect.DeepEqual(*s, *fresh[j]) {
+			t.Fatalf("sub-request %d in a used scratch differs from the fresh one:\n%+v\n%+v", j, *s, *fresh[j])
+		}
+		if next[j] != len(s.Keys) {
+			t.Fatalf("sub-request %d has %d keys, %d were routed to it", j, len(s.Keys), next[j])
+		}
+		again, n, err := Parse(t, d, o, string(s.Wire))
+		if err != nil || n != len(s.Wire) || len(again.Keys) != len(s.Keys) {
+			t.Fatalf("sub-request %q does not parse back: %d keys, %v", s.Wire, len(again.Keys), err)
+		}
+		for i := range s.Keys {
+			if string(again.Keys[i]) != string(s.Keys[i]) {
+				t.Fatalf("sub-request %q parses with key %q at %d, split says %q", s.Wire, again.Keys[i], i, s.Keys[i])
+			}
+		}
+	}
 }
