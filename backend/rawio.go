@@ -22,23 +22,17 @@ import (
 //
 // Use them only on non-blocking sockets (every net.Conn's), inside the
 // socket's RawConn.Read or RawConn.Write.
-func RawRead(fd int, p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
-}
+func RawRead(fd int, p []byte) (int, error) { return rawIO(syscall.SYS_READ, fd, p) }
 
 // RawWrite is write(2); see RawRead.
-func RawWrite(fd int, p []byte) (int, error) {
+func RawWrite(fd int, p []byte) (int, error) { return rawIO(syscall.SYS_WRITE, fd, p) }
+
+// rawIO is read(2) or write(2) (trap) of p through RawSyscall.
+func rawIO(trap uintptr, fd int, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	n, _, e := syscall.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 	if e != 0 {
 		return 0, e
 	}

@@ -16,20 +16,17 @@ import (
 // threads: CPU the generator took from the servers it measures.
 
 // rawRead is read(2) without the scheduler's system-call accounting.
-func rawRead(fd int, p []byte) (int, syscall.Errno) {
-	if len(p) == 0 {
-		return 0, 0
-	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	return int(n), e
-}
+func rawRead(fd int, p []byte) (int, syscall.Errno) { return rawIO(syscall.SYS_READ, fd, p) }
 
 // rawWrite is write(2) without the scheduler's system-call accounting.
-func rawWrite(fd int, p []byte) (int, syscall.Errno) {
+func rawWrite(fd int, p []byte) (int, syscall.Errno) { return rawIO(syscall.SYS_WRITE, fd, p) }
+
+// rawIO is read(2) or write(2) (trap) of p through RawSyscall.
+func rawIO(trap uintptr, fd int, p []byte) (int, syscall.Errno) {
 	if len(p) == 0 {
 		return 0, 0
 	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	n, _, e := syscall.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 	return int(n), e
 }
 
