@@ -115,7 +115,6 @@ func (r *rawConn) writeAll(bufs [][]byte) error {
 	r.wbufs = bufs
 	err := r.rc.Write(r.writeFn)
 	werr := r.werr
-	clear(r.iov)
 	r.wbufs, r.werr, r.iov = nil, nil, r.iov[:0]
 	if err == nil {
 		err = werr
@@ -128,55 +127,39 @@ const maxIovec = 1024
 
 func (r *rawConn) doWrite(fd uintptr) bool {
 	for len(r.wbufs) > 0 {
-		iov := r.iov[:0]
-		for _, b := range r.wbufs {
-			if len(iov) == maxIovec {
-				break
-			}
-			if len(b) > 0 {
-				iov = append(iov, syscall.Iovec{Base: &b[0], Len: uint64(len(b))})
-			}
-		}
-		r.iov = iov
-		if len(iov) == 0 {
-			r.wbufs = nil
-			break
-		}
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
-		switch e {
-		case 0:
+		n, err := RawWritev(int(fd), r.wbufs, &r.iov)
+		switch err {
+		case nil:
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
 			return false // wait until the socket takes more
 		default:
-			r.werr = os.NewSyscallError("writev", e)
+			r.werr = os.NewSyscallError("writev", err)
 			return true
 		}
-		// Drop what was written.
-		for m := int(n); m > 0 && len(r.wbufs) > 0; {
-			b := r.wbufs[0]
-			if m < len(b) {
-				r.wbufs[0] = b[m:]
-				break
-			}
-			m -= len(b)
+		// Drop what was written, and the empty buffers after it.
+		for len(r.wbufs) > 0 && n >= len(r.wbufs[0]) {
+			n -= len(r.wbufs[0])
 			r.wbufs = r.wbufs[1:]
 		}
-		for len(r.wbufs) > 0 && len(r.wbufs[0]) == 0 {
-			r.wbufs = r.wbufs[1:]
+		if len(r.wbufs) > 0 {
+			r.wbufs[0] = r.wbufs[0][n:]
 		}
 	}
 	return true
 }
 
-// RawWritev is one writev(2) of bufs (empty ones skipped) on a
-// non-blocking socket, through RawSyscall (see RawRead): it writes what
-// the socket takes now and returns how much. iov is the caller's scratch,
-// reused from call to call.
+// RawWritev is one writev(2) of bufs (empty ones skipped, at most
+// maxIovec of the others) on a non-blocking socket, through RawSyscall
+// (see RawRead): it writes what the socket takes now and returns how much.
+// iov is the caller's scratch, reused from call to call.
 func RawWritev(fd int, bufs [][]byte, iov *[]syscall.Iovec) (int, error) {
 	v := (*iov)[:0]
 	for _, b := range bufs {
+		if len(v) == maxIovec {
+			break
+		}
 		if len(b) > 0 {
 			v = append(v, syscall.Iovec{Base: &b[0], Len: uint64(len(b))})
 		}
