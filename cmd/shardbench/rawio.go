@@ -40,15 +40,10 @@ type rawReader struct {
 	readFn func(fd uintptr) bool // made once: a closure per Read would allocate
 }
 
-// newReader returns a reader of conn that skips the scheduler's
-// system-call accounting, or conn itself when it has no raw socket.
-func newReader(conn net.Conn) io.Reader {
-	sc, ok := conn.(syscall.Conn)
-	if !ok {
-		return conn
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+// newReader returns a reader of conn through rc, its raw socket, that
+// skips the scheduler's system-call accounting; conn itself when rc is nil.
+func newReader(conn net.Conn, rc syscall.RawConn) io.Reader {
+	if rc == nil {
 		return conn
 	}
 	r := &rawReader{rc: rc}

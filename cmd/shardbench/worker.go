@@ -96,7 +96,7 @@ func (w *worker) dial() error {
 	if sc, ok := conn.(syscall.Conn); ok {
 		w.raw, _ = sc.SyscallConn()
 	}
-	w.br = bufio.NewReaderSize(newReader(conn), readBufferSize)
+	w.br = bufio.NewReaderSize(newReader(conn, w.raw), readBufferSize)
 	w.deadline = time.Time{}
 	return nil
 }
