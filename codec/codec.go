@@ -274,11 +274,13 @@ func (sc *SplitScratch) Keep(targets []int) {
 	}
 }
 
-// Trim drops storage grown past max bytes, so that one huge request does
-// not pin its storage for the next ones. What the storage points to is
-// the split request's own (its name) or the scratch's.
+// Trim drops storage grown past max bytes (a key entry is a 24-byte
+// slice header), so that one huge request does not pin its storage for
+// the next ones. Nothing else needs clearing: what the storage points to
+// is the split request's name or the scratch itself.
 func (sc *SplitScratch) Trim(max int) {
-	if cap(sc.Bytes) > max || 24*cap(sc.Keys) > max {
+	const keyEntry = 24
+	if cap(sc.Bytes) > max || keyEntry*cap(sc.Keys) > max {
 		*sc = SplitScratch{}
 	}
 }
