@@ -306,3 +306,39 @@ func TestContinuumStable(t *testing.T) {
 		}
 	}
 }
+
+// TestContinuumPickMatchesSearch checks the bucket index against a binary
+// search over the whole ring, on rings of 1 to 200,000 points (so with 1 to
+// 16 index bits), with duplicate values and values clustered in one bucket,
+// at random hashes and at every value, its neighbours, 0 and the maximum.
+func TestContinuumPickMatchesSearch(t *testing.T) {
+	want := func(c *continuum, hash uint32) int {
+		i, _ := slices.BinarySearch(c.values, hash) // first value >= hash
+		if i == len(c.values) {
+			i = 0
+		}
+		return int(c.server[i])
+	}
+	gen := lcg(11)
+	for _, n := range []int{1, 2, 3, 7, 160, 640, 1000, 4097, 200000} {
+		for _, mask := range []uint32{0xffffffff, 0xff00ff0f, 0x0000ffff, 0xfff00000} {
+			pts := make([]point, n)
+			for i := range pts {
+				pts[i] = point{value: uint32(gen.next()) & mask, server: int32(i)}
+			}
+			c := newContinuum(pts)
+			hashes := []uint32{0, 1, 1<<32 - 1, 1<<32 - 2}
+			for _, v := range c.values {
+				hashes = append(hashes, v-1, v, v+1)
+			}
+			for range 2000 {
+				hashes = append(hashes, uint32(gen.next()))
+			}
+			for _, h := range hashes {
+				if got, w := c.pick(h), want(&c, h); got != w {
+					t.Fatalf("n=%d mask=%#x: pick(%#x) = %d, want %d", n, mask, h, got, w)
+				}
+			}
+		}
+	}
+}
