@@ -159,23 +159,40 @@ func parseRetrieval(buf []byte, keys [][]byte) (int, codec.ReplyKind, error) {
 	}
 }
 
-// parseValueLine reads "VALUE <key> <flags> <bytes> [<cas>]".
+// parseValueLine reads "VALUE <key> <flags> <bytes> [<cas>]": tokens
+// separated by single spaces. A multi-get reply has one per hit, so it
+// scans the short numeric tokens in one pass rather than token by token.
 func parseValueLine(line []byte) (key []byte, size int, err error) {
-	var f [5][]byte
-	n := fields(line, f[:])
-	if n < 4 || n > 5 {
+	rest, ok := bytes.CutPrefix(line, []byte("VALUE "))
+	i := bytes.IndexByte(rest, ' ')
+	if !ok || i <= 0 {
 		return nil, 0, replyErr(ErrBadValueLine, line)
 	}
-	_, okFlags := parseDecimal(f[2], 1<<64-1)
+	key, rest = rest[:i], rest[i+1:]
+	var f [3][]byte // flags, bytes, cas
+	n, start := 0, 0
+	for j := 0; j <= len(rest); j++ {
+		if j < len(rest) && rest[j] != ' ' {
+			continue
+		}
+		if j == start || n == len(f) { // an empty token, or one too many
+			return nil, 0, replyErr(ErrBadValueLine, line)
+		}
+		f[n], n, start = rest[start:j], n+1, j+1
+	}
+	if n < 2 {
+		return nil, 0, replyErr(ErrBadValueLine, line)
+	}
+	_, okFlags := parseDecimal(f[0], 1<<64-1)
 	okCAS := true
-	if n == 5 {
-		_, okCAS = parseDecimal(f[4], 1<<64-1)
+	if n == 3 {
+		_, okCAS = parseDecimal(f[2], 1<<64-1)
 	}
 	if !okFlags || !okCAS {
 		return nil, 0, replyErr(ErrBadValueLine, line)
 	}
-	size, err = parseSize(f[3], line)
-	return f[1], size, err
+	size, err = parseSize(f[1], line)
+	return key, size, err
 }
 
 // parseSize reads a value length no larger than MaxReplyValue.
@@ -202,32 +219,6 @@ func skipData(buf []byte, off, size, trail int) (int, error) {
 		return 0, replyErr(ErrValueTerminator, buf[end-2:end])
 	}
 	return end, nil
-}
-
-// fields splits line at single spaces into f and returns how many fields
-// there are; it returns len(f)+1 when there are more than len(f), and 0 when
-// a field is empty (two spaces, or a leading or trailing space).
-func fields(line []byte, f [][]byte) int {
-	n := 0
-	for {
-		i := bytes.IndexByte(line, ' ')
-		tok := line
-		if i >= 0 {
-			tok = line[:i]
-		}
-		if len(tok) == 0 {
-			return 0
-		}
-		if n == len(f) {
-			return n + 1
-		}
-		f[n] = tok
-		n++
-		if i < 0 {
-			return n
-		}
-		line = line[i+1:]
-	}
 }
 
 // metaCode returns the two-letter status of a meta reply line ("HD", "VA"),
