@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,8 +43,70 @@ type crossRow struct {
 	RBServer    []float64 `json:"server_cpu_us_redis_benchmark"`
 	SBServerMed float64   `json:"server_cpu_us_shardbench_median"`
 	RBServerMed float64   `json:"server_cpu_us_redis_benchmark_median"`
-	OK          bool      `json:"ok"`
-	Err         string    `json:"error,omitempty"`
+	// What redis-server itself counted (INFO's total_commands_processed)
+	// over each tool's run, divided by what the tool says it sent and got
+	// answered: 1 when the tool counts right.
+	SBCounted []float64 `json:"server_counted_shardbench"`
+	RBCounted []float64 `json:"server_counted_redis_benchmark"`
+	OK        bool      `json:"ok"`
+	Err       string    `json:"error,omitempty"`
+}
+
+// countTolerance is how far a tool's count of its requests may be from
+// the server's count of the commands it ran. redis-benchmark may send up
+// to a pipeline's worth per connection past its -n and a few CONFIG GETs.
+const countTolerance = 0.01
+
+// commandsProcessed returns redis-server's count of the commands it has
+// run, INFO's total_commands_processed; the INFO itself is counted by the
+// next call.
+func commandsProcessed(addr string) (int64, error) {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, "INFO stats\r\n"); err != nil {
+		return 0, err
+	}
+	r := bufio.NewReader(conn)
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(head), "$"))
+	if err != nil || n < 0 || n > 1<<20 {
+		return 0, fmt.Errorf("INFO: unexpected reply %q", head)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, errors.New("INFO stats has no total_commands_processed")
+}
+
+// counted runs f, which reports how many requests its tool sent, and
+// returns what redis-server at addr counted over it divided by that.
+func counted(addr string, f func() (int64, error)) (float64, error) {
+	before, err := commandsProcessed(addr)
+	if err != nil {
+		return 0, err
+	}
+	sent, err := f()
+	if err != nil {
+		return 0, err
+	}
+	after, err := commandsProcessed(addr)
+	if err != nil {
+		return 0, err
+	}
+	return float64(after-before-1) / float64(max(sent, 1)), nil
 }
 
 // runCrosscheck runs shardbench and redis-benchmark against the same direct
@@ -73,13 +140,19 @@ func (h *harness) crosscheckOne(srv *proc, cr *crossRow) error {
 	d := h.opt.duration
 	requests := 0
 	runSB := func() error {
-		s, err := h.runShardbench(srv.addr, args, nil, []*proc{srv}, d, h.opt.warmup)
+		var s sample
+		ratio, err := counted(srv.addr, func() (int64, error) {
+			var err error
+			s, err = h.runShardbench(srv.addr, args, nil, []*proc{srv}, d, h.opt.warmup)
+			return s.Answered, err
+		})
 		if err != nil {
 			return err
 		}
 		if s.Errors > 0 {
 			return fmt.Errorf("shardbench: %d wrong replies: %v", s.Errors, s.ErrorNotes)
 		}
+		cr.SBCounted = append(cr.SBCounted, ratio)
 		cr.Shardbench = append(cr.Shardbench, s.OpsPerSec)
 		cr.SBCPU = append(cr.SBCPU, s.ClientCPU)
 		cr.SBServer = append(cr.SBServer, s.BackendCPU)
@@ -93,10 +166,17 @@ func (h *harness) crosscheckOne(srv *proc, cr *crossRow) error {
 		if err != nil {
 			return err
 		}
-		ops, cpu, err := h.redisBenchmark(srv.addr, cr.Test, cr.Pipeline, requests)
+		var ops float64
+		var cpu time.Duration
+		ratio, err := counted(srv.addr, func() (int64, error) {
+			var err error
+			ops, cpu, err = h.redisBenchmark(srv.addr, cr.Test, cr.Pipeline, requests)
+			return int64(requests), err
+		})
 		if err != nil {
 			return err
 		}
+		cr.RBCounted = append(cr.RBCounted, ratio)
 		after, err := procCPU(srv.pid())
 		if err != nil {
 			return err
@@ -134,8 +214,14 @@ func (h *harness) crosscheckOne(srv *proc, cr *crossRow) error {
 	cr.SBServerMed, cr.RBServerMed = medianOf(cr.SBServer), medianOf(cr.RBServer)
 	cr.Ratio = cr.SB / cr.RB
 	cr.OK = math.Abs(cr.Ratio-1) <= crossTolerance
-	h.logf("  %s -P %d: shardbench %.0f req/s, redis-benchmark %.0f req/s, ratio %.3f; own CPU %.2f vs %.2f µs/req; server CPU %.2f vs %.2f µs/req",
-		cr.Test, cr.Pipeline, cr.SB, cr.RB, cr.Ratio, cr.SBCPUMed, cr.RBCPUMed, cr.SBServerMed, cr.RBServerMed)
+	h.logf("  %s -P %d: shardbench %.0f req/s, redis-benchmark %.0f req/s, ratio %.3f; own CPU %.2f vs %.2f µs/req; server CPU %.2f vs %.2f µs/req; server's count ÷ tool's %s vs %s",
+		cr.Test, cr.Pipeline, cr.SB, cr.RB, cr.Ratio, cr.SBCPUMed, cr.RBCPUMed, cr.SBServerMed, cr.RBServerMed,
+		worstCount(cr.SBCounted), worstCount(cr.RBCounted))
+	for _, c := range [][]float64{cr.SBCounted, cr.RBCounted} {
+		if i := slices.IndexFunc(c, func(r float64) bool { return math.Abs(r-1) > countTolerance }); i >= 0 {
+			h.fail("cross-check %s -P %d: redis-server counted %.4f× the requests a tool sent (round %d)", cr.Test, cr.Pipeline, c[i], i+1)
+		}
+	}
 	switch {
 	case cr.OK:
 	case h.opt.quick:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -97,17 +98,36 @@ func (r *report) markdown() string {
 			}
 			rows = append(rows, []string{cr.Test, fmt.Sprint(cr.Pipeline), fmtInt(cr.SB), fmtInt(cr.RB),
 				fmt.Sprintf("%.3f", cr.Ratio), ok, fmtFloat(cr.SBCPUMed), fmtFloat(cr.RBCPUMed),
-				fmtFloat(cr.SBServerMed), fmtFloat(cr.RBServerMed)})
+				fmtFloat(cr.SBServerMed), fmtFloat(cr.RBServerMed),
+				worstCount(cr.SBCounted) + " / " + worstCount(cr.RBCounted)})
 		}
 		markdownTable(&b, []string{"test", "pipeline", "shardbench req/s", "redis-benchmark req/s", "ratio",
 			fmt.Sprintf("±%.0f%%", 100*crossTolerance), "shardbench CPU µs/req", "redis-benchmark CPU µs/req",
-			"server CPU µs/req (shardbench)", "server CPU µs/req (redis-benchmark)"}, rows)
+			"server CPU µs/req (shardbench)", "server CPU µs/req (redis-benchmark)",
+			"server's count ÷ tool's (shardbench / redis-benchmark)"}, rows)
 		b.WriteString("\nEach tool's own CPU and the server's, per request: on a machine the tools share with the " +
 			"server, the cheaper tool leaves the server more CPU and reads a higher rate. Server CPU per request " +
-			"that matches under both tools says they send the same traffic.\n")
+			"that matches under both tools says they send the same traffic. The last column checks each tool's " +
+			"count against redis-server's own (INFO's total_commands_processed over the run, all requests, " +
+			"warm-up included), the round farthest from 1; a run fails beyond " +
+			fmt.Sprintf("%.0f%%", 100*countTolerance) + ".\n")
 	}
 	b.WriteString(methodText)
 	return b.String()
+}
+
+// worstCount formats the count ratio farthest from 1, or "–" for none.
+func worstCount(ratios []float64) string {
+	if len(ratios) == 0 {
+		return "–"
+	}
+	worst := ratios[0]
+	for _, r := range ratios[1:] {
+		if math.Abs(r-1) > math.Abs(worst-1) {
+			worst = r
+		}
+	}
+	return fmt.Sprintf("%.4f", worst)
 }
 
 const methodText = `

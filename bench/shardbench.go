@@ -17,6 +17,7 @@ import (
 // sbResult is the part of shardbench's -json output the harness uses.
 type sbResult struct {
 	Requests     int64    `json:"requests"`
+	Answered     int64    `json:"answered"` // every reply, warm-up and prefill included
 	KeysRead     int64    `json:"keys_read"`
 	Errors       int64    `json:"errors"`
 	ErrorSamples []string `json:"error_samples"`
@@ -49,6 +50,7 @@ type sample struct {
 	// benchmark kept busy during the run: noise on a shared machine.
 	OtherCores float64  `json:"other_cores"`
 	Requests   int64    `json:"requests"`
+	Answered   int64    `json:"answered"`
 	Errors     int64    `json:"errors"`
 	ErrorNotes []string `json:"error_samples,omitempty"`
 }
@@ -129,7 +131,7 @@ func toSample(r *sbResult, withProxy bool) sample {
 		OpsPerSec: r.OpsPerSec, KeysPerSec: r.KeysPerSec,
 		P50: r.LatencyUS.P50, P99: r.LatencyUS.P99, P999: r.LatencyUS.P999,
 		ProxyCPU: math.NaN(), BackendCPU: 0, ClientCPU: r.ClientCPUPerOp,
-		Requests: r.Requests, Errors: r.Errors, ErrorNotes: r.ErrorSamples,
+		Requests: r.Requests, Answered: r.Answered, Errors: r.Errors, ErrorNotes: r.ErrorSamples,
 	}
 	servers := r.Servers
 	if withProxy && len(servers) > 0 {

@@ -121,9 +121,18 @@ func TestRunAgainstServers(t *testing.T) {
 		t.Run(tt.proto+strings.Join(tt.args, ""), func(t *testing.T) {
 			args := append([]string{"-addr", srv.Addr, "-proto", tt.proto, "-conns", "4", "-keys", "200",
 				"-requests", "2000", "-warmup", "50ms", "-server-pid", strconv.Itoa(srv.Pid())}, tt.args...)
+			before := commandsProcessed(t, tt.proto, srv.Addr)
 			code, res, stderr := runJSON(t, args...)
 			if code != exitOK || res.Errors != 0 {
 				t.Fatalf("exit %d, %d errors: %v\n%s", code, res.Errors, res.ErrorSamples, stderr)
+			}
+			// The server counts the commands it ran; the first INFO is
+			// one of them.
+			if after := commandsProcessed(t, tt.proto, srv.Addr); before >= 0 && after-before-1 != res.Answered {
+				t.Errorf("redis-server ran %d commands, shardbench counts %d answered", after-before-1, res.Answered)
+			}
+			if prefill := int64(res.Config.Keys); res.Answered < prefill+res.Requests { // and the warm-up
+				t.Errorf("%d answered, fewer than the prefill's %d and %d measured", res.Answered, prefill, res.Requests)
 			}
 			if res.Requests != 2000 || res.Sets+res.Gets != 2000 {
 				t.Errorf("requests %d (sets %d, gets %d), want 2000", res.Requests, res.Sets, res.Gets)
@@ -140,6 +149,30 @@ func TestRunAgainstServers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// commandsProcessed returns redis-server's count of the commands it has
+// run, or -1 for a server of another protocol.
+func commandsProcessed(t *testing.T, proto, addr string) int64 {
+	t.Helper()
+	if proto != "resp" {
+		return -1
+	}
+	info, err := testserver.RedisDo(addr, "INFO", "stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("INFO stats has no total_commands_processed: %q", info)
+	return 0
 }
 
 // TestRunWithoutPrefill lets misses happen: they are right until a set of the

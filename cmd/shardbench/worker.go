@@ -31,6 +31,9 @@ type counters struct {
 	Misses     int64 `json:"misses"`
 	Errors     int64 `json:"errors"`
 	Reconnects int64 `json:"reconnects"`
+	// Answered counts every reply read, warm-up and prefill included:
+	// what a server's own command count should show for the run.
+	Answered int64 `json:"answered"`
 }
 
 func (c *counters) add(o counters) {
@@ -38,6 +41,7 @@ func (c *counters) add(o counters) {
 	c.Sets += o.Sets
 	c.Gets += o.Gets
 	c.KeysRead += o.KeysRead
+	c.Answered += o.Answered
 	c.Hits += o.Hits
 	c.Misses += o.Misses
 	c.Errors += o.Errors
@@ -268,6 +272,7 @@ func (w *worker) exchange(start time.Time, measured bool) {
 			w.broken(i, err)
 			return
 		}
+		w.st.Answered++
 		if err != nil {
 			w.st.Errors++
 			w.g.errs.add(w.id, err)

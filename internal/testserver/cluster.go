@@ -87,13 +87,13 @@ func (c *Cluster) form() error {
 		if i == len(c.Masters)-1 {
 			last = clusterSlots - 1
 		}
-		if _, err := redisDo(m.Addr, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(first), strconv.Itoa(last)); err != nil {
+		if _, err := RedisDo(m.Addr, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(first), strconv.Itoa(last)); err != nil {
 			return fmt.Errorf("%s: %w", m.Addr, err)
 		}
 	}
 	seed := c.Masters[0]
 	for _, s := range c.nodes()[1:] {
-		_, err := redisDo(s.Addr, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(seed.Port), strconv.Itoa(c.busPort[seed]))
+		_, err := RedisDo(s.Addr, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(seed.Port), strconv.Itoa(c.busPort[seed]))
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.Addr, err)
 		}
@@ -109,12 +109,12 @@ func (c *Cluster) form() error {
 
 // attach makes r a replica of m, retrying while r has not yet heard of m.
 func (c *Cluster) attach(r, m *Server, deadline time.Time) error {
-	id, err := redisDo(m.Addr, "CLUSTER", "MYID")
+	id, err := RedisDo(m.Addr, "CLUSTER", "MYID")
 	if err != nil {
 		return fmt.Errorf("%s: %w", m.Addr, err)
 	}
 	for {
-		_, err := redisDo(r.Addr, "CLUSTER", "REPLICATE", id)
+		_, err := RedisDo(r.Addr, "CLUSTER", "REPLICATE", id)
 		if err == nil {
 			return nil
 		}
@@ -150,7 +150,7 @@ func (c *Cluster) waitOK(deadline time.Time) error {
 
 // clusterInfoHas checks CLUSTER INFO on addr for the wanted fields.
 func clusterInfoHas(addr string, want map[string]string) error {
-	info, err := redisDo(addr, "CLUSTER", "INFO")
+	info, err := RedisDo(addr, "CLUSTER", "INFO")
 	if err != nil {
 		return err
 	}
@@ -168,10 +168,10 @@ func clusterInfoHas(addr string, want map[string]string) error {
 	return nil
 }
 
-// redisDo sends one command to addr and returns a simple, integer or bulk
+// RedisDo sends one command to addr and returns a simple, integer or bulk
 // string reply; an error reply becomes an error. It is just enough RESP to
 // set up a cluster.
-func redisDo(addr string, args ...string) (string, error) {
+func RedisDo(addr string, args ...string) (string, error) {
 	conn, err := net.DialTimeout("tcp", addr, probeTimeout)
 	if err != nil {
 		return "", err

@@ -137,7 +137,7 @@ func TestRedisCluster(t *testing.T) {
 		t.Fatalf("GET foo on another master: got %q, want %q", got, want)
 	}
 	for _, r := range c.Replicas {
-		info, err := redisDo(r.Addr, "INFO", "replication")
+		info, err := RedisDo(r.Addr, "INFO", "replication")
 		if err != nil || !strings.Contains(info, "role:slave") {
 			t.Fatalf("replica %s: INFO replication: %q, %v", r.Addr, info, err)
 		}
