@@ -53,8 +53,8 @@ type crossRow struct {
 }
 
 // countTolerance is how far a tool's count of its requests may be from
-// the server's count of the commands it ran. redis-benchmark may send up
-// to a pipeline's worth per connection past its -n and a few CONFIG GETs.
+// the server's count of the commands it ran: a margin for set-up commands
+// a tool may send besides its requests.
 const countTolerance = 0.01
 
 // commandsProcessed returns redis-server's count of the commands it has

@@ -189,6 +189,7 @@ func median(ss []sample) sample {
 	}
 	for _, s := range ss {
 		m.Requests += s.Requests
+		m.Answered += s.Answered
 		m.Errors += s.Errors
 		m.ErrorNotes = append(m.ErrorNotes, s.ErrorNotes...)
 	}
