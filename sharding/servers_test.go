@@ -1,8 +1,10 @@
 package sharding
 
 // Test-only helpers that run real memcached and nutcracker processes on free
-// loopback ports. (internal/testserver will offer the same for the rest of
-// the tree; sharding keeps its own so it depends on nothing.)
+// loopback ports. They take their ports from internal/testserver, which
+// keeps the ports of parallel test processes apart, and start the servers
+// themselves: placement needs memcached on port 11211 of other loopback
+// addresses, on unix sockets, and one nutcracker with many pools.
 
 import (
 	"bufio"
@@ -10,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -20,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"shardproxy/internal/testserver"
 )
 
 // memcachedServer is one running memcached.
@@ -44,24 +47,15 @@ func (m memcachedServer) twemproxyName() string {
 	return m.addr
 }
 
-// freePorts returns n distinct loopback TCP ports that are free now. They
-// are drawn from 20000-31999, below Linux's ephemeral range, so that client
-// sockets of other processes cannot take one before our servers bind it, and
-// all n are held open together so none repeats.
+// freePorts returns n distinct loopback TCP ports that are free now and
+// that no other test process of this repository holds (see
+// testserver.FreePort): `go test ./...` runs packages at once, and a port
+// chosen here must not be chosen by another package's server meanwhile.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	ports := make([]int, 0, n)
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 100*n {
-			t.Fatalf("found only %d free ports", len(ports))
-		}
-		port := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		defer l.Close()
-		ports = append(ports, port)
+	ports := make([]int, n)
+	for i := range ports {
+		ports[i] = testserver.FreePort(t)
 	}
 	return ports
 }

@@ -12,25 +12,28 @@ import (
 
 // handedOut records every port FreePort returned in this process, so two
 // servers of one test binary never get the same port, and a stopped server's
-// port stays its own for Restart.
+// port stays its own for Restart. Across processes, reserve does the same.
 var handedOut = struct {
 	sync.Mutex
 	ports map[int]bool
 }{ports: make(map[int]bool)}
 
 // FreePort returns a TCP port on 127.0.0.1 that nothing listened on a moment
-// ago and that FreePort has not returned before in this process. Another
-// process may still take it before the caller binds it; the Start functions
-// retry with a new port when that happens.
+// ago and that FreePort has not returned before, in this process or in any
+// other test process of this repository still running. A process outside
+// the tests may still take it before the caller binds it; the Start
+// functions retry with a new port when that happens.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	lo, hi := listenRange()
 	for range 1000 {
 		port := lo + rand.IntN(hi-lo+1)
 		handedOut.Lock()
-		taken := handedOut.ports[port]
+		fresh := !handedOut.ports[port]
+		handedOut.ports[port] = true // tried once, used or not
+		claimed := fresh && reserve(port)
 		handedOut.Unlock()
-		if taken {
+		if !claimed {
 			continue
 		}
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
@@ -38,13 +41,7 @@ func FreePort(t testing.TB) int {
 			continue // in use
 		}
 		_ = l.Close()
-		handedOut.Lock()
-		fresh := !handedOut.ports[port]
-		handedOut.ports[port] = true
-		handedOut.Unlock()
-		if fresh {
-			return port
-		}
+		return port
 	}
 	t.Fatalf("testserver: no free port in %d-%d after 1000 tries", lo, hi)
 	return 0
