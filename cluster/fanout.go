@@ -25,14 +25,14 @@ func (c *Cluster) routeMulti(req *codec.Request, hint uint32, read bool, done Co
 		o.send()
 		return
 	}
-	subs, slots := c.dialect.Split(req, targets, nil)
+	subs, slots, owners := c.dialect.Split(req, targets, nil)
 	if len(subs) == 0 {
 		c.inflight.Add(-1)
 		done.Complete(c.dialect.AppendError(nil, codec.ErrServer, "cannot split "+req.Name))
 		return
 	}
 	c.stats.fragments.Add(int64(len(subs)))
-	f := &fanout{c: c, req: req, subs: subs, replies: make([]codec.Reply, len(subs)), done: done}
+	f := &fanout{c: c, req: req, subs: subs, owners: owners, replies: make([]codec.Reply, len(subs)), done: done}
 	f.left.Store(int32(len(subs)))
 	for i, sub := range subs {
 		o := c.newOp(sub, slots[i], hint, read)
@@ -69,6 +69,7 @@ type fanout struct {
 	c       *Cluster
 	req     *codec.Request
 	subs    []*codec.Request
+	owners  []int // each key's index in subs (nil for routeAll)
 	replies []codec.Reply
 	left    atomic.Int32
 	done    Completer
@@ -80,6 +81,6 @@ func (f *fanout) reply(i int, r codec.Reply) {
 	if f.left.Add(-1) != 0 {
 		return
 	}
-	f.done.Complete(f.c.dialect.Merge(nil, f.req, f.subs, f.replies))
+	f.done.Complete(f.c.dialect.Merge(nil, f.req, f.subs, f.owners, f.replies))
 	f.c.inflight.Add(-1)
 }

@@ -210,14 +210,16 @@ type Dialect interface {
 	AppendLocal(dst []byte, req *Request, env Env) []byte
 	// Split divides a RouteMulti request by backend. targets[i] is the backend
 	// of req.Keys[i]. It returns one sub-request per distinct backend, in order
-	// of first appearance, and that backend in subTargets. With a scratch,
-	// the results live in its storage (see SplitScratch); with nil, in
-	// fresh storage.
-	Split(req *Request, targets []int, scratch *SplitScratch) (subs []*Request, subTargets []int)
+	// of first appearance, and that backend in subTargets; owners[i] is the
+	// index in subs of the sub-request that carries req.Keys[i]. With a
+	// scratch, the results live in its storage (see SplitScratch); with nil,
+	// in fresh storage.
+	Split(req *Request, targets []int, scratch *SplitScratch) (subs []*Request, subTargets, owners []int)
 	// Merge appends the client's reply to a split (or RouteAll) request, given
-	// the sub-requests and their replies in the same order. For RouteAll, subs
-	// holds req once per backend.
-	Merge(dst []byte, req *Request, subs []*Request, replies []Reply) []byte
+	// the sub-requests, the owners Split returned with them, and their
+	// replies in the same order as subs. For RouteAll, subs holds req once
+	// per backend and owners is nil.
+	Merge(dst []byte, req *Request, subs []*Request, owners []int, replies []Reply) []byte
 	// Handshake returns the requests a new backend socket sends before it is
 	// used; each must get a ReplyOK reply or the socket is dropped.
 	Handshake(o HandshakeOptions) []*Request
@@ -234,6 +236,7 @@ type SplitScratch struct {
 	Reqs    []Request
 	Subs    []*Request
 	Targets []int
+	Owners  []int
 }
 
 // Grow returns the scratch's storage emptied, with room for n sub-requests
@@ -267,6 +270,18 @@ func (sc *SplitScratch) TargetList() []int {
 	return sc.Targets[:0]
 }
 
+// OwnerList returns the scratch's owner list emptied, with room for n
+// entries (fresh storage without a scratch).
+func (sc *SplitScratch) OwnerList(n int) []int {
+	if sc == nil {
+		return make([]int, 0, n)
+	}
+	if cap(sc.Owners) < n {
+		sc.Owners = make([]int, 0, n)
+	}
+	return sc.Owners[:0]
+}
+
 // Keep stores a target list grown by append, for the next Split.
 func (sc *SplitScratch) Keep(targets []int) {
 	if sc != nil {
@@ -280,7 +295,7 @@ func (sc *SplitScratch) Keep(targets []int) {
 // is the split request's name or the scratch itself.
 func (sc *SplitScratch) Trim(max int) {
 	const keyEntry = 24
-	if cap(sc.Bytes) > max || keyEntry*cap(sc.Keys) > max {
+	if cap(sc.Bytes) > max || keyEntry*cap(sc.Keys) > max || 8*cap(sc.Owners) > max {
 		*sc = SplitScratch{}
 	}
 }

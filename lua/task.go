@@ -40,6 +40,7 @@ type multi struct {
 	req     *codec.Request
 	c       Completion
 	subs    []*codec.Request
+	owners  []int
 	replies []codec.Reply
 	left    int
 	bytes   int64
@@ -53,8 +54,8 @@ func (w *worker) startRequest(req *codec.Request, hint uint32, c Completion) {
 		for i := range targets {
 			targets[i] = i
 		}
-		if subs, _ := w.r.cfg.Dialect.Split(req, targets, nil); len(subs) > 1 {
-			m := &multi{req: req, c: c, subs: subs, replies: make([]codec.Reply, len(subs)), left: len(subs), bytes: bytes}
+		if subs, _, owners := w.r.cfg.Dialect.Split(req, targets, nil); len(subs) > 1 {
+			m := &multi{req: req, c: c, subs: subs, owners: owners, replies: make([]codec.Reply, len(subs)), left: len(subs), bytes: bytes}
 			for i, sub := range subs {
 				w.startTask(sub, hint, nil, m, i, 0)
 			}
@@ -195,7 +196,7 @@ func (w *worker) recycle(t *task) {
 // completeMulti merges a multi-get's replies and answers the client.
 func (w *worker) completeMulti(m *multi) {
 	d := w.r.cfg.Dialect
-	w.out = d.Merge(w.out[:0], m.req, m.subs, m.replies)
+	w.out = d.Merge(w.out[:0], m.req, m.subs, m.owners, m.replies)
 	w.r.active.Add(-1)
 	w.r.bufferUsed.Add(-m.bytes)
 	m.c.Complete(w.out)

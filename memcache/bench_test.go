@@ -1,7 +1,9 @@
 package memcache
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -44,24 +46,44 @@ func BenchmarkParseReplyQuietMeta(b *testing.B) {
 	codectest.BenchReply(b, dialect, replyReq(CmdMetaGet, codec.ModeQuiet), benchQuiet)
 }
 
+// BenchmarkSplitMerge splits a 100-key get over 4 servers (keys placed at
+// random, as a hash would) into reused storage and merges the servers'
+// replies, every key a hit of 100 bytes: the proxy's own work on a
+// multi-get besides parsing and placement.
 func BenchmarkSplitMerge(b *testing.B) {
+	const keys, servers = 100, 4
+	rng := rand.New(rand.NewPCG(1, 2))
+	in := []byte("get")
+	for i := range keys {
+		in = fmt.Appendf(in, " sb1f2e3d4c:%d", rng.IntN(10000)*100+i) // distinct
+	}
+	in = append(in, "\r\n"...)
 	var req codec.Request
-	if _, err := dialect.NewRequestParser(codec.Options{}).ParseRequest(benchMultiGet, &req); err != nil {
+	if _, err := dialect.NewRequestParser(codec.Options{}).ParseRequest(in, &req); err != nil {
 		b.Fatal(err)
 	}
 	targets := make([]int, len(req.Keys))
 	for i := range targets {
-		targets[i] = i % 4
+		targets[i] = rng.IntN(servers)
 	}
-	replies := make([]codec.Reply, 4)
-	for i := range replies {
-		replies[i] = codec.Reply{Raw: []byte("VALUE user:1234567890 0 3\r\nabc\r\nEND\r\n")}
+	var scratch codec.SplitScratch
+	subs, _, owners := dialect.Split(&req, targets, &scratch)
+	replies := make([]codec.Reply, len(subs))
+	for j, s := range subs {
+		var raw []byte
+		for _, k := range s.Keys {
+			raw = fmt.Appendf(raw, "VALUE %s 0 100\r\n%s\r\n", k, strings.Repeat("v", 100))
+		}
+		replies[j] = codec.Reply{Raw: append(raw, "END\r\n"...)}
 	}
-	var dst []byte
+	dst := dialect.Merge(nil, &req, subs, owners, replies)
+	if got := bytes.Count(dst, []byte("VALUE ")); got != len(req.Keys) {
+		b.Fatalf("merged %d values of %d", got, len(req.Keys))
+	}
 	b.ReportAllocs()
 	for b.Loop() {
-		subs, _ := dialect.Split(&req, targets, nil)
-		dst = dialect.Merge(dst[:0], &req, subs, replies)
+		subs, _, owners := dialect.Split(&req, targets, &scratch)
+		dst = dialect.Merge(dst[:0], &req, subs, owners, replies)
 	}
 }
 

@@ -12,19 +12,16 @@ import (
 // carrying that target's keys in the client's order, duplicates kept. It
 // returns nil for any other request or when targets does not match
 // req.Keys.
-func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScratch) (subs []*codec.Request, subTargets []int) {
+func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScratch) (subs []*codec.Request, subTargets, owners []int) {
 	if !isRetrieval(req.Cmd) || len(targets) != len(req.Keys) || len(targets) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	exptime := touchExptime(req)
-	// Which sub-request each key goes to: a linear search over the
-	// distinct targets seen so far (a handful, usually) beats a map. The
-	// sizes let the sub-requests share one byte array and one key array.
-	var slotsBuf [128]int
-	slots := slotsBuf[:0]
-	if len(targets) > len(slotsBuf) {
-		slots = make([]int, 0, len(targets))
-	}
+	// Which sub-request each key goes to (its owner): a linear search over
+	// the distinct targets seen so far (a handful, usually) beats a map.
+	// The sizes let the sub-requests share one byte array and one key
+	// array.
+	owners = scratch.OwnerList(len(targets))
 	var bytesBuf, keysBuf [16]int
 	bytesOf, keysOf := bytesBuf[:0], keysBuf[:0] // per sub-request
 	subTargets = scratch.TargetList()
@@ -42,7 +39,7 @@ func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScr
 			}
 			last = j
 		}
-		slots = append(slots, j)
+		owners = append(owners, j)
 		bytesOf[j] += len(req.Keys[i]) + 1
 		keysOf[j]++
 	}
@@ -51,6 +48,9 @@ func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScr
 		total += n
 	}
 	scratch.Keep(subTargets)
+	if scratch != nil {
+		scratch.Owners = owners
+	}
 	buf, keys, reqs, subs := scratch.Grow(len(subTargets), len(targets), total)
 	keys = keys[:len(targets)]
 	for j := range subs {
@@ -69,7 +69,7 @@ func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScr
 		s.Name, s.Cmd, s.Mode = req.Name, req.Cmd, req.Mode
 		subs[j] = s
 	}
-	for i, j := range slots {
+	for i, j := range owners {
 		s := subs[j]
 		s.Buf = append(s.Buf, ' ')
 		start := len(s.Buf)
@@ -84,7 +84,7 @@ func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScr
 			s.Route = codec.RouteMulti
 		}
 	}
-	return subs, subTargets
+	return subs, subTargets, owners
 }
 
 // touchExptime returns the exptime token of a gat or gats request (the
@@ -117,7 +117,7 @@ func touchExptime(req *codec.Request) []byte {
 // the first error.
 //
 // A noreply request shows nothing.
-func (*Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, replies []codec.Reply) []byte {
+func (*Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, owners []int, replies []codec.Reply) []byte {
 	if req.Mode == codec.ModeNoreply {
 		return dst
 	}
@@ -134,36 +134,36 @@ func (*Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, rep
 	if !isRetrieval(req.Cmd) {
 		return append(dst, "OK\r\n"...)
 	}
-	return mergeValues(dst, req, subs, replies)
+	return mergeValues(dst, req, subs, owners, replies)
 }
 
 // mergeValues walks each sub-reply with a cursor. A sub-request's keys are
 // in the client's order, and its reply holds the blocks of the hits in that
-// order; so for each client key, the sub-request whose next key it is owns
-// it, and that sub-reply's next block is the key's value exactly when the
-// block's key matches.
-func mergeValues(dst []byte, req *codec.Request, subs []*codec.Request, replies []codec.Reply) []byte {
+// order; so for each client key, the next block of its owner's reply is the
+// key's value exactly when the block's key matches. Owners that do not fit
+// req and subs (not Split's) get a SERVER_ERROR, never a read out of
+// bounds.
+func mergeValues(dst []byte, req *codec.Request, subs []*codec.Request, owners []int, replies []codec.Reply) []byte {
 	n := min(len(subs), len(replies))
-	var cursorsBuf [16][2]int
-	cursors := cursorsBuf[:0]
-	if n > len(cursorsBuf) {
-		cursors = make([][2]int, 0, n)
+	if len(owners) != len(req.Keys) {
+		return append(dst, "SERVER_ERROR proxy: multi-get replies do not match its keys\r\n"...)
 	}
-	cursors = cursors[:n] // [0]: next key of subs[j], [1]: offset in replies[j].Raw
-	for _, key := range req.Keys {
-		for j := range n {
-			c := &cursors[j]
-			sk := subs[j].Keys
-			if c[0] >= len(sk) || !bytes.Equal(sk[c[0]], key) {
-				continue
-			}
-			c[0]++
-			raw := replies[j].Raw
-			if end, ok := valueAt(raw, c[1], key); ok {
-				dst = append(dst, raw[c[1]:end]...)
-				c[1] = end
-			}
-			break
+	var offsBuf [16]int
+	offs := offsBuf[:0]
+	if n > len(offsBuf) {
+		offs = make([]int, 0, n)
+	}
+	offs = offs[:n] // offset of the next block in replies[j].Raw
+	start := len(dst)
+	for i, key := range req.Keys {
+		j := owners[i]
+		if uint(j) >= uint(n) {
+			return append(dst[:start], "SERVER_ERROR proxy: multi-get replies do not match its keys\r\n"...)
+		}
+		raw := replies[j].Raw
+		if end, ok := valueAt(raw, offs[j], key); ok {
+			dst = append(dst, raw[offs[j]:end]...)
+			offs[j] = end
 		}
 	}
 	return append(dst, "END\r\n"...)

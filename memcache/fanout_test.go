@@ -52,9 +52,9 @@ func TestSplit(t *testing.T) {
 		}
 		t.Run(tt.name, func(t *testing.T) {
 			req := mustParse(t, tt.in)
-			subs, targets := dialect.Split(req, tt.targets, scratch)
+			subs, targets, _ := dialect.Split(req, tt.targets, scratch)
 			if scratch != nil { // every field as in fresh storage
-				fresh, _ := dialect.Split(mustParse(t, tt.in), tt.targets, nil)
+				fresh, _, _ := dialect.Split(mustParse(t, tt.in), tt.targets, nil)
 				for i := range min(len(fresh), len(subs)) {
 					if !reflect.DeepEqual(*subs[i], *fresh[i]) {
 						t.Errorf("sub %d from a used scratch: %+v, fresh: %+v", i, *subs[i], *fresh[i])
@@ -88,10 +88,10 @@ func TestSplit(t *testing.T) {
 }
 
 func TestSplitRefuses(t *testing.T) {
-	if subs, _ := dialect.Split(mustParse(t, "set k 0 0 1\r\na\r\n"), []int{0}, nil); subs != nil {
+	if subs, _, _ := dialect.Split(mustParse(t, "set k 0 0 1\r\na\r\n"), []int{0}, nil); subs != nil {
 		t.Errorf("split a set")
 	}
-	if subs, _ := dialect.Split(mustParse(t, "get a b\r\n"), []int{0}, nil); subs != nil {
+	if subs, _, _ := dialect.Split(mustParse(t, "get a b\r\n"), []int{0}, nil); subs != nil {
 		t.Errorf("split with a short targets slice")
 	}
 }
@@ -155,7 +155,7 @@ func TestMerge(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := mustParse(t, tt.in)
-			subs, _ := dialect.Split(req, tt.targets, nil)
+			subs, _, owners := dialect.Split(req, tt.targets, nil)
 			if len(subs) != len(tt.replies) {
 				t.Fatalf("%d subs for %d replies", len(subs), len(tt.replies))
 			}
@@ -166,7 +166,7 @@ func TestMerge(t *testing.T) {
 					}
 				}
 			}
-			got := string(dialect.Merge([]byte("prior|"), req, subs, tt.replies))
+			got := string(dialect.Merge([]byte("prior|"), req, subs, owners, tt.replies))
 			if got != "prior|"+tt.want {
 				t.Errorf("Merge =\n%q\nwant\n%q", got, "prior|"+tt.want)
 			}
@@ -189,8 +189,8 @@ func TestMergeManySubs(t *testing.T) {
 		want += block
 	}
 	req := mustParse(t, in+"\r\n")
-	subs, _ := dialect.Split(req, targets, nil)
-	if got := string(dialect.Merge(nil, req, subs, replies)); got != want+"END\r\n" {
+	subs, _, owners := dialect.Split(req, targets, nil)
+	if got := string(dialect.Merge(nil, req, subs, owners, replies)); got != want+"END\r\n" {
 		t.Errorf("Merge = %q", got)
 	}
 }
@@ -210,13 +210,13 @@ func TestMergeRouteAll(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := string(dialect.Merge(nil, req, subs, tt.replies)); got != tt.want {
+			if got := string(dialect.Merge(nil, req, subs, nil, tt.replies)); got != tt.want {
 				t.Errorf("Merge = %q, want %q", got, tt.want)
 			}
 		})
 	}
 	quietReq := mustParse(t, "flush_all noreply\r\n")
-	if got := dialect.Merge(nil, quietReq, subs, []codec.Reply{okReply, okReply, okReply}); len(got) != 0 {
+	if got := dialect.Merge(nil, quietReq, subs, nil, []codec.Reply{okReply, okReply, okReply}); len(got) != 0 {
 		t.Errorf("noreply flush_all shows %q", got)
 	}
 }
@@ -225,7 +225,7 @@ func TestSplitBuiltRequest(t *testing.T) {
 	// A request built by hand (as a script router might) splits too.
 	req := &codec.Request{Name: "gat", Cmd: CmdGat, Route: codec.RouteMulti,
 		Keys: [][]byte{[]byte("a"), []byte("b")}, Wire: []byte("gat 42 a b\r\n")}
-	subs, _ := dialect.Split(req, []int{0, 1}, nil)
+	subs, _, _ := dialect.Split(req, []int{0, 1}, nil)
 	if len(subs) != 2 || string(subs[0].Wire) != "gat 42 a\r\n" || string(subs[1].Wire) != "gat 42 b\r\n" {
 		t.Errorf("Split = %q, %q", subs[0].Wire, subs[1].Wire)
 	}
@@ -243,7 +243,28 @@ func TestMergeFatalFragment(t *testing.T) {
 		{Raw: []byte("VALUE a 0 1\r\nx\r\nEND\r\n"), Kind: codec.ReplyOK},
 		{Raw: []byte("ERROR\r\n"), Kind: codec.ReplyFatal},
 	}
-	if got := string(dialect.Merge(nil, req, subs, replies)); got != "ERROR\r\n" {
+	if got := string(dialect.Merge(nil, req, subs, []int{0, 1}, replies)); got != "ERROR\r\n" {
 		t.Fatalf("Merge = %q, want the fragment's ERROR", got)
+	}
+}
+
+// TestMergeForeignOwners: owners that are not Split's (too few, or naming
+// a sub-request that does not exist) fail the multi-get loudly instead of
+// dropping or misplacing values.
+func TestMergeForeignOwners(t *testing.T) {
+	req := mustParse(t, "get a b\r\n")
+	subs, _, owners := dialect.Split(req, []int{0, 1}, nil)
+	replies := []codec.Reply{
+		{Raw: []byte("VALUE a 0 1\r\nx\r\nEND\r\n"), Kind: codec.ReplyOK},
+		{Raw: []byte("VALUE b 0 1\r\ny\r\nEND\r\n"), Kind: codec.ReplyOK},
+	}
+	if got := string(dialect.Merge(nil, req, subs, owners, replies)); got != "VALUE a 0 1\r\nx\r\nVALUE b 0 1\r\ny\r\nEND\r\n" {
+		t.Fatalf("Merge with Split's owners = %q", got)
+	}
+	const fail = "SERVER_ERROR proxy: multi-get replies do not match its keys\r\n"
+	for _, bad := range [][]int{nil, {0}, {0, 2}, {-1, 1}} {
+		if got := string(dialect.Merge([]byte("p|"), req, subs, bad, replies)); got != "p|"+fail {
+			t.Errorf("Merge with owners %v = %q, want %q", bad, got, "p|"+fail)
+		}
 	}
 }

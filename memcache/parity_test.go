@@ -341,15 +341,15 @@ func TestParityForwarded(t *testing.T) {
 			for i := range targets {
 				targets[i] = i % 2
 			}
-			subs, _ := dialect.Split(req, targets, nil)
+			subs, _, owners := dialect.Split(req, targets, nil)
 			var replies []codec.Reply
 			for _, s := range subs {
 				replies = append(replies, backendReply(t, proxied, proxiedR, s, s.Wire))
 			}
-			got = dialect.Merge(nil, req, subs, replies)
+			got = dialect.Merge(nil, req, subs, owners, replies)
 		case codec.RouteAll:
 			r := backendReply(t, proxied, proxiedR, req, req.Wire)
-			got = dialect.Merge(nil, req, []*codec.Request{req}, []codec.Reply{r})
+			got = dialect.Merge(nil, req, []*codec.Request{req}, nil, []codec.Reply{r})
 		default:
 			t.Fatalf("%q routes %s", in, routeNames[req.Route])
 		}

@@ -21,11 +21,13 @@ type pending struct {
 	ready   atomic.Bool // answered: the writer may write it
 	left    atomic.Int32
 
-	call   backend.Call   // the one call of a single-backend request
-	calls  []backend.Call // the calls of a fan-out request
-	subs   []*codec.Request
-	split  codec.SplitScratch // the storage of subs, when Split made them
-	doneFn func(*backend.Call)
+	call    backend.Call   // the one call of a single-backend request
+	calls   []backend.Call // the calls of a fan-out request
+	subs    []*codec.Request
+	owners  []int              // each key's index in subs, when Split made them
+	split   codec.SplitScratch // the storage of subs and owners, when Split made them
+	replies []codec.Reply      // the merge's scratch
+	doneFn  func(*backend.Call)
 }
 
 var pendingPool sync.Pool
@@ -56,6 +58,9 @@ func putPending(p *pending) {
 	p.calls = p.calls[:0]
 	clear(p.subs)
 	p.subs = p.subs[:0]
+	p.owners = nil
+	clear(p.replies)
+	p.replies = p.replies[:0]
 	p.split.Trim(64 << 10)
 	if cap(p.out) > 64<<10 {
 		p.out = nil

@@ -284,7 +284,7 @@ func (s *session) route(p *pending) {
 		p.call.Done = p.doneFn
 		pl.backends[int(s.id)%len(pl.backends)].Stage(&p.call, s.id, &s.batch)
 	case codec.RouteAll:
-		p.subs = p.subs[:0]
+		p.subs, p.owners = p.subs[:0], nil
 		for range pl.backends {
 			p.subs = append(p.subs, req)
 		}
@@ -373,8 +373,8 @@ func (s *session) routeMulti(p *pending) {
 		s.p.backend(s.targets[0]).Stage(&p.call, s.id, &s.batch)
 		return
 	}
-	subs, subTargets := s.p.dialect.Split(req, s.targets, &p.split)
-	p.subs = append(p.subs[:0], subs...)
+	subs, subTargets, owners := s.p.dialect.Split(req, s.targets, &p.split)
+	p.subs, p.owners = append(p.subs[:0], subs...), owners
 	s.p.stats.Fragments.Add(int64(len(subs)))
 	s.fanOut(p, subTargets)
 }
@@ -457,17 +457,17 @@ func (s *session) appendReply(out []byte, p *pending) []byte {
 	req := &p.req
 	switch {
 	case len(p.subs) > 0:
-		replies := make([]codec.Reply, len(p.calls))
+		p.replies = p.replies[:0]
 		for i := range p.calls {
-			replies[i] = p.calls[i].Reply
-			if replies[i].Err != nil {
+			p.replies = append(p.replies, p.calls[i].Reply)
+			if p.calls[i].Reply.Err != nil {
 				p.pool.stats.ForwardError.Add(1)
 			}
 		}
 		if req.Mode == codec.ModeNoreply {
 			return out
 		}
-		return d.Merge(out, req, p.subs, replies)
+		return d.Merge(out, req, p.subs, p.owners, p.replies)
 	case p.call.Req != nil:
 		r := p.call.Reply
 		if r.Err != nil {

@@ -44,8 +44,8 @@ func BenchmarkSplitMergeMGet100(b *testing.B) {
 	var dst []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		subs, _ := dialect.Split(&req, targets, nil)
-		dst = dialect.Merge(dst[:0], &req, subs, replies)
+		subs, _, owners := dialect.Split(&req, targets, nil)
+		dst = dialect.Merge(dst[:0], &req, subs, owners, replies)
 	}
 }
 

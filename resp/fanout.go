@@ -22,26 +22,29 @@ var (
 // server sees exactly the part of the request a single server would. It
 // returns nil for any other request or when targets does not match
 // req.Keys.
-func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScratch) (subs []*codec.Request, subTargets []int) {
+func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScratch) (subs []*codec.Request, subTargets, owners []int) {
 	c := commandOf(req.Cmd)
 	if c == nil || c.class != classMulti || len(targets) != len(req.Keys) || len(targets) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	ok, args, _, _, err := redcon.ReadNextCommand(req.Wire, nil)
 	step := max(c.step, 1)
 	if !ok || err != nil || len(args) != 1+len(targets)*step {
-		return nil, nil
+		return nil, nil, nil
 	}
 	// Per sub-request: how many keys and how many bytes. The sub-requests
 	// share one byte array and one key array, each its own capped stretch.
 	var countsBuf, sizesBuf [16]int
 	counts, sizes := countsBuf[:0], sizesBuf[:0]
 	subTargets = scratch.TargetList()
+	owners = scratch.OwnerList(len(targets))
 	total := 0
 	for i, t := range targets {
 		j := indexOf(subTargets, t)
+		owners = append(owners, j)
 		if j < 0 {
 			j = len(subTargets)
+			owners[i] = j
 			subTargets = append(subTargets, t)
 			counts = append(counts, 0)
 			sizes = append(sizes, bulkSize(len(req.Name)))
@@ -56,6 +59,9 @@ func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScr
 		total += sizes[j]
 	}
 	scratch.Keep(subTargets)
+	if scratch != nil {
+		scratch.Owners = owners
+	}
 	buf, keys, reqs, subs := scratch.Grow(len(subTargets), len(targets), total)
 	keys = keys[:len(targets)]
 	for j := range subs {
@@ -69,8 +75,8 @@ func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScr
 		s.Keys, keys = keys[:0:counts[j]], keys[counts[j]:]
 		subs[j] = s
 	}
-	for i, t := range targets {
-		s := subs[indexOf(subTargets, t)]
+	for i, j := range owners {
+		s := subs[j]
 		for k, a := range args[1+i*step : 1+(i+1)*step] {
 			s.Buf = redcon.AppendBulk(s.Buf, a)
 			if k == 0 {
@@ -83,7 +89,7 @@ func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScr
 		s.Wire = s.Buf[:len(s.Buf):len(s.Buf)]
 		s.Route = routeOf(classMulti, len(s.Keys))
 	}
-	return subs, subTargets
+	return subs, subTargets, owners
 }
 
 // bulkSize is the encoded length of an n-byte bulk string.
@@ -107,7 +113,7 @@ func indexOf(s []int, v int) int {
 // the counts. A RouteAll request (FLUSHDB, SCRIPT LOAD, SCRIPT FLUSH)
 // answers what every server answered, or an error if they disagree;
 // SCRIPT EXISTS answers 1 for a script only when every server has it.
-func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, replies []codec.Reply) []byte {
+func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, owners []int, replies []codec.Reply) []byte {
 	for _, r := range replies {
 		if r.Err != nil {
 			return d.AppendError(dst, codec.ErrServer, r.Err.Error())
@@ -124,7 +130,7 @@ func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, r
 	switch {
 	case c == nil || len(replies) == 0:
 	case req.Cmd == cmdMGET:
-		dst, ok = mergeValues(dst, req, subs, replies)
+		dst, ok = mergeValues(dst, req, subs, owners, replies)
 	case req.Cmd == cmdMSET:
 		dst, ok = redcon.AppendOK(dst), true
 	case c.class == classMulti:
@@ -141,46 +147,37 @@ func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, r
 }
 
 // mergeValues answers an MGET. Each sub-request's keys are in the client's
-// order and its reply holds their values in that order; a key always
-// belongs to one server, so for each client key the sub-request whose next
-// key it is owns it.
-func mergeValues(dst []byte, req *codec.Request, subs []*codec.Request, replies []codec.Reply) ([]byte, bool) {
+// order and its reply holds their values in that order, so each client key
+// takes the next value of its owner's reply. Owners that do not fit req
+// and subs (not Split's) fail the merge.
+func mergeValues(dst []byte, req *codec.Request, subs []*codec.Request, owners []int, replies []codec.Reply) ([]byte, bool) {
 	n := min(len(subs), len(replies))
-	type cursor struct {
-		key  int    // next key of subs[j]
-		rest []byte // its reply's elements not yet used
+	if len(owners) != len(req.Keys) {
+		return dst, false
 	}
-	var buf [16]cursor
-	cursors := buf[:0]
+	var buf [16][]byte
+	rest := buf[:0] // each reply's elements not yet used
 	if n > len(buf) {
-		cursors = make([]cursor, 0, n)
+		rest = make([][]byte, 0, n)
 	}
 	for j := range n {
 		m, r := redcon.ReadNextRESP(replies[j].Raw)
 		if m == 0 || r.Type != redcon.Array || r.Count != len(subs[j].Keys) {
 			return dst, false
 		}
-		cursors = append(cursors, cursor{rest: r.Data})
+		rest = append(rest, r.Data)
 	}
 	dst = redcon.AppendArray(dst, len(req.Keys))
-	for _, key := range req.Keys {
-		found := false
-		for j := range cursors {
-			c := &cursors[j]
-			if c.key >= len(subs[j].Keys) || !bytes.Equal(subs[j].Keys[c.key], key) {
-				continue
-			}
-			m, _ := redcon.ReadNextRESP(c.rest)
-			if m == 0 {
-				return dst, false
-			}
-			dst = append(dst, c.rest[:m]...)
-			c.rest, c.key, found = c.rest[m:], c.key+1, true
-			break
-		}
-		if !found {
+	for _, j := range owners {
+		if uint(j) >= uint(n) {
 			return dst, false
 		}
+		m, _ := redcon.ReadNextRESP(rest[j])
+		if m == 0 {
+			return dst, false
+		}
+		dst = append(dst, rest[j][:m]...)
+		rest[j] = rest[j][m:]
 	}
 	return dst, true
 }

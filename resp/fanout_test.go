@@ -51,9 +51,9 @@ func TestSplit(t *testing.T) {
 		}
 		t.Run(tc.name, func(t *testing.T) {
 			req := mustParse(t, tc.in)
-			subs, subTargets := dialect.Split(req, tc.targets, scratch)
+			subs, subTargets, _ := dialect.Split(req, tc.targets, scratch)
 			if scratch != nil { // every field as in fresh storage
-				fresh, _ := dialect.Split(mustParse(t, tc.in), tc.targets, nil)
+				fresh, _, _ := dialect.Split(mustParse(t, tc.in), tc.targets, nil)
 				for i := range min(len(fresh), len(subs)) {
 					if !reflect.DeepEqual(*subs[i], *fresh[i]) {
 						t.Errorf("sub %d from a used scratch: %+v, fresh: %+v", i, *subs[i], *fresh[i])
@@ -88,7 +88,7 @@ func TestSplit(t *testing.T) {
 		{mb("MGET", "a", "b"), []int{0}},
 		{mb("MGET", "a", "b"), nil},
 	} {
-		if subs, tgts := dialect.Split(mustParse(t, tc.in), tc.targets, nil); subs != nil || tgts != nil {
+		if subs, tgts, owners := dialect.Split(mustParse(t, tc.in), tc.targets, nil); subs != nil || tgts != nil || owners != nil {
 			t.Errorf("Split(%q, %v) = %d subs", tc.in, tc.targets, len(subs))
 		}
 	}
@@ -142,20 +142,42 @@ func TestMerge(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req := mustParse(t, tc.in)
 			var subs []*codec.Request
+			var owners []int
 			if tc.targets == nil {
 				for range tc.replies {
 					subs = append(subs, req)
 				}
 			} else {
-				subs, _ = dialect.Split(req, tc.targets, nil)
+				subs, _, owners = dialect.Split(req, tc.targets, nil)
 				if len(subs) != len(tc.replies) {
 					t.Fatalf("%d subs for %d replies", len(subs), len(tc.replies))
 				}
 			}
-			got := string(dialect.Merge([]byte("x"), req, subs, tc.replies))
+			got := string(dialect.Merge([]byte("x"), req, subs, owners, tc.replies))
 			if got != "x"+tc.want {
 				t.Fatalf("got %q, want %q", got, "x"+tc.want)
 			}
 		})
+	}
+}
+
+// TestMergeForeignOwners: owners that are not Split's fail an MGET's merge.
+func TestMergeForeignOwners(t *testing.T) {
+	req := mustParse(t, mb("MGET", "a", "b", "c"))
+	subs, _, owners := dialect.Split(req, []int{0, 1, 0}, nil)
+	replies := []codec.Reply{
+		{Raw: []byte("*2\r\n$1\r\nA\r\n$1\r\nC\r\n"), Kind: codec.ReplyOK},
+		{Raw: []byte("*1\r\n$1\r\nB\r\n"), Kind: codec.ReplyOK},
+	}
+	if got := string(dialect.Merge(nil, req, subs, owners, replies)); got != "*3\r\n$1\r\nA\r\n$1\r\nB\r\n$1\r\nC\r\n" {
+		t.Fatalf("Merge with Split's owners = %q", got)
+	}
+	const fail = "-ERR unexpected replies from the backends to mget\r\n"
+	// Too few, out of range, and one that takes more values from a reply
+	// than it holds.
+	for _, bad := range [][]int{nil, {0, 1}, {0, 2, 0}, {0, 1, 1}} {
+		if got := string(dialect.Merge(nil, req, subs, bad, replies)); got != fail {
+			t.Errorf("Merge with owners %v = %q, want %q", bad, got, fail)
+		}
 	}
 }

@@ -202,7 +202,7 @@ func CheckSplit(t *testing.T, d codec.Dialect, o codec.Options, req *codec.Reque
 		}
 		targets[i] = (h%3 + 3) % 3
 	}
-	fresh, freshTargets := d.Split(req, targets, nil)
+	fresh, freshTargets, freshOwners := d.Split(req, targets, nil)
 	if fresh == nil {
 		return // not a request the dialect splits
 	}
@@ -214,13 +214,22 @@ func CheckSplit(t *testing.T, d codec.Dialect, o codec.Options, req *codec.Reque
 		}
 		d.Split(first, ft, &scratch)
 	}
-	subs, subTargets := d.Split(req, targets, &scratch)
+	subs, subTargets, owners := d.Split(req, targets, &scratch)
 	if !reflect.DeepEqual(subTargets, freshTargets) || len(subs) != len(fresh) {
 		t.Fatalf("split in a used scratch: targets %v, fresh %v", subTargets, freshTargets)
+	}
+	if !reflect.DeepEqual(owners, freshOwners) {
+		t.Fatalf("split in a used scratch: owners %v, fresh %v", owners, freshOwners)
+	}
+	if len(owners) != len(req.Keys) {
+		t.Fatalf("split gave %d owners for %d keys", len(owners), len(req.Keys))
 	}
 	next := make([]int, len(subTargets)) // per sub-request: its next key
 	for i, k := range req.Keys {
 		j := slices.Index(subTargets, targets[i])
+		if owners[i] != j {
+			t.Fatalf("key %d %q: owner %d, but its target %d is sub-request %d's", i, k, owners[i], targets[i], j)
+		}
 		if j < 0 || next[j] >= len(subs[j].Keys) || string(subs[j].Keys[next[j]]) != string(k) {
 			t.Fatalf("key %d %q is not the next key of the sub-request for target %d", i, k, targets[i])
 		}
