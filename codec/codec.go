@@ -271,7 +271,8 @@ func (sc *SplitScratch) TargetList() []int {
 }
 
 // OwnerList returns the scratch's owner list emptied, with room for n
-// entries (fresh storage without a scratch).
+// entries (fresh storage without a scratch). The scratch keeps the storage:
+// a Split appending at most n owners needs not store the list back.
 func (sc *SplitScratch) OwnerList(n int) []int {
 	if sc == nil {
 		return make([]int, 0, n)

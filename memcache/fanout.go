@@ -48,9 +48,6 @@ func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScr
 		total += n
 	}
 	scratch.Keep(subTargets)
-	if scratch != nil {
-		scratch.Owners = owners
-	}
 	buf, keys, reqs, subs := scratch.Grow(len(subTargets), len(targets), total)
 	keys = keys[:len(targets)]
 	for j := range subs {
@@ -137,6 +134,9 @@ func (*Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, own
 	return mergeValues(dst, req, subs, owners, replies)
 }
 
+// errForeignOwners answers a multi-get whose owners are not its split's.
+const errForeignOwners = "SERVER_ERROR proxy: multi-get replies do not match its keys\r\n"
+
 // mergeValues walks each sub-reply with a cursor. A sub-request's keys are
 // in the client's order, and its reply holds the blocks of the hits in that
 // order; so for each client key, the next block of its owner's reply is the
@@ -146,7 +146,7 @@ func (*Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, own
 func mergeValues(dst []byte, req *codec.Request, subs []*codec.Request, owners []int, replies []codec.Reply) []byte {
 	n := min(len(subs), len(replies))
 	if len(owners) != len(req.Keys) {
-		return append(dst, "SERVER_ERROR proxy: multi-get replies do not match its keys\r\n"...)
+		return append(dst, errForeignOwners...)
 	}
 	var offsBuf [16]int
 	offs := offsBuf[:0]
@@ -158,7 +158,7 @@ func mergeValues(dst []byte, req *codec.Request, subs []*codec.Request, owners [
 	for i, key := range req.Keys {
 		j := owners[i]
 		if uint(j) >= uint(n) {
-			return append(dst[:start], "SERVER_ERROR proxy: multi-get replies do not match its keys\r\n"...)
+			return append(dst[:start], errForeignOwners...)
 		}
 		raw := replies[j].Raw
 		if end, ok := valueAt(raw, offs[j], key); ok {

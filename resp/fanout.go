@@ -59,9 +59,6 @@ func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScr
 		total += sizes[j]
 	}
 	scratch.Keep(subTargets)
-	if scratch != nil {
-		scratch.Owners = owners
-	}
 	buf, keys, reqs, subs := scratch.Grow(len(subTargets), len(targets), total)
 	keys = keys[:len(targets)]
 	for j := range subs {
