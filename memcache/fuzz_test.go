@@ -201,3 +201,40 @@ func checkValueWalk(t *testing.T, raw []byte, kind codec.ReplyKind) {
 		t.Fatalf("walk of %q stops at %d after %d blocks (kind %s)", raw, off, blocks, kindNames[kind])
 	}
 }
+
+// FuzzValueHeader checks valueHeader, the one-pass read of a VALUE line,
+// against the general path: what it accepts, readLine and parseValueLine
+// accept with the same line end, key and length, and its key index is the
+// first of keys[k:] that matches.
+func FuzzValueHeader(f *testing.F) {
+	f.Add([]byte("VALUE foo 0 3\r\nbar\r\nEND\r\n"), "foo", uint8(0))
+	f.Add([]byte("VALUE b 4294967295 100 18446744073709551615\r\n"), "a b c", uint8(0))
+	f.Add([]byte("VALUE b 1 0000000001 2\r\n"), "a b b", uint8(2))
+	f.Add([]byte("VALUE k\n 1 2\r\n"), "k\n", uint8(0))
+	f.Add([]byte("VALUE k 1  2\r\n"), "k", uint8(0))
+	f.Add([]byte("VALUE k 1 1073741825\r\n"), "k", uint8(0))
+	f.Fuzz(func(t *testing.T, data []byte, keyList string, k uint8) {
+		var keys [][]byte
+		for key := range strings.SplitSeq(keyList, " ") {
+			keys = append(keys, []byte(key))
+		}
+		start := int(k) % (len(keys) + 1)
+		kk, next, size, ok := valueHeader(data, 0, keys, start)
+		if !ok {
+			return
+		}
+		line, lineEnd, err := readLine(data, 0)
+		if err != nil || lineEnd != next {
+			t.Fatalf("%q: valueHeader ends the line at %d, readLine at %d (%v)", data, next, lineEnd, err)
+		}
+		key, n, err := parseValueLine(line)
+		if err != nil || n != size || !bytes.Equal(key, keys[kk]) {
+			t.Fatalf("%q: valueHeader reads key %q, length %d; parseValueLine %q, %d (%v)", data, keys[kk], size, key, n, err)
+		}
+		for i := start; i < kk; i++ {
+			if bytes.Equal(keys[i], key) {
+				t.Fatalf("%q: valueHeader takes key %d, but key %d matches first", data, kk, i)
+			}
+		}
+	})
+}

@@ -124,6 +124,17 @@ func parseLineReply(buf []byte, cmd int) (int, codec.ReplyKind, error) {
 func parseRetrieval(buf []byte, keys [][]byte) (int, codec.ReplyKind, error) {
 	off, hits, k := 0, 0, 0
 	for {
+		if len(keys) > 0 {
+			// The usual block: its line read in one pass.
+			if kk, next, size, ok := valueHeader(buf, off, keys, k); ok {
+				var err error
+				if off, err = skipData(buf, next, size, len("END\r\n")); err != nil {
+					return 0, 0, err
+				}
+				k, hits = kk+1, hits+1
+				continue
+			}
+		}
 		line, next, err := readLine(buf, off)
 		if err != nil {
 			return 0, 0, err
@@ -157,6 +168,70 @@ func parseRetrieval(buf []byte, keys [][]byte) (int, codec.ReplyKind, error) {
 		}
 		hits++
 	}
+}
+
+// valueHeader reads the usual VALUE line at buf[off:] in one pass: "VALUE ",
+// a key that is one of keys[k:] (the first match is the one), flags and an
+// optional cas of at most 19 digits, a length of at most 10 digits and no
+// more than MaxReplyValue, single spaces, "\r\n". It returns the key's index,
+// the offset after the line and the length. Any other line, and one cut
+// short, is not ok: the general path (readLine, parseValueLine) then gives
+// the same answer or the error. What valueHeader accepts it would accept
+// alike (FuzzValueHeader).
+func valueHeader(buf []byte, off int, keys [][]byte, k int) (kk, next, size int, ok bool) {
+	line := buf[off:min(len(buf), off+MaxReplyLine+2)]
+	if len(line) < len("VALUE ") || string(line[:len("VALUE ")]) != "VALUE " {
+		return 0, 0, 0, false
+	}
+	i := len("VALUE ")
+	for i < len(line) && line[i] != ' ' {
+		if line[i] == '\n' { // the line ends inside the key
+			return 0, 0, 0, false
+		}
+		i++
+	}
+	if i == len("VALUE ") || i == len(line) {
+		return 0, 0, 0, false
+	}
+	key := line[len("VALUE "):i]
+	for kk = k; kk < len(keys) && string(keys[kk]) != string(key); kk++ {
+	}
+	if kk == len(keys) {
+		return 0, 0, 0, false
+	}
+	i++
+	j := i // the flags
+	for i < len(line) && line[i]-'0' <= 9 {
+		i++
+	}
+	if i == j || i-j > 19 || i == len(line) || line[i] != ' ' {
+		return 0, 0, 0, false
+	}
+	i++
+	j = i // the length
+	for i < len(line) && line[i]-'0' <= 9 {
+		size = size*10 + int(line[i]-'0')
+		i++
+	}
+	if i == j || i-j > 10 || size > MaxReplyValue || i == len(line) {
+		return 0, 0, 0, false
+	}
+	if line[i] == ' ' {
+		i++
+		j = i // the cas
+		for i < len(line) && line[i]-'0' <= 9 {
+			i++
+		}
+		if i == j || i-j > 19 {
+			return 0, 0, 0, false
+		}
+	}
+	// line holds at most MaxReplyLine+2 bytes: a line that ends here is
+	// no longer than MaxReplyLine.
+	if i+1 >= len(line) || line[i] != '\r' || line[i+1] != '\n' {
+		return 0, 0, 0, false
+	}
+	return kk, off + i + 2, size, true
 }
 
 // parseValueLine reads "VALUE <key> <flags> <bytes> [<cas>]": tokens
