@@ -44,7 +44,7 @@ lint:
 # ports and runs cmd/shardbench against them (bench/ is the harness); writes
 # bench/report/ (README.md, PNG plots, results.json). BENCH_QUICK=1 is a
 # one-minute smoke run reported to a temporary directory; BENCH_ARGS passes
-# flags, e.g. BENCH_ARGS='-rounds 5 -duration 10s' (bin/bench -h lists them).
+# flags, e.g. BENCH_ARGS='-rounds 7 -duration 10s' (bin/bench -h lists them).
 BENCH_ARGS ?=
 bench: deps build
 	$(GO) build -o bin/shardbench ./cmd/shardbench

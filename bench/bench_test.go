@@ -248,3 +248,26 @@ func TestHarnessRuns(t *testing.T) {
 		t.Errorf("README.md has no memcache-p1 table:\n%s", md)
 	}
 }
+
+// TestRatioGoalRounds checks a goal's verdict (the ratio of the medians)
+// and the per-round ratios shown beside it.
+func TestRatioGoalRounds(t *testing.T) {
+	rowOf := func(ops ...float64) *row {
+		r := &row{}
+		for _, o := range ops {
+			r.Samples = append(r.Samples, sample{OpsPerSec: o})
+		}
+		r.Median = median(r.Samples)
+		return r
+	}
+	ops := func(s *sample) float64 { return s.OpsPerSec }
+	sp, nc := rowOf(150, 90, 120), rowOf(100, 100, 60)
+	c := ratioGoal("x", "≥", 1.5, ops, sp, nc)
+	if c.Measured != "1.20× (rounds: 1.50, 0.90, 2.00)" || c.Status != "NOT MET" {
+		t.Errorf("got %q, %s", c.Measured, c.Status)
+	}
+	c = ratioGoal("x", "≤", 1.2, ops, sp, rowOf(100)) // one round: no spread to show
+	if c.Measured != "1.20×" || c.Status != "met" {
+		t.Errorf("got %q, %s", c.Measured, c.Status)
+	}
+}

@@ -22,7 +22,7 @@
 //
 //	make bench                                # about 10 minutes on 2 cores
 //	BENCH_QUICK=1 make bench                  # about a minute; report in a temporary directory
-//	make bench BENCH_ARGS='-rounds 5 -duration 10s'
+//	make bench BENCH_ARGS='-rounds 7 -duration 10s'
 //	make bench BENCH_ARGS='-only crosscheck'
 //
 // The harness imports no shardproxy package: it drives the binaries as an

@@ -40,7 +40,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	quickDefault := os.Getenv("BENCH_QUICK") != "" && os.Getenv("BENCH_QUICK") != "0"
 	fs.BoolVar(&o.quick, "quick", quickDefault, "smoke run of about a minute: 1 round, 0.8 s runs, 2 points per scaling run "+
 		"(default true when BENCH_QUICK=1); its report goes to a temporary directory unless -out is given")
-	fs.IntVar(&o.rounds, "rounds", 3, "rounds per load; each round runs every target once, tables show medians")
+	fs.IntVar(&o.rounds, "rounds", 5, "rounds per load; each round runs every target once, tables show medians")
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of one run of a load")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured time before each run")
 	fs.DurationVar(&o.scaleDuration, "scale-duration", 2*time.Second, "measured time of one scaling point")
