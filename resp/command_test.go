@@ -91,11 +91,16 @@ func TestCommandTable(t *testing.T) {
 		if lookup([]byte(c.name)) != i+1 || CommandName(i+1) != c.name {
 			t.Errorf("%s does not look up to itself", c.name)
 		}
+		for _, other := range []string{c.name + "x", c.name[:len(c.name)-1], "x" + c.name} {
+			if cmd := lookup(other); cmd != 0 && commandTable[cmd-1].name != other {
+				t.Errorf("%q looks up to %s", other, commandTable[cmd-1].name)
+			}
+		}
 		if c.name != strings.ToLower(c.name) || c.arity == 0 {
 			t.Errorf("%s: bad name or arity %d", c.name, c.arity)
 		}
 		if parent, _, ok := strings.Cut(c.name, "|"); ok {
-			if p := commandOf(commandIndex[parent]); p == nil || p.class != classContainer {
+			if p := commandOf(lookup(parent)); p == nil || p.class != classContainer {
 				t.Errorf("%s: container %s missing", c.name, parent)
 			}
 		}

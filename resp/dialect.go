@@ -61,7 +61,7 @@ func newRequest(name string, args ...string) *codec.Request {
 	for _, a := range args {
 		b = redcon.AppendBulkString(b, a)
 	}
-	cmd := commandIndex[name]
+	cmd := lookup(name)
 	return &codec.Request{Name: name, Cmd: cmd, Route: codec.RouteAny, Wire: b, Buf: b}
 }
 

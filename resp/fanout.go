@@ -10,9 +10,9 @@ import (
 
 // Cmd numbers the fan-out code needs by name.
 var (
-	cmdMGET        = commandIndex["mget"]
-	cmdMSET        = commandIndex["mset"]
-	cmdScriptExist = commandIndex["script|exists"]
+	cmdMGET        = lookup("mget")
+	cmdMSET        = lookup("mset")
+	cmdScriptExist = lookup("script|exists")
 )
 
 // Split implements codec.Dialect for the classMulti commands (MGET, MSET,

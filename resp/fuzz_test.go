@@ -261,3 +261,32 @@ func FuzzReply(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHeader checks shortHeader, the one-pass read of a count or length
+// line, against the general path: what it accepts, headerLine and parseInt
+// accept with the same '\r' and number.
+func FuzzHeader(f *testing.F) {
+	f.Add([]byte("*2\r\n"), uint16(0))
+	f.Add([]byte("$0\r\n\r\n"), uint16(0))
+	f.Add([]byte("$01\r\n"), uint16(0))
+	f.Add([]byte("$123456789012345678\r\n"), uint16(0))
+	f.Add([]byte("$1234567890123456789\r\n"), uint16(0))
+	f.Add([]byte("$-1\r\n"), uint16(0))
+	f.Add([]byte("$12\r"), uint16(0))
+	f.Add([]byte("$12345\r\n"), uint16(3))
+	f.Add([]byte("\r0\r0"), uint16(0))
+	f.Fuzz(func(t *testing.T, data []byte, maxLine uint16) {
+		p := newParser(codec.Options{MaxLine: int(maxLine)})
+		v, r, ok := p.shortHeader(data, 0)
+		if !ok {
+			return
+		}
+		lr, err := p.headerLine(data, 0, "too big")
+		if err != nil || lr != r {
+			t.Fatalf("%q (maxLine %d): shortHeader ends the line at %d, headerLine at %d (%v)", data, p.maxLine, r, lr, err)
+		}
+		if n, ok := parseInt(data[1:r]); !ok || n != v {
+			t.Fatalf("%q: shortHeader reads %d, parseInt %d (%v)", data, v, n, ok)
+		}
+	})
+}

@@ -331,7 +331,7 @@ func TestParityCommandTable(t *testing.T) {
 		var f []redcon.RESP
 		e.ForEach(func(x redcon.RESP) bool { f = append(f, x); return true })
 		name := strings.ToLower(f[0].String())
-		cmd := commandOf(commandIndex[name])
+		cmd := commandOf(lookup(name))
 		seen++
 		switch {
 		case cmd == nil:

@@ -201,17 +201,57 @@ func (p *parser) headerLine(buf []byte, pos int, tooBig string) (int, error) {
 	return r, nil
 }
 
+// header reads the count or length line at buf[pos:] (its first byte, '*'
+// or '$', is the caller's to check): the index of the '\r' ending it, and
+// its number; ok is false when the line holds no number redis-server
+// accepts. The usual line, a short number, is read in one pass;
+// headerLine and parseInt judge every other one, and would judge the usual
+// one the same (FuzzHeader checks).
+func (p *parser) header(buf []byte, pos int, tooBig string) (r int, v int64, ok bool, err error) {
+	if v, r, ok := p.shortHeader(buf, pos); ok {
+		return r, v, true, nil
+	}
+	if r, err = p.headerLine(buf, pos, tooBig); err != nil {
+		return 0, 0, false, err
+	}
+	if r == pos { // the line is empty: not even its type byte
+		return r, 0, false, nil
+	}
+	v, ok = parseInt(buf[pos+1 : r])
+	return r, v, ok, nil
+}
+
+// shortHeader reads a line of '$' or '*' and 1 to 18 digits (no leading
+// zero, or "0" alone) ended by '\r' with a byte after it, within maxLine;
+// ok is false for anything else.
+func (p *parser) shortHeader(buf []byte, pos int) (v int64, r int, ok bool) {
+	i := pos + 1
+	if i >= len(buf) || buf[pos] != '$' && buf[pos] != '*' || buf[i]-'0' > 9 {
+		return 0, 0, false
+	}
+	if buf[i] == '0' {
+		i++
+	} else {
+		for end := min(len(buf), pos+1+18); i < end && buf[i]-'0' <= 9; i++ {
+			v = v*10 + int64(buf[i]-'0')
+		}
+	}
+	if i+1 >= len(buf) || buf[i] != '\r' || i-pos > p.maxLine {
+		return 0, 0, false
+	}
+	return v, i, true
+}
+
 // frameMultibulk frames "*<count>\r\n" and count "$<len>\r\n<data>\r\n".
 // redis-server skips the two bytes after a header's '\r' and after bulk
 // data without looking at them; so does the parser, and it re-encodes such
 // a request for the backend.
 func (p *parser) frameMultibulk(buf []byte) (int, error) {
 	p.src, p.canonical = buf, true
-	r, err := p.headerLine(buf, 0, replyTooBigCount)
+	r, count, ok, err := p.header(buf, 0, replyTooBigCount)
 	if err != nil {
 		return 0, err
 	}
-	count, ok := parseInt(buf[1:r])
 	if !ok || count > MaxArgs {
 		return 0, rejectFatal(replyBadCount, r+2)
 	}
@@ -221,13 +261,13 @@ func (p *parser) frameMultibulk(buf []byte) (int, error) {
 	p.canonical = buf[r+1] == '\n'
 	pos := r + 2
 	for range count {
-		if r, err = p.headerLine(buf, pos, replyTooBigBulkCount); err != nil {
+		var size int64
+		if r, size, ok, err = p.header(buf, pos, replyTooBigBulkCount); err != nil {
 			return 0, err
 		}
 		if buf[pos] != '$' {
 			return 0, rejectFatal(errorLine("Protocol error: expected '$', got '"+string(buf[pos])+"'"), r+2)
 		}
-		size, ok := parseInt(buf[pos+1 : r])
 		switch {
 		case !ok || size < 0 || size > int64(p.maxValue):
 			return 0, rejectFatal(replyBadBulkLength, r+2)

@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"bytes"
 	"strconv"
 
 	"github.com/tidwall/redcon"
@@ -86,15 +85,18 @@ func routeOf(cls class, nkeys int) codec.Route {
 // number of arguments.
 func (p *parser) resolve() (cmd int, c *command, reply string) {
 	name := p.arg(0)
-	if len(name) > len(p.lower)/2 || bytes.IndexByte(name, '|') >= 0 { // "client|id" names no command
+	if len(name) > len(p.lower)/2 {
 		return 0, nil, unknownCommand(p)
 	}
 	lowered := p.lower[:len(name)]
+	h := nameHash
+	bar := false
 	for i, b := range name {
 		lowered[i] = lower(b)
+		h = hashByte(h, lowered[i])
+		bar = bar || b == '|' // "client|id" names no command
 	}
-	cmd = lookup(lowered)
-	if cmd == 0 {
+	if cmd = lookupHashed(lowered, h); cmd == 0 || bar {
 		return 0, nil, unknownCommand(p)
 	}
 	c = commandOf(cmd)
@@ -105,10 +107,12 @@ func (p *parser) resolve() (cmd int, c *command, reply string) {
 		}
 		full := p.lower[:len(name)+1+len(sub)]
 		full[len(name)] = '|'
+		h = hashByte(h, '|')
 		for i, b := range sub {
 			full[len(name)+1+i] = lower(b)
+			h = hashByte(h, full[len(name)+1+i])
 		}
-		if cmd = lookup(full); cmd == 0 {
+		if cmd = lookupHashed(full, h); cmd == 0 {
 			return 0, nil, unknownSubcommand(p)
 		}
 		c = commandOf(cmd)
@@ -124,7 +128,7 @@ func (p *parser) containerOf(cmd int) int {
 	name := commandOf(cmd).name
 	for i := range len(name) {
 		if name[i] == '|' {
-			return commandIndex[name[:i]]
+			return lookup(name[:i])
 		}
 	}
 	return 0
