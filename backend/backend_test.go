@@ -245,6 +245,17 @@ func TestPipelineBatches(t *testing.T) {
 			t.Fatalf("get %s: %q, want %q", k, got[i+1].Raw, want)
 		}
 	}
+	// The counters are added per read of replies: they still count each.
+	st := b.Stats()
+	var observed int64
+	for i := range st.Latency.Counts {
+		observed += st.Latency.Counts[i].Load()
+	}
+	n := int64(len(reqs))
+	if st.Requests.Load() != n || st.Responses.Load() != n || observed != n || st.Latency.Sum.Load() <= 0 {
+		t.Errorf("requests %d, responses %d, latencies %d (sum %d): want %d each",
+			st.Requests.Load(), st.Responses.Load(), observed, st.Latency.Sum.Load(), n)
+	}
 }
 
 func itoa(n int) string {

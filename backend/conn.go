@@ -642,8 +642,9 @@ func (s *sock) deliver(r *reader) bool {
 		b.stats.OutQueue.Add(-int64(len(done)))
 		b.stats.Responses.Add(int64(len(done)))
 		b.stats.ResponseBytes.Add(bytes)
+		var lat observations
 		for _, call := range done {
-			b.stats.Latency.Observe(now.Sub(call.start))
+			lat.observe(now.Sub(call.start))
 			switch call.Reply.Kind {
 			case codec.ReplyFailure:
 				b.failed(CauseBadValidate)
@@ -652,6 +653,7 @@ func (s *sock) deliver(r *reader) bool {
 				b.succeeded()
 			}
 		}
+		lat.addTo(&b.stats.Latency)
 	}
 	for i, call := range done {
 		call.Done(call)

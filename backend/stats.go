@@ -44,12 +44,39 @@ type Histogram struct {
 
 // Observe records one duration.
 func (h *Histogram) Observe(d time.Duration) {
+	h.Counts[bucket(d)].Add(1)
+	h.Sum.Add(int64(d))
+}
+
+func bucket(d time.Duration) int {
 	i := 0
 	for i < len(LatencyBuckets) && d > LatencyBuckets[i] {
 		i++
 	}
-	h.Counts[i].Add(1)
-	h.Sum.Add(int64(d))
+	return i
+}
+
+// observations are durations recorded together, then added to a
+// Histogram at once: the replies of one read add to each bucket they
+// fall in once, rather than twice per reply.
+type observations struct {
+	counts [len(LatencyBuckets) + 1]int64
+	sum    int64
+}
+
+func (o *observations) observe(d time.Duration) {
+	o.counts[bucket(d)]++
+	o.sum += int64(d)
+}
+
+// addTo adds the observations to h.
+func (o *observations) addTo(h *Histogram) {
+	for i, n := range o.counts {
+		if n > 0 {
+			h.Counts[i].Add(n)
+		}
+	}
+	h.Sum.Add(o.sum)
 }
 
 // Stats returns the backend's live counters.
