@@ -58,13 +58,13 @@ type poolStats struct {
 	LimitHits atomic.Int64 // requests refused by a limit
 }
 
-// countCommand counts one request of the named command.
-func (ps *poolStats) countCommand(name string) {
+// command returns the counter of requests of command name.
+func (ps *poolStats) command(name string) *atomic.Int64 {
 	c, ok := ps.cmds.Load(name)
 	if !ok {
 		c, _ = ps.cmds.LoadOrStore(name, new(atomic.Int64))
 	}
-	c.(*atomic.Int64).Add(1)
+	return c.(*atomic.Int64)
 }
 
 // router routes the requests of a pool that does not route natively: a Lua

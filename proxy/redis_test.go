@@ -851,3 +851,35 @@ func TestRedisInfo(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestCountsBeforeReplies: sessions add up their request counters
+// per read, and publish them before a reply can reach the client. A stats
+// request pipelined behind others counts them, and a client that has a
+// reply finds its request counted.
+func TestRequestCountsBeforeReplies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	_, yaml := redisPool(t, 2, "  timeout: 2000\n")
+	srv, addr := startProxy(t, yaml, "rd")
+	c := respDial(t, addr)
+	c.send(multibulk("SET", "a", "1") + strings.Repeat(multibulk("GET", "a"), 3) + multibulk("INFO"))
+	for range 4 {
+		c.reply()
+	}
+	info := c.reply()
+	for _, want := range []string{"\r\ncmd_set:1\r\n", "\r\ncmd_get:3\r\n", "\r\ncmd_info:1\r\n"} {
+		if !strings.Contains(info, want) {
+			t.Errorf("INFO pipelined behind SET and 3 GETs lacks %q:\n%s", want, info)
+		}
+	}
+	before := srv.Stats().Pools[0].Requests
+	for i := range int64(100) {
+		if got := c.do("GET", "a"); got != "$1\r\n1\r\n" {
+			t.Fatalf("GET a: %q", got)
+		}
+		if n := srv.Stats().Pools[0].Requests - before; n != i+1 {
+			t.Fatalf("after %d replies the pool counts %d requests", i+1, n)
+		}
+	}
+}
