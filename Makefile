@@ -18,7 +18,7 @@ help:
 	@echo 'make run     build, start 3 memcached on 127.0.0.1:22121-22123, run shardproxy -c $(CONFIG)'
 	@echo 'make test    deps, lint, then go test -race ./... (integration tests run real servers)'
 	@echo 'make lint    gofmt check, go vet, staticcheck'
-	@echo 'make bench   shardproxy vs nutcracker vs direct (~10 min; BENCH_QUICK=1 ~1 min) -> bench/report/'
+	@echo 'make bench   shardproxy vs nutcracker vs direct (~13 min; BENCH_QUICK=1 ~1 min) -> bench/report/'
 	@echo 'make soak    DURATION=$(DURATION): proxy under memcached+Redis load, faults and reloads; checks every reply'
 	@echo 'make bench-go  go test -bench of every package with -benchmem'
 	@echo 'make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME) each'
