@@ -65,13 +65,18 @@ func TestPlacementEndToEnd(t *testing.T) {
 		return b.String()
 	}
 	equal, unequal := []int{1, 1, 1, 1, 1}, []int{1, 3, 2, 7, 1}
+	// More slots than modula keeps a table for: it searches instead.
+	large := []int{40000, 30000, 1, 20000, 5}
 	hashes := []string{"one_at_a_time", "md5", "crc16", "crc32", "crc32a", "fnv1_64",
 		"fnv1a_64", "fnv1_32", "fnv1a_32", "hsieh", "murmur", "jenkins"}
 	keys := placementKeys(2000)
 	for _, dist := range []string{"ketama", "modula"} {
 		for hi, hash := range hashes {
 			weights, named := equal, hi%3 == 1
-			if hi%2 == 1 {
+			switch {
+			case hi%4 == 3:
+				weights = large
+			case hi%2 == 1:
 				weights = unequal
 			}
 			name := fmt.Sprintf("%s/%s/weights=%v/named=%t", dist, hash, weights, named)

@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 )
 
@@ -68,7 +69,8 @@ func DistributionNames() []string {
 
 // NewDistribution builds the distribution kind (one of DistributionNames)
 // over servers. It fails with ErrUnknownDistribution for an unknown kind,
-// ErrNoServers for an empty server list and ErrBadWeight for a weight <= 0.
+// ErrNoServers for an empty server list and ErrBadWeight for a weight <= 0
+// or weights that add up to more than MaxTotalWeight.
 func NewDistribution(kind string, servers []Server, opts DistOptions) (Distribution, error) {
 	build, ok := distributions[kind]
 	if !ok {
@@ -77,14 +79,23 @@ func NewDistribution(kind string, servers []Server, opts DistOptions) (Distribut
 	return build(servers, opts)
 }
 
+// MaxTotalWeight is the most the weights of a distribution's servers may
+// add up to: twemproxy sums them in 32 bits (ketama's shares, modula's
+// slots), and a sum that wraps would place keys nowhere it intends.
+const MaxTotalWeight = math.MaxUint32
+
 // checkServers validates what every distribution needs.
 func checkServers(servers []Server) error {
 	if len(servers) == 0 {
 		return ErrNoServers
 	}
+	var total uint64
 	for _, s := range servers {
 		if s.Weight <= 0 {
 			return fmt.Errorf("%w: server %q has weight %d", ErrBadWeight, s.Name, s.Weight)
+		}
+		if total += uint64(s.Weight); total > MaxTotalWeight {
+			return fmt.Errorf("%w: the weights add up to more than %d", ErrBadWeight, uint64(MaxTotalWeight))
 		}
 	}
 	return nil

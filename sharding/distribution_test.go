@@ -131,6 +131,60 @@ func TestModula(t *testing.T) {
 	}
 }
 
+// TestModulaLargeWeights: past maxSlotTable slots modula searches where
+// each server's slots end instead of keeping a slot table; both place
+// every hash on the same server, and large weights cost no table.
+func TestModulaLargeWeights(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 50 {
+		var servers []Server
+		for i := range 1 + rng.IntN(12) {
+			servers = append(servers, Server{fmt.Sprint("s", i), 1 + rng.IntN(50)})
+		}
+		table, _ := newModula(servers, maxSlotTable)
+		search, _ := newModula(servers, 0)
+		if table.slots == nil || search.slots != nil {
+			t.Fatal("newModula did not build the variant asked for")
+		}
+		for range 1000 {
+			h := rng.Uint32()
+			if a, b := table.Pick(h), search.Pick(h); a != b {
+				t.Fatalf("%v: hash %d on server %d by the table, %d by the search", servers, h, a, b)
+			}
+		}
+	}
+	m, err := NewModula([]Server{{"a", 1 << 30}, {"b", 3}, {"c", 1 << 29}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.slots != nil {
+		t.Fatalf("a slot table of %d entries", len(m.slots))
+	}
+	for _, tt := range []struct {
+		hash uint32
+		want int
+	}{{0, 0}, {1<<30 - 1, 0}, {1 << 30, 1}, {1<<30 + 2, 1}, {1<<30 + 3, 2}, {1<<30 + 1<<29 + 2, 2}, {1<<30 + 1<<29 + 3, 0}} {
+		if got := m.Pick(tt.hash); got != tt.want {
+			t.Errorf("Pick(%d) = %d, want %d", tt.hash, got, tt.want)
+		}
+	}
+}
+
+// TestTotalWeightLimit: weights that add up past 32 bits are refused by
+// every distribution, not wrapped.
+func TestTotalWeightLimit(t *testing.T) {
+	servers := []Server{{"a", math.MaxInt32}, {"b", math.MaxInt32}, {"c", 2}}
+	for _, kind := range DistributionNames() {
+		if _, err := NewDistribution(kind, servers, DistOptions{}); !errors.Is(err, ErrBadWeight) {
+			t.Errorf("%s over weights adding up to 2^32: %v, want ErrBadWeight", kind, err)
+		}
+	}
+	servers[2].Weight = 1 // exactly MaxTotalWeight
+	if _, err := NewDistribution("ketama", servers, DistOptions{}); err != nil {
+		t.Errorf("weights adding up to MaxTotalWeight: %v", err)
+	}
+}
+
 func TestRandomSeeded(t *testing.T) {
 	a, _ := NewRandom(tenServers(), DistOptions{Seed: 99})
 	b, _ := NewRandom(tenServers(), DistOptions{Seed: 99})

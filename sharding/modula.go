@@ -2,25 +2,40 @@ package sharding
 
 // Modula is twemproxy's modula distribution (nc_modula.c): each server is
 // repeated weight times, in order, and a hash picks slot hash % slots.
+//
+// twemproxy keeps one entry per slot. So does Modula while the slots are
+// at most maxSlotTable; past that it keeps where each server's slots end
+// and searches them, so that a large weight (up to MaxTotalWeight in all)
+// costs no more memory than a small one.
 type Modula struct {
-	slots []int32 // server index per slot
+	slots []int32  // server index per slot; nil when ends is used
+	ends  []uint32 // each server's last slot + 1, in order
+	total uint32   // the slots
 }
 
 var _ Distribution = (*Modula)(nil)
 
+// maxSlotTable is the most slots Modula keeps a table entry for (256 KiB).
+const maxSlotTable = 1 << 16
+
 // NewModula builds the slot table over servers.
-func NewModula(servers []Server) (*Modula, error) {
+func NewModula(servers []Server) (*Modula, error) { return newModula(servers, maxSlotTable) }
+
+func newModula(servers []Server, tableMax uint32) (*Modula, error) {
 	if err := checkServers(servers); err != nil {
 		return nil, err
 	}
-	n := 0
+	m := &Modula{ends: make([]uint32, 0, len(servers))}
 	for _, s := range servers {
-		n += s.Weight
+		m.total += uint32(s.Weight) // checkServers bounds the sum
+		m.ends = append(m.ends, m.total)
 	}
-	m := &Modula{slots: make([]int32, 0, n)}
-	for i, s := range servers {
-		for range s.Weight {
-			m.slots = append(m.slots, int32(i))
+	if m.total <= tableMax {
+		m.slots = make([]int32, 0, m.total)
+		for i, s := range servers {
+			for range s.Weight {
+				m.slots = append(m.slots, int32(i))
+			}
 		}
 	}
 	return m, nil
@@ -28,5 +43,18 @@ func NewModula(servers []Server) (*Modula, error) {
 
 // Pick returns the server of slot hash % slots.
 func (m *Modula) Pick(hash uint32) int {
-	return int(m.slots[hash%uint32(len(m.slots))])
+	slot := hash % m.total
+	if m.slots != nil {
+		return int(m.slots[slot])
+	}
+	lo, hi := 0, len(m.ends)-1 // the first server whose slots end past slot
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if m.ends[mid] > slot {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
 }
