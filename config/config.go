@@ -33,6 +33,12 @@ const (
 	DefaultClusterRefresh = 5 * time.Second
 )
 
+// MaxServerConnections bounds server_connections. twemproxy opens its
+// connections as it needs them; shardproxy sets up every socket slot when
+// it builds the pool, so the number is memory at start and at each reload
+// (2^31 slots would be hundreds of gigabytes).
+const MaxServerConnections = 4096
+
 // Values of Pool.ReadFrom: where a redis_cluster pool sends read-only
 // commands.
 const (
@@ -135,7 +141,8 @@ type Pool struct {
 	// auto_eject_hosts, default false).
 	AutoEjectHosts bool
 	// ServerConnections is the number of connections to each server (key
-	// server_connections, at least 1). 0 means the default, 1.
+	// server_connections, 1 to MaxServerConnections). 0 means the default,
+	// 1.
 	ServerConnections int
 	// ServerRetryTimeout is how long an ejected server stays out (key
 	// server_retry_timeout, in milliseconds, default 30s). Parse keeps an

@@ -378,6 +378,8 @@ func TestParseErrors(t *testing.T) {
 			`config: testdata/x.yml:4: pool "alpha": redis_db: "-1" is not a number`},
 		{"server_connections 0", pool("  server_connections: 0\n"),
 			`config: testdata/x.yml:3: pool "alpha": server_connections: cannot be 0`},
+		{"server_connections too many", pool("  server_connections: 4097\n"),
+			`config: testdata/x.yml:3: pool "alpha": server_connections: 4097 is out of range [0, 4096]`},
 		{"item_size_max too small", pool("  item_size_max: 100\n"),
 			`config: testdata/x.yml:3: pool "alpha": item_size_max: 100 is out of range [1024, 1073741824]`},
 		{"max_request_line too small", pool("  max_request_line: 2047\n"),

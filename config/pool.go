@@ -267,7 +267,7 @@ func (pp *poolParser) setRedisAuth(key string, v *yaml.Node) {
 }
 
 func (pp *poolParser) setServerConnections(key string, v *yaml.Node) {
-	n, ok := pp.integer(key, v, 0, maxInt32)
+	n, ok := pp.integer(key, v, 0, MaxServerConnections)
 	if !ok {
 		return
 	}
