@@ -42,12 +42,7 @@ type Histogram struct {
 	Sum    atomic.Int64 // nanoseconds
 }
 
-// Observe records one duration.
-func (h *Histogram) Observe(d time.Duration) {
-	h.Counts[bucket(d)].Add(1)
-	h.Sum.Add(int64(d))
-}
-
+// bucket is the index in Histogram.Counts that d counts in.
 func bucket(d time.Duration) int {
 	i := 0
 	for i < len(LatencyBuckets) && d > LatencyBuckets[i] {
