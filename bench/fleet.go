@@ -133,7 +133,13 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc) (*proc, err
 	var args []string
 	switch kind {
 	case "shardproxy":
-		path, args = f.bins.shardproxy, []string{"-c", conf, "-s", strconv.Itoa(statsPort), "-a", "127.0.0.1"}
+		// Its HTTP admin too on a free port: the default one may be taken.
+		adminPort, err := f.ports.next()
+		if err != nil {
+			return nil, err
+		}
+		path, args = f.bins.shardproxy, []string{"-c", conf, "-s", strconv.Itoa(statsPort), "-a", "127.0.0.1",
+			"-admin", loopback(adminPort)}
 	case "nutcracker":
 		path, args = f.bins.nutcracker, []string{"-c", conf, "-s", strconv.Itoa(statsPort), "-a", "127.0.0.1"}
 	default:
