@@ -197,7 +197,7 @@ func TestHarnessRuns(t *testing.T) {
 	}
 	out := filepath.Join(dir, "report")
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"-only", "loads,idle", "-loads", "memcache-p1", "-rounds", "1", "-duration", "300ms",
+	code := run([]string{"-only", "loads,idle", "-loads", "memcache-p1,memcache-p1-half", "-rounds", "1", "-duration", "300ms",
 		"-warmup", "100ms", "-idle-conns", "200", "-out", out,
 		"-shardproxy", filepath.Join(dir, "shardproxy"), "-shardbench", filepath.Join(dir, "shardbench")},
 		&stdout, &stderr)
@@ -213,8 +213,9 @@ func TestHarnessRuns(t *testing.T) {
 			Rows []struct {
 				Target  string
 				Samples []struct {
-					OpsPerSec float64 `json:"ops_per_sec"`
-					Errors    int64   `json:"errors"`
+					OpsPerSec  float64 `json:"ops_per_sec"`
+					Errors     int64   `json:"errors"`
+					PacingLate float64 `json:"pacing_late_p99_us"`
 				}
 			}
 		}
@@ -227,12 +228,20 @@ func TestHarnessRuns(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	if len(rep.Loads) != 1 || len(rep.Loads[0].Rows) != 3 {
-		t.Fatalf("want one load with three targets:\n%s", b)
+	if len(rep.Loads) != 2 || len(rep.Loads[0].Rows) != 3 || len(rep.Loads[1].Rows) != 3 {
+		t.Fatalf("want two loads with three targets each:\n%s", b)
 	}
-	for _, r := range rep.Loads[0].Rows {
-		if len(r.Samples) != 1 || r.Samples[0].OpsPerSec <= 0 || r.Samples[0].Errors != 0 {
-			t.Errorf("%s: samples %+v", r.Target, r.Samples)
+	for i, l := range rep.Loads {
+		for _, r := range l.Rows {
+			if len(r.Samples) != 1 || r.Samples[0].OpsPerSec <= 0 || r.Samples[0].Errors != 0 {
+				t.Errorf("%s: samples %+v", r.Target, r.Samples)
+				continue
+			}
+			// Only the second load is paced: it reports the
+			// generator's own lateness.
+			if paced := r.Samples[0].PacingLate > 0; paced != (i == 1) {
+				t.Errorf("load %d, %s: pacing lateness %v", i, r.Target, r.Samples[0].PacingLate)
+			}
 		}
 	}
 	if len(rep.Idle) != 2 {
@@ -244,8 +253,10 @@ func TestHarnessRuns(t *testing.T) {
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(out, "README.md"))
-	if !bytes.Contains(md, []byte("### memcache text, pipeline 1")) {
-		t.Errorf("README.md has no memcache-p1 table:\n%s", md)
+	for _, want := range []string{"### memcache text, pipeline 1", "The generator's own lateness"} {
+		if !bytes.Contains(md, []byte(want)) {
+			t.Errorf("README.md lacks %q:\n%s", want, md)
+		}
 	}
 }
 

@@ -210,7 +210,20 @@ func (t *table) caption() string {
 	if t.Rate > 0 {
 		s += fmt.Sprintf(" -rate %.0f", t.Rate)
 	}
-	return s + fmt.Sprintf("; median of %d round(s)", t.Rounds)
+	s += fmt.Sprintf("; median of %d round(s)", t.Rounds)
+	if t.Rate > 0 {
+		var parts []string
+		for _, r := range t.Rows {
+			if len(r.Samples) > 0 {
+				parts = append(parts, fmt.Sprintf("%s %s µs", r.Target, fmtInt(r.Median.PacingLate)))
+			}
+		}
+		if len(parts) > 0 {
+			s += ". The generator's own lateness, p99 of how late a batch started after sleeping to its" +
+				" scheduled start (part of the latency, which counts from the schedule): " + strings.Join(parts, ", ")
+		}
+	}
+	return s
 }
 
 // text renders the table for the terminal.

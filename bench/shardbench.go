@@ -27,7 +27,10 @@ type sbResult struct {
 		P50, P90, P99, P999, Max, Mean float64
 	} `json:"latency_us"`
 	ClientCPUPerOp float64 `json:"client_cpu_us_per_op"`
-	Servers        []struct {
+	PacingLateUS   *struct {
+		P99 float64
+	} `json:"pacing_late_us"`
+	Servers []struct {
 		PID      int     `json:"pid"`
 		CPUPerOp float64 `json:"cpu_us_per_op"`
 		Error    string  `json:"error"`
@@ -48,7 +51,11 @@ type sample struct {
 	ClientCPU  float64 `json:"client_cpu_us"`
 	// OtherCores is how many cores, on average, processes outside the
 	// benchmark kept busy during the run: noise on a shared machine.
-	OtherCores float64  `json:"other_cores"`
+	OtherCores float64 `json:"other_cores"`
+	// PacingLate is, in a paced run, the p99 of how late shardbench
+	// started a batch after sleeping to its start: the generator's own
+	// part of the latency, which counts from the schedule (µs; 0 unpaced).
+	PacingLate float64  `json:"pacing_late_p99_us,omitempty"`
 	Requests   int64    `json:"requests"`
 	Answered   int64    `json:"answered"`
 	Errors     int64    `json:"errors"`
@@ -133,6 +140,9 @@ func toSample(r *sbResult, withProxy bool) sample {
 		ProxyCPU: math.NaN(), BackendCPU: 0, ClientCPU: r.ClientCPUPerOp,
 		Requests: r.Requests, Answered: r.Answered, Errors: r.Errors, ErrorNotes: r.ErrorSamples,
 	}
+	if r.PacingLateUS != nil {
+		s.PacingLate = r.PacingLateUS.P99
+	}
 	servers := r.Servers
 	if withProxy && len(servers) > 0 {
 		s.ProxyCPU = cpuOf(servers[0].CPUPerOp, servers[0].Error)
@@ -186,6 +196,7 @@ func median(ss []sample) sample {
 		BackendCPU: pick(func(s *sample) float64 { return s.BackendCPU }),
 		ClientCPU:  pick(func(s *sample) float64 { return s.ClientCPU }),
 		OtherCores: pick(func(s *sample) float64 { return s.OtherCores }),
+		PacingLate: pick(func(s *sample) float64 { return s.PacingLate }),
 	}
 	for _, s := range ss {
 		m.Requests += s.Requests

@@ -189,6 +189,37 @@ func TestRunWithoutPrefill(t *testing.T) {
 	}
 }
 
+// TestRunPaced paces a run and checks that it holds the rate and reports
+// how late the generator itself started batches, in JSON and text; an
+// unpaced run reports no pacing.
+func TestRunPaced(t *testing.T) {
+	srv := testserver.StartMemcached(t)
+	code, res, stderr := runJSON(t, "-addr", srv.Addr, "-conns", "4", "-keys", "200", "-rate", "2000",
+		"-duration", "500ms", "-warmup", "50ms")
+	if code != exitOK || res.Errors != 0 {
+		t.Fatalf("exit %d, %d errors: %v\n%s", code, res.Errors, res.ErrorSamples, stderr)
+	}
+	if res.OpsPerSec < 1500 || res.OpsPerSec > 2500 {
+		t.Errorf("paced at 2000 req/s, ran %.0f", res.OpsPerSec)
+	}
+	l := res.PacingLateUS
+	if l == nil || !(l.P50 > 0 && l.P50 <= l.P99 && l.P99 <= l.Max) {
+		t.Errorf("pacing lateness %+v", l)
+	}
+	_, unpaced, _ := runJSON(t, "-addr", srv.Addr, "-conns", "2", "-keys", "200", "-requests", "100", "-warmup", "0")
+	if unpaced.PacingLateUS != nil {
+		t.Errorf("an unpaced run reports pacing lateness %+v", unpaced.PacingLateUS)
+	}
+	var stdout bytes.Buffer
+	if code := run(context.Background(), []string{"-addr", srv.Addr, "-conns", "2", "-keys", "200", "-rate", "1000",
+		"-duration", "200ms", "-warmup", "0"}, &stdout, io.Discard); code != exitOK {
+		t.Fatalf("text run: exit %d", code)
+	}
+	if !strings.Contains(stdout.String(), "pacing     started late p50") {
+		t.Errorf("paced text output lacks the pacing line:\n%s", stdout.String())
+	}
+}
+
 func TestRunTextOutput(t *testing.T) {
 	srv := testserver.StartMemcached(t)
 	var stdout, stderr bytes.Buffer

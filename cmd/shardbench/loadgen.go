@@ -23,6 +23,7 @@ type loadgen struct {
 	measureFrom time.Time     // batches starting from here are measured
 	stopAt      time.Time     // duration mode: no batch starts from here
 	interval    time.Duration // with -rate: one connection's time per batch
+	lateRec     *recorder     // with -rate: how late each measured batch started
 }
 
 // prefillDepth is the smallest batch the prefill phase uses.
@@ -76,6 +77,7 @@ func execute(ctx context.Context, cfg *config) (*result, error) {
 	g.stopAt = g.measureFrom.Add(cfg.Duration)
 	if cfg.Rate > 0 {
 		g.interval = time.Duration(float64(cfg.Conns*cfg.Pipeline) / cfg.Rate * float64(time.Second))
+		g.lateRec = newRecorder()
 	}
 	startUsage := make(chan usage, 1)
 	timer := time.AfterFunc(time.Until(g.measureFrom), func() {

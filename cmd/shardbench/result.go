@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // result is what a run measured; -json prints it as is.
@@ -21,6 +23,9 @@ type result struct {
 	KeysPerSec float64 `json:"keys_per_sec"` // keys read per second
 
 	LatencyUS latency `json:"latency_us"`
+	// PacingLateUS (with -rate) is how late the generator itself started
+	// batches: included in LatencyUS, which counts from the schedule.
+	PacingLateUS *latency `json:"pacing_late_us,omitempty"`
 
 	// ClientCPUPerOp is this process's CPU time per measured request, in
 	// microseconds: a check that the load generator was not the bottleneck.
@@ -55,12 +60,10 @@ func (r *result) finish(g *loadgen, elapsed time.Duration, begin, end usage) {
 		r.OpsPerSec = float64(r.Requests) / r.DurationS
 		r.KeysPerSec = float64(r.KeysRead) / r.DurationS
 	}
-	h := g.rec.merged()
-	us := func(ns int64) float64 { return float64(ns) / 1e3 }
-	r.LatencyUS = latency{
-		P50: us(h.ValueAtQuantile(50)), P90: us(h.ValueAtQuantile(90)),
-		P99: us(h.ValueAtQuantile(99)), P999: us(h.ValueAtQuantile(99.9)),
-		Max: us(h.Max()), Mean: h.Mean() / 1e3,
+	r.LatencyUS = percentiles(g.rec.merged())
+	if g.lateRec != nil {
+		l := percentiles(g.lateRec.merged())
+		r.PacingLateUS = &l
 	}
 	perOp := func(d time.Duration) float64 {
 		if r.Requests == 0 {
@@ -81,6 +84,16 @@ func (r *result) finish(g *loadgen, elapsed time.Duration, begin, end usage) {
 			s.CPUS, s.CPUPerOp = d.Seconds(), perOp(d)
 		}
 		r.Servers = append(r.Servers, s)
+	}
+}
+
+// percentiles summarises h (ns) in microseconds.
+func percentiles(h *hdrhistogram.Histogram) latency {
+	us := func(ns int64) float64 { return float64(ns) / 1e3 }
+	return latency{
+		P50: us(h.ValueAtQuantile(50)), P90: us(h.ValueAtQuantile(90)),
+		P99: us(h.ValueAtQuantile(99)), P999: us(h.ValueAtQuantile(99.9)),
+		Max: us(h.Max()), Mean: h.Mean() / 1e3,
 	}
 }
 
@@ -116,6 +129,10 @@ func (r *result) writeText(w io.Writer) error {
 	l := r.LatencyUS
 	fmt.Fprintf(&b, "  latency    p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (mean %s)\n",
 		fmtUS(l.P50), fmtUS(l.P90), fmtUS(l.P99), fmtUS(l.P999), fmtUS(l.Max), fmtUS(l.Mean))
+	if l := r.PacingLateUS; l != nil {
+		fmt.Fprintf(&b, "  pacing     started late p50 %s  p99 %s  max %s (the generator's own, counted in latency)\n",
+			fmtUS(l.P50), fmtUS(l.P99), fmtUS(l.Max))
+	}
 	fmt.Fprintf(&b, "  client CPU %.2f us/req\n", r.ClientCPUPerOp)
 	for _, s := range r.Servers {
 		if s.Error != "" {

@@ -76,6 +76,7 @@ type worker struct {
 	deadline time.Time       // the connection's read and write deadline
 	raw      syscall.RawConn // conn's, for send
 	st       counters
+	late     [1]int64 // with -rate: how late the batch started after a sleep, ns
 }
 
 func newWorker(g *loadgen, id int) *worker {
@@ -186,13 +187,19 @@ func (w *worker) load() {
 	}
 	for !w.dead && !g.stopped() {
 		start := time.Now()
+		slept := false
 		if g.interval > 0 {
-			if d := next.Sub(start); d > 0 {
-				time.Sleep(d)
+			if next.After(start) {
+				time.Sleep(next.Sub(start))
+				slept = true
 			}
 			start, next = next, next.Add(g.interval) // latency counts from the schedule
 		}
 		measured := !start.Before(g.measureFrom)
+		if measured && slept {
+			w.late[0] = int64(time.Since(start))
+			g.lateRec.record(w.id, w.late[:])
+		}
 		n := cfg.Pipeline
 		switch {
 		case cfg.Requests > 0 && measured:
