@@ -138,7 +138,13 @@ const methodText = `
   nutcracker from one twemproxy YAML (one pool, ` + "`hash: fnv1a_64`, `distribution: ketama`" + `, one
   connection per server, no ejection). Backends are flushed between loads.
 - Each run is a separate shardbench process, so the proxy's CPU is the proxy's alone. Rounds
-  alternate the order of the targets; tables show the median of the rounds for each column.
+  alternate the order of the targets; tables show the median of the rounds for each column. A
+  goal that compares shardproxy with nutcracker is judged on the median of the rounds' own
+  ratios (the two ran in the same round, seconds apart), which the host's drift over a run
+  does not skew the way a ratio of two medians can.
+- The paced load counts latency from each batch's scheduled start (a server that falls behind
+  is charged for it). A sleep to a start can end late; that lateness is the generator's own,
+  and its p99 is given under the paced table.
 - shardbench checks every reply: values are a function of (key, version) and a get must return a
   version written for that key, byte for byte; after the prefill a miss is wrong. Any wrong reply
   fails the run.
