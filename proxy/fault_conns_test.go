@@ -43,17 +43,18 @@ func (r *faultRig) statsA() proxy.ServerStats {
 // other clients, of the same server too, are unaffected, also across a
 // reload; once the client leaves, the memory is given back.
 //
-// The bound: a session stops reading once maxPending (1024) requests are
-// queued and unwritten. Each holds its reply, so the worst case is 1024
-// replies of 100 KB plus the session's write batch (64 KiB and one reply),
-// the backend reader's buffer (a few replies) and the kernel's socket
-// buffers (outside the heap): 1024 × (100 KB + 1 KiB) + 16 MiB ≈ 117 MiB.
+// The bound: a session stops reading once maxPending (128) requests are
+// queued and unwritten (or read and not yet queued). Each holds its reply,
+// so the worst case is 128 replies of 100 KB plus the session's write batch
+// (64 KiB and one reply), the backend reader's buffer (a few replies) and
+// the kernel's socket buffers (outside the heap): 128 × (100 KB + 1 KiB) +
+// 16 MiB ≈ 29 MiB.
 func TestFaultClientNeverReads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs real memcached")
 	}
 	const size = 100 << 10
-	const maxPending = 1024 // proxy.maxPending
+	const maxPending = 128 // proxy.maxPending
 	// A timeout long enough for 100 MB to cross two proxies under the race
 	// detector: every reply must arrive, or the test measures errors.
 	r := newFaultRig(t, nil, "  timeout: 20000\n")

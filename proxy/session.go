@@ -46,6 +46,7 @@ type session struct {
 	batch   backend.Batch // calls routed from the current read, not yet sent
 	entered *pool         // the pool enter counted this session in (reader only)
 	counts  requestCounts // requests read, not yet added to the pool's stats (reader only)
+	staged  []*pending    // read and routed, not yet handed to the writer (reader only)
 
 	// outstanding counts requests queued and not yet written; switchPool
 	// waits for it to reach zero (see drainWait).
@@ -71,18 +72,29 @@ func newSession(l *listener, p *pool, nc net.Conn) *session {
 	return s
 }
 
-// enqueue hands p to the writer, which answers in order. At maxPending
-// requests in flight the reader waits (waitFor sends the calls staged so
-// far first: the one it waits for may be among them).
+// enqueue stages p for the writer, which answers in order; pushStaged
+// hands over a read's requests at once, before their calls go out. At
+// maxPending requests in flight the reader waits (waitFor hands over what
+// is staged and sends its calls first: the one it waits for may be among
+// them).
 func (s *session) enqueue(p *pending) {
-	if s.outstanding.Load() >= maxPending {
+	if s.outstanding.Load()+int64(len(s.staged)) >= maxPending {
 		s.waitFor(func() bool { return s.outstanding.Load() < maxPending })
 	}
-	if p.ready.Load() {
-		s.counts.publish() // answered here: counted before the client sees it
+	s.staged = append(s.staged, p)
+}
+
+// pushStaged hands the staged requests to the writer. The counts are
+// published first: a request answered already may be written at once.
+func (s *session) pushStaged() {
+	if len(s.staged) == 0 {
+		return
 	}
-	s.outstanding.Add(1)
-	s.push(p)
+	s.counts.publish()
+	s.outstanding.Add(int64(len(s.staged)))
+	s.push(s.staged)
+	clear(s.staged)
+	s.staged = s.staged[:0]
 }
 
 // written is called by the writer for every pending it is done with,
@@ -98,6 +110,7 @@ func (s *session) written() {
 // waitFor blocks the reader until done reports true; the writer wakes it
 // after every reply it finishes.
 func (s *session) waitFor(done func() bool) {
+	s.pushStaged() // done counts them in outstanding
 	if done() {
 		return
 	}
@@ -154,8 +167,9 @@ func (s *session) maxBuffer() int {
 // must stop reading.
 func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 	defer s.leave()
-	defer s.batch.Flush()    // every call routed from buf goes out, then leave
-	defer s.counts.publish() // before any of their replies can arrive
+	defer s.batch.Flush() // every call routed from buf goes out, then leave
+	defer s.pushStaged()  // the writer has every request before any reply arrives
+	defer s.counts.publish()
 	start := 0
 	for start < len(buf) && !s.closing.Load() {
 		s.heldWait()

@@ -78,19 +78,23 @@ func (w *writer) init(nc net.Conn) {
 	w.gone = make(chan struct{})
 }
 
-// push appends p to the requests awaiting their replies.
-func (s *session) push(p *pending) {
+// push appends ps to the requests awaiting their replies, in order.
+func (s *session) push(ps []*pending) {
 	w := &s.w
 	w.mu.Lock()
 	if w.fifo == nil {
 		w.fifo = make([]*pending, 0, 16)
 	}
-	w.fifo = append(w.fifo, p)
+	w.fifo = append(w.fifo, ps...)
 	w.mu.Unlock()
-	if p.ready.Load() {
-		// Answered before it was queued (by the proxy itself, or by a
-		// fast backend): nobody wrote it, since it was not queued.
-		s.flush()
+	for _, p := range ps {
+		if p.ready.Load() {
+			// Answered before it was queued (by the proxy itself,
+			// or by a fast backend): nobody wrote it, since it was
+			// not queued.
+			s.flush()
+			return
+		}
 	}
 }
 
