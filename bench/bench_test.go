@@ -283,6 +283,11 @@ func TestRatioGoalRounds(t *testing.T) {
 	if c.Status != "NOT MET" {
 		t.Errorf("1.50× against ≥ 1.60×: %s", c.Status)
 	}
+	// Just under the goal: the verdict's figure shows it.
+	c = ratioGoal("x", "≥", 1.1, ops, rowOf(109.9), rowOf(100))
+	if c.Measured != "1.099×" || c.Status != "NOT MET" {
+		t.Errorf("just under the goal: got %q, %s", c.Measured, c.Status)
+	}
 	c = ratioGoal("x", "≤", 1.2, ops, sp, rowOf(100)) // one round: no spread to show
 	if c.Measured != "1.20×" || c.Status != "met" {
 		t.Errorf("got %q, %s", c.Measured, c.Status)

@@ -108,7 +108,11 @@ func ratioGoal(what, op string, goal float64, figure func(*sample) float64, sp, 
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return c
 	}
-	c.Measured = fmt.Sprintf("%.2f×", v)
+	prec := 2
+	if fmt.Sprintf("%.2f", v) == fmt.Sprintf("%.2f", goal) && v != goal {
+		prec = 3 // 1.099 against 1.10 must not read 1.10
+	}
+	c.Measured = fmt.Sprintf("%.*f×", prec, v)
 	if len(rounds) > 1 {
 		parts := make([]string, len(rounds))
 		for i, r := range rounds {
