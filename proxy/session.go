@@ -97,10 +97,10 @@ func (s *session) pushStaged() {
 	s.staged = s.staged[:0]
 }
 
-// written is called by the writer for every pending it is done with,
-// after it released the pending's held bytes.
-func (s *session) written() {
-	if s.outstanding.Add(-1) >= 0 && s.waiting.Load() {
+// written is called by the writer for the n pendings of a batch it is
+// done with, after it released their held bytes.
+func (s *session) written(n int) {
+	if s.outstanding.Add(-int64(n)) >= 0 && s.waiting.Load() {
 		s.mu.Lock()
 		s.drained.Broadcast()
 		s.mu.Unlock()

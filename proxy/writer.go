@@ -194,6 +194,7 @@ func (s *session) writeReady(blocking bool) {
 		w.mu.Unlock()
 
 		out := getOut()
+		var heldDone int64
 		for i, p := range batch {
 			batch[i] = nil
 			if !broken {
@@ -217,11 +218,13 @@ func (s *session) writeReady(blocking bool) {
 				}
 			}
 			release(p)
-			s.held.Add(-p.heldBytes())
+			heldDone += p.heldBytes()
 			p.releaseReplies() // written or copied: their buffers can go
 			putPending(p)
-			s.written()
 		}
+		// Once per batch: both counters are shared with the reader's core.
+		s.held.Add(-heldDone)
+		s.written(len(batch))
 		w.batch = batch[:0]
 		if !broken {
 			out = s.writeOut(out, blocking)
