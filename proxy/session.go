@@ -84,13 +84,14 @@ func (s *session) enqueue(p *pending) {
 	s.staged = append(s.staged, p)
 }
 
-// pushStaged hands the staged requests to the writer. The counts are
-// published first: a request answered already may be written at once.
+// pushStaged publishes the requests counted so far and hands the staged
+// ones to the writer: once handed over, a request answered already may be
+// written at once, and its client must find it counted.
 func (s *session) pushStaged() {
+	s.counts.publish()
 	if len(s.staged) == 0 {
 		return
 	}
-	s.counts.publish()
 	s.outstanding.Add(int64(len(s.staged)))
 	s.push(s.staged)
 	clear(s.staged)
@@ -110,11 +111,10 @@ func (s *session) written(n int) {
 // waitFor blocks the reader until done reports true; the writer wakes it
 // after every reply it finishes.
 func (s *session) waitFor(done func() bool) {
-	s.pushStaged() // done counts them in outstanding
+	s.pushStaged() // done counts them in outstanding; and they are counted
 	if done() {
 		return
 	}
-	s.counts.publish()
 	s.batch.Flush() // what it waits for may be staged
 	s.leave()       // a reload must not wait for this client
 	s.waiting.Store(true)
@@ -168,8 +168,7 @@ func (s *session) maxBuffer() int {
 func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 	defer s.leave()
 	defer s.batch.Flush() // every call routed from buf goes out, then leave
-	defer s.pushStaged()  // the writer has every request before any reply arrives
-	defer s.counts.publish()
+	defer s.pushStaged()  // counted, and with the writer, before any reply arrives
 	start := 0
 	for start < len(buf) && !s.closing.Load() {
 		s.heldWait()
