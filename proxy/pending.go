@@ -42,13 +42,19 @@ func init() { // not in pendingPool's declaration: callDone leads back to it
 
 func getPending() *pending {
 	p := pendingPool.Get().(*pending)
-	p.req.Reset()
-	p.out = p.out[:0]
-	p.ready.Store(false)
+	p.prepare()
 	return p
 }
 
-func putPending(p *pending) {
+// prepare readies a recycled pending for a new request.
+func (p *pending) prepare() {
+	p.req.Reset()
+	p.out = p.out[:0]
+	p.ready.Store(false)
+}
+
+// reset drops what a written pending refers to, so that it can be reused.
+func (p *pending) reset() {
 	p.sess = nil
 	p.pool = nil
 	p.routed = false
@@ -72,7 +78,83 @@ func putPending(p *pending) {
 	if cap(p.req.Keys) > 1024 {
 		p.req.Keys = nil
 	}
+}
+
+// pendingStock bounds the written pendings a session keeps for its reader
+// (see newPending): a client's pipeline of 16 reuses its own, and a quiet
+// session holds at most twice that many.
+const pendingStock = 16
+
+// newPending returns a pending for the reader: one of the session's own
+// written ones if it has any, else one from the pool.
+//
+// A pipelining client's replies are written in batches, usually on another
+// core than the reader's. Through the pool, each pending would cost a Put
+// there and a Get (often a steal) here. Instead the writer keeps a batch's
+// pendings on the session under the lock it holds anyway, and the reader
+// takes them all at once. Pendings written one at a time (an unpipelined
+// client) go back to the pool, whose per-core cache then serves the reader
+// from the core it runs on; the reader only takes the lock when a batch is
+// waiting (w.stocked).
+func (s *session) newPending() *pending {
+	if len(s.free) == 0 && s.w.stocked.Load() {
+		s.w.mu.Lock()
+		s.free, s.w.freed = s.w.freed, s.free
+		s.w.stocked.Store(false)
+		s.w.mu.Unlock()
+	}
+	n := len(s.free)
+	if n == 0 {
+		return getPending()
+	}
+	p := s.free[n-1]
+	s.free[n-1] = nil
+	s.free = s.free[:n-1]
+	p.prepare()
+	return p
+}
+
+// freePending gives back a pending the reader took but did not use.
+func (s *session) freePending(p *pending) {
+	p.reset()
+	if len(s.free) < pendingStock {
+		s.free = append(s.free, p)
+		return
+	}
 	pendingPool.Put(p)
+}
+
+// stock keeps a written batch's pendings for the reader, up to
+// pendingStock; the rest, and a batch of one, go to the pool. w.mu is held.
+func (s *session) stock(ps []*pending) {
+	k := 0
+	if len(ps) > 1 {
+		k = min(len(ps), pendingStock-len(s.w.freed))
+	}
+	if k > 0 {
+		if s.w.freed == nil {
+			s.w.freed = make([]*pending, 0, pendingStock)
+		}
+		s.w.freed = append(s.w.freed, ps[:k]...)
+		s.w.stocked.Store(true)
+	}
+	for _, p := range ps[k:] {
+		pendingPool.Put(p)
+	}
+}
+
+// dropStock returns the session's kept pendings to the pool: the session
+// has ended.
+func (s *session) dropStock() {
+	s.w.mu.Lock()
+	freed := s.w.freed
+	s.w.freed = nil
+	s.w.stocked.Store(false)
+	s.w.mu.Unlock()
+	for _, p := range append(s.free, freed...) {
+		pendingPool.Put(p)
+	}
+	s.free = nil
 }
 
 // releaseReplies recycles the backend buffers of p's replies, once they are

@@ -47,6 +47,7 @@ type session struct {
 	entered *pool         // the pool enter counted this session in (reader only)
 	counts  requestCounts // requests read, not yet added to the pool's stats (reader only)
 	staged  []*pending    // read and routed, not yet handed to the writer (reader only)
+	free    []*pending    // written pendings to reuse (reader only; see newPending)
 
 	// outstanding counts requests queued and not yet written; switchPool
 	// waits for it to reach zero (see drainWait).
@@ -146,6 +147,7 @@ func (s *session) serve() {
 	s.readLoop()
 	s.quiesce()
 	s.w.stop()
+	s.dropStock()
 	s.nc.Close()
 }
 
@@ -175,7 +177,7 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 		if cur := s.l.pool.Load(); cur != s.p {
 			s.switchPool(cur)
 		}
-		p := getPending()
+		p := s.newPending()
 		p.pool = s.p
 		p.sess = s
 		if s.need > bigWrite && cap(p.req.Buf) < s.need {
@@ -188,12 +190,12 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 		if err != nil {
 			if errors.Is(err, codec.ErrIncomplete) {
 				s.need = codec.Needed(err)
-				putPending(p)
+				s.freePending(p)
 				break
 			}
 			var pe *codec.ProtocolError
 			if !errors.As(err, &pe) {
-				putPending(p)
+				s.freePending(p)
 				return nil, 0, false
 			}
 			s.p.stats.ProtocolErrors.Add(1)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,12 +31,14 @@ type writer struct {
 	gone chan struct{} // closed when the goroutine has returned
 
 	mu      sync.Mutex
-	fifo    []*pending // not yet written, oldest first
-	busy    bool       // someone holds the right to write
-	started bool       // the writer goroutine runs
-	broken  bool       // a write failed or the client quit: drop replies
-	failed  bool       // a write failed
-	pending []byte     // what a write that would have blocked left over
+	fifo    []*pending  // not yet written, oldest first
+	busy    bool        // someone holds the right to write
+	started bool        // the writer goroutine runs
+	broken  bool        // a write failed or the client quit: drop replies
+	failed  bool        // a write failed
+	pending []byte      // what a write that would have blocked left over
+	freed   []*pending  // written, for the reader to reuse (see newPending)
+	stocked atomic.Bool // freed is not empty
 
 	batch []*pending // the holder's scratch
 
@@ -195,8 +198,7 @@ func (s *session) writeReady(blocking bool) {
 
 		out := getOut()
 		var heldDone int64
-		for i, p := range batch {
-			batch[i] = nil
+		for _, p := range batch {
 			if !broken {
 				if big := bigReply(p); big != nil {
 					if blocking {
@@ -220,17 +222,19 @@ func (s *session) writeReady(blocking bool) {
 			release(p)
 			heldDone += p.heldBytes()
 			p.releaseReplies() // written or copied: their buffers can go
-			putPending(p)
+			p.reset()
 		}
 		// Once per batch: both counters are shared with the reader's core.
 		s.held.Add(-heldDone)
 		s.written(len(batch))
-		w.batch = batch[:0]
 		if !broken {
 			out = s.writeOut(out, blocking)
 		}
 		putOut(out)
 		w.mu.Lock()
+		s.stock(batch)
+		clear(batch)
+		w.batch = batch[:0]
 		w.broken = w.broken || broken
 		if len(w.pending) > 0 {
 			s.handOff() // the goroutine sends the rest first
