@@ -81,8 +81,9 @@ func (p *pending) reset() {
 }
 
 // pendingStock bounds the written pendings a session keeps for its reader
-// (see newPending): a client's pipeline of 16 reuses its own, and a quiet
-// session holds at most twice that many.
+// (see newPending): a client's pipeline of 16 reuses its own. A session
+// holds at most twice that many, and gives them back within about finCheck
+// once it is quiet (TLS sessions, which have no FIN check, when they end).
 const pendingStock = 16
 
 // newPending returns a pending for the reader: one of the session's own
@@ -144,7 +145,7 @@ func (s *session) stock(ps []*pending) {
 }
 
 // dropStock returns the session's kept pendings to the pool: the session
-// has ended.
+// has ended, or its FIN check found it quiet (readLoop). Reader only.
 func (s *session) dropStock() {
 	s.w.mu.Lock()
 	freed := s.w.freed

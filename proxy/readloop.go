@@ -28,10 +28,11 @@ const finCheck = time.Second
 // A FIN can be: when it arrives with the last request, the read returns the
 // request and the poller has no later edge to report. So the first skipped
 // read arms a read deadline finCheck ahead; when it fires, the loop reads
-// once more (EAGAIN, or the EOF it missed) and waits with no deadline. A
-// client that sent its last request and closed is so noticed within
-// finCheck; a busy client costs one deadline per finCheck. TLS sessions
-// read through net.Conn.
+// once more (EAGAIN, or the EOF it missed) and waits with no deadline, or
+// for another finCheck while replies are still due. A client that sent its
+// last request and closed is so noticed within finCheck; a busy client
+// costs one deadline per finCheck. The check also gives back the pendings
+// the session keeps (see newPending). TLS sessions read through net.Conn.
 func (s *session) readLoop() {
 	r := sessionReader{s: s, buf: make([]byte, 0, idleChunk), limit: s.maxBuffer()}
 	defer func() { backend.PutBuffer(r.buf) }()
@@ -87,8 +88,17 @@ func (s *session) readLoop() {
 		}
 		if armed && errors.Is(err, os.ErrDeadlineExceeded) && !s.closing.Load() {
 			// The FIN check: read again, to EAGAIN, without a deadline.
-			armed = false
-			s.nc.SetReadDeadline(time.Time{})
+			// The session's kept pendings go back to the pool: a busy
+			// session refills its stock at once, a quiet one keeps
+			// none. While replies are still due (their pendings would
+			// refill it) the check stays armed for another round.
+			s.dropStock()
+			if s.outstanding.Load() > 0 {
+				s.nc.SetReadDeadline(time.Now().Add(finCheck))
+			} else {
+				armed = false
+				s.nc.SetReadDeadline(time.Time{})
+			}
 			if !s.closing.Load() {
 				continue
 			}
