@@ -338,3 +338,42 @@ func raiseFDLimit(t *testing.T, want uint64) uint64 {
 	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
 	return lim.Cur
 }
+
+// TestQuietSessionGivesBackItsStock: after a pipelined burst the writer has
+// kept written pendings on the session (see newPending); once the session
+// is quiet, its FIN check gives them back to the pool, so a connection that
+// once pipelined and then idles keeps none of them.
+func TestQuietSessionGivesBackItsStock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real memcached")
+	}
+	_, yaml := memcachedPool(t, 1, "  timeout: 5000\n")
+	srv, addr := startProxy(t, yaml, "mc")
+	c := dial(t, addr)
+	var req strings.Builder
+	for i := range 64 {
+		fmt.Fprintf(&req, "get quiet:%d\r\n", i)
+	}
+	c.send(req.String())
+	for i := range 64 {
+		if got := c.line(); got != "END" {
+			t.Fatalf("get %d: %q", i, got)
+		}
+	}
+	n, _ := srv.KeptPendings()
+	if n == 0 {
+		t.Fatalf("after a burst of 64 pipelined gets the session kept no written pendings: the test shows nothing")
+	}
+	t.Logf("after the burst the session keeps %d written pendings", n)
+	deadline := time.Now().Add(3 * proxy.FinCheck)
+	for {
+		n, stocked := srv.KeptPendings()
+		if n == 0 && !stocked {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a quiet session still keeps %d written pendings after %v", n, 3*proxy.FinCheck)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
