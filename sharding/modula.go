@@ -1,5 +1,7 @@
 package sharding
 
+import "slices"
+
 // Modula is twemproxy's modula distribution (nc_modula.c): each server is
 // repeated weight times, in order, and a hash picks slot hash % slots.
 //
@@ -47,14 +49,8 @@ func (m *Modula) Pick(hash uint32) int {
 	if m.slots != nil {
 		return int(m.slots[slot])
 	}
-	lo, hi := 0, len(m.ends)-1 // the first server whose slots end past slot
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if m.ends[mid] > slot {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	return lo
+	// The first server whose slots end past slot (slot+1 <= total, so it
+	// cannot wrap).
+	i, _ := slices.BinarySearch(m.ends, slot+1)
+	return i
 }
