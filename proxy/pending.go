@@ -152,8 +152,10 @@ func (s *session) dropStock() {
 	s.w.freed = nil
 	s.w.stocked.Store(false)
 	s.w.mu.Unlock()
-	for _, p := range append(s.free, freed...) {
-		pendingPool.Put(p)
+	for _, ps := range [2][]*pending{s.free, freed} {
+		for _, p := range ps {
+			pendingPool.Put(p)
+		}
 	}
 	s.free = nil
 }

@@ -87,11 +87,12 @@ func (s *session) readLoop() {
 			return
 		}
 		if armed && errors.Is(err, os.ErrDeadlineExceeded) && !s.closing.Load() {
-			// The FIN check: read again, to EAGAIN, without a deadline.
-			// The session's kept pendings go back to the pool: a busy
-			// session refills its stock at once, a quiet one keeps
-			// none. While replies are still due (their pendings would
-			// refill it) the check stays armed for another round.
+			// The FIN check: read again, to EAGAIN (or the EOF it
+			// missed). The session's kept pendings go back to the
+			// pool: a busy session refills its stock at once, a quiet
+			// one keeps none. While replies are still due (their
+			// pendings would refill it) the check stays armed for
+			// another round; else the loop waits with no deadline.
 			s.dropStock()
 			if s.outstanding.Load() > 0 {
 				s.nc.SetReadDeadline(time.Now().Add(finCheck))
