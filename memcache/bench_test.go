@@ -46,11 +46,16 @@ func BenchmarkParseReplyQuietMeta(b *testing.B) {
 	codectest.BenchReply(b, dialect, replyReq(CmdMetaGet, codec.ModeQuiet), benchQuiet)
 }
 
-// BenchmarkSplitMerge splits a 100-key get over 4 servers (keys placed at
-// random, as a hash would) into reused storage and merges the servers'
-// replies, every key a hit of 100 bytes: the proxy's own work on a
-// multi-get besides parsing and placement.
-func BenchmarkSplitMerge(b *testing.B) {
+// splitBench is a 100-key get over 4 servers (keys placed at random, as a
+// hash would), split once, with every key's reply a hit of 100 bytes.
+type splitBench struct {
+	req     codec.Request
+	targets []int
+	scratch codec.SplitScratch
+	replies []codec.Reply
+}
+
+func newSplitBench(b *testing.B) *splitBench {
 	const keys, servers = 100, 4
 	rng := rand.New(rand.NewPCG(1, 2))
 	in := []byte("get")
@@ -58,32 +63,60 @@ func BenchmarkSplitMerge(b *testing.B) {
 		in = fmt.Appendf(in, " sb1f2e3d4c:%d", rng.IntN(10000)*100+i) // distinct
 	}
 	in = append(in, "\r\n"...)
-	var req codec.Request
-	if _, err := dialect.NewRequestParser(codec.Options{}).ParseRequest(in, &req); err != nil {
+	sb := &splitBench{}
+	if _, err := dialect.NewRequestParser(codec.Options{}).ParseRequest(in, &sb.req); err != nil {
 		b.Fatal(err)
 	}
-	targets := make([]int, len(req.Keys))
-	for i := range targets {
-		targets[i] = rng.IntN(servers)
+	sb.targets = make([]int, len(sb.req.Keys))
+	for i := range sb.targets {
+		sb.targets[i] = rng.IntN(servers)
 	}
-	var scratch codec.SplitScratch
-	subs, _, owners := dialect.Split(&req, targets, &scratch)
-	replies := make([]codec.Reply, len(subs))
+	subs, _, owners := dialect.Split(&sb.req, sb.targets, &sb.scratch)
+	sb.replies = make([]codec.Reply, len(subs))
 	for j, s := range subs {
 		var raw []byte
 		for _, k := range s.Keys {
 			raw = fmt.Appendf(raw, "VALUE %s 0 100\r\n%s\r\n", k, strings.Repeat("v", 100))
 		}
-		replies[j] = codec.Reply{Raw: append(raw, "END\r\n"...)}
+		sb.replies[j] = codec.Reply{Raw: append(raw, "END\r\n"...)}
 	}
-	dst := dialect.Merge(nil, &req, subs, owners, replies)
-	if got := bytes.Count(dst, []byte("VALUE ")); got != len(req.Keys) {
-		b.Fatalf("merged %d values of %d", got, len(req.Keys))
+	dst := dialect.Merge(nil, &sb.req, subs, owners, sb.replies)
+	if got := bytes.Count(dst, []byte("VALUE ")); got != len(sb.req.Keys) {
+		b.Fatalf("merged %d values of %d", got, len(sb.req.Keys))
 	}
+	return sb
+}
+
+// BenchmarkSplitMerge splits a 100-key get over 4 servers into reused
+// storage and merges the servers' replies: the proxy's own work on a
+// multi-get besides parsing and placement.
+func BenchmarkSplitMerge(b *testing.B) {
+	sb := newSplitBench(b)
+	var dst []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		subs, _, owners := dialect.Split(&req, targets, &scratch)
-		dst = dialect.Merge(dst[:0], &req, subs, owners, replies)
+		subs, _, owners := dialect.Split(&sb.req, sb.targets, &sb.scratch)
+		dst = dialect.Merge(dst[:0], &sb.req, subs, owners, sb.replies)
+	}
+}
+
+// BenchmarkSplit is BenchmarkSplitMerge's split alone.
+func BenchmarkSplit(b *testing.B) {
+	sb := newSplitBench(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		dialect.Split(&sb.req, sb.targets, &sb.scratch)
+	}
+}
+
+// BenchmarkMerge is BenchmarkSplitMerge's merge alone.
+func BenchmarkMerge(b *testing.B) {
+	sb := newSplitBench(b)
+	subs, _, owners := dialect.Split(&sb.req, sb.targets, &sb.scratch)
+	var dst []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = dialect.Merge(dst[:0], &sb.req, subs, owners, sb.replies)
 	}
 }
 

@@ -210,10 +210,13 @@ func FuzzValueHeader(f *testing.F) {
 	f.Add([]byte("VALUE foo 0 3\r\nbar\r\nEND\r\n"), "foo", uint8(0))
 	f.Add([]byte("VALUE b 4294967295 100 18446744073709551615\r\n"), "a b c", uint8(0))
 	f.Add([]byte("VALUE b 1 0000000001 2\r\n"), "a b b", uint8(2))
-	f.Add([]byte("VALUE k\n 1 2\r\n"), "k\n", uint8(0))
+	f.Add([]byte("VALUE k\n 1 2\r\n"), "k", uint8(0)) // the line ends inside the key
 	f.Add([]byte("VALUE k 1  2\r\n"), "k", uint8(0))
 	f.Add([]byte("VALUE k 1 1073741825\r\n"), "k", uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, keyList string, k uint8) {
+		if strings.Contains(keyList, "\n") {
+			return // keys are a request line's tokens (see valueHeader)
+		}
 		var keys [][]byte
 		for key := range strings.SplitSeq(keyList, " ") {
 			keys = append(keys, []byte(key))

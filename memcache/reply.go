@@ -178,26 +178,38 @@ func parseRetrieval(buf []byte, keys [][]byte) (int, codec.ReplyKind, error) {
 // short, is not ok: the general path (readLine, parseValueLine) then gives
 // the same answer or the error. What valueHeader accepts it would accept
 // alike (FuzzValueHeader).
+//
+// keys are tokens of a request line, as every retrieval request's are (the
+// parser's, and Split's and the Lua routes' copies of them): none holds a
+// space or a newline. So when the line holds the expected key followed by a
+// space, that is where the scan would end, and valueHeader takes the key
+// without scanning: a third of its time on a 100-key multi-get.
 func valueHeader(buf []byte, off int, keys [][]byte, k int) (kk, next, size int, ok bool) {
 	line := buf[off:min(len(buf), off+MaxReplyLine+2)]
 	if len(line) < len("VALUE ") || string(line[:len("VALUE ")]) != "VALUE " {
 		return 0, 0, 0, false
 	}
 	i := len("VALUE ")
-	for i < len(line) && line[i] != ' ' {
-		if line[i] == '\n' { // the line ends inside the key
+	if kk = k; kk < len(keys) && hasKeyAt(line, i, keys[kk]) {
+		// The usual block: the next key's, a hit. Comparing it whole
+		// finds the key's end without scanning for it.
+		i += len(keys[kk])
+	} else {
+		for i < len(line) && line[i] != ' ' {
+			if line[i] == '\n' { // the line ends inside the key
+				return 0, 0, 0, false
+			}
+			i++
+		}
+		if i == len("VALUE ") || i == len(line) {
 			return 0, 0, 0, false
 		}
-		i++
-	}
-	if i == len("VALUE ") || i == len(line) {
-		return 0, 0, 0, false
-	}
-	key := line[len("VALUE "):i]
-	for kk = k; kk < len(keys) && string(keys[kk]) != string(key); kk++ {
-	}
-	if kk == len(keys) {
-		return 0, 0, 0, false
+		key := line[len("VALUE "):i]
+		for ; kk < len(keys) && string(keys[kk]) != string(key); kk++ {
+		}
+		if kk == len(keys) {
+			return 0, 0, 0, false
+		}
 	}
 	i++
 	j := i // the flags
@@ -232,6 +244,13 @@ func valueHeader(buf []byte, off int, keys [][]byte, k int) (kk, next, size int,
 		return 0, 0, 0, false
 	}
 	return kk, off + i + 2, size, true
+}
+
+// hasKeyAt reports whether line holds key, which is not empty, at i
+// followed by a space.
+func hasKeyAt(line []byte, i int, key []byte) bool {
+	e := i + len(key)
+	return len(key) > 0 && e < len(line) && line[e] == ' ' && string(line[i:e]) == string(key)
 }
 
 // parseValueLine reads "VALUE <key> <flags> <bytes> [<cas>]": tokens
