@@ -35,11 +35,15 @@ func evaluate(r *report) []criterion {
 	vsNutcracker("redis-p16", "Redis pipeline 16", 2, 0.5)
 	vsNutcracker("memcache-mget100", "100-key multi-get over 4 servers", 1.5, 0)
 
-	c := criterion{What: "memcache-p1-half: p99 at half of nutcracker's peak rate", Goal: "shardproxy ≤ nutcracker",
-		Status: "not measured"}
-	if sp, nc := r.rows("memcache-p1-half"); usable(sp) && usable(nc) {
-		c.Measured = fmt.Sprintf("%s µs vs %s µs", fmtInt(sp.Median.P99), fmtInt(nc.Median.P99))
-		c.Status = status(sp.Median.P99 <= nc.Median.P99)
+	// The tail moves with the host even more than throughput does (both
+	// proxies' p99 went from 2 to 17 ms between two rounds of one run), so
+	// it is judged like the other comparisons: on the rounds' own ratios.
+	// The two medians stay beside the verdict.
+	sp, nc := r.rows("memcache-p1-half")
+	c := ratioGoal("memcache-p1-half: p99 at half of nutcracker's peak rate, shardproxy ÷ nutcracker", "≤", 1,
+		func(s *sample) float64 { return s.P99 }, sp, nc)
+	if c.Status != "not measured" {
+		c.Measured += fmt.Sprintf("; medians %s µs vs %s µs", fmtInt(sp.Median.P99), fmtInt(nc.Median.P99))
 	}
 	out = append(out, c)
 
