@@ -40,6 +40,10 @@ const (
 	// ModeQuiet: the dialect decides per reply what the client sees
 	// (memcached meta "q": misses and successes are hidden, errors shown).
 	ModeQuiet
+	// ModeRewrite: the client reads one reply, but the backend was sent
+	// another form of the request and the dialect rewrites its reply
+	// (memcached get sent as mg): AppendReply never passes it through.
+	ModeRewrite
 )
 
 // ReplyKind classifies a backend reply.
@@ -144,6 +148,12 @@ type Options struct {
 	// DB is the database the pool serves (Redis SELECT); clients may select
 	// only this one.
 	DB int
+	// MetaGets asks the memcache parser to send a one-key get or gets to
+	// the backend as a meta get (mg), in ModeRewrite. memcached sends the
+	// reply to every get at once, but holds meta replies until it has read
+	// all the requests at hand: behind a proxy that pipelines many
+	// clients' requests on one socket, that is one send per batch.
+	MetaGets bool
 }
 
 // HandshakeOptions describe what a new backend socket must be told.
@@ -154,6 +164,9 @@ type HandshakeOptions struct {
 	Username string
 	// DB, when non-zero, selects a database.
 	DB int
+	// Meta asks a memcache backend to prove it speaks the meta protocol
+	// (mn) before it is used: the pool sends it meta requests.
+	Meta bool
 }
 
 // Env is what the proxy tells a dialect answering a local command.

@@ -47,6 +47,12 @@ const (
 	ReadFromReplica       = "replica"
 )
 
+// Values of Pool.ServerProtocol: how a memcache pool speaks to its servers.
+const (
+	ServerProtocolText = "text"
+	ServerProtocolMeta = "meta"
+)
+
 // Inline is the Source of a Config parsed from bytes without a file name.
 const Inline = "<inline>"
 
@@ -250,6 +256,17 @@ type Pool struct {
 	// proxy sends the same to every server. "" means Redis's default user,
 	// for which clients may send AUTH password alone.
 	RedisAuthUser string
+
+	// ServerProtocol is how a memcache pool speaks to its servers (key
+	// server_protocol, a shardproxy extension): ServerProtocolText (the
+	// default) forwards every request as the client wrote it;
+	// ServerProtocolMeta sends a one-key get or gets as a meta get (mg)
+	// and gives the client memcached's text reply, which lets memcached
+	// 1.6 answer a batch of gets with one send instead of one each. The
+	// servers must speak the meta protocol (memcached 1.6 or later): a
+	// server that does not answer "mn" is marked bad. Only a memcache pool
+	// without lua may set it; a failover_pool must speak the same.
+	ServerProtocol string
 
 	// The TLS keys (shardproxy extensions) hold file paths; a relative path
 	// is relative to the config file's directory (see Config.Path). The

@@ -198,6 +198,9 @@ func (b *builder) checkFailovers(pools []*Pool) {
 			b.errs.add(f.line, f.pool.Name, "failover_pool", fmt.Sprintf("pool %q is a redis_cluster pool, which has no servers to pick from", f.pool.FailoverPool))
 		case pools[i].Lua != "":
 			b.errs.add(f.line, f.pool.Name, "failover_pool", fmt.Sprintf("pool %q is a Lua pool, which has no servers to pick from", f.pool.FailoverPool))
+		case pools[i].ServerProtocol != f.pool.ServerProtocol:
+			b.errs.add(f.line, f.pool.Name, "failover_pool", fmt.Sprintf("pool %q has server_protocol %s, this pool %s: "+
+				"a request is written once, for both", f.pool.FailoverPool, pools[i].ServerProtocol, f.pool.ServerProtocol))
 		}
 	}
 }

@@ -57,6 +57,7 @@ var poolKeys = map[string]setter{
 	"read_from":           (*poolParser).setReadFrom,
 	"cluster_refresh":     msSetter(func(p *Pool) *time.Duration { return &p.ClusterRefresh }, 100),
 	"redis_auth_user":     (*poolParser).setRedisAuthUser,
+	"server_protocol":     (*poolParser).setServerProtocol,
 
 	"tls_cert":               pathSetter(func(p *Pool) *string { return &p.TLSCert }),
 	"tls_key":                pathSetter(func(p *Pool) *string { return &p.TLSKey }),
@@ -102,6 +103,7 @@ func newPool(name string, line int) *Pool {
 		MaxRequestLine:     DefaultMaxRequestLine,
 		AllowFlushAll:      true,
 		EjectPolicy:        EjectRemap,
+		ServerProtocol:     ServerProtocolText,
 	}
 }
 
@@ -369,6 +371,14 @@ func (pp *poolParser) finish() {
 	case hasPool:
 		pp.b.failovers = append(pp.b.failovers, listenAt{pool: p, line: line})
 	}
+	if line, ok := pp.keys["server_protocol"]; ok && p.ServerProtocol == ServerProtocolMeta {
+		switch {
+		case p.Redis && !pp.bad["redis"]:
+			pp.fail(line, "server_protocol", "meta is only valid for a memcache pool")
+		case hasLua:
+			pp.fail(line, "server_protocol", "a Lua pool's routes send requests as they are; remove server_protocol")
+		}
+	}
 	pp.finishCluster()
 	pp.finishSecurity()
 }
@@ -433,6 +443,20 @@ func (pp *poolParser) setReadFrom(key string, v *yaml.Node) {
 	default:
 		pp.fail(v.Line, key, fmt.Sprintf("unknown value %q; want %s, %s or %s", s,
 			ReadFromMaster, ReadFromPreferReplica, ReadFromReplica))
+	}
+}
+
+// setServerProtocol reads server_protocol: text or meta.
+func (pp *poolParser) setServerProtocol(key string, v *yaml.Node) {
+	s, ok := pp.scalar(key, v)
+	if !ok {
+		return
+	}
+	switch s {
+	case ServerProtocolText, ServerProtocolMeta:
+		pp.p.ServerProtocol = s
+	default:
+		pp.fail(v.Line, key, fmt.Sprintf("unknown value %q; want %s or %s", s, ServerProtocolText, ServerProtocolMeta))
 	}
 }
 

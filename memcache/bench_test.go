@@ -42,6 +42,38 @@ func BenchmarkParseReplyMultiValue(b *testing.B) {
 	codectest.BenchReply(b, dialect, req, append(raw, "END\r\n"...))
 }
 
+// BenchmarkParseGetAsMeta parses a get that server_protocol meta sends as mg.
+func BenchmarkParseGetAsMeta(b *testing.B) {
+	p := dialect.NewRequestParser(codec.Options{MetaGets: true})
+	var req codec.Request
+	b.ReportAllocs()
+	for b.Loop() {
+		req.Reset()
+		if _, err := p.ParseRequest(benchGet, &req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReplyGetAsMeta frames and rewrites the mg reply to a get: a
+// 100-byte hit, shown to the client as text.
+func BenchmarkReplyGetAsMeta(b *testing.B) {
+	req, _, err := parse(b, codec.Options{MetaGets: true}, string(benchGet))
+	if err != nil {
+		b.Fatal(err)
+	}
+	reply := []byte("VA 100 k" + string(req.Keys[0]) + " f0\r\n" + strings.Repeat("v", 100) + "\r\n")
+	var dst []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		n, kind, err := dialect.ParseReply(reply, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dst = dialect.AppendReply(dst[:0], req, reply[:n], kind)
+	}
+}
+
 func BenchmarkParseReplyQuietMeta(b *testing.B) {
 	codectest.BenchReply(b, dialect, replyReq(CmdMetaGet, codec.ModeQuiet), benchQuiet)
 }

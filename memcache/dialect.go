@@ -24,16 +24,20 @@ func (*Dialect) NewRequestParser(l codec.Options) codec.RequestParser {
 	return newParser(l)
 }
 
-// Handshake returns the one request that validates a new backend socket,
-// "version\r\n", whose "VERSION ..." reply is ReplyOK. The options are
-// ignored: memcached's text protocol has no AUTH or SELECT to send.
-func (*Dialect) Handshake(codec.HandshakeOptions) []*codec.Request {
-	b := []byte("version\r\n")
-	return []*codec.Request{{
-		Name:  cmdNames[CmdVersion],
-		Cmd:   CmdVersion,
-		Route: codec.RouteKey,
-		Wire:  b,
-		Buf:   b,
-	}}
+// Handshake returns the requests that validate a new backend socket:
+// "version\r\n", whose "VERSION ..." reply is ReplyOK, and with o.Meta
+// "mn\r\n", which only a server that speaks the meta protocol answers
+// ("MN"; memcached before 1.6 says "ERROR"). Password and DB are ignored:
+// memcached's text protocol has no AUTH or SELECT to send.
+func (*Dialect) Handshake(o codec.HandshakeOptions) []*codec.Request {
+	reqs := []*codec.Request{handshakeReq(CmdVersion, "version\r\n")}
+	if o.Meta {
+		reqs = append(reqs, handshakeReq(CmdMetaNoop, "mn\r\n"))
+	}
+	return reqs
+}
+
+func handshakeReq(cmd int, wire string) *codec.Request {
+	b := []byte(wire)
+	return &codec.Request{Name: cmdNames[cmd], Cmd: cmd, Route: codec.RouteKey, Wire: b, Buf: b}
 }

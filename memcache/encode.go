@@ -8,13 +8,16 @@ import (
 
 // AppendReply implements codec.Dialect: a noreply request shows nothing, a
 // quiet meta request shows its reply without the "MN\r\n" the parser asked
-// for, any other request shows the reply as the backend sent it.
+// for, a get sent as mg shows the text reply, any other request shows the
+// reply as the backend sent it.
 func (*Dialect) AppendReply(dst []byte, req *codec.Request, reply []byte, _ codec.ReplyKind) []byte {
 	switch req.Mode {
 	case codec.ModeNoreply:
 		return dst
 	case codec.ModeQuiet:
 		reply = bytes.TrimSuffix(reply, []byte("MN\r\n"))
+	case codec.ModeRewrite:
+		return appendMetaGet(dst, req, reply)
 	}
 	return append(dst, reply...)
 }

@@ -15,6 +15,7 @@ import (
 var fuzzLimits = []codec.Options{
 	{},
 	{MaxKey: 8, MaxLine: 64, MaxValue: 32, Deny: []string{"flush_all", "ms"}},
+	{MetaGets: true, Deny: []string{"gets"}},
 }
 
 func FuzzRequest(f *testing.F) {
@@ -72,6 +73,11 @@ func checkRequest(t *testing.T, l codec.Options, data []byte) {
 		t.Fatalf("%q alone parses as %s, within %q as %s", data[:n], describeRequest(&again, m, err), data, describeRequest(&req, n, nil))
 	}
 
+	if req.Mode == codec.ModeRewrite {
+		checkMetaGet(t, l, data[:n], &req)
+		return
+	}
+
 	// What the proxy forwards is itself a request it accepts.
 	var fwd codec.Request
 	m, err := dialect.NewRequestParser(codec.Options{MaxValue: l.MaxValue}).ParseRequest(req.Wire, &fwd)
@@ -90,6 +96,26 @@ func checkRequest(t *testing.T, l codec.Options, data []byte) {
 	}
 	if req.Mode == codec.ModeNoreply && fwd.Mode != codec.ModeNormal {
 		t.Fatalf("wire %q still asks for noreply", req.Wire)
+	}
+}
+
+// checkMetaGet checks a get or gets rewritten as mg: without MetaGets the
+// same bytes are the same one-key request, and the wire is a meta get of
+// that key asking for it back.
+func checkMetaGet(t *testing.T, l codec.Options, data []byte, req *codec.Request) {
+	l.MetaGets = false
+	var text codec.Request
+	n, err := dialect.NewRequestParser(l).ParseRequest(data, &text)
+	if err != nil || n != len(data) || text.Name != req.Name || text.Route != codec.RouteKey || !equalKeys(text.Keys, req.Keys) {
+		t.Fatalf("%q: rewritten as %s, as text %s", data, describeRequest(req, len(data), nil), describeRequest(&text, n, err))
+	}
+	if req.Cmd != CmdGet && req.Cmd != CmdGets {
+		t.Fatalf("%q: a %s rewritten", data, req.Name)
+	}
+	var fwd codec.Request
+	m, err := dialect.NewRequestParser(codec.Options{}).ParseRequest(req.Wire, &fwd)
+	if err != nil || m != len(req.Wire) || fwd.Cmd != CmdMetaGet || !equalKeys(fwd.Keys, req.Keys) {
+		t.Fatalf("wire %q of %q parses as %s", req.Wire, data, describeRequest(&fwd, m, err))
 	}
 }
 
@@ -178,6 +204,43 @@ func FuzzReply(f *testing.F) {
 		}
 		if isRetrieval(req.Cmd) && kind != codec.ReplyError && kind != codec.ReplyFatal {
 			checkValueWalk(t, data[:n], kind)
+		}
+	})
+}
+
+// FuzzMetaGetReply checks the reply to a get or gets sent as mg: what
+// ParseReply frames, AppendReply shows as the text reply memcached gives
+// a get, which the text framing takes whole with the same kind.
+func FuzzMetaGetReply(f *testing.F) {
+	for _, in := range []string{
+		"VA 3 kfoo f5\r\nbar\r\n", "EN\r\n", "EN kfoo\r\n", "VA 0 kfoo f0 c99\r\n\r\n",
+		"SERVER_ERROR out of memory\r\n", "ERROR\r\n", "VA 3 kbar f1\r\nbar\r\n", "VA 1 kZm9v b f0\r\nz\r\n",
+	} {
+		f.Add(false, []byte(in))
+		f.Add(true, []byte(in))
+	}
+	f.Fuzz(func(t *testing.T, gets bool, data []byte) {
+		in := "get foo\r\n"
+		if gets {
+			in = "gets foo\r\n"
+		}
+		req, _, err := parse(t, codec.Options{MetaGets: true}, in)
+		if err != nil || req.Mode != codec.ModeRewrite {
+			t.Fatalf("%q: %v, mode %s", in, err, modeNames[req.Mode])
+		}
+		n, kind, ok := codectest.CheckReply(t, dialect, req, data, "memcache: ")
+		if !ok {
+			return
+		}
+		shown := dialect.AppendReply(nil, req, data[:n], kind)
+		text, _, _ := parse(t, codec.Options{}, in)
+		m, textKind, err := dialect.ParseReply(shown, text)
+		if err != nil || m != len(shown) || textKind != kind {
+			t.Fatalf("%q shows %q: as a text reply %d of %d bytes, kind %s (was %s), %v",
+				data[:n], shown, m, len(shown), kindNames[textKind], kindNames[kind], err)
+		}
+		if kind == codec.ReplyOK && !bytes.HasPrefix(shown, []byte("VALUE foo ")) {
+			t.Fatalf("hit %q shows %q", data[:n], shown)
 		}
 	})
 }

@@ -24,7 +24,7 @@ var routeNames = map[codec.Route]string{
 }
 
 var modeNames = map[codec.Mode]string{
-	codec.ModeNormal: "normal", codec.ModeNoreply: "noreply", codec.ModeQuiet: "quiet",
+	codec.ModeNormal: "normal", codec.ModeNoreply: "noreply", codec.ModeQuiet: "quiet", codec.ModeRewrite: "rewrite",
 }
 
 var kindNames = map[codec.ReplyKind]string{

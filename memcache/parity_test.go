@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -392,5 +394,81 @@ func TestParityBase64Keys(t *testing.T) {
 			io.WriteString(c, "md "+enc+" b\r\n") // leave no state for the next key
 			r.ReadString('\n')
 		})
+	}
+}
+
+// TestParityMetaGets runs gets and sets directly on one memcached and, on
+// another, with every one-key get and gets sent as mg (codec.Options
+// MetaGets): the client must see the same bytes, cas values aside (each
+// server counts its own).
+func TestParityMetaGets(t *testing.T) {
+	direct := dial(t, startMemcached(t))
+	directR := bufio.NewReader(direct)
+	proxied := dial(t, startMemcached(t))
+	proxiedR := bufio.NewReader(proxied)
+	long := strings.Repeat("k", 250)
+	big := strings.Repeat("v", 300<<10)
+	script := []string{
+		"get a\r\n",
+		"gets a\r\n",
+		"set a 5 0 3\r\nabc\r\n",
+		"get a\r\n",
+		"gets a\r\n",
+		"set e 4294967295 0 0\r\n\r\n",
+		"get e\r\n",
+		"set crlf 0 0 4\r\n\r\n\r\n\r\n",
+		"get crlf\r\n",
+		"set " + long + " 1 0 1\r\nL\r\n",
+		"get " + long + "\r\n",
+		"gets " + long + "\r\n",
+		"get " + long + "k\r\n",
+		"set big 7 0 " + strconv.Itoa(len(big)) + "\r\n" + big + "\r\n",
+		"get big\r\n",
+		"get a e missing\r\n",
+		"gat 100 a\r\n",
+		"ms TDE= 1 b\r\nz\r\n", // base64 "L1": memcached returns its key in base64
+		"get L1\r\n",
+		"gets L1\r\n",
+		"delete a\r\n",
+		"get a\r\n",
+		"gets a\r\n",
+	}
+	casField := regexp.MustCompile(`(?m)^(VALUE \S+ \d+ \d+) \d+\r$`)
+	for _, in := range script {
+		io.WriteString(direct, in+"mn\r\n")
+		var want []byte
+		for !bytes.HasSuffix(want, []byte("MN\r\n")) {
+			line, err := directR.ReadBytes('\n')
+			if err != nil {
+				t.Fatalf("%q: direct: %v", in, err)
+			}
+			want = append(want, line...)
+		}
+		want = want[:len(want)-len("MN\r\n")]
+
+		req, n, err := parse(t, codec.Options{MetaGets: true}, in)
+		var got []byte
+		switch {
+		case err != nil:
+			got = []byte(codectest.ProtocolError(t, err).Reply)
+		case n != len(in):
+			t.Fatalf("%q: parsed %d bytes", in, n)
+		case req.Route == codec.RouteMulti:
+			subs, _, owners := dialect.Split(req, make([]int, len(req.Keys)), nil)
+			r := backendReply(t, proxied, proxiedR, subs[0], subs[0].Wire)
+			got = dialect.Merge(nil, req, subs, owners, []codec.Reply{r})
+		default:
+			rewritten := (req.Cmd == CmdGet || req.Cmd == CmdGets) && len(req.Keys) == 1
+			if rewritten != (req.Mode == codec.ModeRewrite) || rewritten != bytes.HasPrefix(req.Wire, []byte("mg ")) {
+				t.Fatalf("%q: mode %s, wire %.40q", in, modeNames[req.Mode], req.Wire)
+			}
+			r := backendReply(t, proxied, proxiedR, req, req.Wire)
+			got = dialect.AppendReply(nil, req, r.Raw, r.Kind)
+		}
+		got = casField.ReplaceAll(got, []byte("$1 CAS\r"))
+		want = casField.ReplaceAll(want, []byte("$1 CAS\r"))
+		if !bytes.Equal(got, want) {
+			t.Errorf("%.60q:\n proxy shows %.200q\nmemcached   %.200q", in, got, want)
+		}
 	}
 }

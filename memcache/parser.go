@@ -33,6 +33,7 @@ type parser struct {
 	cmdLine  int // every other line
 	maxValue int
 	deny     [numCmds]bool
+	metaGets bool   // a one-key get or gets goes to the backend as mg
 	toks     []span // tokens of the current line, reused
 }
 
@@ -43,6 +44,7 @@ func newParser(l codec.Options) *parser {
 		maxKey:   orDefault(l.MaxKey, DefaultMaxKey),
 		maxLine:  orDefault(l.MaxLine, DefaultMaxLine),
 		maxValue: orDefault(l.MaxValue, DefaultMaxValue),
+		metaGets: l.MetaGets,
 	}
 	p.cmdLine = min(MaxCommandLine, p.maxLine)
 	for _, name := range l.Deny {

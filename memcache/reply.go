@@ -22,6 +22,8 @@ const (
 // ReplyError.
 func (*Dialect) ParseReply(buf []byte, req *codec.Request) (int, codec.ReplyKind, error) {
 	switch {
+	case req.Mode == codec.ModeRewrite:
+		return parseMetaGet(buf, req)
 	case isRetrieval(req.Cmd):
 		return parseRetrieval(buf, req.Keys)
 	case isMeta(req.Cmd) && req.Mode == codec.ModeQuiet:

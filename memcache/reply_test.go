@@ -188,6 +188,16 @@ func TestHandshake(t *testing.T) {
 	if err != nil || n != 16 || kind != codec.ReplyOK {
 		t.Errorf("version reply: %d, %s, %v", n, kindNames[kind], err)
 	}
+	reqs = dialect.Handshake(codec.HandshakeOptions{Meta: true})
+	if len(reqs) != 2 || string(reqs[1].Wire) != "mn\r\n" {
+		t.Fatalf("Handshake(Meta) = %+v", reqs)
+	}
+	if _, kind, err := dialect.ParseReply([]byte("MN\r\n"), reqs[1]); err != nil || kind != codec.ReplyOK {
+		t.Errorf("mn reply MN: %s, %v", kindNames[kind], err)
+	}
+	if _, kind, err := dialect.ParseReply([]byte("ERROR\r\n"), reqs[1]); err != nil || kind == codec.ReplyOK {
+		t.Errorf("mn reply ERROR (memcached 1.5): %s, %v; want a failed handshake", kindNames[kind], err)
+	}
 }
 
 func TestRegistered(t *testing.T) {

@@ -78,6 +78,10 @@ func (p *parser) retrieval(l *line, req *codec.Request) (int, error) {
 	if r := p.denied(l.cmd); r != "" {
 		return 0, rejectLine(r, n)
 	}
+	if p.metaGets && len(keys) == 1 && (l.cmd == CmdGet || l.cmd == CmdGets) {
+		metaGet(l, req, keys[0])
+		return n, nil
+	}
 	b := fill(l.buf, req, l.cmd, wire{n: n, eol: l.eol}, 0)
 	for _, k := range keys {
 		addKey(req, b, k)

@@ -112,6 +112,7 @@ func newPool(srv *Server, cfg *config.Config, pc *config.Pool, backends backendS
 			Password: pc.RedisAuth,
 			Username: pc.RedisAuthUser,
 			DB:       pc.RedisDB,
+			MetaGets: pc.ServerProtocol == config.ServerProtocolMeta,
 		},
 	}
 	var err error
@@ -172,10 +173,11 @@ func newPool(srv *Server, cfg *config.Config, pc *config.Pool, backends backendS
 	for _, ss := range shard.Servers() {
 		s := byName[ss.Name]
 		b := backends.backend(pc.Name, backend.Config{
-			Addr:           s.Addr,
-			Name:           s.Name,
-			Dialect:        d,
-			Handshake:      codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB},
+			Addr:    s.Addr,
+			Name:    s.Name,
+			Dialect: d,
+			Handshake: codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB,
+				Meta: pc.ServerProtocol == config.ServerProtocolMeta},
 			TLS:            dialTLS,
 			Conns:          pc.ServerConnections,
 			ConnectTimeout: connectTimeout,

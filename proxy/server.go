@@ -287,6 +287,9 @@ func (s *Server) activate(gen *generation, bound []*listener) {
 			s.log.Info("pool listening", "pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name(), "lua", p.cfg.Lua)
 		case p.cfg.RedisCluster:
 			s.log.Info("pool listening", "pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name(), "cluster_seeds", len(p.cfg.Servers))
+		case p.cfg.ServerProtocol == config.ServerProtocolMeta:
+			s.log.Info("pool listening", "pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name(),
+				"servers", len(p.backends), "distribution", p.cfg.Distribution, "hash", p.cfg.Hash, "server_protocol", p.cfg.ServerProtocol)
 		default:
 			s.log.Info("pool listening", "pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name(),
 				"servers", len(p.backends), "distribution", p.cfg.Distribution, "hash", p.cfg.Hash)

@@ -1,0 +1,55 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestServerProtocol(t *testing.T) {
+	if got := mustParse(t, pool("")).Pools[0].ServerProtocol; got != ServerProtocolText {
+		t.Errorf("default server_protocol %q, want %q", got, ServerProtocolText)
+	}
+	c := mustParse(t, pool("  server_protocol: meta\n"))
+	if got := c.Pools[0].ServerProtocol; got != ServerProtocolMeta {
+		t.Fatalf("server_protocol %q, want meta", got)
+	}
+	text, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(text), "server_protocol: meta\n") {
+		t.Errorf("marshaled pool lacks server_protocol:\n%s", text)
+	}
+	if again := mustParse(t, string(text)); again.Pools[0].Checksum() != c.Pools[0].Checksum() {
+		t.Errorf("round trip changed the pool:\n%s", text)
+	}
+	if mustParse(t, pool("")).Pools[0].Checksum() == c.Pools[0].Checksum() {
+		t.Error("server_protocol leaves the checksum unchanged: a reload would keep the old pool")
+	}
+
+	failover := func(alpha, beta string) string {
+		return pool("  auto_eject_hosts: true\n  eject_policy: failover\n  failover_pool: beta\n"+alpha) +
+			"beta:\n  listen: 127.0.0.1:22200\n" + beta + "  servers:\n   - 127.0.0.1:11212:1\n"
+	}
+	mustParse(t, failover("  server_protocol: meta\n", "  server_protocol: meta\n"))
+	for _, tt := range []struct{ name, text, want string }{
+		{"unknown", pool("  server_protocol: binary\n"),
+			`config: testdata/x.yml:3: pool "alpha": server_protocol: unknown value "binary"; want text or meta`},
+		{"redis", pool("  redis: true\n  server_protocol: meta\n"),
+			`config: testdata/x.yml:4: pool "alpha": server_protocol: meta is only valid for a memcache pool`},
+		{"lua", "alpha:\n  listen: 127.0.0.1:22121\n  server_protocol: meta\n  lua: routes.lua\n",
+			`config: testdata/x.yml:3: pool "alpha": server_protocol: a Lua pool's routes send requests as they are; remove server_protocol`},
+		{"failover to a text pool", failover("  server_protocol: meta\n", ""),
+			`config: testdata/x.yml:5: pool "alpha": failover_pool: pool "beta" has server_protocol text, this pool meta: a request is written once, for both`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.text), src)
+			if err == nil {
+				t.Fatalf("no error for\n%s", tt.text)
+			}
+			if got := strings.Split(err.Error(), "\n")[0]; got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,200 @@
+package memcache
+
+import (
+	"bytes"
+
+	"shardproxy/codec"
+)
+
+// A one-key get or gets may go to the backend as a meta get (codec.Options
+// MetaGets). memcached 1.6 sends the reply to a text get as soon as it has
+// it, one send per get even when the socket holds a batch of them, while it
+// holds meta replies until the batch is read: on a socket that pipelines
+// many clients' requests, a batch of gets then costs memcached one send
+// instead of one each.
+//
+// The proxy asks for the key back (k) and checks it, so a reply that is
+// not this request's (a shifted stream) is a desync, as a VALUE line with
+// another key is for a text get.
+
+// Wire suffixes of the meta get sent for a get and for a gets: key back,
+// client flags, (cas,) value. memcached returns the flags in this order.
+const (
+	metaGetSuffix  = " k f v\r\n"
+	metaGetsSuffix = " k f c v\r\n"
+)
+
+// metaGet builds req for "get <key>" or "gets <key>" (the key at s in the
+// line) as "mg <key> k f [c ]v" in ModeRewrite.
+func metaGet(l *line, req *codec.Request, s span) {
+	suffix := metaGetSuffix
+	if l.cmd == CmdGets {
+		suffix = metaGetsSuffix
+	}
+	key := l.buf[s.start:s.end]
+	size := len("mg ") + len(key) + len(suffix)
+	b := req.Buf[:0]
+	if cap(b) < size {
+		b = make([]byte, 0, size)
+	}
+	b = append(b, "mg "...)
+	b = append(b, key...)
+	b = append(b, suffix...)
+	req.Buf = b
+	req.Wire = b[:len(b):len(b)]
+	req.Name = cmdNames[l.cmd]
+	req.Cmd = l.cmd
+	req.Mode = codec.ModeRewrite
+	req.Route = codec.RouteKey
+	req.Keys = append(req.Keys[:0], b[3:3+len(key):3+len(key)])
+}
+
+// metaValue is what a VA or EN line of a meta get says.
+type metaValue struct {
+	size    int
+	sizeTok []byte // size, as memcached wrote it
+	flags   []byte // client flags, decimal
+	cas     []byte // cas unique, decimal (gets only)
+}
+
+// parseMetaGet frames the reply to a rewritten get or gets: "VA <size>
+// k<key> f<flags> [c<cas>]", the data and "\r\n" (a hit); "EN" with or
+// without "k<key>" (a miss); or an error line.
+func parseMetaGet(buf []byte, req *codec.Request) (int, codec.ReplyKind, error) {
+	line, next, err := readLine(buf, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	if isErrorLine(line) {
+		return next, errorKind(line), nil
+	}
+	v, hit, err := metaGetLine(line, req)
+	if err != nil {
+		return 0, 0, err
+	}
+	if !hit {
+		return next, codec.ReplyMiss, nil
+	}
+	if next, err = skipData(buf, next, v.size, 0); err != nil {
+		return 0, 0, err
+	}
+	return next, codec.ReplyOK, nil
+}
+
+// metaGetLine reads the status line of a meta get's reply to req: a hit
+// ("VA ...") with its length, flags and cas, or a miss ("EN"). Any other
+// line, a key that is not req's, or a hit without the flags (or the cas
+// of a gets) is ErrUnexpectedReply or ErrBadValueLine.
+func metaGetLine(line []byte, req *codec.Request) (v metaValue, hit bool, err error) {
+	var rest []byte
+	switch {
+	case string(line) == "EN":
+		return v, false, nil
+	case bytes.HasPrefix(line, []byte("EN ")):
+		rest = line[len("EN "):]
+	case bytes.HasPrefix(line, []byte("VA ")):
+		hit = true
+		rest = line[len("VA "):]
+		tok := rest
+		if i := bytes.IndexByte(rest, ' '); i >= 0 {
+			tok, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		v.sizeTok = tok
+		if v.size, err = parseSize(tok, line); err != nil {
+			return v, false, err
+		}
+	default:
+		return v, false, replyErr(ErrUnexpectedReply, line)
+	}
+	var key []byte
+	b64 := false
+	for len(rest) > 0 {
+		tok := rest
+		if i := bytes.IndexByte(rest, ' '); i >= 0 {
+			tok, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if len(tok) == 0 {
+			return v, false, replyErr(ErrBadValueLine, line)
+		}
+		switch tok[0] {
+		case 'k':
+			key = tok[1:]
+		case 'b':
+			b64 = len(tok) == 1
+		case 'f':
+			v.flags = tok[1:]
+		case 'c':
+			v.cas = tok[1:]
+		}
+	}
+	keyOK := key != nil && isKey(key, b64, req)
+	if key != nil && !keyOK {
+		return v, false, replyErr(ErrUnexpectedReply, line)
+	}
+	if !hit {
+		// Without k memcached before 1.6.10 says "EN" alone; a k it sends
+		// must be the key.
+		return v, false, nil
+	}
+	if _, ok := parseDecimal(v.flags, 1<<64-1); !ok || !keyOK {
+		return v, false, replyErr(ErrBadValueLine, line)
+	}
+	if req.Cmd == CmdGets {
+		if _, ok := parseDecimal(v.cas, 1<<64-1); !ok {
+			return v, false, replyErr(ErrBadValueLine, line)
+		}
+	}
+	return v, true, nil
+}
+
+// isKey reports whether the k token of a reply to req names req's key.
+// memcached returns the key of an item stored under a base64 key (ms with
+// "b") in base64, and says so with a "b" token.
+func isKey(tok []byte, b64 bool, req *codec.Request) bool {
+	if len(req.Keys) != 1 {
+		return false
+	}
+	if !b64 {
+		return string(tok) == string(req.Keys[0])
+	}
+	var dst [DefaultMaxKey + 3]byte
+	if len(tok)/4*3 > len(dst) {
+		return false
+	}
+	n := decodeBase64(dst[:], tok)
+	return n > 0 && string(dst[:n]) == string(req.Keys[0])
+}
+
+// appendMetaGet appends what a text client sees of reply, the framed
+// reply to a rewritten get or gets: "VALUE <key> <flags> <size>[ <cas>]",
+// the data and "END" for a hit, "END" for a miss, an error line as it is.
+func appendMetaGet(dst []byte, req *codec.Request, reply []byte) []byte {
+	eol := bytes.IndexByte(reply, '\n')
+	if eol < 1 {
+		return append(dst, reply...)
+	}
+	v, hit, err := metaGetLine(reply[:eol-1], req)
+	switch {
+	case err != nil: // an error line: ParseReply lets no other through
+		return append(dst, reply...)
+	case !hit:
+		return append(dst, "END\r\n"...)
+	}
+	dst = append(dst, "VALUE "...)
+	dst = append(dst, req.Keys[0]...)
+	dst = append(dst, ' ')
+	dst = append(dst, v.flags...)
+	dst = append(dst, ' ')
+	dst = append(dst, v.sizeTok...)
+	if req.Cmd == CmdGets {
+		dst = append(dst, ' ')
+		dst = append(dst, v.cas...)
+	}
+	dst = append(dst, "\r\n"...)
+	dst = append(dst, reply[eol+1:]...)
+	return append(dst, "END\r\n"...)
+}
