@@ -238,6 +238,17 @@ type Dialect interface {
 	Handshake(o HandshakeOptions) []*Request
 }
 
+// BigReplier is implemented by a dialect that rewrites replies
+// (ModeRewrite), so that the proxy can write a big one without copying its
+// data, as it does a ModeNormal reply.
+type BigReplier interface {
+	// AppendReplyHead appends to dst what the client sees of reply (the
+	// result of ParseReply to a ModeRewrite req) up to its data, and
+	// returns the data, a slice of reply, and what the client sees after
+	// it. The three together are what AppendReply appends.
+	AppendReplyHead(dst []byte, req *Request, reply []byte, kind ReplyKind) (head, data []byte, tail string)
+}
+
 // SplitScratch is storage a Split reuses for its sub-requests, their
 // bytes and keys, and the target list: a 100-key multi-get split in fresh
 // storage made half the proxy's garbage. The caller keeps one per request

@@ -233,6 +233,10 @@ func FuzzMetaGetReply(f *testing.F) {
 			return
 		}
 		shown := dialect.AppendReply(nil, req, data[:n], kind)
+		head, body, tail := dialect.AppendReplyHead([]byte("x"), req, data[:n], kind)
+		if parts := string(head[1:]) + string(body) + tail; parts != string(shown) {
+			t.Fatalf("%q shows %q, in parts %q", data[:n], shown, parts)
+		}
 		text, _, _ := parse(t, codec.Options{}, in)
 		m, textKind, err := dialect.ParseReply(shown, text)
 		if err != nil || m != len(shown) || textKind != kind {

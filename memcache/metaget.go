@@ -173,16 +173,32 @@ func isKey(tok []byte, b64 bool, req *codec.Request) bool {
 // reply to a rewritten get or gets: "VALUE <key> <flags> <size>[ <cas>]",
 // the data and "END" for a hit, "END" for a miss, an error line as it is.
 func appendMetaGet(dst []byte, req *codec.Request, reply []byte) []byte {
+	dst, data, tail := metaGetHead(dst, req, reply)
+	return append(append(dst, data...), tail...)
+}
+
+// AppendReplyHead implements codec.BigReplier: a rewritten get's reply
+// in three parts, the data in the middle.
+func (*Dialect) AppendReplyHead(dst []byte, req *codec.Request, reply []byte, _ codec.ReplyKind) (head, data []byte, tail string) {
+	if req.Mode != codec.ModeRewrite {
+		return dst, reply, ""
+	}
+	return metaGetHead(dst, req, reply)
+}
+
+// metaGetHead appends appendMetaGet's text up to the data and returns the
+// data (with its "\r\n") and what follows.
+func metaGetHead(dst []byte, req *codec.Request, reply []byte) (head, data []byte, tail string) {
 	eol := bytes.IndexByte(reply, '\n')
 	if eol < 1 {
-		return append(dst, reply...)
+		return dst, reply, ""
 	}
 	v, hit, err := metaGetLine(reply[:eol-1], req)
 	switch {
 	case err != nil: // an error line: ParseReply lets no other through
-		return append(dst, reply...)
+		return dst, reply, ""
 	case !hit:
-		return append(dst, "END\r\n"...)
+		return dst, nil, "END\r\n"
 	}
 	dst = append(dst, "VALUE "...)
 	dst = append(dst, req.Keys[0]...)
@@ -195,6 +211,5 @@ func appendMetaGet(dst []byte, req *codec.Request, reply []byte) []byte {
 		dst = append(dst, v.cas...)
 	}
 	dst = append(dst, "\r\n"...)
-	dst = append(dst, reply[eol+1:]...)
-	return append(dst, "END\r\n"...)
+	return dst, reply[eol+1:], "END\r\n"
 }

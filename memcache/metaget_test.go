@@ -80,6 +80,10 @@ func TestMetaGetReply(t *testing.T) {
 			if show := dialect.AppendReply(nil, req, []byte(tt.in), kind); string(show) != tt.show {
 				t.Errorf("shows %q, want %q", show, tt.show)
 			}
+			head, data, tail := dialect.AppendReplyHead(nil, req, []byte(tt.in), kind)
+			if parts := string(head) + string(data) + tail; parts != tt.show {
+				t.Errorf("shows in parts %q, want %q", parts, tt.show)
+			}
 		})
 	}
 }

@@ -218,6 +218,22 @@ func TestMemcacheLargeValues(t *testing.T) {
 		if got := c.do("get big0\r\n"); !strings.HasPrefix(got, "VALUE big0 0 1048576\r\n") {
 			t.Fatalf("connection unusable after an over-size set: %.40q", got)
 		}
+		// One-key gets pipelined: each big reply is written from the
+		// backend's buffer, what goes around it from the batch's.
+		c.send("get big1\r\nget nokey\r\nget big2\r\ngets big3\r\nget big0\r\n")
+		for _, k := range []string{"big1", "nokey", "big2", "big3", "big0"} {
+			want := fmt.Sprintf("VALUE %s 0 %d\r\n%s\r\nEND\r\n", k, len(val), val)
+			if k == "nokey" {
+				want = "END\r\n"
+			}
+			got := c.reply()
+			if k == "big3" {
+				got = regexp.MustCompile(`^(VALUE big3 0 1048576) \d+\r\n`).ReplaceAllString(got, "$1\r\n")
+			}
+			if got != want {
+				t.Fatalf("pipelined get %s: got %d bytes %.60q, want %d", k, len(got), got, len(want))
+			}
+		}
 	})
 }
 

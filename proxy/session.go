@@ -463,15 +463,25 @@ func (s *session) failLocal(p *pending, err error) {
 // from its own buffer instead of copying it into the batch.
 const bigWrite = 16 << 10
 
-// bigReply returns p's reply when it goes to the client unchanged and is
-// big enough to be worth writing without copying (codec.Dialect passes a
-// ModeNormal reply through as it is).
-func bigReply(p *pending) []byte {
+// bigReply returns p's reply when it is big enough to be worth writing
+// without copying, and can be: codec.Dialect passes a ModeNormal reply
+// through as it is, and a codec.BigReplier says what goes around the data
+// of a ModeRewrite one. out gets what goes before the data; tail is what
+// follows it.
+func bigReply(out []byte, p *pending) (head, big []byte, tail string) {
 	r := &p.call.Reply
-	if len(p.subs) > 0 || p.call.Req == nil || r.Err != nil || p.req.Mode != codec.ModeNormal || len(r.Raw) < bigWrite {
-		return nil
+	if len(p.subs) > 0 || p.call.Req == nil || r.Err != nil || len(r.Raw) < bigWrite {
+		return out, nil, ""
 	}
-	return r.Raw
+	switch p.req.Mode {
+	case codec.ModeNormal:
+		return out, r.Raw, ""
+	case codec.ModeRewrite:
+		if br, ok := p.pool.dialect.(codec.BigReplier); ok {
+			return br.AppendReplyHead(out, &p.req, r.Raw, r.Kind)
+		}
+	}
+	return out, nil, ""
 }
 
 // appendReply appends what the client sees for p, in the words of the pool

@@ -200,13 +200,13 @@ func (s *session) writeReady(blocking bool) {
 		var heldDone int64
 		for _, p := range batch {
 			if !broken {
-				if big := bigReply(p); big != nil {
+				if head, big, tail := bigReply(out, p); big != nil {
 					if blocking {
-						broken = s.writeBig(out, big)
+						broken = s.writeBig(head, big)
 					} else {
-						broken = s.writeNB(out, big)
+						broken = s.writeNB(head, big)
 					}
-					out = out[:0]
+					out = append(head[:0], tail...)
 				} else {
 					out = s.appendReply(out, p)
 				}
