@@ -114,8 +114,9 @@ func (f *fleet) startRedis() (*proc, error) {
 }
 
 // startProxy starts kind ("shardproxy" or "nutcracker") with one pool over
-// servers, from the same twemproxy YAML for both.
-func (f *fleet) startProxy(kind string, redis bool, servers []*proc) (*proc, error) {
+// servers, from the same twemproxy YAML for both; shardproxy's memcache
+// pool adds server_protocol: serverProtocol when it is set.
+func (f *fleet) startProxy(kind string, redis bool, servers []*proc, serverProtocol string) (*proc, error) {
 	port, err := f.ports.next()
 	if err != nil {
 		return nil, err
@@ -126,7 +127,11 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc) (*proc, err
 	}
 	addr := loopback(port)
 	conf := f.file(kind + ".yml")
-	if err := os.WriteFile(conf, []byte(poolYAML(addr, redis, servers)), 0o644); err != nil {
+	yaml := poolYAML(addr, redis, servers)
+	if kind == "shardproxy" && !redis && serverProtocol != "" {
+		yaml += "  server_protocol: " + serverProtocol + "\n"
+	}
+	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
 		return nil, err
 	}
 	var path string

@@ -15,6 +15,9 @@ type load struct {
 	Redis   bool     `json:"redis"`
 	Servers int      `json:"servers"` // backends behind the proxies
 	Args    []string `json:"args"`    // shardbench flags
+	// ServerProtocol is shardproxy's server_protocol in a memcache load;
+	// loads sets "meta" where a load leaves it empty.
+	ServerProtocol string `json:"server_protocol,omitempty"`
 	// rate, when set, returns the -rate to run at from the tables so far
 	// (0 and a reason when it cannot).
 	rate func(done []*table) (float64, string)
@@ -35,11 +38,19 @@ func common(proto string, more ...string) []string {
 	return append([]string{"-proto", proto, "-conns", "50", "-value", "100", "-ratio", "1:9", "-keys", "10000"}, more...)
 }
 
-// loads returns the loads of the issue, in run order.
+// benchServerProtocol is the server_protocol shardproxy's memcache pools
+// run with: meta, which the README recommends for memcached 1.6 and later.
+const benchServerProtocol = "meta"
+
+// loads returns the loads of the issue, in run order. shardproxy runs its
+// memcache pools with benchServerProtocol, except in memcache-p1-text,
+// which shows what the default (text) gives.
 func loads() []load {
-	return []load{
+	ls := []load{
 		{Name: "memcache-p1", Title: "memcache text, pipeline 1", Servers: 4,
 			Args: common("text", "-pipeline", "1")},
+		{Name: "memcache-p1-text", Title: "memcache text, pipeline 1, shardproxy with server_protocol text", Servers: 4,
+			Args: common("text", "-pipeline", "1"), ServerProtocol: "text"},
 		{Name: "memcache-p16", Title: "memcache text, pipeline 16", Servers: 4,
 			Args: common("text", "-pipeline", "16")},
 		{Name: "redis-p1", Title: "Redis, pipeline 1", Redis: true, Servers: 4,
@@ -61,6 +72,12 @@ func loads() []load {
 		{Name: "memcache-p1-half", Title: "memcache text, pipeline 1, paced at half of nutcracker's peak", Servers: 4,
 			Args: common("text", "-pipeline", "1"), rate: halfOfNutcracker("memcache-p1")},
 	}
+	for i := range ls {
+		if !ls[i].Redis && ls[i].ServerProtocol == "" {
+			ls[i].ServerProtocol = benchServerProtocol
+		}
+	}
+	return ls
 }
 
 // halfOfNutcracker paces a load at half the rate nutcracker reached in the
@@ -126,7 +143,7 @@ func (h *harness) runLoad(l load, done []*table) *table {
 		return t
 	}
 	backends := h.fleet.backends(l.Redis, l.Servers)
-	tg := h.startTargets(l.Redis, backends)
+	tg := h.startTargets(l.Redis, backends, l.ServerProtocol)
 	defer tg.stop()
 	for _, name := range targetNames {
 		r := &row{Target: name}
@@ -169,11 +186,12 @@ type targets struct {
 	err     map[string]error // targets that did not start
 }
 
-// startTargets starts shardproxy and nutcracker over backends.
-func (h *harness) startTargets(redis bool, backends []*proc) *targets {
+// startTargets starts shardproxy (with serverProtocol, see
+// fleet.startProxy) and nutcracker over backends.
+func (h *harness) startTargets(redis bool, backends []*proc, serverProtocol string) *targets {
 	tg := &targets{proxies: map[string]*proc{}, err: map[string]error{}}
 	for _, name := range []string{shardproxy, nutcracker} {
-		p, err := h.fleet.startProxy(name, redis, backends)
+		p, err := h.fleet.startProxy(name, redis, backends, serverProtocol)
 		if err != nil {
 			tg.err[name] = err
 			continue

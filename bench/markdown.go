@@ -137,6 +137,11 @@ const methodText = `
   and 4 redis-server on free loopback ports, and for each load a fresh shardproxy and a fresh
   nutcracker from one twemproxy YAML (one pool, ` + "`hash: fnv1a_64`, `distribution: ketama`" + `, one
   connection per server, no ejection). Backends are flushed between loads.
+- shardproxy's memcache pools add one key nutcracker does not have, ` + "`server_protocol: meta`" + `:
+  it sends a one-key get to memcached as a meta get and shows the client the text reply
+  (README, Configuration). memcached 1.6 sends each text get's reply on its own but batches
+  meta replies, so this lowers memcached's CPU per request behind a proxy. The
+  ` + "`memcache-p1-text`" + ` table runs shardproxy without it (the default, ` + "`text`" + `) for comparison.
 - Each run is a separate shardbench process, so the proxy's CPU is the proxy's alone. Rounds
   alternate the order of the targets; tables show the median of the rounds for each column. A
   goal that compares shardproxy with nutcracker is judged on the median of the rounds' own

@@ -210,6 +210,9 @@ func (t *table) caption() string {
 	if t.Rate > 0 {
 		s += fmt.Sprintf(" -rate %.0f", t.Rate)
 	}
+	if t.Load.ServerProtocol != "" {
+		s += "; shardproxy with server_protocol " + t.Load.ServerProtocol
+	}
 	s += fmt.Sprintf("; median of %d round(s)", t.Rounds)
 	if t.Rate > 0 {
 		var parts []string
