@@ -255,6 +255,22 @@ func backendReply(t *testing.T, c net.Conn, r *bufio.Reader, req *codec.Request,
 	}
 }
 
+// directReply sends in to memcached, then "mn" to mark the end of its
+// reply, and returns the reply.
+func directReply(t *testing.T, c net.Conn, r *bufio.Reader, in string) []byte {
+	t.Helper()
+	io.WriteString(c, in+"mn\r\n")
+	var reply []byte
+	for !bytes.HasSuffix(reply, []byte("MN\r\n")) {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("%q: direct: %v", in, err)
+		}
+		reply = append(reply, line...)
+	}
+	return reply[:len(reply)-len("MN\r\n")]
+}
+
 // TestParityForwarded runs one script on two fresh servers: directly on one
 // (what a client of memcached sees) and through the dialect on the other
 // (parse, send Wire, frame with ParseReply, show with AppendReply, split
@@ -320,17 +336,7 @@ func TestParityForwarded(t *testing.T) {
 		"get a\r\n",
 	}
 	for _, in := range script {
-		// Direct: the request, then "mn" to mark the end of its reply.
-		io.WriteString(direct, in+"mn\r\n")
-		var want []byte
-		for !bytes.HasSuffix(want, []byte("MN\r\n")) {
-			line, err := directR.ReadBytes('\n')
-			if err != nil {
-				t.Fatalf("%q: direct: %v", in, err)
-			}
-			want = append(want, line...)
-		}
-		want = want[:len(want)-len("MN\r\n")]
+		want := directReply(t, direct, directR, in)
 
 		req := mustParse(t, in)
 		var got []byte
@@ -435,16 +441,7 @@ func TestParityMetaGets(t *testing.T) {
 	}
 	casField := regexp.MustCompile(`(?m)^(VALUE \S+ \d+ \d+) \d+\r$`)
 	for _, in := range script {
-		io.WriteString(direct, in+"mn\r\n")
-		var want []byte
-		for !bytes.HasSuffix(want, []byte("MN\r\n")) {
-			line, err := directR.ReadBytes('\n')
-			if err != nil {
-				t.Fatalf("%q: direct: %v", in, err)
-			}
-			want = append(want, line...)
-		}
-		want = want[:len(want)-len("MN\r\n")]
+		want := directReply(t, direct, directR, in)
 
 		req, n, err := parse(t, codec.Options{MetaGets: true}, in)
 		var got []byte
