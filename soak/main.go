@@ -1,6 +1,7 @@
 // Command soak runs bin/shardproxy for a long time under mixed memcached
 // and Redis load while a fault proxy in front of one memcached and one
-// redis-server injects faults and the configuration is reloaded every 10 s.
+// redis-server injects faults and the configuration is reloaded every 10 s
+// (alternating the memcache pool between server_protocol text and meta).
 // Every reply is checked (values encode key and version); it exits non-zero
 // on a wrong or lost reply or when the proxy's RSS or goroutine count grows
 // between the middle and the end of the run. `make soak DURATION=10m`.
@@ -112,12 +113,13 @@ func run(duration time.Duration, proxyBin string, nclients int, faultEvery, relo
 	rdListen := fmt.Sprintf("127.0.0.1:%d", ports[1])
 	admin := fmt.Sprintf("127.0.0.1:%d", ports[2])
 	cfgPath := dir + "/soak.yml"
-	writeConfig := func(timeout int) error {
+	writeConfig := func(timeout int, serverProtocol string) error {
 		cfg := fmt.Sprintf(`mc:
   listen: %s
   hash: fnv1a_64
   distribution: ketama
   timeout: %d
+  server_protocol: %s
   server_failure_limit: 3
   server_retry_timeout: 1000
   auto_eject_hosts: false
@@ -138,7 +140,7 @@ rd:
     - %s:1 rd0
     - %s:1 rd1
     - %s:1 rd2
-`, mcListen, timeout, mcFault.Addr(), mcs[1].addr, mcs[2].addr,
+`, mcListen, timeout, serverProtocol, mcFault.Addr(), mcs[1].addr, mcs[2].addr,
 			rdListen, timeout, rdFault.Addr(), rds[1].addr, rds[2].addr)
 		tmp := cfgPath + ".tmp"
 		if err := os.WriteFile(tmp, []byte(cfg), 0o644); err != nil {
@@ -146,7 +148,7 @@ rd:
 		}
 		return os.Rename(tmp, cfgPath)
 	}
-	if err := writeConfig(500); err != nil {
+	if err := writeConfig(500, "text"); err != nil {
 		return fail(err)
 	}
 	proxyLog := dir + "/shardproxy.log"
@@ -242,11 +244,14 @@ rd:
 				return
 			case <-tick.C:
 			}
-			timeout := 500
+			// Every reload changes the pools: the timeout, and the
+			// memcache pool's server_protocol (new sockets, new
+			// handshake) while requests are in flight on the old ones.
+			timeout, serverProtocol := 500, "text"
 			if i%2 == 1 {
-				timeout = 600
+				timeout, serverProtocol = 600, "meta"
 			}
-			err := writeConfig(timeout)
+			err := writeConfig(timeout, serverProtocol)
 			if err == nil {
 				err = reload(admin)
 			}
