@@ -36,7 +36,8 @@ type sock struct {
 	raw      *rawConn // nc's socket, for reads and writes that skip the scheduler; nil for TLS
 	arena    *arena   // small replies are carved from it; reader goroutine only
 	done     []*Call  // deliver's scratch; reader goroutine only
-	inflight []*Call  // guarded by c.mu
+	inflight []*Call  // guarded by c.mu; a window of fifo
+	fifo     []*Call  // inflight's storage, from its start; guarded by c.mu
 	dead     bool     // guarded by c.mu
 	cause    Cause    // why the socket failed; guarded by c.mu
 	// writing is set (under c.mu) while write sends a published batch:
@@ -328,6 +329,38 @@ func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline 
 	return 0, true
 }
 
+// queue appends batch to inflight (under c.mu). The replies pop calls off
+// the front, so inflight moves through fifo; it starts at the front again
+// once it drains, and slides back there when it reaches fifo's end with
+// room at the front. Only a queue longer than any before it allocates:
+// a socket reuses its storage batch after batch.
+func (s *sock) queue(batch []*Call) {
+	q, n := s.inflight, len(s.inflight)+len(batch)
+	if len(q) == 0 {
+		q = s.fifo[:0]
+	} else if n > cap(q) && n <= cap(s.fifo) {
+		all := s.fifo[:cap(s.fifo)]
+		end := cap(s.fifo) - cap(q) + len(q) // where q ends in fifo
+		clear(all[copy(all, q):end])
+		q = all[:len(q)]
+	}
+	before := cap(q)
+	q = append(q, batch...)
+	if cap(q) != before { // new storage, which q starts
+		s.fifo = q[:0]
+	}
+	s.inflight = q
+}
+
+// pop drops the oldest call from inflight (under c.mu).
+func (s *sock) pop() {
+	s.inflight[0] = nil
+	s.inflight = s.inflight[1:]
+	if len(s.inflight) == 0 {
+		s.inflight = s.fifo[:0] // drained: the next batch starts at the front
+	}
+}
+
 // write moves batch to the in-flight list and writes it in one go. The
 // wire bytes and deadlines are read before the batch is published: once it
 // is in s.inflight, a concurrent fail may complete its calls and their
@@ -354,7 +387,7 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) net.Buffers {
 		return bufs[:0]
 	}
 	wasIdle := len(s.inflight) == 0
-	s.inflight = append(s.inflight, batch...)
+	s.queue(batch)
 	s.writing = true
 	// Out of one count into the other under the lock: a drain never sees
 	// both at zero while these calls are under way.
@@ -587,11 +620,7 @@ func (s *sock) deliver(r *reader) bool {
 			}
 			break
 		}
-		s.inflight[0] = nil
-		s.inflight = s.inflight[1:]
-		if len(s.inflight) == 0 {
-			s.inflight = s.inflight[:0:0]
-		}
+		s.pop()
 		// The read deadline is left as it is: it belongs to an older call,
 		// so it is never later than the new head's. When it fires, expired
 		// re-arms it for the head (or clears it) if nothing is late.

@@ -530,11 +530,19 @@ func (s *session) stop() {
 // outPool holds the write buffers of sessions between bursts.
 var outPool = sync.Pool{New: func() any { b := make([]byte, 0, readChunk); return &b }}
 
-func getOut() []byte { return (*outPool.Get().(*[]byte))[:0] }
+// getOut returns an empty write buffer and its holder, for putOut: the
+// holder goes back into the pool, so a batch allocates no slice header.
+func getOut() (*[]byte, []byte) {
+	h := outPool.Get().(*[]byte)
+	return h, (*h)[:0]
+}
 
-func putOut(b []byte) {
+// putOut returns b (grown from the buffer getOut gave with h) to the pool,
+// unless it grew too big to keep.
+func putOut(h *[]byte, b []byte) {
 	if cap(b) <= 4*writeBatch {
-		outPool.Put(&b)
+		*h = b
+		outPool.Put(h)
 	}
 }
 

@@ -196,7 +196,7 @@ func (s *session) writeReady(blocking bool) {
 		broken := w.broken
 		w.mu.Unlock()
 
-		out := getOut()
+		outHolder, out := getOut()
 		var heldDone int64
 		for _, p := range batch {
 			if !broken {
@@ -230,7 +230,7 @@ func (s *session) writeReady(blocking bool) {
 		if !broken {
 			out = s.writeOut(out, blocking)
 		}
-		putOut(out)
+		putOut(outHolder, out)
 		w.mu.Lock()
 		s.stock(batch)
 		clear(batch)
