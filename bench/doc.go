@@ -21,7 +21,7 @@
 // Run it from the module root after building bin/shardproxy and
 // bin/shardbench, which `make bench` does:
 //
-//	make bench                                # about 13 minutes on 2 cores
+//	make bench                                # about 16 minutes on 2 cores
 //	BENCH_QUICK=1 make bench                  # about a minute; report in a temporary directory
 //	make bench BENCH_ARGS='-rounds 7 -duration 10s'
 //	make bench BENCH_ARGS='-only crosscheck'
