@@ -374,3 +374,33 @@ func TestMemcacheServerProtocolMeta(t *testing.T) {
 	default:
 	}
 }
+
+// TestMemcacheGetsCAS takes the cas unique a gets shows (from a VALUE line,
+// or from mg's c flag under server_protocol meta) and spends it: the cas
+// with it stores, a second cas with it is refused.
+func TestMemcacheGetsCAS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real memcached")
+	}
+	forServerProtocols(t, func(t *testing.T, extra string) {
+		_, yaml := memcachedPool(t, 3, "  timeout: 2000\n"+extra)
+		_, addr := startProxy(t, yaml, "mc")
+		c := dial(t, addr)
+		if got := c.do("set casme 3 0 2\r\nv1\r\n"); got != "STORED\r\n" {
+			t.Fatalf("set: %q", got)
+		}
+		m := regexp.MustCompile(`^VALUE casme 3 2 (\d+)\r\nv1\r\nEND\r\n$`).FindStringSubmatch(c.do("gets casme\r\n"))
+		if m == nil {
+			t.Fatal("gets casme: no cas unique")
+		}
+		if got := c.do("cas casme 4 0 2 " + m[1] + "\r\nv2\r\n"); got != "STORED\r\n" {
+			t.Fatalf("cas with the unique gets showed: %q", got)
+		}
+		if got := c.do("cas casme 5 0 2 " + m[1] + "\r\nv3\r\n"); got != "EXISTS\r\n" {
+			t.Fatalf("cas with a spent unique: %q", got)
+		}
+		if got := c.do("get casme\r\n"); got != "VALUE casme 4 2\r\nv2\r\nEND\r\n" {
+			t.Fatalf("get after cas: %q", got)
+		}
+	})
+}
