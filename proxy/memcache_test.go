@@ -17,9 +17,7 @@ func TestMemcacheCommands(t *testing.T) {
 		t.Skip("integration test: runs real memcached")
 	}
 	forServerProtocols(t, func(t *testing.T, extra string) {
-		_, yaml := memcachedPool(t, 3, "  timeout: 2000\n"+extra)
-		_, addr := startProxy(t, yaml, "mc")
-		c := dial(t, addr)
+		c := memcacheClient(t, extra)
 
 		steps := []struct {
 			req  string
@@ -243,9 +241,7 @@ func TestMemcacheByteByByte(t *testing.T) {
 		t.Skip("integration test: runs real memcached")
 	}
 	forServerProtocols(t, func(t *testing.T, extra string) {
-		_, yaml := memcachedPool(t, 3, "  timeout: 2000\n"+extra)
-		_, addr := startProxy(t, yaml, "mc")
-		c := dial(t, addr)
+		c := memcacheClient(t, extra)
 		req := "set split 3 0 5\r\nhello\r\nget split other\r\nms m2 2 T0\r\nhi\r\nmg m2 v\r\n"
 		for i := range len(req) {
 			c.send(req[i : i+1])
@@ -295,6 +291,15 @@ func TestMemcachePipelinedClients(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// memcacheClient starts 3 memcached behind a proxy pool with a 2 s timeout
+// and extra pool keys, and returns a client of the pool.
+func memcacheClient(t *testing.T, extra string) *client {
+	t.Helper()
+	_, yaml := memcachedPool(t, 3, "  timeout: 2000\n"+extra)
+	_, addr := startProxy(t, yaml, "mc")
+	return dial(t, addr)
 }
 
 // forServerProtocols runs test once per server_protocol, with extra the
@@ -383,9 +388,7 @@ func TestMemcacheGetsCAS(t *testing.T) {
 		t.Skip("integration test: runs real memcached")
 	}
 	forServerProtocols(t, func(t *testing.T, extra string) {
-		_, yaml := memcachedPool(t, 3, "  timeout: 2000\n"+extra)
-		_, addr := startProxy(t, yaml, "mc")
-		c := dial(t, addr)
+		c := memcacheClient(t, extra)
 		if got := c.do("set casme 3 0 2\r\nv1\r\n"); got != "STORED\r\n" {
 			t.Fatalf("set: %q", got)
 		}
