@@ -180,9 +180,6 @@ func appendMetaGet(dst []byte, req *codec.Request, reply []byte) []byte {
 // AppendReplyHead implements codec.BigReplier: a rewritten get's reply
 // in three parts, the data in the middle.
 func (*Dialect) AppendReplyHead(dst []byte, req *codec.Request, reply []byte, _ codec.ReplyKind) (head, data []byte, tail string) {
-	if req.Mode != codec.ModeRewrite {
-		return dst, reply, ""
-	}
 	return metaGetHead(dst, req, reply)
 }
 
