@@ -121,12 +121,15 @@ type versionReply struct {
 	GoVersion string    `json:"go_version"`
 	StartedAt time.Time `json:"started_at"`
 	Uptime    int64     `json:"uptime_seconds"`
+	// Threads is GOMAXPROCS: how many threads run the proxy at once
+	// (shardproxy's -threads).
+	Threads int `json:"threads"`
 }
 
 func (h *handlers) version(w http.ResponseWriter, r *http.Request) {
 	st := h.src.Stats()
 	writeJSON(w, http.StatusOK, versionReply{Version: st.Version, GoVersion: runtime.Version(),
-		StartedAt: st.Start.UTC(), Uptime: int64(time.Since(st.Start) / time.Second)})
+		StartedAt: st.Start.UTC(), Uptime: int64(time.Since(st.Start) / time.Second), Threads: runtime.GOMAXPROCS(0)})
 }
 
 // reloadReply is POST /reload's answer on success.

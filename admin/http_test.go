@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -417,8 +418,10 @@ func TestVersion(t *testing.T) {
 		Version   string
 		GoVersion string `json:"go_version"`
 		Uptime    int64  `json:"uptime_seconds"`
+		Threads   int
 	}
-	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil || v.Version != proxy.Version || v.GoVersion == "" || v.Uptime < 59 {
+	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil || v.Version != proxy.Version || v.GoVersion == "" || v.Uptime < 59 ||
+		v.Threads != runtime.GOMAXPROCS(0) {
 		t.Errorf("/version: %d %v %s", w.Code, err, w.Body)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -36,6 +37,7 @@ type options struct {
 	describe    bool
 	drain       time.Duration
 	admin       string
+	threads     int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -57,8 +59,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.describe, "D", false, "print the stats description and exit")
 	fs.DurationVar(&o.drain, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long to let in-flight requests finish")
 	fs.StringVar(&o.admin, "admin", admin.DefaultHTTPAddr, "HTTP admin address (/metrics, /config, /backends, /version, POST /reload); \"\" serves none; the config's shardproxy: admin_listen overrides it")
+	fs.IntVar(&o.threads, "threads", 0, "threads that run the proxy at once (GOMAXPROCS); 0 keeps Go's default: the GOMAXPROCS environment variable, else every core the process may use")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.threads < 0 {
+		return nil, fmt.Errorf("-threads %d: want 0 (Go's default) or more", o.threads)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -127,6 +133,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "shardproxy: configuration file '%s' syntax is ok\n", o.conf)
 		return 0
 	}
+	if o.threads > 0 {
+		runtime.GOMAXPROCS(o.threads)
+	}
 	srv, err := proxy.New(cfg, proxy.Options{Logger: log})
 	if err != nil {
 		log.Error("cannot build proxy", "err", err)
@@ -154,7 +163,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			defer os.Remove(o.pidFile)
 		}
 	}
-	log.Info("shardproxy started", "version", proxy.Version, "conf", o.conf, "pid", os.Getpid())
+	log.Info("shardproxy started", "version", proxy.Version, "conf", o.conf, "pid", os.Getpid(),
+		"threads", runtime.GOMAXPROCS(0))
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)

@@ -292,3 +292,57 @@ func roundTrip(t *testing.T, fail func(string, ...any), addr, key string) {
 		fail("proxy reply %q, want %q", got.String(), want)
 	}
 }
+
+// TestThreads runs the binary with -threads 1 and checks what the admin's
+// /version and the startup log report; a negative count is refused.
+func TestThreads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: builds the binary and runs memcached")
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"-threads", "-1"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-threads -1") {
+		t.Fatalf("-threads -1: code %d, err %q", code, errb.String())
+	}
+	bin := buildBinary(t)
+	mc := testserver.StartMemcached(t)
+	listen, adminAddr, statsAddr := loopback(t), loopback(t), loopback(t)
+	conf := filepath.Join(t.TempDir(), "conf.yml")
+	if err := os.WriteFile(conf, []byte(proxyConf(listen, mc.Addr, "1000", adminAddr, statsAddr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, threads := range []int{1, 2} {
+		cmd := exec.Command(bin, "-c", conf, "-threads", strconv.Itoa(threads))
+		// The flag wins over the environment.
+		cmd.Env = append(os.Environ(), "GOMAXPROCS=3")
+		logs := &syncBuffer{}
+		cmd.Stderr = logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		fail := func(format string, args ...any) {
+			t.Helper()
+			cmd.Process.Kill()
+			t.Fatalf(format+"\n--- shardproxy log ---\n%s", append(args, logs.String())...)
+		}
+		var v struct{ Threads int }
+		waitFor(t, fail, "/version on "+adminAddr, func() bool {
+			resp, err := client.Get("http://" + adminAddr + "/version")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			return json.NewDecoder(resp.Body).Decode(&v) == nil
+		})
+		if v.Threads != threads {
+			fail("-threads %d: /version says %d threads", threads, v.Threads)
+		}
+		roundTrip(t, fail, listen, "threads")
+		if want := fmt.Sprintf("threads=%d", threads); !strings.Contains(logs.String(), want) {
+			fail("startup log lacks %q", want)
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("exit: %v\n%s", err, logs.String())
+		}
+	}
+}
