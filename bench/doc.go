@@ -5,7 +5,8 @@
 // It starts 4 memcached and 4 redis-server on free loopback ports, then for
 // each load a fresh shardproxy and a fresh nutcracker from one twemproxy
 // YAML (shardproxy's memcache pools add server_protocol: meta, except in
-// the memcache-p1-text load), and runs cmd/shardbench (a separate process, so that a proxy's CPU
+// the memcache-p1-text load, and shardproxy runs with -threads 1, except in
+// the memcache-p1-threads load), and runs cmd/shardbench (a separate process, so that a proxy's CPU
 // time is its own) against direct (the first backend alone), shardproxy
 // and nutcracker in rounds whose order rotates. Each load's table gives the
 // median of the rounds: requests per second, the ratio to direct,

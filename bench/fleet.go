@@ -113,10 +113,22 @@ func (f *fleet) startRedis() (*proc, error) {
 	return startProc("redis-server "+addr, addr, f.bins.redisServer, args, f.file("redis.log"), redisReady)
 }
 
+// spOptions are what shardproxy runs with beyond the YAML both proxies
+// share.
+type spOptions struct {
+	// serverProtocol, when set, is its memcache pool's server_protocol.
+	serverProtocol string
+	// threads is its -threads flag; 0 is Go's default (every core).
+	threads int
+}
+
+// benchSP is what shardproxy runs with unless a load says otherwise: the
+// memcache pools with benchServerProtocol, and benchThreads threads.
+var benchSP = spOptions{serverProtocol: benchServerProtocol, threads: benchThreads}
+
 // startProxy starts kind ("shardproxy" or "nutcracker") with one pool over
-// servers, from the same twemproxy YAML for both; shardproxy's memcache
-// pool adds server_protocol: serverProtocol when it is set.
-func (f *fleet) startProxy(kind string, redis bool, servers []*proc, serverProtocol string) (*proc, error) {
+// servers, from the same twemproxy YAML for both; shardproxy runs with sp.
+func (f *fleet) startProxy(kind string, redis bool, servers []*proc, sp spOptions) (*proc, error) {
 	port, err := f.ports.next()
 	if err != nil {
 		return nil, err
@@ -128,8 +140,8 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc, serverProto
 	addr := loopback(port)
 	conf := f.file(kind + ".yml")
 	yaml := poolYAML(addr, redis, servers)
-	if kind == "shardproxy" && !redis && serverProtocol != "" {
-		yaml += "  server_protocol: " + serverProtocol + "\n"
+	if kind == "shardproxy" && !redis && sp.serverProtocol != "" {
+		yaml += "  server_protocol: " + sp.serverProtocol + "\n"
 	}
 	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
 		return nil, err
@@ -144,7 +156,7 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc, serverProto
 			return nil, err
 		}
 		path, args = f.bins.shardproxy, []string{"-c", conf, "-s", strconv.Itoa(statsPort), "-a", "127.0.0.1",
-			"-admin", loopback(adminPort)}
+			"-admin", loopback(adminPort), "-threads", strconv.Itoa(sp.threads)}
 	case "nutcracker":
 		path, args = f.bins.nutcracker, []string{"-c", conf, "-s", strconv.Itoa(statsPort), "-a", "127.0.0.1"}
 	default:

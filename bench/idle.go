@@ -37,7 +37,7 @@ func (h *harness) runIdle(n int) []idleResult {
 }
 
 func (h *harness) measureIdle(target string, backends []*proc, res *idleResult) error {
-	p, err := h.fleet.startProxy(target, false, backends, benchServerProtocol)
+	p, err := h.fleet.startProxy(target, false, backends, benchSP)
 	if err != nil {
 		return fmt.Errorf("did not start: %w", err)
 	}

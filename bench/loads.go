@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"strconv"
 	"time"
 )
@@ -18,6 +19,9 @@ type load struct {
 	// ServerProtocol is shardproxy's server_protocol in a memcache load;
 	// loads sets "meta" where a load leaves it empty.
 	ServerProtocol string `json:"server_protocol,omitempty"`
+	// Threads is shardproxy's -threads; loads sets benchThreads where a
+	// load leaves it 0.
+	Threads int `json:"threads,omitempty"`
 	// rate, when set, returns the -rate to run at from the tables so far
 	// (0 and a reason when it cannot).
 	rate func(done []*table) (float64, string)
@@ -42,15 +46,24 @@ func common(proto string, more ...string) []string {
 // run with: meta, which the README recommends for memcached 1.6 and later.
 const benchServerProtocol = "meta"
 
+// benchThreads is shardproxy's -threads: one, as twemproxy has. The
+// machine's cores are shared with the backends and the load generator; a
+// second thread there mostly spins and steals work (see the README's "Where
+// the time goes").
+const benchThreads = 1
+
 // loads returns the loads of the issue, in run order. shardproxy runs its
 // memcache pools with benchServerProtocol, except in memcache-p1-text,
-// which shows what the default (text) gives.
+// which shows what the default (text) gives, and with benchThreads, except
+// in memcache-p1-threads, which runs it on every core (Go's default).
 func loads() []load {
 	ls := []load{
 		{Name: "memcache-p1", Title: "memcache text, pipeline 1", Servers: 4,
 			Args: common("text", "-pipeline", "1")},
 		{Name: "memcache-p1-text", Title: "memcache text, pipeline 1, shardproxy with server_protocol text", Servers: 4,
 			Args: common("text", "-pipeline", "1"), ServerProtocol: "text"},
+		{Name: "memcache-p1-threads", Title: "memcache text, pipeline 1, shardproxy on every core", Servers: 4,
+			Args: common("text", "-pipeline", "1"), Threads: runtime.NumCPU()},
 		{Name: "memcache-p16", Title: "memcache text, pipeline 16", Servers: 4,
 			Args: common("text", "-pipeline", "16")},
 		{Name: "redis-p1", Title: "Redis, pipeline 1", Redis: true, Servers: 4,
@@ -75,6 +88,9 @@ func loads() []load {
 	for i := range ls {
 		if !ls[i].Redis && ls[i].ServerProtocol == "" {
 			ls[i].ServerProtocol = benchServerProtocol
+		}
+		if ls[i].Threads == 0 {
+			ls[i].Threads = benchThreads
 		}
 	}
 	return ls
@@ -143,7 +159,7 @@ func (h *harness) runLoad(l load, done []*table) *table {
 		return t
 	}
 	backends := h.fleet.backends(l.Redis, l.Servers)
-	tg := h.startTargets(l.Redis, backends, l.ServerProtocol)
+	tg := h.startTargets(l.Redis, backends, spOptions{serverProtocol: l.ServerProtocol, threads: l.Threads})
 	defer tg.stop()
 	for _, name := range targetNames {
 		r := &row{Target: name}
@@ -186,12 +202,12 @@ type targets struct {
 	err     map[string]error // targets that did not start
 }
 
-// startTargets starts shardproxy (with serverProtocol, see
-// fleet.startProxy) and nutcracker over backends.
-func (h *harness) startTargets(redis bool, backends []*proc, serverProtocol string) *targets {
+// startTargets starts shardproxy (with sp, see fleet.startProxy) and
+// nutcracker over backends.
+func (h *harness) startTargets(redis bool, backends []*proc, sp spOptions) *targets {
 	tg := &targets{proxies: map[string]*proc{}, err: map[string]error{}}
 	for _, name := range []string{shardproxy, nutcracker} {
-		p, err := h.fleet.startProxy(name, redis, backends, serverProtocol)
+		p, err := h.fleet.startProxy(name, redis, backends, sp)
 		if err != nil {
 			tg.err[name] = err
 			continue

@@ -142,6 +142,10 @@ const methodText = `
   (README, Configuration). memcached 1.6 sends each text get's reply on its own but batches
   meta replies, so this lowers memcached's CPU per request behind a proxy. The
   ` + "`memcache-p1-text`" + ` table runs shardproxy without it (the default, ` + "`text`" + `) for comparison.
+- shardproxy runs with ` + "`-threads 1`" + `: one thread runs its goroutines, as twemproxy has one. The
+  machine's two cores are shared with the backends and the load generator; a second proxy thread
+  there spends CPU waking, spinning and stealing work (README, Where the time goes). The
+  ` + "`memcache-p1-threads`" + ` table runs shardproxy on every core (Go's default) for comparison.
 - Each run is a separate shardbench process, so the proxy's CPU is the proxy's alone. Rounds
   alternate the order of the targets; tables show the median of the rounds for each column. A
   goal that compares shardproxy with nutcracker is judged on the median of the rounds' own

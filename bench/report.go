@@ -213,6 +213,9 @@ func (t *table) caption() string {
 	if t.Load.ServerProtocol != "" {
 		s += "; shardproxy with server_protocol " + t.Load.ServerProtocol
 	}
+	if t.Load.Threads > 0 {
+		s += fmt.Sprintf("; shardproxy -threads %d", t.Load.Threads)
+	}
 	s += fmt.Sprintf("; median of %d round(s)", t.Rounds)
 	if t.Rate > 0 {
 		var parts []string
