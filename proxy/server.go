@@ -282,18 +282,19 @@ func (s *Server) activate(gen *generation, bound []*listener) {
 	}
 	for _, p := range gen.pools {
 		addr := gen.listeners[p.cfg.Name].ln.Addr().String()
+		attrs := []any{"pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name()}
 		switch {
 		case p.cfg.Lua != "":
-			s.log.Info("pool listening", "pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name(), "lua", p.cfg.Lua)
+			attrs = append(attrs, "lua", p.cfg.Lua)
 		case p.cfg.RedisCluster:
-			s.log.Info("pool listening", "pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name(), "cluster_seeds", len(p.cfg.Servers))
-		case p.cfg.ServerProtocol == config.ServerProtocolMeta:
-			s.log.Info("pool listening", "pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name(),
-				"servers", len(p.backends), "distribution", p.cfg.Distribution, "hash", p.cfg.Hash, "server_protocol", p.cfg.ServerProtocol)
+			attrs = append(attrs, "cluster_seeds", len(p.cfg.Servers))
 		default:
-			s.log.Info("pool listening", "pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name(),
-				"servers", len(p.backends), "distribution", p.cfg.Distribution, "hash", p.cfg.Hash)
+			attrs = append(attrs, "servers", len(p.backends), "distribution", p.cfg.Distribution, "hash", p.cfg.Hash)
+			if p.limits.MetaGets {
+				attrs = append(attrs, "server_protocol", p.cfg.ServerProtocol)
+			}
 		}
+		s.log.Info("pool listening", attrs...)
 	}
 }
 
