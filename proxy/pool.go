@@ -177,7 +177,7 @@ func newPool(srv *Server, cfg *config.Config, pc *config.Pool, backends backendS
 			Name:    s.Name,
 			Dialect: d,
 			Handshake: codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB,
-				Meta: pc.ServerProtocol == config.ServerProtocolMeta},
+				Meta: p.limits.MetaGets},
 			TLS:            dialTLS,
 			Conns:          pc.ServerConnections,
 			ConnectTimeout: connectTimeout,
