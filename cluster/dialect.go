@@ -57,6 +57,16 @@ func (d *nodeDialect) ParseReply(buf []byte, req *codec.Request) (int, codec.Rep
 	return n + m, kind, nil
 }
 
+// ResumeReply implements codec.Dialect. An ASKING pair, two small
+// replies, is framed from its start each time.
+func (d *nodeDialect) ResumeReply(buf []byte, req *codec.Request, st *codec.ReplyState) (int, codec.ReplyKind, error) {
+	if req == nil || req.Cmd != askingCmd {
+		return d.Dialect.ResumeReply(buf, req, st)
+	}
+	*st = codec.ReplyState{}
+	return d.ParseReply(buf, req)
+}
+
 // Handshake implements codec.Dialect: resp's (AUTH, SELECT, PING), then
 // READONLY on replica sockets.
 func (d *nodeDialect) Handshake(o codec.HandshakeOptions) []*codec.Request {

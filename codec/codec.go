@@ -212,6 +212,14 @@ type Dialect interface {
 	// any other error means the stream cannot be trusted any more (the backend
 	// socket is closed).
 	ParseReply(buf []byte, req *Request) (n int, kind ReplyKind, err error)
+	// ResumeReply is ParseReply for a reply that arrives in pieces. buf
+	// starts at the reply's first byte, as for ParseReply, and st says how
+	// far earlier calls framed it (the zero ReplyState: not at all). On
+	// ErrIncomplete st records the progress, so that the next call, given
+	// the same bytes and more, examines no byte twice; on any other result
+	// st is zeroed, ready for the next reply. A caller that drops buf's
+	// bytes or changes req must zero st itself.
+	ResumeReply(buf []byte, req *Request, st *ReplyState) (n int, kind ReplyKind, err error)
 	// AppendReply appends to dst what the client sees of reply (the result of
 	// ParseReply to req): usually reply itself; nothing for a noreply request.
 	// For a ModeNormal request it must be reply itself: the proxy writes big
@@ -236,6 +244,22 @@ type Dialect interface {
 	// Handshake returns the requests a new backend socket sends before it is
 	// used; each must get a ReplyOK reply or the socket is dropped.
 	Handshake(o HandshakeOptions) []*Request
+}
+
+// ReplyState is where the framing of an unfinished reply stopped (see
+// Dialect.ResumeReply). Its fields are the dialect's to interpret; a
+// caller only keeps one per reply being read and zeroes it between
+// replies. The zero value starts at the reply's first byte.
+type ReplyState struct {
+	// Off is how many bytes of the reply are framed: the next call starts
+	// examining there.
+	Off int
+	// Kind is the reply's kind as far as it is known (from its first line).
+	Kind ReplyKind
+	// Left and Index are the dialect's counters (RESP: elements still to
+	// read; memcache: the next key of a multi-get to match).
+	Left  int64
+	Index int
 }
 
 // BigReplier is implemented by a dialect that rewrites replies

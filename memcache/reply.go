@@ -34,6 +34,12 @@ func (*Dialect) ParseReply(buf []byte, req *codec.Request) (int, codec.ReplyKind
 	return parseLineReply(buf, req.Cmd)
 }
 
+// ResumeReply implements codec.Dialect.
+func (d *Dialect) ResumeReply(buf []byte, req *codec.Request, st *codec.ReplyState) (int, codec.ReplyKind, error) {
+	*st = codec.ReplyState{}
+	return d.ParseReply(buf, req)
+}
+
 // readLine returns the reply line at buf[off:] without its "\r\n" and the
 // offset after it.
 func readLine(buf []byte, off int) (line []byte, next int, err error) {

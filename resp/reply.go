@@ -30,6 +30,12 @@ func (*Dialect) ParseReply(buf []byte, _ *codec.Request) (int, codec.ReplyKind, 
 	return parseReply(buf)
 }
 
+// ResumeReply implements codec.Dialect.
+func (*Dialect) ResumeReply(buf []byte, _ *codec.Request, st *codec.ReplyState) (int, codec.ReplyKind, error) {
+	*st = codec.ReplyState{}
+	return parseReply(buf)
+}
+
 func parseReply(buf []byte) (int, codec.ReplyKind, error) {
 	kind := codec.ReplyOK
 	pos := 0
