@@ -124,6 +124,38 @@ func (c *Collector) collectPool(m emitter, p proxy.PoolStats, seen map[[2]string
 		}
 	}
 	m.histogram(c.d.poolLatency, total, p.Name)
+	for _, r := range p.Router {
+		c.collectRouter(m, p.Name, r)
+	}
+}
+
+// collectRouter exports one of a router's counters as
+// shardproxy_router_<name> (with _total for a counter), labelled by pool.
+// Their names depend on the pool's kind (and a Lua script's mcp.add_stat),
+// so they are described as they are collected.
+func (c *Collector) collectRouter(m emitter, pool string, r proxy.RouterStat) {
+	name := "shardproxy_router_" + metricName(r.Name)
+	help := r.Help
+	if help == "" {
+		help = "A router counter (" + r.Name + ")."
+	}
+	if r.Kind == proxy.RouterGauge {
+		m.gauge(prometheus.NewDesc(name, help, []string{"pool"}, nil), float64(r.Value), pool)
+		return
+	}
+	m.counter(prometheus.NewDesc(name+"_total", help, []string{"pool"}, nil), r.Value, pool)
+}
+
+// metricName makes s a valid metric name part: anything but a letter, a
+// digit or '_' becomes '_'.
+func metricName(s string) string {
+	b := []byte(s)
+	for i, ch := range b {
+		if !(ch == '_' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }
 
 func (c *Collector) collectBackend(m emitter, pool string, s proxy.ServerStats) {

@@ -99,6 +99,12 @@ type Config struct {
 	// RetryTimeout, TCPKeepalive and Preconnect are used; Addr, Name,
 	// Dialect, Logger and OnStateChange are set per node.
 	Node backend.Config
+	// Backends hands out the nodes' backends and takes them back when a
+	// node leaves the map or the Cluster closes; default backend.Direct
+	// (each node's own backend, closed when given back). A reload passes
+	// a source shared with the next Cluster, so nodes both use keep their
+	// sockets.
+	Backends backend.Source
 	// Start, if set, is the slot map to serve until the first refresh (a
 	// reload passes the running pool's map, so no request waits).
 	Start *SlotMap
@@ -182,6 +188,9 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Backends == nil {
+		cfg.Backends = backend.Direct{}
+	}
 	c := &Cluster{
 		cfg:     cfg,
 		log:     cfg.Logger,
@@ -236,7 +245,8 @@ func (c *Cluster) Backends() []*backend.Backend {
 }
 
 // Close stops refreshing, fails requests still waiting for a map, waits (up
-// to 10s) for requests in flight, and closes every node's backend.
+// to 10s) for requests in flight, and gives every node's backend back to
+// Config.Backends.
 func (c *Cluster) Close() {
 	if c.closed.Swap(true) {
 		return
@@ -262,7 +272,7 @@ func (c *Cluster) Close() {
 	c.nodes, c.retiring = map[nodeKey]*node{}, nil
 	c.mu.Unlock()
 	for _, n := range nodes {
-		n.b.Close()
+		c.cfg.Backends.Put(n.b)
 	}
 }
 

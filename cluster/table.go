@@ -114,7 +114,7 @@ func (c *Cluster) nodeLocked(addr string, replica bool) *node {
 	}
 	cfg.Logger = c.log
 	cfg.OnStateChange = nil
-	n := &node{addr: addr, replica: replica, b: backend.New(cfg)}
+	n := &node{addr: addr, replica: replica, b: c.cfg.Backends.Get(cfg)}
 	c.nodes[k] = n
 	return n
 }
@@ -239,7 +239,7 @@ func (c *Cluster) moved(slot int, addr string) *node {
 	return n
 }
 
-// reap closes retired nodes once nothing is in flight on them, or after
+// reap gives back retired nodes' backends once nothing is in flight on them, or after
 // closeDrain.
 func (c *Cluster) reap() {
 	now := time.Now()
@@ -257,6 +257,6 @@ func (c *Cluster) reap() {
 	c.retiring = keep
 	c.mu.Unlock()
 	for _, n := range closing {
-		n.b.Close()
+		c.cfg.Backends.Put(n.b)
 	}
 }

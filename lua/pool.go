@@ -202,7 +202,7 @@ func (r *Router) backendFor(s *beSpec, prefix string, reg map[string]*beRef) *be
 	if be, ok := reg[id]; ok {
 		return be
 	}
-	b := backend.New(backend.Config{
+	b := r.cfg.Backends.Get(backend.Config{
 		Addr:           s.addr(),
 		Name:           s.label,
 		Dialect:        r.cfg.Dialect,

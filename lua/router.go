@@ -73,6 +73,11 @@ type Config struct {
 	// Logger receives lifecycle events, script errors and mcp.log lines;
 	// default slog.Default().
 	Logger *slog.Logger
+	// Backends hands out the backends the script declares and takes them
+	// back at Close; default backend.Direct (each router's own, closed at
+	// Close). A reload passes a source shared with the next router, so
+	// backends both declare keep their sockets and health.
+	Backends backend.Source
 }
 
 // Defaults are the backend tunables a script starts from. A zero field
@@ -163,6 +168,9 @@ func New(cfg Config) (*Router, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Backends == nil {
+		cfg.Backends = backend.Direct{}
+	}
 	cfg.Options.Password, cfg.Options.Username, cfg.Options.Deny = "", "", nil
 	src := cfg.Source
 	if src == nil {
@@ -248,17 +256,18 @@ func (r *Router) reject(req *codec.Request, c Completion, msg string) {
 	c.Complete(r.cfg.Dialect.AppendError(nil, codec.ErrServer, msg))
 }
 
-// Close stops the workers and closes the backends. Requests still queued
-// are answered with an error. Close is safe to call more than once.
+// Close stops the workers and gives the backends back to Config.Backends.
+// Requests still queued or waiting for a backend are answered with an
+// error. Close is safe to call more than once.
 func (r *Router) Close() {
 	if r.closed.Swap(true) {
 		return
 	}
-	for _, b := range r.backends {
-		b.Close() // in-flight calls complete now, their replies queue up
-	}
 	for _, w := range r.workers {
 		w.shutdown()
+	}
+	for _, b := range r.backends {
+		r.cfg.Backends.Put(b)
 	}
 	if r.stop != nil {
 		close(r.stop)

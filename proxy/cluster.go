@@ -1,13 +1,13 @@
 package proxy
 
 import (
-	"crypto/tls"
 	"time"
 
 	"shardproxy/backend"
 	"shardproxy/cluster"
 	"shardproxy/codec"
 	"shardproxy/config"
+	"shardproxy/route"
 )
 
 // clusterRetryTimeout is how long a cluster node that failed
@@ -17,21 +17,58 @@ import (
 // serves until the cluster fails it over.
 const clusterRetryTimeout = time.Second
 
-// clusterRouter adapts a *cluster.Cluster to the pool's router interface.
-type clusterRouter struct{ *cluster.Cluster }
+// clusterRouter routes a redis_cluster pool by the cluster's slot map
+// (cluster.Cluster).
+type clusterRouter struct{ c *cluster.Cluster }
 
-// Route implements router.
-func (r clusterRouter) Route(req *codec.Request, hint uint32, c Completion) {
-	r.Cluster.Route(req, hint, c)
+var _ route.Router = clusterRouter{}
+
+// Route implements route.Router.
+func (r clusterRouter) Route(x *route.Exchange) { r.c.Route(&x.Req, x.Hint, x) }
+
+// Backends implements route.Router: the nodes of the slot map in use.
+func (r clusterRouter) Backends() []*backend.Backend { return r.c.Backends() }
+
+// Close implements route.Router.
+func (r clusterRouter) Close() { r.c.Close() }
+
+// Stats implements route.Router: redirects followed, refreshes, the map in
+// use.
+func (r clusterRouter) Stats() []route.Stat {
+	st := r.c.Stats()
+	ready := int64(0)
+	if st.Ready {
+		ready = 1
+	}
+	c, g := route.Counter, route.Gauge
+	return []route.Stat{
+		{Name: "cluster_moved", Kind: c, Value: st.Moved, Help: "MOVED replies followed."},
+		{Name: "cluster_ask", Kind: c, Value: st.Ask, Help: "ASK replies followed."},
+		{Name: "cluster_tryagain", Kind: c, Value: st.TryAgain, Help: "TRYAGAIN replies retried."},
+		{Name: "cluster_clusterdown", Kind: c, Value: st.ClusterDown, Help: "CLUSTERDOWN replies from nodes, passed to clients."},
+		{Name: "cluster_redirect_limit", Kind: c, Value: st.RedirectLimit, Help: "Requests failed after too many redirects."},
+		{Name: "cluster_bad_redirect", Kind: c, Value: st.BadRedirect, Help: "Malformed MOVED or ASK replies, passed to clients."},
+		{Name: "cluster_crossslot", Kind: c, Value: st.CrossSlot, Help: "Requests refused with CROSSSLOT."},
+		{Name: "cluster_failed", Kind: c, Value: st.Failed, Help: "Requests (and parts of split ones) answered with an error of the proxy's own."},
+		{Name: "cluster_fragments", Kind: c, Value: st.Fragments, Help: "Per-slot parts of split multi-key requests."},
+		{Name: "cluster_refreshes", Kind: c, Value: st.Refreshes, Help: "Slot maps read."},
+		{Name: "cluster_refresh_failures", Kind: c, Value: st.RefreshFailures, Help: "Refreshes in which no node gave a slot map."},
+		{Name: "cluster_ready", Kind: g, Value: ready, Help: "1 once a slot map is in use."},
+		{Name: "cluster_shards", Kind: g, Value: int64(st.Shards), Help: "Shards in the slot map in use."},
+		{Name: "cluster_masters", Kind: g, Value: int64(st.Masters), Help: "Masters in the slot map in use."},
+		{Name: "cluster_slots_covered", Kind: g, Value: int64(st.SlotsCovered), Help: "Slots with an owner in the slot map in use."},
+		{Name: "cluster_nodes", Kind: g, Value: int64(st.Nodes), Help: "Node backends the slot map uses."},
+	}
 }
 
 // newClusterRouter builds the router of a redis_cluster pool: its servers
 // are the seeds, and its timeout, connect_timeout, server_connections,
 // server_failure_limit, server_retry_timeout, tcpkeepalive, preconnect and
 // redis_auth apply to every node. A reload starts from the running pool's
-// slot map, so no request waits for the new pool's first refresh.
-func newClusterRouter(p *pool, old *pool, dialTLS *tls.Config) (router, error) {
-	pc := p.cfg
+// slot map, so no request waits for the new pool's first refresh, and
+// nodes both maps use keep their backends (the pool's lease).
+func newClusterRouter(k *kindEnv) (route.Router, error) {
+	pc := k.pc
 	readFrom, err := cluster.ParseReadFrom(pc.ReadFrom)
 	if err != nil {
 		return nil, err
@@ -40,31 +77,22 @@ func newClusterRouter(p *pool, old *pool, dialTLS *tls.Config) (router, error) {
 	for i, s := range pc.Servers {
 		seeds[i] = s.Addr
 	}
-	retry := pc.ServerRetryTimeout
-	if retry == config.DefaultServerRetryTimeout {
-		retry = clusterRetryTimeout
+	node := k.backendConfig("")
+	node.Handshake = codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser}
+	node.Logger = nil
+	if node.RetryTimeout == config.DefaultServerRetryTimeout {
+		node.RetryTimeout = clusterRetryTimeout
 	}
 	cfg := cluster.Config{
 		Seeds:           seeds,
 		ReadFrom:        readFrom,
 		RefreshInterval: pc.ClusterRefresh,
-		Node: backend.Config{
-			Handshake:      codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser},
-			TLS:            dialTLS,
-			Conns:          pc.ServerConnections,
-			ConnectTimeout: pc.ConnectTimeout,
-			Timeout:        pc.Timeout,
-			FailureLimit:   pc.ServerFailureLimit,
-			RetryTimeout:   retry,
-			TCPKeepalive:   pc.TCPKeepalive,
-			Preconnect:     pc.Preconnect,
-		},
-		Logger: p.log,
+		Node:            node,
+		Backends:        k.lease,
+		Logger:          k.p.log,
 	}
-	if old != nil {
-		if r, ok := old.router.(clusterRouter); ok {
-			cfg.Start = r.Map()
-		}
+	if old, ok := k.old.(clusterRouter); ok {
+		cfg.Start = old.c.Map()
 	}
 	c, err := cluster.New(cfg)
 	if err != nil {
@@ -86,5 +114,5 @@ func (s *Server) ClusterStats(name string) (cluster.Stats, bool) {
 	if !ok {
 		return cluster.Stats{}, false
 	}
-	return r.Stats(), true
+	return r.c.Stats(), true
 }

@@ -1,18 +1,54 @@
 package proxy
 
 import (
+	"strconv"
+
+	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/config"
 	"shardproxy/lua"
+	"shardproxy/route"
 )
 
-// luaRouter adapts a *lua.Router to the pool's router interface.
-type luaRouter struct{ *lua.Router }
+// luaRouter routes a Lua pool through its route file (lua.Router).
+type luaRouter struct{ r *lua.Router }
 
-// Route implements router.
-func (r luaRouter) Route(req *codec.Request, hint uint32, c Completion) {
-	r.Router.Route(req, hint, c)
+var _ route.Router = luaRouter{}
+
+// Route implements route.Router.
+func (l luaRouter) Route(x *route.Exchange) { l.r.Route(&x.Req, x.Hint, x) }
+
+// Stats implements route.Router: lua_requests, lua_failures, lua_timeouts,
+// lua_active and the script's mcp.add_stat counters (user_*).
+func (l luaRouter) Stats() []route.Stat {
+	st := l.r.Stats()
+	out := make([]route.Stat, 0, len(st))
+	for _, s := range st {
+		v, _ := strconv.ParseInt(s.Value, 10, 64)
+		out = append(out, route.Stat{Name: s.Name, Help: luaStatHelp[s.Name], Kind: luaStatKind(s.Name), Value: v})
+	}
+	return out
 }
+
+var luaStatHelp = map[string]string{
+	"lua_requests": "Requests handed to the route file.",
+	"lua_failures": "Requests the route file failed (script errors, refused requests).",
+	"lua_timeouts": "Handler runs stopped for taking longer than their time budget.",
+	"lua_active":   "Requests being handled by the route file now.",
+}
+
+func luaStatKind(name string) route.StatKind {
+	if name == "lua_active" {
+		return route.Gauge
+	}
+	return route.Counter
+}
+
+// Backends implements route.Router.
+func (l luaRouter) Backends() []*backend.Backend { return l.r.Backends() }
+
+// Close implements route.Router.
+func (l luaRouter) Close() { l.r.Close() }
 
 // newLuaRouter builds the router of a Lua pool from its route file.
 //
@@ -23,9 +59,10 @@ func (r luaRouter) Route(req *codec.Request, hint uint32, c Completion) {
 // server_failure_limit, server_connections and tcpkeepalive; preconnect
 // dials the backends at start. Everything else starts from memcached's
 // proxy defaults, and the script's mcp.backend_* calls and backend options
-// override both.
-func newLuaRouter(p *pool) (router, error) {
-	pc := p.cfg
+// override both. The script's backends come from the pool's lease, so a
+// reload keeps the ones the new file declares alike.
+func newLuaRouter(k *kindEnv) (route.Router, error) {
+	pc := k.pc
 	d := lua.Defaults{
 		ReadTimeout:  pc.Timeout,
 		TCPKeepalive: pc.TCPKeepalive,
@@ -43,21 +80,18 @@ func newLuaRouter(p *pool) (router, error) {
 		d.Conns = pc.ServerConnections
 	}
 	r, err := lua.New(lua.Config{
-		Path:       luaPath(p),
-		Dialect:    p.dialect,
+		Path:       k.p.src.Path(pc.Lua), // relative to the config file's directory
+		Dialect:    k.p.dialect,
 		Redis:      pc.Redis,
-		Options:    p.limits,
+		Options:    k.p.limits,
 		Handshake:  codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB},
 		Defaults:   d,
 		Preconnect: pc.Preconnect,
-		Logger:     p.log,
+		Logger:     k.p.log,
+		Backends:   k.lease,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return luaRouter{r}, nil
 }
-
-// luaPath resolves the pool's route file: a relative path is relative to
-// the config file's directory.
-func luaPath(p *pool) string { return p.src.Path(p.cfg.Lua) }

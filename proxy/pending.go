@@ -4,38 +4,27 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"shardproxy/backend"
-	"shardproxy/codec"
+	"shardproxy/route"
 )
 
 // pending is one client request between the session's reader and writer.
-// The reader fills it and sends its calls; the backends complete them; the
-// writer waits on done and writes the reply.
+// The reader fills its Exchange and hands it to the pool's router; the
+// router answers it; the writer waits on ready and writes the reply. The
+// session is the Exchange's owner (route.Owner).
 type pending struct {
+	route.Exchange
 	sess    *session
-	pool    *pool // the pool that routed it: its dialect words the reply
-	counted bool  // in the pool's Active and Buffered counts
-	routed  bool  // answered by a router through Complete
-	req     codec.Request
-	out     []byte      // a reply made by the proxy (local, error, merged)
+	pool    *pool       // the pool that routed it: its dialect words the reply
+	counted bool        // in the pool's Active and Buffered counts
 	ready   atomic.Bool // answered: the writer may write it
-	left    atomic.Int32
-
-	call    backend.Call   // the one call of a single-backend request
-	calls   []backend.Call // the calls of a fan-out request
-	subs    []*codec.Request
-	owners  []int              // each key's index in subs, when Split made them
-	split   codec.SplitScratch // the storage of subs and owners, when Split made them
-	replies []codec.Reply      // the merge's scratch
-	doneFn  func(*backend.Call)
 }
 
 var pendingPool sync.Pool
 
-func init() { // not in pendingPool's declaration: callDone leads back to it
+func init() { // not in pendingPool's declaration: Init leads back to it
 	pendingPool.New = func() any {
 		p := &pending{}
-		p.doneFn = p.callDone
+		p.Init(p)
 		return p
 	}
 }
@@ -48,8 +37,7 @@ func getPending() *pending {
 
 // prepare readies a recycled pending for a new request.
 func (p *pending) prepare() {
-	p.req.Reset()
-	p.out = p.out[:0]
+	p.Reset()
 	p.ready.Store(false)
 }
 
@@ -57,27 +45,8 @@ func (p *pending) prepare() {
 func (p *pending) reset() {
 	p.sess = nil
 	p.pool = nil
-	p.routed = false
 	p.counted = false
-	p.call = backend.Call{}
-	clear(p.calls)
-	p.calls = p.calls[:0]
-	clear(p.subs)
-	p.subs = p.subs[:0]
-	p.owners = nil
-	clear(p.replies)
-	p.replies = p.replies[:0]
-	p.split.Trim(64 << 10)
-	if cap(p.out) > 64<<10 {
-		p.out = nil
-	}
-	if cap(p.req.Buf) > 64<<10 {
-		backend.PutBuffer(p.req.Buf)
-		p.req.Buf = nil
-	}
-	if cap(p.req.Keys) > 1024 {
-		p.req.Keys = nil
-	}
+	p.Exchange.Clear()
 }
 
 // pendingStock bounds the written pendings a session keeps for its reader
@@ -160,52 +129,18 @@ func (s *session) dropStock() {
 	s.free = nil
 }
 
-// releaseReplies recycles the backend buffers of p's replies, once they are
-// written or copied.
-func (p *pending) releaseReplies() {
-	p.call.Release()
-	for i := range p.calls {
-		p.calls[i].Release()
-	}
-}
-
-// complete marks a pending that needs no backend as ready.
-func (p *pending) complete() { p.answered() }
-
-// answered marks p ready and lets its session write what is ready.
-func (p *pending) answered() {
+// Answered implements route.Owner: p is ready, and its session writes what
+// is ready.
+func (p *pending) Answered(*route.Exchange) {
 	s := p.sess // once ready, p may be written and recycled at any time
 	p.ready.Store(true)
 	s.flush()
 }
 
-// callDone is every call's Done: the last one to finish wakes the writer.
-func (p *pending) callDone(c *backend.Call) {
-	p.sess.held.Add(int64(len(c.Reply.Raw)))
+// Received implements route.Owner: reply bytes are held for the client.
+func (p *pending) Received(_ *route.Exchange, n int) {
+	p.sess.held.Add(int64(n))
 	if p.counted {
-		p.pool.stats.Buffered.Add(int64(len(c.Reply.Raw)))
+		p.pool.stats.Buffered.Add(int64(n))
 	}
-	if p.left.Add(-1) == 0 {
-		p.answered()
-	}
-}
-
-// Complete implements Completion for requests routed by a router.
-func (p *pending) Complete(out []byte) {
-	p.out = append(p.out, out...)
-	p.routed = true
-	p.sess.held.Add(int64(len(out)))
-	p.answered()
-}
-
-// heldBytes is what callDone and Complete added to the session's held count.
-func (p *pending) heldBytes() int64 {
-	n := int64(len(p.call.Reply.Raw))
-	for i := range p.calls {
-		n += int64(len(p.calls[i].Reply.Raw))
-	}
-	if p.routed {
-		n += int64(len(p.out))
-	}
-	return n
 }

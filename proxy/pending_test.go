@@ -12,7 +12,7 @@ func TestSessionPendingStock(t *testing.T) {
 	written := make([]*pending, 3*pendingStock)
 	for i := range written {
 		p := getPending()
-		p.sess, p.out = s, append(p.out, "END\r\n"...)
+		p.sess, p.Req.Wire = s, append(p.Req.Wire, "END\r\n"...)
 		p.ready.Store(true)
 		p.reset()
 		written[i] = p
@@ -36,8 +36,8 @@ func TestSessionPendingStock(t *testing.T) {
 	if p != written[pendingStock-1] {
 		t.Errorf("newPending did not reuse the session's last written pending")
 	}
-	if p.ready.Load() || len(p.out) != 0 || p.sess != nil {
-		t.Errorf("a reused pending is not reset: ready %v, out %q, sess %p", p.ready.Load(), p.out, p.sess)
+	if p.ready.Load() || len(p.Req.Wire) != 0 || len(p.Out()) != 0 || p.sess != nil {
+		t.Errorf("a reused pending is not reset: ready %v, wire %q, out %q, sess %p", p.ready.Load(), p.Req.Wire, p.Out(), p.sess)
 	}
 	if len(s.free) != pendingStock-1 || len(s.w.freed) != 0 {
 		t.Errorf("after one newPending: reader holds %d, writer %d; want %d and 0",

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"reflect"
 	"sort"
 	"strconv"
 	"sync"
@@ -15,27 +14,28 @@ import (
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/config"
-	"shardproxy/sharding"
+	"shardproxy/route"
 
 	// Dialects register themselves with codec.
 	_ "shardproxy/memcache"
 	_ "shardproxy/resp"
 )
 
-// pool is one configured pool at run time.
+// pool is one configured pool at run time: a listener's settings and
+// counters, and the router that answers its requests. What kind of pool it
+// is (see poolKinds) matters only when the router is built.
 type pool struct {
 	cfg      *config.Pool
 	src      *config.Config // the configuration the pool comes from
 	srv      *Server
+	kind     *poolKind
 	dialect  codec.Dialect
 	tls      *tls.Config // what the listener serves; nil: plain
 	limits   codec.Options
-	shard    *sharding.Pool
-	backends []*backend.Backend // in shard.Servers() order
-	failover *pool              // eject_policy failover: takes a bad server's keys
-	router   router             // a Lua or redis_cluster pool's router; nil for a native pool
-	shardCfg sharding.Config    // what shard was built from; a reload reuses an equal one
-	routing  atomic.Int64       // sessions routing a request with this pool right now
+	router   route.Router
+	lease    *backend.Lease // the backends the router holds
+	routing  atomic.Int64   // sessions routing a request with this pool right now
+	inflight atomic.Int64   // requests routed with this pool, not yet written
 	log      *slog.Logger
 
 	stats *poolStats // kept across reloads for a pool of the same name
@@ -67,22 +67,6 @@ func (ps *poolStats) command(name string) *atomic.Int64 {
 	return c.(*atomic.Int64)
 }
 
-// router routes the requests of a pool that does not route natively: a Lua
-// pool, or a redis_cluster pool (proxy/cluster.go). Route must call
-// c.Complete exactly once, with the bytes the client sees, and must not
-// block.
-type router interface {
-	Route(req *codec.Request, hint uint32, c Completion)
-	Close()
-}
-
-// Completion receives the reply to a request routed by a router.
-type Completion interface {
-	// Complete hands over the client's reply; out may be reused after it
-	// returns.
-	Complete(out []byte)
-}
-
 // dialectName maps a pool's protocol to the codec registry name.
 func dialectName(pc *config.Pool) string {
 	if pc.Redis {
@@ -91,10 +75,12 @@ func dialectName(pc *config.Pool) string {
 	return "memcache"
 }
 
-// newPool builds the run-time pool for pc. Its backends come from backends,
-// which hands out the running generation's backend for the same server and
-// options, so a reload keeps sockets and health state.
-func newPool(srv *Server, cfg *config.Config, pc *config.Pool, backends backendSource, old *pool) (*pool, error) {
+// newPool builds the run-time pool for pc: its listener settings, then its
+// router, by the pool's kind. Its backends come from lease, which hands out
+// the running generation's backend for the same server and options, so a
+// reload keeps sockets and health.
+func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lease, old *pool) (*pool, error) {
+	srv := b.s
 	d, ok := codec.Lookup(dialectName(pc))
 	if !ok {
 		return nil, fmt.Errorf("proxy: pool %q: protocol %q is not supported by this build", pc.Name, dialectName(pc))
@@ -103,7 +89,9 @@ func newPool(srv *Server, cfg *config.Config, pc *config.Pool, backends backendS
 		cfg:     pc,
 		src:     cfg,
 		srv:     srv,
+		kind:    kindOf(pc),
 		dialect: d,
+		lease:   lease,
 		log:     srv.log.With("pool", pc.Name),
 		stats:   &poolStats{},
 		limits: codec.Options{
@@ -114,6 +102,9 @@ func newPool(srv *Server, cfg *config.Config, pc *config.Pool, backends backendS
 			DB:       pc.RedisDB,
 			MetaGets: pc.ServerProtocol == config.ServerProtocolMeta,
 		},
+	}
+	if old != nil {
+		p.stats = old.stats // counters are cumulative across reloads
 	}
 	var err error
 	if p.tls, err = listenTLS(cfg, pc); err != nil {
@@ -126,133 +117,14 @@ func newPool(srv *Server, cfg *config.Config, pc *config.Pool, backends backendS
 	if !pc.AllowFlushAll {
 		p.limits.Deny = []string{"flush_all"}
 	}
-	if pc.Lua != "" {
-		r, err := newLuaRouter(p)
-		if err != nil {
-			return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
-		}
-		p.router = r
-		return p, nil
+	k := &kindEnv{srv: srv, b: b, p: p, pc: pc, lease: lease, dialTLS: dialTLS}
+	if old != nil && old.kind == p.kind {
+		k.old = old.router
 	}
-	if pc.RedisCluster {
-		r, err := newClusterRouter(p, old, dialTLS)
-		if err != nil {
-			return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
-		}
-		p.router = r
-		return p, nil
-	}
-	servers := make([]sharding.Server, len(pc.Servers))
-	byName := make(map[string]config.Server, len(pc.Servers))
-	for i, s := range pc.Servers {
-		servers[i] = sharding.Server{Name: s.Name, Weight: s.Weight}
-		byName[s.Name] = s
-	}
-	p.shardCfg = sharding.Config{
-		Servers:      servers,
-		Hash:         pc.Hash,
-		HashTag:      pc.HashTag,
-		Distribution: pc.Distribution,
-		AutoEject:    pc.AutoEjectHosts,
-		Seed:         pc.HashSeed,
-	}
-	var shard *sharding.Pool
-	if old != nil && old.shard != nil && reflect.DeepEqual(old.shardCfg, p.shardCfg) {
-		shard = old.shard // building a ketama ring is the costly part of a reload
-	} else {
-		var err error
-		if shard, err = sharding.New(p.shardCfg); err != nil {
-			return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
-		}
-	}
-	p.shard = shard
-	connectTimeout := pc.ConnectTimeout
-	if connectTimeout <= 0 {
-		connectTimeout = time.Second
-	}
-	for _, ss := range shard.Servers() {
-		s := byName[ss.Name]
-		b := backends.backend(pc.Name, backend.Config{
-			Addr:    s.Addr,
-			Name:    s.Name,
-			Dialect: d,
-			Handshake: codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB,
-				Meta: p.limits.MetaGets},
-			TLS:            dialTLS,
-			Conns:          pc.ServerConnections,
-			ConnectTimeout: connectTimeout,
-			Timeout:        pc.Timeout,
-			FailureLimit:   pc.ServerFailureLimit,
-			RetryTimeout:   pc.ServerRetryTimeout,
-			TCPKeepalive:   pc.TCPKeepalive,
-			Preconnect:     pc.Preconnect,
-			Logger:         p.log,
-			OnStateChange:  srv.backendStateChanged,
-		})
-		p.backends = append(p.backends, b)
-	}
-	// Make the distribution's live set match the backends' health: a kept
-	// backend may be ejected now, a new one is healthy.
-	live := shard.Live()
-	for i, b := range p.backends {
-		switch bad := b.Bad() && p.ejects(); {
-		case bad && live[i]:
-			shard.Eject(i)
-		case !bad && !live[i]:
-			shard.Restore(i)
-		}
+	if p.router, err = p.kind.build(k); err != nil {
+		return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
 	}
 	return p, nil
-}
-
-// ejects reports whether the pool takes bad servers out of its distribution.
-func (p *pool) ejects() bool {
-	return p.cfg.AutoEjectHosts && p.cfg.EjectPolicy == config.EjectRemap
-}
-
-// stateChanged ejects or restores b if this pool uses it and ejects.
-func (p *pool) stateChanged(b *backend.Backend, bad bool) {
-	if !p.ejects() {
-		return
-	}
-	for i, pb := range p.backends {
-		if pb != b {
-			continue
-		}
-		if bad {
-			p.shard.Eject(i)
-			p.log.Warn("server ejected", "server", b.Name())
-		} else {
-			p.shard.Restore(i)
-			p.log.Info("server restored", "server", b.Name())
-		}
-	}
-}
-
-// pick returns the index (for backend) of the server that takes key. Under
-// eject_policy failover, a bad server's keys go to the failover pool, whose
-// servers are numbered after this pool's.
-func (p *pool) pick(key []byte) (int, error) {
-	idx, err := p.shard.Pick(key)
-	if err != nil {
-		return 0, err
-	}
-	if p.failover != nil && p.backends[idx].Bad() {
-		j, err := p.failover.shard.Pick(key)
-		if err != nil {
-			return 0, err
-		}
-		return len(p.backends) + j, nil
-	}
-	return idx, nil
-}
-
-// backend returns server i as numbered by pick.
-func (p *pool) backend(i int) *backend.Backend {
-	if i < len(p.backends) {
-		return p.backends[i]
-	}
-	return p.failover.backends[i-len(p.backends)]
 }
 
 // Version implements codec.Env.
@@ -280,12 +152,12 @@ func (p *pool) Stats() []codec.Stat {
 		{Name: "protocol_errors", Value: itoa(p.stats.ProtocolErrors.Load())},
 	}
 	var ejects int64
-	for _, b := range p.backends {
+	for _, b := range p.router.Backends() {
 		ejects += b.Stats().Ejects.Load()
 	}
 	stats = append(stats, codec.Stat{Name: "server_ejects", Value: itoa(ejects)})
-	if r, ok := p.router.(interface{ Stats() []codec.Stat }); ok {
-		stats = append(stats, r.Stats()...) // a Lua pool's counters and mcp.add_stat's
+	for _, st := range p.router.Stats() { // a Lua pool's counters and mcp.add_stat's, a cluster's
+		stats = append(stats, codec.Stat{Name: st.Name, Value: itoa(st.Value)})
 	}
 	return stats
 }
@@ -299,7 +171,7 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	s := p.srv
 	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
 	var total, bad, failed int64
-	for _, b := range p.backends {
+	for _, b := range p.router.Backends() {
 		total++
 		if b.Bad() {
 			bad++

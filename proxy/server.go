@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,14 +42,17 @@ type Server struct {
 
 	gen atomic.Pointer[generation] // what new requests use
 
+	// backends are shared by the routers of successive generations:
+	// each pool's router holds its own through a lease (see builder).
+	backends backend.Registry
+
 	mu        sync.Mutex // serialises Start, Reload and Shutdown; guards the fields below
 	listeners map[listenKey]*listener
-	backends  map[backendKey]*backend.Backend // every backend of the current generation
 	sessions  map[*session]struct{}
 	started   bool
 	closed    bool
 	wg        sync.WaitGroup // accept loops and sessions
-	bg        sync.WaitGroup // drains of replaced backends
+	bg        sync.WaitGroup // retirements of replaced pools
 }
 
 // generation is one loaded configuration.
@@ -58,6 +60,9 @@ type generation struct {
 	info      Info
 	pools     []*pool // in config order (twemproxy's)
 	listeners map[string]*listener
+	// watchers hear of every backend state change (a sharded pool
+	// ejecting a server).
+	watchers []func(b *backend.Backend, bad bool)
 }
 
 // listener is one bound address. It survives a reload that keeps its address
@@ -77,23 +82,6 @@ type listenKey struct {
 
 var freshListeners atomic.Uint64
 
-// backendKey identifies a backend a reload may keep: same pool, server and
-// options.
-type backendKey struct {
-	pool, name, addr, dialect string
-	handshake                 codec.HandshakeOptions
-	conns                     int
-	connect, timeout, retry   time.Duration
-	failureLimit              int
-	keepalive, preconnect     bool
-	tls                       *tls.Config // one pointer per TLS setup (see tlsCache)
-}
-
-// backendSource hands out backends to newPool.
-type backendSource interface {
-	backend(pool string, cfg backend.Config) *backend.Backend
-}
-
 // New builds a Server for cfg. Nothing is bound until Start.
 func New(cfg *config.Config, opts Options) (*Server, error) {
 	if opts.Logger == nil {
@@ -108,87 +96,71 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		start:     time.Now(),
 		drain:     opts.DrainTimeout,
 		listeners: map[listenKey]*listener{},
-		backends:  map[backendKey]*backend.Backend{},
 		sessions:  map[*session]struct{}{},
 	}
-	b := &builder{s: s, reuse: s.backends}
+	s.backends.Drain = opts.DrainTimeout
+	b := &builder{s: s}
 	gen, err := b.build(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s.backends = b.used
 	s.gen.Store(gen)
 	return s, nil
 }
 
-// builder builds a generation, reusing the running generation's backends.
+// builder builds a generation. Each pool's router takes its backends
+// from a lease of the server's registry: one the running generation holds
+// too is kept, sockets, health and all.
 type builder struct {
-	s     *Server
-	reuse map[backendKey]*backend.Backend
-	used  map[backendKey]*backend.Backend // what the new generation uses
-	fresh []*backend.Backend              // created for it
+	s        *Server
+	watchers []func(b *backend.Backend, bad bool)
+	links    []func(pools map[string]*pool)
 }
 
-func (b *builder) backend(pool string, cfg backend.Config) *backend.Backend {
-	k := backendKey{
-		pool: pool, name: cfg.Name, addr: cfg.Addr, dialect: cfg.Dialect.Name(),
-		handshake: cfg.Handshake, conns: cfg.Conns, connect: cfg.ConnectTimeout,
-		timeout: cfg.Timeout, retry: cfg.RetryTimeout, failureLimit: cfg.FailureLimit,
-		keepalive: cfg.TCPKeepalive, preconnect: cfg.Preconnect, tls: cfg.TLS,
-	}
-	if be, ok := b.used[k]; ok {
-		return be
-	}
-	be, ok := b.reuse[k]
-	if !ok {
-		be = backend.New(cfg)
-		b.fresh = append(b.fresh, be)
-	}
-	b.used[k] = be
-	return be
-}
-
-// build makes every pool of cfg, linking failover pools. On error it closes
-// what it created.
+// build makes every pool of cfg, then links them (eject_policy failover
+// names another pool). On error it closes what it created.
 func (b *builder) build(cfg *config.Config) (*generation, error) {
-	b.used = map[backendKey]*backend.Backend{}
 	gen := &generation{
 		info:      Info{Config: cfg, Source: cfg.Source, LoadedAt: time.Now()},
 		listeners: map[string]*listener{},
 	}
 	byName := map[string]*pool{}
 	for _, pc := range cfg.Pools {
-		old := b.s.pool(pc.Name)
-		p, err := newPool(b.s, cfg, pc, b, old)
+		lease := b.s.backends.Lease(pc.Name)
+		p, err := newPool(b, cfg, pc, lease, b.s.pool(pc.Name))
 		if err != nil {
-			b.abort(gen)
+			lease.Release(false)
+			abort(gen)
 			return nil, err
-		}
-		if old != nil {
-			p.stats = old.stats // counters are cumulative across reloads
 		}
 		gen.pools = append(gen.pools, p)
 		byName[pc.Name] = p
 	}
-	for _, p := range gen.pools {
-		if p.cfg.EjectPolicy == config.EjectFailover {
-			p.failover = byName[p.cfg.FailoverPool]
-		}
+	for _, link := range b.links {
+		link(byName)
 	}
+	gen.watchers = b.watchers
 	gen.info.Checksum = checksum(cfg)
 	return gen, nil
 }
 
-// abort closes what a failed build created.
-func (b *builder) abort(gen *generation) {
-	for _, be := range b.fresh {
-		be.Close()
-	}
+// abort closes the routers of a generation that never ran and gives back
+// their backends: the ones it made close at once.
+func abort(gen *generation) {
 	for _, p := range gen.pools {
-		if p.router != nil {
-			p.router.Close()
-		}
+		p.router.Close()
+		p.lease.Release(false)
 	}
+}
+
+// backendCounts reports how many distinct backends gen's routers made and
+// how many they found running.
+func (gen *generation) backendCounts() (made, kept int) {
+	for _, p := range gen.pools {
+		m, k := p.lease.Counts()
+		made, kept = made+m, kept+k
+	}
+	return made, kept
 }
 
 // pool returns the running pool called name, or nil.
@@ -214,10 +186,12 @@ func (s *Server) currentPools() []*pool {
 // Info describes the running configuration.
 func (s *Server) Info() Info { return s.gen.Load().info }
 
-// backendStateChanged tells every running pool that uses b.
+// backendStateChanged tells the running generation's watchers.
 func (s *Server) backendStateChanged(b *backend.Backend, bad bool) {
-	for _, p := range s.currentPools() {
-		p.stateChanged(b, bad)
+	if gen := s.gen.Load(); gen != nil {
+		for _, w := range gen.watchers {
+			w(b, bad)
+		}
 	}
 }
 
@@ -283,18 +257,7 @@ func (s *Server) activate(gen *generation, bound []*listener) {
 	for _, p := range gen.pools {
 		addr := gen.listeners[p.cfg.Name].ln.Addr().String()
 		attrs := []any{"pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name()}
-		switch {
-		case p.cfg.Lua != "":
-			attrs = append(attrs, "lua", p.cfg.Lua)
-		case p.cfg.RedisCluster:
-			attrs = append(attrs, "cluster_seeds", len(p.cfg.Servers))
-		default:
-			attrs = append(attrs, "servers", len(p.backends), "distribution", p.cfg.Distribution, "hash", p.cfg.Hash)
-			if p.limits.MetaGets {
-				attrs = append(attrs, "server_protocol", p.cfg.ServerProtocol)
-			}
-		}
-		s.log.Info("pool listening", attrs...)
+		s.log.Info("pool listening", append(attrs, p.kind.describe(p)...)...)
 	}
 }
 
@@ -376,17 +339,17 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if s.closed {
 		return errors.New("proxy: reload after shutdown")
 	}
-	b := &builder{s: s, reuse: s.backends}
+	b := &builder{s: s}
 	gen, err := b.build(cfg)
 	if err == nil && s.started {
 		var bound []*listener
 		if bound, err = s.bind(gen); err == nil {
-			s.swap(gen, b, bound)
+			s.swap(gen, bound)
 		} else {
-			b.abort(gen)
+			abort(gen)
 		}
 	} else if err == nil {
-		s.swap(gen, b, nil)
+		s.swap(gen, nil)
 	}
 	if err != nil {
 		s.reloadFailures.Add(1)
@@ -394,8 +357,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 		return err
 	}
 	s.reloads.Add(1)
+	made, kept := gen.backendCounts()
 	s.log.Info("reloaded", "source", cfg.Source, "pools", len(gen.pools),
-		"backends_kept", len(b.used)-len(b.fresh), "backends_new", len(b.fresh), "took", time.Since(start))
+		"backends_kept", kept, "backends_new", made, "took", time.Since(start))
 	return nil
 }
 
@@ -407,7 +371,7 @@ func (s *Server) ReloadFailed(source string, err error) {
 }
 
 // swap makes gen the running generation. Called with s.mu held.
-func (s *Server) swap(gen *generation, b *builder, bound []*listener) {
+func (s *Server) swap(gen *generation, bound []*listener) {
 	old := s.gen.Load()
 	if s.started {
 		s.activate(gen, bound)
@@ -433,49 +397,29 @@ func (s *Server) swap(gen *generation, b *builder, bound []*listener) {
 		s.log.Info("listener closed", "addr", l.ln.Addr().String())
 	}
 
-	// Backends and routers gen does not use: drain, then close.
-	var drop []*backend.Backend
-	for k, be := range s.backends {
-		if b.used[k] != be {
-			drop = append(drop, be)
-		}
-	}
-	s.backends = b.used
-	var routers []router
-	for _, p := range old.pools {
-		if p.router != nil {
-			routers = append(routers, p.router)
-		}
-	}
-	if len(drop) > 0 || len(routers) > 0 {
-		s.bg.Add(1)
-		go func() {
-			defer s.bg.Done()
-			s.retire(old.pools, drop, routers)
-		}()
-	}
+	// The old pools retire once their requests are answered.
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.retire(old.pools)
+	}()
 }
 
-// retire waits until no session is routing with the old pools (a request
-// routed just before the swap has then reached its backend), then for
-// replaced backends' queues to empty, all bounded by the drain timeout;
-// then it closes them and the old routers.
-func (s *Server) retire(old []*pool, drop []*backend.Backend, routers []router) {
+// retire waits until no session routes with the old pools and every
+// request they routed is answered and written (or the drain timeout
+// passes), then closes their routers and gives back their backends: the
+// ones the running generation does not hold close once their queues are
+// empty. Every kind of router retires this way.
+func (s *Server) retire(old []*pool) {
 	deadline := time.Now().Add(s.drain)
 	for _, p := range old {
-		for p.routing.Load() > 0 && time.Now().Before(deadline) {
+		for (p.routing.Load() > 0 || p.inflight.Load() > 0) && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	for _, be := range drop {
-		st := be.Stats()
-		for st.InQueue.Load()+st.OutQueue.Load() > 0 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		be.Close()
-	}
-	for _, r := range routers {
-		r.Close()
+	for _, p := range old {
+		p.router.Close()
+		p.lease.Release(true)
 	}
 }
 
@@ -513,14 +457,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.bg.Wait()
 	s.mu.Lock()
-	for _, be := range s.backends {
-		be.Close()
-	}
 	for _, p := range s.gen.Load().pools {
-		if p.router != nil {
-			p.router.Close()
-		}
+		p.router.Close()
+		p.lease.Release(false)
 	}
 	s.mu.Unlock()
+	s.backends.Wait()
 	return err
 }

@@ -40,7 +40,6 @@ type session struct {
 	closing atomic.Bool // stop reading: shutdown or a fatal protocol error
 	w       writer      // replies, in order, to the client
 
-	targets []int         // scratch for routing multi-key requests
 	need    int           // the length the unfinished request announced (reader only)
 	vec     [2][]byte     // the writer's scratch for a big reply
 	batch   backend.Batch // calls routed from the current read, not yet sent
@@ -94,6 +93,7 @@ func (s *session) pushStaged() {
 		return
 	}
 	s.outstanding.Add(int64(len(s.staged)))
+	s.p.inflight.Add(int64(len(s.staged))) // staged requests are all s.p's (switchPool drains first)
 	s.push(s.staged)
 	clear(s.staged)
 	s.staged = s.staged[:0]
@@ -180,12 +180,12 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 		p := s.newPending()
 		p.pool = s.p
 		p.sess = s
-		if s.need > bigWrite && cap(p.req.Buf) < s.need {
+		if s.need > bigWrite && cap(p.Req.Buf) < s.need {
 			// A big request: the parser copies it into a recycled buffer.
-			backend.PutBuffer(p.req.Buf)
-			p.req.Buf = backend.GetBuffer(s.need)
+			backend.PutBuffer(p.Req.Buf)
+			p.Req.Buf = backend.GetBuffer(s.need)
 		}
-		n, err := s.parser.ParseRequest(buf[start:], &p.req)
+		n, err := s.parser.ParseRequest(buf[start:], &p.Req)
 		s.need = 0
 		if err != nil {
 			if errors.Is(err, codec.ErrIncomplete) {
@@ -199,10 +199,9 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 				return nil, 0, false
 			}
 			s.p.stats.ProtocolErrors.Add(1)
-			p.req.Reset()
-			p.out = append(p.out, pe.Reply...)
-			p.req.Close = pe.Close
-			p.complete()
+			p.Req.Reset()
+			p.Req.Close = pe.Close
+			p.Answer(append(p.Out(), pe.Reply...))
 			s.enqueue(p)
 			if pe.Close {
 				s.closing.Store(true)
@@ -220,12 +219,9 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 		}
 		start += n
 		s.enter(p)
-		s.counts.count(s.p.stats, p.req.Name)
-		if p.req.Route == codec.RouteLocal || s.p.router != nil {
-			s.counts.publish() // its answer may come at once, and may show them
-		}
+		s.counts.count(s.p.stats, p.Req.Name)
 		s.route(p)
-		closeAfter := p.req.Close // p belongs to the writer once queued
+		closeAfter := p.Req.Close // p belongs to the writer once queued
 		s.enqueue(p)
 		if closeAfter {
 			s.closing.Store(true)
@@ -281,42 +277,21 @@ func (s *session) switchPool(cur *pool) {
 	s.p = cur
 }
 
-// route answers p locally or sends it to its backend(s).
+// route answers a local command itself and hands every other request,
+// once the pool's limits admit it, to the pool's router.
 func (s *session) route(p *pending) {
-	req := &p.req
 	pl := s.p
-	if req.Route != codec.RouteLocal && !s.admit(p) {
+	if p.Req.Route == codec.RouteLocal {
+		s.counts.publish() // its answer may show the requests before it, and itself
+		p.Answer(pl.dialect.AppendLocal(p.Out(), &p.Req, pl))
 		return
 	}
-	if pl.router != nil && req.Route != codec.RouteLocal {
-		pl.router.Route(req, s.id, p)
+	if !s.admit(p) {
 		return
 	}
-	switch req.Route {
-	case codec.RouteLocal:
-		p.out = pl.dialect.AppendLocal(p.out, req, pl)
-		p.complete()
-	case codec.RouteKey:
-		s.routeKey(p)
-	case codec.RouteMulti:
-		s.routeMulti(p)
-	case codec.RouteSame:
-		s.routeSame(p)
-	case codec.RouteAny:
-		p.left.Store(1)
-		p.call.Req = req
-		p.call.Done = p.doneFn
-		pl.backends[int(s.id)%len(pl.backends)].Stage(&p.call, s.id, &s.batch)
-	case codec.RouteAll:
-		p.subs, p.owners = p.subs[:0], nil
-		for range pl.backends {
-			p.subs = append(p.subs, req)
-		}
-		s.fanOut(p, nil)
-	default:
-		p.out = pl.dialect.AppendError(p.out, codec.ErrServer, "unroutable request")
-		p.complete()
-	}
+	p.Hint = s.id
+	p.Batch = &s.batch
+	pl.router.Route(&p.Exchange)
 }
 
 // admit applies the pool's limits to a request bound for servers. It
@@ -326,8 +301,8 @@ func (s *session) admit(p *pending) bool {
 	var msg string
 	kind := codec.ErrServer
 	switch {
-	case cfg.MaxKeys > 0 && len(p.req.Keys) > cfg.MaxKeys:
-		kind, msg = codec.ErrClient, fmt.Sprintf("too many keys: %d, max_keys is %d", len(p.req.Keys), cfg.MaxKeys)
+	case cfg.MaxKeys > 0 && len(p.Req.Keys) > cfg.MaxKeys:
+		kind, msg = codec.ErrClient, fmt.Sprintf("too many keys: %d, max_keys is %d", len(p.Req.Keys), cfg.MaxKeys)
 	case cfg.ActiveReqLimit > 0 && st.Active.Load() >= int64(cfg.ActiveReqLimit):
 		msg = "active request limit reached"
 	case cfg.BufferMemoryLimit > 0 && st.Buffered.Load() >= int64(cfg.BufferMemoryLimit)<<10:
@@ -335,16 +310,17 @@ func (s *session) admit(p *pending) bool {
 	}
 	if msg != "" {
 		st.LimitHits.Add(1)
-		if p.req.Mode != codec.ModeNoreply {
-			p.out = s.p.dialect.AppendError(p.out, kind, msg)
+		out := p.Out()
+		if p.Req.Mode != codec.ModeNoreply {
+			out = s.p.dialect.AppendError(out, kind, msg)
 		}
-		p.complete()
+		p.Answer(out)
 		return false
 	}
 	if cfg.ActiveReqLimit > 0 || cfg.BufferMemoryLimit > 0 {
 		p.counted = true
 		st.Active.Add(1)
-		st.Buffered.Add(int64(len(p.req.Wire)))
+		st.Buffered.Add(int64(len(p.Req.Wire)))
 	}
 	return true
 }
@@ -355,166 +331,28 @@ func release(p *pending) {
 		return
 	}
 	st := p.pool.stats
-	n := int64(len(p.req.Wire)) + int64(len(p.call.Reply.Raw))
-	for i := range p.calls {
-		n += int64(len(p.calls[i].Reply.Raw))
-	}
 	st.Active.Add(-1)
-	st.Buffered.Add(-n)
+	st.Buffered.Add(-(int64(len(p.Req.Wire)) + p.ReplyBytes()))
 }
 
-func (s *session) routeKey(p *pending) {
-	idx, err := s.p.pick(p.req.Keys[0])
-	if err != nil {
-		s.failLocal(p, err)
-		return
-	}
-	p.left.Store(1)
-	p.call.Req = &p.req
-	p.call.Done = p.doneFn
-	s.p.backend(idx).Stage(&p.call, s.id, &s.batch)
-}
-
-func (s *session) routeMulti(p *pending) {
-	req := &p.req
-	s.targets = s.targets[:0]
-	same := true
-	for _, k := range req.Keys {
-		idx, err := s.p.pick(k)
-		if err != nil {
-			s.failLocal(p, err)
-			return
-		}
-		if len(s.targets) > 0 && idx != s.targets[0] {
-			same = false
-		}
-		s.targets = append(s.targets, idx)
-	}
-	if same { // every key on one server: no need to split
-		p.left.Store(1)
-		p.call.Req = req
-		p.call.Done = p.doneFn
-		s.p.backend(s.targets[0]).Stage(&p.call, s.id, &s.batch)
-		return
-	}
-	subs, subTargets, owners := s.p.dialect.Split(req, s.targets, &p.split)
-	p.subs, p.owners = append(p.subs[:0], subs...), owners
-	s.p.stats.Fragments.Add(int64(len(subs)))
-	s.fanOut(p, subTargets)
-}
-
-// routeSame sends p to the one backend that owns every key, or refuses it.
-func (s *session) routeSame(p *pending) {
-	target := -1
-	for _, k := range p.req.Keys {
-		idx, err := s.p.pick(k)
-		if err != nil {
-			s.failLocal(p, err)
-			return
-		}
-		if target >= 0 && idx != target {
-			s.p.stats.ForwardError.Add(1)
-			p.out = s.p.dialect.AppendError(p.out, codec.ErrCrossServer,
-				"keys in request don't hash to the same server")
-			p.complete()
-			return
-		}
-		target = idx
-	}
-	if target < 0 {
-		target = int(s.id) % len(s.p.backends)
-	}
-	p.left.Store(1)
-	p.call.Req = &p.req
-	p.call.Done = p.doneFn
-	s.p.backend(target).Stage(&p.call, s.id, &s.batch)
-}
-
-// fanOut sends p.subs[i] to backend targets[i] (or to backend i when targets
-// is nil).
-func (s *session) fanOut(p *pending, targets []int) {
-	n := len(p.subs)
-	if cap(p.calls) < n {
-		p.calls = make([]backend.Call, n)
-	}
-	p.calls = p.calls[:n]
-	p.left.Store(int32(n))
-	for i, sub := range p.subs {
-		b := s.p.backends[i%len(s.p.backends)]
-		if targets != nil {
-			b = s.p.backend(targets[i])
-		}
-		c := &p.calls[i]
-		c.Req = sub
-		c.Done = p.doneFn
-		b.Stage(c, s.id, &s.batch)
-	}
-}
-
-func (s *session) failLocal(p *pending, err error) {
-	s.p.stats.ForwardError.Add(1)
-	if p.req.Mode != codec.ModeNoreply {
-		p.out = s.p.dialect.AppendError(p.out, codec.ErrServer, err.Error())
-	}
-	p.complete()
-}
-
-// bigWrite is the reply size from which the writer sends a backend's reply
-// from its own buffer instead of copying it into the batch.
+// bigWrite is the request size from which the parser copies a request into
+// a recycled buffer of its own.
 const bigWrite = 16 << 10
 
 // bigReply returns p's reply when it is big enough to be worth writing
-// without copying, and can be: codec.Dialect passes a ModeNormal reply
-// through as it is, and a codec.BigReplier says what goes around the data
-// of a ModeRewrite one. out gets what goes before the data; tail is what
-// follows it.
+// without copying (see route.Exchange.BigReply).
 func bigReply(out []byte, p *pending) (head, big []byte, tail string) {
-	r := &p.call.Reply
-	if len(p.subs) > 0 || p.call.Req == nil || r.Err != nil || len(r.Raw) < bigWrite {
-		return out, nil, ""
-	}
-	switch p.req.Mode {
-	case codec.ModeNormal:
-		return out, r.Raw, ""
-	case codec.ModeRewrite:
-		if br, ok := p.pool.dialect.(codec.BigReplier); ok {
-			return br.AppendReplyHead(out, &p.req, r.Raw, r.Kind)
-		}
-	}
-	return out, nil, ""
+	return p.BigReply(out, p.pool.dialect)
 }
 
 // appendReply appends what the client sees for p, in the words of the pool
-// that routed it.
+// that routed it; each failed backend call counts as a forward error.
 func (s *session) appendReply(out []byte, p *pending) []byte {
-	d := p.pool.dialect
-	req := &p.req
-	switch {
-	case len(p.subs) > 0:
-		p.replies = p.replies[:0]
-		for i := range p.calls {
-			p.replies = append(p.replies, p.calls[i].Reply)
-			if p.calls[i].Reply.Err != nil {
-				p.pool.stats.ForwardError.Add(1)
-			}
-		}
-		if req.Mode == codec.ModeNoreply {
-			return out
-		}
-		return d.Merge(out, req, p.subs, p.owners, p.replies)
-	case p.call.Req != nil:
-		r := p.call.Reply
-		if r.Err != nil {
-			p.pool.stats.ForwardError.Add(1)
-			if req.Mode == codec.ModeNoreply {
-				return out
-			}
-			return d.AppendError(out, codec.ErrServer, r.Err.Error())
-		}
-		return d.AppendReply(out, req, r.Raw, r.Kind)
-	default:
-		return append(out, p.out...)
+	out, failed := p.AppendReply(out, p.pool.dialect)
+	if failed > 0 {
+		p.pool.stats.ForwardError.Add(int64(failed))
 	}
+	return out
 }
 
 // stop makes the session stop reading new requests; the ones already read

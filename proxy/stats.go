@@ -5,6 +5,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/config"
+	"shardproxy/route"
 )
 
 // Stats is a point-in-time copy of the proxy's counters. Field names follow
@@ -33,8 +34,20 @@ type PoolStats struct {
 	// Extras.
 	Requests       int64
 	ProtocolErrors int64
-	Servers        []ServerStats
+	// Router are the counters of the pool's router (a cluster's redirects,
+	// a Lua route's requests); none for a sharded pool.
+	Router  []RouterStat
+	Servers []ServerStats
 }
+
+// RouterStat is one of a router's counters.
+type RouterStat = route.Stat
+
+// The kinds of RouterStat.
+const (
+	RouterCounter = route.Counter
+	RouterGauge   = route.Gauge
+)
 
 // ServerStats are one backend's counters and state, servers in
 // twemproxy's order (by name).
@@ -98,8 +111,9 @@ func (p *pool) snapshot() PoolStats {
 		Fragments:         p.stats.Fragments.Load(),
 		Requests:          p.stats.Requests.Load(),
 		ProtocolErrors:    p.stats.ProtocolErrors.Load(),
+		Router:            p.router.Stats(),
 	}
-	for _, b := range p.backends {
+	for _, b := range p.router.Backends() {
 		bs := b.Stats()
 		ss := ServerStats{
 			Name:              b.Name(),

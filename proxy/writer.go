@@ -198,6 +198,8 @@ func (s *session) writeReady(blocking bool) {
 
 		outHolder, out := getOut()
 		var heldDone int64
+		var pl *pool // the pool of the last run of batch, and its length
+		var inPool int64
 		for _, p := range batch {
 			if !broken {
 				if head, big, tail := bigReply(out, p); big != nil {
@@ -210,7 +212,7 @@ func (s *session) writeReady(blocking bool) {
 				} else {
 					out = s.appendReply(out, p)
 				}
-				if p.req.Close {
+				if p.Req.Close {
 					// quit: its reply goes out, nothing after it.
 					out, broken = s.writeOut(out, blocking), true
 					s.closing.Store(true)
@@ -220,9 +222,19 @@ func (s *session) writeReady(blocking bool) {
 				}
 			}
 			release(p)
-			heldDone += p.heldBytes()
-			p.releaseReplies() // written or copied: their buffers can go
+			heldDone += p.ReplyBytes()
+			if p.pool != pl {
+				if pl != nil {
+					pl.inflight.Add(-inPool)
+				}
+				pl, inPool = p.pool, 0
+			}
+			inPool++
+			p.ReleaseReplies() // written or copied: their buffers can go
 			p.reset()
+		}
+		if pl != nil {
+			pl.inflight.Add(-inPool)
 		}
 		// Once per batch: both counters are shared with the reader's core.
 		s.held.Add(-heldDone)

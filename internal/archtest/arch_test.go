@@ -34,12 +34,15 @@ var layers = map[string]rule{
 	"resp":     {parts: []string{"codec"}, external: []string{"github.com/tidwall/redcon"}},
 	"sharding": {external: []string{"github.com/cespare/xxhash/v2", "github.com/spaolacci/murmur3"}},
 	"backend":  {parts: []string{"codec"}},
-	"cluster":  {parts: []string{"codec", "resp", "backend", "sharding"}}, // sharding: CRC16 for slots
+	// route is the Router contract every way of answering a pool's
+	// requests implements, and the Exchange a session hands them.
+	"route":   {parts: []string{"codec", "backend"}},
+	"cluster": {parts: []string{"codec", "resp", "backend", "sharding"}}, // sharding: CRC16 for slots
 	"lua": {parts: []string{"codec", "sharding", "backend", "cluster"},
 		external: []string{"github.com/yuin/gopher-lua"}},
 	"config": {parts: []string{"sharding", "codec"}, external: []string{"gopkg.in/yaml.v3"}},
 	"proxy": {parts: []string{"codec", "memcache", "resp", "sharding", "cluster", "backend",
-		"lua", "config"}},
+		"route", "lua", "config"}},
 	// admin renders the running config (config.Marshal, the admin section)
 	// and tells a config error from other reload failures.
 	"admin":               {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},

@@ -1,0 +1,102 @@
+package proxy
+
+import (
+	"crypto/tls"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+	"shardproxy/config"
+	"shardproxy/route"
+)
+
+// poolKind is one way of answering a pool's requests: each kind builds its
+// own router from the pool's configuration, in its own file, and says what
+// the "pool listening" line shows of it. Adding a kind is adding a row.
+type poolKind struct {
+	name string
+	// is reports whether pc is of this kind; the first kind that says so
+	// builds the pool.
+	is func(pc *config.Pool) bool
+	// build makes the pool's router.
+	build func(k *kindEnv) (route.Router, error)
+	// describe returns what the "pool listening" line says of the pool,
+	// as slog attributes.
+	describe func(p *pool) []any
+}
+
+// poolKinds are the kinds in the order they are tried; the native sharded
+// pool takes what the others do not.
+var poolKinds = []*poolKind{
+	{name: "lua", is: func(pc *config.Pool) bool { return pc.Lua != "" },
+		build: newLuaRouter, describe: describeLua},
+	{name: "redis_cluster", is: func(pc *config.Pool) bool { return pc.RedisCluster },
+		build: newClusterRouter, describe: describeCluster},
+	{name: "sharded", is: func(*config.Pool) bool { return true },
+		build: newShardRouter, describe: describeShard},
+}
+
+// kindOf returns pc's kind.
+func kindOf(pc *config.Pool) *poolKind {
+	for _, k := range poolKinds {
+		if k.is(pc) {
+			return k
+		}
+	}
+	panic("proxy: no pool kind takes pool " + pc.Name) // the last one takes all
+}
+
+// kindEnv is what a kind's build is given.
+type kindEnv struct {
+	srv     *Server
+	b       *builder
+	p       *pool // the pool being built: dialect, limits, stats, logger
+	pc      *config.Pool
+	old     route.Router   // the running router of the pool's name and kind, or nil
+	lease   *backend.Lease // where the router's backends come from
+	dialTLS *tls.Config    // how backend sockets dial; nil: plain
+}
+
+// backendConfig is the template of the pool's backends at addr: the
+// pool's timeouts, limits, handshake and TLS.
+func (k *kindEnv) backendConfig(addr string) backend.Config {
+	pc := k.pc
+	return backend.Config{
+		Addr:    addr,
+		Dialect: k.p.dialect,
+		Handshake: codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB,
+			Meta: k.p.limits.MetaGets},
+		TLS:            k.dialTLS,
+		Conns:          pc.ServerConnections,
+		ConnectTimeout: pc.ConnectTimeout,
+		Timeout:        pc.Timeout,
+		FailureLimit:   pc.ServerFailureLimit,
+		RetryTimeout:   pc.ServerRetryTimeout,
+		TCPKeepalive:   pc.TCPKeepalive,
+		Preconnect:     pc.Preconnect,
+		Logger:         k.p.log,
+	}
+}
+
+// watch asks to hear of every backend state change while the pool's
+// generation runs.
+func (k *kindEnv) watch(f func(b *backend.Backend, bad bool)) {
+	k.b.watchers = append(k.b.watchers, f)
+}
+
+// link runs f once every pool of the generation is built, with the pools
+// by name (eject_policy failover names another pool).
+func (k *kindEnv) link(f func(pools map[string]*pool)) {
+	k.b.links = append(k.b.links, f)
+}
+
+func describeShard(p *pool) []any {
+	attrs := []any{"servers", len(p.router.Backends()), "distribution", p.cfg.Distribution, "hash", p.cfg.Hash}
+	if p.limits.MetaGets {
+		attrs = append(attrs, "server_protocol", p.cfg.ServerProtocol)
+	}
+	return attrs
+}
+
+func describeLua(p *pool) []any { return []any{"lua", p.cfg.Lua} }
+
+func describeCluster(p *pool) []any { return []any{"cluster_seeds", len(p.cfg.Servers)} }

@@ -1,0 +1,240 @@
+package proxy
+
+import (
+	"reflect"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+	"shardproxy/config"
+	"shardproxy/route"
+	"shardproxy/sharding"
+)
+
+// shardRouter routes a native pool (twemproxy's kind): each key goes to
+// the server its hash picks in the pool's distribution; multi-key requests
+// are split per server and merged. Under auto_eject_hosts a bad server
+// leaves the distribution (eject_policy remap) or hands its keys to the
+// failover pool (eject_policy failover).
+type shardRouter struct {
+	cfg      *config.Pool
+	dialect  codec.Dialect
+	stats    *poolStats
+	shard    *sharding.Pool
+	shardCfg sharding.Config    // what shard was built from; a reload reuses an equal one
+	backends []*backend.Backend // in shard.Servers() order
+	failover *shardRouter       // eject_policy failover: takes a bad server's keys
+	lease    *backend.Lease
+	log      logger
+}
+
+var (
+	_ route.Router   = (*shardRouter)(nil)
+	_ route.Backends = (*shardRouter)(nil)
+)
+
+// logger is the part of *slog.Logger the routers use.
+type logger interface {
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
+}
+
+// newShardRouter builds a native pool's router. A reload reuses the
+// running router's distribution when it is built from the same servers.
+func newShardRouter(k *kindEnv) (route.Router, error) {
+	pc := k.pc
+	servers := make([]sharding.Server, len(pc.Servers))
+	byName := make(map[string]config.Server, len(pc.Servers))
+	for i, s := range pc.Servers {
+		servers[i] = sharding.Server{Name: s.Name, Weight: s.Weight}
+		byName[s.Name] = s
+	}
+	r := &shardRouter{
+		cfg:     pc,
+		dialect: k.p.dialect,
+		stats:   k.p.stats,
+		lease:   k.lease,
+		log:     k.p.log,
+		shardCfg: sharding.Config{
+			Servers:      servers,
+			Hash:         pc.Hash,
+			HashTag:      pc.HashTag,
+			Distribution: pc.Distribution,
+			AutoEject:    pc.AutoEjectHosts,
+			Seed:         pc.HashSeed,
+		},
+	}
+	if old, ok := k.old.(*shardRouter); ok && reflect.DeepEqual(old.shardCfg, r.shardCfg) {
+		r.shard = old.shard // building a ketama ring is the costly part of a reload
+	} else {
+		var err error
+		if r.shard, err = sharding.New(r.shardCfg); err != nil {
+			return nil, err
+		}
+	}
+	for _, ss := range r.shard.Servers() {
+		s := byName[ss.Name]
+		cfg := k.backendConfig(s.Addr)
+		cfg.Name = s.Name
+		cfg.OnStateChange = k.srv.backendStateChanged
+		r.backends = append(r.backends, k.lease.Get(cfg))
+	}
+	// Make the distribution's live set match the backends' health: a kept
+	// backend may be ejected now, a new one is healthy.
+	live := r.shard.Live()
+	for i, b := range r.backends {
+		switch bad := b.Bad() && r.ejects(); {
+		case bad && live[i]:
+			r.shard.Eject(i)
+		case !bad && !live[i]:
+			r.shard.Restore(i)
+		}
+	}
+	k.watch(r.stateChanged)
+	k.link(func(pools map[string]*pool) {
+		if pc.EjectPolicy == config.EjectFailover {
+			r.failover, _ = pools[pc.FailoverPool].router.(*shardRouter)
+		}
+	})
+	return r, nil
+}
+
+// ejects reports whether the pool takes bad servers out of its distribution.
+func (r *shardRouter) ejects() bool {
+	return r.cfg.AutoEjectHosts && r.cfg.EjectPolicy == config.EjectRemap
+}
+
+// stateChanged ejects or restores b if this pool uses it and ejects.
+func (r *shardRouter) stateChanged(b *backend.Backend, bad bool) {
+	if !r.ejects() {
+		return
+	}
+	for i, pb := range r.backends {
+		if pb != b {
+			continue
+		}
+		if bad {
+			r.shard.Eject(i)
+			r.log.Warn("server ejected", "server", b.Name())
+		} else {
+			r.shard.Restore(i)
+			r.log.Info("server restored", "server", b.Name())
+		}
+	}
+}
+
+// pick returns the number (for Backend) of the server that takes key.
+// Under eject_policy failover, a bad server's keys go to the failover
+// pool, whose servers are numbered after this pool's.
+func (r *shardRouter) pick(key []byte) (int, error) {
+	idx, err := r.shard.Pick(key)
+	if err != nil {
+		return 0, err
+	}
+	if r.failover != nil && r.backends[idx].Bad() {
+		j, err := r.failover.shard.Pick(key)
+		if err != nil {
+			return 0, err
+		}
+		return len(r.backends) + j, nil
+	}
+	return idx, nil
+}
+
+// Backend implements route.Backends: server i as numbered by pick.
+func (r *shardRouter) Backend(i int) *backend.Backend {
+	if i < len(r.backends) {
+		return r.backends[i]
+	}
+	return r.failover.backends[i-len(r.backends)]
+}
+
+// Route implements route.Router.
+func (r *shardRouter) Route(x *route.Exchange) {
+	switch x.Req.Route {
+	case codec.RouteKey:
+		idx, err := r.pick(x.Req.Keys[0])
+		if err != nil {
+			r.fail(x, err.Error())
+			return
+		}
+		x.Send(r.Backend(idx))
+	case codec.RouteMulti:
+		r.routeMulti(x)
+	case codec.RouteSame:
+		r.routeSame(x)
+	case codec.RouteAny:
+		x.Send(r.backends[int(x.Hint)%len(r.backends)])
+	case codec.RouteAll:
+		x.FanOutAll(r, len(r.backends))
+	default:
+		r.fail(x, "unroutable request")
+	}
+}
+
+func (r *shardRouter) routeMulti(x *route.Exchange) {
+	targets := x.KeyTargets()
+	same := true
+	for _, k := range x.Req.Keys {
+		idx, err := r.pick(k)
+		if err != nil {
+			x.KeepKeyTargets(targets)
+			r.fail(x, err.Error())
+			return
+		}
+		if len(targets) > 0 && idx != targets[0] {
+			same = false
+		}
+		targets = append(targets, idx)
+	}
+	x.KeepKeyTargets(targets)
+	if same { // every key on one server: no need to split
+		x.Send(r.Backend(targets[0]))
+		return
+	}
+	subs, subTargets := x.Split(r.dialect, targets)
+	r.stats.Fragments.Add(int64(len(subs)))
+	x.FanOut(r, subTargets)
+}
+
+// routeSame sends x to the one backend that owns every key, or refuses it.
+func (r *shardRouter) routeSame(x *route.Exchange) {
+	target := -1
+	for _, k := range x.Req.Keys {
+		idx, err := r.pick(k)
+		if err != nil {
+			r.fail(x, err.Error())
+			return
+		}
+		if target >= 0 && idx != target {
+			r.stats.ForwardError.Add(1)
+			x.Answer(r.dialect.AppendError(x.Out(), codec.ErrCrossServer,
+				"keys in request don't hash to the same server"))
+			return
+		}
+		target = idx
+	}
+	if target < 0 {
+		target = int(x.Hint) % len(r.backends)
+	}
+	x.Send(r.Backend(target))
+}
+
+// fail answers x with a server error of the proxy's own.
+func (r *shardRouter) fail(x *route.Exchange, msg string) {
+	r.stats.ForwardError.Add(1)
+	out := x.Out()
+	if x.Req.Mode != codec.ModeNoreply {
+		out = r.dialect.AppendError(out, codec.ErrServer, msg)
+	}
+	x.Answer(out)
+}
+
+// Stats implements route.Router: a native pool's counters are the pool's.
+func (r *shardRouter) Stats() []route.Stat { return nil }
+
+// Backends implements route.Router.
+func (r *shardRouter) Backends() []*backend.Backend { return r.backends }
+
+// Close implements route.Router: a native pool has nothing of its own to
+// stop.
+func (r *shardRouter) Close() {}

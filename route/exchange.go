@@ -1,0 +1,268 @@
+package route
+
+import (
+	"sync/atomic"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+)
+
+// Owner is told of an Exchange's progress: it is the session that reads
+// the request and writes the answer.
+type Owner interface {
+	// Received is called as each backend reply (or routed answer) of x
+	// arrives, with its size, before Answered.
+	Received(x *Exchange, n int)
+	// Answered is called once, when x's answer is complete.
+	Answered(x *Exchange)
+}
+
+// Exchange is one client request on its way through a router and back.
+// The zero Exchange is not usable: Init it once, then Reset it before each
+// request.
+type Exchange struct {
+	// Req is the client's request.
+	Req codec.Request
+	// Hint numbers the client: routers keep one client's requests on one
+	// socket (hint % sockets), so they stay in order.
+	Hint uint32
+	// Batch gathers the backend calls of the session's current read; the
+	// session flushes it when the read is handled. Nil: Send and FanOut
+	// send at once.
+	Batch *backend.Batch
+
+	owner Owner
+	out   []byte // an answer the router made (Complete)
+	left  atomic.Int32
+
+	call       backend.Call   // the one call of Send
+	calls      []backend.Call // the calls of FanOut
+	subs       []*codec.Request
+	owners     []int              // each key's index in subs, when Split made them
+	split      codec.SplitScratch // the storage of subs and owners, when Split made them
+	replies    []codec.Reply      // Merge's scratch
+	doneFn     func(*backend.Call)
+	routed     bool  // answered through Complete
+	keyTargets []int // KeyTargets' storage
+}
+
+// Init binds x to its owner for life.
+func (x *Exchange) Init(o Owner) {
+	x.owner = o
+	x.doneFn = x.callDone
+}
+
+// Reset readies x for a new request, keeping its storage.
+func (x *Exchange) Reset() {
+	x.Req.Reset()
+	x.out = x.out[:0]
+}
+
+// Clear drops what an answered and written x refers to, so that it can be
+// reused; storage grown past what a usual request needs is let go.
+func (x *Exchange) Clear() {
+	x.routed = false
+	x.call = backend.Call{}
+	clear(x.calls)
+	x.calls = x.calls[:0]
+	clear(x.subs)
+	x.subs = x.subs[:0]
+	x.owners = nil
+	clear(x.replies)
+	x.replies = x.replies[:0]
+	x.split.Trim(64 << 10)
+	if cap(x.out) > 64<<10 {
+		x.out = nil
+	}
+	if cap(x.Req.Buf) > 64<<10 {
+		backend.PutBuffer(x.Req.Buf)
+		x.Req.Buf = nil
+	}
+	if cap(x.Req.Keys) > 1024 {
+		x.Req.Keys = nil
+	}
+}
+
+// Complete answers x with out, the bytes the client sees; out may be
+// reused once Complete returns.
+func (x *Exchange) Complete(out []byte) {
+	x.out = append(x.out, out...)
+	x.routed = true
+	x.owner.Received(x, len(out))
+	x.owner.Answered(x)
+}
+
+// Out returns the storage an answer the proxy makes itself (a protocol
+// error, a local command, a refusal) is appended to; Answer hands it back.
+// Such an answer holds no backend's bytes and is not counted as received.
+func (x *Exchange) Out() []byte { return x.out }
+
+// Answer answers x with out, which must extend x.Out().
+func (x *Exchange) Answer(out []byte) {
+	x.out = out
+	x.owner.Answered(x)
+}
+
+// Send answers x with b's reply to x.Req.
+func (x *Exchange) Send(b *backend.Backend) {
+	x.left.Store(1)
+	x.call.Req = &x.Req
+	x.call.Done = x.doneFn
+	x.stage(b, &x.call)
+}
+
+// Split divides x.Req by backend with d.Split: targets[i] is the backend
+// number of x.Req.Keys[i]. It returns the sub-requests and their backend
+// numbers, to pass to FanOut; their storage is x's.
+func (x *Exchange) Split(d codec.Dialect, targets []int) (subs []*codec.Request, subTargets []int) {
+	subs, subTargets, x.owners = d.Split(&x.Req, targets, &x.split)
+	x.subs = append(x.subs[:0], subs...)
+	return x.subs, subTargets
+}
+
+// Backends numbers a router's backends for FanOut.
+type Backends interface {
+	// Backend returns backend number i.
+	Backend(i int) *backend.Backend
+}
+
+// FanOut answers x with the merge of the replies to the sub-requests
+// Split made: sub-request i goes to bs.Backend(targets[i]).
+func (x *Exchange) FanOut(bs Backends, targets []int) {
+	x.fanOut(bs, targets, len(x.subs))
+}
+
+// FanOutAll answers x with the merge of the replies of backends 0 to n-1
+// of bs to x.Req itself (codec.RouteAll).
+func (x *Exchange) FanOutAll(bs Backends, n int) {
+	x.owners = nil
+	x.subs = x.subs[:0]
+	for range n {
+		x.subs = append(x.subs, &x.Req)
+	}
+	x.fanOut(bs, nil, n)
+}
+
+func (x *Exchange) fanOut(bs Backends, targets []int, n int) {
+	if cap(x.calls) < n {
+		x.calls = make([]backend.Call, n)
+	}
+	x.calls = x.calls[:n]
+	x.left.Store(int32(n))
+	for i, sub := range x.subs {
+		c := &x.calls[i]
+		c.Req = sub
+		c.Done = x.doneFn
+		t := i
+		if targets != nil {
+			t = targets[i]
+		}
+		x.stage(bs.Backend(t), c)
+	}
+}
+
+// KeyTargets returns x's scratch for the backend number of each key,
+// emptied; KeepKeyTargets stores it back once grown.
+func (x *Exchange) KeyTargets() []int { return x.keyTargets[:0] }
+
+// KeepKeyTargets keeps t's storage for the next KeyTargets.
+func (x *Exchange) KeepKeyTargets(t []int) {
+	if cap(t) <= 4096 {
+		x.keyTargets = t[:0]
+	}
+}
+
+func (x *Exchange) stage(b *backend.Backend, c *backend.Call) {
+	if x.Batch != nil {
+		b.Stage(c, x.Hint, x.Batch)
+		return
+	}
+	b.Send(c, x.Hint)
+}
+
+// callDone is every call's Done: the last one to finish answers x.
+func (x *Exchange) callDone(c *backend.Call) {
+	x.owner.Received(x, len(c.Reply.Raw))
+	if x.left.Add(-1) == 0 {
+		x.owner.Answered(x)
+	}
+}
+
+// ReplyBytes is the size of what x's answer holds: the backends' replies
+// and a routed answer.
+func (x *Exchange) ReplyBytes() int64 {
+	n := int64(len(x.call.Reply.Raw))
+	for i := range x.calls {
+		n += int64(len(x.calls[i].Reply.Raw))
+	}
+	if x.routed {
+		n += int64(len(x.out))
+	}
+	return n
+}
+
+// ReleaseReplies recycles the backend buffers of x's replies, once they
+// are written or copied.
+func (x *Exchange) ReleaseReplies() {
+	x.call.Release()
+	for i := range x.calls {
+		x.calls[i].Release()
+	}
+}
+
+// bigWrite is the reply size from which a backend's reply is written from
+// its own buffer instead of being copied.
+const bigWrite = 16 << 10
+
+// BigReply returns x's reply when it is big enough to be worth writing
+// without copying, and can be: d passes a ModeNormal reply through as it
+// is, and a codec.BigReplier says what goes around the data of a
+// ModeRewrite one. out gets what goes before the data; tail is what
+// follows it.
+func (x *Exchange) BigReply(out []byte, d codec.Dialect) (head, big []byte, tail string) {
+	r := &x.call.Reply
+	if len(x.subs) > 0 || x.call.Req == nil || r.Err != nil || len(r.Raw) < bigWrite {
+		return out, nil, ""
+	}
+	switch x.Req.Mode {
+	case codec.ModeNormal:
+		return out, r.Raw, ""
+	case codec.ModeRewrite:
+		if br, ok := d.(codec.BigReplier); ok {
+			return br.AppendReplyHead(out, &x.Req, r.Raw, r.Kind)
+		}
+	}
+	return out, nil, ""
+}
+
+// AppendReply appends what the client sees of x's answer, in d's words.
+// It returns how many of x's backend calls failed (each a forward error).
+func (x *Exchange) AppendReply(out []byte, d codec.Dialect) ([]byte, int) {
+	req := &x.Req
+	switch {
+	case len(x.subs) > 0:
+		failed := 0
+		x.replies = x.replies[:0]
+		for i := range x.calls {
+			x.replies = append(x.replies, x.calls[i].Reply)
+			if x.calls[i].Reply.Err != nil {
+				failed++
+			}
+		}
+		if req.Mode == codec.ModeNoreply {
+			return out, failed
+		}
+		return d.Merge(out, req, x.subs, x.owners, x.replies), failed
+	case x.call.Req != nil:
+		r := x.call.Reply
+		if r.Err != nil {
+			if req.Mode == codec.ModeNoreply {
+				return out, 1
+			}
+			return d.AppendError(out, codec.ErrServer, r.Err.Error()), 1
+		}
+		return d.AppendReply(out, req, r.Raw, r.Kind), 0
+	default:
+		return append(out, x.out...), 0
+	}
+}
