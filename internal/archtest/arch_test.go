@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -50,7 +52,9 @@ var layers = map[string]rule{
 	"internal/codectest":  {parts: []string{"codec"}},
 
 	// The load generator and the benchmark harness measure shardproxy from
-	// the outside: they import none of its packages.
+	// the outside: they import none of its packages. bench is a module of
+	// its own (bench/go.mod) for the plotting library, which is therefore
+	// no dependency of shardproxy's module.
 	"cmd/shardbench": {external: []string{"github.com/HdrHistogram/hdrhistogram-go"}},
 	"bench":          {external: []string{"gonum.org/v1/plot"}},
 	// The soak test runs bin/shardproxy as a child process.
@@ -64,30 +68,68 @@ type pkg struct {
 }
 
 func TestImportDirection(t *testing.T) {
-	pkgs := listPackages(t)
-	if len(pkgs) == 0 {
-		t.Fatal("go list found no packages")
+	dirs := moduleDirs(t)
+	if len(dirs) < 2 {
+		t.Fatalf("found the modules %v, want the root and bench at least", dirs)
 	}
-	for _, v := range check(pkgs) {
-		t.Error(v)
+	for _, dir := range dirs {
+		pkgs := listPackages(t, dir)
+		if len(pkgs) == 0 {
+			t.Fatalf("go list found no packages in %s", dir)
+		}
+		for _, v := range check(pkgs) {
+			t.Error(v)
+		}
 	}
 }
 
-// listPackages runs go list over the module. -e keeps packages that do not
-// build yet (others may be halfway through writing them): their imports
-// still count.
-func listPackages(t *testing.T) []pkg {
+// moduleRoot is the repository root, seen from this package's directory,
+// where go test runs its test.
+const moduleRoot = "../.."
+
+// moduleDirs returns the directory of every module in the repository: the
+// root and the nested ones (bench/ is one, so that its plotting libraries
+// stay out of shardproxy's go.mod), which ./... at the root does not reach.
+// Their import paths are under shardproxy/, so the table covers them too.
+func moduleDirs(t *testing.T) []string {
+	t.Helper()
+	var dirs []string
+	err := filepath.WalkDir(moduleRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() && path != moduleRoot && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") ||
+			name == "testdata" || name == "bin") {
+			return filepath.SkipDir // what the go command ignores, and build output
+		}
+		if !d.IsDir() && name == "go.mod" {
+			dirs = append(dirs, filepath.Dir(path))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("find the modules: %v", err)
+	}
+	return dirs
+}
+
+// listPackages runs go list over the module in dir. -e keeps packages that
+// do not build yet (others may be halfway through writing them): their
+// imports still count.
+func listPackages(t *testing.T, dir string) []pkg {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("go command not found: %v", err)
 	}
-	cmd := exec.Command(goBin, "list", "-e", "-json=ImportPath,Imports", module+"/...")
+	cmd := exec.Command(goBin, "list", "-e", "-json=ImportPath,Imports", "./...")
+	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
+		t.Fatalf("go list in %s: %v\n%s", dir, err, stderr.String())
 	}
 	var pkgs []pkg
 	dec := json.NewDecoder(bytes.NewReader(out))
