@@ -2,7 +2,10 @@ module shardproxy/bench
 
 go 1.26.8
 
-require gonum.org/v1/plot v0.17.0
+require (
+	gonum.org/v1/plot v0.17.0
+	shardproxy v0.0.0-00010101000000-000000000000
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
@@ -14,3 +17,9 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 )
+
+// The harness starts its servers with shardproxy/internal/proc, the
+// supervisor that the tests and soak use: Go lets a module whose path is
+// under shardproxy/ import shardproxy's internal packages, and the replace
+// builds them from this checkout.
+replace shardproxy => ../

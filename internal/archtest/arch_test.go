@@ -23,13 +23,18 @@ const module = "shardproxy"
 type rule struct {
 	parts    []string // other parts of shardproxy
 	external []string // third-party packages; a trailing "/" allows a whole tree
+	// internal packages, which are for tests, that the part's non-test
+	// code may import all the same: test helpers built on one another, and
+	// the tools that run real servers as the tests do.
+	internal []string
 }
 
 // layers is ARCHITECTURE.md's package table: each part of shardproxy (a
 // directory relative to the module root, with its subpackages) and what its
 // non-test files may import. Tests may import anything, internal/testserver
-// included. A new part or a new third-party dependency is a change to this
-// table, made on purpose. Parts that do not exist yet are fine.
+// included. A new part, a new third-party dependency or a non-test import
+// of an internal package is a change to this table, made on purpose. Parts
+// that do not exist yet are fine.
 var layers = map[string]rule{
 	"codec":    {},
 	"memcache": {parts: []string{"codec"}},
@@ -44,21 +49,27 @@ var layers = map[string]rule{
 		"lua", "config"}},
 	// admin renders the running config (config.Marshal, the admin section)
 	// and tells a config error from other reload failures.
-	"admin":               {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},
-	"cmd/shardproxy":      {parts: []string{"proxy", "config", "admin"}},
-	"internal/testserver": {},
+	"admin":          {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},
+	"cmd/shardproxy": {parts: []string{"proxy", "config", "admin"}},
+	// proc is the one supervisor of real server processes: testserver
+	// builds the tests' servers on it, soak and bench run their fleets
+	// with it.
+	"internal/proc":       {},
+	"internal/testserver": {internal: []string{"internal/proc"}},
 	"internal/faultproxy": {},
 	"internal/archtest":   {},
 	"internal/codectest":  {parts: []string{"codec"}},
 
 	// The load generator and the benchmark harness measure shardproxy from
-	// the outside: they import none of its packages. bench is a module of
-	// its own (bench/go.mod) for the plotting library, which is therefore
-	// no dependency of shardproxy's module.
+	// the outside: they import none of its packages, only the process
+	// supervisor. bench is a module of its own (bench/go.mod) for the
+	// plotting library, which is therefore no dependency of shardproxy's
+	// module; nested under shardproxy/, it may import internal/proc.
 	"cmd/shardbench": {external: []string{"github.com/HdrHistogram/hdrhistogram-go"}},
-	"bench":          {external: []string{"gonum.org/v1/plot"}},
-	// The soak test runs bin/shardproxy as a child process.
-	"soak": {},
+	"bench":          {external: []string{"gonum.org/v1/plot"}, internal: []string{"internal/proc"}},
+	// The soak test runs bin/shardproxy and its backends as child
+	// processes with the supervisor the tests use.
+	"soak": {internal: []string{"internal/proc"}},
 }
 
 // pkg is what go list tells about one package.
@@ -176,7 +187,11 @@ func checkImport(from string, r rule, imp string) string {
 		case to == from:
 			return ""
 		case strings.HasPrefix(to, "internal/") || strings.HasPrefix(imp, module+"/internal/"):
-			return "internal packages are for tests only (import them from _test.go files)"
+			if ok && slices.Contains(r.internal, to) {
+				return ""
+			}
+			return "internal packages are for tests only (import them from _test.go files, " +
+				"or list them in the part's internal in layers)"
 		case !ok:
 			return "imported package is not in the architecture table"
 		case len(r.parts) == 0:
@@ -272,6 +287,12 @@ func TestCheck(t *testing.T) {
 		{"cmd wiring", pkg{"shardproxy/cmd/shardproxy", []string{"shardproxy/proxy", "shardproxy/config", "shardproxy/admin", "flag"}}, ""},
 		{"cmd reaching down", pkg{"shardproxy/cmd/shardproxy", []string{"shardproxy/memcache"}}, "cmd/shardproxy may import only proxy, config, admin"},
 		{"testserver stdlib only", pkg{"shardproxy/internal/testserver", []string{"shardproxy/codec"}}, "internal/testserver may import no other shardproxy package"},
+		{"testserver on proc", pkg{"shardproxy/internal/testserver", []string{"shardproxy/internal/proc"}}, ""},
+		{"soak runs servers with proc", pkg{"shardproxy/soak", []string{"shardproxy/internal/proc"}}, ""},
+		{"bench runs servers with proc", pkg{"shardproxy/bench", []string{"shardproxy/internal/proc", "gonum.org/v1/plot/vg"}}, ""},
+		{"bench measures from outside", pkg{"shardproxy/bench", []string{"shardproxy/proxy"}}, "bench may import no other shardproxy package"},
+		{"internal not listed", pkg{"shardproxy/soak", []string{"shardproxy/internal/testserver"}}, "for tests only"},
+		{"proc stdlib only", pkg{"shardproxy/internal/proc", []string{"shardproxy/internal/testserver"}}, "for tests only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -295,6 +316,11 @@ func TestLayersTable(t *testing.T) {
 				t.Errorf("layers[%q] allows %q, which is itself, internal or not an entry", part, to)
 			}
 		}
+		for _, to := range r.internal {
+			if _, ok := layers[to]; !ok || to == part || !strings.HasPrefix(to, "internal/") {
+				t.Errorf("layers[%q] allows internal %q, which is itself, not internal or not an entry", part, to)
+			}
+		}
 	}
 	const (
 		unseen = iota
@@ -312,7 +338,7 @@ func TestLayersTable(t *testing.T) {
 			return
 		}
 		state[part] = visiting
-		for _, to := range layers[part].parts {
+		for _, to := range slices.Concat(layers[part].parts, layers[part].internal) {
 			visit(to, append(path, part))
 		}
 		state[part] = done
