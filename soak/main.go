@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"shardproxy/internal/faultproxy"
 	"shardproxy/internal/proc"
 )
 
@@ -37,6 +38,10 @@ func main() {
 	code := run(*duration, *proxyBin, *clients, *faultEvery, *reloadEvery, *rssFactor, *goroutineSlack)
 	os.Exit(code)
 }
+
+// garbage is what the "garbage" fault writes to shardproxy on its backend
+// connections behind a fault proxy: no valid memcached or RESP reply.
+var garbage = []byte("\x00\xffGARBAGE\x01 not a reply\r\n")
 
 type sample struct {
 	label      string
@@ -79,12 +84,12 @@ func run(duration time.Duration, proxyBin string, nclients int, faultEvery, relo
 		}
 		rds = append(rds, rd)
 	}
-	mcFault, err := newFaultProxy(mcs[0].Addr())
+	mcFault, err := faultproxy.Listen(mcs[0].Addr())
 	if err != nil {
 		return fail(err)
 	}
 	defer mcFault.Close()
-	rdFault, err := newFaultProxy(rds[0].Addr())
+	rdFault, err := faultproxy.Listen(rds[0].Addr())
 	if err != nil {
 		return fail(err)
 	}
@@ -193,26 +198,27 @@ rd:
 			faultMu.Lock()
 			faultLog[f]++
 			faultMu.Unlock()
-			for j, fp := range []*faultProxy{mcFault, rdFault} {
+			for j, fp := range []*faultproxy.Proxy{mcFault, rdFault} {
 				be := []*proc.Process{mcs[0], rds[0]}[j]
 				switch f {
-				case "latency":
-					fp.latency.Store(int64(700 * time.Millisecond))
-				case "blackhole":
-					fp.blackhole.Store(true)
-				case "reset":
-					fp.resetAll()
-				case "garbage":
-					fp.garbage()
+				case "latency": // both ways: a round trip takes 1.4 s, past the pools' timeout
+					fp.Latency(faultproxy.Upstream, 700*time.Millisecond, 0)
+					fp.Latency(faultproxy.Downstream, 700*time.Millisecond, 0)
+				case "blackhole": // nothing moves either way until it ends; bytes are held, not lost
+					fp.Hold(faultproxy.Upstream, true)
+					fp.Hold(faultproxy.Downstream, true)
+				case "reset": // every open connection, RST to both sides
+					fp.ResetAll()
+				case "garbage": // read by shardproxy as a server reply
+					fp.InjectNow(faultproxy.Downstream, garbage)
 				case "stop-start":
 					be.Stop()
 				}
 			}
 			sleepOr(stop, time.Second)
-			for j, fp := range []*faultProxy{mcFault, rdFault} {
+			for j, fp := range []*faultproxy.Proxy{mcFault, rdFault} {
 				be := []*proc.Process{mcs[0], rds[0]}[j]
-				fp.latency.Store(0)
-				fp.blackhole.Store(false)
+				fp.Clear()
 				if f == "stop-start" {
 					if err := be.Start(); err != nil {
 						fmt.Println("soak: restart:", err)

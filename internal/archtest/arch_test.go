@@ -68,8 +68,9 @@ var layers = map[string]rule{
 	"cmd/shardbench": {external: []string{"github.com/HdrHistogram/hdrhistogram-go"}},
 	"bench":          {external: []string{"gonum.org/v1/plot"}, internal: []string{"internal/proc"}},
 	// The soak test runs bin/shardproxy and its backends as child
-	// processes with the supervisor the tests use.
-	"soak": {internal: []string{"internal/proc"}},
+	// processes with the supervisor the tests use, and injects its faults
+	// with the tests' fault proxy.
+	"soak": {internal: []string{"internal/proc", "internal/faultproxy"}},
 }
 
 // pkg is what go list tells about one package.
@@ -288,7 +289,7 @@ func TestCheck(t *testing.T) {
 		{"cmd reaching down", pkg{"shardproxy/cmd/shardproxy", []string{"shardproxy/memcache"}}, "cmd/shardproxy may import only proxy, config, admin"},
 		{"testserver stdlib only", pkg{"shardproxy/internal/testserver", []string{"shardproxy/codec"}}, "internal/testserver may import no other shardproxy package"},
 		{"testserver on proc", pkg{"shardproxy/internal/testserver", []string{"shardproxy/internal/proc"}}, ""},
-		{"soak runs servers with proc", pkg{"shardproxy/soak", []string{"shardproxy/internal/proc"}}, ""},
+		{"soak runs servers with proc", pkg{"shardproxy/soak", []string{"shardproxy/internal/proc", "shardproxy/internal/faultproxy"}}, ""},
 		{"bench runs servers with proc", pkg{"shardproxy/bench", []string{"shardproxy/internal/proc", "gonum.org/v1/plot/vg"}}, ""},
 		{"bench measures from outside", pkg{"shardproxy/bench", []string{"shardproxy/proxy"}}, "bench may import no other shardproxy package"},
 		{"internal not listed", pkg{"shardproxy/soak", []string{"shardproxy/internal/testserver"}}, "for tests only"},
