@@ -287,7 +287,7 @@ func TestCheck(t *testing.T) {
 		{"cgo", pkg{"shardproxy/backend", []string{"C"}}, "third-party import not allowed"},
 		{"cmd wiring", pkg{"shardproxy/cmd/shardproxy", []string{"shardproxy/proxy", "shardproxy/config", "shardproxy/admin", "flag"}}, ""},
 		{"cmd reaching down", pkg{"shardproxy/cmd/shardproxy", []string{"shardproxy/memcache"}}, "cmd/shardproxy may import only proxy, config, admin"},
-		{"testserver stdlib only", pkg{"shardproxy/internal/testserver", []string{"shardproxy/codec"}}, "internal/testserver may import no other shardproxy package"},
+		{"testserver imports no shardproxy code", pkg{"shardproxy/internal/testserver", []string{"shardproxy/codec"}}, "internal/testserver may import no other shardproxy package"},
 		{"testserver on proc", pkg{"shardproxy/internal/testserver", []string{"shardproxy/internal/proc"}}, ""},
 		{"soak runs servers with proc", pkg{"shardproxy/soak", []string{"shardproxy/internal/proc", "shardproxy/internal/faultproxy"}}, ""},
 		{"bench runs servers with proc", pkg{"shardproxy/bench", []string{"shardproxy/internal/proc", "gonum.org/v1/plot/vg"}}, ""},
