@@ -16,7 +16,7 @@ APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools
 help:
 	@echo 'make build   build bin/shardproxy'
 	@echo 'make run     build, start 3 memcached on 127.0.0.1:22121-22123, run shardproxy -c $(CONFIG)'
-	@echo 'make test    deps, lint, then go test -race ./... (integration tests run real servers)'
+	@echo 'make test    deps, lint, then go test -race ./... here and in bench/ (integration tests run real servers)'
 	@echo 'make lint    gofmt check, go vet, staticcheck'
 	@echo 'make bench   shardproxy vs nutcracker vs direct (~13 min; BENCH_QUICK=1 ~1 min) -> bench/report/'
 	@echo 'make soak    DURATION=$(DURATION): proxy under memcached+Redis load, faults and reloads; checks every reply'
@@ -31,14 +31,20 @@ build:
 run: build
 	CONFIG=$(CONFIG) scripts/run.sh
 
+# bench/ is a module of its own (bench/go.mod), so that its plotting
+# libraries stay out of shardproxy's go.mod. ./... at the root stops at
+# bench/go.mod, so test and lint run bench's packages from its directory.
 test: deps lint
 	$(GO) test -race -timeout 20m ./...
+	cd bench && $(GO) test -race -timeout 20m ./...
 
 lint:
 	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files need gofmt -w:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 	$(STATICCHECK) ./...
+	cd bench && $(STATICCHECK) ./...
 
 # Starts memcached, redis-server, shardproxy and nutcracker on free loopback
 # ports and runs cmd/shardbench against them (bench/ is the harness); writes
@@ -48,7 +54,7 @@ lint:
 BENCH_ARGS ?=
 bench: deps build
 	$(GO) build -o bin/shardbench ./cmd/shardbench
-	$(GO) build -o bin/bench ./bench
+	cd bench && $(GO) build -o ../bin/bench .
 	bin/bench $(BENCH_ARGS)
 
 # Runs bin/shardproxy for DURATION against 3 memcached and 3 redis-server

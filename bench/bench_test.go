@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"math"
@@ -11,20 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-func TestParseStatus(t *testing.T) {
-	status := "Name:\tshardproxy\nVmPeak:\t  20000 kB\nVmHWM:\t   12345 kB\nVmRSS:\t    9999 kB\n"
-	for field, want := range map[string]int64{"VmHWM": 12345, "VmRSS": 9999} {
-		got, err := parseStatus(bufio.NewScanner(strings.NewReader(status)), field)
-		if err != nil || got != want {
-			t.Errorf("%s = %d, %v; want %d", field, got, err, want)
-		}
-	}
-	if _, err := parseStatus(bufio.NewScanner(strings.NewReader(status)), "VmSwap"); err == nil {
-		t.Error("missing field: no error")
-	}
-}
+	"shardproxy/internal/proc"
+)
 
 func TestParseHostBusy(t *testing.T) {
 	// user nice system idle iowait irq softirq steal guest guest_nice
@@ -84,7 +72,7 @@ func TestParseRedisBenchmarkCSV(t *testing.T) {
 }
 
 func TestPoolYAML(t *testing.T) {
-	got := poolYAML("127.0.0.1:9", true, []*proc{{addr: "127.0.0.1:1"}, {addr: "127.0.0.1:2"}})
+	got := poolYAML("127.0.0.1:9", true, []*proc.Process{proc.New(proc.Config{Addr: "127.0.0.1:1"}), proc.New(proc.Config{Addr: "127.0.0.1:2"})})
 	want := "bench:\n  listen: 127.0.0.1:9\n  hash: fnv1a_64\n  distribution: ketama\n  timeout: 5000\n" +
 		"  redis: true\n  servers:\n    - 127.0.0.1:1:1\n    - 127.0.0.1:2:1\n"
 	if got != want {

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"shardproxy/internal/proc"
 )
 
 // crossTolerance is how far shardbench's throughput may be from
@@ -130,7 +132,7 @@ func (h *harness) runCrosscheck() []*crossRow {
 	return out
 }
 
-func (h *harness) crosscheckOne(srv *proc, cr *crossRow) error {
+func (h *harness) crosscheckOne(srv *proc.Process, cr *crossRow) error {
 	ratio := "1:0"
 	if cr.Test == "GET" {
 		ratio = "0:1"
@@ -141,9 +143,9 @@ func (h *harness) crosscheckOne(srv *proc, cr *crossRow) error {
 	requests := 0
 	runSB := func() error {
 		var s sample
-		ratio, err := counted(srv.addr, func() (int64, error) {
+		ratio, err := counted(srv.Addr(), func() (int64, error) {
 			var err error
-			s, err = h.runShardbench(srv.addr, args, nil, []*proc{srv}, d, h.opt.warmup)
+			s, err = h.runShardbench(srv.Addr(), args, nil, []*proc.Process{srv}, d, h.opt.warmup)
 			return s.Answered, err
 		})
 		if err != nil {
@@ -162,22 +164,22 @@ func (h *harness) crosscheckOne(srv *proc, cr *crossRow) error {
 		return nil
 	}
 	runRB := func() error {
-		before, err := procCPU(srv.pid())
+		before, err := procCPU(srv.Pid())
 		if err != nil {
 			return err
 		}
 		var ops float64
 		var cpu time.Duration
-		ratio, err := counted(srv.addr, func() (int64, error) {
+		ratio, err := counted(srv.Addr(), func() (int64, error) {
 			var err error
-			ops, cpu, err = h.redisBenchmark(srv.addr, cr.Test, cr.Pipeline, requests)
+			ops, cpu, err = h.redisBenchmark(srv.Addr(), cr.Test, cr.Pipeline, requests)
 			return int64(requests), err
 		})
 		if err != nil {
 			return err
 		}
 		cr.RBCounted = append(cr.RBCounted, ratio)
-		after, err := procCPU(srv.pid())
+		after, err := procCPU(srv.Pid())
 		if err != nil {
 			return err
 		}

@@ -19,7 +19,7 @@
 // gonum.org/v1/plot, cross-checks shardbench against redis-benchmark, and
 // checks issue 8's goals against the figures.
 //
-// Run it from the module root after building bin/shardproxy and
+// Run it from the repository root after building bin/shardproxy and
 // bin/shardbench, which `make bench` does:
 //
 //	make bench                                # about 16 minutes on 2 cores
@@ -28,7 +28,9 @@
 //	make bench BENCH_ARGS='-only crosscheck'
 //
 // The harness imports no shardproxy package: it drives the binaries as an
-// operator would. The exit status is 1 when a load generator saw a wrong
+// operator would. It is a module of its own (bench/go.mod), so that the
+// plotting libraries are no dependency of shardproxy; `make test` and
+// `make lint` run its tests and checks from this directory. The exit status is 1 when a load generator saw a wrong
 // reply, a target did not start or run, or (except in a quick run, whose
 // runs are too short to be steady) the cross-check is off by more than 15%;
 // issue 8's goals are reported, not enforced. It is Linux-only

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"shardproxy/internal/proc"
 )
 
 // Server settings of the harness's backends.
@@ -28,15 +30,14 @@ const (
 // fleet starts and owns every server process of a run: the backends, the
 // proxies under test, and their config and log files in a work directory.
 type fleet struct {
-	work  string
-	ports ports
-	bins  binaries
+	work string
+	bins binaries
 
-	mc, rd []*proc // the main backends: memcached and redis-server
+	mc, rd []*proc.Process // the main backends: memcached and redis-server
 
 	mu     sync.Mutex
-	others []*proc // proxies and extra backends, stopped by close
-	seq    int     // numbers config and log files
+	others []*proc.Process // proxies and extra backends, stopped by close
+	seq    int             // numbers config and log files
 }
 
 // binaries are the paths of the programs a run executes.
@@ -74,7 +75,7 @@ func (f *fleet) file(name string) string {
 }
 
 // track registers p to be stopped by close.
-func (f *fleet) track(p *proc) *proc {
+func (f *fleet) track(p *proc.Process) *proc.Process {
 	f.mu.Lock()
 	f.others = append(f.others, p)
 	f.mu.Unlock()
@@ -83,8 +84,8 @@ func (f *fleet) track(p *proc) *proc {
 
 // startMemcached starts memcached with threads worker threads and mb MiB of
 // memory on a free port. Callers other than newFleet must stop it.
-func (f *fleet) startMemcached(threads, mb int) (*proc, error) {
-	port, err := f.ports.next()
+func (f *fleet) startMemcached(threads, mb int) (*proc.Process, error) {
+	port, err := proc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -94,12 +95,12 @@ func (f *fleet) startMemcached(threads, mb int) (*proc, error) {
 		args = append(args, "-u", "root") // memcached refuses root otherwise
 	}
 	addr := loopback(port)
-	return startProc("memcached "+addr, addr, f.bins.memcached, args, f.file("memcached.log"), memcachedReady)
+	return startProc("memcached", addr, f.bins.memcached, args, f.file("memcached.log"), proc.MemcachedReady)
 }
 
 // startRedis starts redis-server without persistence on a free port.
-func (f *fleet) startRedis() (*proc, error) {
-	port, err := f.ports.next()
+func (f *fleet) startRedis() (*proc.Process, error) {
+	port, err := proc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +111,7 @@ func (f *fleet) startRedis() (*proc, error) {
 	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--dir", dir, "--daemonize", "no", "--maxclients", strconv.Itoa(maxClients)}
 	addr := loopback(port)
-	return startProc("redis-server "+addr, addr, f.bins.redisServer, args, f.file("redis.log"), redisReady)
+	return startProc("redis-server", addr, f.bins.redisServer, args, f.file("redis.log"), proc.RedisReady)
 }
 
 // spOptions are what shardproxy runs with beyond the YAML both proxies
@@ -128,12 +129,12 @@ var benchSP = spOptions{serverProtocol: benchServerProtocol, threads: benchThrea
 
 // startProxy starts kind ("shardproxy" or "nutcracker") with one pool over
 // servers, from the same twemproxy YAML for both; shardproxy runs with sp.
-func (f *fleet) startProxy(kind string, redis bool, servers []*proc, sp spOptions) (*proc, error) {
-	port, err := f.ports.next()
+func (f *fleet) startProxy(kind string, redis bool, servers []*proc.Process, sp spOptions) (*proc.Process, error) {
+	port, err := proc.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	statsPort, err := f.ports.next()
+	statsPort, err := proc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +152,7 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc, sp spOption
 	switch kind {
 	case "shardproxy":
 		// Its HTTP admin too on a free port: the default one may be taken.
-		adminPort, err := f.ports.next()
+		adminPort, err := proc.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +163,7 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc, sp spOption
 	default:
 		return nil, fmt.Errorf("unknown proxy %q", kind)
 	}
-	p, err := startProc(kind+" "+addr, addr, path, args, f.file(kind+".log"), acceptsTCP)
+	p, err := startProc(kind, addr, path, args, f.file(kind+".log"), proc.AcceptsTCP)
 	if err != nil {
 		return nil, err
 	}
@@ -172,12 +173,12 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc, sp spOption
 // poolYAML is the twemproxy configuration both proxies run: one pool, ketama
 // over fnv1a_64 as twemproxy's docs recommend, one connection per server,
 // no ejection.
-func poolYAML(listen string, redis bool, servers []*proc) string {
+func poolYAML(listen string, redis bool, servers []*proc.Process) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "bench:\n  listen: %s\n  hash: fnv1a_64\n  distribution: ketama\n", listen)
 	fmt.Fprintf(&b, "  timeout: %d\n  redis: %t\n  servers:\n", proxyTimeout, redis)
 	for _, s := range servers {
-		fmt.Fprintf(&b, "    - %s:1\n", s.addr)
+		fmt.Fprintf(&b, "    - %s:1\n", s.Addr())
 	}
 	return b.String()
 }
@@ -186,20 +187,20 @@ func poolYAML(listen string, redis bool, servers []*proc) string {
 // weigh on the next.
 func (f *fleet) flush() error {
 	for _, p := range f.mc {
-		if err := probe(p.addr, "flush_all\r\n", "OK"); err != nil {
-			return fmt.Errorf("flush %s: %w", p.name, err)
+		if err := proc.Expect(p.Addr(), "flush_all\r\n", "OK"); err != nil {
+			return fmt.Errorf("flush %s: %w", p, err)
 		}
 	}
 	for _, p := range f.rd {
-		if err := probe(p.addr, "FLUSHALL\r\n", "+OK"); err != nil {
-			return fmt.Errorf("flush %s: %w", p.name, err)
+		if err := proc.Expect(p.Addr(), "FLUSHALL\r\n", "+OK"); err != nil {
+			return fmt.Errorf("flush %s: %w", p, err)
 		}
 	}
 	return nil
 }
 
 // backends returns the first n main backends of a protocol.
-func (f *fleet) backends(redis bool, n int) []*proc {
+func (f *fleet) backends(redis bool, n int) []*proc.Process {
 	if redis {
 		return f.rd[:n]
 	}
@@ -209,12 +210,12 @@ func (f *fleet) backends(redis bool, n int) []*proc {
 // close stops every process the fleet started, all at once.
 func (f *fleet) close() {
 	f.mu.Lock()
-	all := append(append(append([]*proc(nil), f.others...), f.mc...), f.rd...)
+	all := append(append(append([]*proc.Process(nil), f.others...), f.mc...), f.rd...)
 	f.others = nil
 	f.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, p := range all {
-		wg.Go(p.stop)
+		wg.Go(p.Stop)
 	}
 	wg.Wait()
 }

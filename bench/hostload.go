@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"shardproxy/internal/proc"
 )
 
 // clockTick is the unit of /proc's CPU times: USER_HZ, 100 on every Linux
@@ -76,11 +78,11 @@ func (f *fleet) ownCPU() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	f.mu.Lock()
-	all := append(append(append([]*proc(nil), f.others...), f.mc...), f.rd...)
+	all := append(append(append([]*proc.Process(nil), f.others...), f.mc...), f.rd...)
 	f.mu.Unlock()
 	for _, p := range all {
-		if p.alive() {
-			if d, err := procCPU(p.pid()); err == nil {
+		if p.Running() {
+			if d, err := procCPU(p.Pid()); err == nil {
 				total += d
 			}
 		}

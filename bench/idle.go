@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"shardproxy/internal/proc"
 )
 
 // idleResult is the memory cost of idle client connections to one proxy.
@@ -36,22 +38,22 @@ func (h *harness) runIdle(n int) []idleResult {
 	return out
 }
 
-func (h *harness) measureIdle(target string, backends []*proc, res *idleResult) error {
+func (h *harness) measureIdle(target string, backends []*proc.Process, res *idleResult) error {
 	p, err := h.fleet.startProxy(target, false, backends, benchSP)
 	if err != nil {
 		return fmt.Errorf("did not start: %w", err)
 	}
-	defer p.stop()
+	defer p.Stop()
 	// One request first, so that the baseline includes the backend
 	// connections and the first session's setup.
-	if err := probe(p.addr, "get idle-baseline\r\n", "END"); err != nil {
+	if err := proc.Expect(p.Addr(), "get idle-baseline\r\n", "END"); err != nil {
 		return fmt.Errorf("probe: %w", err)
 	}
-	rss := func() (int64, error) { return p.status("VmRSS") }
+	rss := func() (int64, error) { return proc.Status(p.Pid(), "VmRSS") }
 	if res.BeforeKiB, err = settle(5*time.Second, 0.002, rss); err != nil {
 		return err
 	}
-	conns, err := dialIdle(p.addr, res.Conns)
+	conns, err := dialIdle(p.Addr(), res.Conns)
 	defer func() {
 		for _, c := range conns {
 			_ = c.Close()
@@ -64,7 +66,7 @@ func (h *harness) measureIdle(target string, backends []*proc, res *idleResult) 
 	// stops moving.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if res.FDs, err = openFDs(p.pid()); err != nil {
+		if res.FDs, err = openFDs(p.Pid()); err != nil {
 			return err
 		}
 		if res.FDs >= res.Conns || time.Now().After(deadline) {
@@ -79,10 +81,10 @@ func (h *harness) measureIdle(target string, backends []*proc, res *idleResult) 
 		return err
 	}
 	// Every connection must still be served, or the figure means nothing.
-	if err := probe(p.addr, "get idle-after\r\n", "END"); err != nil {
+	if err := proc.Expect(p.Addr(), "get idle-after\r\n", "END"); err != nil {
 		return fmt.Errorf("proxy unresponsive with %d idle clients: %w", res.Conns, err)
 	}
-	res.PeakKiB, _ = p.status("VmHWM")
+	res.PeakKiB, _ = proc.Status(p.Pid(), "VmHWM")
 	res.PerConnKiB = float64(res.AfterKiB-res.BeforeKiB) / float64(res.Conns)
 	return nil
 }

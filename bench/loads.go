@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strconv"
 	"time"
+
+	"shardproxy/internal/proc"
 )
 
 // load is one table of the report: the same shardbench flags against
@@ -189,8 +191,8 @@ func (h *harness) runLoad(l load, done []*table) *table {
 	}
 	for _, r := range t.Rows {
 		r.Median = median(r.Samples)
-		if p := tg.proc(r.Target, backends); p != nil && p.alive() {
-			r.PeakKiB, _ = p.status("VmHWM")
+		if p := tg.proc(r.Target, backends); p != nil && p.Running() {
+			r.PeakKiB, _ = proc.Status(p.Pid(), "VmHWM")
 		}
 	}
 	return t
@@ -198,14 +200,14 @@ func (h *harness) runLoad(l load, done []*table) *table {
 
 // targets are the three ways a load reaches the backends.
 type targets struct {
-	proxies map[string]*proc // shardproxy, nutcracker
-	err     map[string]error // targets that did not start
+	proxies map[string]*proc.Process // shardproxy, nutcracker
+	err     map[string]error         // targets that did not start
 }
 
 // startTargets starts shardproxy (with sp, see fleet.startProxy) and
 // nutcracker over backends.
-func (h *harness) startTargets(redis bool, backends []*proc, sp spOptions) *targets {
-	tg := &targets{proxies: map[string]*proc{}, err: map[string]error{}}
+func (h *harness) startTargets(redis bool, backends []*proc.Process, sp spOptions) *targets {
+	tg := &targets{proxies: map[string]*proc.Process{}, err: map[string]error{}}
 	for _, name := range []string{shardproxy, nutcracker} {
 		p, err := h.fleet.startProxy(name, redis, backends, sp)
 		if err != nil {
@@ -218,7 +220,7 @@ func (h *harness) startTargets(redis bool, backends []*proc, sp spOptions) *targ
 }
 
 // proc returns the process a target's clients talk to.
-func (tg *targets) proc(target string, backends []*proc) *proc {
+func (tg *targets) proc(target string, backends []*proc.Process) *proc.Process {
 	if target == direct {
 		return backends[0]
 	}
@@ -227,22 +229,22 @@ func (tg *targets) proc(target string, backends []*proc) *proc {
 
 func (tg *targets) stop() {
 	for _, p := range tg.proxies {
-		p.stop()
+		p.Stop()
 	}
 }
 
 // runTarget runs shardbench once against target.
-func (h *harness) runTarget(tg *targets, target string, backends []*proc, args []string, d, warmup time.Duration) (sample, error) {
+func (h *harness) runTarget(tg *targets, target string, backends []*proc.Process, args []string, d, warmup time.Duration) (sample, error) {
 	p := tg.proc(target, backends)
-	if p == nil || !p.alive() {
+	if p == nil || !p.Running() {
 		return sample{}, fmt.Errorf("%s is not running", target)
 	}
 	if target == direct {
-		return h.runShardbench(p.addr, args, nil, backends[:1], d, warmup)
+		return h.runShardbench(p.Addr(), args, nil, backends[:1], d, warmup)
 	}
-	s, err := h.runShardbench(p.addr, args, p, backends, d, warmup)
-	if err == nil && !p.alive() {
-		err = fmt.Errorf("%s exited during the run: %s", target, p.tail(4))
+	s, err := h.runShardbench(p.Addr(), args, p, backends, d, warmup)
+	if err == nil && !p.Running() {
+		err = fmt.Errorf("%s exited during the run: %s", target, p.Tail(4))
 	}
 	return s, err
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"shardproxy/internal/proc"
 )
 
 // options are the harness's flags.
@@ -126,7 +128,7 @@ type harness struct {
 	fleet  *fleet
 	stdout io.Writer
 
-	extraMC []*proc // memcached started for the backends scaling run
+	extraMC []*proc.Process // memcached started for the backends scaling run
 
 	mu       sync.Mutex
 	failures []string // what makes the exit status 1
@@ -275,7 +277,7 @@ func (h *harness) runSections(rep *report, fileLimit uint64) {
 func findBinaries(b binaries) (binaries, error) {
 	var errs []error
 	look := func(dst *string, name string) {
-		p, err := lookPath(name)
+		p, err := proc.LookPath(name)
 		errs = append(errs, err)
 		*dst = p
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"strconv"
+
+	"shardproxy/internal/proc"
 )
 
 // scaling is one scaling run: one figure of merit against one variable.
@@ -33,7 +35,7 @@ type scalingPlan struct {
 	targets                   []string
 	xs                        []int
 	// setup returns shardbench's flags and the backends for value x.
-	setup func(h *harness, x int) (args []string, backends []*proc, err error)
+	setup func(h *harness, x int) (args []string, backends []*proc.Process, err error)
 }
 
 func scalingPlans(quick bool) []scalingPlan {
@@ -47,7 +49,7 @@ func scalingPlans(quick bool) []scalingPlan {
 		{name: "conns", title: "client connections", xlabel: "client connections",
 			load:    "memcache text, pipeline 1, 100 B values, set:get 1:9, 10,000 keys, 4 servers",
 			targets: targetNames, xs: conns,
-			setup: func(h *harness, x int) ([]string, []*proc, error) {
+			setup: func(h *harness, x int) ([]string, []*proc.Process, error) {
 				args := []string{"-proto", "text", "-conns", strconv.Itoa(x), "-pipeline", "1",
 					"-value", "100", "-ratio", "1:9", "-keys", "10000"}
 				return args, h.fleet.backends(false, 4), nil
@@ -55,7 +57,7 @@ func scalingPlans(quick bool) []scalingPlan {
 		{name: "backends", title: "backend servers", xlabel: "memcached servers behind the proxy",
 			load:    "memcache text, 50 connections, pipeline 16, 100 B values, set:get 1:9, 10,000 keys",
 			targets: []string{shardproxy, nutcracker}, xs: servers,
-			setup: func(h *harness, x int) ([]string, []*proc, error) {
+			setup: func(h *harness, x int) ([]string, []*proc.Process, error) {
 				b, err := h.memcachedServers(x)
 				return common("text", "-pipeline", "16"), b, err
 			}},
@@ -63,7 +65,7 @@ func scalingPlans(quick bool) []scalingPlan {
 			load: "memcache text, 50 connections, pipeline 1, set:get 1:9, 4 servers, " +
 				"10,000 keys or 64 MiB of values, whichever is fewer",
 			targets: targetNames, xs: values,
-			setup: func(h *harness, x int) ([]string, []*proc, error) {
+			setup: func(h *harness, x int) ([]string, []*proc.Process, error) {
 				keys := max(100, min(10000, (64<<20)/x))
 				args := []string{"-proto", "text", "-conns", "50", "-pipeline", "1", "-value", strconv.Itoa(x),
 					"-ratio", "1:9", "-keys", strconv.Itoa(keys)}
@@ -114,8 +116,8 @@ func (h *harness) runScaling(sp scalingPlan) *scaling {
 // memcachedServers returns n memcached backends: the main ones first, then
 // extra single-threaded ones started for the backends scaling run (stopped
 // when the fleet closes).
-func (h *harness) memcachedServers(n int) ([]*proc, error) {
-	out := append([]*proc(nil), h.fleet.mc[:min(n, len(h.fleet.mc))]...)
+func (h *harness) memcachedServers(n int) ([]*proc.Process, error) {
+	out := append([]*proc.Process(nil), h.fleet.mc[:min(n, len(h.fleet.mc))]...)
 	for len(h.extraMC) < n-len(out) {
 		p, err := h.fleet.startMemcached(1, 64)
 		if err != nil {
@@ -124,7 +126,7 @@ func (h *harness) memcachedServers(n int) ([]*proc, error) {
 		h.extraMC = append(h.extraMC, h.fleet.track(p))
 	}
 	for _, p := range h.extraMC[:n-len(out)] {
-		if err := probe(p.addr, "flush_all\r\n", "OK"); err != nil {
+		if err := proc.Expect(p.Addr(), "flush_all\r\n", "OK"); err != nil {
 			return nil, err
 		}
 	}

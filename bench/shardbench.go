@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"shardproxy/internal/proc"
 )
 
 // sbResult is the part of shardbench's -json output the harness uses.
@@ -90,13 +92,13 @@ func (s sample) MarshalJSON() ([]byte, error) {
 // runShardbench runs one shardbench process against addr with args and
 // returns its result. proxy is the process in front of the backends (nil
 // for a direct run), whose CPU is counted apart from the backends'.
-func (h *harness) runShardbench(addr string, args []string, proxy *proc, backends []*proc, d, warmup time.Duration) (sample, error) {
+func (h *harness) runShardbench(addr string, args []string, proxy *proc.Process, backends []*proc.Process, d, warmup time.Duration) (sample, error) {
 	var pids []string
 	if proxy != nil {
-		pids = append(pids, strconv.Itoa(proxy.pid()))
+		pids = append(pids, strconv.Itoa(proxy.Pid()))
 	}
 	for _, b := range backends {
-		pids = append(pids, strconv.Itoa(b.pid()))
+		pids = append(pids, strconv.Itoa(b.Pid()))
 	}
 	// One load thread (-procs 1), as in the measurements and as
 	// redis-benchmark runs: on a 2-core machine a second generator thread

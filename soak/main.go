@@ -21,6 +21,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"shardproxy/internal/faultproxy"
+	"shardproxy/internal/proc"
 )
 
 func main() {
@@ -36,6 +39,10 @@ func main() {
 	os.Exit(code)
 }
 
+// garbage is what the "garbage" fault writes to shardproxy on its backend
+// connections behind a fault proxy: no valid memcached or RESP reply.
+var garbage = []byte("\x00\xffGARBAGE\x01 not a reply\r\n")
+
 type sample struct {
 	label      string
 	rssKB      int64
@@ -43,7 +50,6 @@ type sample struct {
 }
 
 func run(duration time.Duration, proxyBin string, nclients int, faultEvery, reloadEvery time.Duration, rssFactor float64, goroutineSlack int) int {
-	defer stopAll()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	interrupted := make(chan struct{})
@@ -59,45 +65,31 @@ func run(duration time.Duration, proxyBin string, nclients int, faultEvery, relo
 		return 2
 	}
 	defer os.RemoveAll(dir)
-	logf, err := os.Create(dir + "/servers.log")
-	if err != nil {
-		fmt.Println("soak:", err)
-		return 2
-	}
-	defer logf.Close()
+	servers := &fleet{dir: dir}
+	defer servers.stop()
 
 	fail := func(err error) int { fmt.Println("soak:", err); return 2 }
 
 	// Three of each; index 0 sits behind a fault proxy.
-	var mcs, rds []*child
+	var mcs, rds []*proc.Process
 	for i := range 3 {
-		port, err := freePort()
+		mc, err := servers.memcached(fmt.Sprintf("memcached-%d", i))
 		if err != nil {
 			return fail(err)
 		}
-		c := newChild(fmt.Sprintf("memcached-%d", i), fmt.Sprintf("127.0.0.1:%d", port), memcachedArgv(port)...)
-		if err := c.start(logf); err != nil {
-			return fail(err)
-		}
-		mcs = append(mcs, c)
-		port, err = freePort()
+		mcs = append(mcs, mc)
+		rd, err := servers.redis(fmt.Sprintf("redis-%d", i))
 		if err != nil {
 			return fail(err)
 		}
-		rdir := fmt.Sprintf("%s/redis-%d", dir, i)
-		os.MkdirAll(rdir, 0o755)
-		c = newChild(fmt.Sprintf("redis-%d", i), fmt.Sprintf("127.0.0.1:%d", port), redisArgv(port, rdir)...)
-		if err := c.start(logf); err != nil {
-			return fail(err)
-		}
-		rds = append(rds, c)
+		rds = append(rds, rd)
 	}
-	mcFault, err := newFaultProxy(mcs[0].addr)
+	mcFault, err := faultproxy.Listen(mcs[0].Addr())
 	if err != nil {
 		return fail(err)
 	}
 	defer mcFault.Close()
-	rdFault, err := newFaultProxy(rds[0].addr)
+	rdFault, err := faultproxy.Listen(rds[0].Addr())
 	if err != nil {
 		return fail(err)
 	}
@@ -105,7 +97,7 @@ func run(duration time.Duration, proxyBin string, nclients int, faultEvery, relo
 
 	var ports [4]int
 	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
+		if ports[i], err = proc.FreePort(); err != nil {
 			return fail(err)
 		}
 	}
@@ -140,8 +132,8 @@ rd:
     - %s:1 rd0
     - %s:1 rd1
     - %s:1 rd2
-`, mcListen, timeout, serverProtocol, mcFault.Addr(), mcs[1].addr, mcs[2].addr,
-			rdListen, timeout, rdFault.Addr(), rds[1].addr, rds[2].addr)
+`, mcListen, timeout, serverProtocol, mcFault.Addr(), mcs[1].Addr(), mcs[2].Addr(),
+			rdListen, timeout, rdFault.Addr(), rds[1].Addr(), rds[2].Addr())
 		tmp := cfgPath + ".tmp"
 		if err := os.WriteFile(tmp, []byte(cfg), 0o644); err != nil {
 			return err
@@ -152,9 +144,9 @@ rd:
 		return fail(err)
 	}
 	proxyLog := dir + "/shardproxy.log"
-	proxy := newChild("shardproxy", mcListen, proxyBin, "-c", cfgPath, "--admin", admin,
-		"-s", strconv.Itoa(ports[3]), "-a", "127.0.0.1", "-o", proxyLog, "-v", "4")
-	if err := proxy.start(logf); err != nil {
+	proxy, err := servers.start("shardproxy", proxyBin, []string{"-c", cfgPath, "--admin", admin,
+		"-s", strconv.Itoa(ports[3]), "-a", "127.0.0.1", "-o", proxyLog, "-v", "4"}, mcListen, nil)
+	if err != nil {
 		return fail(err)
 	}
 	if err := waitListen(rdListen); err != nil {
@@ -164,7 +156,7 @@ rd:
 		proxyBin, duration, mcListen, rdListen, admin, dir)
 
 	measure := func(label string) sample {
-		s := sample{label: label, rssKB: rssKB(proxy.pid()), goroutines: goroutines(admin)}
+		s := sample{label: label, rssKB: rssKB(proxy.Pid()), goroutines: goroutines(admin)}
 		fmt.Printf("soak: %-6s rss %d kB, goroutines %d\n", label, s.rssKB, s.goroutines)
 		return s
 	}
@@ -206,28 +198,29 @@ rd:
 			faultMu.Lock()
 			faultLog[f]++
 			faultMu.Unlock()
-			for j, fp := range []*faultProxy{mcFault, rdFault} {
-				be := []*child{mcs[0], rds[0]}[j]
+			for j, fp := range []*faultproxy.Proxy{mcFault, rdFault} {
+				be := []*proc.Process{mcs[0], rds[0]}[j]
 				switch f {
-				case "latency":
-					fp.latency.Store(int64(700 * time.Millisecond))
-				case "blackhole":
-					fp.blackhole.Store(true)
-				case "reset":
-					fp.resetAll()
-				case "garbage":
-					fp.garbage()
+				case "latency": // both ways: a round trip takes 1.4 s, past the pools' timeout
+					fp.Latency(faultproxy.Upstream, 700*time.Millisecond, 0)
+					fp.Latency(faultproxy.Downstream, 700*time.Millisecond, 0)
+				case "blackhole": // nothing moves either way until it ends; bytes are held, not lost
+					fp.Hold(faultproxy.Upstream, true)
+					fp.Hold(faultproxy.Downstream, true)
+				case "reset": // every open connection, RST to both sides
+					fp.ResetAll()
+				case "garbage": // read by shardproxy as a server reply
+					fp.InjectNow(faultproxy.Downstream, garbage)
 				case "stop-start":
-					be.stop()
+					be.Stop()
 				}
 			}
 			sleepOr(stop, time.Second)
-			for j, fp := range []*faultProxy{mcFault, rdFault} {
-				be := []*child{mcs[0], rds[0]}[j]
-				fp.latency.Store(0)
-				fp.blackhole.Store(false)
+			for j, fp := range []*faultproxy.Proxy{mcFault, rdFault} {
+				be := []*proc.Process{mcs[0], rds[0]}[j]
+				fp.Clear()
 				if f == "stop-start" {
-					if err := be.start(logf); err != nil {
+					if err := be.Start(); err != nil {
 						fmt.Println("soak: restart:", err)
 					}
 				}
@@ -299,7 +292,7 @@ loop:
 	for _, t := range tallies {
 		total.add(t)
 	}
-	exited := proxy.pid() != 0 && processGone(proxy.pid())
+	exited := !proxy.Running()
 	code := report(total, samples, faultLog, reloads, reloadFails, time.Since(start), rssFactor, goroutineSlack, exited)
 	if wasInterrupted && code == 0 {
 		code = 130
@@ -365,23 +358,6 @@ func sleepOr(stop <-chan struct{}, d time.Duration) {
 	case <-stop:
 	case <-time.After(d):
 	}
-}
-
-func waitListen(addr string) error {
-	c := &child{name: "listener", addr: addr}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if conn, err := dialQuick(c.addr); err == nil {
-			conn.Close()
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("%s not listening", addr)
-}
-
-func processGone(pid int) bool {
-	return syscall.Kill(pid, 0) != nil
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}

@@ -1,132 +1,106 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"shardproxy/internal/proc"
 )
 
-// child is one process soak started; stop kills it and waits.
-type child struct {
-	name string
-	argv []string
-	addr string // what it listens on, for readiness
-	mu   sync.Mutex
-	cmd  *exec.Cmd
+// fleet is every server process soak started, on internal/proc, the
+// supervisor the tests and bench use. Every server's output goes to one
+// log file in the run's directory.
+type fleet struct {
+	dir string // the run's directory: the log, the servers' files
+
+	mu    sync.Mutex
+	procs []*proc.Process
 }
 
-var (
-	childrenMu sync.Mutex
-	children   []*child
-)
+// start starts the binary path as a server listening on addr and returns
+// once ready says it answers; stop stops it with the others.
+func (f *fleet) start(name, path string, args []string, addr string, ready func(string) error) (*proc.Process, error) {
+	p := proc.New(proc.Config{Name: name, Path: path, Args: args, Addr: addr, Ready: ready,
+		LogFile: filepath.Join(f.dir, "servers.log")})
+	f.mu.Lock()
+	f.procs = append(f.procs, p)
+	f.mu.Unlock()
+	return p, p.Start()
+}
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// memcached starts memcached with 256 MiB on a free port.
+func (f *fleet) memcached(name string) (*proc.Process, error) {
+	path, err := proc.LookPath("memcached")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-func newChild(name, addr string, argv ...string) *child {
-	c := &child{name: name, argv: argv, addr: addr}
-	childrenMu.Lock()
-	children = append(children, c)
-	childrenMu.Unlock()
-	return c
-}
-
-// start runs the process and waits until addr accepts connections.
-func (c *child) start(log *os.File) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cmd := exec.Command(c.argv[0], c.argv[1:]...)
-	cmd.Stdout = log
-	cmd.Stderr = log
-	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%s: %w", c.name, err)
+	port, err := proc.FreePort()
+	if err != nil {
+		return nil, err
 	}
-	c.cmd = cmd
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		conn, err := net.DialTimeout("tcp", c.addr, time.Second)
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not listening on %s after 10s", c.name, c.addr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (c *child) pid() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cmd == nil || c.cmd.Process == nil {
-		return 0
-	}
-	return c.cmd.Process.Pid
-}
-
-func (c *child) stop() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cmd == nil {
-		return
-	}
-	c.cmd.Process.Kill()
-	c.cmd.Wait()
-	c.cmd = nil
-}
-
-func stopAll() {
-	childrenMu.Lock()
-	defer childrenMu.Unlock()
-	for i := len(children) - 1; i >= 0; i-- {
-		children[i].stop()
-	}
-}
-
-func memcachedArgv(port int) []string {
-	argv := []string{"memcached", "-p", strconv.Itoa(port), "-l", "127.0.0.1", "-U", "0", "-m", "256"}
+	args := []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "-U", "0", "-m", "256"}
 	if os.Geteuid() == 0 {
-		argv = append(argv, "-u", "root")
+		args = append(args, "-u", "root") // memcached refuses root otherwise
 	}
-	return argv
+	return f.start(name, path, args, loopback(port), proc.MemcachedReady)
 }
 
-func redisArgv(port int, dir string) []string {
-	return []string{"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+// redis starts redis-server without persistence on a free port, with its
+// own directory.
+func (f *fleet) redis(name string) (*proc.Process, error) {
+	path, err := proc.LookPath("redis-server")
+	if err != nil {
+		return nil, err
+	}
+	port, err := proc.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(f.dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no"}
+	return f.start(name, path, args, loopback(port), proc.RedisReady)
 }
 
-// rssKB reads VmRSS of pid in kB.
+// stop stops every server, the last started first.
+func (f *fleet) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.procs) - 1; i >= 0; i-- {
+		f.procs[i].Stop()
+	}
+}
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// rssKB returns the resident set of pid in KiB, or -1.
 func rssKB(pid int) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	n, err := proc.Status(pid, "VmRSS")
 	if err != nil {
 		return -1
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return n
-		}
-	}
-	return -1
+	return n
 }
 
-func dialQuick(addr string) (net.Conn, error) {
-	return net.DialTimeout("tcp", addr, time.Second)
+// waitListen waits until something accepts connections on addr.
+func waitListen(addr string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := proc.AcceptsTCP(addr)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not listening: %w", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

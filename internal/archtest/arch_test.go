@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -21,13 +23,18 @@ const module = "shardproxy"
 type rule struct {
 	parts    []string // other parts of shardproxy
 	external []string // third-party packages; a trailing "/" allows a whole tree
+	// internal packages, which are for tests, that the part's non-test
+	// code may import all the same: test helpers built on one another, and
+	// the tools that run real servers as the tests do.
+	internal []string
 }
 
 // layers is ARCHITECTURE.md's package table: each part of shardproxy (a
 // directory relative to the module root, with its subpackages) and what its
 // non-test files may import. Tests may import anything, internal/testserver
-// included. A new part or a new third-party dependency is a change to this
-// table, made on purpose. Parts that do not exist yet are fine.
+// included. A new part, a new third-party dependency or a non-test import
+// of an internal package is a change to this table, made on purpose. Parts
+// that do not exist yet are fine.
 var layers = map[string]rule{
 	"codec":    {},
 	"memcache": {parts: []string{"codec"}},
@@ -45,19 +52,28 @@ var layers = map[string]rule{
 		"route", "lua", "config"}},
 	// admin renders the running config (config.Marshal, the admin section)
 	// and tells a config error from other reload failures.
-	"admin":               {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},
-	"cmd/shardproxy":      {parts: []string{"proxy", "config", "admin"}},
-	"internal/testserver": {},
+	"admin":          {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},
+	"cmd/shardproxy": {parts: []string{"proxy", "config", "admin"}},
+	// proc is the one supervisor of real server processes: testserver
+	// builds the tests' servers on it, soak and bench run their fleets
+	// with it.
+	"internal/proc":       {},
+	"internal/testserver": {internal: []string{"internal/proc"}},
 	"internal/faultproxy": {},
 	"internal/archtest":   {},
 	"internal/codectest":  {parts: []string{"codec"}},
 
 	// The load generator and the benchmark harness measure shardproxy from
-	// the outside: they import none of its packages.
+	// the outside: they import none of its packages, only the process
+	// supervisor. bench is a module of its own (bench/go.mod) for the
+	// plotting library, which is therefore no dependency of shardproxy's
+	// module; nested under shardproxy/, it may import internal/proc.
 	"cmd/shardbench": {external: []string{"github.com/HdrHistogram/hdrhistogram-go"}},
-	"bench":          {external: []string{"gonum.org/v1/plot"}},
-	// The soak test runs bin/shardproxy as a child process.
-	"soak": {},
+	"bench":          {external: []string{"gonum.org/v1/plot"}, internal: []string{"internal/proc"}},
+	// The soak test runs bin/shardproxy and its backends as child
+	// processes with the supervisor the tests use, and injects its faults
+	// with the tests' fault proxy.
+	"soak": {internal: []string{"internal/proc", "internal/faultproxy"}},
 }
 
 // pkg is what go list tells about one package.
@@ -67,30 +83,68 @@ type pkg struct {
 }
 
 func TestImportDirection(t *testing.T) {
-	pkgs := listPackages(t)
-	if len(pkgs) == 0 {
-		t.Fatal("go list found no packages")
+	dirs := moduleDirs(t)
+	if len(dirs) < 2 {
+		t.Fatalf("found the modules %v, want the root and bench at least", dirs)
 	}
-	for _, v := range check(pkgs) {
-		t.Error(v)
+	for _, dir := range dirs {
+		pkgs := listPackages(t, dir)
+		if len(pkgs) == 0 {
+			t.Fatalf("go list found no packages in %s", dir)
+		}
+		for _, v := range check(pkgs) {
+			t.Error(v)
+		}
 	}
 }
 
-// listPackages runs go list over the module. -e keeps packages that do not
-// build yet (others may be halfway through writing them): their imports
-// still count.
-func listPackages(t *testing.T) []pkg {
+// moduleRoot is the repository root, seen from this package's directory,
+// where go test runs its test.
+const moduleRoot = "../.."
+
+// moduleDirs returns the directory of every module in the repository: the
+// root and the nested ones (bench/ is one, so that its plotting libraries
+// stay out of shardproxy's go.mod), which ./... at the root does not reach.
+// Their import paths are under shardproxy/, so the table covers them too.
+func moduleDirs(t *testing.T) []string {
+	t.Helper()
+	var dirs []string
+	err := filepath.WalkDir(moduleRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() && path != moduleRoot && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") ||
+			name == "testdata" || name == "bin") {
+			return filepath.SkipDir // what the go command ignores, and build output
+		}
+		if !d.IsDir() && name == "go.mod" {
+			dirs = append(dirs, filepath.Dir(path))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("find the modules: %v", err)
+	}
+	return dirs
+}
+
+// listPackages runs go list over the module in dir. -e keeps packages that
+// do not build yet (others may be halfway through writing them): their
+// imports still count.
+func listPackages(t *testing.T, dir string) []pkg {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("go command not found: %v", err)
 	}
-	cmd := exec.Command(goBin, "list", "-e", "-json=ImportPath,Imports", module+"/...")
+	cmd := exec.Command(goBin, "list", "-e", "-json=ImportPath,Imports", "./...")
+	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
+		t.Fatalf("go list in %s: %v\n%s", dir, err, stderr.String())
 	}
 	var pkgs []pkg
 	dec := json.NewDecoder(bytes.NewReader(out))
@@ -137,7 +191,11 @@ func checkImport(from string, r rule, imp string) string {
 		case to == from:
 			return ""
 		case strings.HasPrefix(to, "internal/") || strings.HasPrefix(imp, module+"/internal/"):
-			return "internal packages are for tests only (import them from _test.go files)"
+			if ok && slices.Contains(r.internal, to) {
+				return ""
+			}
+			return "internal packages are for tests only (import them from _test.go files, " +
+				"or list them in the part's internal in layers)"
 		case !ok:
 			return "imported package is not in the architecture table"
 		case len(r.parts) == 0:
@@ -232,7 +290,13 @@ func TestCheck(t *testing.T) {
 		{"cgo", pkg{"shardproxy/backend", []string{"C"}}, "third-party import not allowed"},
 		{"cmd wiring", pkg{"shardproxy/cmd/shardproxy", []string{"shardproxy/proxy", "shardproxy/config", "shardproxy/admin", "flag"}}, ""},
 		{"cmd reaching down", pkg{"shardproxy/cmd/shardproxy", []string{"shardproxy/memcache"}}, "cmd/shardproxy may import only proxy, config, admin"},
-		{"testserver stdlib only", pkg{"shardproxy/internal/testserver", []string{"shardproxy/codec"}}, "internal/testserver may import no other shardproxy package"},
+		{"testserver imports no shardproxy code", pkg{"shardproxy/internal/testserver", []string{"shardproxy/codec"}}, "internal/testserver may import no other shardproxy package"},
+		{"testserver on proc", pkg{"shardproxy/internal/testserver", []string{"shardproxy/internal/proc"}}, ""},
+		{"soak runs servers with proc", pkg{"shardproxy/soak", []string{"shardproxy/internal/proc", "shardproxy/internal/faultproxy"}}, ""},
+		{"bench runs servers with proc", pkg{"shardproxy/bench", []string{"shardproxy/internal/proc", "gonum.org/v1/plot/vg"}}, ""},
+		{"bench measures from outside", pkg{"shardproxy/bench", []string{"shardproxy/proxy"}}, "bench may import no other shardproxy package"},
+		{"internal not listed", pkg{"shardproxy/soak", []string{"shardproxy/internal/testserver"}}, "for tests only"},
+		{"proc stdlib only", pkg{"shardproxy/internal/proc", []string{"shardproxy/internal/testserver"}}, "for tests only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,6 +320,11 @@ func TestLayersTable(t *testing.T) {
 				t.Errorf("layers[%q] allows %q, which is itself, internal or not an entry", part, to)
 			}
 		}
+		for _, to := range r.internal {
+			if _, ok := layers[to]; !ok || to == part || !strings.HasPrefix(to, "internal/") {
+				t.Errorf("layers[%q] allows internal %q, which is itself, not internal or not an entry", part, to)
+			}
+		}
 	}
 	const (
 		unseen = iota
@@ -273,7 +342,7 @@ func TestLayersTable(t *testing.T) {
 			return
 		}
 		state[part] = visiting
-		for _, to := range layers[part].parts {
+		for _, to := range slices.Concat(layers[part].parts, layers[part].internal) {
 			visit(to, append(path, part))
 		}
 		state[part] = done

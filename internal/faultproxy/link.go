@@ -19,6 +19,7 @@ type link struct {
 	upstream *net.TCPConn
 	done     chan struct{} // closed by teardown
 	once     sync.Once
+	wmu      [2]sync.Mutex // per direction: one writer at a time (the pump, InjectNow)
 }
 
 func newLink(p *Proxy, client, upstream *net.TCPConn) *link {
@@ -47,13 +48,49 @@ func (l *link) run() {
 }
 
 // teardown closes both ends and wakes every sleeping pump. Only the first
-// call acts.
-func (l *link) teardown() {
+// call of teardown or reset acts.
+func (l *link) teardown() { l.end(false) }
+
+// reset is teardown with a RST to both peers.
+func (l *link) reset() { l.end(true) }
+
+func (l *link) end(rst bool) {
 	l.once.Do(func() {
 		close(l.done)
+		if rst {
+			l.client.SetLinger(0)
+			l.upstream.SetLinger(0)
+		}
 		l.client.Close()
 		l.upstream.Close()
 	})
+}
+
+// injectNow writes b to the receiving end of dir between two chunks.
+func (l *link) injectNow(dir Direction, b []byte) error {
+	_, dst := l.ends(dir)
+	l.wmu[dir].Lock()
+	defer l.wmu[dir].Unlock()
+	dst.SetWriteDeadline(time.Now().Add(time.Second))
+	_, err := dst.Write(b)
+	dst.SetWriteDeadline(time.Time{})
+	return err
+}
+
+// waitHeld waits while dir's toxic holds; it reports whether the link is
+// still up.
+func (l *link) waitHeld(dir Direction) bool {
+	for {
+		held := l.p.holding(dir)
+		if held == nil {
+			return true
+		}
+		select {
+		case <-held:
+		case <-l.done:
+			return false
+		}
+	}
 }
 
 // sleep waits d, or less when the link is torn down; it reports whether
@@ -148,6 +185,9 @@ func (l *link) passClose(dst *net.TCPConn, err error) {
 
 // forward applies dir's toxic to one chunk read at readAt and writes it.
 func (l *link) forward(dir Direction, st *stream, data []byte, readAt time.Time, dst *net.TCPConn) outcome {
+	if !l.waitHeld(dir) {
+		return broken
+	}
 	t, delay := l.p.snapshot(dir)
 	if t.Blackhole {
 		return forwarded
@@ -179,7 +219,10 @@ func (l *link) forward(dir Direction, st *stream, data []byte, readAt time.Time,
 		}
 	}
 	if len(out) > 0 {
-		if err := l.write(dst, out, &t); err != nil && !cutNow {
+		l.wmu[dir].Lock()
+		err := l.write(dst, out, &t)
+		l.wmu[dir].Unlock()
+		if err != nil && !cutNow {
 			return broken
 		}
 		st.sent += int64(len(out))

@@ -2,6 +2,7 @@ package faultproxy
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -22,6 +23,7 @@ type Proxy struct {
 	ln        net.Listener // nil while stopped
 	links     map[*link]struct{}
 	toxics    [2]Toxic
+	held      [2]chan struct{} // while a direction's toxic holds: closed when it stops
 	slowClose time.Duration
 	rng       *rand.Rand
 	accepted  int64
@@ -38,9 +40,21 @@ type Proxy struct {
 // down is reset at once.
 func New(t testing.TB, upstream string) *Proxy {
 	t.Helper()
+	p, err := Listen(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Listen is New for a program that is no test (soak): it returns why it
+// cannot listen instead of failing a test, and the caller must Close the
+// Proxy.
+func Listen(upstream string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("faultproxy: listen: %v", err)
+		return nil, fmt.Errorf("faultproxy: listen: %w", err)
 	}
 	p := &Proxy{
 		upstream: upstream,
@@ -50,8 +64,7 @@ func New(t testing.TB, upstream string) *Proxy {
 		quit:     make(chan struct{}),
 	}
 	p.serve(ln)
-	t.Cleanup(p.Close)
-	return p
+	return p, nil
 }
 
 // Addr returns the address clients dial, "127.0.0.1:PORT". It stays the
@@ -166,15 +179,47 @@ func (p *Proxy) Running() bool {
 // DropAll closes every live connection, both ends, at once. The listener
 // keeps accepting.
 func (p *Proxy) DropAll() {
+	for _, l := range p.live() {
+		l.teardown()
+	}
+}
+
+// ResetAll resets every live connection, both ends at once (SO_LINGER 0,
+// then close: each peer gets a RST), and returns how many there were. The
+// listener keeps accepting.
+func (p *Proxy) ResetAll() int {
+	links := p.live()
+	for _, l := range links {
+		l.reset()
+	}
+	return len(links)
+}
+
+// InjectNow writes b into dir's stream of every live connection at once,
+// between two chunks (a chunk being written is finished first), and
+// returns how many connections took it. A receiver that takes nothing for
+// a second is skipped. Unlike InjectAt it acts once, now, also on idle
+// connections, and later connections never see it; Cut and Inject
+// positions do not count its bytes.
+func (p *Proxy) InjectNow(dir Direction, b []byte) int {
+	n := 0
+	for _, l := range p.live() {
+		if l.injectNow(dir, b) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// live returns the live connections.
+func (p *Proxy) live() []*link {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	links := make([]*link, 0, len(p.links))
 	for l := range p.links {
 		links = append(links, l)
 	}
-	p.mu.Unlock()
-	for _, l := range links {
-		l.teardown()
-	}
+	return links
 }
 
 // Conns returns how many connections are live now.

@@ -548,3 +548,110 @@ func waitConns(t *testing.T, p *Proxy, want int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestHold(t *testing.T) {
+	r := startRecorder(t)
+	p := New(t, r.ln.Addr().String())
+	nc := dialProxy(t, p)
+	roundTrip(t, nc, "1")
+
+	p.Hold(Downstream, true) // the upstream hears, the answer waits
+	send(t, nc, "2")
+	r.waitReceived(t, "12")
+	expectSilence(t, nc, 150*time.Millisecond)
+	p.Hold(Downstream, false)
+	if got := readN(t, nc, 1); got != "2" { // held, not dropped
+		t.Fatalf("after the hold: got %q, want the held echo", got)
+	}
+
+	p.Hold(Upstream, true)
+	send(t, nc, "3")
+	send(t, nc, "4")
+	expectSilence(t, nc, 150*time.Millisecond)
+	if got := r.received(); got != "12" {
+		t.Fatalf("upstream hold: upstream received %q", got)
+	}
+	// A new connection under a hold: accepted, its bytes kept.
+	nc2 := dialProxy(t, p)
+	send(t, nc2, "5")
+	expectSilence(t, nc2, 100*time.Millisecond)
+	p.Clear() // releases the hold too
+	if got := readN(t, nc, 2); got != "34" {
+		t.Fatalf("after the hold: got %q, want both held chunks in order", got)
+	}
+	if got := readN(t, nc2, 1); got != "5" {
+		t.Fatalf("new connection after the hold: got %q", got)
+	}
+	if tx := p.Toxic(Upstream); tx.Hold {
+		t.Fatal("Clear left the hold")
+	}
+}
+
+func TestHoldThenClose(t *testing.T) {
+	r := startRecorder(t)
+	p := New(t, r.ln.Addr().String())
+	nc := dialProxy(t, p)
+	roundTrip(t, nc, "x")
+	p.Hold(Downstream, true)
+	p.Hold(Upstream, true)
+	send(t, nc, "held")
+	time.Sleep(20 * time.Millisecond)
+	start := time.Now()
+	p.Close() // wakes the held pumps
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("Close under a hold took %v", took)
+	}
+}
+
+func TestResetAll(t *testing.T) {
+	r := startRecorder(t)
+	p := New(t, r.ln.Addr().String())
+	a, b := dialProxy(t, p), dialProxy(t, p)
+	roundTrip(t, a, "a")
+	roundTrip(t, b, "b")
+	if n := p.ResetAll(); n != 2 {
+		t.Fatalf("ResetAll reset %d connections, want 2", n)
+	}
+	for _, nc := range []net.Conn{a, b} {
+		if got, err := readAll(nc); got != "" || !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("reset connection: %q, %v; want a reset", got, err)
+		}
+	}
+	waitConns(t, p, 0)
+	roundTrip(t, dialProxy(t, p), "c") // still accepting
+}
+
+func TestInjectNow(t *testing.T) {
+	r := startRecorder(t)
+	p := New(t, r.ln.Addr().String())
+	a, b := dialProxy(t, p), dialProxy(t, p)
+	roundTrip(t, a, "a")
+	roundTrip(t, b, "b")
+	// Idle connections get the bytes at once, not before the next reply.
+	if n := p.InjectNow(Downstream, []byte("GARBAGE")); n != 2 {
+		t.Fatalf("InjectNow reached %d connections, want 2", n)
+	}
+	for _, nc := range []net.Conn{a, b} {
+		if got := readN(t, nc, 7); got != "GARBAGE" {
+			t.Fatalf("got %q, want the injected bytes", got)
+		}
+	}
+	// Once: the stream goes on untouched, and a later connection never
+	// sees it.
+	roundTrip(t, a, "after")
+	roundTrip(t, dialProxy(t, p), "new")
+	if n := p.InjectNow(Upstream, []byte("!")); n != 3 {
+		t.Fatalf("InjectNow upstream reached %d connections, want 3", n)
+	}
+	r.waitReceived(t, "abafternew!!!")
+}
+
+func TestListen(t *testing.T) {
+	r := startRecorder(t)
+	p, err := Listen(r.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	roundTrip(t, dialProxy(t, p), "x")
+}

@@ -28,9 +28,14 @@ func (d Direction) String() string {
 
 // Toxic is what happens to one direction's bytes. The zero Toxic forwards
 // every byte at once. The effects apply in this order to each chunk read:
-// Blackhole, then Latency, then Inject and Cut, then Slice and Rate while
-// writing.
+// Hold, then Blackhole, then Latency, then Inject and Cut, then Slice and
+// Rate while writing.
 type Toxic struct {
+	// Hold keeps the direction's bytes until Hold is cleared, then
+	// forwards them in order: a path that stalls and loses nothing, as TCP
+	// never loses bytes in the middle of a stream. New connections are
+	// accepted and held too. A close still passes.
+	Hold bool
 	// Latency delays each chunk by this long after it was read.
 	Latency time.Duration
 	// Jitter varies Latency by a uniform amount in [-Jitter, +Jitter]
@@ -82,8 +87,29 @@ func (p *Proxy) Set(dir Direction, t Toxic) {
 		t.Inject = &in
 	}
 	p.mu.Lock()
-	p.toxics[dir] = t
+	p.setLocked(dir, t)
 	p.mu.Unlock()
+}
+
+// setLocked makes t dir's toxic and wakes what it held when it holds no
+// more. Called with p.mu held.
+func (p *Proxy) setLocked(dir Direction, t Toxic) {
+	switch was := p.toxics[dir].Hold; {
+	case t.Hold && !was:
+		p.held[dir] = make(chan struct{})
+	case !t.Hold && was:
+		close(p.held[dir])
+		p.held[dir] = nil
+	}
+	p.toxics[dir] = t
+}
+
+// holding returns, while dir's toxic holds, a channel closed when it
+// stops; nil otherwise.
+func (p *Proxy) holding(dir Direction) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held[dir]
 }
 
 // Toxic returns dir's current toxic.
@@ -96,16 +122,26 @@ func (p *Proxy) Toxic(dir Direction) Toxic {
 // update changes one part of dir's toxic.
 func (p *Proxy) update(dir Direction, f func(*Toxic)) {
 	p.mu.Lock()
-	f(&p.toxics[dir])
+	t := p.toxics[dir]
+	f(&t)
+	p.setLocked(dir, t)
 	p.mu.Unlock()
 }
 
-// Clear removes every toxic of both directions and the slow close.
+// Clear removes every toxic of both directions and the slow close, and
+// forwards what they held.
 func (p *Proxy) Clear() {
 	p.mu.Lock()
-	p.toxics = [2]Toxic{}
+	p.setLocked(Downstream, Toxic{})
+	p.setLocked(Upstream, Toxic{})
 	p.slowClose = 0
 	p.mu.Unlock()
+}
+
+// Hold keeps dir's bytes from now on (on is false: forward them, in
+// order, and what follows). See Toxic.Hold.
+func (p *Proxy) Hold(dir Direction, on bool) {
+	p.update(dir, func(t *Toxic) { t.Hold = on })
 }
 
 // Latency delays each chunk of dir by d ± jitter.

@@ -2,12 +2,14 @@
 // redis-server, a Redis Cluster, twemproxy's nutcracker) on free loopback
 // ports for tests.
 //
-// It is test-only code: only _test.go files import it, and it imports the
-// standard library only. Every server belongs to the test that started it and
-// is killed by t.Cleanup. A missing server binary fails the test with an
-// install hint instead of skipping it, so a green run means the integration
-// tests really ran; under `go test -short` the Start functions skip the
-// calling test instead, which leaves integration tests out of quick runs.
+// It is test-only code: only _test.go files import it. It imports the
+// standard library and internal/proc, the process supervisor it shares with
+// soak and bench, and adds what tests need: every server belongs to the
+// test that started it and is killed by t.Cleanup, and a failure fails the
+// test. A missing server binary fails the test with an install hint
+// instead of skipping it, so a green run means the integration tests really
+// ran; under `go test -short` the Start functions skip the calling test
+// instead, which leaves integration tests out of quick runs.
 //
 // Start functions return once the server answers its protocol (memcached
 // "version", Redis PING, nutcracker accepting connections), polling with a

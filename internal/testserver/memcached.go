@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"shardproxy/internal/proc"
 )
 
 // StartMemcached starts `memcached -p PORT -l 127.0.0.1 -U 0` followed by
@@ -22,9 +24,7 @@ func StartMemcached(t testing.TB, args ...string) *Server {
 			}
 			return append(argv, args...), loopback(port)
 		},
-		ready: func(addr string) error {
-			return expectPrefix(addr, "version\r\n", "VERSION ")
-		},
+		ready: proc.MemcachedReady,
 	})
 }
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shardproxy/internal/proc"
 )
 
 // ListenPlaceholder in a nutcracker YAML is replaced by "127.0.0.1:PORT" with
@@ -60,7 +62,7 @@ func StartNutcracker(t testing.TB, yaml string) (s *Server, statsAddr string) {
 			if addr == "" || strings.HasPrefix(addr, "/") { // no pool, or a unix socket
 				return nil
 			}
-			return acceptsTCP(addr)
+			return proc.AcceptsTCP(addr)
 		},
 	})
 	return s, statsAddr

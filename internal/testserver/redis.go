@@ -3,6 +3,8 @@ package testserver
 import (
 	"strconv"
 	"testing"
+
+	"shardproxy/internal/proc"
 )
 
 // StartRedis starts `redis-server --port PORT --bind 127.0.0.1 --save ""
@@ -24,8 +26,6 @@ func StartRedis(t testing.TB, args ...string) *Server {
 			}
 			return append(argv, args...), loopback(port)
 		},
-		ready: func(addr string) error {
-			return expectPrefix(addr, "PING\r\n", "+PONG", "-NOAUTH")
-		},
+		ready: proc.RedisReady,
 	})
 }

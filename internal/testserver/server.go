@@ -4,23 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"shardproxy/internal/proc"
 )
 
 const (
-	// readyTimeout bounds how long a server may take to answer after start;
-	// generous because CI runs every package at once under -race.
-	readyTimeout = 15 * time.Second
-	// pollInterval is the pause between two readiness probes.
+	// pollInterval is the pause between two probes of a forming cluster.
 	pollInterval = 20 * time.Millisecond
-	// probeTimeout bounds one readiness probe's dial, write and read.
+	// probeTimeout bounds one probe's dial, write and read.
 	probeTimeout = time.Second
 	// startTries is how often a Start function picks a new port when another
 	// process took the one it chose.
@@ -29,13 +23,9 @@ const (
 	failureOutput = 4 << 10
 	// cleanupOutput is how much of each server's output a failed test logs.
 	cleanupOutput = 2 << 10
+	// outputLimit is how much output proc keeps, all of which Output returns.
+	outputLimit = 64 << 10
 )
-
-// installHint tells how to get every server binary this package runs.
-const installHint = "install it: apt-get install memcached redis-server nutcracker (or run make deps)"
-
-// errAddrInUse marks a server that exited because its port was taken.
-var errAddrInUse = errors.New("testserver: address already in use")
 
 // Server is one running (or stopped) server process owned by a test.
 type Server struct {
@@ -44,22 +34,8 @@ type Server struct {
 	// Port is Addr's port. It stays the server's across Stop and Restart.
 	Port int
 
-	t     testing.TB
-	name  string // binary name, for messages
-	path  string // resolved binary
-	args  []string
-	ready func(addr string) error
-	out   *tail
-
-	mu   sync.Mutex
-	proc *process // nil while stopped
-}
-
-// process is one run of a server binary.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-	err  error         // cmd.Wait's result, valid once done is closed
+	t testing.TB
+	p *proc.Process
 }
 
 // spec says how to run one kind of server.
@@ -83,109 +59,47 @@ func start(t testing.TB, sp spec) *Server {
 	for try := 1; ; try++ {
 		port := FreePort(t)
 		args, addr := sp.prepare(port)
-		s := &Server{Addr: addr, Port: addrPort(addr), t: t, name: sp.name, path: path,
-			args: args, ready: sp.ready, out: &tail{}}
-		err := s.launch()
+		p := proc.New(proc.Config{Name: sp.name, Path: path, Args: args, Addr: addr, Ready: sp.ready})
+		s := &Server{Addr: addr, Port: addrPort(addr), t: t, p: p}
+		err := p.Start()
 		if err == nil {
 			t.Cleanup(s.cleanup)
 			return s
 		}
-		if errors.Is(err, errAddrInUse) && try < startTries {
+		if errors.Is(err, proc.ErrAddrInUse) && try < startTries {
 			continue
 		}
-		t.Fatalf("testserver: start %s: %v", s.describe(), err)
+		t.Fatalf("testserver: %v\n%s", err, s.details())
 		return nil
 	}
 }
 
 // lookBinary finds name in PATH or in the sbin directories Debian installs
-// daemons to (nutcracker lives in /usr/sbin, often missing from a user's PATH).
+// daemons to, or fails the test saying how to install it.
 func lookBinary(t testing.TB, name string) string {
 	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
+	p, err := proc.LookPath(name)
+	if err != nil {
+		t.Fatalf("testserver: %v", err)
 	}
-	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin", "/sbin"} {
-		p := filepath.Join(dir, name)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p
-		}
-	}
-	t.Fatalf("testserver: %s not found in PATH or /usr/sbin; %s", name, installHint)
-	return ""
+	return p
 }
 
-// launch starts the process and waits until it answers or fails.
-func (s *Server) launch() error {
-	cmd := exec.Command(s.path, s.args...)
-	cmd.Stdout = s.out
-	cmd.Stderr = s.out
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return err
+// FreePort returns a TCP port on 127.0.0.1 that nothing listened on a moment
+// ago and that no process of this repository has been handed (see
+// proc.FreePort). It fails the test when there is none.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	port, err := proc.FreePort()
+	if err != nil {
+		t.Fatalf("testserver: %v", err)
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	s.mu.Lock()
-	s.proc = p
-	s.mu.Unlock()
-	if err := s.waitReady(p); err != nil {
-		s.Stop()
-		return err
-	}
-	return nil
-}
-
-// waitReady polls the server until it answers, exits, or readyTimeout passes.
-func (s *Server) waitReady(p *process) error {
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		err := s.ready(s.Addr)
-		select {
-		case <-p.done: // answered or not, a server that exited is not ready
-			return s.exitError(p)
-		default:
-		}
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer within %v: %v\n%s", readyTimeout, err, s.output())
-		}
-		select {
-		case <-p.done:
-			return s.exitError(p)
-		case <-time.After(pollInterval):
-		}
-	}
-}
-
-// exitError describes a process that exited before it became ready.
-func (s *Server) exitError(p *process) error {
-	out := s.out.last(failureOutput)
-	err := fmt.Errorf("exited before it was ready (%v)\n%s", p.err, s.output())
-	if strings.Contains(strings.ToLower(out), "address already in use") {
-		return fmt.Errorf("%w: %w", errAddrInUse, err)
-	}
-	return err
+	return port
 }
 
 // Stop kills the server and waits for it to exit. It is idempotent, and the
 // server keeps its port for Restart.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	p := s.proc
-	s.proc = nil
-	s.mu.Unlock()
-	if p == nil {
-		return
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
+func (s *Server) Stop() { s.p.Stop() }
 
 // Restart stops the server if it runs and starts it again on the same port
 // with the same arguments (and, for Redis, the same data directory), then
@@ -193,48 +107,30 @@ func (s *Server) Stop() {
 // back.
 func (s *Server) Restart() {
 	s.t.Helper()
-	s.Stop()
-	_, _ = fmt.Fprintf(s.out, "--- testserver: restart ---\n")
-	if err := s.launch(); err != nil {
-		s.t.Fatalf("testserver: restart %s: %v", s.describe(), err)
+	if err := s.p.Restart(); err != nil {
+		s.t.Fatalf("testserver: restart: %v\n%s", err, s.details())
 	}
 }
 
 // Pid returns the server's process id, or 0 when it is stopped or has exited.
-func (s *Server) Pid() int {
-	s.mu.Lock()
-	p := s.proc
-	s.mu.Unlock()
-	if p == nil {
-		return 0
-	}
-	select {
-	case <-p.done:
-		return 0
-	default:
-		return p.cmd.Process.Pid
-	}
-}
+func (s *Server) Pid() int { return s.p.Pid() }
 
 // Output returns the last 64 KiB the server printed on stdout and stderr,
 // across restarts.
-func (s *Server) Output() string { return s.out.last(outputLimit) }
+func (s *Server) Output() string { return s.p.LastOutput(outputLimit) }
 
 // cleanup stops the server at the end of its test and, when the test failed,
 // logs what the server printed.
 func (s *Server) cleanup() {
 	s.Stop()
 	if s.t.Failed() {
-		s.t.Logf("testserver: %s output:\n%s", s.describe(), s.out.last(cleanupOutput))
+		s.t.Logf("testserver: %s (%s) output:\n%s", s.p, s.p.Command(), s.p.LastOutput(cleanupOutput))
 	}
 }
 
-func (s *Server) describe() string {
-	return fmt.Sprintf("%s on %s (%s %s)", s.name, s.Addr, s.path, strings.Join(s.args, " "))
-}
-
-func (s *Server) output() string {
-	return "--- " + s.name + " output ---\n" + s.out.last(failureOutput)
+// details shows the server's command line and last output for a failure.
+func (s *Server) details() string {
+	return fmt.Sprintf("command: %s\n--- %s output ---\n%s", s.p.Command(), s.p.Name(), s.p.LastOutput(failureOutput))
 }
 
 // addrPort returns the port of a "host:port" address, or 0.

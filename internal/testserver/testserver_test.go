@@ -35,17 +35,6 @@ func roundTrip(t *testing.T, addr, request, until string) string {
 	return got.String()
 }
 
-func TestFreePortDistinct(t *testing.T) {
-	seen := make(map[int]bool)
-	for range 50 {
-		p := FreePort(t)
-		if p <= 0 || seen[p] {
-			t.Fatalf("FreePort returned %d twice or invalid", p)
-		}
-		seen[p] = true
-	}
-}
-
 func TestMemcachedStopRestart(t *testing.T) {
 	s := StartMemcached(t, "-m", "16")
 	if got := roundTrip(t, s.Addr, "set k 0 0 1\r\nv\r\n", "\r\n"); got != "STORED\r\n" {
@@ -83,7 +72,7 @@ func TestRedisStopRestart(t *testing.T) {
 	if got := roundTrip(t, s.Addr, "GET k\r\n", "\r\n"); got != "$-1\r\n" {
 		t.Fatalf("GET after restart: got %q, want nil (no persistence)", got)
 	}
-	if !strings.Contains(s.Output(), "testserver: restart") {
+	if !strings.Contains(s.Output(), "redis-server on "+s.Addr+": restart") {
 		t.Fatalf("output does not record the restart:\n%s", s.Output())
 	}
 }
@@ -181,7 +170,7 @@ func TestStartFailures(t *testing.T) {
 		want []string
 	}{
 		{"missing binary", func(tb testing.TB) { lookBinary(tb, "no-such-cache-server") },
-			[]string{"no-such-cache-server not found", "apt-get install memcached redis-server nutcracker", "make deps"}},
+			[]string{"no-such-cache-server not found", "apt-get install memcached redis-server", "make deps"}},
 		{"bad flag", func(tb testing.TB) { StartMemcached(tb, "--no-such-flag") },
 			[]string{"exited before it was ready", "memcached output", "no-such-flag"}},
 		{"port taken", func(tb testing.TB) { StartRedis(tb, "--port", fmt.Sprint(busy.Port)) },

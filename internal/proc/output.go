@@ -1,4 +1,4 @@
-package testserver
+package proc
 
 import "sync"
 
@@ -12,11 +12,13 @@ type tail struct {
 	mu      sync.Mutex
 	buf     []byte
 	dropped bool
+	total   int64 // bytes ever written
 }
 
 func (w *tail) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.total += int64(len(p))
 	w.buf = append(w.buf, p...)
 	if over := len(w.buf) - outputLimit; over > 0 {
 		w.buf = append(w.buf[:0], w.buf[over:]...)
@@ -36,4 +38,19 @@ func (w *tail) last(n int) string {
 		return string(w.buf)
 	}
 	return "[...]\n" + string(w.buf[len(w.buf)-n:])
+}
+
+// mark returns a position for since: the bytes written so far.
+func (w *tail) mark() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.total
+}
+
+// since returns what was written after mark, as far as it is kept.
+func (w *tail) since(mark int64) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := min(w.total-mark, int64(len(w.buf)))
+	return string(w.buf[int64(len(w.buf))-n:])
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package testserver
+package proc
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 
 // childPortsEnv, when set, makes TestFreePortAcrossProcesses the child: it
 // lists the ports given there that it could reserve.
-const childPortsEnv = "TESTSERVER_CHILD_PORTS"
+const childPortsEnv = "PROC_CHILD_PORTS"
 
 // TestFreePortAcrossProcesses checks that a port FreePort handed out in this
 // process cannot be reserved by another test process while this one lives,
@@ -32,7 +32,14 @@ func TestFreePortAcrossProcesses(t *testing.T) {
 		os.Stdout.WriteString("reserved:" + strings.Join(got, ",") + "\n")
 		return
 	}
-	held := []int{FreePort(t), FreePort(t), FreePort(t)}
+	var held []int
+	for range 3 {
+		port, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, port)
+	}
 	// FreePort draws from 20000 and above, so no test process holds port 1.
 	const unheld = 1
 	args := make([]string, 0, len(held)+1)

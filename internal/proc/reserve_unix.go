@@ -1,6 +1,6 @@
 //go:build unix
 
-package testserver
+package proc
 
 import (
 	"os"
@@ -9,12 +9,14 @@ import (
 	"syscall"
 )
 
-// reserveDir holds one lock file per port that a test process of this
-// repository has claimed. `go test ./...` runs the packages' test binaries
-// at once, and each picks ports from the same range; without a claim shared
-// between processes, two binaries can choose the same free port a moment
-// apart, and the readiness probe of the server that lost the race is then
-// answered by the other binary's server.
+// reserveDir holds one lock file per port that a process of this
+// repository (a test binary, soak, bench) has claimed. `go test ./...` runs
+// the packages' test binaries at once, and each picks ports from the same
+// range; without a claim shared between processes, two binaries can choose
+// the same free port a moment apart, and the readiness probe of the server
+// that lost the race is then answered by the other binary's server. The
+// name predates soak and bench using it; it stays, so that checkouts of
+// older and newer code on one machine still share their claims.
 var reserveDir = filepath.Join(os.TempDir(), "shardproxy-test-ports")
 
 // reservations keeps the locked files open (and out of the garbage

@@ -1,7 +1,7 @@
 //go:build !unix
 
-package testserver
+package proc
 
 // reserve has no shared claim outside Unix; the in-process record and the
-// Start functions' retry on a taken port remain.
+// callers' retry on ErrAddrInUse remain.
 func reserve(port int) bool { return true }

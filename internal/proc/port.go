@@ -1,4 +1,4 @@
-package testserver
+package proc
 
 import (
 	"fmt"
@@ -7,12 +7,12 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"testing"
 )
 
 // handedOut records every port FreePort returned in this process, so two
-// servers of one test binary never get the same port, and a stopped server's
-// port stays its own for Restart. Across processes, reserve does the same.
+// servers of one process never get the same port, and a stopped server's
+// port stays its own for a restart. Across processes, reserve does the
+// same.
 var handedOut = struct {
 	sync.Mutex
 	ports map[int]bool
@@ -20,11 +20,10 @@ var handedOut = struct {
 
 // FreePort returns a TCP port on 127.0.0.1 that nothing listened on a moment
 // ago and that FreePort has not returned before, in this process or in any
-// other test process of this repository still running. A process outside
-// the tests may still take it before the caller binds it; the Start
-// functions retry with a new port when that happens.
-func FreePort(t testing.TB) int {
-	t.Helper()
+// other process of this repository (test binary, soak, bench) still
+// running. A process outside them may still take it before the caller
+// binds it; Start then fails with ErrAddrInUse.
+func FreePort() (int, error) {
 	lo, hi := listenRange()
 	for range 1000 {
 		port := lo + rand.IntN(hi-lo+1)
@@ -41,16 +40,15 @@ func FreePort(t testing.TB) int {
 			continue // in use
 		}
 		_ = l.Close()
-		return port
+		return port, nil
 	}
-	t.Fatalf("testserver: no free port in %d-%d after 1000 tries", lo, hi)
-	return 0
+	return 0, fmt.Errorf("proc: no free port in %d-%d after 1000 tries", lo, hi)
 }
 
 // listenRange is where FreePort looks: below the kernel's range of
-// ephemeral ports, from which the tests' own outgoing connections take
-// their local ports. A port handed out from that range could be taken by a
-// client socket of a test running in parallel before its server binds it.
+// ephemeral ports, from which outgoing connections (the tests', a load
+// generator's) take their local ports. A port handed out from that range
+// could be taken by such a client socket before its server binds it.
 func listenRange() (lo, hi int) {
 	lo, hi = 20000, 32767 // Linux's default ephemeral range starts at 32768
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {

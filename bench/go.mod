@@ -1,0 +1,25 @@
+module shardproxy/bench
+
+go 1.26.8
+
+require (
+	gonum.org/v1/plot v0.17.0
+	shardproxy v0.0.0-00010101000000-000000000000
+)
+
+require (
+	codeberg.org/go-fonts/liberation v0.5.0 // indirect
+	codeberg.org/go-latex/latex v0.2.0 // indirect
+	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
+	git.sr.ht/~sbinet/gg v0.7.0 // indirect
+	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
+	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/text v0.28.0 // indirect
+)
+
+// The harness starts its servers with shardproxy/internal/proc, the
+// supervisor that the tests and soak use: Go lets a module whose path is
+// under shardproxy/ import shardproxy's internal packages, and the replace
+// builds them from this checkout.
+replace shardproxy => ../
