@@ -9,7 +9,8 @@ import (
 )
 
 // Defaults of the pool keys, applied by Parse when a key is absent. The
-// twemproxy ones are those of src/nc_conf.h.
+// twemproxy ones are those of src/nc_conf.h. Each is written here only:
+// Parse and Marshal refer to these names.
 const (
 	DefaultHash               = "fnv1a_64"
 	DefaultDistribution       = "ketama"
@@ -26,11 +27,22 @@ const (
 	// of the longest memcached key (250 bytes).
 	DefaultMaxRequestLine = 64 << 10
 	// DefaultConnectTimeout is the connect timeout of a pool that sets
-	// neither connect_timeout nor timeout.
+	// neither connect_timeout nor timeout. It equals
+	// backend.DefaultConnectTimeout, which config may not import (config
+	// imports no other shardproxy package); a test pins the two together.
 	DefaultConnectTimeout = time.Second
 	// DefaultClusterRefresh is how often a redis_cluster pool reads the
 	// cluster's slot map when nothing asks for it sooner.
 	DefaultClusterRefresh = 5 * time.Second
+	// DefaultFlushAll lets clients send flush_all.
+	DefaultFlushAll = true
+	// DefaultEjectPolicy is twemproxy's behaviour: an ejected server's keys
+	// move to the live servers.
+	DefaultEjectPolicy = EjectRemap
+	// DefaultServerProtocol forwards requests as clients write them.
+	DefaultServerProtocol = ServerProtocolText
+	// DefaultReadFrom sends a redis_cluster pool's reads to the masters.
+	DefaultReadFrom = ReadFromMaster
 )
 
 // MaxServerConnections bounds server_connections. twemproxy opens its

@@ -75,7 +75,7 @@ func (p *Pool) node() *yaml.Node {
 	if p.MaxRequestLine != DefaultMaxRequestLine {
 		add("max_request_line", num(strconv.Itoa(p.MaxRequestLine)))
 	}
-	if !p.AllowFlushAll {
+	if !p.AllowFlushAll { // DefaultFlushAll is true
 		add("flush_all", boolean(false))
 	}
 	if p.ConnectTimeout != defaultConnectTimeout(p.Timeout) {
@@ -84,7 +84,7 @@ func (p *Pool) node() *yaml.Node {
 	if p.HashSeed != 0 {
 		add("hash_seed", num(strconv.FormatUint(p.HashSeed, 10)))
 	}
-	if p.EjectPolicy != EjectRemap && p.EjectPolicy != "" {
+	if p.EjectPolicy != DefaultEjectPolicy && p.EjectPolicy != "" {
 		add("eject_policy", str(p.EjectPolicy))
 	}
 	if p.FailoverPool != "" {
@@ -98,7 +98,7 @@ func (p *Pool) node() *yaml.Node {
 	}
 	if p.RedisCluster {
 		add("redis_cluster", boolean(true))
-		if p.ReadFrom != ReadFromMaster && p.ReadFrom != "" {
+		if p.ReadFrom != DefaultReadFrom && p.ReadFrom != "" {
 			add("read_from", str(p.ReadFrom))
 		}
 		if p.ClusterRefresh != DefaultClusterRefresh && p.ClusterRefresh != 0 {

@@ -101,9 +101,9 @@ func newPool(name string, line int) *Pool {
 		ServerFailureLimit: DefaultServerFailureLimit,
 		ItemSizeMax:        DefaultItemSizeMax,
 		MaxRequestLine:     DefaultMaxRequestLine,
-		AllowFlushAll:      true,
-		EjectPolicy:        EjectRemap,
-		ServerProtocol:     ServerProtocolText,
+		AllowFlushAll:      DefaultFlushAll,
+		EjectPolicy:        DefaultEjectPolicy,
+		ServerProtocol:     DefaultServerProtocol,
 	}
 }
 
@@ -424,7 +424,7 @@ func (pp *poolParser) finishCluster() {
 		}
 	}
 	if p.ReadFrom == "" {
-		p.ReadFrom = ReadFromMaster
+		p.ReadFrom = DefaultReadFrom
 	}
 	if p.ClusterRefresh == 0 {
 		p.ClusterRefresh = DefaultClusterRefresh
