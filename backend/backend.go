@@ -11,6 +11,19 @@ import (
 	"shardproxy/codec"
 )
 
+// Defaults of a zero Config's fields, applied by New.
+const (
+	// DefaultConnectTimeout bounds dial plus handshake when
+	// Config.ConnectTimeout is 0. It is the one place the 1s is written;
+	// config.DefaultConnectTimeout, which config cannot take from here (it
+	// imports no transport), is pinned to it by a test in config.
+	DefaultConnectTimeout = time.Second
+	// DefaultRetryTimeout is how long a bad backend fails fast when
+	// Config.RetryTimeout is 0: twemproxy's server_retry_timeout default,
+	// pinned to config.DefaultServerRetryTimeout the same way.
+	DefaultRetryTimeout = 30 * time.Second
+)
+
 // Config describes one backend server. A zero Config is not usable: Addr and
 // Dialect are required; every other field has a documented default.
 type Config struct {
@@ -24,14 +37,16 @@ type Config struct {
 	Handshake codec.HandshakeOptions
 	// Conns is the number of sockets (twemproxy server_connections); default 1.
 	Conns int
-	// ConnectTimeout bounds dial plus handshake; default 1s.
+	// ConnectTimeout bounds dial plus handshake; 0 means
+	// DefaultConnectTimeout (1s).
 	ConnectTimeout time.Duration
 	// Timeout bounds each request from Send to its reply; 0 waits forever.
 	Timeout time.Duration
 	// FailureLimit is how many consecutive failures mark the backend bad; 0
 	// never marks it bad.
 	FailureLimit int
-	// RetryTimeout is how long a bad backend fails fast; default 30s.
+	// RetryTimeout is how long a bad backend fails fast; 0 means
+	// DefaultRetryTimeout (30s).
 	RetryTimeout time.Duration
 	// TCPKeepalive enables SO_KEEPALIVE on sockets.
 	TCPKeepalive bool
@@ -112,10 +127,10 @@ func New(cfg Config) *Backend {
 		cfg.Conns = 1
 	}
 	if cfg.ConnectTimeout <= 0 {
-		cfg.ConnectTimeout = time.Second
+		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
 	if cfg.RetryTimeout <= 0 {
-		cfg.RetryTimeout = 30 * time.Second
+		cfg.RetryTimeout = DefaultRetryTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

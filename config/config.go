@@ -8,8 +8,10 @@ import (
 	"time"
 )
 
-// Defaults of the pool keys, applied by Parse when a key is absent. The
-// twemproxy ones are those of src/nc_conf.h.
+// Defaults of the pool keys, applied by Parse when a key is absent (Pool.IsSet
+// tells an absent key from one set to its default). The twemproxy ones are
+// those of src/nc_conf.h. Each is written here only: the kinds of pool and
+// Marshal refer to these names.
 const (
 	DefaultHash               = "fnv1a_64"
 	DefaultDistribution       = "ketama"
@@ -26,11 +28,22 @@ const (
 	// of the longest memcached key (250 bytes).
 	DefaultMaxRequestLine = 64 << 10
 	// DefaultConnectTimeout is the connect timeout of a pool that sets
-	// neither connect_timeout nor timeout.
+	// neither connect_timeout nor timeout. It equals
+	// backend.DefaultConnectTimeout, which config may not import (config
+	// imports no other shardproxy package); a test pins the two together.
 	DefaultConnectTimeout = time.Second
 	// DefaultClusterRefresh is how often a redis_cluster pool reads the
 	// cluster's slot map when nothing asks for it sooner.
 	DefaultClusterRefresh = 5 * time.Second
+	// DefaultFlushAll lets clients send flush_all.
+	DefaultFlushAll = true
+	// DefaultEjectPolicy is twemproxy's behaviour: an ejected server's keys
+	// move to the live servers.
+	DefaultEjectPolicy = EjectRemap
+	// DefaultServerProtocol forwards requests as clients write them.
+	DefaultServerProtocol = ServerProtocolText
+	// DefaultReadFrom sends a redis_cluster pool's reads to the masters.
+	DefaultReadFrom = ReadFromMaster
 )
 
 // MaxServerConnections bounds server_connections. twemproxy opens its
@@ -92,9 +105,9 @@ type Admin struct {
 // Pool is one top-level entry of nutcracker.yml: a listening address and the
 // servers that keys arriving there are sharded over.
 //
-// Parse fills in every default, so a parsed Pool needs no further defaulting.
-// For a Pool built by hand, the zero value of a field means what the field's
-// comment says.
+// Parse fills in every default, so a parsed Pool needs no further defaulting,
+// and records which keys the file set (IsSet). For a Pool built by hand, the
+// zero value of a field means what the field's comment says.
 type Pool struct {
 	// Name is the pool's top-level key; it is also the pool's key in the stats
 	// JSON.
@@ -300,6 +313,11 @@ type Pool struct {
 	// server_tls_skip_verify, default false, needs server_tls). It gives up
 	// the protection TLS offers against a man in the middle: for tests only.
 	ServerTLSSkipVerify bool
+
+	// set holds the keys of a Pool from Parse, whatever their values; nil
+	// for a Pool built in Go (see IsSet). It is shared by copies and never
+	// changed after Parse.
+	set map[string]bool
 }
 
 // Path resolves a path written in the config: relative paths are relative

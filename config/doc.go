@@ -15,6 +15,14 @@
 // read_from and cluster_refresh for pools that front a Redis Cluster);
 // twemproxy would refuse a file that uses them.
 //
+// A pool is one of three kinds, chosen once from its keys: a native sharded
+// pool (a servers list sharded by hash and distribution, twemproxy's only
+// kind), a redis_cluster pool, or a Lua pool (a lua route file). Keys every
+// pool reads are checked in pool_common.go; each kind's file owns its keys,
+// their defaults, and what it does with the keys of the other kinds. Parse
+// records which keys the file set, whatever their values (Pool.IsSet), so
+// that a key set to its default value can be told from an absent one.
+//
 // Every error names the file, the line, the pool and the key it is about, for
 // example:
 //

@@ -17,7 +17,9 @@ import (
 // hash_tag, redis_auth, tcpkeepalive, reuseport), shardproxy extensions only
 // where they differ from their defaults, so a Config using none of them reads
 // back in twemproxy. Durations are written in whole milliseconds. A Config
-// from Parse reads back to an equal one (line numbers aside); Marshal does
+// from Parse reads back to one with equal values (line numbers aside), not
+// with the same Pool.IsSet answers: an always-written twemproxy key reads
+// back as set, an extension key set to its default as absent. Marshal does
 // not validate a Config built by hand.
 func (c *Config) Marshal() ([]byte, error) {
 	root := &yaml.Node{Kind: yaml.MappingNode}
@@ -75,7 +77,7 @@ func (p *Pool) node() *yaml.Node {
 	if p.MaxRequestLine != DefaultMaxRequestLine {
 		add("max_request_line", num(strconv.Itoa(p.MaxRequestLine)))
 	}
-	if !p.AllowFlushAll {
+	if !p.AllowFlushAll { // DefaultFlushAll is true
 		add("flush_all", boolean(false))
 	}
 	if p.ConnectTimeout != defaultConnectTimeout(p.Timeout) {
@@ -84,7 +86,7 @@ func (p *Pool) node() *yaml.Node {
 	if p.HashSeed != 0 {
 		add("hash_seed", num(strconv.FormatUint(p.HashSeed, 10)))
 	}
-	if p.EjectPolicy != EjectRemap && p.EjectPolicy != "" {
+	if p.EjectPolicy != DefaultEjectPolicy && p.EjectPolicy != "" {
 		add("eject_policy", str(p.EjectPolicy))
 	}
 	if p.FailoverPool != "" {
@@ -98,7 +100,7 @@ func (p *Pool) node() *yaml.Node {
 	}
 	if p.RedisCluster {
 		add("redis_cluster", boolean(true))
-		if p.ReadFrom != ReadFromMaster && p.ReadFrom != "" {
+		if p.ReadFrom != DefaultReadFrom && p.ReadFrom != "" {
 			add("read_from", str(p.ReadFrom))
 		}
 		if p.ClusterRefresh != DefaultClusterRefresh && p.ClusterRefresh != 0 {
@@ -177,9 +179,10 @@ func (s Server) text() string {
 }
 
 // Checksum returns a hex SHA-256 of everything that defines the pool (its
-// name, listen, keys and servers in order), leaving out line numbers. Two
-// pools with equal checksums behave the same, so a reload can keep an
-// unchanged pool's listener and server connections.
+// name, listen, keys and servers in order), leaving out line numbers and
+// which keys were set (Pool.IsSet), which Marshal does not keep. Two pools
+// with equal checksums behave the same as long as nothing reads IsSet, so a
+// reload can keep an unchanged pool's listener and server connections.
 func (p *Pool) Checksum() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%q %q %q %o\n", p.Name, p.Listen.Network, p.Listen.Addr, uint32(p.Listen.Perm))

@@ -8,12 +8,15 @@ import (
 	"time"
 )
 
-// withoutLines returns copies of the pools with every Line zeroed.
+// withoutLines returns copies of the pools with every Line zeroed and
+// without the record of the keys set, which Marshal does not keep (it writes
+// the twemproxy keys always).
 func withoutLines(pools []*Pool) []Pool {
 	var out []Pool
 	for _, p := range pools {
 		q := *p
 		q.Line = 0
+		q.set = nil
 		q.Servers = nil
 		for _, s := range p.Servers {
 			s.Line = 0
@@ -116,7 +119,9 @@ func TestChecksumCoversEveryField(t *testing.T) {
 	pt := reflect.TypeFor[Pool]()
 	for i := range pt.NumField() {
 		f := pt.Field(i)
-		if f.Name == "Line" {
+		if f.Name == "Line" || f.Name == "set" {
+			// set is which keys the file wrote, not a value: Marshal writes
+			// the twemproxy keys always, so a round trip would change it.
 			continue
 		}
 		switch f.Type {

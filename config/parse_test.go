@@ -29,13 +29,22 @@ func tcp(host string, port, weight int, name string, line int) Server {
 	return Server{Network: "tcp", Addr: host + ":" + strconv.Itoa(port), Host: host, Port: port, Weight: weight, Name: name, Line: line}
 }
 
-// defaults returns a parsed pool with every default and the given identity.
+// defaults returns a parsed pool with every default and the given identity,
+// whose file set listen and servers only.
 func defaults(name string, line int, listen string, servers ...Server) *Pool {
 	p := newPool(name, line)
 	p.Listen = Listen{Network: "tcp", Addr: listen}
 	p.ConnectTimeout = DefaultConnectTimeout
 	p.Servers = servers
+	p.set = map[string]bool{"listen": true, "servers": true}
 	return p
+}
+
+// alsoSet records keys as set in a pool from defaults.
+func alsoSet(p *Pool, keys ...string) {
+	for _, k := range keys {
+		p.set[k] = true
+	}
 }
 
 func TestLoadNutcracker(t *testing.T) {
@@ -51,6 +60,7 @@ func TestLoadNutcracker(t *testing.T) {
 	alpha.AutoEjectHosts, alpha.Redis = true, true
 	alpha.ItemSizeMax = DefaultRedisItemSizeMax
 	alpha.ServerRetryTimeout, alpha.ServerFailureLimit = 2*time.Second, 1
+	alsoSet(alpha, "hash", "distribution", "auto_eject_hosts", "redis", "server_retry_timeout", "server_failure_limit")
 
 	beta := defaults("beta", 14, "127.0.0.1:22122",
 		tcp("127.0.0.1", 6380, 1, "server1", 23), tcp("127.0.0.1", 6381, 1, "server2", 24),
@@ -58,12 +68,15 @@ func TestLoadNutcracker(t *testing.T) {
 	beta.HashTag, beta.Timeout, beta.Redis = "{}", 400*time.Millisecond, true
 	beta.ItemSizeMax = DefaultRedisItemSizeMax
 	beta.ConnectTimeout = 400 * time.Millisecond
+	alsoSet(beta, "hash", "hash_tag", "distribution", "auto_eject_hosts", "timeout", "redis")
 
 	gamma := defaults("gamma", 28, "127.0.0.1:22123",
 		tcp("127.0.0.1", 11212, 1, "127.0.0.1:11212", 39), tcp("127.0.0.1", 11213, 1, "127.0.0.1:11213", 40))
 	gamma.Timeout, gamma.ConnectTimeout = 400*time.Millisecond, 400*time.Millisecond
 	gamma.Backlog, gamma.Preconnect, gamma.AutoEjectHosts = 1024, true, true
 	gamma.ServerRetryTimeout, gamma.ServerFailureLimit = 2*time.Second, 3
+	alsoSet(gamma, "hash", "distribution", "timeout", "backlog", "preconnect", "auto_eject_hosts",
+		"server_retry_timeout", "server_failure_limit")
 
 	delta := defaults("delta", 42, "127.0.0.1:22124")
 	for i := range 10 {
@@ -71,17 +84,20 @@ func TestLoadNutcracker(t *testing.T) {
 	}
 	delta.Timeout, delta.ConnectTimeout, delta.AutoEjectHosts = 100*time.Millisecond, 100*time.Millisecond, true
 	delta.ServerRetryTimeout, delta.ServerFailureLimit = 2*time.Second, 1
+	alsoSet(delta, "hash", "distribution", "timeout", "auto_eject_hosts", "server_retry_timeout", "server_failure_limit")
 
 	omega := defaults("omega", 62, "",
 		tcp("127.0.0.1", 11214, 100000, "127.0.0.1:11214", 68), tcp("127.0.0.1", 11215, 1, "127.0.0.1:11215", 69))
 	omega.Listen = Listen{Network: "unix", Addr: "/tmp/gamma", Perm: 0o666}
 	omega.Hash = "hsieh"
+	alsoSet(omega, "hash", "distribution", "auto_eject_hosts")
 
 	sigma := defaults("sigma", 71, "127.0.0.1:22125",
 		tcp("127.0.0.1", 6390, 1, "127.0.0.1:6390", 81), tcp("127.0.0.1", 6391, 1, "127.0.0.1:6391", 82))
 	sigma.Redis, sigma.RedisAuth, sigma.RedisDB = true, "s3cret pass", 2
 	sigma.ItemSizeMax = DefaultRedisItemSizeMax
 	sigma.ServerConnections, sigma.TCPKeepalive = 2, true
+	alsoSet(sigma, "hash", "distribution", "redis", "redis_auth", "redis_db", "server_connections", "tcpkeepalive")
 
 	want := []*Pool{beta, alpha, delta, gamma, omega, sigma}
 	if len(c.Pools) != len(want) {

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -19,55 +18,76 @@ type poolParser struct {
 // setter reads the value of one pool key into the pool.
 type setter func(pp *poolParser, key string, v *yaml.Node)
 
-// poolKeys are the keys a pool may have: twemproxy's (src/nc_conf.c
-// conf_commands, with tcpkeepalive and reuseport of later versions), then the
-// shardproxy extensions.
-var poolKeys = map[string]setter{
-	"listen":               (*poolParser).setListen,
-	"hash":                 (*poolParser).setHash,
-	"hash_tag":             (*poolParser).setHashTag,
-	"distribution":         (*poolParser).setDistribution,
-	"timeout":              (*poolParser).setTimeout,
-	"backlog":              intSetter(func(p *Pool) *int { return &p.Backlog }, 0, maxInt32),
-	"client_connections":   intSetter(func(p *Pool) *int { return &p.ClientConnections }, 0, maxInt32),
-	"redis":                boolSetter(func(p *Pool) *bool { return &p.Redis }),
-	"redis_auth":           (*poolParser).setRedisAuth,
-	"redis_db":             intSetter(func(p *Pool) *int { return &p.RedisDB }, 0, maxInt32),
-	"preconnect":           boolSetter(func(p *Pool) *bool { return &p.Preconnect }),
-	"auto_eject_hosts":     boolSetter(func(p *Pool) *bool { return &p.AutoEjectHosts }),
-	"server_connections":   (*poolParser).setServerConnections,
-	"server_retry_timeout": msSetter(func(p *Pool) *time.Duration { return &p.ServerRetryTimeout }, 0),
-	"server_failure_limit": intSetter(func(p *Pool) *int { return &p.ServerFailureLimit }, 0, maxInt32),
-	"tcpkeepalive":         boolSetter(func(p *Pool) *bool { return &p.TCPKeepalive }),
-	"reuseport":            boolSetter(func(p *Pool) *bool { return &p.Reuseport }),
-	"servers":              (*poolParser).setServers,
+// poolKey is one key a pool may have.
+type poolKey struct {
+	// set reads the key's YAML value into the pool.
+	set setter
+	// given reports whether a Pool built in Go sets the key: whether the
+	// key's field holds something other than its zero value (see IsSet).
+	given func(*Pool) bool
+}
 
-	"item_size_max":       intSetter(func(p *Pool) *int { return &p.ItemSizeMax }, 1024, 1<<30),
-	"max_request_line":    intSetter(func(p *Pool) *int { return &p.MaxRequestLine }, 2048, 64<<20),
-	"flush_all":           boolSetter(func(p *Pool) *bool { return &p.AllowFlushAll }),
-	"connect_timeout":     msSetter(func(p *Pool) *time.Duration { return &p.ConnectTimeout }, 1),
-	"hash_seed":           (*poolParser).setHashSeed,
-	"eject_policy":        (*poolParser).setEjectPolicy,
-	"failover_pool":       (*poolParser).setFailoverPool,
-	"lua":                 (*poolParser).setLua,
-	"active_req_limit":    intSetter(func(p *Pool) *int { return &p.ActiveReqLimit }, 0, maxInt32),
-	"buffer_memory_limit": intSetter(func(p *Pool) *int { return &p.BufferMemoryLimit }, 0, maxInt32),
-	"max_keys":            intSetter(func(p *Pool) *int { return &p.MaxKeys }, 0, maxInt32),
-	"redis_cluster":       boolSetter(func(p *Pool) *bool { return &p.RedisCluster }),
-	"read_from":           (*poolParser).setReadFrom,
-	"cluster_refresh":     msSetter(func(p *Pool) *time.Duration { return &p.ClusterRefresh }, 100),
-	"redis_auth_user":     (*poolParser).setRedisAuthUser,
-	"server_protocol":     (*poolParser).setServerProtocol,
+// poolKeys are the keys a pool may have, twemproxy's (src/nc_conf.c
+// conf_commands, with tcpkeepalive and reuseport of later versions) and the
+// shardproxy extensions, each in the table of the file that owns it: keys
+// every pool reads (pool_common.go), the keys of a native sharded pool
+// (pool_native.go), of a redis_cluster pool (pool_cluster.go), of a Lua pool
+// (pool_lua.go), and the TLS and ACL keys (security.go). Each kind's
+// validate says what it does with the keys of the others.
+var poolKeys = joinKeys(commonKeys, nativeKeys, clusterKeys, luaKeys, securityKeys)
 
-	"tls_cert":               pathSetter(func(p *Pool) *string { return &p.TLSCert }),
-	"tls_key":                pathSetter(func(p *Pool) *string { return &p.TLSKey }),
-	"tls_client_ca":          pathSetter(func(p *Pool) *string { return &p.TLSClientCA }),
-	"server_tls":             boolSetter(func(p *Pool) *bool { return &p.ServerTLS }),
-	"server_tls_ca":          pathSetter(func(p *Pool) *string { return &p.ServerTLSCA }),
-	"server_tls_cert":        pathSetter(func(p *Pool) *string { return &p.ServerTLSCert }),
-	"server_tls_key":         pathSetter(func(p *Pool) *string { return &p.ServerTLSKey }),
-	"server_tls_server_name": (*poolParser).setServerTLSServerName,
-	"server_tls_skip_verify": boolSetter(func(p *Pool) *bool { return &p.ServerTLSSkipVerify }),
+// joinKeys merges key tables; a key in two of them is a programming error.
+func joinKeys(tables ...map[string]poolKey) map[string]poolKey {
+	all := make(map[string]poolKey)
+	for _, t := range tables {
+		for k, v := range t {
+			if _, dup := all[k]; dup {
+				panic("config: pool key " + k + " is in two tables")
+			}
+			all[k] = v
+		}
+	}
+	return all
+}
+
+// IsSet reports whether the pool sets key, a pool key as YAML spells it
+// ("server_retry_timeout").
+//
+// For a Pool from Parse, IsSet reports whether the key was in the file,
+// whatever its value: a key set to its default value is set, and an absent
+// key is not, though Parse gave its field the default value. A copy of such a
+// Pool answers the same, whatever is changed in the copy.
+//
+// A Pool built in Go has no file: there a key is set when its field is not
+// its zero value (Servers not empty for servers), which is the rule the
+// fields' comments give for a Pool built by hand, where zero means the
+// default. An explicit zero (server_retry_timeout: 0) is therefore set in a
+// parsed Pool and not in a built one.
+//
+// IsSet panics if key is not a pool key: a misspelt name would otherwise
+// read as "not set" everywhere.
+func (p *Pool) IsSet(key string) bool {
+	k, ok := poolKeys[key]
+	if !ok {
+		panic(fmt.Sprintf("config: IsSet(%q): not a pool key", key))
+	}
+	if p.set != nil {
+		return p.set[key]
+	}
+	return k.given(p)
+}
+
+// nonZero returns a Pool's "field is not zero" test for IsSet.
+func nonZero[T comparable](field func(*Pool) *T) func(*Pool) bool {
+	return func(p *Pool) bool {
+		var zero T
+		return *field(p) != zero
+	}
+}
+
+// keyOf is a key read by set into the field that IsSet looks at.
+func keyOf[T comparable](set setter, field func(*Pool) *T) poolKey {
+	return poolKey{set: set, given: nonZero(field)}
 }
 
 // pool reads the pool called name, whose name is on line; it returns nil
@@ -88,7 +108,8 @@ func (b *builder) pool(name string, line int, n *yaml.Node) *Pool {
 	return pp.p
 }
 
-// newPool returns a pool holding every default.
+// newPool returns a pool holding every default of every kind; a kind's
+// provision changes the few that depend on the pool's other keys.
 func newPool(name string, line int) *Pool {
 	return &Pool{
 		Name:               name,
@@ -101,9 +122,9 @@ func newPool(name string, line int) *Pool {
 		ServerFailureLimit: DefaultServerFailureLimit,
 		ItemSizeMax:        DefaultItemSizeMax,
 		MaxRequestLine:     DefaultMaxRequestLine,
-		AllowFlushAll:      true,
-		EjectPolicy:        EjectRemap,
-		ServerProtocol:     ServerProtocolText,
+		AllowFlushAll:      DefaultFlushAll,
+		EjectPolicy:        DefaultEjectPolicy,
+		ServerProtocol:     DefaultServerProtocol,
 	}
 }
 
@@ -122,7 +143,7 @@ func (pp *poolParser) entry(k, v *yaml.Node) {
 		return
 	}
 	pp.keys[key] = k.Line
-	set, ok := poolKeys[key]
+	pk, ok := poolKeys[key]
 	if !ok {
 		pp.fail(k.Line, key, "unknown key")
 		return
@@ -131,7 +152,51 @@ func (pp *poolParser) entry(k, v *yaml.Node) {
 		pp.bad[key] = true
 		return
 	}
-	set(pp, key, v)
+	pk.set(pp, key, v)
+}
+
+// kind is what a pool is, chosen once from its keys. It owns the rules of
+// the keys that depend on it: it checks them, and the keys of the other
+// kinds, and fills the defaults only it has.
+type kind interface {
+	validate(pp *poolParser)
+	provision(p *Pool)
+}
+
+// kind returns the pool's kind: a redis_cluster pool (redis_cluster: true,
+// even with a lua key, which it refuses), else a Lua pool (a lua key), else
+// a native sharded pool.
+func (pp *poolParser) kind() kind {
+	switch {
+	case pp.p.RedisCluster:
+		return clusterKind{}
+	case pp.has("lua"):
+		return luaKind{}
+	}
+	return nativeKind{}
+}
+
+// finish checks what involves several keys, the rules every pool follows
+// and then its kind's, and fills the derived defaults.
+func (pp *poolParser) finish() {
+	pp.p.set = make(map[string]bool, len(pp.keys))
+	for key := range pp.keys {
+		if _, ok := poolKeys[key]; ok {
+			pp.p.set[key] = true
+		}
+	}
+	k := pp.kind()
+	pp.validateCommon()
+	k.validate(pp)
+	pp.validateSecurity()
+	pp.provisionCommon()
+	k.provision(pp.p)
+}
+
+// has reports whether the pool has key, whatever its value.
+func (pp *poolParser) has(key string) bool {
+	_, ok := pp.keys[key]
+	return ok
 }
 
 // fail records a problem with key's value.
@@ -167,28 +232,29 @@ func (pp *poolParser) integer(key string, v *yaml.Node, min, max int) (int, bool
 	return n, ok
 }
 
-// intSetter sets an int field from a number within [min, max].
-func intSetter(field func(*Pool) *int, min, max int) setter {
-	return func(pp *poolParser, key string, v *yaml.Node) {
+// intKey is a key setting an int field to a number within [min, max].
+func intKey(field func(*Pool) *int, min, max int) poolKey {
+	return keyOf(func(pp *poolParser, key string, v *yaml.Node) {
 		if n, ok := pp.integer(key, v, min, max); ok {
 			*field(pp.p) = n
 		}
-	}
+	}, field)
 }
 
-// msSetter sets a duration field from a number of milliseconds >= min.
-func msSetter(field func(*Pool) *time.Duration, min int) setter {
-	return func(pp *poolParser, key string, v *yaml.Node) {
+// msKey is a key setting a duration field to a number of milliseconds >=
+// min.
+func msKey(field func(*Pool) *time.Duration, min int) poolKey {
+	return keyOf(func(pp *poolParser, key string, v *yaml.Node) {
 		if n, ok := pp.integer(key, v, min, maxInt32); ok {
 			*field(pp.p) = time.Duration(n) * time.Millisecond
 		}
-	}
+	}, field)
 }
 
-// boolSetter sets a bool field from exactly true or false, as twemproxy's
-// conf_set_bool does (no yes/no/on/off).
-func boolSetter(field func(*Pool) *bool) setter {
-	return func(pp *poolParser, key string, v *yaml.Node) {
+// boolKey is a key setting a bool field from exactly true or false, as
+// twemproxy's conf_set_bool does (no yes/no/on/off).
+func boolKey(field func(*Pool) *bool) poolKey {
+	return keyOf(func(pp *poolParser, key string, v *yaml.Node) {
 		s, ok := pp.scalar(key, v)
 		if !ok {
 			return
@@ -201,307 +267,5 @@ func boolSetter(field func(*Pool) *bool) setter {
 		default:
 			pp.fail(v.Line, key, fmt.Sprintf("%q is not true or false", s))
 		}
-	}
-}
-
-func (pp *poolParser) setListen(key string, v *yaml.Node) {
-	s, ok := pp.scalar(key, v)
-	if !ok {
-		return
-	}
-	l, msg := parseListen(s)
-	if msg != "" {
-		pp.fail(v.Line, key, msg)
-		return
-	}
-	pp.p.Listen = l
-	pp.b.listens = append(pp.b.listens, listenAt{pool: pp.p, line: v.Line})
-}
-
-func (pp *poolParser) setHash(key string, v *yaml.Node) {
-	if s, ok := pp.scalar(key, v); ok {
-		if !slices.Contains(hashes, s) {
-			pp.fail(v.Line, key, fmt.Sprintf("unknown hash %q", s))
-			return
-		}
-		pp.p.Hash = s
-	}
-}
-
-func (pp *poolParser) setDistribution(key string, v *yaml.Node) {
-	if s, ok := pp.scalar(key, v); ok {
-		if !slices.Contains(distributions, s) {
-			pp.fail(v.Line, key, fmt.Sprintf("unknown distribution %q", s))
-			return
-		}
-		pp.p.Distribution = s
-	}
-}
-
-// setHashTag takes two bytes, as twemproxy's conf_set_hashtag checks the
-// length in bytes and the tag is matched byte by byte.
-func (pp *poolParser) setHashTag(key string, v *yaml.Node) {
-	if s, ok := pp.scalar(key, v); ok {
-		if len(s) != 2 {
-			pp.fail(v.Line, key, fmt.Sprintf("%q is not exactly 2 characters (bytes), such as \"{}\"", s))
-			return
-		}
-		pp.p.HashTag = s
-	}
-}
-
-// setTimeout also takes -1, twemproxy's internal "no timeout", though
-// twemproxy's own parser refuses negative numbers.
-func (pp *poolParser) setTimeout(key string, v *yaml.Node) {
-	if v.Kind == yaml.ScalarNode && v.Value == "-1" {
-		pp.p.Timeout = 0
-		return
-	}
-	if n, ok := pp.integer(key, v, 0, maxInt32); ok {
-		pp.p.Timeout = time.Duration(n) * time.Millisecond
-	}
-}
-
-func (pp *poolParser) setRedisAuth(key string, v *yaml.Node) {
-	if s, ok := pp.scalar(key, v); ok {
-		pp.p.RedisAuth = s
-	}
-}
-
-func (pp *poolParser) setServerConnections(key string, v *yaml.Node) {
-	n, ok := pp.integer(key, v, 0, MaxServerConnections)
-	if !ok {
-		return
-	}
-	if n == 0 {
-		pp.fail(v.Line, key, "cannot be 0")
-		return
-	}
-	pp.p.ServerConnections = n
-}
-
-func (pp *poolParser) setHashSeed(key string, v *yaml.Node) {
-	s, ok := pp.scalar(key, v)
-	if !ok {
-		return
-	}
-	n, ok := parseSeed(s)
-	if !ok {
-		pp.fail(v.Line, key, fmt.Sprintf("%q is not a number from 0 to 2^64-1 (decimal or 0x hex)", s))
-		return
-	}
-	pp.p.HashSeed = n
-}
-
-// setServers reads the servers list. Every item is checked, so one run
-// reports every bad line.
-func (pp *poolParser) setServers(key string, v *yaml.Node) {
-	if v.Kind != yaml.SequenceNode {
-		pp.fail(v.Line, key, "must be a list of \"host:port:weight [name]\" lines, not "+kindName(v))
-		return
-	}
-	if len(v.Content) == 0 {
-		pp.fail(v.Line, key, "is empty")
-		return
-	}
-	names := make(map[string]int)
-	for _, item := range v.Content {
-		if !pp.b.plain(item, pp.p.Name, key) {
-			pp.bad[key] = true
-			continue
-		}
-		if item.Kind != yaml.ScalarNode {
-			pp.fail(item.Line, key, "a server must be one \"host:port:weight [name]\" line, not "+kindName(item))
-			continue
-		}
-		s, msg := parseServer(item.Value)
-		if msg != "" {
-			pp.fail(item.Line, key, msg)
-			continue
-		}
-		if line, dup := names[s.Name]; dup {
-			pp.fail(item.Line, key, fmt.Sprintf("duplicate server name %q (first at line %d)", s.Name, line))
-			continue
-		}
-		names[s.Name] = item.Line
-		s.Line = item.Line
-		pp.p.Servers = append(pp.p.Servers, s)
-	}
-}
-
-// finish checks what involves several keys and fills the derived defaults.
-func (pp *poolParser) finish() {
-	p := pp.p
-	if _, ok := pp.keys["listen"]; !ok {
-		pp.fail(p.Line, "listen", "is missing")
-	}
-	_, hasServers := pp.keys["servers"]
-	luaLine, hasLua := pp.keys["lua"]
-	switch {
-	case hasLua && hasServers:
-		pp.fail(luaLine, "lua", "a Lua pool defines its backends in its route file; remove servers")
-	case !hasServers && !hasLua:
-		pp.fail(p.Line, "servers", "is missing")
-	}
-	if line, ok := pp.keys["redis_auth"]; ok && p.RedisAuth != "" && !p.Redis && !pp.bad["redis"] {
-		pp.fail(line, "redis_auth", "is only valid for a redis pool (redis: true)")
-	}
-	if line, ok := pp.keys["hash_seed"]; ok && p.HashSeed != 0 && !p.RedisCluster && !pp.bad["hash"] && !pp.bad["distribution"] &&
-		!slices.Contains(seededHashes, p.Hash) && p.Distribution != "random" {
-		pp.fail(line, "hash_seed", fmt.Sprintf("has no effect with hash %s and distribution %s; "+
-			"it seeds the hashes xxhash, murmur3, xxh3 and the distribution random", p.Hash, p.Distribution))
-	}
-	if _, ok := pp.keys["connect_timeout"]; !ok {
-		p.ConnectTimeout = defaultConnectTimeout(p.Timeout)
-	}
-	if _, ok := pp.keys["item_size_max"]; !ok && p.Redis {
-		p.ItemSizeMax = DefaultRedisItemSizeMax
-	}
-	line, hasPool := pp.keys["failover_pool"]
-	switch {
-	case pp.bad["eject_policy"] || pp.bad["failover_pool"]:
-	case p.EjectPolicy != EjectRemap && !p.AutoEjectHosts && !pp.bad["auto_eject_hosts"]:
-		pp.fail(pp.keys["eject_policy"], "eject_policy", "needs auto_eject_hosts: true")
-	case p.EjectPolicy == EjectFailover && !hasPool:
-		pp.fail(pp.keys["eject_policy"], "failover_pool", "is missing; eject_policy failover needs it")
-	case p.EjectPolicy != EjectFailover && hasPool:
-		pp.fail(line, "failover_pool", "is only valid with eject_policy: failover")
-	case hasPool && p.FailoverPool == p.Name:
-		pp.fail(line, "failover_pool", "cannot name the pool itself")
-	case hasPool:
-		pp.b.failovers = append(pp.b.failovers, listenAt{pool: p, line: line})
-	}
-	if line, ok := pp.keys["server_protocol"]; ok && p.ServerProtocol == ServerProtocolMeta {
-		switch {
-		case p.Redis && !pp.bad["redis"]:
-			pp.fail(line, "server_protocol", "meta is only valid for a memcache pool")
-		case hasLua:
-			pp.fail(line, "server_protocol", "a Lua pool's routes send requests as they are; remove server_protocol")
-		}
-	}
-	pp.finishCluster()
-	pp.finishSecurity()
-}
-
-// clusterRefused are the keys a redis_cluster pool refuses: the cluster's
-// slot map, not the proxy, decides where keys go.
-var clusterRefused = []string{"hash", "hash_tag", "distribution", "hash_seed"}
-
-// finishCluster checks the keys of a redis_cluster pool, and that other
-// pools do not use its keys.
-func (pp *poolParser) finishCluster() {
-	p := pp.p
-	if !p.RedisCluster {
-		for _, key := range []string{"read_from", "cluster_refresh"} {
-			if line, ok := pp.keys[key]; ok && !pp.bad[key] && !pp.bad["redis_cluster"] {
-				pp.fail(line, key, "is only valid for a redis_cluster pool (redis_cluster: true)")
-			}
-		}
-		return
-	}
-	line := pp.keys["redis_cluster"]
-	if !p.Redis && !pp.bad["redis"] {
-		pp.fail(line, "redis_cluster", "needs redis: true")
-	}
-	for _, key := range clusterRefused {
-		if l, ok := pp.keys[key]; ok {
-			pp.fail(l, key, "does not apply to a redis_cluster pool: a key goes to the node serving its slot "+
-				"(CRC16 of the key or of its {hash tag}), as the cluster's slot map says")
-		}
-	}
-	if l, ok := pp.keys["auto_eject_hosts"]; ok && p.AutoEjectHosts {
-		pp.fail(l, "auto_eject_hosts", "does not apply to a redis_cluster pool: the cluster fails over by itself")
-	}
-	if l, ok := pp.keys["redis_db"]; ok && p.RedisDB != 0 {
-		pp.fail(l, "redis_db", "a Redis Cluster has database 0 only")
-	}
-	if l, ok := pp.keys["lua"]; ok {
-		pp.fail(l, "lua", "a redis_cluster pool cannot be routed by Lua")
-	}
-	for _, s := range p.Servers {
-		if s.Network != "tcp" {
-			pp.fail(s.Line, "servers", fmt.Sprintf("%q: a cluster seed must be host:port", s.Name))
-		}
-	}
-	if p.ReadFrom == "" {
-		p.ReadFrom = ReadFromMaster
-	}
-	if p.ClusterRefresh == 0 {
-		p.ClusterRefresh = DefaultClusterRefresh
-	}
-}
-
-// setReadFrom reads read_from: master, prefer_replica or replica.
-func (pp *poolParser) setReadFrom(key string, v *yaml.Node) {
-	s, ok := pp.scalar(key, v)
-	if !ok {
-		return
-	}
-	switch s {
-	case ReadFromMaster, ReadFromPreferReplica, ReadFromReplica:
-		pp.p.ReadFrom = s
-	default:
-		pp.fail(v.Line, key, fmt.Sprintf("unknown value %q; want %s, %s or %s", s,
-			ReadFromMaster, ReadFromPreferReplica, ReadFromReplica))
-	}
-}
-
-// setServerProtocol reads server_protocol: text or meta.
-func (pp *poolParser) setServerProtocol(key string, v *yaml.Node) {
-	s, ok := pp.scalar(key, v)
-	if !ok {
-		return
-	}
-	switch s {
-	case ServerProtocolText, ServerProtocolMeta:
-		pp.p.ServerProtocol = s
-	default:
-		pp.fail(v.Line, key, fmt.Sprintf("unknown value %q; want %s or %s", s, ServerProtocolText, ServerProtocolMeta))
-	}
-}
-
-// setLua reads lua, the path of a route file.
-func (pp *poolParser) setLua(key string, v *yaml.Node) {
-	if s, ok := pp.scalar(key, v); ok {
-		if s == "" {
-			pp.fail(v.Line, key, "must be the path of a Lua route file")
-			return
-		}
-		pp.p.Lua = s
-	}
-}
-
-// setEjectPolicy reads eject_policy: remap, fail_fast or failover.
-func (pp *poolParser) setEjectPolicy(key string, v *yaml.Node) {
-	s, ok := pp.scalar(key, v)
-	if !ok {
-		return
-	}
-	switch s {
-	case EjectRemap, EjectFailFast, EjectFailover:
-		pp.p.EjectPolicy = s
-	default:
-		pp.fail(v.Line, key, fmt.Sprintf("unknown policy %q; want %s, %s or %s", s, EjectRemap, EjectFailFast, EjectFailover))
-	}
-}
-
-// setFailoverPool reads failover_pool; the pool it names is checked once
-// every pool is read (checkFailovers).
-func (pp *poolParser) setFailoverPool(key string, v *yaml.Node) {
-	if s, ok := pp.scalar(key, v); ok {
-		if s == "" {
-			pp.fail(v.Line, key, "must name a pool")
-			return
-		}
-		pp.p.FailoverPool = s
-	}
-}
-
-// defaultConnectTimeout is the connect timeout of a pool without
-// connect_timeout.
-func defaultConnectTimeout(timeout time.Duration) time.Duration {
-	if timeout > 0 {
-		return timeout
-	}
-	return DefaultConnectTimeout
+	}, field)
 }

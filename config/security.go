@@ -7,9 +7,24 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// pathSetter sets a string field from a file path, which must not be empty.
-func pathSetter(field func(*Pool) *string) setter {
-	return func(pp *poolParser, key string, v *yaml.Node) {
+// securityKeys are the TLS and ACL keys, which every kind of pool reads.
+var securityKeys = map[string]poolKey{
+	"redis_auth_user":        keyOf((*poolParser).setRedisAuthUser, func(p *Pool) *string { return &p.RedisAuthUser }),
+	"tls_cert":               pathKey(func(p *Pool) *string { return &p.TLSCert }),
+	"tls_key":                pathKey(func(p *Pool) *string { return &p.TLSKey }),
+	"tls_client_ca":          pathKey(func(p *Pool) *string { return &p.TLSClientCA }),
+	"server_tls":             boolKey(func(p *Pool) *bool { return &p.ServerTLS }),
+	"server_tls_ca":          pathKey(func(p *Pool) *string { return &p.ServerTLSCA }),
+	"server_tls_cert":        pathKey(func(p *Pool) *string { return &p.ServerTLSCert }),
+	"server_tls_key":         pathKey(func(p *Pool) *string { return &p.ServerTLSKey }),
+	"server_tls_server_name": keyOf((*poolParser).setServerTLSServerName, func(p *Pool) *string { return &p.ServerTLSServerName }),
+	"server_tls_skip_verify": boolKey(func(p *Pool) *bool { return &p.ServerTLSSkipVerify }),
+}
+
+// pathKey is a key setting a string field to a file path, which must not be
+// empty.
+func pathKey(field func(*Pool) *string) poolKey {
+	return keyOf(func(pp *poolParser, key string, v *yaml.Node) {
 		if s, ok := pp.scalar(key, v); ok {
 			if s == "" {
 				pp.fail(v.Line, key, "must be the path of a PEM file")
@@ -17,7 +32,7 @@ func pathSetter(field func(*Pool) *string) setter {
 			}
 			*field(pp.p) = s
 		}
-	}
+	}, field)
 }
 
 // setRedisAuthUser reads redis_auth_user, a Redis ACL user name: not empty,
@@ -50,48 +65,60 @@ func (pp *poolParser) setServerTLSServerName(key string, v *yaml.Node) {
 // serverTLSKeys are the keys that need server_tls: true.
 var serverTLSKeys = []string{"server_tls_ca", "server_tls_cert", "server_tls_key", "server_tls_server_name", "server_tls_skip_verify"}
 
-// finishSecurity checks the TLS and ACL keys against each other.
-func (pp *poolParser) finishSecurity() {
+// validateSecurity checks the TLS and ACL keys against each other; a Lua
+// pool also refuses server_tls (luaKind.validate).
+func (pp *poolParser) validateSecurity() {
 	p := pp.p
 	pp.pair("tls_cert", "tls_key")
 	if line, ok := pp.keys["tls_client_ca"]; ok && p.TLSCert == "" && !pp.bad["tls_cert"] && !pp.bad["tls_client_ca"] {
 		pp.fail(line, "tls_client_ca", "needs tls_cert and tls_key: client certificates are checked on a TLS listener")
 	}
-	if !p.ServerTLS {
-		if !pp.bad["server_tls"] {
-			for _, key := range serverTLSKeys {
-				if line, ok := pp.keys[key]; ok && !pp.bad[key] {
-					pp.fail(line, key, "needs server_tls: true")
-				}
-			}
-		}
-	} else {
-		pp.pair("server_tls_cert", "server_tls_key")
-		if line, ok := pp.keys["server_tls_skip_verify"]; ok && p.ServerTLSSkipVerify {
-			for _, key := range []string{"server_tls_ca", "server_tls_server_name"} {
-				if _, set := pp.keys[key]; set && !pp.bad[key] {
-					pp.fail(line, "server_tls_skip_verify", "cannot be true with "+key+": nothing would be verified")
-				}
-			}
-		}
-		if p.ServerTLSServerName == "" && !p.ServerTLSSkipVerify && !pp.bad["server_tls_server_name"] && !pp.bad["server_tls_skip_verify"] {
-			for _, s := range p.Servers {
-				if s.Network == "unix" {
-					pp.fail(s.Line, "servers", fmt.Sprintf("%q: a unix socket has no host name to verify; "+
-						"set server_tls_server_name", s.Addr))
-				}
+	if p.ServerTLS {
+		pp.validateServerTLS()
+	} else if !pp.bad["server_tls"] {
+		for _, key := range serverTLSKeys {
+			if line, ok := pp.keys[key]; ok && !pp.bad[key] {
+				pp.fail(line, key, "needs server_tls: true")
 			}
 		}
 	}
-	if line, ok := pp.keys["server_tls"]; ok && p.ServerTLS && p.Lua != "" {
-		pp.fail(line, "server_tls", "a Lua pool's backends come from its route file, which cannot use TLS yet")
+	pp.validateRedisAuthUser()
+}
+
+// validateRedisAuthUser checks that redis_auth_user is on a redis pool,
+// with the user's password.
+func (pp *poolParser) validateRedisAuthUser() {
+	p := pp.p
+	line, ok := pp.keys["redis_auth_user"]
+	switch {
+	case !ok || pp.bad["redis_auth_user"]:
+	case !p.Redis && !pp.bad["redis"]:
+		pp.fail(line, "redis_auth_user", "is only valid for a redis pool (redis: true)")
+	case p.RedisAuth == "" && !pp.bad["redis_auth"]:
+		pp.fail(line, "redis_auth_user", "needs redis_auth, the user's password")
 	}
-	if line, ok := pp.keys["redis_auth_user"]; ok && !pp.bad["redis_auth_user"] {
-		switch {
-		case !p.Redis && !pp.bad["redis"]:
-			pp.fail(line, "redis_auth_user", "is only valid for a redis pool (redis: true)")
-		case p.RedisAuth == "" && !pp.bad["redis_auth"]:
-			pp.fail(line, "redis_auth_user", "needs redis_auth, the user's password")
+}
+
+// validateServerTLS checks the server_tls keys of a pool with server_tls:
+// true: something must be verified, and every server must have a name to
+// verify.
+func (pp *poolParser) validateServerTLS() {
+	p := pp.p
+	pp.pair("server_tls_cert", "server_tls_key")
+	if line, ok := pp.keys["server_tls_skip_verify"]; ok && p.ServerTLSSkipVerify {
+		for _, key := range []string{"server_tls_ca", "server_tls_server_name"} {
+			if _, set := pp.keys[key]; set && !pp.bad[key] {
+				pp.fail(line, "server_tls_skip_verify", "cannot be true with "+key+": nothing would be verified")
+			}
+		}
+	}
+	if p.ServerTLSServerName != "" || p.ServerTLSSkipVerify || pp.bad["server_tls_server_name"] || pp.bad["server_tls_skip_verify"] {
+		return
+	}
+	for _, s := range p.Servers {
+		if s.Network == "unix" {
+			pp.fail(s.Line, "servers", fmt.Sprintf("%q: a unix socket has no host name to verify; "+
+				"set server_tls_server_name", s.Addr))
 		}
 	}
 }

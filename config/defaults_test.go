@@ -1,0 +1,27 @@
+package config
+
+import (
+	"testing"
+	"time"
+
+	"shardproxy/backend"
+	"shardproxy/cluster"
+)
+
+// The defaults config shares with the packages that apply them to a zero
+// Config: config may not import them, so they are written twice and pinned
+// here.
+func TestDefaultsMatchTheirPackages(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		config, theirs time.Duration
+	}{
+		{"backend.DefaultConnectTimeout", DefaultConnectTimeout, backend.DefaultConnectTimeout},
+		{"backend.DefaultRetryTimeout", DefaultServerRetryTimeout, backend.DefaultRetryTimeout},
+		{"cluster.DefaultRefreshInterval", DefaultClusterRefresh, cluster.DefaultRefreshInterval},
+	} {
+		if tt.config != tt.theirs {
+			t.Errorf("config has %v, %s is %v", tt.config, tt.name, tt.theirs)
+		}
+	}
+}

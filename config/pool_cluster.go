@@ -1,0 +1,102 @@
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// clusterKeys are the keys of a redis_cluster pool. The other kinds refuse
+// read_from and cluster_refresh (refuseClusterKeys) and read redis_cluster:
+// false as any pool does.
+var clusterKeys = map[string]poolKey{
+	"redis_cluster":   boolKey(func(p *Pool) *bool { return &p.RedisCluster }),
+	"read_from":       keyOf((*poolParser).setReadFrom, func(p *Pool) *string { return &p.ReadFrom }),
+	"cluster_refresh": msKey(func(p *Pool) *time.Duration { return &p.ClusterRefresh }, 100),
+}
+
+// clusterOnly are the keys only a redis_cluster pool may set.
+var clusterOnly = []string{"read_from", "cluster_refresh"}
+
+// clusterRefused are the keys a redis_cluster pool refuses: the cluster's
+// slot map, not the proxy, decides where keys go.
+var clusterRefused = []string{"hash", "hash_tag", "distribution", "hash_seed"}
+
+// clusterKind is a Redis pool in front of a Redis Cluster (redis_cluster:
+// true): its servers are seeds, and the cluster's slot map places keys.
+type clusterKind struct{}
+
+var _ kind = clusterKind{}
+
+// validate checks the keys a cluster pool needs, refuses those of a native
+// or Lua pool, and checks that the seeds are host:port.
+func (clusterKind) validate(pp *poolParser) {
+	p := pp.p
+	if !p.Redis && !pp.bad["redis"] {
+		pp.fail(pp.keys["redis_cluster"], "redis_cluster", "needs redis: true")
+	}
+	pp.refuseClusterPlacement()
+	if l, ok := pp.keys["redis_db"]; ok && p.RedisDB != 0 {
+		pp.fail(l, "redis_db", "a Redis Cluster has database 0 only")
+	}
+	if l, ok := pp.keys["lua"]; ok {
+		pp.fail(l, "lua", "a redis_cluster pool cannot be routed by Lua")
+	}
+	for _, s := range p.Servers {
+		if s.Network != "tcp" {
+			pp.fail(s.Line, "servers", fmt.Sprintf("%q: a cluster seed must be host:port", s.Name))
+		}
+	}
+	pp.refuseMetaOnRedis()
+}
+
+// refuseClusterPlacement refuses the keys by which the proxy would place
+// keys or move them off a failing server: the cluster does both.
+func (pp *poolParser) refuseClusterPlacement() {
+	for _, key := range clusterRefused {
+		if l, ok := pp.keys[key]; ok {
+			pp.fail(l, key, "does not apply to a redis_cluster pool: a key goes to the node serving its slot "+
+				"(CRC16 of the key or of its {hash tag}), as the cluster's slot map says")
+		}
+	}
+	if l, ok := pp.keys["auto_eject_hosts"]; ok && pp.p.AutoEjectHosts {
+		pp.fail(l, "auto_eject_hosts", "does not apply to a redis_cluster pool: the cluster fails over by itself")
+	}
+}
+
+// provision fills read_from and cluster_refresh, which only a cluster pool
+// has.
+func (clusterKind) provision(p *Pool) {
+	if !p.IsSet("read_from") {
+		p.ReadFrom = DefaultReadFrom
+	}
+	if !p.IsSet("cluster_refresh") {
+		p.ClusterRefresh = DefaultClusterRefresh
+	}
+}
+
+// refuseClusterKeys refuses, in a pool of another kind, the keys only a
+// redis_cluster pool may set.
+func (pp *poolParser) refuseClusterKeys() {
+	for _, key := range clusterOnly {
+		if line, ok := pp.keys[key]; ok && !pp.bad[key] && !pp.bad["redis_cluster"] {
+			pp.fail(line, key, "is only valid for a redis_cluster pool (redis_cluster: true)")
+		}
+	}
+}
+
+// setReadFrom reads read_from: master, prefer_replica or replica.
+func (pp *poolParser) setReadFrom(key string, v *yaml.Node) {
+	s, ok := pp.scalar(key, v)
+	if !ok {
+		return
+	}
+	switch s {
+	case ReadFromMaster, ReadFromPreferReplica, ReadFromReplica:
+		pp.p.ReadFrom = s
+	default:
+		pp.fail(v.Line, key, fmt.Sprintf("unknown value %q; want %s, %s or %s", s,
+			ReadFromMaster, ReadFromPreferReplica, ReadFromReplica))
+	}
+}

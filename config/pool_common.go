@@ -1,0 +1,212 @@
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// commonKeys are the keys every kind of pool reads: where it listens, where
+// its backends come from, the protocol, the limits and the timeouts, and
+// ejection.
+var commonKeys = map[string]poolKey{
+	"listen":               keyOf((*poolParser).setListen, func(p *Pool) *Listen { return &p.Listen }),
+	"timeout":              keyOf((*poolParser).setTimeout, func(p *Pool) *time.Duration { return &p.Timeout }),
+	"backlog":              intKey(func(p *Pool) *int { return &p.Backlog }, 0, maxInt32),
+	"client_connections":   intKey(func(p *Pool) *int { return &p.ClientConnections }, 0, maxInt32),
+	"redis":                boolKey(func(p *Pool) *bool { return &p.Redis }),
+	"redis_auth":           keyOf((*poolParser).setRedisAuth, func(p *Pool) *string { return &p.RedisAuth }),
+	"redis_db":             intKey(func(p *Pool) *int { return &p.RedisDB }, 0, maxInt32),
+	"preconnect":           boolKey(func(p *Pool) *bool { return &p.Preconnect }),
+	"auto_eject_hosts":     boolKey(func(p *Pool) *bool { return &p.AutoEjectHosts }),
+	"server_connections":   keyOf((*poolParser).setServerConnections, func(p *Pool) *int { return &p.ServerConnections }),
+	"server_retry_timeout": msKey(func(p *Pool) *time.Duration { return &p.ServerRetryTimeout }, 0),
+	"server_failure_limit": intKey(func(p *Pool) *int { return &p.ServerFailureLimit }, 0, maxInt32),
+	"tcpkeepalive":         boolKey(func(p *Pool) *bool { return &p.TCPKeepalive }),
+	"reuseport":            boolKey(func(p *Pool) *bool { return &p.Reuseport }),
+	"servers":              {set: (*poolParser).setServers, given: func(p *Pool) bool { return len(p.Servers) > 0 }},
+
+	"item_size_max":       intKey(func(p *Pool) *int { return &p.ItemSizeMax }, 1024, 1<<30),
+	"max_request_line":    intKey(func(p *Pool) *int { return &p.MaxRequestLine }, 2048, 64<<20),
+	"flush_all":           boolKey(func(p *Pool) *bool { return &p.AllowFlushAll }),
+	"connect_timeout":     msKey(func(p *Pool) *time.Duration { return &p.ConnectTimeout }, 1),
+	"eject_policy":        keyOf((*poolParser).setEjectPolicy, func(p *Pool) *string { return &p.EjectPolicy }),
+	"failover_pool":       keyOf((*poolParser).setFailoverPool, func(p *Pool) *string { return &p.FailoverPool }),
+	"active_req_limit":    intKey(func(p *Pool) *int { return &p.ActiveReqLimit }, 0, maxInt32),
+	"buffer_memory_limit": intKey(func(p *Pool) *int { return &p.BufferMemoryLimit }, 0, maxInt32),
+	"max_keys":            intKey(func(p *Pool) *int { return &p.MaxKeys }, 0, maxInt32),
+}
+
+// validateCommon checks the rules every pool follows, whatever its kind.
+func (pp *poolParser) validateCommon() {
+	p := pp.p
+	if !pp.has("listen") {
+		pp.fail(p.Line, "listen", "is missing")
+	}
+	pp.validateBackends()
+	if line, ok := pp.keys["redis_auth"]; ok && p.RedisAuth != "" && !p.Redis && !pp.bad["redis"] {
+		pp.fail(line, "redis_auth", "is only valid for a redis pool (redis: true)")
+	}
+	pp.validateEject()
+}
+
+// validateBackends checks that the pool names its backends in exactly one
+// way: a servers list, or a lua route file that defines them.
+func (pp *poolParser) validateBackends() {
+	hasServers := pp.has("servers")
+	luaLine, hasLua := pp.keys["lua"]
+	switch {
+	case hasLua && hasServers:
+		pp.fail(luaLine, "lua", "a Lua pool defines its backends in its route file; remove servers")
+	case !hasServers && !hasLua:
+		pp.fail(pp.p.Line, "servers", "is missing")
+	}
+}
+
+// validateEject checks eject_policy and failover_pool against
+// auto_eject_hosts, and queues failover_pool for checkFailovers.
+func (pp *poolParser) validateEject() {
+	p := pp.p
+	line, hasPool := pp.keys["failover_pool"]
+	switch {
+	case pp.bad["eject_policy"] || pp.bad["failover_pool"]:
+	case p.EjectPolicy != EjectRemap && !p.AutoEjectHosts && !pp.bad["auto_eject_hosts"]:
+		pp.fail(pp.keys["eject_policy"], "eject_policy", "needs auto_eject_hosts: true")
+	case p.EjectPolicy == EjectFailover && !hasPool:
+		pp.fail(pp.keys["eject_policy"], "failover_pool", "is missing; eject_policy failover needs it")
+	case p.EjectPolicy != EjectFailover && hasPool:
+		pp.fail(line, "failover_pool", "is only valid with eject_policy: failover")
+	case hasPool && p.FailoverPool == p.Name:
+		pp.fail(line, "failover_pool", "cannot name the pool itself")
+	case hasPool:
+		pp.b.failovers = append(pp.b.failovers, listenAt{pool: p, line: line})
+	}
+}
+
+// provisionCommon fills the defaults that depend on other keys: the connect
+// timeout follows timeout, and a Redis pool's item size is Redis's.
+func (pp *poolParser) provisionCommon() {
+	p := pp.p
+	if !p.IsSet("connect_timeout") {
+		p.ConnectTimeout = defaultConnectTimeout(p.Timeout)
+	}
+	if !p.IsSet("item_size_max") && p.Redis {
+		p.ItemSizeMax = DefaultRedisItemSizeMax
+	}
+}
+
+// defaultConnectTimeout is the connect timeout of a pool without
+// connect_timeout.
+func defaultConnectTimeout(timeout time.Duration) time.Duration {
+	if timeout > 0 {
+		return timeout
+	}
+	return DefaultConnectTimeout
+}
+
+func (pp *poolParser) setListen(key string, v *yaml.Node) {
+	s, ok := pp.scalar(key, v)
+	if !ok {
+		return
+	}
+	l, msg := parseListen(s)
+	if msg != "" {
+		pp.fail(v.Line, key, msg)
+		return
+	}
+	pp.p.Listen = l
+	pp.b.listens = append(pp.b.listens, listenAt{pool: pp.p, line: v.Line})
+}
+
+// setTimeout also takes -1, twemproxy's internal "no timeout", though
+// twemproxy's own parser refuses negative numbers.
+func (pp *poolParser) setTimeout(key string, v *yaml.Node) {
+	if v.Kind == yaml.ScalarNode && v.Value == "-1" {
+		pp.p.Timeout = 0
+		return
+	}
+	if n, ok := pp.integer(key, v, 0, maxInt32); ok {
+		pp.p.Timeout = time.Duration(n) * time.Millisecond
+	}
+}
+
+func (pp *poolParser) setRedisAuth(key string, v *yaml.Node) {
+	if s, ok := pp.scalar(key, v); ok {
+		pp.p.RedisAuth = s
+	}
+}
+
+func (pp *poolParser) setServerConnections(key string, v *yaml.Node) {
+	n, ok := pp.integer(key, v, 0, MaxServerConnections)
+	if !ok {
+		return
+	}
+	if n == 0 {
+		pp.fail(v.Line, key, "cannot be 0")
+		return
+	}
+	pp.p.ServerConnections = n
+}
+
+// setServers reads the servers list. Every item is checked, so one run
+// reports every bad line.
+func (pp *poolParser) setServers(key string, v *yaml.Node) {
+	if v.Kind != yaml.SequenceNode {
+		pp.fail(v.Line, key, "must be a list of \"host:port:weight [name]\" lines, not "+kindName(v))
+		return
+	}
+	if len(v.Content) == 0 {
+		pp.fail(v.Line, key, "is empty")
+		return
+	}
+	names := make(map[string]int)
+	for _, item := range v.Content {
+		if !pp.b.plain(item, pp.p.Name, key) {
+			pp.bad[key] = true
+			continue
+		}
+		if item.Kind != yaml.ScalarNode {
+			pp.fail(item.Line, key, "a server must be one \"host:port:weight [name]\" line, not "+kindName(item))
+			continue
+		}
+		s, msg := parseServer(item.Value)
+		if msg != "" {
+			pp.fail(item.Line, key, msg)
+			continue
+		}
+		if line, dup := names[s.Name]; dup {
+			pp.fail(item.Line, key, fmt.Sprintf("duplicate server name %q (first at line %d)", s.Name, line))
+			continue
+		}
+		names[s.Name] = item.Line
+		s.Line = item.Line
+		pp.p.Servers = append(pp.p.Servers, s)
+	}
+}
+
+// setEjectPolicy reads eject_policy: remap, fail_fast or failover.
+func (pp *poolParser) setEjectPolicy(key string, v *yaml.Node) {
+	s, ok := pp.scalar(key, v)
+	if !ok {
+		return
+	}
+	switch s {
+	case EjectRemap, EjectFailFast, EjectFailover:
+		pp.p.EjectPolicy = s
+	default:
+		pp.fail(v.Line, key, fmt.Sprintf("unknown policy %q; want %s, %s or %s", s, EjectRemap, EjectFailFast, EjectFailover))
+	}
+}
+
+// setFailoverPool reads failover_pool; the pool it names is checked once
+// every pool is read (checkFailovers).
+func (pp *poolParser) setFailoverPool(key string, v *yaml.Node) {
+	if s, ok := pp.scalar(key, v); ok {
+		if s == "" {
+			pp.fail(v.Line, key, "must name a pool")
+			return
+		}
+		pp.p.FailoverPool = s
+	}
+}

@@ -1,0 +1,48 @@
+package config
+
+import "gopkg.in/yaml.v3"
+
+// luaKeys are the keys of a Lua pool: its route file, which defines the
+// backends (so a Lua pool has no servers; validateBackends).
+var luaKeys = map[string]poolKey{
+	"lua": keyOf((*poolParser).setLua, func(p *Pool) *string { return &p.Lua }),
+}
+
+// luaKind is a pool routed by a Lua script in memcached's proxy API (a lua
+// key), whose route file defines its backends and how requests reach them.
+type luaKind struct{}
+
+var _ kind = luaKind{}
+
+// validate refuses what the route file decides or cannot do yet: meta
+// requests, TLS to the backends, the redis_cluster keys. A Lua pool ignores
+// hash, hash_tag and distribution, as it always has, but refuses a
+// hash_seed without effect as a native pool does.
+func (luaKind) validate(pp *poolParser) {
+	p := pp.p
+	pp.validateHashSeed()
+	switch line, ok := pp.keys["server_protocol"]; {
+	case pp.refuseMetaOnRedis():
+	case ok && p.ServerProtocol == ServerProtocolMeta:
+		pp.fail(line, "server_protocol", "a Lua pool's routes send requests as they are; remove server_protocol")
+	}
+	pp.refuseClusterKeys()
+	if line, ok := pp.keys["server_tls"]; ok && p.ServerTLS && p.Lua != "" {
+		pp.fail(line, "server_tls", "a Lua pool's backends come from its route file, which cannot use TLS yet")
+	}
+}
+
+// provision has nothing to fill: the route file holds a Lua pool's own
+// defaults.
+func (luaKind) provision(*Pool) {}
+
+// setLua reads lua, the path of a route file.
+func (pp *poolParser) setLua(key string, v *yaml.Node) {
+	if s, ok := pp.scalar(key, v); ok {
+		if s == "" {
+			pp.fail(v.Line, key, "must be the path of a Lua route file")
+			return
+		}
+		pp.p.Lua = s
+	}
+}

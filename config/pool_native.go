@@ -1,0 +1,121 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+
+	"gopkg.in/yaml.v3"
+)
+
+// nativeKeys are the keys of a native sharded pool, the proxy's own
+// distribution of keys over a servers list: how a key is hashed and
+// distributed, and how a memcache pool speaks to its servers. A
+// redis_cluster pool refuses the hashing keys; a Lua pool ignores them but
+// for hash_seed, and refuses server_protocol: meta.
+var nativeKeys = map[string]poolKey{
+	"hash":            keyOf((*poolParser).setHash, func(p *Pool) *string { return &p.Hash }),
+	"hash_tag":        keyOf((*poolParser).setHashTag, func(p *Pool) *string { return &p.HashTag }),
+	"distribution":    keyOf((*poolParser).setDistribution, func(p *Pool) *string { return &p.Distribution }),
+	"hash_seed":       keyOf((*poolParser).setHashSeed, func(p *Pool) *uint64 { return &p.HashSeed }),
+	"server_protocol": keyOf((*poolParser).setServerProtocol, func(p *Pool) *string { return &p.ServerProtocol }),
+}
+
+// nativeKind is a pool that shards keys over its servers list with its hash
+// and distribution: twemproxy's only kind of pool.
+type nativeKind struct{}
+
+var _ kind = nativeKind{}
+
+// validate checks that hash_seed seeds something, that server_protocol:
+// meta is on a memcache pool, and refuses the redis_cluster keys.
+func (nativeKind) validate(pp *poolParser) {
+	pp.validateHashSeed()
+	pp.refuseMetaOnRedis()
+	pp.refuseClusterKeys()
+}
+
+// provision has nothing to fill: newPool holds a native pool's defaults.
+func (nativeKind) provision(*Pool) {}
+
+// validateHashSeed refuses a hash_seed that neither the hash nor the
+// distribution reads: twemproxy's hashes take no seed.
+func (pp *poolParser) validateHashSeed() {
+	p := pp.p
+	line, ok := pp.keys["hash_seed"]
+	if !ok || p.HashSeed == 0 || pp.bad["hash"] || pp.bad["distribution"] ||
+		slices.Contains(seededHashes, p.Hash) || p.Distribution == "random" {
+		return
+	}
+	pp.fail(line, "hash_seed", fmt.Sprintf("has no effect with hash %s and distribution %s; "+
+		"it seeds the hashes xxhash, murmur3, xxh3 and the distribution random", p.Hash, p.Distribution))
+}
+
+// refuseMetaOnRedis refuses server_protocol: meta on a redis pool, of any
+// kind: meta is memcached's protocol. It reports whether it did.
+func (pp *poolParser) refuseMetaOnRedis() bool {
+	line, ok := pp.keys["server_protocol"]
+	if !ok || pp.p.ServerProtocol != ServerProtocolMeta || !pp.p.Redis || pp.bad["redis"] {
+		return false
+	}
+	pp.fail(line, "server_protocol", "meta is only valid for a memcache pool")
+	return true
+}
+
+func (pp *poolParser) setHash(key string, v *yaml.Node) {
+	if s, ok := pp.scalar(key, v); ok {
+		if !slices.Contains(hashes, s) {
+			pp.fail(v.Line, key, fmt.Sprintf("unknown hash %q", s))
+			return
+		}
+		pp.p.Hash = s
+	}
+}
+
+func (pp *poolParser) setDistribution(key string, v *yaml.Node) {
+	if s, ok := pp.scalar(key, v); ok {
+		if !slices.Contains(distributions, s) {
+			pp.fail(v.Line, key, fmt.Sprintf("unknown distribution %q", s))
+			return
+		}
+		pp.p.Distribution = s
+	}
+}
+
+// setHashTag takes two bytes, as twemproxy's conf_set_hashtag checks the
+// length in bytes and the tag is matched byte by byte.
+func (pp *poolParser) setHashTag(key string, v *yaml.Node) {
+	if s, ok := pp.scalar(key, v); ok {
+		if len(s) != 2 {
+			pp.fail(v.Line, key, fmt.Sprintf("%q is not exactly 2 characters (bytes), such as \"{}\"", s))
+			return
+		}
+		pp.p.HashTag = s
+	}
+}
+
+func (pp *poolParser) setHashSeed(key string, v *yaml.Node) {
+	s, ok := pp.scalar(key, v)
+	if !ok {
+		return
+	}
+	n, ok := parseSeed(s)
+	if !ok {
+		pp.fail(v.Line, key, fmt.Sprintf("%q is not a number from 0 to 2^64-1 (decimal or 0x hex)", s))
+		return
+	}
+	pp.p.HashSeed = n
+}
+
+// setServerProtocol reads server_protocol: text or meta.
+func (pp *poolParser) setServerProtocol(key string, v *yaml.Node) {
+	s, ok := pp.scalar(key, v)
+	if !ok {
+		return
+	}
+	switch s {
+	case ServerProtocolText, ServerProtocolMeta:
+		pp.p.ServerProtocol = s
+	default:
+		pp.fail(v.Line, key, fmt.Sprintf("unknown value %q; want %s or %s", s, ServerProtocolText, ServerProtocolMeta))
+	}
+}

@@ -1,0 +1,249 @@
+package config
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// IsSet of a parsed pool says whether the file has the key, whatever its
+// value, while the field always holds the value in use.
+func TestIsSetParsed(t *testing.T) {
+	tests := []struct {
+		name  string
+		text  string
+		key   string
+		set   bool
+		value func(p *Pool) any
+		want  any
+	}{
+		{"absent", pool(""), "server_retry_timeout", false,
+			func(p *Pool) any { return p.ServerRetryTimeout }, DefaultServerRetryTimeout},
+		{"set to its default", pool("  server_retry_timeout: 30000\n"), "server_retry_timeout", true,
+			func(p *Pool) any { return p.ServerRetryTimeout }, DefaultServerRetryTimeout},
+		{"set to another value", pool("  server_retry_timeout: 5\n"), "server_retry_timeout", true,
+			func(p *Pool) any { return p.ServerRetryTimeout }, 5 * time.Millisecond},
+		{"explicit zero", pool("  server_failure_limit: 0\n"), "server_failure_limit", true,
+			func(p *Pool) any { return p.ServerFailureLimit }, 0},
+		{"connect_timeout absent follows timeout", pool("  timeout: 400\n"), "connect_timeout", false,
+			func(p *Pool) any { return p.ConnectTimeout }, 400 * time.Millisecond},
+		{"connect_timeout absent, no timeout", pool(""), "connect_timeout", false,
+			func(p *Pool) any { return p.ConnectTimeout }, DefaultConnectTimeout},
+		{"connect_timeout set to its default", pool("  connect_timeout: 1000\n"), "connect_timeout", true,
+			func(p *Pool) any { return p.ConnectTimeout }, DefaultConnectTimeout},
+		{"timeout -1", pool("  timeout: -1\n"), "timeout", true,
+			func(p *Pool) any { return p.Timeout }, time.Duration(0)},
+		{"hash set to its default", pool("  hash: fnv1a_64\n"), "hash", true,
+			func(p *Pool) any { return p.Hash }, DefaultHash},
+		{"false bool", pool("  redis: false\n"), "redis", true,
+			func(p *Pool) any { return p.Redis }, false},
+		{"flush_all absent", pool(""), "flush_all", false,
+			func(p *Pool) any { return p.AllowFlushAll }, DefaultFlushAll},
+		{"redis item size absent", pool("  redis: true\n"), "item_size_max", false,
+			func(p *Pool) any { return p.ItemSizeMax }, DefaultRedisItemSizeMax},
+		{"cluster read_from absent", clusterPool(""), "read_from", false,
+			func(p *Pool) any { return p.ReadFrom }, DefaultReadFrom},
+		{"cluster read_from set to its default", clusterPool("  read_from: master\n"), "read_from", true,
+			func(p *Pool) any { return p.ReadFrom }, DefaultReadFrom},
+		{"cluster_refresh absent", clusterPool(""), "cluster_refresh", false,
+			func(p *Pool) any { return p.ClusterRefresh }, DefaultClusterRefresh},
+		{"lua pool has lua", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n", "lua", true,
+			func(p *Pool) any { return p.Lua }, "r.lua"},
+		{"lua pool has no servers", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n", "servers", false,
+			func(p *Pool) any { return len(p.Servers) }, 0},
+		{"security key", pool("  server_tls: true\n  server_tls_skip_verify: false\n"), "server_tls_skip_verify", true,
+			func(p *Pool) any { return p.ServerTLSSkipVerify }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustParse(t, tt.text).Pools[0]
+			if got := p.IsSet(tt.key); got != tt.set {
+				t.Errorf("IsSet(%q) = %v, want %v", tt.key, got, tt.set)
+			}
+			if got := tt.value(p); got != tt.want {
+				t.Errorf("%s = %v, want %v", tt.key, got, tt.want)
+			}
+		})
+	}
+}
+
+// A copy of a parsed pool answers as the file did, whatever the copy holds.
+func TestIsSetCopy(t *testing.T) {
+	p := mustParse(t, pool("  timeout: 0\n")).Pools[0]
+	q := *p
+	q.Timeout, q.Backlog = time.Second, 0
+	if !q.IsSet("timeout") || q.IsSet("backlog") || !q.IsSet("listen") {
+		t.Errorf("copy: timeout %v backlog %v listen %v", q.IsSet("timeout"), q.IsSet("backlog"), q.IsSet("listen"))
+	}
+}
+
+// builtKeys sets, in a Pool built in Go, the field of each key to something
+// other than its zero value.
+var builtKeys = map[string]func(p *Pool){
+	"listen":               func(p *Pool) { p.Listen = Listen{Network: "tcp", Addr: ":1"} },
+	"timeout":              func(p *Pool) { p.Timeout = time.Second },
+	"backlog":              func(p *Pool) { p.Backlog = 1 },
+	"client_connections":   func(p *Pool) { p.ClientConnections = 1 },
+	"redis":                func(p *Pool) { p.Redis = true },
+	"redis_auth":           func(p *Pool) { p.RedisAuth = "pw" },
+	"redis_db":             func(p *Pool) { p.RedisDB = 1 },
+	"preconnect":           func(p *Pool) { p.Preconnect = true },
+	"auto_eject_hosts":     func(p *Pool) { p.AutoEjectHosts = true },
+	"server_connections":   func(p *Pool) { p.ServerConnections = 1 },
+	"server_retry_timeout": func(p *Pool) { p.ServerRetryTimeout = time.Second },
+	"server_failure_limit": func(p *Pool) { p.ServerFailureLimit = 1 },
+	"tcpkeepalive":         func(p *Pool) { p.TCPKeepalive = true },
+	"reuseport":            func(p *Pool) { p.Reuseport = true },
+	"servers":              func(p *Pool) { p.Servers = []Server{{Addr: "h:1"}} },
+	"item_size_max":        func(p *Pool) { p.ItemSizeMax = 1 },
+	"max_request_line":     func(p *Pool) { p.MaxRequestLine = 1 },
+	"flush_all":            func(p *Pool) { p.AllowFlushAll = true },
+	"connect_timeout":      func(p *Pool) { p.ConnectTimeout = time.Second },
+	"eject_policy":         func(p *Pool) { p.EjectPolicy = EjectFailFast },
+	"failover_pool":        func(p *Pool) { p.FailoverPool = "b" },
+	"active_req_limit":     func(p *Pool) { p.ActiveReqLimit = 1 },
+	"buffer_memory_limit":  func(p *Pool) { p.BufferMemoryLimit = 1 },
+	"max_keys":             func(p *Pool) { p.MaxKeys = 1 },
+
+	"hash":            func(p *Pool) { p.Hash = "md5" },
+	"hash_tag":        func(p *Pool) { p.HashTag = "{}" },
+	"distribution":    func(p *Pool) { p.Distribution = "modula" },
+	"hash_seed":       func(p *Pool) { p.HashSeed = 1 },
+	"server_protocol": func(p *Pool) { p.ServerProtocol = ServerProtocolMeta },
+
+	"redis_cluster":   func(p *Pool) { p.RedisCluster = true },
+	"read_from":       func(p *Pool) { p.ReadFrom = ReadFromReplica },
+	"cluster_refresh": func(p *Pool) { p.ClusterRefresh = time.Second },
+
+	"lua": func(p *Pool) { p.Lua = "r.lua" },
+
+	"redis_auth_user":        func(p *Pool) { p.RedisAuthUser = "u" },
+	"tls_cert":               func(p *Pool) { p.TLSCert = "c" },
+	"tls_key":                func(p *Pool) { p.TLSKey = "k" },
+	"tls_client_ca":          func(p *Pool) { p.TLSClientCA = "ca" },
+	"server_tls":             func(p *Pool) { p.ServerTLS = true },
+	"server_tls_ca":          func(p *Pool) { p.ServerTLSCA = "ca" },
+	"server_tls_cert":        func(p *Pool) { p.ServerTLSCert = "c" },
+	"server_tls_key":         func(p *Pool) { p.ServerTLSKey = "k" },
+	"server_tls_server_name": func(p *Pool) { p.ServerTLSServerName = "n" },
+	"server_tls_skip_verify": func(p *Pool) { p.ServerTLSSkipVerify = true },
+}
+
+// In a Pool built in Go a key is set when its field is not zero, and each
+// key looks at its own field only.
+func TestIsSetBuilt(t *testing.T) {
+	for key := range poolKeys {
+		if builtKeys[key] == nil {
+			t.Errorf("pool key %s has no row in builtKeys", key)
+		}
+	}
+	for key, set := range builtKeys {
+		t.Run(key, func(t *testing.T) {
+			if (&Pool{}).IsSet(key) {
+				t.Errorf("a zero Pool sets %s", key)
+			}
+			p := &Pool{}
+			set(p)
+			for other := range poolKeys {
+				if got := p.IsSet(other); got != (other == key) {
+					t.Errorf("after setting %s, IsSet(%s) = %v", key, other, got)
+				}
+			}
+		})
+	}
+}
+
+func TestIsSetUnknownKey(t *testing.T) {
+	for _, p := range []*Pool{{}, mustParse(t, pool("")).Pools[0]} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(r.(string), `"server_retry_timout"`) {
+					t.Errorf("IsSet of a misspelt key: recovered %v, want a panic naming it", r)
+				}
+			}()
+			p.IsSet("server_retry_timout")
+		}()
+	}
+}
+
+// Each kind of pool checks its own keys and those of the other kinds, with
+// the messages it always had; "" means the pool is valid.
+func TestPoolKinds(t *testing.T) {
+	const at = `config: testdata/x.yml:`
+	luaPool := func(extra string) string { return "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n" + extra }
+	tests := []struct {
+		name, text, want string
+	}{
+		{"native", pool("  hash: murmur3\n  hash_seed: 9\n  server_protocol: meta\n  redis_cluster: false\n"), ""},
+		{"native read_from", pool("  read_from: replica\n"),
+			at + `3: pool "alpha": read_from: is only valid for a redis_cluster pool (redis_cluster: true)`},
+		{"native hash_seed without effect", pool("  hash_seed: 1\n"),
+			at + `3: pool "alpha": hash_seed: has no effect with hash fnv1a_64 and distribution ketama; it seeds the hashes xxhash, murmur3, xxh3 and the distribution random`},
+		{"native redis meta", pool("  redis: true\n  server_protocol: meta\n"),
+			at + `4: pool "alpha": server_protocol: meta is only valid for a memcache pool`},
+
+		{"cluster", clusterPool("  read_from: replica\n  redis_db: 0\n  auto_eject_hosts: false\n  server_protocol: text\n"), ""},
+		{"cluster distribution", clusterPool("  distribution: ketama\n"),
+			at + `5: pool "alpha": distribution: does not apply to a redis_cluster pool: a key goes to the node serving its slot (CRC16 of the key or of its {hash tag}), as the cluster's slot map says`},
+		{"cluster meta", clusterPool("  server_protocol: meta\n"),
+			at + `5: pool "alpha": server_protocol: meta is only valid for a memcache pool`},
+		{"cluster lua", "alpha:\n  listen: 127.0.0.1:1\n  redis: true\n  redis_cluster: true\n  lua: r.lua\n",
+			at + `5: pool "alpha": lua: a redis_cluster pool cannot be routed by Lua`},
+		{"cluster lua and servers", clusterPool("  lua: r.lua\n"),
+			at + `5: pool "alpha": lua: a Lua pool defines its backends in its route file; remove servers`},
+
+		{"lua ignores the hashing keys", luaPool("  hash: md5\n  hash_tag: \"{}\"\n  distribution: modula\n  server_protocol: text\n"), ""},
+		{"lua with ejection", luaPool("  auto_eject_hosts: true\n  eject_policy: fail_fast\n"), ""},
+		{"lua hash_seed without effect", luaPool("  hash_seed: 1\n"),
+			at + `4: pool "alpha": hash_seed: has no effect with hash fnv1a_64 and distribution ketama; it seeds the hashes xxhash, murmur3, xxh3 and the distribution random`},
+		{"lua meta", luaPool("  server_protocol: meta\n"),
+			at + `4: pool "alpha": server_protocol: a Lua pool's routes send requests as they are; remove server_protocol`},
+		{"lua redis meta", luaPool("  redis: true\n  server_protocol: meta\n"),
+			at + `5: pool "alpha": server_protocol: meta is only valid for a memcache pool`},
+		{"lua cluster_refresh", luaPool("  cluster_refresh: 500\n"),
+			at + `4: pool "alpha": cluster_refresh: is only valid for a redis_cluster pool (redis_cluster: true)`},
+		{"lua server_tls", luaPool("  server_tls: true\n"),
+			at + `4: pool "alpha": server_tls: a Lua pool's backends come from its route file, which cannot use TLS yet`},
+		{"lua server_tls false", luaPool("  server_tls: false\n"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.text), src)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Parse: %v", err)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v is not an *Error", err)
+			}
+			if got := e.Error(); got != tt.want {
+				t.Errorf("first error\n got %s\nwant %s\n(all: %v)", got, tt.want, err)
+			}
+		})
+	}
+}
+
+// Every problem of a pool is reported: the rules every pool follows, then
+// its kind's, then the TLS and ACL keys'.
+func TestPoolKindErrorOrder(t *testing.T) {
+	text := "alpha:\n  lua: r.lua\n  redis_auth: pw\n  server_protocol: meta\n  read_from: master\n  tls_key: k\n"
+	_, err := Parse([]byte(text), src)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	want := []string{
+		`config: testdata/x.yml:1: pool "alpha": listen: is missing`,
+		`config: testdata/x.yml:3: pool "alpha": redis_auth: is only valid for a redis pool (redis: true)`,
+		`config: testdata/x.yml:4: pool "alpha": server_protocol: a Lua pool's routes send requests as they are; remove server_protocol`,
+		`config: testdata/x.yml:5: pool "alpha": read_from: is only valid for a redis_cluster pool (redis_cluster: true)`,
+		`config: testdata/x.yml:6: pool "alpha": tls_cert: is missing; tls_key needs it`,
+	}
+	if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
