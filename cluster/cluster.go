@@ -183,7 +183,7 @@ func New(cfg Config) (*Cluster, error) {
 		cfg.TryAgain = DefaultTryAgain
 	}
 	if cfg.Node.ConnectTimeout <= 0 {
-		cfg.Node.ConnectTimeout = time.Second
+		cfg.Node.ConnectTimeout = backend.DefaultConnectTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

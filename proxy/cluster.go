@@ -6,13 +6,12 @@ import (
 	"shardproxy/backend"
 	"shardproxy/cluster"
 	"shardproxy/codec"
-	"shardproxy/config"
 	"shardproxy/route"
 )
 
 // clusterRetryTimeout is how long a cluster node that failed
-// server_failure_limit times in a row fails fast when the pool leaves
-// server_retry_timeout at its default: twemproxy's 30s suits a server whose
+// server_failure_limit times in a row fails fast when the file does not
+// set server_retry_timeout: twemproxy's default 30s suits a server whose
 // keys move elsewhere (auto_eject_hosts), not a node whose slots only it
 // serves until the cluster fails it over.
 const clusterRetryTimeout = time.Second
@@ -80,7 +79,7 @@ func newClusterRouter(k *kindEnv) (route.Router, error) {
 	node := k.backendConfig("")
 	node.Handshake = codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser}
 	node.Logger = nil
-	if node.RetryTimeout == config.DefaultServerRetryTimeout {
+	if !pc.IsSet("server_retry_timeout") {
 		node.RetryTimeout = clusterRetryTimeout
 	}
 	cfg := cluster.Config{

@@ -5,7 +5,6 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
-	"shardproxy/config"
 	"shardproxy/lua"
 	"shardproxy/route"
 )
@@ -53,9 +52,8 @@ func (l luaRouter) Close() { l.r.Close() }
 // newLuaRouter builds the router of a Lua pool from its route file.
 //
 // The pool's YAML sets the defaults of the backends the script makes,
-// where it sets them at all (a value different from the YAML default):
-// timeout (the read timeout), connect_timeout (which, absent, follows
-// timeout), server_retry_timeout,
+// where the file sets them at all: timeout (the read timeout),
+// connect_timeout (which, absent, follows timeout), server_retry_timeout,
 // server_failure_limit, server_connections and tcpkeepalive; preconnect
 // dials the backends at start. Everything else starts from memcached's
 // proxy defaults, and the script's mcp.backend_* calls and backend options
@@ -67,16 +65,16 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		ReadTimeout:  pc.Timeout,
 		TCPKeepalive: pc.TCPKeepalive,
 	}
-	if pc.ConnectTimeout > 0 && pc.ConnectTimeout != config.DefaultConnectTimeout {
+	if pc.IsSet("connect_timeout") || pc.IsSet("timeout") {
 		d.ConnectTimeout = pc.ConnectTimeout
 	}
-	if pc.ServerRetryTimeout > 0 && pc.ServerRetryTimeout != config.DefaultServerRetryTimeout {
+	if pc.IsSet("server_retry_timeout") {
 		d.RetryTimeout = pc.ServerRetryTimeout
 	}
-	if pc.ServerFailureLimit > 0 && pc.ServerFailureLimit != config.DefaultServerFailureLimit {
+	if pc.IsSet("server_failure_limit") {
 		d.FailureLimit = pc.ServerFailureLimit
 	}
-	if pc.ServerConnections > 1 {
+	if pc.IsSet("server_connections") {
 		d.Conns = pc.ServerConnections
 	}
 	r, err := lua.New(lua.Config{

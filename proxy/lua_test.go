@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -307,5 +308,34 @@ func TestLuaReload(t *testing.T) {
 	}
 	if got := dial(t, srv.Addr("lp").String()).do("mg k\r\n"); got != "HD two\r\n" {
 		t.Errorf("after the reload: %q", got)
+	}
+}
+
+// TestLuaPoolYAMLDefaultsSet: a key the file sets is the script's default
+// even when its value is the YAML default: server_failure_limit: 2 marks a
+// backend bad after two failures, where memcached's own default is three.
+func TestLuaPoolYAMLDefaultsSet(t *testing.T) {
+	port := testserver.FreePort(t) // nothing listens: every connect fails
+	file := writeLua(t, fmt.Sprintf(`
+function mcp_config_pools()
+  return mcp.pool({ mcp.backend("down", "127.0.0.1", %d) })
+end
+function mcp_config_routes(p)
+  mcp.attach(mcp.CMD_GET, function(r) return p(r) end)
+end`, port))
+	yaml := "lp:\n  listen: 127.0.0.1:0\n  server_failure_limit: 2\n  server_retry_timeout: 30000\n  lua: " + file + "\n"
+	_, addr := startProxy(t, yaml, "lp")
+	c := dial(t, addr)
+	var got []string
+	for range 3 {
+		got = append(got, c.do("get k\r\n"))
+	}
+	want := []string{
+		"SERVER_ERROR backend failure: connecting\r\n",
+		"SERVER_ERROR backend failure: connecting\r\n",
+		"SERVER_ERROR backend failure: markedbad\r\n",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("three gets to a backend that refuses connections:\n got %q\nwant %q", got, want)
 	}
 }
