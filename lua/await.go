@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	glua "github.com/yuin/gopher-lua"
@@ -23,12 +24,27 @@ type call struct {
 	sent    time.Time
 	elapsed time.Duration
 	doneFn  func(*backend.Call)
+	phase   atomic.Uint32 // see callSent
 }
 
-// onDone runs on a backend goroutine: it timestamps the reply and hands it
-// to the worker, which may run the waiting handler right here.
+// Phases of a call, as Done finds it.
+const (
+	callSent    = iota // with the backend: the reply is queued for the worker
+	callSending        // the state's holder is in backend.Send
+	callEarly          // answered during Send: the holder handles the reply
+)
+
+// onDone runs on whichever goroutine answers the call (a backend's reader
+// or writer, Close, or the sender when the call fails at once). It
+// timestamps the reply and queues it for the worker goroutine; it never
+// runs Lua. A reply that comes while the call is still being sent is left
+// to the sender, which holds the state and takes it when the handler
+// yields (worker.send): a backend down or marked bad costs no hand-off.
 func (c *call) onDone(*backend.Call) {
 	c.elapsed = time.Since(c.sent)
+	if c.phase.CompareAndSwap(callSending, callEarly) {
+		return
+	}
 	c.w.submit(event{kind: evReply, call: c}, false)
 }
 
@@ -98,7 +114,11 @@ func (w *worker) send(aw *await, be *beRef, req *codec.Request, hint uint32, fir
 	c.Done = c.doneFn
 	c.sent = time.Now()
 	aw.pending++
+	c.phase.Store(callSending)
 	be.send(&c.Call, hint)
+	if !c.phase.CompareAndSwap(callSending, callSent) {
+		w.early = append(w.early, c) // handle runs it after this event
+	}
 }
 
 // yieldable returns the running task, raising a Lua error when the

@@ -102,32 +102,55 @@ func (w *worker) directPool(fn *glua.LFunction, d direct) *pool {
 	return p
 }
 
-// routeDirect sends t's request straight to its backend when fn is a
-// direct handler of a pool, and reports whether it did.
-func (w *worker) routeDirect(t *task, fn *glua.LFunction) bool {
+// directBackend returns the backend a direct handler fn sends req to now,
+// and its pool; nil when fn is not a direct handler of a pool, or req is
+// one whose errors and refusals come from Lua.
+func (w *worker) directBackend(fn *glua.LFunction, req *codec.Request) (*beRef, *pool) {
 	d, ok := w.direct[fn]
 	if !ok {
-		return false
+		return nil, nil
 	}
 	p := w.directPool(fn, d)
 	if p == nil {
-		return false
+		return nil, nil
 	}
-	key := keyOf(t.req, w.r.cfg.Redis)
-	if key == nil || t.req.Route == codec.RouteSame { // errors and refusals come from Lua
-		return false
+	key := keyOf(req, w.r.cfg.Redis)
+	if key == nil || req.Route == codec.RouteSame {
+		return nil, nil
 	}
 	be, err := p.pick(key)
 	if err != nil {
+		return nil, nil
+	}
+	return be, p
+}
+
+// sendDirect sends a client's request straight to its backend when fn is
+// a direct handler of a pool, and reports whether it did. The reply goes
+// to c from the backend's goroutine, as on Route's direct way: it needs
+// no Lua and no state.
+func (w *worker) sendDirect(fn *glua.LFunction, req *codec.Request, hint uint32, c Completion, bytes int64) bool {
+	be, p := w.directBackend(fn, req)
+	if be == nil {
+		return false
+	}
+	w.r.sendFast(be, req, hint, c, bytes)
+	w.remember(req, p)
+	return true
+}
+
+// routeDirect sends t's request, one key of a multi-get, straight to its
+// backend when fn is a direct handler of a pool, and reports whether it
+// did. The reply comes back to the worker, which merges it.
+func (w *worker) routeDirect(t *task, fn *glua.LFunction) bool {
+	be, _ := w.directBackend(fn, t.req)
+	if be == nil {
 		return false
 	}
 	aw := w.newAwait(t, awaitAny, 0)
-	aw.single, aw.borrowed = true, t.multi == nil
+	aw.single = true
 	t.fast, t.state, t.aw = true, taskWaiting, aw
 	w.send(aw, be, t.req, t.hint, true)
-	if t.multi == nil {
-		w.remember(t.req, p)
-	}
 	return true
 }
 

@@ -160,24 +160,32 @@
 // 16); a client (Route's hint) always uses the same one, as a memcached
 // connection stays on its worker thread, so what a handler keeps in its
 // state is consistent for the client. A state is used by one goroutine at
-// a time, under a mutex: Route runs a request's handler on the calling
-// goroutine (the session's reader) when the state is free, and otherwise
-// queues it for the goroutine using the state, which drains the queue
-// before letting go; a backend's reply resumes its handler the same way, on
-// the backend's reader goroutine. So Route and a backend's Done never block
-// (a handler's own CPU time aside, bounded by MaxRun), and no request waits
-// for a dedicated goroutine to be scheduled. Each request runs in a
-// coroutine (pooled and reused), which yields while it waits for backends,
-// so a state has many requests in flight. A watchdog goroutine enforces
-// MaxRun.
+// a time, under a mutex, and has a goroutine of its own that runs the
+// events queued for it. Route runs a request's handler on the calling
+// goroutine (the session's reader) when the state is free and no request
+// is queued for it, and runs nothing else there; otherwise it queues the
+// request, so a client's requests start in order. A backend's reply is
+// always queued: the goroutines that read and write backend sockets never
+// run Lua, so a handler that runs long after its reply holds up neither
+// the replies behind it on that socket nor other states' clients. (A call
+// that fails while its handler is still sending it, to a backend down or
+// marked bad, is taken by the goroutine sending it once the handler
+// yields.) So a backend's Done never runs Lua, Route runs at most the
+// caller's own request (its CPU time bounded by MaxRun), and neither
+// waits for a lock or a channel. Each request runs in a coroutine (pooled and reused), which yields while
+// it waits for backends, so a state has many requests in flight. A
+// watchdog goroutine enforces MaxRun. Close stops the workers' goroutines
+// and answers every request still queued or in flight.
 //
 // A handler that is exactly `return P(r)` or `return T.k(r)`, where P (or
 // the field k of table T) is a pool the handler closes over, is recognised
 // by its bytecode when attached and run without entering Lua: the request
-// goes to the pool's backend and the reply to the client, with no
-// coroutine and no request or response object. For memcache pools, while
-// no Lua code has run in the state since such a request was routed, the
-// next one of the same command does not even take the state's lock. The
+// goes to the pool's backend and the reply to the client, from the
+// backend's goroutine (it runs no Lua), with no coroutine and no request
+// or response object. For memcache pools, while no Lua code has run in the
+// state since such a request was routed and no request is queued for the
+// state, the next one of the same command does not even take the state's
+// lock. The
 // upvalue is read again after any Lua code ran, so a script that changes
 // it is followed; anything unusual (no key, a value that is not a pool, a
 // changed __call) takes the Lua way. The client cannot tell the

@@ -13,9 +13,9 @@ import (
 // worker counts its Lua runs (luaGen), and when a request of a memcache
 // command is routed directly under the state's lock, the pool it found is
 // remembered for that command with the count. A later request of the
-// command finds it there, and while no Lua code has run since, it is sent
-// without taking the state at all, and its reply goes to the client from
-// the backend's goroutine. Anything else - a change, a multi-key request,
+// command finds it there, and while no Lua code has run since and no
+// request is queued for the state, it is sent without taking the state at
+// all, and its reply goes to the client from the backend's goroutine. Anything else - a change, a multi-key request,
 // a Redis pool - takes the locked way.
 
 // fastEntry is a command's direct pool as of Lua run gen.
@@ -83,32 +83,35 @@ func newFastCall() *fastCall {
 }
 
 // routeFast sends req straight to its backend if w remembers its command's
-// direct pool, and reports whether it did.
+// direct pool, and reports whether it did. It does not take the state.
 //
-// It takes the state (only if it is free) and first runs what was queued
-// before: a client's requests reach their backends in the client's order,
-// so a get never overtakes a queued set.
+// It goes only when no request is queued for w: a queued request counts
+// until it has started, so a client's requests reach their backends in
+// the client's order, and a get never overtakes a queued set.
 func (r *Router) routeFast(w *worker, req *codec.Request, hint uint32, c Completion) bool {
-	if w.fastPool(req) == nil || !w.state.TryLock() {
+	if w.queued.Load() > 0 {
 		return false
 	}
-	defer w.release()
-	w.drainQueue()
-	p := w.fastPool(req) // Lua may have run meanwhile
+	p := w.fastPool(req)
 	if p == nil {
-		w.handle(&event{kind: evRequest, req: req, hint: hint, c: c})
-		return true
+		return false
 	}
 	be, err := p.pick(keyOf(req, false))
 	if err != nil {
-		w.handle(&event{kind: evRequest, req: req, hint: hint, c: c})
-		return true
+		return false // the Lua way reports it
 	}
+	r.sendFast(be, req, hint, c, int64(len(req.Wire)))
+	return true
+}
+
+// sendFast sends req to be; its reply goes to c from the backend's
+// goroutine, without the state. bytes is what Route counted for req in
+// bufferUsed.
+func (r *Router) sendFast(be *beRef, req *codec.Request, hint uint32, c Completion, bytes int64) {
 	fc := newFastCall()
-	fc.r, fc.req, fc.c, fc.bytes = r, req, c, int64(len(req.Wire))
+	fc.r, fc.req, fc.c, fc.bytes = r, req, c, bytes
 	fc.call.Req = req
 	be.send(&fc.call, hint) // Route counted the request in active and bufferUsed
-	return true
 }
 
 // done answers the client from the backend's goroutine.

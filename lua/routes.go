@@ -72,6 +72,9 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 		r: r, id: id, L: L, cancel: setContext(L),
 		parser: r.cfg.Dialect.NewRequestParser(r.cfg.Options),
 		hooks:  &hooks{},
+		kick:   make(chan struct{}, 1),
+		quit:   make(chan struct{}),
+		exited: make(chan struct{}),
 	}
 	ok := false
 	defer func() {
@@ -110,6 +113,7 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 		return nil, &ConfigError{File: file, Msg: "mcp_config_routes attached no handler (call mcp.attach)"}
 	}
 	ok = true
+	go w.loop()
 	return w, nil
 }
 

@@ -27,7 +27,7 @@ type task struct {
 	rq    *request   // the request object handed to the handler
 	co    *coroutine
 	aw    *await // what the coroutine waits for
-	fast  bool   // routed without entering Lua (see direct.go)
+	fast  bool   // a multi-get's key routed without entering Lua (see direct.go)
 	state taskState
 	calls int   // backend calls made so far
 	bytes int64 // buffer memory accounted to the request
@@ -65,8 +65,13 @@ func (w *worker) startRequest(req *codec.Request, hint uint32, c Completion) {
 	w.startTask(req, hint, c, nil, 0, bytes)
 }
 
-// startTask runs the handler attached for req's command in a coroutine.
+// startTask runs the handler attached for req's command in a coroutine,
+// or, for a direct handler, sends req straight to its backend.
 func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *multi, idx int, bytes int64) {
+	fn := w.hooks.lookup(req, w.r.cfg.Redis, w.r.cfg.Tag)
+	if fn != nil && m == nil && w.sendDirect(fn, req, hint, c, bytes) {
+		return
+	}
 	t := w.newTask()
 	t.req, t.hint, t.c, t.multi, t.idx, t.bytes = req, hint, c, m, idx, bytes
 	t.next = w.active
@@ -74,7 +79,6 @@ func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *mul
 		t.next.prev = t
 	}
 	w.active = t
-	fn := w.hooks.lookup(req, w.r.cfg.Redis, w.r.cfg.Tag)
 	if fn == nil {
 		w.finish(t, glua.LNil, wireError("no route for command "+req.Name))
 		return

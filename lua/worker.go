@@ -13,15 +13,29 @@ import (
 	"shardproxy/codec"
 )
 
-// A worker is one Lua state. Requests and backend replies reach it as
-// events; whoever submits an event runs it at once when the state is free
-// (the session's reader for a request, the backend's reader for a reply)
-// and otherwise queues it for the goroutine holding the state, which drains
-// the queue before letting go. So the state is used by one goroutine at a
-// time, no event waits for a dedicated goroutine to be scheduled, and
-// submitting never blocks. Each request runs its handler in a coroutine,
+// A worker is one Lua state, used by one goroutine at a time (whoever
+// holds worker.state), and a goroutine of its own that runs the events
+// queued for it. The rules:
+//
+//   - A client request runs at once on the goroutine that routes it (the
+//     session's reader) when the state is free and no request is queued,
+//     and that goroutine runs nothing else: not the queue, not other
+//     clients' handlers. Otherwise the request is queued. Requests from one
+//     client go to one worker, and a request runs inline only when none
+//     is queued, so a client's requests start in its order.
+//   - A backend reply is always queued: the goroutine that delivers it
+//     (a backend's socket reader, its writer, or Close) never runs Lua, so
+//     a long handler never holds up the replies behind it on that socket.
+//     The one exception is a call answered while the holder of the state is
+//     still sending it (a backend marked bad or down fails it at once):
+//     the holder takes that reply itself, after the handler yields.
+//   - The worker's goroutine, woken by a cap-1 kick after every enqueue,
+//     takes the state and drains the queue, in order, until it is empty.
+//
+// Submitting never blocks. Each request runs its handler in a coroutine,
 // which yields whenever it waits for backends, so many requests are in
-// flight per state at once.
+// flight per state at once. shutdown stops the goroutine and answers
+// everything still queued or in flight.
 
 // evKind says what an event carries.
 type evKind uint8
@@ -66,21 +80,26 @@ type worker struct {
 	proxyCall *glua.LFunction            // proxyMT's __call: pool(r)
 	direct    map[*glua.LFunction]direct // attached handlers that are `return pool(r)`
 
+	kick   chan struct{} // cap 1: wakes loop after an enqueue
+	quit   chan struct{} // closed by shutdown: loop returns
+	exited chan struct{} // closed when loop has returned
+
 	_     [64]byte
 	state sync.Mutex // held while the Lua state is in use
 
 	// The queue, written by any goroutine.
 	_       [64]byte
-	mu      sync.Mutex // guards the fields below but pending
+	mu      sync.Mutex // guards the fields below but the atomics
 	events  []event
-	queued  int // requests among events
 	stopped bool
-	pending atomic.Int32 // len(events), read without mu
+	queued  atomic.Int32 // requests queued and not yet started
+	pending atomic.Int32 // len(events), written under mu
 
 	// Guarded by state.
 	_         [64]byte
 	spare     []event
-	cur       *task // the task whose coroutine is running
+	early     []*call // calls answered while being sent, for the holder
+	cur       *task   // the task whose coroutine is running
 	coFree    []*coroutine
 	taskFree  []*task
 	awFree    []*await
@@ -125,51 +144,72 @@ return function(f, r)
   end
 end`
 
-// tryRun runs ev now if the state is free and reports whether it did.
+// tryRun runs the request ev now, on the calling goroutine, if the state
+// is free and no request is queued (one of them may be the same client's,
+// and must start first), and reports whether it did. It runs ev alone:
+// what is queued, and what its run queues, is the worker goroutine's.
 func (w *worker) tryRun(ev *event) bool {
 	if !w.state.TryLock() {
 		return false
 	}
-	w.drainQueue() // what was queued before ev runs first: a client's order holds
+	if w.queued.Load() > 0 {
+		w.state.Unlock()
+		return false
+	}
 	w.handle(ev)
-	w.drainQueue()
-	w.release()
+	w.state.Unlock()
 	return true
 }
 
-// submit runs ev now if the state is free, else queues it for the holder.
-// A request beyond the queue limit (limit true) is refused; submit reports
-// whether ev was taken.
+// submit runs a request now if tryRun can, else queues ev for the worker
+// goroutine; a reply is always queued. A request beyond the queue limit
+// (limit true) is refused; submit reports whether ev was taken.
 func (w *worker) submit(ev event, limit bool) bool {
-	if w.tryRun(&ev) {
+	if ev.kind == evRequest && w.tryRun(&ev) {
 		return true
 	}
 	w.mu.Lock()
-	if w.stopped || (limit && w.queued >= w.r.cfg.Queue) {
+	if w.stopped || (limit && int(w.queued.Load()) >= w.r.cfg.Queue) {
 		w.mu.Unlock()
 		return false
 	}
 	if ev.kind == evRequest {
-		w.queued++
+		w.queued.Add(1)
 	}
 	w.events = append(w.events, ev)
 	w.pending.Add(1)
 	w.mu.Unlock()
-	if w.state.TryLock() { // the holder may have let go before seeing ev
-		w.drainQueue()
-		w.release()
+	select {
+	case w.kick <- struct{}{}:
+	default: // a kick is pending: loop drains after it, ev included
 	}
 	return true
 }
 
-// drainQueue handles queued events until there are none. The caller holds
-// the state.
+// loop is the worker's goroutine: at each kick it takes the state and
+// drains the queue, until shutdown.
+func (w *worker) loop() {
+	defer close(w.exited)
+	for {
+		select {
+		case <-w.kick:
+		case <-w.quit:
+			return
+		}
+		w.state.Lock()
+		w.drainQueue()
+		w.state.Unlock()
+	}
+}
+
+// drainQueue handles queued events until there are none. A request stays
+// counted in queued until it has started (its handler has sent its first
+// calls, or finished): tryRun and routeFast wait for that.
 func (w *worker) drainQueue() {
 	for w.pending.Load() > 0 {
 		w.mu.Lock()
 		batch := w.events
 		w.events = w.spare[:0]
-		w.queued = 0
 		w.pending.Store(0)
 		w.mu.Unlock()
 		if len(batch) == 0 {
@@ -178,26 +218,29 @@ func (w *worker) drainQueue() {
 		}
 		for i := range batch {
 			w.handle(&batch[i])
+			if batch[i].kind == evRequest {
+				w.queued.Add(-1) // started: what it sends is on its way
+			}
 		}
 		clear(batch)
 		w.spare = batch[:0]
 	}
 }
 
-// release lets go of the state, then takes it again to handle events
-// queued by goroutines that found it busy in the meantime.
-func (w *worker) release() {
-	for {
-		w.state.Unlock()
-		if w.pending.Load() == 0 || !w.state.TryLock() {
-			return
-		}
-		w.drainQueue()
+// handle processes ev, then the replies to calls that were answered while
+// its run sent them (worker.send). The caller holds the state.
+func (w *worker) handle(ev *event) {
+	w.handleOne(ev)
+	for i := 0; i < len(w.early); i++ { // a resumed handler may add more
+		c := w.early[i]
+		w.early[i] = nil
+		w.handleOne(&event{kind: evReply, call: c})
 	}
+	w.early = w.early[:0]
 }
 
-// handle processes one event. The caller holds the state.
-func (w *worker) handle(ev *event) {
+// handleOne processes one event. The caller holds the state.
+func (w *worker) handleOne(ev *event) {
 	if w.closed {
 		if ev.kind == evRequest {
 			w.r.active.Add(-1)
@@ -237,11 +280,14 @@ func (w *worker) recoverPanic() {
 	}
 }
 
-// shutdown answers every task still active and closes the state.
+// shutdown stops the worker goroutine, then handles what is still queued,
+// answers every task still active and closes the state.
 func (w *worker) shutdown() {
 	w.mu.Lock()
 	w.stopped = true
 	w.mu.Unlock()
+	close(w.quit)
+	<-w.exited
 	w.state.Lock()
 	w.drainQueue()
 	for w.active != nil {
