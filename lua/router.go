@@ -211,11 +211,11 @@ func New(cfg Config) (*Router, error) {
 }
 
 // Route runs req's handler, on the calling goroutine when the client's Lua
-// state (chosen by hint) is free and otherwise queued for the goroutine
-// using it, and returns without waiting for backends: c.Complete is called
-// exactly once, from whichever goroutine finishes the handler (the
-// caller's, a backend's). req must stay valid until then. Route never
-// blocks.
+// state (chosen by hint) is free and nothing of it is queued, and otherwise
+// queued for the state's own goroutine, and returns without waiting for
+// backends: c.Complete is called exactly once, from whichever goroutine
+// finishes the handler (the caller's, the state's, or for a direct handler
+// a backend's). req must stay valid until then. Route never blocks.
 func (r *Router) Route(req *codec.Request, hint uint32, c Completion) {
 	r.requests.Add(1)
 	if r.closed.Load() {
