@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -19,7 +20,8 @@ var redis codec.Dialect = &resp.Dialect{}
 // arrayServer is a loopback stand-in for Redis: it answers PING with
 // +PONG, "LRANGE <n> ..." with an array of n 8-byte bulk strings written
 // in 16 KiB writes (a big reply arriving in pieces), "GET <key>" with the
-// key as a bulk string, and "HANG" with nothing at all.
+// key as a bulk string, or with nothing at all for a key starting "hang". It reads
+// requests while it writes replies.
 type arrayServer struct {
 	addr string
 	// seen, if set, hears the name and first argument of every request
@@ -72,6 +74,24 @@ func (s *arrayServer) array(n int) []byte {
 
 func (s *arrayServer) serve(nc net.Conn) {
 	defer nc.Close()
+	// Requests are read while replies are written: a client that is
+	// slow to read a big reply can still send.
+	out := make(chan []byte, 4096)
+	defer close(out)
+	go func() {
+		for p := range out {
+			for len(p) > 0 {
+				k := min(16<<10, len(p))
+				if _, err := nc.Write(p[:k]); err != nil {
+					nc.Close()
+					for range out {
+					}
+					return
+				}
+				p = p[k:]
+			}
+		}
+	}()
 	r := bufio.NewReader(nc)
 	for {
 		args, err := readCommand(r)
@@ -80,7 +100,7 @@ func (s *arrayServer) serve(nc net.Conn) {
 		}
 		name := string(bytes.ToUpper(args[0]))
 		if name == "PING" {
-			nc.Write([]byte("+PONG\r\n"))
+			out <- []byte("+PONG\r\n")
 			continue
 		}
 		arg := ""
@@ -93,18 +113,13 @@ func (s *arrayServer) serve(nc net.Conn) {
 		switch name {
 		case "LRANGE":
 			n, _ := strconv.Atoi(arg)
-			for p := s.array(n); len(p) > 0; {
-				k := min(16<<10, len(p))
-				if _, err := nc.Write(p[:k]); err != nil {
-					return
-				}
-				p = p[k:]
-			}
+			out <- s.array(n)
 		case "GET":
-			nc.Write(fmt.Appendf(nil, "$%d\r\n%s\r\n", len(arg), arg))
-		case "HANG":
+			if !strings.HasPrefix(arg, "hang") {
+				out <- fmt.Appendf(nil, "$%d\r\n%s\r\n", len(arg), arg)
+			}
 		default:
-			nc.Write([]byte("+OK\r\n"))
+			out <- []byte("+OK\r\n")
 		}
 	}
 }
