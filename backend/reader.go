@@ -95,7 +95,7 @@ func (s *sock) failInFlight() {
 		b.finish(call, cause)
 		calls[i] = nil
 	}
-	s.inflight, s.fifo, s.taken = nil, nil, nil
+	s.inflight, s.fifo, s.other = nil, nil, nil
 }
 
 // reader is a socket's read buffer. Nothing outside the reader points into

@@ -39,7 +39,7 @@ type sock struct {
 	// The reader goroutine's own; nothing else touches them.
 	inflight []*Call          // taken from handoff, oldest first; a window of fifo
 	fifo     []*Call          // inflight's storage, from its start
-	taken    []*Call          // handoff's other storage: the two swap
+	other    []*Call          // handoff's other storage: the two swap
 	st       codec.ReplyState // how far the reply to inflight[0] is framed
 	arena    *arena           // small replies are carved from it
 	done     []*Call          // deliver's scratch
@@ -149,7 +149,7 @@ func (s *sock) take() bool {
 // place (under mu).
 func (s *sock) swap() []*Call {
 	h := s.handoff
-	s.handoff, s.taken = s.taken[:0], nil
+	s.handoff, s.other = s.other[:0], nil
 	return h
 }
 
@@ -158,7 +158,7 @@ func (s *sock) swap() []*Call {
 func (s *sock) adopt(h []*Call) bool {
 	s.queue(h)
 	clear(h)
-	s.taken = h[:0]
+	s.other = h[:0]
 	return len(h) > 0
 }
 
