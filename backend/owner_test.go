@@ -3,11 +3,13 @@ package backend_test
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/internal/testserver"
 )
 
 // wait waits for ch, failing the test with what was awaited after a
@@ -259,5 +261,48 @@ func TestTimeoutFailsInFlight(t *testing.T) {
 	if st.Timeouts.Load() != n || st.InQueue.Load() != 0 || st.OutQueue.Load() != 0 || st.Connections.Load() != 1 {
 		t.Errorf("timeouts %d (want %d), in_queue %d, out_queue %d, connections %d (want 0, 0, 1)",
 			st.Timeouts.Load(), n, st.InQueue.Load(), st.OutQueue.Load(), st.Connections.Load())
+	}
+}
+
+// TestSendAllocatesNothing pins the fast path: once a socket's storage
+// has grown, a call through writer, hand-off and reader allocates
+// nothing, one at a time or 64 in a batch. (A reply over the arena's
+// limit costs the buffer pools' allocations, see BenchmarkSend/Big.)
+func TestSendAllocatesNothing(t *testing.T) {
+	srv := testserver.StartMemcached(t)
+	be := backend.New(backend.Config{Addr: srv.Addr, Dialect: mc, Timeout: 5 * time.Second})
+	defer be.Close()
+	if r := roundTrip(t, be, request(t, "set small 0 0 5\r\nsmall\r\n")); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	calls := make([]backend.Call, 64)
+	var left atomic.Int32
+	done := make(chan struct{}, 1)
+	for i := range calls {
+		calls[i] = backend.Call{Req: request(t, "get small\r\n"), Done: func(*backend.Call) {
+			if left.Add(-1) == 0 {
+				done <- struct{}{}
+			}
+		}}
+	}
+	var bt backend.Batch
+	run := func(n int) func() {
+		return func() {
+			left.Store(int32(n))
+			for i := range calls[:n] {
+				be.Stage(&calls[i], 0, &bt)
+			}
+			bt.Flush()
+			<-done
+			for i := range calls[:n] {
+				calls[i].Release()
+			}
+		}
+	}
+	for _, n := range []int{1, 64} {
+		run(n)() // storage grown
+		if a := testing.AllocsPerRun(100, run(n)); a != 0 {
+			t.Errorf("%d calls in a batch: %.1f allocations", n, a)
+		}
 	}
 }
