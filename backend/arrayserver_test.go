@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"shardproxy/codec"
 	"shardproxy/resp"
@@ -20,7 +21,8 @@ var redis codec.Dialect = &resp.Dialect{}
 // arrayServer is a loopback stand-in for Redis: it answers PING with
 // +PONG, "LRANGE <n> ..." with an array of n 8-byte bulk strings written
 // in 16 KiB writes (a big reply arriving in pieces), "GET <key>" with the
-// key as a bulk string, or with nothing at all for a key starting "hang". It reads
+// key as a bulk string: 300ms late for a key starting "slow", not at all
+// for one starting "hang" (closing the connection for one starting "die"). It reads
 // requests while it writes replies.
 type arrayServer struct {
 	addr string
@@ -80,6 +82,10 @@ func (s *arrayServer) serve(nc net.Conn) {
 	defer close(out)
 	go func() {
 		for p := range out {
+			if p == nil { // a slow reply: the ones behind wait too
+				time.Sleep(300 * time.Millisecond)
+				continue
+			}
 			for len(p) > 0 {
 				k := min(16<<10, len(p))
 				if _, err := nc.Write(p[:k]); err != nil {
@@ -115,6 +121,12 @@ func (s *arrayServer) serve(nc net.Conn) {
 			n, _ := strconv.Atoi(arg)
 			out <- s.array(n)
 		case "GET":
+			if strings.HasPrefix(arg, "die") {
+				return
+			}
+			if strings.HasPrefix(arg, "slow") {
+				out <- nil
+			}
 			if !strings.HasPrefix(arg, "hang") {
 				out <- fmt.Appendf(nil, "$%d\r\n%s\r\n", len(arg), arg)
 			}

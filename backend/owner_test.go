@@ -2,6 +2,7 @@ package backend_test
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -304,5 +305,85 @@ func TestSendAllocatesNothing(t *testing.T) {
 		if a := testing.AllocsPerRun(100, run(n)); a != 0 {
 			t.Errorf("%d calls in a batch: %.1f allocations", n, a)
 		}
+	}
+}
+
+// TestExactlyOnceUnderFaults sends from many goroutines over two sockets
+// while the server drops connections and answers some requests after
+// their timeout: every call completes exactly once, with its own reply
+// or a backend error (always for a request the server dropped the
+// connection at), each sender's calls complete in order, and the queues'
+// counters end at zero.
+func TestExactlyOnceUnderFaults(t *testing.T) {
+	srv := startArrayServer(t, nil)
+	be := backend.New(backend.Config{Addr: srv.addr, Dialect: redis, Conns: 2, Timeout: 100 * time.Millisecond})
+	defer be.Close()
+	const senders, rounds, depth = 8, 30, 10
+	var completions [senders][rounds * depth]atomic.Int32
+	var replies, failures atomic.Int64
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mu sync.Mutex
+			last := -1 // the last call of this sender to complete
+			var bt backend.Batch
+			for r := range rounds {
+				var round sync.WaitGroup
+				for i := r * depth; i < (r+1)*depth; i++ {
+					key := "k" + strconv.Itoa(g) + "-" + strconv.Itoa(i)
+					switch (i + 7*g) % 97 {
+					case 13:
+						key = "die" + key
+					case 51:
+						key = "slow" + key
+					}
+					round.Add(1)
+					c := &backend.Call{Req: command(t, "GET", key), Done: func(c *backend.Call) {
+						defer round.Done()
+						completions[g][i].Add(1)
+						mu.Lock()
+						if i < last {
+							t.Errorf("sender %d: call %d completed after %d", g, i, last)
+						}
+						last = i
+						mu.Unlock()
+						want := "$" + strconv.Itoa(len(key)) + "\r\n" + key + "\r\n"
+						switch {
+						case c.Reply.Err != nil:
+							failures.Add(1)
+						case strings.HasPrefix(key, "die"):
+							t.Errorf("GET %s: a reply, %q", key, c.Reply.Raw)
+						case string(c.Reply.Raw) != want:
+							t.Errorf("GET %s: %q", key, c.Reply.Raw)
+						default:
+							replies.Add(1)
+						}
+					}}
+					be.Stage(c, uint32(g), &bt)
+				}
+				bt.Flush()
+				round.Wait()
+			}
+		}()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	wait(t, finished, "every call to complete")
+	for g := range completions {
+		for i := range completions[g] {
+			if n := completions[g][i].Load(); n != 1 {
+				t.Fatalf("sender %d call %d completed %d times", g, i, n)
+			}
+		}
+	}
+	st := be.Stats()
+	if st.InQueue.Load() != 0 || st.OutQueue.Load() != 0 {
+		t.Errorf("in_queue %d, out_queue %d; want 0", st.InQueue.Load(), st.OutQueue.Load())
+	}
+	t.Logf("%d replies, %d failures, %d timeouts", replies.Load(), failures.Load(), st.Timeouts.Load())
+	if replies.Load() == 0 || failures.Load() == 0 {
+		t.Errorf("%d replies and %d failures: want some of each", replies.Load(), failures.Load())
 	}
 }
