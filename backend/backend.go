@@ -231,7 +231,9 @@ func (b *Backend) Bad() bool {
 }
 
 // Close fails every queued and in-flight request with CauseClosed and closes
-// the sockets. Later Sends fail at once.
+// the sockets. Later Sends fail at once. When it returns, every call sent
+// before it has completed: it waits for each socket's writer and reader,
+// so it must not be called from a Done function.
 func (b *Backend) Close() {
 	b.mu.Lock()
 	b.closed = true

@@ -69,7 +69,7 @@ func script(t *testing.T, expect int, replies ...string) string {
 }
 
 // request parses a client request with the memcache dialect.
-func request(t *testing.T, s string) *codec.Request {
+func request(t testing.TB, s string) *codec.Request {
 	t.Helper()
 	req := &codec.Request{}
 	p := mc.NewRequestParser(codec.Options{})

@@ -2,53 +2,37 @@ package backend
 
 import (
 	"errors"
-	"io"
 	"net"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"shardproxy/codec"
 )
 
-// conn is one of a backend's socket slots: a queue of calls not yet written,
-// the current socket (if any), and the writer goroutine that dials and writes.
+// conn is one of a backend's socket slots: a queue of calls not yet
+// written, and the writer goroutine that takes batches off it, dials
+// sockets and writes the batches to them.
 type conn struct {
 	b       *Backend
-	wake    chan struct{} // cap 1: work is queued or the conn is closing
-	started atomic.Bool   // the writer goroutine runs (from the first kick on)
+	wake    chan struct{}  // cap 1: work is queued or the conn is closing
+	started atomic.Bool    // the writer goroutine runs (from the first kick on)
+	stopped chan struct{}  // closed when the writer returns
+	readers sync.WaitGroup // the readers of this slot's sockets; added to under mu, while not closed
 
+	// mu is the queue lock. Every client session that sends takes it, so
+	// it guards the queue and little else: no socket's in-flight calls,
+	// and no framing, ever happen under it.
 	mu     sync.Mutex
 	queue  []*Call // not yet written
 	spare  []*Call // the previous queue's storage, reused
-	cur    *sock
+	cur    *sock   // the newest socket, for close to fail
 	closed bool
 }
 
-// sock is one TCP or unix socket and the calls written on it, oldest first.
-// Its reader goroutine matches replies to inflight in order.
-type sock struct {
-	c        *conn
-	nc       net.Conn
-	raw      *rawConn // nc's socket, for reads and writes that skip the scheduler; nil for TLS
-	arena    *arena   // small replies are carved from it; reader goroutine only
-	done     []*Call  // deliver's scratch; reader goroutine only
-	inflight []*Call  // guarded by c.mu; a window of fifo
-	fifo     []*Call  // inflight's storage, from its start; guarded by c.mu
-	dead     bool     // guarded by c.mu
-	cause    Cause    // why the socket failed; guarded by c.mu
-	// writing is set (under c.mu) while write sends a published batch:
-	// fail then leaves the calls to write (in deferred), which completes
-	// them once the system call no longer reads their request bytes.
-	writing  bool
-	deferred []*Call
-}
-
 func newConn(b *Backend) *conn {
-	return &conn{b: b, wake: make(chan struct{}, 1)}
+	return &conn{b: b, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 }
 
 // kick wakes the writer, starting it on first use: an idle backend (most of
@@ -97,6 +81,9 @@ func (c *conn) enqueueStaged(calls []staged) {
 	c.kick()
 }
 
+// close fails the queued calls with CauseClosed, kills the current socket
+// and waits until the writer and every reader are done: when it returns,
+// each call sent before it has completed.
 func (c *conn) close() {
 	c.mu.Lock()
 	if c.closed {
@@ -107,15 +94,27 @@ func (c *conn) close() {
 	queue := c.queue
 	c.queue = nil
 	s := c.cur
+	c.cur = nil
 	c.mu.Unlock()
 	c.b.stats.InQueue.Add(-int64(len(queue)))
 	for _, call := range queue {
 		c.b.finish(call, CauseClosed)
 	}
 	if s != nil {
-		s.fail(CauseClosed, false)
+		s.kill(CauseClosed, false)
 	}
 	c.kick()
+	<-c.stopped
+	c.readers.Wait()
+}
+
+// forget drops s as the current socket, when its reader is done.
+func (c *conn) forget(s *sock) {
+	c.mu.Lock()
+	if c.cur == s {
+		c.cur = nil
+	}
+	c.mu.Unlock()
 }
 
 // dialResult is what a connect attempt tells the writer.
@@ -130,8 +129,13 @@ type dialResult struct {
 // waits out a connect timeout longer than its timeout. A failed connect
 // fails the calls that were waiting when it started; calls that came later
 // get a connect of their own.
+//
+// The socket is the writer's own: it learns of a failure from the
+// socket's dead flag, drops it, and dials for the next batch. Calls it
+// has handed to the socket's reader are the reader's to complete.
 func (c *conn) writeLoop() {
 	var (
+		s          *sock // written to; nil: none yet, or it failed
 		bufs       net.Buffers
 		attempt    []*Call         // waiting for the connect under way
 		waiting    []*Call         // came after it started
@@ -141,6 +145,7 @@ func (c *conn) writeLoop() {
 	)
 	timer.Stop()
 	defer timer.Stop()
+	defer close(c.stopped)
 	for {
 		select {
 		case <-c.wake:
@@ -154,6 +159,8 @@ func (c *conn) writeLoop() {
 			dialing = nil
 			if r.s == nil {
 				attempt = c.failAll(attempt, r.cause)
+			} else {
+				s = r.s
 			}
 		case <-timer.C:
 			attempt, waiting = c.expire(attempt), c.expire(waiting)
@@ -163,18 +170,23 @@ func (c *conn) writeLoop() {
 			c.mu.Unlock()
 			c.failAll(attempt, CauseClosed)
 			c.failAll(waiting, CauseClosed)
+			if s != nil {
+				s.kill(CauseClosed, false)
+			}
 			return
 		}
 		batch := c.queue
 		c.queue = c.spare[:0]
 		c.spare = nil
-		s := c.cur
 		c.mu.Unlock()
 		// The calls stay counted in InQueue until they are written or
 		// answered: a reload drains a backend by that count.
 		waiting = append(waiting, batch...)
 		c.recycle(batch)
 
+		if s != nil && s.dead.Load() {
+			s = nil // never written again: the next batch dials
+		}
 		if s == nil {
 			if dialing == nil && (len(attempt)+len(waiting) > 0 || preconnect) {
 				preconnect = false
@@ -193,9 +205,16 @@ func (c *conn) writeLoop() {
 			attempt = append(attempt, waiting...)
 			clear(waiting)
 			waiting = waiting[:0]
-			bufs = s.write(attempt, bufs[:0])
-			clear(attempt)
-			attempt = attempt[:0]
+			var sent bool
+			if bufs, sent = s.write(attempt, bufs[:0]); sent {
+				clear(attempt)
+				attempt = attempt[:0]
+			} else {
+				// The socket died after it was picked: these calls
+				// were never sent, and go out on a new one.
+				s = nil
+				c.kick()
+			}
 		}
 	}
 }
@@ -254,6 +273,7 @@ func (c *conn) recycle(batch []*Call) {
 }
 
 // connect dials and validates a new socket, or reports why it could not.
+// A socket it returns has its reader running.
 func (c *conn) connect() (*sock, Cause) {
 	b := c.b
 	if b.Bad() {
@@ -270,7 +290,7 @@ func (c *conn) connect() (*sock, Cause) {
 		b.failed(cause)
 		return nil, cause
 	}
-	s := &sock{c: c, nc: nc, raw: newRawConn(nc)}
+	s := newSock(c, nc)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -278,6 +298,7 @@ func (c *conn) connect() (*sock, Cause) {
 		return nil, CauseClosed
 	}
 	c.cur = s
+	c.readers.Add(1)
 	c.mu.Unlock()
 	b.stats.Connections.Add(1)
 	go s.readLoop()
@@ -327,409 +348,4 @@ func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline 
 		return CauseBadValidate, false
 	}
 	return 0, true
-}
-
-// queue appends batch to inflight (under c.mu). The replies pop calls off
-// the front, so inflight moves through fifo; it starts at the front again
-// once it drains, and slides back there when it reaches fifo's end with
-// room at the front. Only a queue longer than any before it allocates:
-// a socket reuses its storage batch after batch.
-func (s *sock) queue(batch []*Call) {
-	q, n := s.inflight, len(s.inflight)+len(batch)
-	if len(q) == 0 {
-		q = s.fifo[:0]
-	} else if n > cap(q) && n <= cap(s.fifo) {
-		all := s.fifo[:cap(s.fifo)]
-		end := cap(s.fifo) - cap(q) + len(q) // where q ends in fifo
-		clear(all[copy(all, q):end])
-		q = all[:len(q)]
-	}
-	before := cap(q)
-	q = append(q, batch...)
-	if cap(q) != before { // new storage, which q starts
-		s.fifo = q[:0]
-	}
-	s.inflight = q
-}
-
-// pop drops the oldest call from inflight (under c.mu).
-func (s *sock) pop() {
-	s.inflight[0] = nil
-	s.inflight = s.inflight[1:]
-	if len(s.inflight) == 0 {
-		s.inflight = s.fifo[:0] // drained: the next batch starts at the front
-	}
-}
-
-// write moves batch to the in-flight list and writes it in one go. The
-// wire bytes and deadlines are read before the batch is published: once it
-// is in s.inflight, a concurrent fail may complete its calls and their
-// owners may reuse them.
-func (s *sock) write(batch []*Call, bufs net.Buffers) net.Buffers {
-	c := s.c
-	var deadline time.Time
-	for _, call := range batch {
-		bufs = append(bufs, call.Req.Wire)
-		if !call.deadline.IsZero() && (deadline.IsZero() || call.deadline.Before(deadline)) {
-			deadline = call.deadline
-		}
-	}
-	first := batch[0].deadline
-	c.mu.Lock()
-	if s.dead {
-		c.mu.Unlock()
-		c.b.stats.InQueue.Add(-int64(len(batch)))
-		// The socket died after it was picked; these calls were never sent.
-		for _, call := range batch {
-			c.b.finish(call, CauseDisconnected)
-		}
-		clear(bufs)
-		return bufs[:0]
-	}
-	wasIdle := len(s.inflight) == 0
-	s.queue(batch)
-	s.writing = true
-	// Out of one count into the other under the lock: a drain never sees
-	// both at zero while these calls are under way.
-	c.b.stats.OutQueue.Add(int64(len(batch)))
-	c.b.stats.InQueue.Add(-int64(len(batch)))
-	if wasIdle && !first.IsZero() {
-		// Arm the read deadline for the oldest call. An idle socket may
-		// still carry a stale, earlier deadline: that only costs a
-		// spurious wake-up, after which expired re-arms it.
-		s.nc.SetReadDeadline(first)
-	}
-	c.mu.Unlock()
-
-	s.nc.SetWriteDeadline(deadline)
-	var err error
-	if s.raw != nil {
-		err = s.raw.writeAll(bufs)
-	} else {
-		w := bufs // WriteTo consumes its receiver
-		_, err = w.WriteTo(s.nc)
-	}
-	c.mu.Lock()
-	s.writing = false
-	deferred, cause := s.deferred, s.cause
-	s.deferred = nil
-	c.mu.Unlock()
-	c.b.stats.OutQueue.Add(-int64(len(deferred)))
-	for _, call := range deferred { // failed while their bytes were being sent
-		c.b.finish(call, cause)
-	}
-	if err != nil {
-		cause := CauseWriting
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			cause = CauseTimeout
-		}
-		s.fail(cause, true)
-	}
-	clear(bufs)
-	return bufs[:0]
-}
-
-// fail drops the socket and answers every call written on it with cause.
-// It is safe to call more than once; only the first call acts. count says
-// whether the failure counts against the backend's health.
-func (s *sock) fail(cause Cause, count bool) {
-	s.c.mu.Lock()
-	calls, ok := s.detach(cause)
-	s.c.mu.Unlock()
-	if ok {
-		s.failed(cause, count, calls)
-	}
-}
-
-// detach marks the socket dead, so that nothing more is written on it, and
-// returns the calls fail must answer; false if it was dead already. c.mu
-// is held.
-func (s *sock) detach(cause Cause) ([]*Call, bool) {
-	c := s.c
-	if s.dead {
-		return nil, false
-	}
-	s.dead = true
-	s.cause = cause
-	if c.cur == s {
-		c.cur = nil
-	}
-	calls := s.inflight
-	s.inflight = nil
-	if s.writing { // write completes them when its system call is done
-		s.deferred, calls = calls, nil
-	}
-	return calls, true
-}
-
-// failed is the rest of fail, outside the lock: it closes the socket and
-// answers calls with cause.
-func (s *sock) failed(cause Cause, count bool, calls []*Call) {
-	s.nc.Close()
-	b := s.c.b
-	b.stats.Connections.Add(-1)
-	b.stats.OutQueue.Add(-int64(len(calls)))
-	if count {
-		b.failed(cause)
-	}
-	if cause != CauseClosed {
-		b.log.Debug("backend socket failed", "cause", cause.String(), "in_flight", len(calls))
-	}
-	for _, call := range calls {
-		b.finish(call, cause)
-	}
-}
-
-const (
-	readChunk   = 16 << 10
-	shrinkAbove = 1 << 20
-	exactUpTo   = 4 << 20 // largest announced reply given its buffer at once
-)
-
-// readLoop reads replies and hands each to the oldest in-flight call.
-func (s *sock) readLoop() {
-	r := reader{buf: GetBuffer(readChunk), pooled: true}
-	defer func() {
-		if r.pooled {
-			PutBuffer(r.buf)
-		}
-		s.dropArena()
-	}()
-	for {
-		r.grow()
-		var n int
-		var err error
-		if s.raw != nil {
-			n, err = s.raw.read(r.buf[len(r.buf):cap(r.buf)])
-		} else {
-			n, err = s.nc.Read(r.buf[len(r.buf):cap(r.buf)])
-		}
-		r.buf = r.buf[:len(r.buf)+n]
-		if n > 0 && !s.deliver(&r) {
-			return
-		}
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				if s.expired() {
-					s.fail(CauseTimeout, true)
-					return
-				}
-				continue
-			}
-			cause := CauseReading
-			if errors.Is(err, net.ErrClosed) {
-				cause = CauseClosed
-			} else if isEOF(err) {
-				cause = CauseDisconnected
-			}
-			// A server closing an idle socket (an idle timeout, a restart
-			// between requests) failed no request: it does not count
-			// towards marking the backend bad; the next request redials.
-			count := cause != CauseClosed && !(cause == CauseDisconnected && s.idle())
-			s.fail(cause, count)
-			return
-		}
-		if len(r.buf) == 0 && cap(r.buf) > shrinkAbove {
-			r.replace(0, 0)
-		}
-	}
-}
-
-// reader is a socket's read buffer. Nothing outside the reader points into
-// buf: a reply that keeps a slice of it (see deliver) takes the buffer,
-// and the reader moves on to a new one.
-type reader struct {
-	buf    []byte
-	need   int  // the length the unfinished reply at buf's start announced
-	pooled bool // buf came from GetBuffer
-}
-
-// grow makes room before a read.
-func (r *reader) grow() {
-	room := cap(r.buf) - len(r.buf)
-	switch {
-	case r.need > cap(r.buf) && (r.need <= exactUpTo || room < readChunk/4):
-		// A big reply: one buffer of its length, read into directly
-		// and handed over whole (see deliver). Past exactUpTo the
-		// buffer grows as the bytes arrive: a reply's header alone
-		// does not commit a gigabyte.
-		n := r.need
-		if n > exactUpTo {
-			n = min(n, 2*cap(r.buf))
-		}
-		r.replace(n, len(r.buf))
-	case r.need <= len(r.buf) && room < readChunk/4:
-		r.replace(2*cap(r.buf), len(r.buf))
-	}
-}
-
-// replace moves the last keep bytes of buf to a new buffer of at least size
-// bytes (readChunk at least). The old one is recycled unless a reply took it.
-func (r *reader) replace(size, keep int) {
-	old, oldPooled := r.buf, r.pooled
-	// Room for what is kept too: a buffer append grew would be a second
-	// allocation, of a size the pools do not take back.
-	r.buf, r.pooled = GetBuffer(max(size, keep, readChunk)), true
-	r.buf = append(r.buf, old[len(old)-keep:]...)
-	if oldPooled {
-		PutBuffer(old)
-	}
-}
-
-// deliver frames every complete reply in r.buf and completes its call. It
-// returns false when the socket failed.
-//
-// Small replies are copied out (see carve). The first reply over arenaMax
-// is handed over as a slice of the buffer itself, which it then owns (and
-// recycles, see Call.Release, when it starts the buffer): the bytes after
-// it move to a new buffer.
-//
-// The replies of one read are framed under one hold of the lock (fail
-// cannot answer a call while its reply is being framed) and completed
-// after it, in order.
-func (s *sock) deliver(r *reader) bool {
-	c := s.c
-	b := c.b
-	buf := r.buf
-	start := 0
-	var (
-		taken  bool  // a reply owns buf
-		dead   bool  // fail answered the calls left
-		failed Cause // why the socket must fail, if it must
-		bytes  int64
-	)
-	r.need = 0
-	done := s.done[:0]
-	c.mu.Lock()
-	for start < len(buf) {
-		if s.dead {
-			dead = true
-			break
-		}
-		if len(s.inflight) == 0 {
-			failed = CauseTrailingData
-			break
-		}
-		call := s.inflight[0]
-		n, kind, err := b.cfg.Dialect.ParseReply(buf[start:], call.Req)
-		if err != nil {
-			if errors.Is(err, codec.ErrIncomplete) {
-				r.need = codec.Needed(err)
-			} else {
-				failed = CauseParsing
-			}
-			break
-		}
-		s.pop()
-		// The read deadline is left as it is: it belongs to an older call,
-		// so it is never later than the new head's. When it fires, expired
-		// re-arms it for the head (or clears it) if nothing is late.
-		var raw []byte
-		switch {
-		case n <= arenaMax:
-			raw, call.arena = s.carve(n)
-			copy(raw, buf[start:start+n])
-		case r.pooled && start == 0:
-			// The reply starts a recycled buffer: it takes the buffer
-			// whole, and recycles it once written (Call.Release). The
-			// bytes after it move out now: once the call completes the
-			// buffer may be reused at any time.
-			raw = buf[:n:n]
-			call.owned = buf
-			r.pooled = false // replace must not recycle it
-			r.replace(readChunk, len(buf)-n)
-			buf, start = r.buf, -n
-		case !taken:
-			raw = buf[start : start+n : start+n]
-			taken = true
-		default:
-			raw = make([]byte, n)
-			copy(raw, buf[start:start+n])
-		}
-		start += n
-		bytes += int64(n)
-		call.Reply = codec.Reply{Raw: raw, Kind: kind}
-		done = append(done, call)
-		if kind == codec.ReplyFatal {
-			// The server misread the stream: nothing behind this reply
-			// can be trusted.
-			failed = CauseParsing
-			break
-		}
-	}
-	var orphans []*Call
-	if failed != 0 {
-		// Dead before the replies go out: their clients may send the
-		// next request at once, and it must not be written on this
-		// socket. The calls behind are answered after them, in order.
-		orphans, _ = s.detach(failed)
-	}
-	c.mu.Unlock()
-
-	if len(done) > 0 {
-		now := time.Now() // the replies of one read arrived together
-		b.stats.OutQueue.Add(-int64(len(done)))
-		b.stats.Responses.Add(int64(len(done)))
-		b.stats.ResponseBytes.Add(bytes)
-		var lat observations
-		for _, call := range done {
-			lat.observe(now.Sub(call.start))
-			switch call.Reply.Kind {
-			case codec.ReplyFailure:
-				b.failed(CauseBadValidate)
-			case codec.ReplyFatal:
-			default:
-				b.succeeded()
-			}
-		}
-		lat.addTo(&b.stats.Latency)
-	}
-	for i, call := range done {
-		call.Done(call)
-		done[i] = nil
-	}
-	s.done = done[:0]
-	if failed != 0 {
-		s.failed(failed, true, orphans)
-	}
-	if dead || failed != 0 {
-		return false
-	}
-	if taken {
-		rest := buf[start:]
-		r.pooled = false // the reply has it; replace must not recycle it
-		r.replace(min(r.need, exactUpTo), len(rest))
-		return true
-	}
-	r.buf = buf[:copy(buf, buf[start:])]
-	return true
-}
-
-// idle reports whether no call is waiting for a reply on s.
-func (s *sock) idle() bool {
-	s.c.mu.Lock()
-	defer s.c.mu.Unlock()
-	return len(s.inflight) == 0
-}
-
-// expired reports whether the oldest in-flight call is past its deadline; if
-// not, it re-arms the read deadline for it.
-func (s *sock) expired() bool {
-	c := s.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(s.inflight) == 0 {
-		s.nc.SetReadDeadline(time.Time{})
-		return false
-	}
-	d := s.inflight[0].deadline
-	if !d.IsZero() && !time.Now().Before(d) {
-		return true
-	}
-	s.nc.SetReadDeadline(d)
-	return false
-}
-
-func isEOF(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 }

@@ -20,7 +20,42 @@
 // Concurrency: all methods of Backend are safe for concurrent use. A Call
 // belongs to the backend from Send until its Done function runs; Done runs
 // exactly once, on a backend goroutine (or on the caller's goroutine when the
-// call fails before it is queued), and must not block.
+// call fails before it is queued), and must not block or call Close.
+//
+// Ownership, per socket slot (redispipe's model: one writer and one reader
+// per socket, a FIFO of pending calls between them):
+//
+//   - Sessions (Send, Batch.Flush) take the slot's queue lock only, to
+//     append to its queue. Nothing else is done under that lock: no
+//     framing, no completion, no socket I/O.
+//   - The writer goroutine owns the queued calls once it has swapped the
+//     queue out, and the slot's current socket: it dials (in a helper
+//     goroutine), fails calls that time out or whose connect failed, and
+//     writes batches. Before writing a batch it hands it to the socket's
+//     reader (sock.handoff, under a lock only the writer, the reader and
+//     a socket's killer take); from then on the calls are the reader's.
+//     It finds out that a socket died from its dead flag, and dials a new
+//     one for the next batch; a dead socket is never written again.
+//   - The reader goroutine owns the in-flight list (taken from the
+//     hand-off when it runs out of calls), the read buffer, the reply
+//     chunks and the ReplyState of the reply at the head. It frames
+//     replies holding no lock, resuming an unfinished reply where the last
+//     read left it, and it is the only goroutine that completes calls
+//     handed to it: with their replies, in order, and when the socket
+//     dies, with the cause, in order.
+//   - Anyone who finds a socket broken (the writer on a write error, the
+//     reader on a read error, a misread or its read deadline, Close) kills
+//     it: marks it dead with the cause, closes it and (but for Close) counts
+//     the failure against the backend. The reader, woken by the close,
+//     fails what is in flight, but only once the writer has left the
+//     system call that may still be reading those calls' request bytes.
+//   - Close fails the queue, kills the current socket, and waits for the
+//     writer and the readers to finish.
+//
+// InQueue counts calls from Send until they are handed to a reader (or
+// failed); OutQueue from the hand-off until they complete. A call moves
+// into OutQueue before it leaves InQueue, so a drain that waits for both
+// to be zero never misses a call under way.
 //
 // backend imports codec only: it frames replies through the dialect and never
 // looks at a protocol's bytes itself.

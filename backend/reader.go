@@ -1,0 +1,301 @@
+package backend
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"time"
+
+	"shardproxy/codec"
+)
+
+const (
+	readChunk   = 16 << 10
+	shrinkAbove = 1 << 20
+	exactUpTo   = 4 << 20 // largest announced reply given its buffer at once
+)
+
+// readLoop reads replies and hands each to the oldest in-flight call. It
+// is the only goroutine that completes calls handed to the socket: when
+// the socket dies, whoever found it broken, it fails the rest in order.
+func (s *sock) readLoop() {
+	r := reader{buf: GetBuffer(readChunk), pooled: true}
+	defer func() {
+		if r.pooled {
+			PutBuffer(r.buf)
+		}
+		s.dropArena()
+		s.failInFlight()
+		s.c.forget(s)
+		s.c.readers.Done()
+	}()
+	for {
+		r.grow()
+		var n int
+		var err error
+		if s.raw != nil {
+			n, err = s.raw.read(r.buf[len(r.buf):cap(r.buf)])
+		} else {
+			n, err = s.nc.Read(r.buf[len(r.buf):cap(r.buf)])
+		}
+		r.buf = r.buf[:len(r.buf)+n]
+		if n > 0 && !s.deliver(&r) {
+			return
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if s.expired() {
+					s.kill(CauseTimeout, true)
+					return
+				}
+				continue
+			}
+			cause := CauseReading
+			if errors.Is(err, net.ErrClosed) {
+				cause = CauseClosed // killed elsewhere, which set the cause
+			} else if isEOF(err) {
+				cause = CauseDisconnected
+			}
+			// A server closing an idle socket (an idle timeout, a restart
+			// between requests) failed no request: it does not count
+			// towards marking the backend bad; the next request redials.
+			count := cause != CauseClosed && !(cause == CauseDisconnected && s.pending.Load() == 0)
+			s.kill(cause, count)
+			return
+		}
+		if len(r.buf) == 0 && cap(r.buf) > shrinkAbove {
+			r.replace(0, 0)
+		}
+	}
+}
+
+// failInFlight answers every call handed to the dead socket with the
+// cause it died of, in order. It first waits for the writer to leave its
+// system call: until then the calls' request bytes may still be read.
+func (s *sock) failInFlight() {
+	s.mu.Lock()
+	for s.writing {
+		s.wrote.Wait()
+	}
+	cause := s.cause
+	h := s.swap() // the last: the writer hands nothing to a dead socket
+	s.mu.Unlock()
+	s.adopt(h)
+	calls := s.inflight
+	b := s.c.b
+	b.stats.Connections.Add(-1)
+	b.stats.OutQueue.Add(-int64(len(calls)))
+	s.pending.Add(-int64(len(calls)))
+	if cause != CauseClosed {
+		b.log.Debug("backend socket failed", "cause", cause.String(), "in_flight", len(calls))
+	}
+	for i, call := range calls {
+		b.finish(call, cause)
+		calls[i] = nil
+	}
+	s.inflight, s.fifo, s.other = nil, nil, nil
+}
+
+// reader is a socket's read buffer. Nothing outside the reader points into
+// buf: a reply that keeps a slice of it (see deliver) takes the buffer,
+// and the reader moves on to a new one.
+type reader struct {
+	buf    []byte
+	need   int  // the length the unfinished reply at buf's start announced
+	pooled bool // buf came from GetBuffer
+}
+
+// grow makes room before a read.
+func (r *reader) grow() {
+	room := cap(r.buf) - len(r.buf)
+	switch {
+	case r.need > cap(r.buf) && (r.need <= exactUpTo || room < readChunk/4):
+		// A big reply: one buffer of its length, read into directly
+		// and handed over whole (see deliver). Past exactUpTo the
+		// buffer grows as the bytes arrive: a reply's header alone
+		// does not commit a gigabyte.
+		n := r.need
+		if n > exactUpTo {
+			n = min(n, 2*cap(r.buf))
+		}
+		r.replace(n, len(r.buf))
+	case r.need <= len(r.buf) && room < readChunk/4:
+		r.replace(2*cap(r.buf), len(r.buf))
+	}
+}
+
+// replace moves the last keep bytes of buf to a new buffer of at least size
+// bytes (readChunk at least). The old one is recycled unless a reply took it.
+// The unfinished reply moves with its bytes: offsets from its start, as
+// the socket's ReplyState keeps them, stay valid.
+func (r *reader) replace(size, keep int) {
+	old, oldPooled := r.buf, r.pooled
+	// Room for what is kept too: a buffer append grew would be a second
+	// allocation, of a size the pools do not take back.
+	r.buf, r.pooled = GetBuffer(max(size, keep, readChunk)), true
+	r.buf = append(r.buf, old[len(old)-keep:]...)
+	if oldPooled {
+		PutBuffer(old)
+	}
+}
+
+// deliver frames every complete reply in r.buf and completes its call. It
+// returns false when the socket is dead.
+//
+// Framing holds no lock: the in-flight list is the reader's own, and the
+// lock it shares with the writer is taken only to take over calls handed
+// to it. The reply at the head is framed from where the last read left
+// it (Dialect.ResumeReply with the socket's ReplyState), so a reply that
+// arrives in many reads costs its length once, not once per read.
+//
+// Small replies are copied out (see carve). The first reply over arenaMax
+// is handed over as a slice of the buffer itself, which it then owns (and
+// recycles, see Call.Release, when it starts the buffer): the bytes after
+// it move to a new buffer.
+func (s *sock) deliver(r *reader) bool {
+	if s.dead.Load() {
+		return false // killed elsewhere: what is in flight fails
+	}
+	b := s.c.b
+	dialect := b.cfg.Dialect
+	buf := r.buf
+	start := 0
+	var (
+		taken  bool  // a reply owns buf
+		failed Cause // why the socket must fail, if it must
+		bytes  int64
+	)
+	r.need = 0
+	done := s.done[:0]
+	for start < len(buf) {
+		if len(s.inflight) == 0 && !s.take() {
+			failed = CauseTrailingData
+			break
+		}
+		call := s.inflight[0]
+		n, kind, err := dialect.ResumeReply(buf[start:], call.Req, &s.st)
+		if err != nil {
+			if errors.Is(err, codec.ErrIncomplete) {
+				r.need = codec.Needed(err)
+			} else {
+				failed = CauseParsing
+			}
+			break
+		}
+		s.st = codec.ReplyState{} // the next reply starts at its first byte
+		s.pop()
+		// The read deadline is left as it is: it belongs to an older call,
+		// so it is never later than the new head's. When it fires, expired
+		// re-arms it for the head (or clears it) if nothing is late.
+		var raw []byte
+		switch {
+		case n <= arenaMax:
+			raw, call.arena = s.carve(n)
+			copy(raw, buf[start:start+n])
+		case r.pooled && start == 0:
+			// The reply starts a recycled buffer: it takes the buffer
+			// whole, and recycles it once written (Call.Release). The
+			// bytes after it move out now: once the call completes the
+			// buffer may be reused at any time.
+			raw = buf[:n:n]
+			call.owned = buf
+			r.pooled = false // replace must not recycle it
+			r.replace(readChunk, len(buf)-n)
+			buf, start = r.buf, -n
+		case !taken:
+			raw = buf[start : start+n : start+n]
+			taken = true
+		default:
+			raw = make([]byte, n)
+			copy(raw, buf[start:start+n])
+		}
+		start += n
+		bytes += int64(n)
+		call.Reply = codec.Reply{Raw: raw, Kind: kind}
+		done = append(done, call)
+		if kind == codec.ReplyFatal {
+			// The server misread the stream: nothing behind this reply
+			// can be trusted.
+			failed = CauseParsing
+			break
+		}
+	}
+	if failed != 0 {
+		// Dead before the replies go out: their clients may send the
+		// next request at once, and it must not be written on this
+		// socket. The calls behind are failed after them, in order.
+		s.kill(failed, true)
+	}
+	s.complete(done, bytes)
+	s.done = done[:0]
+	if failed != 0 {
+		return false
+	}
+	if taken {
+		rest := buf[start:]
+		r.pooled = false // the reply has it; replace must not recycle it
+		r.replace(min(r.need, exactUpTo), len(rest))
+		return true
+	}
+	// The unfinished reply moves to the front; its ReplyState holds.
+	r.buf = buf[:copy(buf, buf[start:])]
+	return true
+}
+
+// complete counts the replies of one read and runs their calls' Done, in
+// order.
+func (s *sock) complete(done []*Call, bytes int64) {
+	if len(done) == 0 {
+		return
+	}
+	b := s.c.b
+	now := time.Now() // the replies of one read arrived together
+	n := int64(len(done))
+	s.pending.Add(-n)
+	b.stats.OutQueue.Add(-n)
+	b.stats.Responses.Add(n)
+	b.stats.ResponseBytes.Add(bytes)
+	var lat observations
+	for _, call := range done {
+		lat.observe(now.Sub(call.start))
+		switch call.Reply.Kind {
+		case codec.ReplyFailure:
+			b.failed(CauseBadValidate)
+		case codec.ReplyFatal:
+		default:
+			b.succeeded()
+		}
+	}
+	lat.addTo(&b.stats.Latency)
+	for i, call := range done {
+		call.Done(call)
+		done[i] = nil
+	}
+}
+
+// expired reports whether the oldest in-flight call is past its deadline; if
+// not, it re-arms the read deadline for it, or clears it when nothing is
+// in flight. Under mu, against the writer arming it (see write).
+func (s *sock) expired() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.inflight) == 0 {
+		s.adopt(s.swap())
+	}
+	if len(s.inflight) == 0 {
+		s.nc.SetReadDeadline(time.Time{})
+		return false
+	}
+	d := s.inflight[0].deadline
+	if !d.IsZero() && !time.Now().Before(d) {
+		return true
+	}
+	s.nc.SetReadDeadline(d)
+	return false
+}
+
+func isEOF(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+}

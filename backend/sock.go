@@ -1,0 +1,195 @@
+package backend
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"shardproxy/codec"
+)
+
+// sock is one TCP or unix socket. Two goroutines use it, each with data
+// of its own: the conn's writer sends batches, and the socket's reader
+// frames replies and completes calls. They share only the hand-off (the
+// calls written and not yet taken by the reader) and the socket's fate,
+// under mu, which no client session ever takes.
+type sock struct {
+	c   *conn
+	nc  net.Conn
+	raw *rawConn // nc's socket, for reads and writes that skip the scheduler; nil for TLS
+
+	// dead is set once, under mu, by whoever finds the socket broken
+	// (kill): nothing more is written on it, and its reader fails the
+	// calls in flight.
+	dead atomic.Bool
+	// pending counts the calls handed to the reader and not yet
+	// completed: added to by the writer under mu, taken from by the
+	// reader. The writer arms the read deadline when it leaves zero.
+	pending atomic.Int64
+
+	mu      sync.Mutex
+	handoff []*Call   // written (or being written), oldest first; not yet taken by the reader
+	writing bool      // the writer is sending calls it handed over
+	wrote   sync.Cond // on mu: writing went false
+	cause   Cause     // why the socket died, once dead
+
+	// The reader goroutine's own; nothing else touches them.
+	inflight []*Call          // taken from handoff, oldest first; a window of fifo
+	fifo     []*Call          // inflight's storage, from its start
+	other    []*Call          // handoff's other storage: the two swap
+	st       codec.ReplyState // how far the reply to inflight[0] is framed
+	arena    *arena           // small replies are carved from it
+	done     []*Call          // deliver's scratch
+}
+
+func newSock(c *conn, nc net.Conn) *sock {
+	s := &sock{c: c, nc: nc, raw: newRawConn(nc)}
+	s.wrote.L = &s.mu
+	return s
+}
+
+// write hands batch to the reader and writes it in one go; false if the
+// socket died first, when nothing was written and the calls are still
+// the writer's. The wire bytes and deadlines are read before the hand-off:
+// from then on the reader may complete the calls, and their owners reuse
+// them. Only the writer calls it.
+func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
+	b := s.c.b
+	var deadline time.Time
+	for _, call := range batch {
+		bufs = append(bufs, call.Req.Wire)
+		if !call.deadline.IsZero() && (deadline.IsZero() || call.deadline.Before(deadline)) {
+			deadline = call.deadline
+		}
+	}
+	first, n := batch[0].deadline, int64(len(batch))
+	s.mu.Lock()
+	if s.dead.Load() {
+		s.mu.Unlock()
+		clear(bufs)
+		return bufs[:0], false
+	}
+	s.handoff = append(s.handoff, batch...)
+	s.writing = true
+	// Into one count before out of the other: a drain never sees both
+	// at zero while these calls are under way.
+	b.stats.OutQueue.Add(n)
+	b.stats.InQueue.Add(-n)
+	if s.pending.Add(n) == n && !first.IsZero() {
+		// The socket was idle: arm the read deadline for the oldest
+		// call. An idle socket may still carry a stale, earlier
+		// deadline: that only costs a spurious wake-up, after which
+		// expired re-arms it. Under mu, so that expired, clearing the
+		// deadline of an idle socket, cannot undo this.
+		s.nc.SetReadDeadline(first)
+	}
+	s.mu.Unlock()
+
+	s.nc.SetWriteDeadline(deadline)
+	var err error
+	if s.raw != nil {
+		err = s.raw.writeAll(bufs)
+	} else {
+		w := bufs // WriteTo consumes its receiver
+		_, err = w.WriteTo(s.nc)
+	}
+	// A reader failing the socket meanwhile waits for this before it
+	// completes any call: the system call may have been reading their
+	// request bytes until now.
+	s.mu.Lock()
+	s.writing = false
+	s.wrote.Broadcast()
+	s.mu.Unlock()
+	if err != nil {
+		cause := CauseWriting
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			cause = CauseTimeout
+		}
+		s.kill(cause, true)
+	}
+	clear(bufs)
+	return bufs[:0], true
+}
+
+// kill marks the socket dead and closes it, the first time: nothing more
+// is written on it, and its reader, woken by the close, fails the calls
+// in flight. It returns the cause the socket died of, the first one
+// given. count says whether the failure counts against the backend's
+// health. Any goroutine may call it; it completes no call.
+func (s *sock) kill(cause Cause, count bool) Cause {
+	s.mu.Lock()
+	if s.dead.Load() {
+		cause = s.cause
+		s.mu.Unlock()
+		return cause
+	}
+	s.cause = cause
+	s.dead.Store(true)
+	s.mu.Unlock()
+	s.nc.Close()
+	if count {
+		s.c.b.failed(cause)
+	}
+	return cause
+}
+
+// take moves the calls handed over since the last take to the end of the
+// in-flight list, and reports whether there were any. Reader only.
+func (s *sock) take() bool {
+	s.mu.Lock()
+	h := s.swap()
+	s.mu.Unlock()
+	return s.adopt(h)
+}
+
+// swap takes the hand-off, leaving the reader's spare storage in its
+// place (under mu).
+func (s *sock) swap() []*Call {
+	h := s.handoff
+	s.handoff, s.other = s.other[:0], nil
+	return h
+}
+
+// adopt appends h, a taken hand-off, to the in-flight list and keeps its
+// storage for the next swap.
+func (s *sock) adopt(h []*Call) bool {
+	s.queue(h)
+	clear(h)
+	s.other = h[:0]
+	return len(h) > 0
+}
+
+// queue appends batch to inflight. The replies pop calls off the front,
+// so inflight moves through fifo; it starts at the front again once it
+// drains, and slides back there when it reaches fifo's end with room at
+// the front. Only a queue longer than any before it allocates: a socket
+// reuses its storage batch after batch.
+func (s *sock) queue(batch []*Call) {
+	q, n := s.inflight, len(s.inflight)+len(batch)
+	if len(q) == 0 {
+		q = s.fifo[:0]
+	} else if n > cap(q) && n <= cap(s.fifo) {
+		all := s.fifo[:cap(s.fifo)]
+		end := cap(s.fifo) - cap(q) + len(q) // where q ends in fifo
+		clear(all[copy(all, q):end])
+		q = all[:len(q)]
+	}
+	before := cap(q)
+	q = append(q, batch...)
+	if cap(q) != before { // new storage, which q starts
+		s.fifo = q[:0]
+	}
+	s.inflight = q
+}
+
+// pop drops the oldest call from inflight.
+func (s *sock) pop() {
+	s.inflight[0] = nil
+	s.inflight = s.inflight[1:]
+	if len(s.inflight) == 0 {
+		s.inflight = s.fifo[:0] // drained: the next batch starts at the front
+	}
+}
