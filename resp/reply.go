@@ -27,24 +27,42 @@ const (
 // bulk string or null array ReplyMiss, anything else ReplyOK. req is not
 // needed: RESP2 replies frame themselves.
 func (*Dialect) ParseReply(buf []byte, _ *codec.Request) (int, codec.ReplyKind, error) {
-	return parseReply(buf)
+	var st codec.ReplyState
+	return parseReply(buf, &st)
 }
 
-// ResumeReply implements codec.Dialect.
+// ResumeReply implements codec.Dialect. An unfinished reply is resumed at
+// the element it stopped in: st.Off is that element's offset, st.Left the
+// elements still to frame (that one included; the flat count covers
+// nested arrays), and st.Index how many bytes of the element's line are
+// known to hold no "\n", so that a long simple string or error cut short
+// is not scanned again. A bulk string cut short is read again from its
+// header line only: its data is skipped by length. st.Kind is not used:
+// a reply resumed past its first line is an array, ReplyOK.
 func (*Dialect) ResumeReply(buf []byte, _ *codec.Request, st *codec.ReplyState) (int, codec.ReplyKind, error) {
-	*st = codec.ReplyState{}
-	return parseReply(buf)
+	return parseReply(buf, st)
 }
 
-func parseReply(buf []byte) (int, codec.ReplyKind, error) {
+// parseReply frames the reply at the start of buf from where st says an
+// earlier call stopped; see ResumeReply.
+func parseReply(buf []byte, st *codec.ReplyState) (int, codec.ReplyKind, error) {
 	kind := codec.ReplyOK
-	pos := 0
-	for pending := int64(1); pending > 0; pending-- {
+	pos, pending, scanned := st.Off, st.Left, st.Index
+	if pending <= 0 || uint(pos) > uint(len(buf)) || scanned < 0 { // the zero state (or none of buf's): the first byte
+		pos, pending, scanned = 0, 1, 0
+	}
+	*st = codec.ReplyState{}
+	for ; pending > 0; pending-- {
 		if pos < len(buf) && !isReplyType(buf[pos]) {
 			return 0, 0, replyErr(ErrReplyType, buf[pos:min(len(buf), pos+64)])
 		}
-		line, next, err := replyLine(buf, pos)
+		line, next, err := replyLine(buf, pos, scanned)
+		scanned = 0
 		if err != nil {
+			if err == codec.ErrIncomplete {
+				// The whole rest of buf is the line's so far.
+				*st = codec.ReplyState{Off: pos, Left: pending, Index: len(buf) - pos}
+			}
 			return 0, 0, err
 		}
 		top := pos == 0
@@ -70,6 +88,7 @@ func parseReply(buf []byte) (int, codec.ReplyKind, error) {
 			default:
 				end := next + int(size)
 				if len(buf) < end+2 {
+					*st = codec.ReplyState{Off: pos, Left: pending}
 					return 0, 0, codec.Incomplete(end + 2)
 				}
 				if buf[end] != '\r' || buf[end+1] != '\n' {
@@ -101,16 +120,20 @@ func isReplyType(c byte) bool {
 }
 
 // replyLine returns the line at buf[pos:] after its type byte, without
-// "\r\n", and the offset after it.
-func replyLine(buf []byte, pos int) (line []byte, next int, err error) {
+// "\r\n", and the offset after it. The first from bytes of the line are
+// known to hold no '\n'.
+func replyLine(buf []byte, pos, from int) (line []byte, next int, err error) {
 	rest := buf[pos:]
-	i := bytes.IndexByte(rest[:min(len(rest), MaxReplyLine+3)], '\n')
+	limit := min(len(rest), MaxReplyLine+3)
+	from = min(from, limit)
+	i := bytes.IndexByte(rest[from:limit], '\n')
 	if i < 0 {
 		if len(rest) > MaxReplyLine+2 {
 			return nil, 0, replyErr(ErrReplyLineTooLong, rest)
 		}
 		return nil, 0, codec.ErrIncomplete
 	}
+	i += from
 	if i < 2 || rest[i-1] != '\r' {
 		return nil, 0, replyErr(ErrReplyLineEnding, rest[:i+1])
 	}
