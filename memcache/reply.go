@@ -2,6 +2,7 @@ package memcache
 
 import (
 	"bytes"
+	"errors"
 
 	"shardproxy/codec"
 )
@@ -21,23 +22,38 @@ const (
 // it). "ERROR", "CLIENT_ERROR ..." and "SERVER_ERROR ..." end any reply as
 // ReplyError.
 func (*Dialect) ParseReply(buf []byte, req *codec.Request) (int, codec.ReplyKind, error) {
+	var st codec.ReplyState
+	return parseReply(buf, req, &st)
+}
+
+// ResumeReply implements codec.Dialect. The reply to a retrieval (get,
+// gets, gat, gats), a VALUE block per hit, is resumed at the block it
+// stopped in: st.Off is that block's offset and st.Index the request's
+// next key to match; the block's line is read again, its data skipped by
+// length. Every other reply is at most one line and one value (a meta
+// reply, a get sent as mg, a quiet reply and its "MN"): it is framed from
+// its start, which reads its lines again, no more than MaxReplyLine bytes
+// each, and skips the value by length.
+func (*Dialect) ResumeReply(buf []byte, req *codec.Request, st *codec.ReplyState) (int, codec.ReplyKind, error) {
+	return parseReply(buf, req, st)
+}
+
+// parseReply frames the reply to req at the start of buf from where st
+// says an earlier call stopped; see ResumeReply.
+func parseReply(buf []byte, req *codec.Request, st *codec.ReplyState) (int, codec.ReplyKind, error) {
+	if req.Mode != codec.ModeRewrite && isRetrieval(req.Cmd) {
+		return parseRetrieval(buf, req.Keys, st)
+	}
+	*st = codec.ReplyState{}
 	switch {
 	case req.Mode == codec.ModeRewrite:
 		return parseMetaGet(buf, req)
-	case isRetrieval(req.Cmd):
-		return parseRetrieval(buf, req.Keys)
 	case isMeta(req.Cmd) && req.Mode == codec.ModeQuiet:
 		return parseQuiet(buf, req.Cmd)
 	case isMeta(req.Cmd):
 		return parseMetaReply(buf, 0, req.Cmd)
 	}
 	return parseLineReply(buf, req.Cmd)
-}
-
-// ResumeReply implements codec.Dialect.
-func (d *Dialect) ResumeReply(buf []byte, req *codec.Request, st *codec.ReplyState) (int, codec.ReplyKind, error) {
-	*st = codec.ReplyState{}
-	return d.ParseReply(buf, req)
 }
 
 // readLine returns the reply line at buf[off:] without its "\r\n" and the
@@ -124,32 +140,37 @@ func parseLineReply(buf []byte, cmd int) (int, codec.ReplyKind, error) {
 	return n, kind, nil
 }
 
-// parseRetrieval frames VALUE blocks up to END.
+// parseRetrieval frames VALUE blocks up to END, from the block at st.Off
+// whose key is keys[st.Index] or a later one (see ResumeReply).
 //
 // The VALUE keys must be the request's keys (when it has them), in order,
 // misses left out: a reply meant for another request (after a stray reply
 // shifted the stream) is a desync, never a hit for the wrong key.
-func parseRetrieval(buf []byte, keys [][]byte) (int, codec.ReplyKind, error) {
-	off, hits, k := 0, 0, 0
+func parseRetrieval(buf []byte, keys [][]byte, st *codec.ReplyState) (int, codec.ReplyKind, error) {
+	off, k := st.Off, st.Index
+	if uint(off) > uint(len(buf)) || uint(k) > uint(len(keys)) { // none of this reply's: start over
+		off, k = 0, 0
+	}
+	*st = codec.ReplyState{}
 	for {
 		if len(keys) > 0 {
 			// The usual block: its line read in one pass.
 			if kk, next, size, ok := valueHeader(buf, off, keys, k); ok {
-				var err error
-				if off, err = skipData(buf, next, size, len("END\r\n")); err != nil {
-					return 0, 0, err
+				end, err := skipData(buf, next, size, len("END\r\n"))
+				if err != nil {
+					return 0, 0, stopAt(st, off, k, err)
 				}
-				k, hits = kk+1, hits+1
+				off, k = end, kk+1
 				continue
 			}
 		}
 		line, next, err := readLine(buf, off)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, stopAt(st, off, k, err)
 		}
 		switch {
 		case string(line) == "END":
-			if hits == 0 {
+			if off == 0 { // no VALUE block before it
 				return next, codec.ReplyMiss, nil
 			}
 			return next, codec.ReplyOK, nil
@@ -162,20 +183,31 @@ func parseRetrieval(buf []byte, keys [][]byte) (int, codec.ReplyKind, error) {
 		if err != nil {
 			return 0, 0, err
 		}
+		kk := k
 		if len(keys) > 0 { // a request the parser made always has keys
-			for k < len(keys) && !bytes.Equal(keys[k], key) {
-				k++
+			for kk < len(keys) && !bytes.Equal(keys[kk], key) {
+				kk++
 			}
-			if k == len(keys) {
+			if kk == len(keys) {
 				return 0, 0, replyErr(ErrUnexpectedReply, line)
 			}
-			k++
+			kk++
 		}
-		if off, err = skipData(buf, next, size, len("END\r\n")); err != nil {
-			return 0, 0, err
+		end, err := skipData(buf, next, size, len("END\r\n"))
+		if err != nil {
+			return 0, 0, stopAt(st, off, k, err)
 		}
-		hits++
+		off, k = end, kk
 	}
+}
+
+// stopAt returns err, and when it says the reply is unfinished records in
+// st that framing resumes at the block at off, matching keys from index k.
+func stopAt(st *codec.ReplyState, off, k int, err error) error {
+	if errors.Is(err, codec.ErrIncomplete) {
+		st.Off, st.Index = off, k
+	}
+	return err
 }
 
 // valueHeader reads the usual VALUE line at buf[off:] in one pass: "VALUE ",
