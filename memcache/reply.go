@@ -156,7 +156,7 @@ func parseRetrieval(buf []byte, keys [][]byte, st *codec.ReplyState) (int, codec
 		if len(keys) > 0 {
 			// The usual block: its line read in one pass.
 			if kk, next, size, ok := valueHeader(buf, off, keys, k); ok {
-				end, err := skipData(buf, next, size, len("END\r\n"))
+				end, err := skipData(buf, off, next, size, len("END\r\n"))
 				if err != nil {
 					return 0, 0, stopAt(st, off, k, err)
 				}
@@ -193,7 +193,7 @@ func parseRetrieval(buf []byte, keys [][]byte, st *codec.ReplyState) (int, codec
 			}
 			kk++
 		}
-		end, err := skipData(buf, next, size, len("END\r\n"))
+		end, err := skipData(buf, off, next, size, len("END\r\n"))
 		if err != nil {
 			return 0, 0, stopAt(st, off, k, err)
 		}
@@ -341,12 +341,21 @@ func parseSize(tok, line []byte) (int, error) {
 	return int(v), nil
 }
 
-// skipData checks that size bytes of data and "\r\n" follow at off and
-// returns the offset after them. trail is how many bytes the reply has at
-// least after them, for the length an incomplete reply announces.
-func skipData(buf []byte, off, size, trail int) (int, error) {
+// skipData checks that size bytes of data and "\r\n" follow at off, in
+// the block (value line and data) that starts at block, and returns the
+// offset after them. trail is how many bytes the reply has at least after
+// them. A block cut short announces the reply's length up to its end
+// (codec.Incomplete) only when it is longer than codec.HintAbove by
+// itself: a big value is on its way, which the reader may make room for
+// at once. A short one in a long multi-get announces nothing: a length a
+// few bytes past the buffer would not help the reader size it, and
+// codec.Incomplete allocates.
+func skipData(buf []byte, block, off, size, trail int) (int, error) {
 	end := off + size + 2
 	if len(buf) < end {
+		if end+trail-block <= codec.HintAbove {
+			return 0, codec.ErrIncomplete
+		}
 		return 0, codec.Incomplete(end + trail)
 	}
 	if buf[end-2] != '\r' || buf[end-1] != '\n' {
@@ -421,7 +430,7 @@ func parseMetaReply(buf []byte, off, cmd int) (int, codec.ReplyKind, error) {
 		if err != nil {
 			return 0, 0, err
 		}
-		if next, err = skipData(buf, next, size, 0); err != nil {
+		if next, err = skipData(buf, off, next, size, 0); err != nil {
 			return 0, 0, err
 		}
 		return next, codec.ReplyOK, nil

@@ -368,3 +368,38 @@ func TestResumeReplyState(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyNeeded checks the length an unfinished reply announces: that
+// of a value block longer than codec.HintAbove by itself, nothing for a
+// short one however far into a long multi-get it is.
+func TestReplyNeeded(t *testing.T) {
+	get, small := multiGet(4000, 8)
+	big, bigReply := multiGet(3, 40000)
+	block := len("VALUE key:0000000 0 40000\r\n") + 40000 + 2
+	tests := []struct {
+		name string
+		req  *codec.Request
+		in   string
+		cut  int
+		want int
+	}{
+		{"big value", big, bigReply, 100, block + len("END\r\n")},
+		{"second big value", big, bigReply, block + 100, 2*block + len("END\r\n")},
+		{"short value far into a multi-get", get, small, 20000, 0},
+		{"big meta value", replyReq(CmdMetaGet, normal), "VA 40000\r\n" + strings.Repeat("v", 40000) + "\r\n", 100, 40012},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, resume := range []bool{false, true} {
+				var st codec.ReplyState
+				if resume { // framed up to where the first call stopped
+					dialect.ResumeReply([]byte(tc.in[:tc.cut/2]), tc.req, &st)
+				}
+				_, _, err := dialect.ResumeReply([]byte(tc.in[:tc.cut]), tc.req, &st)
+				if !errors.Is(err, codec.ErrIncomplete) || codec.Needed(err) != tc.want {
+					t.Fatalf("resumed %v: %v, needs %d; want %d", resume, err, codec.Needed(err), tc.want)
+				}
+			}
+		})
+	}
+}

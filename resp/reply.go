@@ -89,7 +89,7 @@ func parseReply(buf []byte, st *codec.ReplyState) (int, codec.ReplyKind, error) 
 				end := next + int(size)
 				if len(buf) < end+2 {
 					*st = codec.ReplyState{Off: pos, Left: pending}
-					return 0, 0, codec.Incomplete(end + 2)
+					return 0, 0, incomplete(pos, end+2)
 				}
 				if buf[end] != '\r' || buf[end+1] != '\n' {
 					return 0, 0, replyErr(ErrReplyBulkEnding, buf[end:end+2])
@@ -112,6 +112,20 @@ func parseReply(buf []byte, st *codec.ReplyState) (int, codec.ReplyKind, error) 
 		pos = next
 	}
 	return pos, kind, nil
+}
+
+// incomplete is the error for a reply cut short in the bulk string that
+// starts at pos and ends at end. It announces end (codec.Incomplete) only
+// when the bulk string is longer than codec.HintAbove by itself: a big
+// value is on its way, which the reader may make room for at once. A
+// short one in a long array announces nothing: a length a few bytes past
+// the buffer would not help the reader size it, and codec.Incomplete
+// allocates.
+func incomplete(pos, end int) error {
+	if end-pos <= codec.HintAbove {
+		return codec.ErrIncomplete
+	}
+	return codec.Incomplete(end)
 }
 
 // isReplyType reports whether c starts a RESP2 reply.

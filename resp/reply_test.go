@@ -230,3 +230,36 @@ func TestResumeReplyState(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyNeeded checks the length an unfinished reply announces: that
+// of a bulk string longer than codec.HintAbove by itself, nothing for a
+// short one however far into a long array it is.
+func TestReplyNeeded(t *testing.T) {
+	big := "$40000\r\n" + strings.Repeat("b", 40000) + "\r\n"
+	small := strings.Repeat("$8\r\nvalue123\r\n", 2000)
+	tests := []struct {
+		name string
+		in   string
+		cut  int
+		want int
+	}{
+		{"big bulk", big, 100, len(big)},
+		{"bulk of HintAbove bytes in all", "$16374\r\n" + strings.Repeat("b", 16374) + "\r\n", 100, 0},
+		{"short bulk far into an array", "*2000\r\n" + small, 20000, 0},
+		{"big bulk far into an array", "*21\r\n" + small[:20*14] + big, 5 + 20*14 + 100, 5 + 20*14 + len(big)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, resume := range []bool{false, true} {
+				var st codec.ReplyState
+				if resume { // framed up to where the first call stopped
+					dialect.ResumeReply([]byte(tc.in[:tc.cut/2]), nil, &st)
+				}
+				_, _, err := dialect.ResumeReply([]byte(tc.in[:tc.cut]), nil, &st)
+				if !errors.Is(err, codec.ErrIncomplete) || codec.Needed(err) != tc.want {
+					t.Fatalf("resumed %v: %v, needs %d; want %d", resume, err, codec.Needed(err), tc.want)
+				}
+			}
+		})
+	}
+}
