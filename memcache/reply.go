@@ -22,8 +22,17 @@ const (
 // it). "ERROR", "CLIENT_ERROR ..." and "SERVER_ERROR ..." end any reply as
 // ReplyError.
 func (*Dialect) ParseReply(buf []byte, req *codec.Request) (int, codec.ReplyKind, error) {
-	var st codec.ReplyState
-	return parseReply(buf, req, &st)
+	switch {
+	case req.Mode == codec.ModeRewrite:
+		return parseMetaGet(buf, req)
+	case isRetrieval(req.Cmd):
+		return parseRetrieval(buf, req.Keys, 0, 0, nil)
+	case isMeta(req.Cmd) && req.Mode == codec.ModeQuiet:
+		return parseQuiet(buf, req.Cmd)
+	case isMeta(req.Cmd):
+		return parseMetaReply(buf, 0, req.Cmd)
+	}
+	return parseLineReply(buf, req.Cmd)
 }
 
 // ResumeReply implements codec.Dialect. The reply to a retrieval (get,
@@ -34,26 +43,16 @@ func (*Dialect) ParseReply(buf []byte, req *codec.Request) (int, codec.ReplyKind
 // reply, a get sent as mg, a quiet reply and its "MN"): it is framed from
 // its start, which reads its lines again, no more than MaxReplyLine bytes
 // each, and skips the value by length.
-func (*Dialect) ResumeReply(buf []byte, req *codec.Request, st *codec.ReplyState) (int, codec.ReplyKind, error) {
-	return parseReply(buf, req, st)
-}
-
-// parseReply frames the reply to req at the start of buf from where st
-// says an earlier call stopped; see ResumeReply.
-func parseReply(buf []byte, req *codec.Request, st *codec.ReplyState) (int, codec.ReplyKind, error) {
-	if req.Mode != codec.ModeRewrite && isRetrieval(req.Cmd) {
-		return parseRetrieval(buf, req.Keys, st)
-	}
+func (d *Dialect) ResumeReply(buf []byte, req *codec.Request, st *codec.ReplyState) (int, codec.ReplyKind, error) {
+	off, k := st.Off, st.Index
 	*st = codec.ReplyState{}
-	switch {
-	case req.Mode == codec.ModeRewrite:
-		return parseMetaGet(buf, req)
-	case isMeta(req.Cmd) && req.Mode == codec.ModeQuiet:
-		return parseQuiet(buf, req.Cmd)
-	case isMeta(req.Cmd):
-		return parseMetaReply(buf, 0, req.Cmd)
+	if req.Mode == codec.ModeRewrite || !isRetrieval(req.Cmd) {
+		return d.ParseReply(buf, req)
 	}
-	return parseLineReply(buf, req.Cmd)
+	if uint(off) > uint(len(buf)) || uint(k) > uint(len(req.Keys)) { // none of this reply's: start over
+		off, k = 0, 0
+	}
+	return parseRetrieval(buf, req.Keys, off, k, st)
 }
 
 // readLine returns the reply line at buf[off:] without its "\r\n" and the
@@ -140,18 +139,14 @@ func parseLineReply(buf []byte, cmd int) (int, codec.ReplyKind, error) {
 	return n, kind, nil
 }
 
-// parseRetrieval frames VALUE blocks up to END, from the block at st.Off
-// whose key is keys[st.Index] or a later one (see ResumeReply).
+// parseRetrieval frames VALUE blocks up to END, from the block at off
+// whose key is keys[k] or a later one. When the reply is cut short it
+// records in st, unless st is nil (ParseReply), where to resume.
 //
 // The VALUE keys must be the request's keys (when it has them), in order,
 // misses left out: a reply meant for another request (after a stray reply
 // shifted the stream) is a desync, never a hit for the wrong key.
-func parseRetrieval(buf []byte, keys [][]byte, st *codec.ReplyState) (int, codec.ReplyKind, error) {
-	off, k := st.Off, st.Index
-	if uint(off) > uint(len(buf)) || uint(k) > uint(len(keys)) { // none of this reply's: start over
-		off, k = 0, 0
-	}
-	*st = codec.ReplyState{}
+func parseRetrieval(buf []byte, keys [][]byte, off, k int, st *codec.ReplyState) (int, codec.ReplyKind, error) {
 	for {
 		if len(keys) > 0 {
 			// The usual block: its line read in one pass.
@@ -204,7 +199,7 @@ func parseRetrieval(buf []byte, keys [][]byte, st *codec.ReplyState) (int, codec
 // stopAt returns err, and when it says the reply is unfinished records in
 // st that framing resumes at the block at off, matching keys from index k.
 func stopAt(st *codec.ReplyState, off, k int, err error) error {
-	if errors.Is(err, codec.ErrIncomplete) {
+	if st != nil && errors.Is(err, codec.ErrIncomplete) {
 		st.Off, st.Index = off, k
 	}
 	return err

@@ -67,8 +67,8 @@
 // error (the sentinels in errors.go): the backend stream is out of step.
 // ResumeReply frames a reply that arrives in pieces in linear time: it
 // resumes at the element it stopped in, counting the elements still to
-// read as ParseReply does, and examines again at most that element's
-// header line, never bulk data or the part of a line already scanned.
+// read as ParseReply does, and examines again only that element's line,
+// never bulk data (a long line cut short is read twice in all).
 //
 // # Concurrency and ownership
 //
