@@ -42,6 +42,31 @@ func BenchmarkParseReplyMultiValue(b *testing.B) {
 	codectest.BenchReply(b, dialect, req, append(raw, "END\r\n"...))
 }
 
+// resumeGet returns a get of n keys and its reply, a short value for
+// every key: 39 bytes a block.
+func resumeGet(n int) (*codec.Request, []byte) {
+	req := replyReq(CmdGet, codec.ModeNormal)
+	var reply []byte
+	for i := range n {
+		key := fmt.Sprintf("key:%07d", i)
+		req.Keys = append(req.Keys, []byte(key))
+		reply = fmt.Appendf(reply, "VALUE %s 0 8\r\nvalue123\r\n", key)
+	}
+	return req, append(reply, "END\r\n"...)
+}
+
+// BenchmarkResumeReply frames the reply to a 10k- and a 100k-key get
+// arriving in 16 KiB reads (resumed after each) and at once: the time per
+// key must not grow with the reply.
+func BenchmarkResumeReply(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		req, reply := resumeGet(n)
+		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
+			codectest.BenchResume(b, dialect, req, reply, n)
+		})
+	}
+}
+
 // BenchmarkParseGetAsMeta parses a get that server_protocol meta sends as mg.
 func BenchmarkParseGetAsMeta(b *testing.B) {
 	p := dialect.NewRequestParser(codec.Options{MetaGets: true})
@@ -197,5 +222,15 @@ func TestZeroAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("AppendReply allocates %.1f times", allocs)
+	}
+	getReq, long := resumeGet(100_000)
+	var st codec.ReplyState
+	allocs = testing.AllocsPerRun(5, func() {
+		if n, _, err := codectest.ResumeInReads(dialect, getReq, long, &st); err != nil || n != len(long) {
+			t.Fatalf("%d of %d bytes: %v", n, len(long), err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("ResumeReply of a %d-byte multi-get reply in %d-byte reads allocates %.1f times", len(long), codectest.ReadSize, allocs)
 	}
 }

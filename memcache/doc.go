@@ -37,7 +37,11 @@
 // without a value, NOT_FOUND, EN, NF as ReplyMiss; ERROR, CLIENT_ERROR and
 // SERVER_ERROR as ReplyError. Anything else, a line over MaxReplyLine or a
 // value over MaxReplyValue is an error (the sentinels in errors.go): the
-// backend stream is out of step.
+// backend stream is out of step. ResumeReply frames a multi-get's reply
+// that arrives in pieces in linear time: it resumes at the VALUE block it
+// stopped in, with the next key to match, and reads again only that
+// block's line. Other replies, one value at most, are framed again from
+// their first line; values are always skipped by length.
 //
 // # Concurrency and ownership
 //

@@ -195,6 +195,14 @@ func FuzzReply(f *testing.F) {
 			req.Mode = codec.ModeQuiet
 		}
 		valueAt(data, 0, []byte("k")) // any bytes: it must not panic
+		// In pieces, resumed, the reply frames as at once; a retrieval's
+		// also with the keys its VALUE lines name, and keys missed between.
+		codectest.CheckResumeSplits(t, dialect, req, data)
+		if isRetrieval(req.Cmd) {
+			keyed := *req
+			keyed.Keys = valueKeys(data)
+			codectest.CheckResumeSplits(t, dialect, &keyed, data)
+		}
 		n, kind, ok := codectest.CheckReply(t, dialect, req, data, "memcache: ")
 		if !ok {
 			return
@@ -228,6 +236,7 @@ func FuzzMetaGetReply(f *testing.F) {
 		if err != nil || req.Mode != codec.ModeRewrite {
 			t.Fatalf("%q: %v, mode %s", in, err, modeNames[req.Mode])
 		}
+		codectest.CheckResumeSplits(t, dialect, req, data)
 		n, kind, ok := codectest.CheckReply(t, dialect, req, data, "memcache: ")
 		if !ok {
 			return
@@ -247,6 +256,26 @@ func FuzzMetaGetReply(f *testing.F) {
 			t.Fatalf("hit %q shows %q", data[:n], shown)
 		}
 	})
+}
+
+// valueKeys returns the keys that the "VALUE " lines in data name, each
+// after a key that misses: the keys of a get that data may answer.
+func valueKeys(data []byte) [][]byte {
+	var keys [][]byte
+	for rest := data; ; {
+		_, after, ok := bytes.Cut(rest, []byte("VALUE "))
+		if !ok {
+			return keys
+		}
+		end := bytes.IndexAny(after, " \r\n")
+		if end < 0 {
+			end = len(after)
+		}
+		if end > 0 {
+			keys = append(keys, []byte("miss"), after[:end])
+		}
+		rest = after[end:]
+	}
 }
 
 // checkValueWalk checks that Merge's block walk agrees with ParseReply.

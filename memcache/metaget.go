@@ -75,7 +75,7 @@ func parseMetaGet(buf []byte, req *codec.Request) (int, codec.ReplyKind, error) 
 	if !hit {
 		return next, codec.ReplyMiss, nil
 	}
-	if next, err = skipData(buf, next, v.size, 0); err != nil {
+	if next, err = skipData(buf, 0, next, v.size, 0); err != nil {
 		return 0, 0, err
 	}
 	return next, codec.ReplyOK, nil

@@ -2,6 +2,7 @@ package memcache
 
 import (
 	"bytes"
+	"errors"
 
 	"shardproxy/codec"
 )
@@ -25,7 +26,7 @@ func (*Dialect) ParseReply(buf []byte, req *codec.Request) (int, codec.ReplyKind
 	case req.Mode == codec.ModeRewrite:
 		return parseMetaGet(buf, req)
 	case isRetrieval(req.Cmd):
-		return parseRetrieval(buf, req.Keys)
+		return parseRetrieval(buf, req.Keys, 0, 0, nil)
 	case isMeta(req.Cmd) && req.Mode == codec.ModeQuiet:
 		return parseQuiet(buf, req.Cmd)
 	case isMeta(req.Cmd):
@@ -34,10 +35,24 @@ func (*Dialect) ParseReply(buf []byte, req *codec.Request) (int, codec.ReplyKind
 	return parseLineReply(buf, req.Cmd)
 }
 
-// ResumeReply implements codec.Dialect.
+// ResumeReply implements codec.Dialect. The reply to a retrieval (get,
+// gets, gat, gats), a VALUE block per hit, is resumed at the block it
+// stopped in: st.Off is that block's offset and st.Index the request's
+// next key to match; the block's line is read again, its data skipped by
+// length. Every other reply is at most one line and one value (a meta
+// reply, a get sent as mg, a quiet reply and its "MN"): it is framed from
+// its start, which reads its lines again, no more than MaxReplyLine bytes
+// each, and skips the value by length.
 func (d *Dialect) ResumeReply(buf []byte, req *codec.Request, st *codec.ReplyState) (int, codec.ReplyKind, error) {
+	off, k := st.Off, st.Index
 	*st = codec.ReplyState{}
-	return d.ParseReply(buf, req)
+	if req.Mode == codec.ModeRewrite || !isRetrieval(req.Cmd) {
+		return d.ParseReply(buf, req)
+	}
+	if uint(off) > uint(len(buf)) || uint(k) > uint(len(req.Keys)) { // none of this reply's: start over
+		off, k = 0, 0
+	}
+	return parseRetrieval(buf, req.Keys, off, k, st)
 }
 
 // readLine returns the reply line at buf[off:] without its "\r\n" and the
@@ -124,32 +139,33 @@ func parseLineReply(buf []byte, cmd int) (int, codec.ReplyKind, error) {
 	return n, kind, nil
 }
 
-// parseRetrieval frames VALUE blocks up to END.
+// parseRetrieval frames VALUE blocks up to END, from the block at off
+// whose key is keys[k] or a later one. When the reply is cut short it
+// records in st, unless st is nil (ParseReply), where to resume.
 //
 // The VALUE keys must be the request's keys (when it has them), in order,
 // misses left out: a reply meant for another request (after a stray reply
 // shifted the stream) is a desync, never a hit for the wrong key.
-func parseRetrieval(buf []byte, keys [][]byte) (int, codec.ReplyKind, error) {
-	off, hits, k := 0, 0, 0
+func parseRetrieval(buf []byte, keys [][]byte, off, k int, st *codec.ReplyState) (int, codec.ReplyKind, error) {
 	for {
 		if len(keys) > 0 {
 			// The usual block: its line read in one pass.
 			if kk, next, size, ok := valueHeader(buf, off, keys, k); ok {
-				var err error
-				if off, err = skipData(buf, next, size, len("END\r\n")); err != nil {
-					return 0, 0, err
+				end, err := skipData(buf, off, next, size, len("END\r\n"))
+				if err != nil {
+					return 0, 0, stopAt(st, off, k, err)
 				}
-				k, hits = kk+1, hits+1
+				off, k = end, kk+1
 				continue
 			}
 		}
 		line, next, err := readLine(buf, off)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, stopAt(st, off, k, err)
 		}
 		switch {
 		case string(line) == "END":
-			if hits == 0 {
+			if off == 0 { // no VALUE block before it
 				return next, codec.ReplyMiss, nil
 			}
 			return next, codec.ReplyOK, nil
@@ -162,20 +178,31 @@ func parseRetrieval(buf []byte, keys [][]byte) (int, codec.ReplyKind, error) {
 		if err != nil {
 			return 0, 0, err
 		}
+		kk := k
 		if len(keys) > 0 { // a request the parser made always has keys
-			for k < len(keys) && !bytes.Equal(keys[k], key) {
-				k++
+			for kk < len(keys) && !bytes.Equal(keys[kk], key) {
+				kk++
 			}
-			if k == len(keys) {
+			if kk == len(keys) {
 				return 0, 0, replyErr(ErrUnexpectedReply, line)
 			}
-			k++
+			kk++
 		}
-		if off, err = skipData(buf, next, size, len("END\r\n")); err != nil {
-			return 0, 0, err
+		end, err := skipData(buf, off, next, size, len("END\r\n"))
+		if err != nil {
+			return 0, 0, stopAt(st, off, k, err)
 		}
-		hits++
+		off, k = end, kk
 	}
+}
+
+// stopAt returns err, and when it says the reply is unfinished records in
+// st that framing resumes at the block at off, matching keys from index k.
+func stopAt(st *codec.ReplyState, off, k int, err error) error {
+	if st != nil && errors.Is(err, codec.ErrIncomplete) {
+		st.Off, st.Index = off, k
+	}
+	return err
 }
 
 // valueHeader reads the usual VALUE line at buf[off:] in one pass: "VALUE ",
@@ -309,12 +336,21 @@ func parseSize(tok, line []byte) (int, error) {
 	return int(v), nil
 }
 
-// skipData checks that size bytes of data and "\r\n" follow at off and
-// returns the offset after them. trail is how many bytes the reply has at
-// least after them, for the length an incomplete reply announces.
-func skipData(buf []byte, off, size, trail int) (int, error) {
+// skipData checks that size bytes of data and "\r\n" follow at off, in
+// the block (value line and data) that starts at block, and returns the
+// offset after them. trail is how many bytes the reply has at least after
+// them. A block cut short announces the reply's length up to its end
+// (codec.Incomplete) only when it is longer than codec.HintAbove by
+// itself: a big value is on its way, which the reader may make room for
+// at once. A short one in a long multi-get announces nothing: a length a
+// few bytes past the buffer would not help the reader size it, and
+// codec.Incomplete allocates.
+func skipData(buf []byte, block, off, size, trail int) (int, error) {
 	end := off + size + 2
 	if len(buf) < end {
+		if end+trail-block <= codec.HintAbove {
+			return 0, codec.ErrIncomplete
+		}
 		return 0, codec.Incomplete(end + trail)
 	}
 	if buf[end-2] != '\r' || buf[end-1] != '\n' {
@@ -389,7 +425,7 @@ func parseMetaReply(buf []byte, off, cmd int) (int, codec.ReplyKind, error) {
 		if err != nil {
 			return 0, 0, err
 		}
-		if next, err = skipData(buf, next, size, 0); err != nil {
+		if next, err = skipData(buf, off, next, size, 0); err != nil {
 			return 0, 0, err
 		}
 		return next, codec.ReplyOK, nil

@@ -65,6 +65,10 @@
 // and null arrays as ReplyMiss, everything else as ReplyOK. A malformed
 // reply, a line over MaxReplyLine or a bulk string over MaxReplyBulk is an
 // error (the sentinels in errors.go): the backend stream is out of step.
+// ResumeReply frames a reply that arrives in pieces in linear time: it
+// resumes at the element it stopped in, counting the elements still to
+// read as ParseReply does, and examines again only that element's line,
+// never bulk data (a long line cut short is read twice in all).
 //
 // # Concurrency and ownership
 //

@@ -237,7 +237,10 @@ func FuzzReply(f *testing.F) {
 			f.Add([]byte(r.in))
 		}
 	}
+	f.Add([]byte("*20\r\n" + strings.Repeat("$3\r\nabc\r\n", 19) + "*2\r\n+" + strings.Repeat("s", 100) + "\r\n:1\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// In pieces, resumed, the reply frames as at once.
+		codectest.CheckResumeSplits(t, dialect, nil, data)
 		n, kind, ok := codectest.CheckReply(t, dialect, nil, data, "resp: ")
 		if !ok {
 			return

@@ -27,24 +27,48 @@ const (
 // bulk string or null array ReplyMiss, anything else ReplyOK. req is not
 // needed: RESP2 replies frame themselves.
 func (*Dialect) ParseReply(buf []byte, _ *codec.Request) (int, codec.ReplyKind, error) {
-	return parseReply(buf)
+	return parseReply(buf, 0, 1, nil)
 }
 
-// ResumeReply implements codec.Dialect.
+// ResumeReply implements codec.Dialect. An unfinished reply is resumed at
+// the element it stopped in: st.Off is that element's offset, st.Left the
+// elements still to frame (that one included; the flat count covers
+// nested arrays), and st.Index how many bytes of the element's line are
+// known to hold no "\n". A bulk string cut short is read again from its
+// header line only: its data is skipped by length. A long simple string
+// or error cut short (a line may be 1 MiB) is searched for its end from
+// where the last call stopped, and read once more whole when it ends.
+// st.Kind is not used: a reply resumed past its first line is an array,
+// ReplyOK.
 func (*Dialect) ResumeReply(buf []byte, _ *codec.Request, st *codec.ReplyState) (int, codec.ReplyKind, error) {
+	pos, pending, scanned := 0, int64(1), 0
+	if st.Left > 0 && uint(st.Off) <= uint(len(buf)) && st.Index >= 0 { // else the zero state, or none of buf's
+		pos, pending, scanned = st.Off, st.Left, st.Index
+	}
 	*st = codec.ReplyState{}
-	return parseReply(buf)
+	if scanned > 0 && lineCut(buf, pos, scanned) {
+		*st = codec.ReplyState{Off: pos, Left: pending, Index: len(buf) - pos}
+		return 0, 0, codec.ErrIncomplete
+	}
+	return parseReply(buf, pos, pending, st)
 }
 
-func parseReply(buf []byte) (int, codec.ReplyKind, error) {
+// parseReply frames the reply at the start of buf from the element at pos,
+// with pending elements (that one included) left to frame. When the reply
+// is cut short it records in st, unless st is nil (ParseReply), where to
+// resume.
+func parseReply(buf []byte, pos int, pending int64, st *codec.ReplyState) (int, codec.ReplyKind, error) {
 	kind := codec.ReplyOK
-	pos := 0
-	for pending := int64(1); pending > 0; pending-- {
+	for ; pending > 0; pending-- {
 		if pos < len(buf) && !isReplyType(buf[pos]) {
 			return 0, 0, replyErr(ErrReplyType, buf[pos:min(len(buf), pos+64)])
 		}
 		line, next, err := replyLine(buf, pos)
 		if err != nil {
+			if err == codec.ErrIncomplete && st != nil {
+				// The whole rest of buf is the line's so far.
+				*st = codec.ReplyState{Off: pos, Left: pending, Index: len(buf) - pos}
+			}
 			return 0, 0, err
 		}
 		top := pos == 0
@@ -70,7 +94,10 @@ func parseReply(buf []byte) (int, codec.ReplyKind, error) {
 			default:
 				end := next + int(size)
 				if len(buf) < end+2 {
-					return 0, 0, codec.Incomplete(end + 2)
+					if st != nil {
+						*st = codec.ReplyState{Off: pos, Left: pending}
+					}
+					return 0, 0, incomplete(pos, end+2)
 				}
 				if buf[end] != '\r' || buf[end+1] != '\n' {
 					return 0, 0, replyErr(ErrReplyBulkEnding, buf[end:end+2])
@@ -95,6 +122,20 @@ func parseReply(buf []byte) (int, codec.ReplyKind, error) {
 	return pos, kind, nil
 }
 
+// incomplete is the error for a reply cut short in the bulk string that
+// starts at pos and ends at end. It announces end (codec.Incomplete) only
+// when the bulk string is longer than codec.HintAbove by itself: a big
+// value is on its way, which the reader may make room for at once. A
+// short one in a long array announces nothing: a length a few bytes past
+// the buffer would not help the reader size it, and codec.Incomplete
+// allocates.
+func incomplete(pos, end int) error {
+	if end-pos <= codec.HintAbove {
+		return codec.ErrIncomplete
+	}
+	return codec.Incomplete(end)
+}
+
 // isReplyType reports whether c starts a RESP2 reply.
 func isReplyType(c byte) bool {
 	return c == '+' || c == '-' || c == ':' || c == '$' || c == '*'
@@ -115,6 +156,16 @@ func replyLine(buf []byte, pos int) (line []byte, next int, err error) {
 		return nil, 0, replyErr(ErrReplyLineEnding, rest[:i+1])
 	}
 	return rest[1 : i-1], pos + i + 1, nil
+}
+
+// lineCut reports whether the line at buf[pos:], whose first scanned
+// bytes hold no '\n', is still cut short and within MaxReplyLine. Kept
+// out of replyLine: a start offset there costs ParseReply a tenth of its
+// time per array element.
+func lineCut(buf []byte, pos, scanned int) bool {
+	rest := buf[pos:]
+	limit := min(len(rest), MaxReplyLine+3)
+	return len(rest) <= MaxReplyLine+2 && bytes.IndexByte(rest[min(scanned, limit):limit], '\n') < 0
 }
 
 // errorKind classifies an error reply by its code, the first word.

@@ -2,6 +2,8 @@ package resp
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -58,29 +60,31 @@ func TestParseReply(t *testing.T) {
 	}
 }
 
+// invalidReplies are malformed replies and the errors they get.
+var invalidReplies = []struct {
+	name string
+	in   string
+	err  error
+}{
+	{"unknown type", "?x\r\n", ErrReplyType},
+	{"RESP3 map", "%1\r\n+a\r\n+b\r\n", ErrReplyType},
+	{"nested unknown type", "*1\r\n!x\r\n", ErrReplyType},
+	{"bare LF", "+OK\n", ErrReplyLineEnding},
+	{"type then LF", "+\n", ErrReplyLineEnding},
+	{"integer not a number", ":x\r\n", ErrReplyInteger},
+	{"integer empty", ":\r\n", ErrReplyInteger},
+	{"integer leading zero", ":01\r\n", ErrReplyInteger},
+	{"bulk length not a number", "$x\r\n", ErrReplyLength},
+	{"bulk length -2", "$-2\r\n", ErrReplyLength},
+	{"bulk length over the limit", "$1073741825\r\n", ErrReplyLength},
+	{"bulk without CRLF", "$3\r\nfooXY", ErrReplyBulkEnding},
+	{"array count not a number", "*x\r\n", ErrReplyLength},
+	{"array count -2", "*-2\r\n", ErrReplyLength},
+	{"line too long", "+" + strings.Repeat("x", MaxReplyLine+2), ErrReplyLineTooLong},
+}
+
 func TestParseReplyErrors(t *testing.T) {
-	tests := []struct {
-		name string
-		in   string
-		err  error
-	}{
-		{"unknown type", "?x\r\n", ErrReplyType},
-		{"RESP3 map", "%1\r\n+a\r\n+b\r\n", ErrReplyType},
-		{"nested unknown type", "*1\r\n!x\r\n", ErrReplyType},
-		{"bare LF", "+OK\n", ErrReplyLineEnding},
-		{"type then LF", "+\n", ErrReplyLineEnding},
-		{"integer not a number", ":x\r\n", ErrReplyInteger},
-		{"integer empty", ":\r\n", ErrReplyInteger},
-		{"integer leading zero", ":01\r\n", ErrReplyInteger},
-		{"bulk length not a number", "$x\r\n", ErrReplyLength},
-		{"bulk length -2", "$-2\r\n", ErrReplyLength},
-		{"bulk length over the limit", "$1073741825\r\n", ErrReplyLength},
-		{"bulk without CRLF", "$3\r\nfooXY", ErrReplyBulkEnding},
-		{"array count not a number", "*x\r\n", ErrReplyLength},
-		{"array count -2", "*-2\r\n", ErrReplyLength},
-		{"line too long", "+" + strings.Repeat("x", MaxReplyLine+2), ErrReplyLineTooLong},
-	}
-	for _, tc := range tests {
+	for _, tc := range invalidReplies {
 		t.Run(tc.name, func(t *testing.T) {
 			n, _, err := dialect.ParseReply([]byte(tc.in), nil)
 			if !errors.Is(err, tc.err) || n != 0 {
@@ -140,5 +144,122 @@ func TestHandshake(t *testing.T) {
 		if _, kind, err := dialect.ParseReply([]byte(ok), nil); err != nil || kind != codec.ReplyOK {
 			t.Errorf("handshake reply %q: %s %v", ok, kindNames[kind], err)
 		}
+	}
+}
+
+// longReplies are replies that arrive in many reads: framing them again
+// from their first byte at each read is quadratic.
+var longReplies = []struct {
+	name string
+	in   string
+}{
+	{"long array", "*2000\r\n" + strings.Repeat("$3\r\nabc\r\n", 2000)},
+	{"long nested arrays", "*3\r\n*500\r\n" + strings.Repeat(":1\r\n", 500) + "*0\r\n*2\r\n*300\r\n" + strings.Repeat("$-1\r\n", 300) + "+OK\r\n"},
+	{"big bulks", "*3\r\n$40000\r\n" + strings.Repeat("b", 40000) + "\r\n:1\r\n$20000\r\n" + strings.Repeat("c", 20000) + "\r\n"},
+	{"long error", "-ERR " + strings.Repeat("x", 100<<10) + "\r\n"},
+	{"long simple string in an array", "*2\r\n+" + strings.Repeat("s", 50<<10) + "\r\n:1\r\n"},
+}
+
+// TestResumeReply feeds every reply of this file and of replies.txt to
+// ResumeReply in pieces, a byte at a time and in random sizes, followed
+// by nothing or by the next reply: every answer is ParseReply's.
+func TestResumeReply(t *testing.T) {
+	type replyCase struct{ name, in string }
+	var cases []replyCase
+	for _, r := range validReplies {
+		cases = append(cases, replyCase{r.name, r.in}, replyCase{r.name + " then more", r.in + "+NEXT\r\n"})
+	}
+	for _, r := range invalidReplies {
+		cases = append(cases, replyCase{r.name, r.in})
+	}
+	_, inputs := codectest.ReadCases(t, "replies.txt")
+	for i, in := range inputs {
+		cases = append(cases, replyCase{fmt.Sprintf("replies.txt %d", i+1), in})
+	}
+	for _, r := range longReplies {
+		cases = append(cases, replyCase{r.name, r.in}, replyCase{r.name + " then more", r.in + "*1\r\n:2\r\n"})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			data := []byte(tc.in)
+			if len(data) <= 64<<10 {
+				codectest.CheckResume(t, dialect, nil, data, codectest.ByteCuts(len(data)))
+			}
+			rng := rand.New(rand.NewPCG(uint64(len(data)), 1))
+			for _, most := range []int{2, 16, 1024, 16 << 10} {
+				codectest.CheckResume(t, dialect, nil, data, codectest.RandomCuts(len(data), most, rng))
+			}
+		})
+	}
+}
+
+// TestResumeReplyState checks where ResumeReply stops: at the element cut
+// short, with the elements left and the top level's kind, and within a
+// long line past the bytes it has looked at.
+func TestResumeReplyState(t *testing.T) {
+	array := "*2\r\n$3\r\nabc\r\n*2\r\n:1\r\n$5\r\nhello\r\n"
+	line := "*2\r\n+" + strings.Repeat("s", 1000)
+	tests := []struct {
+		name string
+		in   string
+		want codec.ReplyState
+	}{
+		{"nothing", "", codec.ReplyState{Off: 0, Left: 1}},
+		{"header cut", "*3\r", codec.ReplyState{Off: 0, Left: 1, Index: 3}},
+		{"first element cut", array[:9], codec.ReplyState{Off: 4, Left: 2}},
+		{"nested header whole", array[:17], codec.ReplyState{Off: 17, Left: 2}},
+		{"bulk header cut", array[:24], codec.ReplyState{Off: 21, Left: 1, Index: 3}},
+		{"last byte missing", array[:len(array)-1], codec.ReplyState{Off: 21, Left: 1}},
+		{"null array then cut", "*-1", codec.ReplyState{Off: 0, Left: 1, Index: 3}},
+		{"long line", line, codec.ReplyState{Off: 4, Left: 2, Index: len(line) - 4}},
+		{"top-level error line", "-ERR x", codec.ReplyState{Off: 0, Left: 1, Index: 6}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var st codec.ReplyState
+			n, _, err := dialect.ResumeReply([]byte(tc.in), nil, &st)
+			if !errors.Is(err, codec.ErrIncomplete) || n != 0 || st != tc.want {
+				t.Fatalf("%q: %d, %v, state %+v; want incomplete, state %+v", tc.in, n, err, st, tc.want)
+			}
+		})
+	}
+	// A state that does not belong to buf (longer than it) is not trusted.
+	for _, st := range []codec.ReplyState{{Off: 100, Left: 5}, {Off: -1, Left: 1}, {Left: 1, Index: -1}} {
+		if n, kind, err := dialect.ResumeReply([]byte("$-1\r\n"), nil, &st); n != 5 || kind != codec.ReplyMiss || err != nil || st != (codec.ReplyState{}) {
+			t.Fatalf("with a foreign state: %d, %s, %v, state %+v", n, kindNames[kind], err, st)
+		}
+	}
+}
+
+// TestReplyNeeded checks the length an unfinished reply announces: that
+// of a bulk string longer than codec.HintAbove by itself, nothing for a
+// short one however far into a long array it is.
+func TestReplyNeeded(t *testing.T) {
+	big := "$40000\r\n" + strings.Repeat("b", 40000) + "\r\n"
+	small := strings.Repeat("$8\r\nvalue123\r\n", 2000)
+	tests := []struct {
+		name string
+		in   string
+		cut  int
+		want int
+	}{
+		{"big bulk", big, 100, len(big)},
+		{"bulk of HintAbove bytes in all", "$16374\r\n" + strings.Repeat("b", 16374) + "\r\n", 100, 0},
+		{"short bulk far into an array", "*2000\r\n" + small, 20000, 0},
+		{"big bulk far into an array", "*21\r\n" + small[:20*14] + big, 5 + 20*14 + 100, 5 + 20*14 + len(big)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, resume := range []bool{false, true} {
+				var st codec.ReplyState
+				if resume { // framed up to where the first call stopped
+					dialect.ResumeReply([]byte(tc.in[:tc.cut/2]), nil, &st)
+				}
+				_, _, err := dialect.ResumeReply([]byte(tc.in[:tc.cut]), nil, &st)
+				if !errors.Is(err, codec.ErrIncomplete) || codec.Needed(err) != tc.want {
+					t.Fatalf("resumed %v: %v, needs %d; want %d", resume, err, codec.Needed(err), tc.want)
+				}
+			}
+		})
 	}
 }

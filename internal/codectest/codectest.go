@@ -161,6 +161,55 @@ func BenchReply(b *testing.B, d codec.Dialect, req *codec.Request, in []byte) {
 	}
 }
 
+// ReadSize is how many bytes a backend reader gets per read in
+// ResumeInReads: its buffer's smallest size.
+const ReadSize = 16 << 10
+
+// ResumeInReads frames reply to req as a backend reader does that gets it
+// ReadSize bytes per read: ResumeReply after each read, with st (its
+// socket's, zeroed first), until the reply is framed or rejected. The
+// buffer is reply, sliced longer at each read. It returns ResumeReply's
+// last answer.
+func ResumeInReads(d codec.Dialect, req *codec.Request, reply []byte, st *codec.ReplyState) (int, codec.ReplyKind, error) {
+	*st = codec.ReplyState{}
+	for c := min(ReadSize, len(reply)); ; c = min(c+ReadSize, len(reply)) {
+		n, kind, err := d.ResumeReply(reply[:c], req, st)
+		if !errors.Is(err, codec.ErrIncomplete) || c == len(reply) {
+			return n, kind, err
+		}
+	}
+}
+
+// BenchResume measures framing reply to req, a reply of elements array
+// elements or VALUE blocks, in ReadSize reads (chunked, ResumeInReads)
+// and at once (one-pass, ParseReply), and reports the time per element.
+func BenchResume(b *testing.B, d codec.Dialect, req *codec.Request, reply []byte, elements int) {
+	if n, _, err := d.ParseReply(reply, req); err != nil || n != len(reply) {
+		b.Fatalf("the reply frames as %d of %d bytes: %v", n, len(reply), err)
+	}
+	var st codec.ReplyState // a socket's: passed to an interface, it lives on the heap
+	bench := func(name string, frame func() error) {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(reply)))
+			for b.Loop() {
+				if err := frame(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(elements), "ns/element")
+		})
+	}
+	bench("chunked", func() error {
+		_, _, err := ResumeInReads(d, req, reply, &st)
+		return err
+	})
+	bench("one-pass", func() error {
+		_, _, err := d.ParseReply(reply, req)
+		return err
+	})
+}
+
 // Parse runs a fresh parser of d with options o over in.
 func Parse(t testing.TB, d codec.Dialect, o codec.Options, in string) (*codec.Request, int, error) {
 	t.Helper()
