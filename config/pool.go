@@ -163,14 +163,38 @@ type kind interface {
 	provision(p *Pool)
 }
 
-// kind returns the pool's kind: a redis_cluster pool (redis_cluster: true,
+// Kind names what a pool is, and so what answers its requests.
+type Kind string
+
+// The kinds of pool.
+const (
+	// KindSharded is twemproxy's pool: keys sharded over servers.
+	KindSharded Kind = "sharded"
+	// KindCluster is a Redis Cluster (redis_cluster: true).
+	KindCluster Kind = "redis_cluster"
+	// KindLua is routed by a route file (lua: file).
+	KindLua Kind = "lua"
+)
+
+// Kind returns the pool's kind: a redis_cluster pool (redis_cluster: true,
 // even with a lua key, which it refuses), else a Lua pool (a lua key), else
-// a native sharded pool.
-func (pp *poolParser) kind() kind {
+// a sharded pool.
+func (p *Pool) Kind() Kind {
 	switch {
-	case pp.p.RedisCluster:
+	case p.RedisCluster:
+		return KindCluster
+	case p.Lua != "" || p.set["lua"]:
+		return KindLua
+	}
+	return KindSharded
+}
+
+// kind returns the rules of the pool's kind (Pool.Kind).
+func (pp *poolParser) kind() kind {
+	switch pp.p.Kind() {
+	case KindCluster:
 		return clusterKind{}
-	case pp.has("lua"):
+	case KindLua:
 		return luaKind{}
 	}
 	return nativeKind{}

@@ -247,3 +247,26 @@ func TestPoolKindErrorOrder(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestPoolKind: Kind names the pool's kind from its keys, for parsed pools
+// and pools built in Go alike.
+func TestPoolKind(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		p    *Pool
+		want Kind
+	}{
+		{"sharded", mustParse(t, pool("")).Pools[0], KindSharded},
+		{"lua", mustParse(t, "p:\n  listen: 127.0.0.1:0\n  lua: routes.lua\n").Pools[0], KindLua},
+		{"cluster", mustParse(t, "p:\n  listen: 127.0.0.1:0\n  redis: true\n  redis_cluster: true\n  servers:\n    - 127.0.0.1:7000:1\n").Pools[0], KindCluster},
+		{"built lua", &Pool{Lua: "r.lua"}, KindLua},
+		{"built cluster", &Pool{RedisCluster: true}, KindCluster},
+		{"built sharded", &Pool{}, KindSharded},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.p.Kind(); got != tt.want {
+				t.Errorf("Kind() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

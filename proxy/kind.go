@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"crypto/tls"
+	"fmt"
 
 	"shardproxy/backend"
 	"shardproxy/codec"
@@ -11,12 +12,10 @@ import (
 
 // poolKind is one way of answering a pool's requests: each kind builds its
 // own router from the pool's configuration, in its own file, and says what
-// the "pool listening" line shows of it. Adding a kind is adding a row.
+// the "pool listening" line shows of it. config decides which kind a pool
+// is (config.Pool.Kind) and validates each kind's keys; adding a kind is a
+// config.Kind and a row here.
 type poolKind struct {
-	name string
-	// is reports whether pc is of this kind; the first kind that says so
-	// builds the pool.
-	is func(pc *config.Pool) bool
 	// build makes the pool's router.
 	build func(k *kindEnv) (route.Router, error)
 	// describe returns what the "pool listening" line says of the pool,
@@ -24,25 +23,20 @@ type poolKind struct {
 	describe func(p *pool) []any
 }
 
-// poolKinds are the kinds in the order they are tried; the native sharded
-// pool takes what the others do not.
-var poolKinds = []*poolKind{
-	{name: "lua", is: func(pc *config.Pool) bool { return pc.Lua != "" },
-		build: newLuaRouter, describe: describeLua},
-	{name: "redis_cluster", is: func(pc *config.Pool) bool { return pc.RedisCluster },
-		build: newClusterRouter, describe: describeCluster},
-	{name: "sharded", is: func(*config.Pool) bool { return true },
-		build: newShardRouter, describe: describeShard},
+// poolKinds are the kinds by config.Kind.
+var poolKinds = map[config.Kind]*poolKind{
+	config.KindSharded: {build: newShardRouter, describe: describeShard},
+	config.KindCluster: {build: newClusterRouter, describe: describeCluster},
+	config.KindLua:     {build: newLuaRouter, describe: describeLua},
 }
 
 // kindOf returns pc's kind.
-func kindOf(pc *config.Pool) *poolKind {
-	for _, k := range poolKinds {
-		if k.is(pc) {
-			return k
-		}
+func kindOf(pc *config.Pool) (*poolKind, error) {
+	k, ok := poolKinds[pc.Kind()]
+	if !ok {
+		return nil, fmt.Errorf("proxy: pool %q: kind %q is not supported by this build", pc.Name, pc.Kind())
 	}
-	panic("proxy: no pool kind takes pool " + pc.Name) // the last one takes all
+	return k, nil
 }
 
 // kindEnv is what a kind's build is given.

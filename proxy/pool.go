@@ -85,11 +85,15 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 	if !ok {
 		return nil, fmt.Errorf("proxy: pool %q: protocol %q is not supported by this build", pc.Name, dialectName(pc))
 	}
+	kind, err := kindOf(pc)
+	if err != nil {
+		return nil, err
+	}
 	p := &pool{
 		cfg:     pc,
 		src:     cfg,
 		srv:     srv,
-		kind:    kindOf(pc),
+		kind:    kind,
 		dialect: d,
 		lease:   lease,
 		log:     srv.log.With("pool", pc.Name),
@@ -106,7 +110,6 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 	if old != nil {
 		p.stats = old.stats // counters are cumulative across reloads
 	}
-	var err error
 	if p.tls, err = listenTLS(cfg, pc); err != nil {
 		return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
 	}
