@@ -37,9 +37,6 @@ func AppendStats(dst []byte, st proxy.Stats, source string) []byte {
 		e.num("server_ejects", p.ServerEjects)
 		e.num("forward_error", p.ForwardError)
 		e.num("fragments", p.Fragments)
-		for _, r := range p.Router { // shardproxy's: a cluster's or Lua route's counters
-			e.num(r.Name, r.Value)
-		}
 		for _, s := range p.Servers {
 			e.server(s)
 		}
