@@ -134,8 +134,8 @@ func (w *worker) sendDirect(fn *glua.LFunction, req *codec.Request, hint uint32,
 	if be == nil {
 		return false
 	}
+	w.remember(req, p) // before the send: once sent, req may be answered and reused
 	w.r.sendFast(be, req, hint, c, bytes)
-	w.remember(req, p)
 	return true
 }
 
