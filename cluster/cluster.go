@@ -12,6 +12,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/route"
 )
 
 // ReadFrom says which nodes serve read-only commands.
@@ -113,12 +114,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Completer receives the reply to a routed request.
-type Completer interface {
-	// Complete hands over the bytes the client sees; out may be reused
-	// after Complete returns.
-	Complete(out []byte)
-}
+// Completer receives the reply to a routed request: route's one
+// completion contract.
+type Completer = route.Completion
 
 // Cluster routes Redis requests over a Redis Cluster by its slot map. All
 // methods are safe for concurrent use.

@@ -14,6 +14,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/route"
 )
 
 // Defaults of the Router's limits.
@@ -106,13 +107,10 @@ const (
 	mcFailureLimit   = 3
 )
 
-// Completion receives the reply to a routed request.
-type Completion interface {
-	// Complete hands over the bytes the client sees; out may be reused
-	// after Complete returns. It is called from a backend's goroutine or
-	// with a Lua state held, so it must not block.
-	Complete(out []byte)
-}
+// Completion receives the reply to a routed request: route's one
+// completion contract. Complete is called from a backend's goroutine or
+// with a Lua state held, so it must not block.
+type Completion = route.Completion
 
 // Router routes a pool's requests through a route file's handlers.
 type Router struct {

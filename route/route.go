@@ -47,6 +47,17 @@ type Router interface {
 	Close()
 }
 
+// Completion receives the client's reply to a request a router answered
+// with bytes of its own; an Exchange is one. Routers below proxy (lua,
+// cluster) take it so that they need not know the Exchange.
+type Completion interface {
+	// Complete hands over the bytes the client sees; out may be reused
+	// after Complete returns. It must not block.
+	Complete(out []byte)
+}
+
+var _ Completion = (*Exchange)(nil)
+
 // StatKind says how a Stat's value behaves.
 type StatKind uint8
 

@@ -44,8 +44,10 @@ var layers = map[string]rule{
 	// route is the Router contract every way of answering a pool's
 	// requests implements, and the Exchange a session hands them.
 	"route":   {parts: []string{"codec", "backend"}},
-	"cluster": {parts: []string{"codec", "resp", "backend", "sharding"}}, // sharding: CRC16 for slots
-	"lua": {parts: []string{"codec", "sharding", "backend", "cluster"},
+	// cluster and lua: route for its one completion contract;
+	// sharding: CRC16 for slots.
+	"cluster": {parts: []string{"codec", "resp", "backend", "sharding", "route"}},
+	"lua": {parts: []string{"codec", "sharding", "backend", "cluster", "route"},
 		external: []string{"github.com/yuin/gopher-lua"}},
 	"config": {parts: []string{"sharding", "codec"}, external: []string{"gopkg.in/yaml.v3"}},
 	"proxy": {parts: []string{"codec", "memcache", "resp", "sharding", "cluster", "backend",
