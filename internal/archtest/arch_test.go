@@ -43,7 +43,7 @@ var layers = map[string]rule{
 	"backend":  {parts: []string{"codec"}},
 	// route is the Router contract every way of answering a pool's
 	// requests implements, and the Exchange a session hands them.
-	"route":   {parts: []string{"codec", "backend"}},
+	"route": {parts: []string{"codec", "backend"}},
 	// cluster and lua: route for its one completion contract;
 	// sharding: CRC16 for slots.
 	"cluster": {parts: []string{"codec", "resp", "backend", "sharding", "route"}},
