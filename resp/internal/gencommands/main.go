@@ -7,7 +7,7 @@
 // classes.go does not decide on, so a new Redis version cannot slip a
 // command past the proxy's key extraction.
 //
-// Run it with go generate ./resp/ (see resp/gen.go).
+// Run it with go generate ./resp/ (the go:generate line is in resp/command.go).
 package main
 
 import (
