@@ -26,6 +26,7 @@ const (
 	notHere    = "is not available in shardproxy route files"
 	noSuchName = "does not exist"
 	routesOnly = "can only be called from mcp_config_routes"
+	inRoutelib = "belongs to memcached's routelib, which shardproxy does not support yet"
 )
 
 // recentReads is how many absent names a state remembers.
@@ -96,6 +97,18 @@ var (
 	}
 )
 
+// routelibGlobals are the functions memcached's route library (routelib,
+// memcached-proxylibs) defines for its config files, which call them at
+// their top level: `pools{...}`, `routes{ default = route_direct{...} }`.
+var routelibGlobals = map[string]bool{
+	"settings": true, "pools": true, "routes": true, "cmdmap": true,
+	"local_zone": true, "local_zone_from_env": true, "local_zone_from_file": true,
+	"verbose": true, "verbosity": true, "register_route_handlers": true,
+	"route_direct": true, "route_allfastest": true, "route_allsync": true,
+	"route_failover": true, "route_zfailover": true, "route_split": true,
+	"route_ttl": true, "route_null": true, "route_ratelim": true, "route_random": true,
+}
+
 // absentRead is an absent name a script read.
 type absentRead struct {
 	L    *glua.LState    // the thread that read it
@@ -130,6 +143,9 @@ func watchAbsent(L *glua.LState) *absentReads {
 	a.globals = a.watch(L, globals, func(name string) (absentRead, bool) {
 		if s, ok := sandboxAbsent[name]; ok {
 			return absentRead{name: name, why: s.why, kind: s.kind}, true
+		}
+		if routelibGlobals[name] {
+			return absentRead{name: name, why: inRoutelib, kind: kindFunc}, true
 		}
 		return absentRead{name: name}, true
 	})

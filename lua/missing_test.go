@@ -56,6 +56,9 @@ func TestUnsupportedNames(t *testing.T) {
 			"lua: routes.lua:1: loading: io is not available in shardproxy route files"},
 		{"os.execute", "os.execute('true')\n" + okPools + okRoutes,
 			"lua: routes.lua:1: loading: os.execute is not available in shardproxy route files"},
+		{"routelib config", "pools{\n  main = { backends = { \"127.0.0.1:11211\" } }\n}\n" +
+			"routes{\n  default = route_direct{ child = \"main\" }\n}\n",
+			"lua: routes.lua:1: loading: pools belongs to memcached's routelib, which shardproxy does not support yet"},
 		{"undefined global", "setup()\n" + okPools + okRoutes,
 			"lua: routes.lua:1: loading: attempt to call a nil value (global 'setup')"},
 		{"nil local keeps gopher-lua's error", "local f\nf()\n" + okPools + okRoutes,
