@@ -35,6 +35,7 @@ const (
 func (r *Router) configure() (glua.LValue, error) {
 	L := newState(r.log)
 	defer L.Close()
+	reads := watchAbsent(L)
 	cancel := setContext(L)
 	defer cancel()
 	d := r.cfg.Defaults
@@ -52,6 +53,7 @@ func (r *Router) configure() (glua.LValue, error) {
 	cs.beMT = L.NewTypeMetatable(typeBackend)
 	cs.poolMT = L.NewTypeMetatable(typePool)
 	mcp := r.newMCP(L, cs.functions())
+	reads.watchMCP(L, mcp, true)
 	cs.distObjs = map[string]glua.LValue{}
 	for name := range distributions {
 		cs.distObjs[name] = mcp.RawGetString(name)

@@ -19,6 +19,26 @@
 // the file and the line, and the proxy does not start (or, on reload, keeps
 // the old configuration).
 //
+// A call of what memcached's proxy has and shardproxy lacks (the V2 API:
+// mcp.funcgen_new, mcp.router_new, mcp.register_cron, mcp.ratelim_tbf, ...;
+// mcp.internal; the request methods raw_line, token_int, ...) or of what the
+// sandbox removes (os.execute; and, while the file loads, dofile, require,
+// io) raises an error naming it as written, at the line of the call:
+// "mcp.funcgen_new is not supported by shardproxy yet", "r:raw_line is not
+// supported by shardproxy yet", "io is not available in shardproxy route
+// files". While the file loads, a config file of memcached's routelib gets
+// "pools belongs to memcached's routelib, which shardproxy does not support
+// yet" and an undefined global "attempt to call a nil value (global
+// 'NAME')"; a name of mcp that memcached lacks too is "mcp.NAME does not
+// exist". Reading such a name still gives nil, so a file that tests
+// `if mcp.funcgen_new then` takes its other branch; a constant read as a
+// value (mcp.WAIT_ANY, mcp.internal_handler) is nil and fails only where it
+// is used, with that function's own error. (The mcp, os and method tables,
+// and the globals while the file loads, get an __index metamethod that
+// notes absent names read, and nil a metatable whose __call and __index
+// name the one read on the caller's line; reads of present names never
+// reach them.)
+//
 // Config stage: mcp.backend(label, host, port) and the table form with
 // label, host, port, connecttimeout, retrytimeout (retrywaittime),
 // readtimeout (seconds, fractions allowed), failurelimit, tcpkeepalive,

@@ -83,13 +83,16 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 			L.Close()
 		}
 	}()
+	reads := watchAbsent(L)
 	w.reqMT = w.typeMetatable(typeRequest, w.requestMethods())
 	w.resMT = w.typeMetatable(typeResponse, responseMethods)
+	reads.watchMethods(L, w.reqMT.RawGetString("__index").(*glua.LTable), "request", requestAbsent)
+	reads.watchMethods(L, w.resMT.RawGetString("__index").(*glua.LTable), "response", responseAbsent)
 	w.proxyMT = L.NewTypeMetatable(typePoolProxy)
 	w.proxyCall = L.NewFunction(w.poolCall)
 	w.proxyMT.RawSetString("__call", w.proxyCall)
 	w.direct = map[*glua.LFunction]direct{}
-	r.newMCP(L, w.functions())
+	reads.watchMCP(L, r.newMCP(L, w.functions()), false)
 	w.countNesting()
 	mk, err := L.LoadString(runnerSource)
 	if err != nil {
@@ -112,6 +115,7 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 	if w.hooks.count == 0 {
 		return nil, &ConfigError{File: file, Msg: "mcp_config_routes attached no handler (call mcp.attach)"}
 	}
+	reads.sealGlobals(L)
 	ok = true
 	go w.loop()
 	return w, nil

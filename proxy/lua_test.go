@@ -311,6 +311,53 @@ func TestLuaReload(t *testing.T) {
 	}
 }
 
+// TestLuaReloadUnsupported checks that a reload with a route file written
+// for memcached's V2 API is refused with the function, the file and the
+// line in the error and the log, and that the running routes keep
+// answering.
+func TestLuaReloadUnsupported(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "routes.lua")
+	write := func(src string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("function mcp_config_pools() return {} end\n" +
+		"function mcp_config_routes(p)\n  mcp.attach(mcp.CMD_MG, function(r) return \"HD v1\\r\\n\" end)\nend\n")
+	yaml := fmt.Sprintf("lp:\n  listen: 127.0.0.1:%d\n  lua: %s\n", testserver.FreePort(t), file)
+	srv, logs := startLoggedProxy(t, yaml, "test.yml")
+	addr := srv.Addr("lp").String()
+	c := dial(t, addr)
+	if got := c.do("mg k\r\n"); got != "HD v1\r\n" {
+		t.Fatalf("first routes: %q", got)
+	}
+	write("function mcp_config_pools() return {} end\n" +
+		"function mcp_config_routes(p)\n" +
+		"  local fg = mcp.funcgen_new()\n" + // line 3
+		"  mcp.attach(mcp.CMD_MG, fg)\nend\n")
+	cfg, err := config.Parse([]byte(yaml), "test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = srv.Reload(cfg)
+	want := fmt.Sprintf(`proxy: pool "lp": lua: %s:3: mcp_config_routes: mcp.funcgen_new is not supported by shardproxy yet`, file)
+	var ce *lua.ConfigError
+	if !errors.As(err, &ce) || ce.File != file || ce.Line != 3 || err.Error() != want {
+		t.Fatalf("reload: got  %v\nwant %s", err, want)
+	}
+	if !strings.Contains(logs.String(), "mcp.funcgen_new is not supported by shardproxy yet") ||
+		!strings.Contains(logs.String(), fmt.Sprintf("%s:3:", file)) {
+		t.Errorf("the log lacks the error:\n%s", logs)
+	}
+	if got := c.do("mg k\r\n"); got != "HD v1\r\n" {
+		t.Errorf("after the refused reload, on the same connection: %q", got)
+	}
+	if got := dial(t, addr).do("mg k\r\n"); got != "HD v1\r\n" {
+		t.Errorf("after the refused reload, on a new connection: %q", got)
+	}
+}
+
 // TestLuaPoolYAMLDefaultsSet: a key the file sets is the script's default
 // even when its value is the YAML default: server_failure_limit: 2 marks a
 // backend bad after two failures, where memcached's own default is three.

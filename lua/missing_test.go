@@ -1,0 +1,151 @@
+package lua_test
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"shardproxy/lua"
+)
+
+// TestUnsupportedNames checks that a route file calling what shardproxy
+// lacks (memcached's V2 API, the files a route file may load) is refused
+// naming it, with the file and the line of the call.
+func TestUnsupportedNames(t *testing.T) {
+	routesWith := func(body string) string {
+		return okPools + "function mcp_config_routes(p)\n" + body + "\nend\n" // body from line 5
+	}
+	poolsWith := func(body string) string {
+		return "function mcp_config_pools()\n" + body + "\n  return {}\nend\n" + okRoutes // body from line 2
+	}
+	for _, tc := range []struct {
+		name string
+		src  string
+		want string // the whole error text
+	}{
+		{"funcgen_new at the top level", "-- a V2 route file\nlocal fg = mcp.funcgen_new()\n" + okPools + okRoutes,
+			"lua: routes.lua:2: loading: mcp.funcgen_new is not supported by shardproxy yet"},
+		{"funcgen_new in mcp_config_routes", routesWith("  local fg = mcp.funcgen_new()\n  fg:ready({ n = 'x', f = function(rctx) end })"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.funcgen_new is not supported by shardproxy yet"},
+		{"funcgen_new in mcp_config_pools", poolsWith("  local fg = mcp.funcgen_new()"),
+			"lua: routes.lua:2: mcp_config_pools: mcp.funcgen_new is not supported by shardproxy yet"},
+		{"register_cron", poolsWith("  mcp.register_cron('refresh', {\n    every = 60,\n    func = function() end,\n  })"),
+			"lua: routes.lua:2: mcp_config_pools: mcp.register_cron is not supported by shardproxy yet"},
+		{"ratelim_global_tbf", poolsWith("  local lim = mcp.ratelim_global_tbf({ limit = 10, fillrate = 5, tickrate = 10 })"),
+			"lua: routes.lua:2: mcp_config_pools: mcp.ratelim_global_tbf is not supported by shardproxy yet"},
+		{"dofile", "dofile(\"x.lua\")\n" + okPools + okRoutes,
+			"lua: routes.lua:1: loading: dofile is not supported by shardproxy yet"},
+		{"require", "local lib = require(\"x\")\n" + okPools + okRoutes,
+			"lua: routes.lua:1: loading: require is not supported by shardproxy yet"},
+		{"dofile in mcp_config_pools", poolsWith("  dofile('mode.lua')"),
+			"lua: routes.lua:2: mcp_config_pools: dofile is not supported by shardproxy yet"},
+		{"the call, not the argument", routesWith("  mcp.attach(mcp.CMD_ANY_STORAGE,\n    mcp.router_new({ map = { a = mcp.funcgen_new() } }))"),
+			"lua: routes.lua:7: mcp_config_routes: mcp.funcgen_new is not supported by shardproxy yet"},
+		{"a constant argument", routesWith("  local r = mcp.router_new({ mode = 'anchor', wait = mcp.WAIT_ANY })"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.router_new is not supported by shardproxy yet"},
+		{"tail call", routesWith("  return mcp.funcgen_new()"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.funcgen_new is not supported by shardproxy yet"},
+		{"table indexed", "local who = mcp.start_arg.name\n" + okPools + okRoutes,
+			"lua: routes.lua:1: loading: mcp.start_arg is not supported by shardproxy yet"},
+		{"unknown mcp name", "mcp.funcgen_neww()\n" + okPools + okRoutes,
+			"lua: routes.lua:1: loading: mcp.funcgen_neww does not exist"},
+		{"route function at the config stage", poolsWith("  mcp.attach(mcp.CMD_GET, function(r) end)"),
+			"lua: routes.lua:2: mcp_config_pools: mcp.attach can only be called from mcp_config_routes"},
+		{"io", "io.write('hello')\n" + okPools + okRoutes,
+			"lua: routes.lua:1: loading: io is not available in shardproxy route files"},
+		{"os.execute", "os.execute('true')\n" + okPools + okRoutes,
+			"lua: routes.lua:1: loading: os.execute is not available in shardproxy route files"},
+		{"routelib config", "pools{\n  main = { backends = { \"127.0.0.1:11211\" } }\n}\n" +
+			"routes{\n  default = route_direct{ child = \"main\" }\n}\n",
+			"lua: routes.lua:1: loading: pools belongs to memcached's routelib, which shardproxy does not support yet"},
+		{"undefined global", "setup()\n" + okPools + okRoutes,
+			"lua: routes.lua:1: loading: attempt to call a nil value (global 'setup')"},
+		{"nil local keeps gopher-lua's error", "local f\nf()\n" + okPools + okRoutes,
+			"lua: routes.lua:2: loading: attempt to call a non-function object"},
+		{"nil field keeps gopher-lua's error", "local t = {}\nlocal x = t.a.b\n" + okPools + okRoutes,
+			"lua: routes.lua:2: loading: attempt to index a non-table object(nil) with key 'b'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, tc.src)
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			var ce *lua.ConfigError
+			if !errors.As(err, &ce) || ce.File != "routes.lua" {
+				t.Errorf("not a *ConfigError for routes.lua: %#v", err)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("got  %s\nwant %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestUnsupportedNamesRead checks that reading an absent name is still
+// nil, so a file that tests for memcached's V2 API (or for a global) takes
+// its other branch and loads.
+func TestUnsupportedNamesRead(t *testing.T) {
+	r, err := load(t, `
+local gen = "v1"
+if mcp.funcgen_new then
+  gen = "v2"
+  local fg = mcp.funcgen_new()
+end
+if mcp.start_arg or mcp.WAIT_ANY or mcp.frobnicate or dofile or io then gen = "?" end
+if pcall(mcp.router_new, {}) then gen = "?" end
+function mcp_config_pools()
+  if mcp.register_cron then mcp.register_cron("x", {}) end
+  return {}
+end
+function mcp_config_routes(p)
+  if undefined_global ~= nil then gen = "?" end
+  mcp.attach(mcp.CMD_MG, function(r)
+    if mcp.funcgen_new or DEBUG then return "HD v2\r\n" end
+    return "HD " .. gen .. "\r\n"
+  end)
+end
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := route(t, r, memcacheDialect(t), "mg k\r\n"); got != "HD v1\r\n" {
+		t.Errorf("got %q, want HD v1", got)
+	}
+}
+
+// TestUnsupportedNamesInHandler checks that a handler calling what
+// shardproxy lacks answers "lua failure" and the log names it.
+func TestUnsupportedNamesInHandler(t *testing.T) {
+	src := okPools + `
+function mcp_config_routes(p)
+  mcp.attach(mcp.CMD_MG, function(r) return mcp.internal(r) end)
+  mcp.attach(mcp.CMD_MD, function(req) return p.main(req:raw_line()) end)
+  mcp.attach(mcp.CMD_MA, function(r)
+    local res = p.main(r)
+    return res:raw_string()
+  end)
+end
+`
+	logs := &logBuffer{}
+	d := memcacheDialect(t)
+	r, err := lua.New(lua.Config{Path: "routes.lua", Source: []byte(src), Dialect: d, Workers: 1,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, tc := range []struct{ req, log string }{
+		{"mg k\r\n", `err="routes.lua:7: mcp.internal is not supported by shardproxy yet"`},
+		{"md k\r\n", `err="routes.lua:8: req:raw_line is not supported by shardproxy yet"`},
+		// The backend is not there: p.main(r) answers an error response.
+		{"ma k\r\n", `err="routes.lua:11: res:raw_string is not supported by shardproxy yet"`},
+	} {
+		if got := route(t, r, d, tc.req); got != "SERVER_ERROR lua failure\r\n" {
+			t.Errorf("%q: got %q", tc.req, got)
+		}
+		if !strings.Contains(logs.String(), tc.log) {
+			t.Errorf("%q: the log lacks %s:\n%s", tc.req, tc.log, logs)
+		}
+	}
+}
