@@ -89,7 +89,7 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 	w.proxyCall = L.NewFunction(w.poolCall)
 	w.proxyMT.RawSetString("__call", w.proxyCall)
 	w.direct = map[*glua.LFunction]direct{}
-	r.newMCP(L, w.functions())
+	w.registerV2(r.newMCP(L, w.functions()))
 	w.countNesting()
 	mk, err := L.LoadString(runnerSource)
 	if err != nil {
@@ -199,6 +199,9 @@ func (w *worker) functions() map[string]glua.LGFunction {
 func (w *worker) attach(L *glua.LState) int {
 	cmd := L.Get(1)
 	fn, ok := L.Get(2).(*glua.LFunction)
+	if !ok {
+		fn, ok = w.attachV2(L, L.Get(2)) // a ready function generator or router
+	}
 	if !ok {
 		L.RaiseError("Must pass a function to mcp.attach")
 	}
