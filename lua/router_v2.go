@@ -14,7 +14,8 @@ import (
 // set), so mcp.attach takes it like any generator.
 //
 // Key matching, as memcached's mcp_funcgen_route:
-//   - mode "prefix" (the default): the route key is what comes before the
+//   - mode "prefix" (the default, "/" as stop; as in memcached, start and
+//     stop are read only when mode is given): the route key is what comes before the
 //     first occurrence of stop ("/" by default) in the key;
 //   - mode "anchor": the key must begin with start, and the route key is
 //     what follows start, up to the first stop after it (start and stop
