@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shardproxy/internal/testserver"
 )
 
 // The V2 API (function generators, request contexts, routers) end to end:
@@ -443,5 +445,42 @@ end`, nil, "")
 		if got := c.do(tc.req); got != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
 		}
+	}
+}
+
+// The V2 objects work on a Redis pool too: a prefix router over two
+// servers, commands by name in a command map.
+func TestV2Redis(t *testing.T) {
+	rs := []*testserver.Server{testserver.StartRedis(t), testserver.StartRedis(t)}
+	addr, _ := luaRoutes(t, `
+function mcp_config_pools()
+  return { a = mcp.pool({ mcp.backend("a", "127.0.0.1", {{A}}) }), b = mcp.pool({ mcp.backend("b", "127.0.0.1", {{B}}) }) }
+end
+local function direct(pool)
+  local fg = mcp.funcgen_new()
+  local h = fg:new_handle(pool)
+  fg:ready({ f = function(rctx) return function(r) return rctx:enqueue_and_wait(r, h) end end })
+  return fg
+end
+function mcp_config_routes(p)
+  local ro = mcp.funcgen_new()
+  ro:ready({ f = function() return function() return "-ERR read only\r\n" end end })
+  mcp.attach(mcp.CMD_ANY_STORAGE, mcp.router_new({
+    map = { a = direct(p.a), b = { [mcp.CMD_GET] = direct(p.b), [mcp.CMD_SET] = ro } },
+    mode = "prefix", stop = ":", default = direct(p.a),
+  }))
+end`, map[string]int{"A": rs[0].Port, "B": rs[1].Port}, "  redis: true\n")
+	c := dialRESP(t, addr)
+	if got := c.do("SET", "a:1", "x"); got != "+OK" {
+		t.Errorf("set a:1: %q", got)
+	}
+	if got := c.do("SET", "b:1", "y"); got != "-ERR read only" {
+		t.Errorf("set b:1: %q", got)
+	}
+	if got := c.do("GET", "b:1"); got != "$-1" {
+		t.Errorf("get b:1: %q", got)
+	}
+	if got := c.do("GET", "a:1"); got != "$1 x" {
+		t.Errorf("get a:1: %q", got)
 	}
 }
