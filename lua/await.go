@@ -25,6 +25,9 @@ type call struct {
 	elapsed time.Duration
 	doneFn  func(*backend.Call)
 	phase   atomic.Uint32 // see callSent
+	rc      *rctx         // V2: the request context whose slot this call fills (rctx.go)
+	handle  int           // V2: the slot; timerHandle for a wait's timer
+	gen     uint64        // V2 timer: the wait it belongs to
 }
 
 // Phases of a call, as Done finds it.
@@ -80,7 +83,7 @@ func (w *worker) newCall() *call {
 
 func (w *worker) putCall(c *call) {
 	c.Call = backend.Call{}
-	c.aw, c.be = nil, nil
+	c.aw, c.be, c.rc = nil, nil, nil
 	if len(w.callFree) < 4096 {
 		w.callFree = append(w.callFree, c)
 	}
@@ -109,11 +112,17 @@ func (w *worker) putAwait(aw *await) {
 // send sends req to be for aw.
 func (w *worker) send(aw *await, be *beRef, req *codec.Request, hint uint32, first bool) {
 	c := w.newCall()
-	c.aw, c.be, c.first = aw, be, first
+	c.aw, c.first = aw, first
+	aw.pending++
+	w.sendCall(c, be, req, hint)
+}
+
+// sendCall sends req to be as c; its reply comes back to reply.
+func (w *worker) sendCall(c *call, be *beRef, req *codec.Request, hint uint32) {
+	c.be = be
 	c.Req = req
 	c.Done = c.doneFn
 	c.sent = time.Now()
-	aw.pending++
 	c.phase.Store(callSending)
 	be.send(&c.Call, hint)
 	if !c.phase.CompareAndSwap(callSending, callSent) {
@@ -275,6 +284,10 @@ func (w *worker) awaitFunc(logErr bool) glua.LGFunction {
 // reply handles a completed call: it counts the response towards its
 // await and resumes the waiting coroutine when the await is satisfied.
 func (w *worker) reply(c *call) {
+	if c.rc != nil {
+		w.rctxReply(c)
+		return
+	}
 	aw := c.aw
 	aw.pending--
 	if t := aw.t; t != nil && t.fast {

@@ -121,6 +121,27 @@ const (
 	awaitBackground
 )
 
+// Wait modes of the V2 request context (enum mcp_rqueue_e) and result
+// flags of its slots (RQUEUE_R_*). waitHandle and waitSleep are internal:
+// memcached exposes no mcp.WAIT_HANDLE, rctx:wait_handle is that mode.
+const (
+	waitIdle = iota
+	waitAny
+	waitOK
+	waitGood
+	waitFastGood
+	waitHandle
+	waitSleep
+)
+
+const (
+	resResume = 1 << 1
+	resGood   = 1 << 3
+	resOK     = 1 << 4
+	resAny    = 1 << 5
+	resError  = 1 << 7
+)
+
 // numericConstants are set on the mcp table of every state, whatever the
 // pool's protocol.
 var numericConstants = map[string]int{
@@ -145,6 +166,13 @@ var numericConstants = map[string]int{
 	"AWAIT_FIRST":            awaitFirst,
 	"AWAIT_FASTGOOD":         awaitFastGood,
 	"AWAIT_BACKGROUND":       awaitBackground,
+	"WAIT_ANY":               waitAny,
+	"WAIT_OK":                waitOK,
+	"WAIT_GOOD":              waitGood,
+	"WAIT_FASTGOOD":          waitFastGood,
+	"RES_GOOD":               resGood,
+	"RES_OK":                 resOK,
+	"RES_ANY":                resAny,
 }
 
 // redisCommands are the Redis commands a Redis pool names as mcp.CMD_<NAME>

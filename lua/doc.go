@@ -1,6 +1,8 @@
 // Package lua routes a pool's requests with a route file written against
 // the Lua API of memcached's built-in proxy, generation V1 (memcached
-// 1.6.12 to 1.6.29: pools called as functions, mcp.await), on
+// 1.6.12 to 1.6.29: pools called as functions, mcp.await) and the core of
+// generation V2 (function generators, request contexts, routers; see
+// "V2"), on
 // github.com/yuin/gopher-lua. Scripts written for memcached run unchanged,
 // on memcached pools and, through the same objects, on Redis pools.
 //
@@ -19,20 +21,20 @@
 // the file and the line, and the proxy does not start (or, on reload, keeps
 // the old configuration).
 //
-// A call of what memcached's proxy has and shardproxy lacks (the V2 API:
-// mcp.funcgen_new, mcp.router_new, mcp.register_cron, mcp.ratelim_tbf, ...;
+// A call of what memcached's proxy has and shardproxy lacks (the rest of
+// the V2 API: mcp.register_cron, mcp.ratelim_tbf, the mutators, ...;
 // mcp.internal; the request methods raw_line, token_int, ...) or of what the
 // sandbox removes (os.execute; and, while the file loads, dofile, require,
 // io) raises an error naming it as written, at the line of the call:
-// "mcp.funcgen_new is not supported by shardproxy yet", "r:raw_line is not
+// "mcp.register_cron is not supported by shardproxy yet", "r:raw_line is not
 // supported by shardproxy yet", "io is not available in shardproxy route
 // files". While the file loads, a config file of memcached's routelib gets
 // "pools belongs to memcached's routelib, which shardproxy does not support
 // yet" and an undefined global "attempt to call a nil value (global
 // 'NAME')"; a name of mcp that memcached lacks too is "mcp.NAME does not
 // exist". Reading such a name still gives nil, so a file that tests
-// `if mcp.funcgen_new then` takes its other branch; a constant read as a
-// value (mcp.WAIT_ANY, mcp.internal_handler) is nil and fails only where it
+// `if mcp.register_cron then` takes its other branch; a constant read as a
+// value (mcp.start_arg) is nil and fails only where it
 // is used, with that function's own error. (The mcp, os and method tables,
 // and the globals while the file loads, get an __index metamethod that
 // notes absent names read, and nil a metatable whose __call and __index
@@ -140,6 +142,61 @@
 // rate, allerrors, r, res, detail) write to the proxy's log (memcached's
 // "watch proxyuser" and "watch proxyreqs"); print does too. mcp.stat(id,
 // delta) adds to a counter of mcp.add_stat; Router.Stats lists them.
+//
+// # V2: function generators (memcached 1.6.45's API)
+//
+// The V2 API of memcached's proxy runs beside V1, in the same states, and
+// a file may use both. mcp.funcgen_new() makes a function generator;
+// fgen:new_handle(pool) adds a handle (a number, from 0) and
+// fgen:ready({f = generator, a = arg, n = name, u = count}) makes it
+// attachable: generator(rctx, arg) must return the handler function(r)
+// (ready calls it once, so a broken generator fails the route stage; a is
+// the argument, u the number of objects rctx:request_new may make, as in
+// memcached). mcp.attach(cmd, fgen[, tag]) attaches it. Each request takes
+// a request context (rctx) from its generator's free list, a new one (and
+// a new call to the generator) when the list is empty, and runs the
+// context's handler in a coroutine like a V1 handler; a context serves one
+// request at a time and returns to the list once its handler has finished
+// and every call it sent has come back, so a handler's upvalues are its
+// context's own. A generator that fails at that point answers the request
+// "SERVER_ERROR lua start failure".
+//
+// rctx:enqueue(r, h | {h, ...}) queues r to handles without sending (a
+// handle already used by this request is left alone);
+// rctx:enqueue_and_wait(r, h[, timeout]) queues, sends everything queued
+// and returns h's response; rctx:wait_handle(h[, timeout]) waits for a
+// handle already queued or sent; rctx:wait_cond(n[, mode[, timeout]])
+// sends everything queued and waits until n handles satisfy mode
+// (mcp.WAIT_ANY, the default: any answer; WAIT_OK: not an error;
+// WAIT_GOOD: not an error and not a miss; WAIT_FASTGOOD: counts like
+// WAIT_OK and returns at the first good one) and returns how many did;
+// n = 0 sends and returns 0. A wait also returns when no call is left in
+// flight; with a timeout (seconds), it returns at the timeout with the
+// count (nil for a handle) and true; the calls are not cancelled.
+// rctx:sleep(seconds). rctx:res_good(h), res_ok(h), res_any(h) return h's
+// response if it is good, good or ok, or any; rctx:result(h) returns it and
+// its flag (mcp.RES_GOOD 8, RES_OK 16, RES_ANY 32 for an error or no
+// answer), nil, nil before it is answered; best_result and worst_result
+// pick from a table of handles. A request is copied once for the calls
+// (they may outlive the handler).
+//
+// mcp.router_new({map = {prefix = fgen | {[mcp.CMD_X] = fgen}}, cmap =
+// {[mcp.CMD_X] = fgen}, mode = "prefix" | "anchor", start =, stop =,
+// default = fgen}) picks a generator by the key: in prefix mode (stop "/"
+// by default) the part before the first stop, in anchor mode the part
+// between a leading start and the next stop ("/" and "/" by default); then
+// by command in a map entry that is a table (CMD_ANY_STORAGE as its
+// default). No match falls back to cmap, then default; without either the
+// request is answered "SERVER_ERROR lua start failure". start and stop are
+// read only when mode is given, as in memcached.
+//
+// Not supported yet: a generator as a handle of another (sub-generators),
+// mcp.internal_handler (accepted as a value; new_handle raises "not
+// supported yet"), rctx:handle_set_cb, request_new, response_new, cfd and
+// tls_peer_cn, and the other V2 additions (inspectors, mutators, rate
+// limits, cron, mcp.start_arg). Where memcached fails each request, a
+// generator attached before ready, or a router or unready generator given
+// to a router, is refused at load time instead.
 //
 // # Redis pools
 //

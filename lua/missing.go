@@ -46,16 +46,13 @@ const (
 // mcp table that shardproxy does not: the V2 API and a few V1 additions.
 // start_arg is a string or a table in memcached.
 var mcpAbsent = map[string]absentKind{
-	"funcgen_new": kindFunc, "router_new": kindFunc, "internal": kindFunc,
+	"internal":      kindFunc,
 	"register_cron": kindFunc, "server_stats": kindFunc,
 	"ratelim_tbf": kindFunc, "ratelim_global_tbf": kindFunc,
 	"req_inspector_new": kindFunc, "res_inspector_new": kindFunc,
 	"req_mutator_new": kindFunc, "res_mutator_new": kindFunc,
 	"time_real_millis": kindFunc, "time_mono_millis": kindFunc,
-	"internal_handler": kindValue, "start_arg": kindValue,
-	"WAIT_ANY": kindValue, "WAIT_OK": kindValue, "WAIT_GOOD": kindValue,
-	"WAIT_FASTGOOD": kindValue, "WAIT_RESUME": kindValue,
-	"RES_GOOD": kindValue, "RES_OK": kindValue, "RES_ANY": kindValue,
+	"start_arg":      kindValue,
 	"MCMC_CODE_MISS": kindValue,
 }
 
@@ -64,6 +61,7 @@ var mcpAbsent = map[string]absentKind{
 var routeStageOnly = map[string]bool{
 	"attach": true, "await": true, "await_logerrors": true, "request": true,
 	"log_req": true, "log_reqsample": true, "stat": true,
+	"funcgen_new": true, "router_new": true,
 }
 
 // requestAbsent and responseAbsent are the request and response methods of

@@ -24,12 +24,12 @@ func TestUnsupportedNames(t *testing.T) {
 		src  string
 		want string // the whole error text
 	}{
-		{"funcgen_new at the top level", "-- a V2 route file\nlocal fg = mcp.funcgen_new()\n" + okPools + okRoutes,
-			"lua: routes.lua:2: loading: mcp.funcgen_new is not supported by shardproxy yet"},
-		{"funcgen_new in mcp_config_routes", routesWith("  local fg = mcp.funcgen_new()\n  fg:ready({ n = 'x', f = function(rctx) end })"),
-			"lua: routes.lua:6: mcp_config_routes: mcp.funcgen_new is not supported by shardproxy yet"},
-		{"funcgen_new in mcp_config_pools", poolsWith("  local fg = mcp.funcgen_new()"),
-			"lua: routes.lua:2: mcp_config_pools: mcp.funcgen_new is not supported by shardproxy yet"},
+		{"a route-stage function at the top level", "-- a V2 route file\nlocal fg = mcp.funcgen_new()\n" + okPools + okRoutes,
+			"lua: routes.lua:2: loading: mcp.funcgen_new can only be called from mcp_config_routes"},
+		{"req_mutator_new in mcp_config_routes", routesWith("  local m = mcp.req_mutator_new()\n  mcp.attach(mcp.CMD_GET, function(r) end)"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.req_mutator_new is not supported by shardproxy yet"},
+		{"a route-stage function in mcp_config_pools", poolsWith("  local fg = mcp.funcgen_new()"),
+			"lua: routes.lua:2: mcp_config_pools: mcp.funcgen_new can only be called from mcp_config_routes"},
 		{"register_cron", poolsWith("  mcp.register_cron('refresh', {\n    every = 60,\n    func = function() end,\n  })"),
 			"lua: routes.lua:2: mcp_config_pools: mcp.register_cron is not supported by shardproxy yet"},
 		{"ratelim_global_tbf", poolsWith("  local lim = mcp.ratelim_global_tbf({ limit = 10, fillrate = 5, tickrate = 10 })"),
@@ -40,12 +40,12 @@ func TestUnsupportedNames(t *testing.T) {
 			"lua: routes.lua:1: loading: require is not supported by shardproxy yet"},
 		{"dofile in mcp_config_pools", poolsWith("  dofile('mode.lua')"),
 			"lua: routes.lua:2: mcp_config_pools: dofile is not supported by shardproxy yet"},
-		{"the call, not the argument", routesWith("  mcp.attach(mcp.CMD_ANY_STORAGE,\n    mcp.router_new({ map = { a = mcp.funcgen_new() } }))"),
-			"lua: routes.lua:7: mcp_config_routes: mcp.funcgen_new is not supported by shardproxy yet"},
-		{"a constant argument", routesWith("  local r = mcp.router_new({ mode = 'anchor', wait = mcp.WAIT_ANY })"),
-			"lua: routes.lua:6: mcp_config_routes: mcp.router_new is not supported by shardproxy yet"},
-		{"tail call", routesWith("  return mcp.funcgen_new()"),
-			"lua: routes.lua:6: mcp_config_routes: mcp.funcgen_new is not supported by shardproxy yet"},
+		{"the call, not the argument", routesWith("  mcp.attach(mcp.CMD_ANY_STORAGE,\n    mcp.router_new({ map = { a = mcp.req_inspector_new() } }))"),
+			"lua: routes.lua:7: mcp_config_routes: mcp.req_inspector_new is not supported by shardproxy yet"},
+		{"a constant argument", routesWith("  local r = mcp.ratelim_tbf({ mode = 'anchor', wait = mcp.WAIT_ANY })"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.ratelim_tbf is not supported by shardproxy yet"},
+		{"tail call", routesWith("  return mcp.res_mutator_new()"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.res_mutator_new is not supported by shardproxy yet"},
 		{"table indexed", "local who = mcp.start_arg.name\n" + okPools + okRoutes,
 			"lua: routes.lua:1: loading: mcp.start_arg is not supported by shardproxy yet"},
 		{"unknown mcp name", "mcp.funcgen_neww()\n" + okPools + okRoutes,
@@ -88,12 +88,12 @@ func TestUnsupportedNames(t *testing.T) {
 func TestUnsupportedNamesRead(t *testing.T) {
 	r, err := load(t, `
 local gen = "v1"
-if mcp.funcgen_new then
+if mcp.req_mutator_new then
   gen = "v2"
-  local fg = mcp.funcgen_new()
+  local m = mcp.req_mutator_new()
 end
-if mcp.start_arg or mcp.WAIT_ANY or mcp.frobnicate or dofile or io then gen = "?" end
-if pcall(mcp.router_new, {}) then gen = "?" end
+if mcp.start_arg or mcp.internal or mcp.frobnicate or dofile or io then gen = "?" end
+if pcall(mcp.ratelim_tbf, {}) then gen = "?" end
 function mcp_config_pools()
   if mcp.register_cron then mcp.register_cron("x", {}) end
   return {}
@@ -101,7 +101,7 @@ end
 function mcp_config_routes(p)
   if undefined_global ~= nil then gen = "?" end
   mcp.attach(mcp.CMD_MG, function(r)
-    if mcp.funcgen_new or DEBUG then return "HD v2\r\n" end
+    if mcp.req_mutator_new or DEBUG then return "HD v2\r\n" end
     return "HD " .. gen .. "\r\n"
   end)
 end

@@ -92,7 +92,9 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 	w.proxyCall = L.NewFunction(w.poolCall)
 	w.proxyMT.RawSetString("__call", w.proxyCall)
 	w.direct = map[*glua.LFunction]direct{}
-	reads.watchMCP(L, r.newMCP(L, w.functions()), false)
+	mcp := r.newMCP(L, w.functions())
+	w.registerV2(mcp)
+	reads.watchMCP(L, mcp, false)
 	w.countNesting()
 	mk, err := L.LoadString(runnerSource)
 	if err != nil {
@@ -203,6 +205,9 @@ func (w *worker) functions() map[string]glua.LGFunction {
 func (w *worker) attach(L *glua.LState) int {
 	cmd := L.Get(1)
 	fn, ok := L.Get(2).(*glua.LFunction)
+	if !ok {
+		fn, ok = w.attachV2(L, L.Get(2)) // a ready function generator or router
+	}
 	if !ok {
 		L.RaiseError("Must pass a function to mcp.attach")
 	}

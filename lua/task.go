@@ -27,6 +27,7 @@ type task struct {
 	rq    *request   // the request object handed to the handler
 	co    *coroutine
 	aw    *await // what the coroutine waits for
+	rc    *rctx  // V2: the request context running the handler (rctx.go)
 	fast  bool   // a multi-get's key routed without entering Lua (see direct.go)
 	state taskState
 	calls int   // backend calls made so far
@@ -69,7 +70,8 @@ func (w *worker) startRequest(req *codec.Request, hint uint32, c Completion) {
 // or, for a direct handler, sends req straight to its backend.
 func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *multi, idx int, bytes int64) {
 	fn := w.hooks.lookup(req, w.r.cfg.Redis, w.r.cfg.Tag)
-	if fn != nil && m == nil && w.sendDirect(fn, req, hint, c, bytes) {
+	fn, rc, startErr := w.startV2(fn, req) // a function generator's: its rctx's handler
+	if fn != nil && rc == nil && m == nil && w.sendDirect(fn, req, hint, c, bytes) {
 		return
 	}
 	t := w.newTask()
@@ -79,6 +81,13 @@ func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *mul
 		t.next.prev = t
 	}
 	w.active = t
+	if startErr != nil {
+		w.finish(t, glua.LNil, startErr)
+		return
+	}
+	if rc != nil {
+		t.rc, rc.t = rc, t
+	}
 	if fn == nil {
 		w.finish(t, glua.LNil, wireError("no route for command "+req.Name))
 		return
@@ -167,6 +176,9 @@ func (w *worker) retire(t *task) {
 	}
 	if t.rq != nil {
 		t.rq.detach()
+	}
+	if t.rc != nil {
+		w.rctxRetire(t.rc)
 	}
 }
 

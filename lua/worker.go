@@ -79,6 +79,7 @@ type worker struct {
 	proxyMT   *glua.LTable
 	proxyCall *glua.LFunction            // proxyMT's __call: pool(r)
 	direct    map[*glua.LFunction]direct // attached handlers that are `return pool(r)`
+	v2        v2State                    // the V2 API's objects (v2.go)
 
 	kick   chan struct{} // cap 1: wakes loop after an enqueue
 	quit   chan struct{} // closed by shutdown: loop returns

@@ -1,0 +1,234 @@
+package lua
+
+import (
+	glua "github.com/yuin/gopher-lua"
+
+	"shardproxy/codec"
+)
+
+// funcgen is a function generator (memcached's mcp.funcgen): handles (the
+// pools a request may be queued to) and a generator function that, given
+// a fresh request context and the generator's argument, returns the
+// handler function(r). Each request takes a request context from the
+// generator's free list, as memcached takes a slot; a context and its
+// handler are made when the list is empty and reused afterwards, so a
+// handler's upvalues are private to its context, never shared by two
+// requests in flight.
+type funcgen struct {
+	name    string
+	handles []*pool // by handle number, from 0
+	gen     *glua.LFunction
+	arg     glua.LValue // nil: the generator gets the context alone
+	uobj    int         // fgen:ready's u: objects rctx:request_new may make (not supported yet)
+	ready   bool
+	router  *fgenRouter // set for mcp.router_new's objects
+	free    []*rctx
+	entry   *glua.LFunction // what mcp.attach put in the hook table, made at the first attach
+}
+
+// maxFreeRctx bounds a generator's free list; a context returned beyond
+// it is dropped. (memcached frees surplus slots after sustained low use;
+// a fixed cap is simpler and bounds memory just as well.)
+const maxFreeRctx = 1024
+
+// errStartFailure answers a request whose generator or router could not
+// give it a handler (memcached's wording).
+const errStartFailure = wireError("lua start failure")
+
+func checkFuncgen(L *glua.LState, n int) *funcgen {
+	fg, ok := userValue[*funcgen](L.Get(n))
+	if !ok {
+		L.ArgError(n, "function generator expected")
+	}
+	return fg
+}
+
+// funcgenNew is mcp.funcgen_new().
+func (w *worker) funcgenNew(L *glua.LState) int {
+	L.Push(w.funcgenValue(&funcgen{}))
+	return 1
+}
+
+func (w *worker) funcgenValue(fg *funcgen) *glua.LUserData {
+	ud := w.L.NewUserData()
+	ud.Value = fg
+	ud.Metatable = w.v2.fgenMT
+	return ud
+}
+
+// fgenNewHandle is fgen:new_handle(pool): it returns the handle's number,
+// counted from 0 as in memcached.
+func (w *worker) fgenNewHandle(L *glua.LState) int {
+	fg := checkFuncgen(L, 1)
+	if fg.ready {
+		L.RaiseError("cannot modify function generator after calling ready")
+	}
+	switch v := L.Get(2).(type) {
+	case *glua.LUserData:
+		switch obj := v.Value.(type) {
+		case *pool:
+			fg.handles = append(fg.handles, obj)
+			L.Push(glua.LNumber(len(fg.handles) - 1))
+			return 1
+		case *internalHandler:
+			L.RaiseError("mcp.internal_handler is not supported yet")
+		case *funcgen:
+			if obj.router != nil {
+				L.RaiseError("cannot assign a router to a handle in new_handle")
+			}
+			L.RaiseError("a function generator as a handle is not supported yet")
+		}
+	}
+	L.RaiseError("invalid argument to new_handle")
+	return 0
+}
+
+// fgenReady is fgen:ready({f = generator, a = arg, n = name, u = count}).
+// It calls the generator once, as memcached does, so a generator that
+// fails or returns no function fails the route stage. It returns the
+// generator (memcached's return value is unspecified; scripts ignore it).
+func (w *worker) fgenReady(L *glua.LState) int {
+	fg := checkFuncgen(L, 1)
+	opts := L.CheckTable(2)
+	if fg.ready {
+		L.RaiseError("cannot modify function generator after calling ready")
+	}
+	gen, ok := opts.RawGetString("f").(*glua.LFunction)
+	if !ok {
+		L.RaiseError("Must specify generator function ('f') to fgen:ready")
+	}
+	fg.gen = gen
+	if a := opts.RawGetString("a"); a != glua.LNil {
+		fg.arg = a
+	}
+	fg.name = "anonymous"
+	if n, ok := opts.RawGetString("n").(glua.LString); ok {
+		fg.name = string(n)
+	}
+	if u, ok := opts.RawGetString("u").(glua.LNumber); ok {
+		if u < 1 || u > 255 {
+			L.RaiseError("user obj ('u') in fgen:ready must be between 1 and 255")
+		}
+		fg.uobj = int(u)
+	}
+	rc, err := w.newRctx(fg, L)
+	if err != nil {
+		L.RaiseError("%s", err.Error())
+	}
+	fg.free = append(fg.free, rc)
+	fg.ready = true
+	L.Push(L.Get(1))
+	return 1
+}
+
+// attachV2 is mcp.attach's way for a function generator or a router: it
+// returns the function that stands for v in the hook table.
+func (w *worker) attachV2(L *glua.LState, v glua.LValue) (*glua.LFunction, bool) {
+	fg, ok := userValue[*funcgen](v)
+	if !ok {
+		return nil, false
+	}
+	if !fg.ready {
+		// memcached attaches it and fails every request ("lua start
+		// failure"); refusing at load time says what is wrong.
+		L.RaiseError("mcp.attach: function generator is not ready (call fgen:ready first)")
+	}
+	if fg.entry == nil {
+		fg.entry = L.NewFunction(func(L *glua.LState) int {
+			L.RaiseError("a function generator cannot be called as a function")
+			return 0
+		})
+		w.v2.entries[fg.entry] = fg
+	}
+	return fg.entry, true
+}
+
+// startV2 turns the hook fn into the handler to run for req: for a
+// function generator (or a router, which picks one), a request context's
+// handler and that context; any other fn comes back unchanged. A request
+// the router has no route for, or whose generator fails, gets
+// errStartFailure.
+func (w *worker) startV2(fn *glua.LFunction, req *codec.Request) (*glua.LFunction, *rctx, error) {
+	if fn == nil || !fn.IsG {
+		return fn, nil, nil
+	}
+	fg := w.v2.entries[fn]
+	if fg == nil {
+		return fn, nil, nil
+	}
+	if fg.router != nil {
+		if fg = fg.router.route(req, w.r.cfg.Redis); fg == nil {
+			return nil, nil, errStartFailure
+		}
+	}
+	rc, err := w.takeRctx(fg)
+	if err != nil {
+		w.r.logScriptError("lua function generator failed", fg.name+": "+err.Error())
+		return nil, nil, errStartFailure
+	}
+	return rc.fn, rc, nil
+}
+
+// takeRctx returns a free request context of fg, making one (and its
+// handler) when there is none.
+func (w *worker) takeRctx(fg *funcgen) (*rctx, error) {
+	if n := len(fg.free); n > 0 {
+		rc := fg.free[n-1]
+		fg.free[n-1] = nil
+		fg.free = fg.free[:n-1]
+		return rc, nil
+	}
+	return w.newRctx(fg, nil)
+}
+
+// newRctx makes a request context of fg and calls the generator for its
+// handler: in L (the route stage, where an error is the script's) or, with
+// L nil, on the worker's main thread, bounded by MaxRun.
+func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
+	rc := &rctx{fg: fg, slots: make([]slot, len(fg.handles))}
+	for i, p := range fg.handles {
+		rc.slots[i].pool = p
+	}
+	rc.ud = w.L.NewUserData()
+	rc.ud.Value = rc
+	rc.ud.Metatable = w.v2.rctxMT
+	args := []glua.LValue{rc.ud}
+	if fg.arg != nil {
+		args = append(args, fg.arg)
+	}
+	var out glua.LValue
+	if L != nil {
+		L.Push(fg.gen)
+		for _, a := range args {
+			L.Push(a)
+		}
+		L.Call(len(args), 1)
+		out = L.Get(-1)
+		L.Pop(1)
+	} else {
+		ret, err := runBounded(w.L, w.r.cfg.MaxRun, fg.gen, 1, args...)
+		if err != nil {
+			return nil, err
+		}
+		out = ret[0]
+	}
+	fn, ok := out.(*glua.LFunction)
+	if !ok {
+		return nil, errNoFunction
+	}
+	rc.fn = fn
+	return rc, nil
+}
+
+// errNoFunction is a generator that returned something else than the
+// handler.
+const errNoFunction = wireError("function generator didn't return a function")
+
+// putRctx returns rc, idle, to its generator's free list.
+func (w *worker) putRctx(rc *rctx) {
+	rc.reset()
+	fg := rc.fg
+	if len(fg.free) < maxFreeRctx {
+		fg.free = append(fg.free, rc)
+	}
+}

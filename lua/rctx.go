@@ -1,0 +1,588 @@
+package lua
+
+import (
+	"time"
+
+	glua "github.com/yuin/gopher-lua"
+
+	"shardproxy/codec"
+)
+
+// rctx is a request context (memcached's mcp.rcontext): one slot per
+// handle of its generator, and the wait the handler is in. It serves one
+// request at a time; it goes back to its generator's free list once the
+// handler has returned and every call it sent has come back.
+//
+// The protocol follows memcached's proxy_luafgen.c. rctx:enqueue only
+// marks slots queued; the queued slots are sent when the handler next
+// waits (enqueue_and_wait, wait_cond, wait_handle), in handle order. A
+// slot's result is kept, with its flags (RES_GOOD: ok and not a miss,
+// RES_OK: a miss, RES_ANY plus an error bit: an error reply or no reply),
+// whether or not anyone waits for it; a wait counts the slots that
+// satisfy its mode (mcp_process_rctx_wait) and resumes the handler when
+// enough did, when nothing is left in flight, or at once when
+// WAIT_FASTGOOD sees a good result.
+type rctx struct {
+	fg    *funcgen
+	ud    *glua.LUserData // the Lua value the generator was given
+	fn    *glua.LFunction // the handler the generator returned for this context
+	slots []slot
+
+	t       *task // the request being served; nil once its handler finished
+	pending int   // calls in flight
+	mode    int   // waitIdle when not waiting
+	count   int   // how many counted slots end the wait
+	done    int   // slots counted so far
+	handle  int   // the slot a waitHandle wait is for
+	gen     uint64
+	timer   *time.Timer // the running wait's timeout
+	timerC  *call
+	clone   *codec.Request // the client's request, copied once for the calls
+	cloneOf *codec.Request
+}
+
+// slot is one handle's queue entry in a request context.
+type slot struct {
+	pool  *pool
+	state uint8
+	flags int
+	rq    *request    // the request queued to it
+	res   glua.LValue // its response once complete
+}
+
+// Slot states (enum mcp_rqueue_state).
+const (
+	slotIdle     = iota
+	slotQueued   // enqueued, not sent yet
+	slotActive   // sent, no reply yet
+	slotComplete // answered, not counted by a wait
+	slotWaited   // answered and counted by a wait
+)
+
+// timerHandle marks a call that is a wait's timer, not a backend call.
+const timerHandle = -1
+
+// reset makes rc idle for its next request.
+func (rc *rctx) reset() {
+	for i := range rc.slots {
+		s := &rc.slots[i]
+		s.state, s.flags, s.rq, s.res = slotIdle, 0, nil, nil
+	}
+	rc.t, rc.mode, rc.count, rc.done = nil, waitIdle, 0, 0
+	rc.clone, rc.cloneOf = nil, nil
+}
+
+// rctxRetire detaches rc from its task, which has been answered, and
+// frees it unless calls are still out.
+func (w *worker) rctxRetire(rc *rctx) {
+	rc.t = nil
+	w.stopWait(rc)
+	if rc.pending == 0 {
+		w.putRctx(rc)
+	}
+}
+
+// stopWait leaves the current wait, if any, and cancels its timer.
+func (w *worker) stopWait(rc *rctx) {
+	rc.mode, rc.count = waitIdle, 0
+	rc.gen++
+	if rc.timer != nil {
+		if rc.timer.Stop() {
+			w.putCall(rc.timerC) // it will not fire: the call is ours again
+		}
+		rc.timer, rc.timerC = nil, nil
+	}
+}
+
+func checkRctx(L *glua.LState) *rctx {
+	rc, ok := userValue[*rctx](L.Get(1))
+	if !ok {
+		L.ArgError(1, "request context expected")
+	}
+	return rc
+}
+
+// checkHandle returns argument n as a handle of rc, raising msg if it is
+// not one.
+func checkHandle(L *glua.LState, rc *rctx, n int, msg string) int {
+	v, ok := L.Get(n).(glua.LNumber)
+	h := int(v)
+	if !ok || glua.LNumber(h) != v || h < 0 || h >= len(rc.slots) {
+		L.RaiseError("%s", msg)
+	}
+	return h
+}
+
+// running returns rc's task, raising an error when rc is not serving the
+// request whose handler is running (an rctx kept from another request) or,
+// for a call that waits (yields), when the handler cannot wait here.
+func (w *worker) running(L *glua.LState, rc *rctx, what string, yields bool) *task {
+	t := w.cur
+	if yields {
+		t = w.yieldable(L, what)
+	}
+	if t == nil || rc.t != t {
+		L.RaiseError("%s: this request context does not serve the running request", what)
+	}
+	return t
+}
+
+// rctxMethods are the methods of a request context.
+func (w *worker) rctxMethods() map[string]glua.LGFunction {
+	return map[string]glua.LGFunction{
+		"enqueue":          w.rctxEnqueue,
+		"enqueue_and_wait": w.rctxEnqueueAndWait,
+		"wait_cond":        w.rctxWaitCond,
+		"wait_handle":      w.rctxWaitHandle,
+		"sleep":            w.rctxSleep,
+		"res_good":         rctxRes(resGood),
+		"res_ok":           rctxRes(resGood | resOK),
+		"res_any":          rctxRes(resGood | resOK | resAny),
+		"result":           rctxResult,
+		"best_result":      rctxBestResult,
+		"worst_result":     rctxWorstResult,
+	}
+}
+
+// queue marks handle h queued with rq; a slot already in use this request
+// is left as it is (memcached ignores it too).
+func (rc *rctx) queue(L *glua.LState, rq *request, h int) {
+	if h < 0 || h >= len(rc.slots) {
+		L.RaiseError("attempted to enqueue an invalid handle")
+	}
+	s := &rc.slots[h]
+	if s.state != slotIdle {
+		return
+	}
+	s.state, s.rq = slotQueued, rq
+}
+
+// checkQueueable returns argument 2 as a request that can be queued.
+func checkQueueable(L *glua.LState) *request {
+	rq := checkRequest(L, 2)
+	if rq.key() == nil && rq.req.Route != codec.RouteAny {
+		L.RaiseError("cannot queue requests without a key")
+	}
+	return rq
+}
+
+// rctxEnqueue is rctx:enqueue(r, handle | {handles}): queue, not send.
+func (w *worker) rctxEnqueue(L *glua.LState) int {
+	rc := checkRctx(L)
+	rq := checkQueueable(L)
+	w.running(L, rc, "enqueue", false)
+	if rc.mode != waitIdle {
+		L.RaiseError("enqueue: cannot enqueue new requests while in a wait")
+	}
+	switch v := L.Get(3).(type) {
+	case glua.LNumber:
+		rc.queue(L, rq, int(v))
+	case *glua.LTable:
+		for i := 1; i <= v.Len(); i++ {
+			h, ok := v.RawGetInt(i).(glua.LNumber)
+			if !ok {
+				L.RaiseError("invalid handle passed to queue via array table")
+			}
+			rc.queue(L, rq, int(h))
+		}
+	default:
+		L.RaiseError("must pass a handle or a table to queue")
+	}
+	return 0
+}
+
+// rctxEnqueueAndWait is rctx:enqueue_and_wait(r, handle[, timeout]): queue
+// r to handle, send everything queued and wait for that handle; it returns
+// its response (nil, true after the timeout).
+func (w *worker) rctxEnqueueAndWait(L *glua.LState) int {
+	rc := checkRctx(L)
+	rq := checkQueueable(L)
+	t := w.running(L, rc, "enqueue_and_wait", true)
+	if rc.mode != waitIdle {
+		L.RaiseError("wait_cond: cannot call while already in wait mode")
+	}
+	v, ok := L.Get(3).(glua.LNumber)
+	if !ok {
+		L.RaiseError("invalid handle passed to enqueue_and_wait")
+	}
+	rc.queue(L, rq, int(v))
+	timeout := optTimeout(L, 4)
+	return w.startWait(L, rc, t, waitHandle, 1, int(v), timeout)
+}
+
+// rctxWaitHandle is rctx:wait_handle(handle[, timeout]).
+func (w *worker) rctxWaitHandle(L *glua.LState) int {
+	rc := checkRctx(L)
+	t := w.running(L, rc, "wait_handle", true)
+	if rc.mode != waitIdle {
+		L.RaiseError("wait: cannot call while already in wait mode")
+	}
+	h := checkHandle(L, rc, 2, "invalid handle passed to wait_handle")
+	if rc.slots[h].state == slotIdle {
+		L.RaiseError("wait_handle called on unqueued handle")
+	}
+	timeout := optTimeout(L, 3)
+	return w.startWait(L, rc, t, waitHandle, 1, h, timeout)
+}
+
+// rctxWaitCond is rctx:wait_cond(n[, mode[, timeout]]): send everything
+// queued and wait until n slots satisfy mode (WAIT_ANY by default). It
+// returns how many did (and true after the timeout). n = 0 only sends.
+func (w *worker) rctxWaitCond(L *glua.LState) int {
+	rc := checkRctx(L)
+	t := w.running(L, rc, "wait_cond", true)
+	if rc.mode != waitIdle {
+		L.RaiseError("wait_cond: cannot call while already in wait mode")
+	}
+	if L.GetTop() < 2 {
+		L.RaiseError("must pass at least count to wait_cond")
+	}
+	n, ok := L.Get(2).(glua.LNumber)
+	if !ok || n < 0 || glua.LNumber(int(n)) != n {
+		L.RaiseError("wait count for wait_cond must be a positive integer")
+	}
+	mode := waitAny
+	if L.GetTop() > 2 {
+		// as memcached: a mode argument that is not a number reads as 0,
+		// which is invalid
+		m, _ := L.Get(3).(glua.LNumber)
+		mode = int(m)
+	}
+	if mode < waitAny || mode > waitFastGood {
+		L.RaiseError("invalid mode sent to wait_cond")
+	}
+	timeout := optTimeout(L, 4)
+	return w.startWait(L, rc, t, mode, int(n), 0, timeout)
+}
+
+// rctxSleep is rctx:sleep(seconds): wait that long, with the request's
+// calls still coming back into their slots. It returns true.
+func (w *worker) rctxSleep(L *glua.LState) int {
+	rc := checkRctx(L)
+	t := w.running(L, rc, "sleep", true)
+	if rc.mode != waitIdle {
+		L.RaiseError("sleep: cannot call while already in wait mode")
+	}
+	d := optTimeout(L, 2)
+	if L.Get(2) == glua.LNil {
+		L.RaiseError("timeout argument to wait or sleep must be a number")
+	}
+	rc.mode = waitSleep
+	w.armTimer(rc, d)
+	t.state = taskWaiting
+	return L.Yield()
+}
+
+// optTimeout reads an optional timeout in seconds (fractions allowed).
+func optTimeout(L *glua.LState, n int) time.Duration {
+	if L.GetTop() < n {
+		return 0
+	}
+	v, ok := L.Get(n).(glua.LNumber)
+	if !ok {
+		L.RaiseError("timeout argument to wait or sleep must be a number")
+	}
+	return time.Duration(float64(v) * float64(time.Second))
+}
+
+// startWait enters a wait: it sends the queued slots, counts the slots
+// already answered, and either returns the wait's result at once or
+// yields until a reply or the timeout ends it.
+func (w *worker) startWait(L *glua.LState, rc *rctx, t *task, mode, count, h int, timeout time.Duration) int {
+	rc.mode, rc.count, rc.done, rc.handle = mode, count, 0, h
+	w.dispatch(L, rc, t)
+	if count == 0 { // wait_cond(0): just send
+		rc.mode = waitIdle
+		L.Push(glua.LNumber(0))
+		return 1
+	}
+	resume := false
+	for i := range rc.slots {
+		if rc.done >= rc.count || resume {
+			break
+		}
+		if rc.slots[i].state == slotComplete {
+			resume = rc.countSlot(i)
+		}
+	}
+	if mode == waitHandle && rc.slots[h].state == slotWaited && rc.done == 0 {
+		// The handle was waited for before: its result is there. (memcached
+		// would wait for a reply that never comes.)
+		resume = true
+	}
+	if resume || rc.done >= rc.count || rc.pending == 0 {
+		// Nothing left to wait for. (memcached would also wait when no call
+		// is in flight, until a timeout; returning is the useful reading.)
+		v := rc.waitResult()
+		rc.mode, rc.count = waitIdle, 0
+		L.Push(v)
+		return 1
+	}
+	if timeout > 0 {
+		w.armTimer(rc, timeout)
+	}
+	t.state = taskWaiting
+	return L.Yield()
+}
+
+// waitResult is what a satisfied wait returns: the handle's response, or
+// how many slots it counted.
+func (rc *rctx) waitResult() glua.LValue {
+	if rc.mode == waitHandle {
+		if v := rc.slots[rc.handle].res; v != nil {
+			return v
+		}
+		return glua.LNil
+	}
+	return glua.LNumber(rc.done)
+}
+
+// dispatch sends every queued slot, in handle order.
+func (w *worker) dispatch(L *glua.LState, rc *rctx, t *task) {
+	for i := range rc.slots {
+		s := &rc.slots[i]
+		if s.state != slotQueued {
+			continue
+		}
+		s.state = slotActive
+		be := pick(L, s.pool, s.rq, t.hint)
+		if be == nil {
+			res := &response{err: crossServer, errKind: codec.ErrCrossServer, hdr: headerOf(s.rq.req), redis: w.r.cfg.Redis}
+			w.completeSlot(rc, i, res)
+			continue
+		}
+		countCalls(L, t, 1)
+		c := w.newCall()
+		c.rc, c.handle = rc, i
+		rc.pending++
+		w.sendCall(c, be, rc.requestFor(s.rq, t), t.hint)
+	}
+}
+
+// requestFor returns what to send for rq. The calls may outlive the
+// handler (a wait for fewer than all slots, a timeout), so the client's
+// own request is copied, once per request; a request the script made, or
+// a multi-get's key, is the handler's to give.
+func (rc *rctx) requestFor(rq *request, t *task) *codec.Request {
+	if rq.owned || t.multi != nil {
+		return rq.req
+	}
+	if rc.cloneOf != rq.req {
+		rc.clone, rc.cloneOf = cloneRequest(rq.req), rq.req
+	}
+	return rc.clone
+}
+
+// completeSlot records res as slot h's result and its flags
+// (mcp_process_rqueue_return).
+func (w *worker) completeSlot(rc *rctx, h int, res *response) {
+	s := &rc.slots[h]
+	s.state = slotComplete
+	switch {
+	case res.hit():
+		s.flags |= resGood
+	case res.ok():
+		s.flags |= resOK
+	default:
+		s.flags |= resAny | resError
+	}
+	s.res = w.responseValue(res)
+}
+
+// countSlot counts answered slot h towards the current wait, by its mode,
+// and reports whether the wait should end now (WAIT_FASTGOOD's good
+// result).
+func (rc *rctx) countSlot(h int) bool {
+	s := &rc.slots[h]
+	counted, resume := false, false
+	switch rc.mode {
+	case waitGood:
+		counted = s.flags&resGood != 0
+	case waitOK:
+		counted = s.flags&(resGood|resOK) != 0
+	case waitAny:
+		counted = true
+	case waitFastGood:
+		counted = s.flags&(resGood|resOK) != 0
+		resume = s.flags&resGood != 0
+	case waitHandle:
+		counted = h == rc.handle
+	}
+	if counted {
+		rc.done++
+		s.state = slotWaited
+	}
+	return resume || s.flags&resResume != 0
+}
+
+// rctxReply handles a completed call of a request context, or its wait's
+// timer.
+func (w *worker) rctxReply(c *call) {
+	rc, h := c.rc, c.handle
+	if h == timerHandle {
+		gen := c.gen
+		w.putCall(c)
+		if gen == rc.gen && rc.t != nil && rc.mode != waitIdle {
+			rc.timer, rc.timerC = nil, nil // it fired
+			w.timedOut(rc)
+		}
+		return
+	}
+	res := w.newResponse(c)
+	w.putCall(c)
+	rc.pending--
+	w.completeSlot(rc, h, res)
+	switch {
+	case rc.t == nil:
+		if rc.pending == 0 {
+			w.putRctx(rc)
+		}
+	case rc.mode != waitIdle && rc.mode != waitSleep:
+		w.waitReply(rc, h)
+	}
+}
+
+// waitReply counts a reply that came during a wait and resumes the
+// handler when the wait is over.
+func (w *worker) waitReply(rc *rctx, h int) {
+	resume := rc.countSlot(h)
+	if s := &rc.slots[h]; s.flags&resError != 0 {
+		s.state = slotWaited // an error is not waited for again
+	}
+	if !resume && rc.done < rc.count && rc.pending > 0 {
+		return
+	}
+	v := rc.waitResult()
+	w.stopWait(rc)
+	t := rc.t
+	t.state = taskRunning
+	w.run(t, v)
+}
+
+// timedOut ends the current wait at its timeout: the handler gets the
+// count so far (nil for a handle wait) and true; a sleep gets true.
+func (w *worker) timedOut(rc *rctx) {
+	var args []glua.LValue
+	switch rc.mode {
+	case waitSleep:
+		args = []glua.LValue{glua.LTrue}
+	case waitHandle:
+		args = []glua.LValue{glua.LNil, glua.LTrue}
+	default:
+		args = []glua.LValue{glua.LNumber(rc.done), glua.LTrue}
+	}
+	w.stopWait(rc)
+	t := rc.t
+	t.state = taskRunning
+	w.run(t, args...)
+}
+
+// armTimer starts the current wait's timeout: after d a timer call comes
+// back to the worker like a reply.
+func (w *worker) armTimer(rc *rctx, d time.Duration) {
+	c := w.newCall()
+	c.rc, c.handle, c.gen = rc, timerHandle, rc.gen
+	rc.timerC = c
+	rc.timer = time.AfterFunc(d, func() {
+		c.w.submit(event{kind: evReply, call: c}, false)
+	})
+}
+
+// rctxRes is res_good / res_ok / res_any: the slot's response when its
+// flags have one of mask's bits, else nil.
+func rctxRes(mask int) glua.LGFunction {
+	return func(L *glua.LState) int {
+		rc := checkRctx(L)
+		s := &rc.slots[checkHandle(L, rc, 2, "invalid queue handle passed to :good/:ok:/:any")]
+		if s.flags&mask != 0 && s.res != nil {
+			L.Push(s.res)
+		} else {
+			L.Push(glua.LNil)
+		}
+		return 1
+	}
+}
+
+// rctxResult is rctx:result(handle): the response and its RES_* flag, or
+// nil, nil before the slot is answered.
+func rctxResult(L *glua.LState) int {
+	rc := checkRctx(L)
+	s := &rc.slots[checkHandle(L, rc, 2, "invalid queue handle passed to :good/:ok:/:any")]
+	pushResult(L, s)
+	return 2
+}
+
+func pushResult(L *glua.LState, s *slot) {
+	if f := s.flags & (resGood | resOK | resAny); f != 0 && s.res != nil {
+		L.Push(s.res)
+		L.Push(glua.LNumber(f))
+		return
+	}
+	L.Push(glua.LNil)
+	L.Push(glua.LNil)
+}
+
+// tableHandles reads the array of handles of a best/worst_result call.
+func tableHandles(L *glua.LState, rc *rctx, what string) []int {
+	tbl, ok := L.Get(2).(*glua.LTable)
+	if !ok {
+		L.RaiseError("must pass a table to :%s", what)
+	}
+	hs := make([]int, 0, tbl.Len())
+	for i := 1; i <= tbl.Len(); i++ {
+		v, _ := tbl.RawGetInt(i).(glua.LNumber)
+		h := int(v)
+		if h < 0 || h >= len(rc.slots) {
+			L.RaiseError("invalid queue handle passed to %s", what)
+		}
+		hs = append(hs, h)
+	}
+	return hs
+}
+
+// rctxBestResult is rctx:best_result({handles}): the first good result,
+// else the last ok one, else the last error.
+func rctxBestResult(L *glua.LState) int {
+	rc := checkRctx(L)
+	best, bestOK := -1, false
+	for _, h := range tableHandles(L, rc, "best_result") {
+		f := rc.slots[h].flags
+		switch {
+		case f == 0:
+			continue
+		case f&resGood != 0:
+			pushResult(L, &rc.slots[h])
+			return 2
+		case f&resOK != 0:
+			best, bestOK = h, true
+		case !bestOK:
+			best = h
+		}
+	}
+	if best < 0 {
+		L.Push(glua.LNil)
+		L.Push(glua.LNil)
+		return 2
+	}
+	pushResult(L, &rc.slots[best])
+	return 2
+}
+
+// rctxWorstResult is rctx:worst_result({handles}): the answered slot with
+// the highest flags (errors above misses above hits), the last of equals.
+func rctxWorstResult(L *glua.LState) int {
+	rc := checkRctx(L)
+	worst, flags := -1, 0
+	for _, h := range tableHandles(L, rc, "worst_result") {
+		if f := rc.slots[h].flags; f != 0 && f >= flags {
+			worst, flags = h, f
+		}
+	}
+	if worst < 0 {
+		L.Push(glua.LNil)
+		L.Push(glua.LNil)
+		return 2
+	}
+	pushResult(L, &rc.slots[worst])
+	return 2
+}

@@ -1,0 +1,49 @@
+package lua
+
+import (
+	glua "github.com/yuin/gopher-lua"
+)
+
+// The V2 API of memcached's proxy (function generators, request contexts,
+// routers) lives in v2.go (registration), funcgen.go, rctx.go and
+// router_v2.go. It shares the V1 machinery: a request still runs in a
+// pooled coroutine of its worker (task.go), backend calls are calls of
+// await.go sent with worker.sendCall, and their replies come back through
+// worker.reply, which hands them to rctxReply.
+
+// Type names of the V2 userdata, as memcached names them.
+const (
+	typeFuncgen  = "mcp.funcgen"
+	typeRcontext = "mcp.rcontext"
+	typeInternal = "mcp.internal_be"
+)
+
+// v2State is a worker's V2 objects.
+type v2State struct {
+	fgenMT  *glua.LTable
+	rctxMT  *glua.LTable
+	entries map[*glua.LFunction]*funcgen // the hook function of each attached generator
+}
+
+// internalHandler is mcp.internal_handler, accepted as a value so that a
+// file naming it loads; using it as a handle raises an error.
+type internalHandler struct{}
+
+// registerV2 adds the V2 functions, metatables and mcp.internal_handler to
+// a worker's mcp table.
+func (w *worker) registerV2(mcp *glua.LTable) {
+	L := w.L
+	w.v2.entries = map[*glua.LFunction]*funcgen{}
+	w.v2.fgenMT = w.typeMetatable(typeFuncgen, map[string]glua.LGFunction{
+		"new_handle": w.fgenNewHandle,
+		"ready":      w.fgenReady,
+	})
+	w.v2.rctxMT = w.typeMetatable(typeRcontext, w.rctxMethods())
+	mcp.RawSetString("funcgen_new", L.NewFunction(w.funcgenNew))
+	mcp.RawSetString("router_new", L.NewFunction(w.routerNew))
+	mcp.RawSetString("WAIT_RESUME", glua.LTrue)
+	ih := L.NewUserData()
+	ih.Value = &internalHandler{}
+	ih.Metatable = L.NewTypeMetatable(typeInternal)
+	mcp.RawSetString("internal_handler", ih)
+}

@@ -1,0 +1,486 @@
+package lua_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"shardproxy/internal/testserver"
+)
+
+// The V2 API (function generators, request contexts, routers) end to end:
+// the route files of examples/lua, unchanged but for their ports, in front
+// of real memcached servers.
+
+// exampleRoutes loads examples/lua/name with each literal port in ports
+// replaced by the port of the server started for it, and starts a proxy.
+func exampleRoutes(t *testing.T, name string, ports map[int]int) (string, *logBuffer) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "examples", "lua", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	for from, to := range ports {
+		re := regexp.MustCompile(`\b` + strconv.Itoa(from) + `\b`)
+		if !re.MatchString(src) {
+			t.Fatalf("%s does not mention port %d", name, from)
+		}
+		src = re.ReplaceAllString(src, strconv.Itoa(to))
+	}
+	return startLua(t, writeRoutes(t, src), "")
+}
+
+func setReq(key, value string) string {
+	return fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", key, len(value), value)
+}
+
+func TestV2Basic(t *testing.T) {
+	mc := memcached(t, 1)
+	addr, _ := exampleRoutes(t, "v2_basic.lua", map[int]int{11211: mc[0].Port})
+	c := dial(t, addr)
+	if got := c.do(setReq("k1", "hello")); got != "STORED\r\n" {
+		t.Fatalf("set: %q", got)
+	}
+	if v, ok := get(t, mc[0].Addr, "k1"); !ok || v != "hello" {
+		t.Fatalf("backend has %q %v", v, ok)
+	}
+	if got := c.do("get k1\r\n"); got != valueReply("k1", "hello") {
+		t.Errorf("get: %q", got)
+	}
+	if got := c.do("get nope\r\n"); got != "END\r\n" {
+		t.Errorf("get miss: %q", got)
+	}
+	if got := c.do("mg k1 v\r\n"); got != "VA 5\r\nhello\r\n" {
+		t.Errorf("mg: %q", got)
+	}
+	// a multi-get runs the handler per key, each in a request context of its own
+	if got := c.do("get k1 nope k1\r\n"); got != "VALUE k1 0 5\r\nhello\r\nVALUE k1 0 5\r\nhello\r\nEND\r\n" {
+		t.Errorf("multi-get: %q", got)
+	}
+}
+
+// Many requests in flight at once each get a request context of their own.
+func TestV2Pipelined(t *testing.T) {
+	mc := memcached(t, 1)
+	slow := delayRelay(t, mc[0].Addr, 20*time.Millisecond)
+	addr, _ := exampleRoutes(t, "v2_basic.lua", map[int]int{11211: slow})
+	c := dial(t, addr)
+	var b strings.Builder
+	for i := range 50 {
+		b.WriteString(setReq(fmt.Sprintf("p%d", i), strconv.Itoa(i)))
+	}
+	c.send(b.String())
+	for i := range 50 {
+		if got := c.reply(); got != "STORED\r\n" {
+			t.Fatalf("set %d: %q", i, got)
+		}
+	}
+	b.Reset()
+	for i := range 50 {
+		fmt.Fprintf(&b, "get p%d\r\n", i)
+	}
+	c.send(b.String())
+	for i := range 50 {
+		if got := c.reply(); got != valueReply(fmt.Sprintf("p%d", i), strconv.Itoa(i)) {
+			t.Fatalf("get %d: %q", i, got)
+		}
+	}
+}
+
+func TestV2Failover(t *testing.T) {
+	mc := memcached(t, 1)
+	dead := closedPort(t)
+	addr, _ := exampleRoutes(t, "v2_failover.lua", map[int]int{11311: dead, 11312: mc[0].Port})
+	c := dial(t, addr)
+	if got := c.do(setReq("f1", "x")); got != "STORED\r\n" {
+		t.Fatalf("set through a dead primary: %q", got)
+	}
+	if v, ok := get(t, mc[0].Addr, "f1"); !ok || v != "x" {
+		t.Fatalf("secondary has %q %v", v, ok)
+	}
+	if got := c.do("get f1\r\n"); got != valueReply("f1", "x") {
+		t.Errorf("get: %q", got)
+	}
+}
+
+// A live primary that misses: the secondary answers.
+func TestV2FailoverOnMiss(t *testing.T) {
+	mc := memcached(t, 2)
+	addr, _ := exampleRoutes(t, "v2_failover.lua", map[int]int{11311: mc[0].Port, 11312: mc[1].Port})
+	set(t, mc[1].Addr, "only2", "two")
+	set(t, mc[0].Addr, "both", "one")
+	set(t, mc[1].Addr, "both", "two")
+	c := dial(t, addr)
+	if got := c.do("get only2\r\n"); got != valueReply("only2", "two") {
+		t.Errorf("get only2: %q", got)
+	}
+	if got := c.do("get both\r\n"); got != valueReply("both", "one") {
+		t.Errorf("get both: %q", got)
+	}
+}
+
+func TestV2AllAndFastest(t *testing.T) {
+	mc := memcached(t, 2)
+	addr, _ := exampleRoutes(t, "v2_allfastest.lua", map[int]int{11411: mc[0].Port, 11412: mc[1].Port})
+	c := dial(t, addr)
+	// enqueue to two pools + wait_cond(2, WAIT_ANY) + res_any
+	if got := c.do(setReq("r1", "v")); got != "STORED\r\n" {
+		t.Fatalf("set: %q", got)
+	}
+	for i, s := range mc {
+		if v, ok := get(t, s.Addr, "r1"); !ok || v != "v" {
+			t.Errorf("server %d has %q %v", i, v, ok)
+		}
+	}
+	// wait_cond(1, WAIT_GOOD) over two handles
+	if got := c.do("get r1\r\n"); got != valueReply("r1", "v") {
+		t.Errorf("get: %q", got)
+	}
+	set(t, mc[1].Addr, "on2", "b")
+	if got := c.do("get on2\r\n"); got != valueReply("on2", "b") {
+		t.Errorf("get of a key on the second pool only: %q", got)
+	}
+	if got := c.do("get none\r\n"); got != "END\r\n" {
+		t.Errorf("miss everywhere: %q", got)
+	}
+}
+
+// WAIT_GOOD returns at the first hit: a slow pool does not hold it up.
+func TestV2FastestDoesNotWait(t *testing.T) {
+	mc := memcached(t, 2)
+	slow := delayRelay(t, mc[0].Addr, 500*time.Millisecond)
+	addr, _ := exampleRoutes(t, "v2_allfastest.lua", map[int]int{11411: slow, 11412: mc[1].Port})
+	set(t, mc[0].Addr, "k", "slow")
+	set(t, mc[1].Addr, "k", "fast")
+	c := dial(t, addr)
+	got, took := c.timed("get k\r\n")
+	if got != valueReply("k", "fast") {
+		t.Errorf("get: %q", got)
+	}
+	if took > 400*time.Millisecond {
+		t.Errorf("took %v: waited for the slow pool", took)
+	}
+	// the late reply comes back to a request context that has answered; the
+	// next requests are served normally
+	if got := c.do("get k\r\n"); got != valueReply("k", "fast") {
+		t.Errorf("second get: %q", got)
+	}
+}
+
+func TestV2Router(t *testing.T) {
+	mc := memcached(t, 2)
+	addr, _ := exampleRoutes(t, "v2_router.lua", map[int]int{11511: mc[0].Port, 11512: mc[1].Port})
+	c := dial(t, addr)
+	for _, tc := range []struct {
+		req, want string
+	}{
+		{setReq("users/1", "u"), "STORED\r\n"},
+		{setReq("items/1", "i"), "STORED\r\n"},
+		{setReq("other/1", "o"), "SERVER_ERROR no route for this key\r\n"},
+		{setReq("noslash", "o"), "SERVER_ERROR no route for this key\r\n"},
+		{setReq("/users", "o"), "SERVER_ERROR no route for this key\r\n"}, // empty prefix
+		{"get users/1\r\n", valueReply("users/1", "u")},
+		// anchor mode: "/" + name + "/"
+		{"ms /users/2 1\r\nU\r\n", "HD\r\n"},
+		{"mg /users/2 v\r\n", "VA 1\r\nU\r\n"},
+		{"mg users/1 v\r\n", "SERVER_ERROR lua start failure\r\n"}, // no anchor, no default
+		{"mg /nobody/1 v\r\n", "SERVER_ERROR lua start failure\r\n"},
+		{"mg /users v\r\n", "SERVER_ERROR lua start failure\r\n"}, // no stop
+	} {
+		if got := c.do(tc.req); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
+		}
+	}
+	if _, ok := get(t, mc[0].Addr, "users/1"); !ok {
+		t.Error("users/1 is not on the users pool")
+	}
+	if _, ok := get(t, mc[1].Addr, "items/1"); !ok {
+		t.Error("items/1 is not on the items pool")
+	}
+	if _, ok := get(t, mc[0].Addr, "/users/2"); !ok {
+		t.Error("/users/2 is not on the users pool")
+	}
+}
+
+// A file mixing V1 handlers (pool(r)) and V2 generators.
+func TestV2WithV1(t *testing.T) {
+	mc := memcached(t, 1)
+	addr, _ := luaRoutes(t, `
+function mcp_config_pools()
+  return mcp.pool({ mcp.backend("b", "127.0.0.1", {{MC}}) })
+end
+function mcp_config_routes(p)
+  mcp.attach(mcp.CMD_GET, function(r) return p(r) end) -- V1
+  local fg = mcp.funcgen_new()
+  local h = fg:new_handle(p)
+  fg:ready({ f = function(rctx) return function(r) return rctx:enqueue_and_wait(r, h) end end })
+  mcp.attach(mcp.CMD_SET, fg)
+end`, map[string]int{"MC": mc[0].Port}, "")
+	c := dial(t, addr)
+	if got := c.do(setReq("k", "v")); got != "STORED\r\n" {
+		t.Fatalf("set (V2): %q", got)
+	}
+	if got := c.do("get k\r\n"); got != valueReply("k", "v") {
+		t.Errorf("get (V1): %q", got)
+	}
+}
+
+// v2Semantics is a route file whose handler does, for each key, one thing
+// the tests check: handle 0 is a live memcached, handle 1 a backend that
+// never answers.
+const v2Semantics = `
+function mcp_config_pools()
+  return {
+    live = mcp.pool({ mcp.backend("live", "127.0.0.1", {{LIVE}}) }),
+    silent = mcp.pool({ mcp.backend({ label = "silent", host = "127.0.0.1", port = {{SILENT}}, readtimeout = 0.5 }) }),
+  }
+end
+
+local function gen(rctx, h)
+  local uses = 0
+  return function(r)
+    uses = uses + 1
+    local k = r:key()
+    if k == "timeout_cond" then
+      rctx:enqueue(r, { h.live, h.silent })
+      local done, timedout = rctx:wait_cond(2, mcp.WAIT_ANY, 0.1)
+      return "HD d" .. done .. " t" .. tostring(timedout) .. "\r\n"
+    elseif k == "timeout_handle" then
+      local res, timedout = rctx:enqueue_and_wait(r, h.silent, 0.1)
+      return "HD r" .. tostring(res) .. " t" .. tostring(timedout) .. "\r\n"
+    elseif k == "readtimeout" then
+      -- no rctx timeout: the backend's read timeout answers the call
+      local res = rctx:enqueue_and_wait(r, h.silent)
+      local _, flag = rctx:result(h.silent)
+      return "HD ok" .. tostring(res:ok()) .. " f" .. flag .. "\r\n"
+    elseif k == "codes" or k == "codes_miss" then
+      rctx:enqueue(r, h.live)
+      local done = rctx:wait_cond(1, mcp.WAIT_OK)
+      local res, flag = rctx:result(h.live)
+      local good = rctx:res_good(h.live) ~= nil
+      local ok = rctx:res_ok(h.live) ~= nil
+      return "HD d" .. done .. " f" .. flag .. " g" .. tostring(good) .. " o" .. tostring(ok) .. "\r\n"
+    elseif k == "unwaited" then
+      return "HD r" .. tostring(rctx:res_any(h.live)) .. "\r\n"
+    elseif k == "background" then
+      rctx:enqueue(r, h.live)
+      local done = rctx:wait_cond(0)
+      return "HD d" .. done .. "\r\n"
+    elseif k == "uses" then
+      return "HD u" .. uses .. "\r\n"
+    elseif k == "fail" then
+      error("boom")
+    elseif k == "pcall" then
+      local ok, err = pcall(function() return rctx:enqueue_and_wait(r, h.live) end)
+      return "HD ok" .. tostring(ok) .. "\r\n"
+    elseif k == "badmode" then
+      rctx:wait_cond(1, 99)
+    elseif k == "unqueued" then
+      rctx:wait_handle(h.live)
+    elseif k == "sleep" then
+      local t = os.clock()
+      rctx:sleep(0.05)
+      return "HD slept\r\n"
+    end
+    return rctx:enqueue_and_wait(r, h.live)
+  end
+end
+
+function mcp_config_routes(p)
+  local fg = mcp.funcgen_new()
+  local h = { live = fg:new_handle(p.live), silent = fg:new_handle(p.silent) }
+  fg:ready({ n = "semantics", f = gen, a = h })
+  mcp.attach(mcp.CMD_ANY_STORAGE, fg)
+end`
+
+func TestV2Semantics(t *testing.T) {
+	mc := memcached(t, 1)
+	addr, logs := luaRoutes(t, v2Semantics, map[string]int{"LIVE": mc[0].Port, "SILENT": silentPort(t)}, "")
+	set(t, mc[0].Addr, "codes", "x")
+	c := dial(t, addr)
+	// one client, one request at a time: the same context serves them all
+	if a, b := c.do("mg uses\r\n"), c.do("mg uses\r\n"); a != "HD u1\r\n" || b != "HD u2\r\n" {
+		t.Errorf("uses: %q then %q", a, b)
+	}
+	for _, tc := range []struct {
+		req, want string
+	}{
+		{"mg timeout_cond\r\n", "HD d1 ttrue\r\n"},            // the live one answered, then the timeout
+		{"mg timeout_handle\r\n", "HD rnil ttrue\r\n"},        // no response, timed out
+		{"mg readtimeout\r\n", "HD okfalse f32\r\n"},          // RES_ANY (an error)
+		{"mg codes v\r\n", "HD d1 f8 gtrue otrue\r\n"},        // a hit: RES_GOOD
+		{"mg codes_miss v\r\n", "HD d1 f16 gfalse otrue\r\n"}, // a miss: RES_OK
+		{"mg unwaited\r\n", "HD rnil\r\n"},
+		{"mg background\r\n", "HD d0\r\n"},
+		{"mg fail\r\n", "SERVER_ERROR lua failure\r\n"},
+		{"mg pcall\r\n", "HD okfalse\r\n"},
+		{"mg badmode\r\n", "SERVER_ERROR lua failure\r\n"},
+		{"mg unqueued\r\n", "SERVER_ERROR lua failure\r\n"},
+		{"mg sleep\r\n", "HD slept\r\n"},
+	} {
+		if got := c.do(tc.req); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
+		}
+	}
+	for _, msg := range []string{"boom", "invalid mode sent to wait_cond", "wait_handle called on unqueued handle"} {
+		if logs.count(msg) == 0 {
+			t.Errorf("log lacks %q:\n%s", msg, logs)
+		}
+	}
+}
+
+// TestV2ConfigErrors checks the route stage's refusals of misused V2
+// objects, with memcached's wording where memcached has one.
+func TestV2ConfigErrors(t *testing.T) {
+	ready := `local ok = mcp.funcgen_new(); ok:ready({ f = function(rctx) return function(r) return "HD\r\n" end end })
+`
+	for _, tc := range []struct {
+		name, routes, want string
+	}{
+		{"no f", `mcp.funcgen_new():ready({})`, "Must specify generator function ('f') to fgen:ready"},
+		{"ready twice", ready + `ok:ready({ f = function() end })`, "cannot modify function generator after calling ready"},
+		{"handle after ready", ready + `ok:new_handle(p.main)`, "cannot modify function generator after calling ready"},
+		{"bad handle", `mcp.funcgen_new():new_handle(5)`, "invalid argument to new_handle"},
+		{"internal handler", `mcp.funcgen_new():new_handle(mcp.internal_handler)`, "mcp.internal_handler is not supported yet"},
+		{"fgen handle", ready + `mcp.funcgen_new():new_handle(ok)`, "a function generator as a handle is not supported yet"},
+		{"router handle", ready + `mcp.funcgen_new():new_handle(mcp.router_new({ map = { a = ok } }))`, "cannot assign a router to a handle in new_handle"},
+		{"generator error", `mcp.funcgen_new():ready({ f = function() error("gen broke") end })`, "gen broke"},
+		{"generator returns nothing", `mcp.funcgen_new():ready({ f = function() end })`, "function generator didn't return a function"},
+		{"u out of range", `mcp.funcgen_new():ready({ f = function() return print end, u = 0 })`, "user obj ('u') in fgen:ready must be between 1 and 255"},
+		{"attach not ready", `mcp.attach(mcp.CMD_GET, mcp.funcgen_new())`, "function generator is not ready"},
+		{"router no map", `mcp.router_new({})`, "Must pass map and/or cmap to mcp.router_new"},
+		{"router mode", ready + `mcp.router_new({ map = { a = ok }, mode = "suffix" })`, "unknown type passed to mcp.router_new"},
+		{"router anchor", ready + `mcp.router_new({ map = { a = ok }, mode = "anchor", start = "/" })`, "must specify start and stop if mode is anchor in mcp.router_new"},
+		{"router long stop", ready + `mcp.router_new({ map = { a = ok }, mode = "prefix", stop = "123456" })`, "stop is too long in mcp.router_new"},
+		{"router bad value", `mcp.router_new({ map = { a = 1 } })`, "unhandled data in router_new map"},
+		{"router bad command", ready + `mcp.router_new({ cmap = { [mcp.CMD_STATS] = ok } })`, "Bad command in router command map in router_new"},
+		{"router not ready", `mcp.router_new({ map = { a = mcp.funcgen_new() } })`, "function generator is not ready"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := okPools + "function mcp_config_routes(p)\n" + tc.routes + "\nmcp.attach(mcp.CMD_GET, function(r) return p.main(r) end)\nend\n"
+			_, err := load(t, src)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A generator that fails when a request needs a new context answers that
+// request "SERVER_ERROR lua start failure"; the others are served.
+func TestV2GeneratorFailsAtRuntime(t *testing.T) {
+	mc := memcached(t, 1)
+	slow := delayRelay(t, mc[0].Addr, 100*time.Millisecond)
+	addr, logs := luaRoutes(t, `
+armed = false
+function mcp_config_pools()
+  return mcp.pool({ mcp.backend("b", "127.0.0.1", {{MC}}) })
+end
+function mcp_config_routes(p)
+  local fg = mcp.funcgen_new()
+  local h = fg:new_handle(p)
+  fg:ready({ n = "fragile", f = function(rctx)
+    if armed then error("no more contexts") end
+    return function(r)
+      armed = true
+      return rctx:enqueue_and_wait(r, h)
+    end
+  end })
+  mcp.attach(mcp.CMD_MG, fg)
+end`, map[string]int{"MC": slow}, "")
+	c := dial(t, addr)
+	c.send("mg a\r\nmg b\r\n")
+	if got := c.reply(); got != "EN\r\n" {
+		t.Errorf("first: %q", got)
+	}
+	if got := c.reply(); got != "SERVER_ERROR lua start failure\r\n" {
+		t.Errorf("second: %q", got)
+	}
+	if got := c.do("mg c\r\n"); got != "EN\r\n" { // the first context is free again
+		t.Errorf("third: %q", got)
+	}
+	if logs.count("no more contexts") == 0 {
+		t.Errorf("the generator's error is not logged:\n%s", logs)
+	}
+}
+
+// Command maps of a router, as memcached's proxyrouter test uses them.
+func TestV2RouterCommandMaps(t *testing.T) {
+	addr, _ := luaRoutes(t, `
+function mcp_config_pools()
+  return mcp.pool({ mcp.backend("b", "127.0.0.1", 1) })
+end
+local function msg(m)
+  local fg = mcp.funcgen_new()
+  fg:ready({ f = function() return function() return "SERVER_ERROR " .. m .. "\r\n" end end })
+  return fg
+end
+function mcp_config_routes(p)
+  local map = {
+    cmd = { [mcp.CMD_GET] = msg("cmd get"), [mcp.CMD_SET] = msg("cmd set") },
+    cmdd = { [mcp.CMD_ANY_STORAGE] = msg("cmd default") },
+  }
+  local cmap = { [mcp.CMD_INCR] = msg("cmap incr") }
+  mcp.attach(mcp.CMD_ANY_STORAGE, mcp.router_new({ map = map, cmap = cmap, mode = "prefix", stop = "|", default = msg("default") }))
+  mcp.attach(mcp.CMD_GETS, mcp.router_new({ cmap = { [mcp.CMD_GETS] = msg("cmap only gets") } }))
+  mcp.attach(mcp.CMD_GAT, mcp.router_new({ cmap = { [mcp.CMD_GETS] = msg("x") }, default = msg("cmap only default") }))
+end`, nil, "")
+	c := dial(t, addr)
+	for _, tc := range []struct{ req, want string }{
+		{"get cmd|a\r\n", "SERVER_ERROR cmd get\r\n"},
+		{setReq("cmd|a", "x"), "SERVER_ERROR cmd set\r\n"},
+		{"delete cmd|a\r\n", "SERVER_ERROR default\r\n"},
+		{"delete cmdd|a\r\n", "SERVER_ERROR cmd default\r\n"},
+		{"incr other|a 1\r\n", "SERVER_ERROR cmap incr\r\n"},
+		{"incr cmd|a 1\r\n", "SERVER_ERROR cmap incr\r\n"},
+		{"gets one|a\r\n", "SERVER_ERROR cmap only gets\r\n"},
+		{"gat 5 one|a\r\n", "SERVER_ERROR cmap only default\r\n"},
+	} {
+		if got := c.do(tc.req); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
+		}
+	}
+}
+
+// The V2 objects work on a Redis pool too: a prefix router over two
+// servers, commands by name in a command map.
+func TestV2Redis(t *testing.T) {
+	rs := []*testserver.Server{testserver.StartRedis(t), testserver.StartRedis(t)}
+	addr, _ := luaRoutes(t, `
+function mcp_config_pools()
+  return { a = mcp.pool({ mcp.backend("a", "127.0.0.1", {{A}}) }), b = mcp.pool({ mcp.backend("b", "127.0.0.1", {{B}}) }) }
+end
+local function direct(pool)
+  local fg = mcp.funcgen_new()
+  local h = fg:new_handle(pool)
+  fg:ready({ f = function(rctx) return function(r) return rctx:enqueue_and_wait(r, h) end end })
+  return fg
+end
+function mcp_config_routes(p)
+  local ro = mcp.funcgen_new()
+  ro:ready({ f = function() return function() return "-ERR read only\r\n" end end })
+  mcp.attach(mcp.CMD_ANY_STORAGE, mcp.router_new({
+    map = { a = direct(p.a), b = { [mcp.CMD_GET] = direct(p.b), [mcp.CMD_SET] = ro } },
+    mode = "prefix", stop = ":", default = direct(p.a),
+  }))
+end`, map[string]int{"A": rs[0].Port, "B": rs[1].Port}, "  redis: true\n")
+	c := dialRESP(t, addr)
+	if got := c.do("SET", "a:1", "x"); got != "+OK" {
+		t.Errorf("set a:1: %q", got)
+	}
+	if got := c.do("SET", "b:1", "y"); got != "-ERR read only" {
+		t.Errorf("set b:1: %q", got)
+	}
+	if got := c.do("GET", "b:1"); got != "$-1" {
+		t.Errorf("get b:1: %q", got)
+	}
+	if got := c.do("GET", "a:1"); got != "$1 x" {
+		t.Errorf("get a:1: %q", got)
+	}
+}
