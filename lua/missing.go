@@ -51,7 +51,6 @@ var mcpAbsent = map[string]absentKind{
 	"ratelim_tbf": kindFunc, "ratelim_global_tbf": kindFunc,
 	"req_inspector_new": kindFunc, "res_inspector_new": kindFunc,
 	"req_mutator_new": kindFunc, "res_mutator_new": kindFunc,
-	"time_real_millis": kindFunc, "time_mono_millis": kindFunc,
 	"start_arg":      kindValue,
 	"MCMC_CODE_MISS": kindValue,
 }
@@ -62,6 +61,7 @@ var routeStageOnly = map[string]bool{
 	"attach": true, "await": true, "await_logerrors": true, "request": true,
 	"log_req": true, "log_reqsample": true, "stat": true,
 	"funcgen_new": true, "router_new": true,
+	"time_real_millis": true, "time_mono_millis": true, // nil at config time, as in memcached
 }
 
 // requestAbsent and responseAbsent are the request and response methods of

@@ -178,15 +178,17 @@ func (w *worker) functions() map[string]glua.LGFunction {
 		}
 	}
 	f := map[string]glua.LGFunction{
-		"attach":          w.attach,
-		"await":           w.awaitFunc(false),
-		"await_logerrors": w.awaitFunc(true),
-		"request":         w.newRequest,
-		"log_req":         w.logReq,
-		"log_reqsample":   w.logReqSample,
-		"stat":            w.stat,
-		"backend":         configOnly("backend"),
-		"pool":            configOnly("pool"),
+		"attach":           w.attach,
+		"await":            w.awaitFunc(false),
+		"await_logerrors":  w.awaitFunc(true),
+		"request":          w.newRequest,
+		"log_req":          w.logReq,
+		"log_reqsample":    w.logReqSample,
+		"stat":             w.stat,
+		"time_real_millis": timeRealMillis,
+		"time_mono_millis": timeMonoMillis,
+		"backend":          configOnly("backend"),
+		"pool":             configOnly("pool"),
 	}
 	for _, name := range []string{
 		"add_stat", "stat_limit", "backend_connect_timeout", "backend_retry_timeout",
