@@ -242,6 +242,11 @@ type Pool struct {
 	// relative path is relative to the config file's directory (see
 	// Config.Path). A Lua pool has no servers key.
 	Lua string
+	// LuaArg is what the route file reads as mcp.start_arg (key lua_arg,
+	// memcached's proxy_arg): "" (the default) gives false, a string
+	// without ':' the string, and "a:b_2" the table {a = true, b = "2"}.
+	// Only a Lua pool may set it.
+	LuaArg string
 	// RedisCluster makes a Redis pool front a Redis Cluster (key
 	// redis_cluster, a shardproxy extension; needs redis: true). Its
 	// servers are seed nodes, of which any one live node is enough to read

@@ -51,6 +51,12 @@ func TestIsSetParsed(t *testing.T) {
 			func(p *Pool) any { return p.ClusterRefresh }, DefaultClusterRefresh},
 		{"lua pool has lua", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n", "lua", true,
 			func(p *Pool) any { return p.Lua }, "r.lua"},
+		{"lua_arg absent", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n", "lua_arg", false,
+			func(p *Pool) any { return p.LuaArg }, ""},
+		{"lua_arg", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n  lua_arg: a:b_2\n", "lua_arg", true,
+			func(p *Pool) any { return p.LuaArg }, "a:b_2"},
+		{"lua_arg a number is its text", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n  lua_arg: 5\n", "lua_arg", true,
+			func(p *Pool) any { return p.LuaArg }, "5"},
 		{"lua pool has no servers", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n", "servers", false,
 			func(p *Pool) any { return len(p.Servers) }, 0},
 		{"security key", pool("  server_tls: true\n  server_tls_skip_verify: false\n"), "server_tls_skip_verify", true,
@@ -117,7 +123,8 @@ var builtKeys = map[string]func(p *Pool){
 	"read_from":       func(p *Pool) { p.ReadFrom = ReadFromReplica },
 	"cluster_refresh": func(p *Pool) { p.ClusterRefresh = time.Second },
 
-	"lua": func(p *Pool) { p.Lua = "r.lua" },
+	"lua":     func(p *Pool) { p.Lua = "r.lua" },
+	"lua_arg": func(p *Pool) { p.LuaArg = "hello" },
 
 	"redis_auth_user":        func(p *Pool) { p.RedisAuthUser = "u" },
 	"tls_cert":               func(p *Pool) { p.TLSCert = "c" },
@@ -207,6 +214,15 @@ func TestPoolKinds(t *testing.T) {
 		{"lua server_tls", luaPool("  server_tls: true\n"),
 			at + `4: pool "alpha": server_tls: a Lua pool's backends come from its route file, which cannot use TLS yet`},
 		{"lua server_tls false", luaPool("  server_tls: false\n"), ""},
+		{"lua_arg", luaPool("  lua_arg: hello\n"), ""},
+		{"lua_arg empty", luaPool("  lua_arg: \"\"\n"),
+			at + `4: pool "alpha": lua_arg: must be a non-empty string (leave the key out for mcp.start_arg false)`},
+		{"lua_arg a list", luaPool("  lua_arg:\n    - a\n"),
+			at + `5: pool "alpha": lua_arg: must be a single value, not a list`},
+		{"native lua_arg", pool("  lua_arg: hello\n"),
+			at + `3: pool "alpha": lua_arg: is only valid for a Lua pool (lua: FILE)`},
+		{"cluster lua_arg", clusterPool("  lua_arg: hello\n"),
+			at + `5: pool "alpha": lua_arg: is only valid for a Lua pool (lua: FILE)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -54,6 +54,12 @@ type Config struct {
 	Handshake codec.HandshakeOptions
 	// Defaults are the backend tunables before the script changes them.
 	Defaults Defaults
+	// StartArg is what the route file reads as mcp.start_arg, in every
+	// stage (memcached's proxy_arg): "" (the default) gives false, a
+	// string without ':' the string, and one with ':' a table of its
+	// ':'-separated items, "name_value" as name = "value" and a bare name
+	// as name = true ("a:b_2:c_x_y" is {a = true, b = "2", c = "x"}).
+	StartArg string
 	// Preconnect dials every backend at start instead of at first use.
 	Preconnect bool
 	// Tag is the listener tag of the pool: handlers attached with this tag

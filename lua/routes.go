@@ -13,8 +13,8 @@ const (
 	typePoolProxy = "mcp.pool_proxy"
 )
 
-// newMCP builds the mcp table of a state: the constants, the hash and
-// distribution objects, mcp.log and the stage's functions.
+// newMCP builds the mcp table of a state: the constants, mcp.start_arg,
+// the hash and distribution objects, mcp.log and the stage's functions.
 func (r *Router) newMCP(L *glua.LState, funcs map[string]glua.LGFunction) *glua.LTable {
 	mcp := L.NewTable()
 	for name, v := range numericConstants {
@@ -31,6 +31,7 @@ func (r *Router) newMCP(L *glua.LState, funcs map[string]glua.LGFunction) *glua.
 			}
 		}
 	}
+	mcp.RawSetString("start_arg", startArg(L, r.cfg.StartArg)) // every stage, as in memcached
 	mcp.RawSetString("CMD_ANY", glua.LNumber(cmdAny))
 	mcp.RawSetString("CMD_ANY_STORAGE", glua.LNumber(cmdAnyStorage))
 	hashes := map[string]*glua.LUserData{}

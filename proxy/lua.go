@@ -84,6 +84,7 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		Options:    k.p.limits,
 		Handshake:  codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB},
 		Defaults:   d,
+		StartArg:   pc.LuaArg,
 		Preconnect: pc.Preconnect,
 		Logger:     k.p.log,
 		Backends:   k.lease,

@@ -110,6 +110,18 @@ func TestLuaConfigError(t *testing.T) {
 	}
 }
 
+// TestLuaStartArg checks that the pool's lua_arg reaches the route file as
+// mcp.start_arg.
+func TestLuaStartArg(t *testing.T) {
+	file := writeLua(t, "function mcp_config_pools() return {} end\n"+
+		"function mcp_config_routes(p)\n"+
+		"  mcp.attach(mcp.CMD_MG, function(r) return \"HD \" .. mcp.start_arg .. \"\\r\\n\" end)\nend\n")
+	_, addr := startProxy(t, "lp:\n  listen: 127.0.0.1:0\n  lua: "+file+"\n  lua_arg: hello\n", "lp")
+	if got := dial(t, addr).do("mg k\r\n"); got != "HD hello\r\n" {
+		t.Errorf("got %q, want %q", got, "HD hello\r\n")
+	}
+}
+
 // TestLuaPoolYAMLOptions checks that the pool's YAML timeout becomes the
 // backends' read timeout.
 func TestLuaPoolYAMLOptions(t *testing.T) {
