@@ -21,6 +21,7 @@ type configStage struct {
 	beMT     *glua.LTable
 	poolMT   *glua.LTable
 	distObjs map[string]glua.LValue
+	crons    []*cronDef // mcp.register_cron, in order
 }
 
 // Type names of the config stage's userdata, as memcached names them.
@@ -76,6 +77,9 @@ func (r *Router) configure() (glua.LValue, error) {
 	if err := exportConfig(out[0]); err != nil {
 		return nil, &ConfigError{File: file, Msg: "mcp_config_pools: " + err.Error()}
 	}
+	if err := cs.exportCrons(); err != nil {
+		return nil, err
+	}
 	return out[0], nil
 }
 
@@ -92,6 +96,7 @@ func (cs *configStage) functions() map[string]glua.LGFunction {
 		"backend":                   cs.backend,
 		"pool":                      cs.pool,
 		"add_stat":                  cs.addStat,
+		"register_cron":             cs.registerCron,
 		"stat_limit":                cs.statLimit,
 		"backend_connect_timeout":   seconds(&cs.tun.connect),
 		"backend_retry_timeout":     seconds(&cs.tun.retry),

@@ -45,9 +45,9 @@ const (
 // mcpAbsent are the names memcached's proxy (1.6.12 to 1.6.45) puts in the
 // mcp table that shardproxy does not: the V2 API and a few V1 additions.
 var mcpAbsent = map[string]absentKind{
-	"internal":      kindFunc,
-	"register_cron": kindFunc, "server_stats": kindFunc,
-	"ratelim_tbf": kindFunc, "ratelim_global_tbf": kindFunc,
+	"internal":     kindFunc,
+	"server_stats": kindFunc,
+	"ratelim_tbf":  kindFunc, "ratelim_global_tbf": kindFunc,
 	"req_inspector_new": kindFunc, "res_inspector_new": kindFunc,
 	"req_mutator_new": kindFunc, "res_mutator_new": kindFunc,
 	"MCMC_CODE_MISS": kindValue,

@@ -30,8 +30,8 @@ func TestUnsupportedNames(t *testing.T) {
 			"lua: routes.lua:6: mcp_config_routes: mcp.req_mutator_new is not supported by shardproxy yet"},
 		{"a route-stage function in mcp_config_pools", poolsWith("  local fg = mcp.funcgen_new()"),
 			"lua: routes.lua:2: mcp_config_pools: mcp.funcgen_new can only be called from mcp_config_routes"},
-		{"register_cron", poolsWith("  mcp.register_cron('refresh', {\n    every = 60,\n    func = function() end,\n  })"),
-			"lua: routes.lua:2: mcp_config_pools: mcp.register_cron is not supported by shardproxy yet"},
+		{"server_stats", poolsWith("  mcp.server_stats(\n    'settings')"),
+			"lua: routes.lua:2: mcp_config_pools: mcp.server_stats is not supported by shardproxy yet"},
 		{"ratelim_global_tbf", poolsWith("  local lim = mcp.ratelim_global_tbf({ limit = 10, fillrate = 5, tickrate = 10 })"),
 			"lua: routes.lua:2: mcp_config_pools: mcp.ratelim_global_tbf is not supported by shardproxy yet"},
 		{"dofile", "dofile(\"x.lua\")\n" + okPools + okRoutes,
@@ -95,7 +95,7 @@ end
 if mcp.start_arg or mcp.internal or mcp.frobnicate or dofile or io then gen = "?" end
 if pcall(mcp.ratelim_tbf, {}) then gen = "?" end
 function mcp_config_pools()
-  if mcp.register_cron then mcp.register_cron("x", {}) end
+  if mcp.server_stats then mcp.server_stats("x") end
   return {}
 end
 function mcp_config_routes(p)

@@ -136,6 +136,11 @@ type Router struct {
 
 	userStats []*userStat // by mcp.add_stat id - 1
 
+	cronDefs []*cronDef    // from the config stage, for worker 0
+	crons    []*cronJob    // built in worker 0's state
+	cronStop chan struct{} // stops runCrons
+	cronDone chan struct{} // closed when runCrons has returned
+
 	requests atomic.Int64
 	failures atomic.Int64
 	timeouts atomic.Int64
@@ -207,6 +212,10 @@ func New(cfg Config) (*Router, error) {
 		}
 		r.workers = append(r.workers, w)
 	}
+	if len(r.crons) > 0 {
+		r.cronStop, r.cronDone = make(chan struct{}), make(chan struct{})
+		go r.runCrons(r.cronStop)
+	}
 	r.stop = make(chan struct{})
 	go r.watchdog(r.stop)
 	ok = true
@@ -266,6 +275,10 @@ func (r *Router) reject(req *codec.Request, c Completion, msg string) {
 func (r *Router) Close() {
 	if r.closed.Swap(true) {
 		return
+	}
+	if r.cronStop != nil { // before the workers: a cron is queued to one
+		close(r.cronStop)
+		<-r.cronDone
 	}
 	for _, w := range r.workers {
 		w.shutdown()

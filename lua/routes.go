@@ -118,6 +118,11 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 	if w.hooks.count == 0 {
 		return nil, &ConfigError{File: file, Msg: "mcp_config_routes attached no handler (call mcp.attach)"}
 	}
+	if id == 0 {
+		if err := w.buildCrons(); err != nil {
+			return nil, err
+		}
+	}
 	reads.sealGlobals(L)
 	ok = true
 	go w.loop()
@@ -197,7 +202,7 @@ func (w *worker) functions() map[string]glua.LGFunction {
 		"tcp_keepalive", "active_req_limit", "buffer_memory_limit", "backend_depth_limit",
 		"backend_flap_time", "backend_flap_backoff_ramp", "backend_flap_backoff_max",
 		"backend_use_iothread", "backend_use_tls", "init_tls", "luagc_ratio",
-		"schedule_config_reload",
+		"schedule_config_reload", "register_cron",
 	} {
 		f[name] = noop
 	}

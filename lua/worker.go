@@ -43,6 +43,7 @@ type evKind uint8
 const (
 	evRequest evKind = iota // a client request to route
 	evReply                 // a backend call completed
+	evCron                  // a cron is due (worker 0 only)
 )
 
 // event is one entry of a worker's queue.
@@ -52,6 +53,7 @@ type event struct {
 	req  *codec.Request
 	c    Completion
 	call *call
+	cron *cronJob
 }
 
 // coroutine is a Lua thread parked in the runner loop between requests.
@@ -256,6 +258,8 @@ func (w *worker) handleOne(ev *event) {
 		w.startRequest(ev.req, ev.hint, ev.c)
 	case evReply:
 		w.reply(ev.call)
+	case evCron:
+		w.runCron(ev.cron)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -119,6 +120,37 @@ func TestLuaStartArg(t *testing.T) {
 	_, addr := startProxy(t, "lp:\n  listen: 127.0.0.1:0\n  lua: "+file+"\n  lua_arg: hello\n", "lp")
 	if got := dial(t, addr).do("mg k\r\n"); got != "HD hello\r\n" {
 		t.Errorf("got %q, want %q", got, "HD hello\r\n")
+	}
+}
+
+// TestLuaReloadStopsCrons checks that a reload retires the old router's
+// crons: after three reloads of a file with a cron, one cron goroutine is
+// left.
+func TestLuaReloadStopsCrons(t *testing.T) {
+	file := writeLua(t, "function mcp_config_pools()\n"+
+		"  mcp.register_cron('tick', { every = 1, func = function() ticks = (ticks or 0) + 1 end })\n"+
+		"  return {}\nend\n"+
+		"function mcp_config_routes(p)\n  mcp.attach(mcp.CMD_MG, function(r) return \"HD\\r\\n\" end)\nend\n")
+	cfg, err := config.Parse([]byte("lp:\n  listen: 127.0.0.1:0\n  lua: "+file+"\n"), "test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := startProxyCfg(t, cfg)
+	for range 3 {
+		if err := srv.Reload(cfg); err != nil {
+			t.Fatalf("reload: %v", err)
+		}
+	}
+	crons := func() int {
+		buf := make([]byte, 1<<20)
+		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "lua.(*Router).runCrons(")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for crons() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d cron goroutines after three reloads, want 1", crons())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
