@@ -22,20 +22,20 @@
 // the old configuration).
 //
 // A call of what memcached's proxy has and shardproxy lacks (the rest of
-// the V2 API: mcp.register_cron, mcp.ratelim_tbf, the mutators, ...;
-// mcp.internal; the request methods raw_line, token_int, ...) or of what the
-// sandbox removes (os.execute; and, while the file loads, dofile, require,
-// io) raises an error naming it as written, at the line of the call:
-// "mcp.register_cron is not supported by shardproxy yet", "r:raw_line is not
+// the V2 API: mcp.ratelim_tbf, the mutators, ...; mcp.internal; the
+// request methods raw_line, token_int, ...) or of what the sandbox removes
+// (os.execute; and, while the file loads, dofile, require, io) raises an
+// error naming it as written, at the line of the call:
+// "mcp.ratelim_tbf is not supported by shardproxy yet", "r:raw_line is not
 // supported by shardproxy yet", "io is not available in shardproxy route
 // files". While the file loads, a config file of memcached's routelib gets
 // "pools belongs to memcached's routelib, which shardproxy does not support
 // yet" and an undefined global "attempt to call a nil value (global
 // 'NAME')"; a name of mcp that memcached lacks too is "mcp.NAME does not
 // exist". Reading such a name still gives nil, so a file that tests
-// `if mcp.register_cron then` takes its other branch; a constant read as a
-// value (mcp.start_arg) is nil and fails only where it
-// is used, with that function's own error. (The mcp, os and method tables,
+// `if mcp.ratelim_tbf then` takes its other branch; a constant read as a
+// value (mcp.MCMC_CODE_MISS) is nil and fails only where it is used, with
+// that function's own error. (The mcp, os and method tables,
 // and the globals while the file loads, get an __index metamethod that
 // notes absent names read, and nil a metatable whose __call and __index
 // name the one read on the caller's line; reads of present names never
@@ -56,8 +56,29 @@
 // requests in flight through the router; add_stat(id, name) and
 // stat_limit(n) declare counters; the remaining tunables of later
 // memcached versions are accepted and ignored. The route stage has the
-// tunables too, as no-ops, so a file may set them at its top level, which
-// runs in every state.
+// tunables (and mcp.register_cron) too, as no-ops, so a file may set them
+// at its top level, which runs in every state.
+//
+// mcp.start_arg is Config.StartArg (the pool's YAML lua_arg, memcached's
+// proxy_arg) in every stage: false when unset, the string, or, when it
+// contains ':', a table of its items ("a:b_2:c_x_y" is {a = true, b = "2",
+// c = "x"}).
+//
+// mcp.register_cron(name, {every = seconds, func = f[, rerun = false]}),
+// at config time (mcp_config_pools or the top level), calls f with no
+// arguments every `every` whole seconds (the first time `every` seconds
+// after the router starts), or once with rerun = false; a later cron of
+// the same name replaces the earlier one. A missing func or every, or
+// every below 1, is a load error. memcached runs crons in its config
+// state; shardproxy closes that state once the file has loaded, so f is
+// rebuilt in worker 0's state from its compiled code and runs there as an
+// event of that worker's queue, never beside its handlers and bounded by
+// MaxRun: it reads and sets worker 0's globals (what its handlers see), and
+// the locals of enclosing functions it uses are copies made at load time,
+// as mcp_config_routes's argument is (a local holding a function is a load
+// error; a pool becomes a pool proxy, though f cannot wait for a backend).
+// An error in f is logged once per distinct message. Close stops the crons
+// first.
 //
 // Backend defaults are memcached's (connect 5s, retry 3s, read 3s, failure
 // limit 3, one connection) unless the pool's YAML sets timeout,
@@ -135,7 +156,10 @@
 // count it. Response methods: ok(), hit(), vlen(), code() (mcp.MCMC_CODE_*
 // as memcached's mcmc classifies the reply; 0 when the backend failed),
 // line() (a meta reply's flags; the whole reply line otherwise) and
-// elapsed() (microseconds from sending to the reply). A quiet meta reply
+// elapsed() (microseconds from sending to the reply). mcp.time_real_millis()
+// (epoch milliseconds) and mcp.time_mono_millis() (milliseconds since the
+// process started, on the monotonic clock) return whole numbers, in the
+// route stage only: at config time they are nil, as in memcached. A quiet meta reply
 // hidden by the backend has code END for mg, OK otherwise.
 //
 // mcp.log(msg), mcp.log_req(r, res, detail) and mcp.log_reqsample(ms,
@@ -194,7 +218,7 @@
 // mcp.internal_handler (accepted as a value; new_handle raises "not
 // supported yet"), rctx:handle_set_cb, request_new, response_new, cfd and
 // tls_peer_cn, and the other V2 additions (inspectors, mutators, rate
-// limits, cron, mcp.start_arg). Where memcached fails each request, a
+// limits). Where memcached fails each request, a
 // generator attached before ready, or a router or unready generator given
 // to a router, is refused at load time instead.
 //

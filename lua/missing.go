@@ -5,7 +5,7 @@ import (
 )
 
 // A route file written for a newer memcached calls what shardproxy does
-// not have (mcp.funcgen_new, mcp.register_cron, dofile, ...). Lua reads an
+// not have (mcp.ratelim_tbf, mcp.req_mutator_new, dofile, ...). Lua reads an
 // absent field or global as nil, and gopher-lua's error for calling it,
 // "attempt to call a non-function object", names nothing. The read itself
 // must stay nil: a file may test `if mcp.funcgen_new then` to choose
