@@ -410,37 +410,43 @@ end`, map[string]int{"MC": slow}, "")
 	}
 }
 
-// Command maps of a router, as memcached's proxyrouter test uses them.
+// TestV2RouterCommandMaps: a router's map entry may be a table by command,
+// and a router may have a cmap (by command, for keys no map entry takes)
+// and a default. A command an entry's table lacks goes to the cmap, then
+// to the default; a router with a cmap alone takes the default for every
+// other command.
 func TestV2RouterCommandMaps(t *testing.T) {
 	addr, _ := luaRoutes(t, `
 function mcp_config_pools()
-  return mcp.pool({ mcp.backend("b", "127.0.0.1", 1) })
+  return mcp.pool({ mcp.backend("unused", "127.0.0.1", 1) })
 end
-local function msg(m)
-  local fg = mcp.funcgen_new()
-  fg:ready({ f = function() return function() return "SERVER_ERROR " .. m .. "\r\n" end end })
-  return fg
+local function answer(text)
+  local g = mcp.funcgen_new()
+  g:ready({ f = function() return function() return "SERVER_ERROR " .. text .. "\r\n" end end })
+  return g
 end
 function mcp_config_routes(p)
-  local map = {
-    cmd = { [mcp.CMD_GET] = msg("cmd get"), [mcp.CMD_SET] = msg("cmd set") },
-    cmdd = { [mcp.CMD_ANY_STORAGE] = msg("cmd default") },
+  local by_prefix = {
+    acct = { [mcp.CMD_GET] = answer("acct read"), [mcp.CMD_SET] = answer("acct write") },
+    sess = { [mcp.CMD_ANY_STORAGE] = answer("sess any") },
   }
-  local cmap = { [mcp.CMD_INCR] = msg("cmap incr") }
-  mcp.attach(mcp.CMD_ANY_STORAGE, mcp.router_new({ map = map, cmap = cmap, mode = "prefix", stop = "|", default = msg("default") }))
-  mcp.attach(mcp.CMD_GETS, mcp.router_new({ cmap = { [mcp.CMD_GETS] = msg("cmap only gets") } }))
-  mcp.attach(mcp.CMD_GAT, mcp.router_new({ cmap = { [mcp.CMD_GETS] = msg("x") }, default = msg("cmap only default") }))
+  local by_command = { [mcp.CMD_DECR] = answer("decr by command") }
+  mcp.attach(mcp.CMD_ANY_STORAGE, mcp.router_new({ map = by_prefix, cmap = by_command,
+    mode = "prefix", stop = ":", default = answer("fallback") }))
+  mcp.attach(mcp.CMD_GETS, mcp.router_new({ cmap = { [mcp.CMD_GETS] = answer("gets by command") } }))
+  mcp.attach(mcp.CMD_GAT, mcp.router_new({ cmap = { [mcp.CMD_GETS] = answer("unused") },
+    default = answer("gat fallback") }))
 end`, nil, "")
 	c := dial(t, addr)
 	for _, tc := range []struct{ req, want string }{
-		{"get cmd|a\r\n", "SERVER_ERROR cmd get\r\n"},
-		{setReq("cmd|a", "x"), "SERVER_ERROR cmd set\r\n"},
-		{"delete cmd|a\r\n", "SERVER_ERROR default\r\n"},
-		{"delete cmdd|a\r\n", "SERVER_ERROR cmd default\r\n"},
-		{"incr other|a 1\r\n", "SERVER_ERROR cmap incr\r\n"},
-		{"incr cmd|a 1\r\n", "SERVER_ERROR cmap incr\r\n"},
-		{"gets one|a\r\n", "SERVER_ERROR cmap only gets\r\n"},
-		{"gat 5 one|a\r\n", "SERVER_ERROR cmap only default\r\n"},
+		{"get acct:7\r\n", "SERVER_ERROR acct read\r\n"},
+		{setReq("acct:7", "x"), "SERVER_ERROR acct write\r\n"},
+		{"delete acct:7\r\n", "SERVER_ERROR fallback\r\n"},
+		{"delete sess:7\r\n", "SERVER_ERROR sess any\r\n"},
+		{"decr unknown:7 1\r\n", "SERVER_ERROR decr by command\r\n"},
+		{"decr acct:7 1\r\n", "SERVER_ERROR decr by command\r\n"},
+		{"gets any:7\r\n", "SERVER_ERROR gets by command\r\n"},
+		{"gat 5 any:7\r\n", "SERVER_ERROR gat fallback\r\n"},
 	} {
 		if got := c.do(tc.req); got != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
