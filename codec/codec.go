@@ -366,8 +366,16 @@ const HintAbove = 16 << 10
 // says the frame needs at least need bytes from its start. Parsers return
 // it for frames longer than HintAbove whose header announced their length,
 // and plain ErrIncomplete otherwise (it allocates; the plain one does not).
-func Incomplete(need int) error {
-	if need <= HintAbove {
+func Incomplete(need int) error { return IncompleteFrom(0, need) }
+
+// IncompleteFrom is Incomplete for a frame cut short in a piece (a bulk
+// string, a VALUE block) that starts at start: it announces need only
+// when that piece is longer than HintAbove by itself, a big value on its
+// way that the reader may make room for at once. A short piece in a long
+// frame (an array, a multi-get) announces nothing: a length a few bytes
+// past the buffer would not help the reader size it.
+func IncompleteFrom(start, need int) error {
+	if need-start <= HintAbove {
 		return ErrIncomplete
 	}
 	return &incomplete{need}

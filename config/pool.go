@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -273,6 +274,46 @@ func msKey(field func(*Pool) *time.Duration, min int) poolKey {
 			*field(pp.p) = time.Duration(n) * time.Millisecond
 		}
 	}, field)
+}
+
+// stringKey is a key setting a string field to a scalar that check
+// accepts: check returns why it refuses a value, or "".
+func stringKey(field func(*Pool) *string, check func(string) string) poolKey {
+	return keyOf(func(pp *poolParser, key string, v *yaml.Node) {
+		s, ok := pp.scalar(key, v)
+		if !ok {
+			return
+		}
+		if msg := check(s); msg != "" {
+			pp.fail(v.Line, key, msg)
+			return
+		}
+		*field(pp.p) = s
+	}, field)
+}
+
+// anyString is a stringKey check that accepts every string.
+func anyString(string) string { return "" }
+
+// nonEmpty is a stringKey check that refuses "" with msg.
+func nonEmpty(msg string) func(string) string {
+	return func(s string) string {
+		if s == "" {
+			return msg
+		}
+		return ""
+	}
+}
+
+// oneOf is a stringKey check that accepts one of names and refuses any
+// other as an unknown what.
+func oneOf(what string, names []string) func(string) string {
+	return func(s string) string {
+		if slices.Contains(names, s) {
+			return ""
+		}
+		return fmt.Sprintf("unknown %s %q", what, s)
+	}
 }
 
 // boolKey is a key setting a bool field from exactly true or false, as

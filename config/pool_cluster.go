@@ -3,8 +3,6 @@ package config
 import (
 	"fmt"
 	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // clusterKeys are the keys of a redis_cluster pool. The other kinds refuse
@@ -12,7 +10,7 @@ import (
 // false as any pool does.
 var clusterKeys = map[string]poolKey{
 	"redis_cluster":   boolKey(func(p *Pool) *bool { return &p.RedisCluster }),
-	"read_from":       keyOf((*poolParser).setReadFrom, func(p *Pool) *string { return &p.ReadFrom }),
+	"read_from":       stringKey(func(p *Pool) *string { return &p.ReadFrom }, checkReadFrom),
 	"cluster_refresh": msKey(func(p *Pool) *time.Duration { return &p.ClusterRefresh }, 100),
 }
 
@@ -87,17 +85,12 @@ func (pp *poolParser) refuseClusterKeys() {
 	}
 }
 
-// setReadFrom reads read_from: master, prefer_replica or replica.
-func (pp *poolParser) setReadFrom(key string, v *yaml.Node) {
-	s, ok := pp.scalar(key, v)
-	if !ok {
-		return
-	}
+// checkReadFrom wants read_from: master, prefer_replica or replica.
+func checkReadFrom(s string) string {
 	switch s {
 	case ReadFromMaster, ReadFromPreferReplica, ReadFromReplica:
-		pp.p.ReadFrom = s
-	default:
-		pp.fail(v.Line, key, fmt.Sprintf("unknown value %q; want %s, %s or %s", s,
-			ReadFromMaster, ReadFromPreferReplica, ReadFromReplica))
+		return ""
 	}
+	return fmt.Sprintf("unknown value %q; want %s, %s or %s", s,
+		ReadFromMaster, ReadFromPreferReplica, ReadFromReplica)
 }

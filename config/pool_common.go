@@ -16,7 +16,7 @@ var commonKeys = map[string]poolKey{
 	"backlog":              intKey(func(p *Pool) *int { return &p.Backlog }, 0, maxInt32),
 	"client_connections":   intKey(func(p *Pool) *int { return &p.ClientConnections }, 0, maxInt32),
 	"redis":                boolKey(func(p *Pool) *bool { return &p.Redis }),
-	"redis_auth":           keyOf((*poolParser).setRedisAuth, func(p *Pool) *string { return &p.RedisAuth }),
+	"redis_auth":           stringKey(func(p *Pool) *string { return &p.RedisAuth }, anyString),
 	"redis_db":             intKey(func(p *Pool) *int { return &p.RedisDB }, 0, maxInt32),
 	"preconnect":           boolKey(func(p *Pool) *bool { return &p.Preconnect }),
 	"auto_eject_hosts":     boolKey(func(p *Pool) *bool { return &p.AutoEjectHosts }),
@@ -27,12 +27,14 @@ var commonKeys = map[string]poolKey{
 	"reuseport":            boolKey(func(p *Pool) *bool { return &p.Reuseport }),
 	"servers":              {set: (*poolParser).setServers, given: func(p *Pool) bool { return len(p.Servers) > 0 }},
 
-	"item_size_max":       intKey(func(p *Pool) *int { return &p.ItemSizeMax }, 1024, 1<<30),
-	"max_request_line":    intKey(func(p *Pool) *int { return &p.MaxRequestLine }, 2048, 64<<20),
-	"flush_all":           boolKey(func(p *Pool) *bool { return &p.AllowFlushAll }),
-	"connect_timeout":     msKey(func(p *Pool) *time.Duration { return &p.ConnectTimeout }, 1),
-	"eject_policy":        keyOf((*poolParser).setEjectPolicy, func(p *Pool) *string { return &p.EjectPolicy }),
-	"failover_pool":       keyOf((*poolParser).setFailoverPool, func(p *Pool) *string { return &p.FailoverPool }),
+	"item_size_max":    intKey(func(p *Pool) *int { return &p.ItemSizeMax }, 1024, 1<<30),
+	"max_request_line": intKey(func(p *Pool) *int { return &p.MaxRequestLine }, 2048, 64<<20),
+	"flush_all":        boolKey(func(p *Pool) *bool { return &p.AllowFlushAll }),
+	"connect_timeout":  msKey(func(p *Pool) *time.Duration { return &p.ConnectTimeout }, 1),
+	"eject_policy":     stringKey(func(p *Pool) *string { return &p.EjectPolicy }, checkEjectPolicy),
+	// failover_pool's pool is checked once every pool is read
+	// (checkFailovers).
+	"failover_pool":       stringKey(func(p *Pool) *string { return &p.FailoverPool }, nonEmpty("must name a pool")),
 	"active_req_limit":    intKey(func(p *Pool) *int { return &p.ActiveReqLimit }, 0, maxInt32),
 	"buffer_memory_limit": intKey(func(p *Pool) *int { return &p.BufferMemoryLimit }, 0, maxInt32),
 	"max_keys":            intKey(func(p *Pool) *int { return &p.MaxKeys }, 0, maxInt32),
@@ -131,12 +133,6 @@ func (pp *poolParser) setTimeout(key string, v *yaml.Node) {
 	}
 }
 
-func (pp *poolParser) setRedisAuth(key string, v *yaml.Node) {
-	if s, ok := pp.scalar(key, v); ok {
-		pp.p.RedisAuth = s
-	}
-}
-
 func (pp *poolParser) setServerConnections(key string, v *yaml.Node) {
 	n, ok := pp.integer(key, v, 0, MaxServerConnections)
 	if !ok {
@@ -185,28 +181,11 @@ func (pp *poolParser) setServers(key string, v *yaml.Node) {
 	}
 }
 
-// setEjectPolicy reads eject_policy: remap, fail_fast or failover.
-func (pp *poolParser) setEjectPolicy(key string, v *yaml.Node) {
-	s, ok := pp.scalar(key, v)
-	if !ok {
-		return
-	}
+// checkEjectPolicy wants eject_policy: remap, fail_fast or failover.
+func checkEjectPolicy(s string) string {
 	switch s {
 	case EjectRemap, EjectFailFast, EjectFailover:
-		pp.p.EjectPolicy = s
-	default:
-		pp.fail(v.Line, key, fmt.Sprintf("unknown policy %q; want %s, %s or %s", s, EjectRemap, EjectFailFast, EjectFailover))
+		return ""
 	}
-}
-
-// setFailoverPool reads failover_pool; the pool it names is checked once
-// every pool is read (checkFailovers).
-func (pp *poolParser) setFailoverPool(key string, v *yaml.Node) {
-	if s, ok := pp.scalar(key, v); ok {
-		if s == "" {
-			pp.fail(v.Line, key, "must name a pool")
-			return
-		}
-		pp.p.FailoverPool = s
-	}
+	return fmt.Sprintf("unknown policy %q; want %s, %s or %s", s, EjectRemap, EjectFailFast, EjectFailover)
 }

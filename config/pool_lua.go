@@ -1,13 +1,15 @@
 package config
 
-import "gopkg.in/yaml.v3"
-
 // luaKeys are the keys of a Lua pool: its route file, which defines the
 // backends (so a Lua pool has no servers; validateBackends), and the
 // argument the file reads as mcp.start_arg.
 var luaKeys = map[string]poolKey{
-	"lua":     keyOf((*poolParser).setLua, func(p *Pool) *string { return &p.Lua }),
-	"lua_arg": keyOf((*poolParser).setLuaArg, func(p *Pool) *string { return &p.LuaArg }),
+	"lua": stringKey(func(p *Pool) *string { return &p.Lua },
+		nonEmpty("must be the path of a Lua route file")),
+	// lua_arg is the route file's mcp.start_arg: any non-empty string,
+	// read as its text (lua_arg: 5 is "5").
+	"lua_arg": stringKey(func(p *Pool) *string { return &p.LuaArg },
+		nonEmpty("must be a non-empty string (leave the key out for mcp.start_arg false)")),
 }
 
 // luaKind is a pool routed by a Lua script in memcached's proxy API (a lua
@@ -37,29 +39,6 @@ func (luaKind) validate(pp *poolParser) {
 // provision has nothing to fill: the route file holds a Lua pool's own
 // defaults.
 func (luaKind) provision(*Pool) {}
-
-// setLua reads lua, the path of a route file.
-func (pp *poolParser) setLua(key string, v *yaml.Node) {
-	if s, ok := pp.scalar(key, v); ok {
-		if s == "" {
-			pp.fail(v.Line, key, "must be the path of a Lua route file")
-			return
-		}
-		pp.p.Lua = s
-	}
-}
-
-// setLuaArg reads lua_arg, the route file's mcp.start_arg: any non-empty
-// string, read as its text (lua_arg: 5 is "5").
-func (pp *poolParser) setLuaArg(key string, v *yaml.Node) {
-	if s, ok := pp.scalar(key, v); ok {
-		if s == "" {
-			pp.fail(v.Line, key, "must be a non-empty string (leave the key out for mcp.start_arg false)")
-			return
-		}
-		pp.p.LuaArg = s
-	}
-}
 
 // refuseLuaArg refuses lua_arg on a pool that has no route file to read it.
 func (pp *poolParser) refuseLuaArg() {

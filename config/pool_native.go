@@ -13,11 +13,11 @@ import (
 // redis_cluster pool refuses the hashing keys; a Lua pool ignores them but
 // for hash_seed, and refuses server_protocol: meta.
 var nativeKeys = map[string]poolKey{
-	"hash":            keyOf((*poolParser).setHash, func(p *Pool) *string { return &p.Hash }),
-	"hash_tag":        keyOf((*poolParser).setHashTag, func(p *Pool) *string { return &p.HashTag }),
-	"distribution":    keyOf((*poolParser).setDistribution, func(p *Pool) *string { return &p.Distribution }),
+	"hash":            stringKey(func(p *Pool) *string { return &p.Hash }, oneOf("hash", hashes)),
+	"hash_tag":        stringKey(func(p *Pool) *string { return &p.HashTag }, checkHashTag),
+	"distribution":    stringKey(func(p *Pool) *string { return &p.Distribution }, oneOf("distribution", distributions)),
 	"hash_seed":       keyOf((*poolParser).setHashSeed, func(p *Pool) *uint64 { return &p.HashSeed }),
-	"server_protocol": keyOf((*poolParser).setServerProtocol, func(p *Pool) *string { return &p.ServerProtocol }),
+	"server_protocol": stringKey(func(p *Pool) *string { return &p.ServerProtocol }, checkServerProtocol),
 }
 
 // nativeKind is a pool that shards keys over its servers list with its hash
@@ -62,36 +62,13 @@ func (pp *poolParser) refuseMetaOnRedis() bool {
 	return true
 }
 
-func (pp *poolParser) setHash(key string, v *yaml.Node) {
-	if s, ok := pp.scalar(key, v); ok {
-		if !slices.Contains(hashes, s) {
-			pp.fail(v.Line, key, fmt.Sprintf("unknown hash %q", s))
-			return
-		}
-		pp.p.Hash = s
-	}
-}
-
-func (pp *poolParser) setDistribution(key string, v *yaml.Node) {
-	if s, ok := pp.scalar(key, v); ok {
-		if !slices.Contains(distributions, s) {
-			pp.fail(v.Line, key, fmt.Sprintf("unknown distribution %q", s))
-			return
-		}
-		pp.p.Distribution = s
-	}
-}
-
-// setHashTag takes two bytes, as twemproxy's conf_set_hashtag checks the
+// checkHashTag wants two bytes, as twemproxy's conf_set_hashtag checks the
 // length in bytes and the tag is matched byte by byte.
-func (pp *poolParser) setHashTag(key string, v *yaml.Node) {
-	if s, ok := pp.scalar(key, v); ok {
-		if len(s) != 2 {
-			pp.fail(v.Line, key, fmt.Sprintf("%q is not exactly 2 characters (bytes), such as \"{}\"", s))
-			return
-		}
-		pp.p.HashTag = s
+func checkHashTag(s string) string {
+	if len(s) != 2 {
+		return fmt.Sprintf("%q is not exactly 2 characters (bytes), such as \"{}\"", s)
 	}
+	return ""
 }
 
 func (pp *poolParser) setHashSeed(key string, v *yaml.Node) {
@@ -107,16 +84,11 @@ func (pp *poolParser) setHashSeed(key string, v *yaml.Node) {
 	pp.p.HashSeed = n
 }
 
-// setServerProtocol reads server_protocol: text or meta.
-func (pp *poolParser) setServerProtocol(key string, v *yaml.Node) {
-	s, ok := pp.scalar(key, v)
-	if !ok {
-		return
-	}
+// checkServerProtocol wants server_protocol: text or meta.
+func checkServerProtocol(s string) string {
 	switch s {
 	case ServerProtocolText, ServerProtocolMeta:
-		pp.p.ServerProtocol = s
-	default:
-		pp.fail(v.Line, key, fmt.Sprintf("unknown value %q; want %s or %s", s, ServerProtocolText, ServerProtocolMeta))
+		return ""
 	}
+	return fmt.Sprintf("unknown value %q; want %s or %s", s, ServerProtocolText, ServerProtocolMeta)
 }

@@ -3,13 +3,11 @@ package config
 import (
 	"fmt"
 	"strings"
-
-	"gopkg.in/yaml.v3"
 )
 
 // securityKeys are the TLS and ACL keys, which every kind of pool reads.
 var securityKeys = map[string]poolKey{
-	"redis_auth_user":        keyOf((*poolParser).setRedisAuthUser, func(p *Pool) *string { return &p.RedisAuthUser }),
+	"redis_auth_user":        stringKey(func(p *Pool) *string { return &p.RedisAuthUser }, checkRedisAuthUser),
 	"tls_cert":               pathKey(func(p *Pool) *string { return &p.TLSCert }),
 	"tls_key":                pathKey(func(p *Pool) *string { return &p.TLSKey }),
 	"tls_client_ca":          pathKey(func(p *Pool) *string { return &p.TLSClientCA }),
@@ -17,49 +15,31 @@ var securityKeys = map[string]poolKey{
 	"server_tls_ca":          pathKey(func(p *Pool) *string { return &p.ServerTLSCA }),
 	"server_tls_cert":        pathKey(func(p *Pool) *string { return &p.ServerTLSCert }),
 	"server_tls_key":         pathKey(func(p *Pool) *string { return &p.ServerTLSKey }),
-	"server_tls_server_name": keyOf((*poolParser).setServerTLSServerName, func(p *Pool) *string { return &p.ServerTLSServerName }),
+	"server_tls_server_name": stringKey(func(p *Pool) *string { return &p.ServerTLSServerName }, checkServerTLSServerName),
 	"server_tls_skip_verify": boolKey(func(p *Pool) *bool { return &p.ServerTLSSkipVerify }),
 }
 
 // pathKey is a key setting a string field to a file path, which must not be
 // empty.
 func pathKey(field func(*Pool) *string) poolKey {
-	return keyOf(func(pp *poolParser, key string, v *yaml.Node) {
-		if s, ok := pp.scalar(key, v); ok {
-			if s == "" {
-				pp.fail(v.Line, key, "must be the path of a PEM file")
-				return
-			}
-			*field(pp.p) = s
-		}
-	}, field)
+	return stringKey(field, nonEmpty("must be the path of a PEM file"))
 }
 
-// setRedisAuthUser reads redis_auth_user, a Redis ACL user name: not empty,
-// no spaces (Redis's ACL SETUSER refuses them).
-func (pp *poolParser) setRedisAuthUser(key string, v *yaml.Node) {
-	s, ok := pp.scalar(key, v)
-	if !ok {
-		return
-	}
+// checkRedisAuthUser wants redis_auth_user, a Redis ACL user name: not
+// empty, no spaces (Redis's ACL SETUSER refuses them).
+func checkRedisAuthUser(s string) string {
 	if s == "" || strings.ContainsAny(s, " \t\r\n") {
-		pp.fail(v.Line, key, fmt.Sprintf("%q is not a user name (not empty, no spaces)", s))
-		return
+		return fmt.Sprintf("%q is not a user name (not empty, no spaces)", s)
 	}
-	pp.p.RedisAuthUser = s
+	return ""
 }
 
-// setServerTLSServerName reads server_tls_server_name, a host name.
-func (pp *poolParser) setServerTLSServerName(key string, v *yaml.Node) {
-	s, ok := pp.scalar(key, v)
-	if !ok {
-		return
-	}
+// checkServerTLSServerName wants server_tls_server_name, a host name.
+func checkServerTLSServerName(s string) string {
 	if s == "" || strings.ContainsAny(s, " \t\r\n/") {
-		pp.fail(v.Line, key, fmt.Sprintf("%q is not a host name", s))
-		return
+		return fmt.Sprintf("%q is not a host name", s)
 	}
-	pp.p.ServerTLSServerName = s
+	return ""
 }
 
 // serverTLSKeys are the keys that need server_tls: true.

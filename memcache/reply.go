@@ -339,19 +339,12 @@ func parseSize(tok, line []byte) (int, error) {
 // skipData checks that size bytes of data and "\r\n" follow at off, in
 // the block (value line and data) that starts at block, and returns the
 // offset after them. trail is how many bytes the reply has at least after
-// them. A block cut short announces the reply's length up to its end
-// (codec.Incomplete) only when it is longer than codec.HintAbove by
-// itself: a big value is on its way, which the reader may make room for
-// at once. A short one in a long multi-get announces nothing: a length a
-// few bytes past the buffer would not help the reader size it, and
-// codec.Incomplete allocates.
+// them. A block cut short announces the reply's length up to its end only
+// when the block alone is long (codec.IncompleteFrom).
 func skipData(buf []byte, block, off, size, trail int) (int, error) {
 	end := off + size + 2
 	if len(buf) < end {
-		if end+trail-block <= codec.HintAbove {
-			return 0, codec.ErrIncomplete
-		}
-		return 0, codec.Incomplete(end + trail)
+		return 0, codec.IncompleteFrom(block, end+trail)
 	}
 	if buf[end-2] != '\r' || buf[end-1] != '\n' {
 		return 0, replyErr(ErrValueTerminator, buf[end-2:end])

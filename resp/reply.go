@@ -97,7 +97,7 @@ func parseReply(buf []byte, pos int, pending int64, st *codec.ReplyState) (int, 
 					if st != nil {
 						*st = codec.ReplyState{Off: pos, Left: pending}
 					}
-					return 0, 0, incomplete(pos, end+2)
+					return 0, 0, codec.IncompleteFrom(pos, end+2)
 				}
 				if buf[end] != '\r' || buf[end+1] != '\n' {
 					return 0, 0, replyErr(ErrReplyBulkEnding, buf[end:end+2])
@@ -120,20 +120,6 @@ func parseReply(buf []byte, pos int, pending int64, st *codec.ReplyState) (int, 
 		pos = next
 	}
 	return pos, kind, nil
-}
-
-// incomplete is the error for a reply cut short in the bulk string that
-// starts at pos and ends at end. It announces end (codec.Incomplete) only
-// when the bulk string is longer than codec.HintAbove by itself: a big
-// value is on its way, which the reader may make room for at once. A
-// short one in a long array announces nothing: a length a few bytes past
-// the buffer would not help the reader size it, and codec.Incomplete
-// allocates.
-func incomplete(pos, end int) error {
-	if end-pos <= codec.HintAbove {
-		return codec.ErrIncomplete
-	}
-	return codec.Incomplete(end)
 }
 
 // isReplyType reports whether c starts a RESP2 reply.
