@@ -254,10 +254,6 @@ type ReplyState struct {
 	// Off is how many bytes of the reply are framed: the next call starts
 	// examining there.
 	Off int
-	// Kind is the reply's kind as far as it is known (from its first
-	// line). The RESP and memcache dialects do not need it: what they
-	// resume past its first line is an array or a list of VALUE blocks.
-	Kind ReplyKind
 	// Left and Index are the dialect's counters. RESP: Left is the
 	// elements still to frame (the one at Off included), Index how many
 	// bytes of that element's line are known to hold no "\n" (a long

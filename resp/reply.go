@@ -38,8 +38,7 @@ func (*Dialect) ParseReply(buf []byte, _ *codec.Request) (int, codec.ReplyKind, 
 // header line only: its data is skipped by length. A long simple string
 // or error cut short (a line may be 1 MiB) is searched for its end from
 // where the last call stopped, and read once more whole when it ends.
-// st.Kind is not used: a reply resumed past its first line is an array,
-// ReplyOK.
+// A reply resumed past its first line is an array: ReplyOK.
 func (*Dialect) ResumeReply(buf []byte, _ *codec.Request, st *codec.ReplyState) (int, codec.ReplyKind, error) {
 	pos, pending, scanned := 0, int64(1), 0
 	if st.Left > 0 && uint(st.Off) <= uint(len(buf)) && st.Index >= 0 { // else the zero state, or none of buf's
