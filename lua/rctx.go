@@ -347,8 +347,7 @@ func (w *worker) dispatch(L *glua.LState, rc *rctx, t *task) {
 		s.state = slotActive
 		be := pick(L, s.pool, s.rq, t.hint)
 		if be == nil {
-			res := &response{err: crossServer, errKind: codec.ErrCrossServer, hdr: headerOf(s.rq.req), redis: w.r.cfg.Redis}
-			w.completeSlot(rc, i, res)
+			w.completeSlot(rc, i, w.crossServerResponse(s.rq.req))
 			continue
 		}
 		countCalls(L, t, 1)
