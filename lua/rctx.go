@@ -24,7 +24,6 @@ import (
 // WAIT_FASTGOOD sees a good result.
 type rctx struct {
 	fg    *funcgen
-	ud    *glua.LUserData // the Lua value the generator was given
 	fn    *glua.LFunction // the handler the generator returned for this context
 	slots []slot
 
