@@ -185,6 +185,12 @@ func pick(L *glua.LState, p *pool, rq *request, hint uint32) *beRef {
 // servers of a pool.
 const crossServer = wireError("keys in request don't hash to the same server")
 
+// crossServerResponse is the response a handler gets for req when pick
+// finds its keys on different servers, without a backend call.
+func (w *worker) crossServerResponse(req *codec.Request) *response {
+	return &response{err: crossServer, errKind: codec.ErrCrossServer, hdr: headerOf(req), redis: w.r.cfg.Redis}
+}
+
 // poolCall is pool(r): send r to the pool's backend for its key, wait, and
 // return the response.
 func (w *worker) poolCall(L *glua.LState) int {
@@ -196,7 +202,7 @@ func (w *worker) poolCall(L *glua.LState) int {
 	t := w.yieldable(L, "pool(r)")
 	be := pick(L, p, rq, t.hint)
 	if be == nil {
-		L.Push(w.responseValue(&response{err: crossServer, errKind: codec.ErrCrossServer, hdr: headerOf(rq.req), redis: w.r.cfg.Redis}))
+		L.Push(w.responseValue(w.crossServerResponse(rq.req)))
 		return 1
 	}
 	countCalls(L, t, 1)

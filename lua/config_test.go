@@ -97,19 +97,24 @@ func TestConfigErrors(t *testing.T) {
 		{"endless config", "function mcp_config_pools()\n  while true do end\nend\n" + okRoutes,
 			"lua: routes.lua:2: mcp_config_pools: ran longer than 500ms"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := load(t, tc.src)
-			if err == nil {
-				t.Fatal("loaded")
-			}
-			var ce *lua.ConfigError
-			if !errors.As(err, &ce) || ce.File != "routes.lua" {
-				t.Errorf("not a *ConfigError for routes.lua: %#v", err)
-			}
-			if err.Error() != tc.want {
-				t.Errorf("got  %s\nwant %s", err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantConfigError(t, tc.src, tc.want) })
+	}
+}
+
+// wantConfigError checks that src is refused with a *lua.ConfigError for
+// routes.lua whose whole text is want.
+func wantConfigError(t *testing.T, src, want string) {
+	t.Helper()
+	_, err := load(t, src)
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	var ce *lua.ConfigError
+	if !errors.As(err, &ce) || ce.File != "routes.lua" {
+		t.Errorf("not a *ConfigError for routes.lua: %#v", err)
+	}
+	if err.Error() != want {
+		t.Errorf("got  %s\nwant %s", err, want)
 	}
 }
 

@@ -112,10 +112,18 @@ func luaRoutes(t testing.TB, src string, ports map[string]int, extra string) (st
 // started for it.
 func testdataRoutes(t testing.TB, name string, ports map[int]int, extra string) (string, *logBuffer) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "lua", name))
+	return fileRoutes(t, filepath.Join("..", "testdata", "lua", name), ports, extra)
+}
+
+// fileRoutes loads the route file at path with each literal port in ports
+// replaced by the port of the server started for it, and starts a proxy.
+func fileRoutes(t testing.TB, path string, ports map[int]int, extra string) (string, *logBuffer) {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	name := filepath.Base(path)
 	src := string(b)
 	for from, to := range ports {
 		re := regexp.MustCompile(`\b` + strconv.Itoa(from) + `\b`)

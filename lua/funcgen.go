@@ -19,7 +19,6 @@ type funcgen struct {
 	handles []*pool // by handle number, from 0
 	gen     *glua.LFunction
 	arg     glua.LValue // nil: the generator gets the context alone
-	uobj    int         // fgen:ready's u: objects rctx:request_new may make (not supported yet)
 	ready   bool
 	router  *fgenRouter // set for mcp.router_new's objects
 	free    []*rctx
@@ -109,7 +108,8 @@ func (w *worker) fgenReady(L *glua.LState) int {
 		if u < 1 || u > 255 {
 			L.RaiseError("user obj ('u') in fgen:ready must be between 1 and 255")
 		}
-		fg.uobj = int(u)
+		// u sizes rctx:request_new's objects, which are not supported
+		// yet: it is checked, not kept.
 	}
 	rc, err := w.newRctx(fg, L)
 	if err != nil {
@@ -189,10 +189,10 @@ func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 	for i, p := range fg.handles {
 		rc.slots[i].pool = p
 	}
-	rc.ud = w.L.NewUserData()
-	rc.ud.Value = rc
-	rc.ud.Metatable = w.v2.rctxMT
-	args := []glua.LValue{rc.ud}
+	ud := w.L.NewUserData()
+	ud.Value = rc
+	ud.Metatable = w.v2.rctxMT
+	args := []glua.LValue{ud}
 	if fg.arg != nil {
 		args = append(args, fg.arg)
 	}

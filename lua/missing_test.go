@@ -1,7 +1,6 @@
 package lua_test
 
 import (
-	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -66,19 +65,7 @@ func TestUnsupportedNames(t *testing.T) {
 		{"nil field keeps gopher-lua's error", "local t = {}\nlocal x = t.a.b\n" + okPools + okRoutes,
 			"lua: routes.lua:2: loading: attempt to index a non-table object(nil) with key 'b'"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := load(t, tc.src)
-			if err == nil {
-				t.Fatal("loaded")
-			}
-			var ce *lua.ConfigError
-			if !errors.As(err, &ce) || ce.File != "routes.lua" {
-				t.Errorf("not a *ConfigError for routes.lua: %#v", err)
-			}
-			if err.Error() != tc.want {
-				t.Errorf("got  %s\nwant %s", err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantConfigError(t, tc.src, tc.want) })
 	}
 }
 

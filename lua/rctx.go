@@ -24,7 +24,6 @@ import (
 // WAIT_FASTGOOD sees a good result.
 type rctx struct {
 	fg    *funcgen
-	ud    *glua.LUserData // the Lua value the generator was given
 	fn    *glua.LFunction // the handler the generator returned for this context
 	slots []slot
 
@@ -347,8 +346,7 @@ func (w *worker) dispatch(L *glua.LState, rc *rctx, t *task) {
 		s.state = slotActive
 		be := pick(L, s.pool, s.rq, t.hint)
 		if be == nil {
-			res := &response{err: crossServer, errKind: codec.ErrCrossServer, hdr: headerOf(s.rq.req), redis: w.r.cfg.Redis}
-			w.completeSlot(rc, i, res)
+			w.completeSlot(rc, i, w.crossServerResponse(s.rq.req))
 			continue
 		}
 		countCalls(L, t, 1)
@@ -486,103 +484,4 @@ func (w *worker) armTimer(rc *rctx, d time.Duration) {
 	rc.timer = time.AfterFunc(d, func() {
 		c.w.submit(event{kind: evReply, call: c}, false)
 	})
-}
-
-// rctxRes is res_good / res_ok / res_any: the slot's response when its
-// flags have one of mask's bits, else nil.
-func rctxRes(mask int) glua.LGFunction {
-	return func(L *glua.LState) int {
-		rc := checkRctx(L)
-		s := &rc.slots[checkHandle(L, rc, 2, "invalid queue handle passed to :good/:ok:/:any")]
-		if s.flags&mask != 0 && s.res != nil {
-			L.Push(s.res)
-		} else {
-			L.Push(glua.LNil)
-		}
-		return 1
-	}
-}
-
-// rctxResult is rctx:result(handle): the response and its RES_* flag, or
-// nil, nil before the slot is answered.
-func rctxResult(L *glua.LState) int {
-	rc := checkRctx(L)
-	s := &rc.slots[checkHandle(L, rc, 2, "invalid queue handle passed to :good/:ok:/:any")]
-	pushResult(L, s)
-	return 2
-}
-
-func pushResult(L *glua.LState, s *slot) {
-	if f := s.flags & (resGood | resOK | resAny); f != 0 && s.res != nil {
-		L.Push(s.res)
-		L.Push(glua.LNumber(f))
-		return
-	}
-	L.Push(glua.LNil)
-	L.Push(glua.LNil)
-}
-
-// tableHandles reads the array of handles of a best/worst_result call.
-func tableHandles(L *glua.LState, rc *rctx, what string) []int {
-	tbl, ok := L.Get(2).(*glua.LTable)
-	if !ok {
-		L.RaiseError("must pass a table to :%s", what)
-	}
-	hs := make([]int, 0, tbl.Len())
-	for i := 1; i <= tbl.Len(); i++ {
-		v, _ := tbl.RawGetInt(i).(glua.LNumber)
-		h := int(v)
-		if h < 0 || h >= len(rc.slots) {
-			L.RaiseError("invalid queue handle passed to %s", what)
-		}
-		hs = append(hs, h)
-	}
-	return hs
-}
-
-// rctxBestResult is rctx:best_result({handles}): the first good result,
-// else the last ok one, else the last error.
-func rctxBestResult(L *glua.LState) int {
-	rc := checkRctx(L)
-	best, bestOK := -1, false
-	for _, h := range tableHandles(L, rc, "best_result") {
-		f := rc.slots[h].flags
-		switch {
-		case f == 0:
-			continue
-		case f&resGood != 0:
-			pushResult(L, &rc.slots[h])
-			return 2
-		case f&resOK != 0:
-			best, bestOK = h, true
-		case !bestOK:
-			best = h
-		}
-	}
-	if best < 0 {
-		L.Push(glua.LNil)
-		L.Push(glua.LNil)
-		return 2
-	}
-	pushResult(L, &rc.slots[best])
-	return 2
-}
-
-// rctxWorstResult is rctx:worst_result({handles}): the answered slot with
-// the highest flags (errors above misses above hits), the last of equals.
-func rctxWorstResult(L *glua.LState) int {
-	rc := checkRctx(L)
-	worst, flags := -1, 0
-	for _, h := range tableHandles(L, rc, "worst_result") {
-		if f := rc.slots[h].flags; f != 0 && f >= flags {
-			worst, flags = h, f
-		}
-	}
-	if worst < 0 {
-		L.Push(glua.LNil)
-		L.Push(glua.LNil)
-		return 2
-	}
-	pushResult(L, &rc.slots[worst])
-	return 2
 }

@@ -2,9 +2,7 @@ package lua_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,19 +19,7 @@ import (
 // replaced by the port of the server started for it, and starts a proxy.
 func exampleRoutes(t *testing.T, name string, ports map[int]int) (string, *logBuffer) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "examples", "lua", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := string(b)
-	for from, to := range ports {
-		re := regexp.MustCompile(`\b` + strconv.Itoa(from) + `\b`)
-		if !re.MatchString(src) {
-			t.Fatalf("%s does not mention port %d", name, from)
-		}
-		src = re.ReplaceAllString(src, strconv.Itoa(to))
-	}
-	return startLua(t, writeRoutes(t, src), "")
+	return fileRoutes(t, filepath.Join("..", "examples", "lua", name), ports, "")
 }
 
 func setReq(key, value string) string {
