@@ -23,7 +23,6 @@ type shardRouter struct {
 	shardCfg sharding.Config    // what shard was built from; a reload reuses an equal one
 	backends []*backend.Backend // in shard.Servers() order
 	failover *shardRouter       // eject_policy failover: takes a bad server's keys
-	lease    *backend.Lease
 	log      logger
 }
 
@@ -52,7 +51,6 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 		cfg:     pc,
 		dialect: k.p.dialect,
 		stats:   k.p.stats,
-		lease:   k.lease,
 		log:     k.p.log,
 		shardCfg: sharding.Config{
 			Servers:      servers,
