@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"log/slog"
 	"reflect"
 
 	"shardproxy/backend"
@@ -23,19 +24,13 @@ type shardRouter struct {
 	shardCfg sharding.Config    // what shard was built from; a reload reuses an equal one
 	backends []*backend.Backend // in shard.Servers() order
 	failover *shardRouter       // eject_policy failover: takes a bad server's keys
-	log      logger
+	log      *slog.Logger
 }
 
 var (
 	_ route.Router   = (*shardRouter)(nil)
 	_ route.Backends = (*shardRouter)(nil)
 )
-
-// logger is the part of *slog.Logger the routers use.
-type logger interface {
-	Info(msg string, args ...any)
-	Warn(msg string, args ...any)
-}
 
 // newShardRouter builds a native pool's router. A reload reuses the
 // running router's distribution when it is built from the same servers.
