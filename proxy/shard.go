@@ -35,7 +35,7 @@ var (
 // newShardRouter builds a native pool's router. A reload reuses the
 // running router's distribution when it is built from the same servers.
 func newShardRouter(k *kindEnv) (route.Router, error) {
-	pc := k.pc
+	pc := k.p.cfg
 	servers := make([]sharding.Server, len(pc.Servers))
 	byName := make(map[string]config.Server, len(pc.Servers))
 	for i, s := range pc.Servers {
@@ -68,7 +68,7 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 		s := byName[ss.Name]
 		cfg := k.backendConfig(s.Addr)
 		cfg.Name = s.Name
-		cfg.OnStateChange = k.srv.backendStateChanged
+		cfg.OnStateChange = k.p.srv.backendStateChanged
 		r.backends = append(r.backends, k.lease.Get(cfg))
 	}
 	// Make the distribution's live set match the backends' health: a kept
