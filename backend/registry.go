@@ -212,17 +212,6 @@ func (r *Registry) Len() int {
 	return len(r.entries)
 }
 
-// Backends returns every backend the registry holds.
-func (r *Registry) Backends() []*Backend {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	bs := make([]*Backend, 0, len(r.entries))
-	for _, e := range r.entries {
-		bs = append(bs, e.b)
-	}
-	return bs
-}
-
 // Wait blocks until every backend put back for the last time has closed.
 func (r *Registry) Wait() { r.closing.Wait() }
 

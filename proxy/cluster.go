@@ -67,7 +67,7 @@ func (r clusterRouter) Stats() []route.Stat {
 // slot map, so no request waits for the new pool's first refresh, and
 // nodes both maps use keep their backends (the pool's lease).
 func newClusterRouter(k *kindEnv) (route.Router, error) {
-	pc := k.pc
+	pc := k.p.cfg
 	readFrom, err := cluster.ParseReadFrom(pc.ReadFrom)
 	if err != nil {
 		return nil, err

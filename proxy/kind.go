@@ -41,10 +41,8 @@ func kindOf(pc *config.Pool) (*poolKind, error) {
 
 // kindEnv is what a kind's build is given.
 type kindEnv struct {
-	srv     *Server
 	b       *builder
-	p       *pool // the pool being built: dialect, limits, stats, logger
-	pc      *config.Pool
+	p       *pool          // the pool being built: its configuration, dialect, limits, stats, logger
 	old     route.Router   // the running router of the pool's name and kind, or nil
 	lease   *backend.Lease // where the router's backends come from
 	dialTLS *tls.Config    // how backend sockets dial; nil: plain
@@ -53,7 +51,7 @@ type kindEnv struct {
 // backendConfig is the template of the pool's backends at addr: the
 // pool's timeouts, limits, handshake and TLS.
 func (k *kindEnv) backendConfig(addr string) backend.Config {
-	pc := k.pc
+	pc := k.p.cfg
 	return backend.Config{
 		Addr:    addr,
 		Dialect: k.p.dialect,

@@ -60,7 +60,7 @@ func (l luaRouter) Close() { l.r.Close() }
 // override both. The script's backends come from the pool's lease, so a
 // reload keeps the ones the new file declares alike.
 func newLuaRouter(k *kindEnv) (route.Router, error) {
-	pc := k.pc
+	pc := k.p.cfg
 	d := lua.Defaults{
 		ReadTimeout:  pc.Timeout,
 		TCPKeepalive: pc.TCPKeepalive,

@@ -120,7 +120,7 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 	if !pc.AllowFlushAll {
 		p.limits.Deny = []string{"flush_all"}
 	}
-	k := &kindEnv{srv: srv, b: b, p: p, pc: pc, lease: lease, dialTLS: dialTLS}
+	k := &kindEnv{b: b, p: p, lease: lease, dialTLS: dialTLS}
 	if old != nil && old.kind == p.kind {
 		k.old = old.router
 	}

@@ -339,12 +339,6 @@ func release(p *pending) {
 // a recycled buffer of its own.
 const bigWrite = 16 << 10
 
-// bigReply returns p's reply when it is big enough to be worth writing
-// without copying (see route.Exchange.BigReply).
-func bigReply(out []byte, p *pending) (head, big []byte, tail string) {
-	return p.BigReply(out, p.pool.dialect)
-}
-
 // appendReply appends what the client sees for p, in the words of the pool
 // that routed it; each failed backend call counts as a forward error.
 func (s *session) appendReply(out []byte, p *pending) []byte {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"log/slog"
 	"reflect"
 
 	"shardproxy/backend"
@@ -23,8 +24,7 @@ type shardRouter struct {
 	shardCfg sharding.Config    // what shard was built from; a reload reuses an equal one
 	backends []*backend.Backend // in shard.Servers() order
 	failover *shardRouter       // eject_policy failover: takes a bad server's keys
-	lease    *backend.Lease
-	log      logger
+	log      *slog.Logger
 }
 
 var (
@@ -32,16 +32,10 @@ var (
 	_ route.Backends = (*shardRouter)(nil)
 )
 
-// logger is the part of *slog.Logger the routers use.
-type logger interface {
-	Info(msg string, args ...any)
-	Warn(msg string, args ...any)
-}
-
 // newShardRouter builds a native pool's router. A reload reuses the
 // running router's distribution when it is built from the same servers.
 func newShardRouter(k *kindEnv) (route.Router, error) {
-	pc := k.pc
+	pc := k.p.cfg
 	servers := make([]sharding.Server, len(pc.Servers))
 	byName := make(map[string]config.Server, len(pc.Servers))
 	for i, s := range pc.Servers {
@@ -52,7 +46,6 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 		cfg:     pc,
 		dialect: k.p.dialect,
 		stats:   k.p.stats,
-		lease:   k.lease,
 		log:     k.p.log,
 		shardCfg: sharding.Config{
 			Servers:      servers,
@@ -75,7 +68,7 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 		s := byName[ss.Name]
 		cfg := k.backendConfig(s.Addr)
 		cfg.Name = s.Name
-		cfg.OnStateChange = k.srv.backendStateChanged
+		cfg.OnStateChange = k.p.srv.backendStateChanged
 		r.backends = append(r.backends, k.lease.Get(cfg))
 	}
 	// Make the distribution's live set match the backends' health: a kept

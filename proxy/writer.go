@@ -202,7 +202,7 @@ func (s *session) writeReady(blocking bool) {
 		var inPool int64
 		for _, p := range batch {
 			if !broken {
-				if head, big, tail := bigReply(out, p); big != nil {
+				if head, big, tail := p.BigReply(out, p.pool.dialect); big != nil {
 					if blocking {
 						broken = s.writeBig(head, big)
 					} else {

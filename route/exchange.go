@@ -129,7 +129,7 @@ type Backends interface {
 // FanOut answers x with the merge of the replies to the sub-requests
 // Split made: sub-request i goes to bs.Backend(targets[i]).
 func (x *Exchange) FanOut(bs Backends, targets []int) {
-	x.fanOut(bs, targets, len(x.subs))
+	x.fanOut(bs, targets)
 }
 
 // FanOutAll answers x with the merge of the replies of backends 0 to n-1
@@ -140,10 +140,13 @@ func (x *Exchange) FanOutAll(bs Backends, n int) {
 	for range n {
 		x.subs = append(x.subs, &x.Req)
 	}
-	x.fanOut(bs, nil, n)
+	x.fanOut(bs, nil)
 }
 
-func (x *Exchange) fanOut(bs Backends, targets []int, n int) {
+// fanOut sends x.subs[i] to bs.Backend(targets[i]), or to backend i when
+// targets is nil.
+func (x *Exchange) fanOut(bs Backends, targets []int) {
+	n := len(x.subs)
 	if cap(x.calls) < n {
 		x.calls = make([]backend.Call, n)
 	}
