@@ -294,16 +294,26 @@ func (r *Router) Close() {
 // Stats returns the router's counters and the script's mcp.add_stat
 // counters, as name/value pairs.
 func (r *Router) Stats() []codec.Stat {
-	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
-	s := []codec.Stat{
-		{Name: "lua_requests", Value: itoa(r.requests.Load())},
-		{Name: "lua_failures", Value: itoa(r.failures.Load())},
-		{Name: "lua_timeouts", Value: itoa(r.timeouts.Load())},
-		{Name: "lua_active", Value: itoa(r.active.Load())},
+	counters := r.Counters()
+	s := make([]codec.Stat, len(counters))
+	for i, c := range counters {
+		s[i] = codec.Stat{Name: c.Name, Value: strconv.FormatInt(c.Value, 10)}
+	}
+	return s
+}
+
+// Counters returns the router's counters as Stats names them, with what
+// /metrics says of them.
+func (r *Router) Counters() []route.Stat {
+	s := []route.Stat{
+		{Name: "lua_requests", Kind: route.Counter, Value: r.requests.Load(), Help: "Requests handed to the route file."},
+		{Name: "lua_failures", Kind: route.Counter, Value: r.failures.Load(), Help: "Requests the route file failed (script errors, refused requests)."},
+		{Name: "lua_timeouts", Kind: route.Counter, Value: r.timeouts.Load(), Help: "Handler runs stopped for taking longer than their time budget."},
+		{Name: "lua_active", Kind: route.Gauge, Value: r.active.Load(), Help: "Requests being handled by the route file now."},
 	}
 	for _, u := range r.userStats {
 		if u.name != "" {
-			s = append(s, codec.Stat{Name: "user_" + u.name, Value: itoa(u.value.Load())})
+			s = append(s, route.Stat{Name: "user_" + u.name, Kind: route.Counter, Value: u.value.Load()})
 		}
 	}
 	return s

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"strconv"
-
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/lua"
@@ -19,29 +17,7 @@ func (l luaRouter) Route(x *route.Exchange) { l.r.Route(&x.Req, x.Hint, x) }
 
 // Stats implements route.Router: lua_requests, lua_failures, lua_timeouts,
 // lua_active and the script's mcp.add_stat counters (user_*).
-func (l luaRouter) Stats() []route.Stat {
-	st := l.r.Stats()
-	out := make([]route.Stat, 0, len(st))
-	for _, s := range st {
-		v, _ := strconv.ParseInt(s.Value, 10, 64)
-		out = append(out, route.Stat{Name: s.Name, Help: luaStatHelp[s.Name], Kind: luaStatKind(s.Name), Value: v})
-	}
-	return out
-}
-
-var luaStatHelp = map[string]string{
-	"lua_requests": "Requests handed to the route file.",
-	"lua_failures": "Requests the route file failed (script errors, refused requests).",
-	"lua_timeouts": "Handler runs stopped for taking longer than their time budget.",
-	"lua_active":   "Requests being handled by the route file now.",
-}
-
-func luaStatKind(name string) route.StatKind {
-	if name == "lua_active" {
-		return route.Gauge
-	}
-	return route.Counter
-}
+func (l luaRouter) Stats() []route.Stat { return l.r.Counters() }
 
 // Backends implements route.Router.
 func (l luaRouter) Backends() []*backend.Backend { return l.r.Backends() }
