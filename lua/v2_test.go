@@ -476,3 +476,54 @@ end`, map[string]int{"A": rs[0].Port, "B": rs[1].Port}, "  redis: true\n")
 		t.Errorf("get a:1: %q", got)
 	}
 }
+
+// TestV2BestWorstResult: best_result prefers a good result to a miss to an
+// error, worst_result an error to a miss to a good result, each among the
+// handles it is given and whatever their order.
+func TestV2BestWorstResult(t *testing.T) {
+	mc := memcached(t, 2)
+	keys := []string{"best_all", "best_nohit", "worst_hitmiss", "worst_all"}
+	for _, k := range keys {
+		set(t, mc[0].Addr, k, "x")
+	}
+	addr, _ := luaRoutes(t, `
+function mcp_config_pools()
+  return {
+    hit = mcp.pool({ mcp.backend("hit", "127.0.0.1", {{HIT}}) }),
+    miss = mcp.pool({ mcp.backend("miss", "127.0.0.1", {{MISS}}) }),
+    down = mcp.pool({ mcp.backend("down", "127.0.0.1", {{DOWN}}) }),
+  }
+end
+local function gen(rctx, h)
+  local among = {
+    best_all = { "best_result", { h.miss, h.hit, h.down } },
+    best_nohit = { "best_result", { h.down, h.miss } },
+    worst_hitmiss = { "worst_result", { h.hit, h.miss } },
+    worst_all = { "worst_result", { h.miss, h.down, h.hit } },
+  }
+  return function(r)
+    rctx:enqueue(r, { h.hit, h.miss, h.down })
+    rctx:wait_cond(3, mcp.WAIT_ANY)
+    local how = among[r:key()]
+    return (rctx[how[1]](rctx, how[2]))
+  end
+end
+function mcp_config_routes(p)
+  local fg = mcp.funcgen_new()
+  local h = { hit = fg:new_handle(p.hit), miss = fg:new_handle(p.miss), down = fg:new_handle(p.down) }
+  fg:ready({ n = "bestworst", f = gen, a = h })
+  mcp.attach(mcp.CMD_MG, fg)
+end`, map[string]int{"HIT": mc[0].Port, "MISS": mc[1].Port, "DOWN": closedPort(t)}, "")
+	c := dial(t, addr)
+	for _, tc := range []struct{ key, want string }{
+		{"best_all", "VA 1\r\nx\r\n"},
+		{"best_nohit", "EN\r\n"},
+		{"worst_hitmiss", "EN\r\n"},
+		{"worst_all", "SERVER_ERROR backend failure: "}, // connecting, or markedbad by now
+	} {
+		got := c.do("mg " + tc.key + " v\r\n")
+		if got != tc.want && !(strings.HasSuffix(tc.want, ": ") && strings.HasPrefix(got, tc.want)) {
+			t.Errorf("%s: got %q, want %q", tc.key, got, tc.want)
+		}
+	}
+}
