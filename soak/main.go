@@ -64,11 +64,10 @@ func run(duration time.Duration, proxyBin string, nclients int, faultEvery, relo
 		fmt.Println("soak:", err)
 		return 2
 	}
-	defer os.RemoveAll(dir)
 	servers := &fleet{dir: dir}
 	defer servers.stop()
 
-	fail := func(err error) int { fmt.Println("soak:", err); return 2 }
+	fail := func(err error) int { fmt.Println("soak:", err, "(logs kept in", dir+")"); return 2 }
 
 	// Three of each; index 0 sits behind a fault proxy.
 	var mcs, rds []*proc.Process
@@ -296,6 +295,12 @@ loop:
 	code := report(total, samples, faultLog, reloads, reloadFails, time.Since(start), rssFactor, goroutineSlack, exited)
 	if wasInterrupted && code == 0 {
 		code = 130
+	}
+	if code == 0 {
+		os.RemoveAll(dir)
+	} else {
+		// A failed run keeps the proxy's and the servers' logs to read.
+		fmt.Println("soak: logs kept in", dir)
 	}
 	return code
 }
