@@ -186,19 +186,19 @@ func TestRequestRewrites(t *testing.T) {
 func TestResponseMethods(t *testing.T) {
 	c, _, _ := startAPI(t)
 	for _, tc := range []struct{ name, want string }{
-		{"gethit", "ok=true hit=true vlen=5 code=15 line=VALUE hitkey 0 5"},
-		{"getmiss", "ok=true hit=false vlen=0 code=17 line=END"},
-		{"set", "ok=true hit=true vlen=0 code=8 line=STORED"},
-		{"addexisting", "ok=true hit=true vlen=0 code=14 line=NOT_STORED"},
-		{"delmissing", "ok=true hit=true vlen=0 code=13 line=NOT_FOUND"},
-		{"touch", "ok=true hit=true vlen=0 code=11 line=TOUCHED"},
-		{"incr", "ok=true hit=true vlen=0 code=13 line=NOT_FOUND"},
-		{"incrbad", "ok=false hit=false vlen=0 code=22 line=CLIENT_ERROR cannot increment or decrement non-numeric value"},
+		{"gethit", "ok=true hit=true vlen=5 code=15 line=hitkey"},
+		{"getmiss", "ok=true hit=false vlen=0 code=17 line=nil"},
+		{"set", "ok=true hit=true vlen=0 code=8 line=nil"},
+		{"addexisting", "ok=true hit=true vlen=0 code=14 line=nil"},
+		{"delmissing", "ok=true hit=true vlen=0 code=13 line=nil"},
+		{"touch", "ok=true hit=true vlen=0 code=11 line=nil"},
+		{"incr", "ok=true hit=true vlen=0 code=13 line=nil"},
+		{"incrbad", "ok=false hit=false vlen=0 code=22 line=nil"},
 		{"mghit", "ok=true hit=true vlen=5 code=15 line=t-1 f0"},
 		{"mgmiss", "ok=true hit=false vlen=0 code=17 line=nil"},
 		{"ms", "ok=true hit=true vlen=0 code=15 line=O123"},
 		{"mdmissing", "ok=true hit=true vlen=0 code=13 line=nil"},
-		{"failed", "ok=false hit=false vlen=0 code=0 line=nil"},
+		{"failed", "ok=false hit=false vlen=0 code=23 line=nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := c.do("mg res:" + tc.name + "\r\n"); got != "HD "+tc.want+"\r\n" {

@@ -212,12 +212,14 @@ func (cs *configStage) backend(L *glua.LState) int {
 		s.host = L.CheckString(2)
 		s.port = L.CheckString(3)
 	}
-	if s.label == "" || s.host == "" {
-		L.RaiseError("backend label and host must not be empty")
+	// memcached accepts an empty label: the backend is then known by its
+	// address (see beSpec.name), and its events say "label=".
+	if s.host == "" {
+		L.RaiseError("backend host must not be empty")
 	}
 	if s.host[0] != '/' {
 		if p, err := strconv.Atoi(s.port); err != nil || p < 1 || p > 65535 {
-			L.RaiseError("backend %s: bad port %q", s.label, s.port)
+			L.RaiseError("backend %s: bad port %q", s.name(), s.port)
 		}
 	}
 	ud := L.NewUserData()

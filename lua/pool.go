@@ -42,6 +42,16 @@ func (s *beSpec) addr() string {
 	return net.JoinHostPort(s.host, s.port)
 }
 
+// name is the backend's label, or its address when the label is empty
+// (memcached accepts an empty label): the name in shardproxy's logs and
+// stats, and twemproxy's node name for ketama.
+func (s *beSpec) name() string {
+	if s.label == "" {
+		return s.addr()
+	}
+	return s.label
+}
+
 // identity is the key under which a backend is shared by the pools that
 // name it: memcached reuses a backend for the same label, address and
 // settings.
@@ -164,7 +174,7 @@ func (r *Router) buildPool(id int, specs []*beSpec, o poolOptions, reg map[strin
 	servers := make([]sharding.Server, len(specs))
 	keepOrder := o.dist == "jump" || o.dist == "ring"
 	for i, s := range specs {
-		name := s.label // twemproxy's node name, hashed by ketama
+		name := s.name() // twemproxy's node name, hashed by ketama
 		switch o.dist {
 		case "jump":
 			name = strconv.Itoa(i + 1)
@@ -204,7 +214,7 @@ func (r *Router) backendFor(s *beSpec, prefix string, reg map[string]*beRef) *be
 	}
 	b := r.cfg.Backends.Get(backend.Config{
 		Addr:           s.addr(),
-		Name:           s.label,
+		Name:           s.name(),
 		Dialect:        r.cfg.Dialect,
 		Handshake:      r.cfg.Handshake,
 		Conns:          s.tun.conns,

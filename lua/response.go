@@ -22,7 +22,7 @@ type response struct {
 
 	parsed bool
 	status int    // mcmcOK or mcmcErr
-	code   int    // an MCMC_CODE_*, 0 after a failure
+	code   int    // an MCMC_CODE_*; SERVER_ERROR after a failure
 	vlen   int    // value length without "\r\n"
 	hasVal bool   // the reply carries a value block
 	line   []byte // r:line(); nil for none
@@ -55,6 +55,8 @@ func (res *response) parse() {
 	res.parsed = true
 	res.status = mcmcErr
 	if res.err != nil {
+		// memcached's proxy fails the request with MCMC_CODE_SERVER_ERROR
+		res.code = codeServerError
 		return
 	}
 	line := res.raw
@@ -75,24 +77,35 @@ func (res *response) parse() {
 		return
 	}
 	res.status, res.code = mcCode(line)
-	res.line = line
-	word, rest, _ := bytes.Cut(line, []byte(" "))
+	res.parseLine(line)
+}
+
+// parseLine sets line() and the value's length as mcmc does: a meta reply
+// (a two-letter code) has the text after its code and the spaces that
+// follow it (after the size for VA), nil when nothing follows the code;
+// VALUE has its key; every other reply (STORED, END, a number, an error)
+// has none.
+func (res *response) parseLine(line []byte) {
+	word, rest, more := bytes.Cut(line, []byte(" "))
 	switch {
 	case string(word) == "VALUE":
 		if f := bytes.Fields(rest); len(f) >= 3 {
+			res.line = f[0]
 			res.vlen, _ = strconv.Atoi(string(f[2]))
 			res.hasVal = true
 		}
-	case len(word) == 2 && len(line) > 0 && (line[0] < '0' || line[0] > '9'):
-		res.line = nil
+	case len(word) == 2 && (line[0] < '0' || line[0] > '9'):
 		rest = bytes.TrimLeft(rest, " ")
 		if string(word) == "VA" {
-			size, flags, _ := bytes.Cut(rest, []byte(" "))
+			size, flags, hasFlags := bytes.Cut(rest, []byte(" "))
 			res.vlen, _ = strconv.Atoi(string(size))
 			res.hasVal = true
-			rest = bytes.TrimLeft(flags, " ")
+			rest, more = bytes.TrimLeft(flags, " "), hasFlags
 		}
-		if len(rest) > 0 {
+		if more {
+			if rest == nil {
+				rest = []byte{} // "HD \r\n": line() is ""
+			}
 			res.line = rest
 		}
 	}
