@@ -141,7 +141,8 @@ func (c *conn) writeLoop() {
 		waiting    []*Call         // came after it started
 		dialing    chan dialResult // non-nil while a connect runs
 		timer      = time.NewTimer(time.Hour)
-		preconnect = c.b.cfg.Preconnect
+		preconnect = c.b.cfg.Preconnect // until the first socket is up
+		warned     bool                 // a failed connect at start was logged
 	)
 	timer.Stop()
 	defer timer.Stop()
@@ -159,8 +160,16 @@ func (c *conn) writeLoop() {
 			dialing = nil
 			if r.s == nil {
 				attempt = c.failAll(attempt, r.cause)
+				if preconnect {
+					if !warned {
+						warned = true
+						c.b.log.Warn("backend not validated at start", "cause", r.cause.String(), "retry_in", c.b.cfg.RetryTimeout)
+					}
+					c.redialLater()
+				}
 			} else {
 				s = r.s
+				preconnect = false
 			}
 		case <-timer.C:
 			attempt, waiting = c.expire(attempt), c.expire(waiting)
@@ -189,7 +198,6 @@ func (c *conn) writeLoop() {
 		}
 		if s == nil {
 			if dialing == nil && (len(attempt)+len(waiting) > 0 || preconnect) {
-				preconnect = false
 				attempt, waiting = append(attempt, waiting...), waiting[:0]
 				dialing = make(chan dialResult, 1)
 				go func(ch chan<- dialResult) {
@@ -217,6 +225,20 @@ func (c *conn) writeLoop() {
 			}
 		}
 	}
+}
+
+// redialLater wakes the writer after the retry timeout: a backend
+// connected at start keeps dialling until it is up, as memcached's proxy
+// does, so that it is validated before the first request needs it.
+func (c *conn) redialLater() {
+	time.AfterFunc(c.b.cfg.RetryTimeout, func() {
+		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		if !closed {
+			c.kick()
+		}
+	})
 }
 
 // failAll answers every call with cause and returns the emptied slice.

@@ -153,7 +153,8 @@ type Pool struct {
 	// redis_db, >= 0); 0 sends no SELECT. A memcached pool ignores it.
 	RedisDB int
 	// Preconnect opens the server connections at start (key preconnect,
-	// default false).
+	// default false; a memcache pool with a lua route file connects at
+	// start unless the key says false, as memcached's proxy does).
 	Preconnect bool
 	// AutoEjectHosts takes a server out of the distribution after
 	// ServerFailureLimit consecutive failures, for ServerRetryTimeout (key

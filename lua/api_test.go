@@ -226,7 +226,7 @@ func TestHandlerResults(t *testing.T) {
 		{"get ret:number\r\n", "SERVER_ERROR bad response\r\n"},
 		{"get ret:error\r\n", "SERVER_ERROR lua failure\r\n"},
 		{"get ret:error\r\n", "SERVER_ERROR lua failure\r\n"},
-		{"get ret:failed\r\n", "SERVER_ERROR backend failure: connecting\r\n"},
+		{"get ret:failed\r\n", "SERVER_ERROR backend failure\r\n"},
 		{"get ret:copy\r\n", "VALUE copied 0 5\r\nhello\r\nEND\r\n"},
 		{"mg stash\r\n", "HD\r\n"},
 		{"mg unstash\r\n", "SERVER_ERROR lua failure\r\n"},

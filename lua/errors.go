@@ -9,6 +9,8 @@ import (
 
 	glua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
+
+	"shardproxy/backend"
 )
 
 // ConfigError is a route file that cannot be loaded: a syntax error, a
@@ -44,7 +46,22 @@ const (
 	errLuaTimeout  = wireError("lua timeout")
 	errBadResponse = wireError("bad response")
 	errClosed      = wireError("lua router closed")
+	// errBackendFailure is memcached proxy's one word for every backend
+	// failure (the cause goes to the log and to "watch proxyevents").
+	errBackendFailure = wireError("backend failure")
 )
+
+// clientWords returns the error whose text the client is told for a
+// failed backend call: on a memcache pool memcached proxy's
+// "backend failure", whatever the cause; on a Redis pool the cause
+// ("backend failure: timeout").
+func (r *Router) clientWords(err error) error {
+	var be *backend.Error
+	if !r.cfg.Redis && errors.As(err, &be) {
+		return errBackendFailure
+	}
+	return err
+}
 
 // syntaxError turns a parse or compile error into a *ConfigError.
 func syntaxError(file string, src []byte, err error) error {

@@ -122,7 +122,7 @@ func (fc *fastCall) done(*backend.Call) {
 	switch {
 	case fc.req.Mode == codec.ModeNoreply:
 	case reply.Err != nil:
-		out = d.AppendError(out, codec.ErrServer, reply.Err.Error())
+		out = d.AppendError(out, codec.ErrServer, fc.r.clientWords(reply.Err).Error())
 	default:
 		out = d.AppendReply(out, fc.req, reply.Raw, reply.Kind)
 	}

@@ -126,19 +126,19 @@ end`, map[string]int{
 		"SILENT":  silentPort(t),
 		"REFUSED": closedPort(t),
 		"UP":      mc[0].Port,
-	}, "")
+	}, "  preconnect: false\n") // failures counted from the first request
 	c := dial(t, addr)
 	for _, tc := range []struct {
 		key, want   string
 		least, most time.Duration
 	}{
-		{"slow", "SERVER_ERROR backend failure: timeout\r\n", 100 * time.Millisecond, time.Second},
-		{"slow", "SERVER_ERROR backend failure: timeout\r\n", 100 * time.Millisecond, time.Second}, // a timeout drops the socket: it reconnects
-		{"silent", "SERVER_ERROR backend failure: readvalidate\r\n", 200 * time.Millisecond, 500 * time.Millisecond},
-		{"refused", "SERVER_ERROR backend failure: connecting\r\n", 0, 200 * time.Millisecond},
-		{"refused", "SERVER_ERROR backend failure: connecting\r\n", 0, 200 * time.Millisecond},
-		{"refused", "SERVER_ERROR backend failure: markedbad\r\n", 0, 50 * time.Millisecond},
-		{"down", "SERVER_ERROR backend failure: markedbad\r\n", 0, 50 * time.Millisecond},
+		{"slow", "SERVER_ERROR backend failure\r\n", 100 * time.Millisecond, time.Second},
+		{"slow", "SERVER_ERROR backend failure\r\n", 100 * time.Millisecond, time.Second}, // a timeout drops the socket: it reconnects
+		{"silent", "SERVER_ERROR backend failure\r\n", 200 * time.Millisecond, 500 * time.Millisecond},
+		{"refused", "SERVER_ERROR backend failure\r\n", 0, 200 * time.Millisecond},
+		{"refused", "SERVER_ERROR backend failure\r\n", 0, 200 * time.Millisecond},
+		{"refused", "SERVER_ERROR backend failure\r\n", 0, 50 * time.Millisecond},
+		{"down", "SERVER_ERROR backend failure\r\n", 0, 50 * time.Millisecond},
 	} {
 		got, took := c.timed("get " + tc.key + "\r\n")
 		if got != tc.want || took < tc.least || took > tc.most {
@@ -152,7 +152,7 @@ end`, map[string]int{
 		return
 	}
 	time.Sleep(600 * time.Millisecond) // retrytimeout passes: the next request dials again
-	if got := c.do("get refused\r\n"); got != "SERVER_ERROR backend failure: connecting\r\n" {
+	if got := c.do("get refused\r\n"); got != "SERVER_ERROR backend failure\r\n" {
 		t.Errorf("after retrytimeout: %q", got)
 	}
 }

@@ -147,6 +147,9 @@ func (w *worker) finish(t *task, v glua.LValue, failure error) {
 func (w *worker) finishReply(t *task, reply codec.Reply) {
 	w.retire(t)
 	if m := t.multi; m != nil {
+		if reply.Err != nil {
+			reply.Err = w.r.clientWords(reply.Err)
+		}
 		m.replies[t.idx] = reply
 		w.subDone(m)
 	} else {
@@ -154,7 +157,7 @@ func (w *worker) finishReply(t *task, reply codec.Reply) {
 		switch {
 		case t.req.Mode == codec.ModeNoreply:
 		case reply.Err != nil:
-			out = w.r.cfg.Dialect.AppendError(out, codec.ErrServer, reply.Err.Error())
+			out = w.r.cfg.Dialect.AppendError(out, codec.ErrServer, w.r.clientWords(reply.Err).Error())
 		default:
 			out = w.r.cfg.Dialect.AppendReply(out, t.req, reply.Raw, reply.Kind)
 		}
@@ -235,7 +238,7 @@ func (w *worker) appendResult(dst []byte, req *codec.Request, v glua.LValue, fai
 	case *glua.LUserData:
 		if res, ok := v.Value.(*response); ok {
 			if res.err != nil {
-				return d.AppendError(dst, res.errKind, res.err.Error())
+				return d.AppendError(dst, res.errKind, w.r.clientWords(res.err).Error())
 			}
 			res.hdr.request(&w.hdr)
 			return d.AppendReply(dst, &w.hdr, res.raw, res.kind)
@@ -260,7 +263,7 @@ func (w *worker) toReply(req *codec.Request, v glua.LValue, failure error) codec
 	case *glua.LUserData:
 		if res, ok := v.Value.(*response); ok {
 			if res.err != nil {
-				return codec.Reply{Err: res.err}
+				return codec.Reply{Err: w.r.clientWords(res.err)}
 			}
 			return codec.Reply{Raw: res.raw, Kind: res.kind}
 		}

@@ -30,8 +30,11 @@ func (l luaRouter) Close() { l.r.Close() }
 // The pool's YAML sets the defaults of the backends the script makes,
 // where the file sets them at all: timeout (the read timeout),
 // connect_timeout (which, absent, follows timeout), server_retry_timeout,
-// server_failure_limit, server_connections and tcpkeepalive; preconnect
-// dials the backends at start. Everything else starts from memcached's
+// server_failure_limit, server_connections and tcpkeepalive. A memcache
+// pool dials and validates ("version") every backend its file declares at
+// start, as memcached's proxy does, and keeps dialling one that fails;
+// preconnect: false leaves them to their first request (a Redis pool's
+// default). Everything else starts from memcached's
 // proxy defaults, and the script's mcp.backend_* calls and backend options
 // override both. The script's backends come from the pool's lease, so a
 // reload keeps the ones the new file declares alike.
@@ -61,7 +64,7 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		Handshake:  codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB},
 		Defaults:   d,
 		StartArg:   pc.LuaArg,
-		Preconnect: pc.Preconnect,
+		Preconnect: pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect"),
 		Logger:     k.p.log,
 		Backends:   k.lease,
 	})
