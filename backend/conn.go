@@ -18,6 +18,7 @@ type conn struct {
 	b       *Backend
 	wake    chan struct{}  // cap 1: work is queued or the conn is closing
 	started atomic.Bool    // the writer goroutine runs (from the first kick on)
+	redial  atomic.Bool    // dial again with no call waiting (a backend connected at start)
 	stopped chan struct{}  // closed when the writer returns
 	readers sync.WaitGroup // the readers of this slot's sockets; added to under mu, while not closed
 
@@ -156,16 +157,22 @@ func (c *conn) writeLoop() {
 			// next in line; without yielding it would write each request
 			// alone, and every write wakes the server.
 			runtime.Gosched()
+			if c.redial.Swap(false) {
+				preconnect = true
+			}
 		case r := <-dialing:
 			dialing = nil
 			if r.s == nil {
 				attempt = c.failAll(attempt, r.cause)
 				if preconnect {
+					preconnect = false // until redialLater's wake
 					if !warned {
 						warned = true
 						c.b.log.Warn("backend not validated at start", "cause", r.cause.String(), "retry_in", c.b.cfg.RetryTimeout)
 					}
-					c.redialLater()
+					if r.cause != CauseMarkedBad { // marked bad and logged: requests dial after the retry timeout
+						c.redialLater()
+					}
 				}
 			} else {
 				s = r.s
@@ -227,7 +234,8 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// redialLater wakes the writer after the retry timeout: a backend
+// redialLater wakes the writer to dial again after the retry timeout
+// (c.redial): a backend
 // connected at start keeps dialling until it is up, as memcached's proxy
 // does, so that it is validated before the first request needs it.
 func (c *conn) redialLater() {
@@ -236,6 +244,7 @@ func (c *conn) redialLater() {
 		closed := c.closed
 		c.mu.Unlock()
 		if !closed {
+			c.redial.Store(true)
 			c.kick()
 		}
 	})

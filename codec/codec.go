@@ -154,6 +154,13 @@ type Options struct {
 	// all the requests at hand: behind a proxy that pipelines many
 	// clients' requests on one socket, that is one send per batch.
 	MetaGets bool
+	// ProxyErrors asks the memcache parser for the words of memcached's
+	// built-in proxy instead of memcached's own: "CLIENT_ERROR parsing
+	// request" for a malformed request of a command the proxy knows, the
+	// connection closed without a word for any other command, "CLIENT_ERROR
+	// bad data chunk" after which the stream goes on. The pool's kind sets
+	// it (Lua pools); the RESP parser ignores it.
+	ProxyErrors bool
 }
 
 // HandshakeOptions describe what a new backend socket must be told.

@@ -41,7 +41,9 @@
 // name the one read on the caller's line; reads of present names never
 // reach them.)
 //
-// Config stage: mcp.backend(label, host, port) and the table form with
+// Config stage: mcp.backend(label, host, port) (an empty label is
+// accepted, as memcached does; shardproxy's logs and ketama then name the
+// backend by its address) and the table form with
 // label, host, port, connecttimeout, retrytimeout (retrywaittime),
 // readtimeout (seconds, fractions allowed), failurelimit, tcpkeepalive,
 // connections (1-8), down and, a shardproxy addition, weight (for the
@@ -80,6 +82,15 @@
 // An error in f is logged once per distinct message. Close stops the crons
 // first.
 //
+// Every backend a memcache pool's file declares (even one of a pool no
+// handler uses) is dialled and validated ("version\r\n", answered
+// VERSION) when the router starts, before any request, as memcached's
+// proxy does; one that fails is logged and dialled again every retry
+// timeout until it is up or marked bad. Config.Preconnect says so (the
+// pool's YAML preconnect: false turns it off). Clients of a memcache Lua
+// pool get memcached proxy's words for malformed requests (see
+// codec.Options.ProxyErrors).
+//
 // Backend defaults are memcached's (connect 5s, retry 3s, read 3s, failure
 // limit 3, one connection) unless the pool's YAML sets timeout,
 // connect_timeout, server_retry_timeout, server_failure_limit,
@@ -115,9 +126,11 @@
 // AUTH, ...) never reach a handler.
 //
 // A handler receives the request and returns what the client sees: a
-// response object (its reply as the backend sent it, or "SERVER_ERROR
-// backend failure: CAUSE" when there was none), a string (sent raw), or
-// anything else ("SERVER_ERROR bad response"). An error raised by the
+// response object (its reply as the backend sent it, or, when there was
+// none, memcached proxy's "SERVER_ERROR backend failure" whatever the
+// cause, which goes to the log and the backend's stats; on a Redis pool
+// "-ERR backend failure: CAUSE"), a string (sent raw), or anything else
+// ("SERVER_ERROR bad response"). An error raised by the
 // handler answers "SERVER_ERROR lua failure" and is logged once per
 // distinct message, with the script's file and line. A noreply request
 // shows the client nothing, whatever the handler returned.
@@ -154,8 +167,11 @@
 // it; memcache's "noreply" is removed by the parser before the handler sees
 // the request (the proxy hides the reply instead), so ntokens does not
 // count it. Response methods: ok(), hit(), vlen(), code() (mcp.MCMC_CODE_*
-// as memcached's mcmc classifies the reply; 0 when the backend failed),
-// line() (a meta reply's flags; the whole reply line otherwise) and
+// as memcached's mcmc classifies the reply; MCMC_CODE_SERVER_ERROR when
+// the backend failed), line() (as mcmc gives it: a meta reply's text
+// after its code and spaces, after the size for VA, nil when nothing
+// follows the code, so a bare HD has none; a VALUE reply's key; nil for
+// every other reply and a failure) and
 // elapsed() (microseconds from sending to the reply). mcp.time_real_millis()
 // (epoch milliseconds) and mcp.time_mono_millis() (milliseconds since the
 // process started, on the monotonic clock) return whole numbers, in the

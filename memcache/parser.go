@@ -34,6 +34,7 @@ type parser struct {
 	maxValue int
 	deny     [numCmds]bool
 	metaGets bool   // a one-key get or gets goes to the backend as mg
+	proxy    bool   // memcached proxy's words (codec.Options.ProxyErrors)
 	toks     []span // tokens of the current line, reused
 }
 
@@ -45,6 +46,7 @@ func newParser(l codec.Options) *parser {
 		maxLine:  orDefault(l.MaxLine, DefaultMaxLine),
 		maxValue: orDefault(l.MaxValue, DefaultMaxValue),
 		metaGets: l.MetaGets,
+		proxy:    l.ProxyErrors,
 	}
 	p.cmdLine = min(MaxCommandLine, p.maxLine)
 	for _, name := range l.Deny {
@@ -77,6 +79,14 @@ func (l *line) tok(s span) []byte { return l.text[s.start:s.end] }
 
 // ParseRequest implements codec.RequestParser.
 func (p *parser) ParseRequest(buf []byte, req *codec.Request) (int, error) {
+	if p.proxy {
+		return p.parseProxy(buf, req)
+	}
+	return p.parse(buf, req)
+}
+
+// parse parses a request in memcached's own words.
+func (p *parser) parse(buf []byte, req *codec.Request) (int, error) {
 	eol, err := p.frameLine(buf)
 	if err != nil {
 		return 0, err

@@ -21,13 +21,16 @@ type poolKind struct {
 	// describe returns what the "pool listening" line says of the pool,
 	// as slog attributes.
 	describe func(p *pool) []any
+	// parse, when set, adjusts the options the pool's clients are parsed
+	// with: the words of the system the kind stands in for.
+	parse func(pc *config.Pool, o *codec.Options)
 }
 
 // poolKinds are the kinds by config.Kind.
 var poolKinds = map[config.Kind]*poolKind{
 	config.KindSharded: {build: newShardRouter, describe: describeShard},
 	config.KindCluster: {build: newClusterRouter, describe: describeCluster},
-	config.KindLua:     {build: newLuaRouter, describe: describeLua},
+	config.KindLua:     {build: newLuaRouter, describe: describeLua, parse: parseLua},
 }
 
 // kindOf returns pc's kind.

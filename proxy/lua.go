@@ -3,6 +3,7 @@ package proxy
 import (
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/config"
 	"shardproxy/lua"
 	"shardproxy/route"
 )
@@ -24,6 +25,10 @@ func (l luaRouter) Backends() []*backend.Backend { return l.r.Backends() }
 
 // Close implements route.Router.
 func (l luaRouter) Close() { l.r.Close() }
+
+// parseLua words a memcache Lua pool's protocol errors as memcached's
+// proxy does (codec.Options.ProxyErrors): its route files come from there.
+func parseLua(pc *config.Pool, o *codec.Options) { o.ProxyErrors = !pc.Redis }
 
 // newLuaRouter builds the router of a Lua pool from its route file.
 //

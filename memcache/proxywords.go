@@ -1,0 +1,94 @@
+package memcache
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+
+	"shardproxy/codec"
+)
+
+// This file words a parser's rejections as memcached's built-in proxy
+// does (codec.Options.ProxyErrors), observed on memcached 1.6.45:
+//
+//   - a command its request parser does not know (verbosity, flush_all,
+//     an upper-case GET, garbage) closes the connection without a word;
+//   - a known command whose line it cannot parse (too few tokens, a bad
+//     length), or a line shorter than two bytes, gets "CLIENT_ERROR
+//     parsing request" and the connection stays;
+//   - a value not followed by "\r\n" gets "CLIENT_ERROR bad data chunk",
+//     and the stream goes on after the value's announced length;
+//   - whatever else closes the connection (a line too long) closes it
+//     without a word: memcached's proxy drops the reply it queued.
+//
+// A too-long key keeps memcached's own reply, "CLIENT_ERROR bad command
+// line format" (memcached's proxy forwards a one-key get or mg with it and
+// passes on the backend's reply, which is that).
+
+// proxyVerbs are the commands memcached proxy's request parser knows.
+var proxyVerbs = map[string]bool{
+	"mg": true, "ms": true, "md": true, "mn": true, "ma": true, "me": true,
+	"get": true, "gets": true, "gat": true, "gats": true,
+	"set": true, "add": true, "cas": true, "append": true, "prepend": true, "replace": true,
+	"incr": true, "decr": true, "touch": true, "delete": true,
+	"quit": true, "stats": true, "watch": true, "version": true,
+}
+
+const replyParsing = "CLIENT_ERROR parsing request\r\n"
+
+// parseProxy is parse in memcached proxy's words.
+func (p *parser) parseProxy(buf []byte, req *codec.Request) (int, error) {
+	n, err := p.parse(buf, req)
+	var pe *codec.ProtocolError
+	if err == nil {
+		if !proxyVerbs[req.Name] {
+			return 0, rejectFatal("", n)
+		}
+		return n, nil
+	}
+	if !errors.As(err, &pe) {
+		return n, err
+	}
+	verb := verbOf(buf)
+	switch {
+	case pe.Reply == replyBadChunk:
+		return 0, rejectLine(replyBadChunk, pe.N)
+	case len(verb) >= 2 && !proxyVerbs[string(verb)]:
+		return 0, rejectFatal("", pe.N)
+	case pe.Close && pe.Reply == replyBadFormat: // a storage length that is no number
+		return 0, rejectLine(replyParsing, pe.N)
+	case pe.Close:
+		return 0, rejectFatal("", pe.N)
+	case pe.Reply == "" || pe.Reply == replyBadFormat && p.keyTooLong(),
+		strings.HasSuffix(pe.Reply, replyNotCarried): // watch
+		return 0, pe
+	}
+	return 0, &codec.ProtocolError{Reply: replyParsing, N: pe.N, Discard: pe.Discard}
+}
+
+// keyTooLong reports whether a token of the rejected line after its verb
+// is longer than a key may be: a retrieval or meta request with a key
+// over the limit keeps memcached's own reply. (memcached's proxy answers
+// a multi-key get's too-long key "CLIENT_ERROR key too long" in its place
+// and the other keys as usual; shardproxy still rejects the whole line.)
+func (p *parser) keyTooLong() bool {
+	for _, t := range p.toks[min(1, len(p.toks)):] {
+		if p.tooLongKey(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// verbOf returns the first token of buf's first line.
+func verbOf(buf []byte) []byte {
+	if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+		buf = buf[:i]
+	}
+	buf = bytes.TrimRight(buf, "\r")
+	buf = bytes.TrimLeft(buf, " ")
+	if i := bytes.IndexByte(buf, ' '); i >= 0 {
+		buf = buf[:i]
+	}
+	return buf
+}
