@@ -33,7 +33,7 @@ func (l luaRouter) Close() { l.r.Close() }
 // server_failure_limit, server_connections and tcpkeepalive; preconnect
 // dials the backends at start. Everything else starts from memcached's
 // proxy defaults, and the script's mcp.backend_* calls and backend options
-// override both. The script's backends come from the pool's lease, so a
+// override both. lua_timeout is the router's MaxRun. The script's backends come from the pool's lease, so a
 // reload keeps the ones the new file declares alike.
 func newLuaRouter(k *kindEnv) (route.Router, error) {
 	pc := k.p.cfg
@@ -61,6 +61,7 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		Handshake:  codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB},
 		Defaults:   d,
 		StartArg:   pc.LuaArg,
+		MaxRun:     pc.LuaTimeout,
 		Preconnect: pc.Preconnect,
 		Logger:     k.p.log,
 		Backends:   k.lease,
