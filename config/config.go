@@ -39,6 +39,9 @@ const (
 	// two waits for a backend before it is stopped (key lua_timeout). It
 	// equals lua.DefaultMaxRun, which config may not import.
 	DefaultLuaTimeout = 100 * time.Millisecond
+	// DefaultLuaMaxAlloc is how many MiB one run of a Lua pool's route
+	// code may allocate (key lua_max_alloc). It equals lua.DefaultMaxAlloc.
+	DefaultLuaMaxAlloc = 256
 	// DefaultFlushAll lets clients send flush_all.
 	DefaultFlushAll = true
 	// DefaultEjectPolicy is twemproxy's behaviour: an ejected server's keys
@@ -259,6 +262,12 @@ type Pool struct {
 	// (100ms) for a Lua pool and 0 for any other. Only a Lua pool may set
 	// it.
 	LuaTimeout time.Duration
+	// LuaMaxAlloc bounds what each run of a Lua pool's route code (as
+	// LuaTimeout counts runs) may allocate, in MiB (key lua_max_alloc, at
+	// least 1): a run over it is stopped and its request answered
+	// "SERVER_ERROR lua memory limit". Parse sets DefaultLuaMaxAlloc (256)
+	// for a Lua pool and 0 for any other. Only a Lua pool may set it.
+	LuaMaxAlloc int
 	// RedisCluster makes a Redis pool front a Redis Cluster (key
 	// redis_cluster, a shardproxy extension; needs redis: true). Its
 	// servers are seed nodes, of which any one live node is enough to read

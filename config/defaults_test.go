@@ -26,4 +26,7 @@ func TestDefaultsMatchTheirPackages(t *testing.T) {
 			t.Errorf("config has %v, %s is %v", tt.config, tt.name, tt.theirs)
 		}
 	}
+	if DefaultLuaMaxAlloc<<20 != lua.DefaultMaxAlloc {
+		t.Errorf("config has %d MiB, lua.DefaultMaxAlloc is %d bytes", DefaultLuaMaxAlloc, lua.DefaultMaxAlloc)
+	}
 }

@@ -14,10 +14,12 @@ var luaKeys = map[string]poolKey{
 		nonEmpty("must be a non-empty string (leave the key out for mcp.start_arg false)")),
 	// lua_timeout bounds each run of route code, in milliseconds.
 	"lua_timeout": msKey(func(p *Pool) *time.Duration { return &p.LuaTimeout }, 1),
+	// lua_max_alloc bounds what each run of route code allocates, in MiB.
+	"lua_max_alloc": intKey(func(p *Pool) *int { return &p.LuaMaxAlloc }, 1, 1<<20),
 }
 
 // luaOnly are the keys only a Lua pool may set.
-var luaOnly = []string{"lua_arg", "lua_timeout"}
+var luaOnly = []string{"lua_arg", "lua_timeout", "lua_max_alloc"}
 
 // luaKind is a pool routed by a Lua script in memcached's proxy API (a lua
 // key), whose route file defines its backends and how requests reach them.
@@ -43,16 +45,19 @@ func (luaKind) validate(pp *poolParser) {
 	}
 }
 
-// provision fills lua_timeout; the route file holds a Lua pool's other
-// defaults.
+// provision fills lua_timeout and lua_max_alloc; the route file holds a
+// Lua pool's other defaults.
 func (luaKind) provision(p *Pool) {
 	if !p.IsSet("lua_timeout") {
 		p.LuaTimeout = DefaultLuaTimeout
 	}
+	if !p.IsSet("lua_max_alloc") {
+		p.LuaMaxAlloc = DefaultLuaMaxAlloc
+	}
 }
 
-// refuseLuaKeys refuses lua_arg and lua_timeout on a pool that has no
-// route file to read them.
+// refuseLuaKeys refuses the keys of luaOnly on a pool that has no route
+// file to read them.
 func (pp *poolParser) refuseLuaKeys() {
 	for _, key := range luaOnly {
 		if line, ok := pp.keys[key]; ok && !pp.bad[key] {

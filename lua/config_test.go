@@ -26,7 +26,7 @@ func load(t testing.TB, src string) (*lua.Router, error) {
 	t.Helper()
 	r, err := lua.New(lua.Config{
 		Path: "routes.lua", Source: []byte(src), Dialect: memcacheDialect(t),
-		Workers: 2, SetupTimeout: 500 * time.Millisecond, Logger: discard(),
+		Workers: 2, SetupTimeout: 500 * time.Millisecond, MaxAlloc: 32 << 20, Logger: discard(),
 	})
 	if err == nil {
 		t.Cleanup(r.Close)
@@ -96,6 +96,14 @@ func TestConfigErrors(t *testing.T) {
 			"lua: routes.lua:6: mcp_config_routes: mcp.pool can only be called from mcp_config_pools"},
 		{"endless config", "function mcp_config_pools()\n  while true do end\nend\n" + okRoutes,
 			"lua: routes.lua:2: mcp_config_pools: ran longer than 500ms"},
+		{"endless routes", okPools + "function mcp_config_routes(p)\n  mcp.attach(mcp.CMD_GET, function(r) end)\n  repeat until false\nend\n",
+			"lua: routes.lua:7: mcp_config_routes: ran longer than 500ms"},
+		{"endless top level", "local n = 0\nwhile true do n = n + 1 end\n" + okPools + okRoutes,
+			"lua: routes.lua:2: loading: ran longer than 500ms"},
+		{"greedy config", "function mcp_config_pools()\n  local t = {}\n  while true do t[#t + 1] = string.rep('x', 1e6) end\nend\n" + okRoutes,
+			"lua: routes.lua:3: mcp_config_pools: allocated more than 32 MiB"},
+		{"greedy routes", okPools + "function mcp_config_routes(p)\n  local s = 'x'\n  while true do s = s .. s end\nend\n",
+			"lua: routes.lua:7: mcp_config_routes: allocated more than 32 MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantConfigError(t, tc.src, tc.want) })
 	}
