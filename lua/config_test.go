@@ -132,3 +132,27 @@ func TestConfigLoads(t *testing.T) {
 	}
 	_ = strings.TrimSpace
 }
+
+// sink keeps an allocation from being optimised away.
+var sink []byte
+
+// TestSetupAllocBudgetIsPerRun checks that a setup stage is charged with
+// what is allocated while it runs, not since the process started: after
+// the process has allocated more than MaxAlloc, a stage that runs for
+// several of the guard's ticks without allocating still loads.
+func TestSetupAllocBudgetIsPerRun(t *testing.T) {
+	for range 4 {
+		sink = make([]byte, 16<<20) // 64 MiB in all, twice the budget of load
+	}
+	sink = nil
+	_, err := load(t, `
+function mcp_config_pools()
+  local stop = os.clock() + 0.1
+  while os.clock() < stop do end
+  return { main = mcp.pool({ mcp.backend("b1", "127.0.0.1", 11211) }) }
+end
+`+okRoutes)
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -196,7 +196,8 @@ func (r *Router) watchdog(done <-chan struct{}) {
 	}
 }
 
-// allocCounter reads the process's allocations at most once per tick.
+// allocCounter reads the process's allocations at most once per tick:
+// again only after stale is set (a new counter reads at once).
 type allocCounter struct {
 	sample []metrics.Sample
 	value  uint64
@@ -207,7 +208,7 @@ type allocCounter struct {
 const allocsMetric = "/gc/heap/allocs:bytes"
 
 func (a *allocCounter) read() uint64 {
-	if a.stale {
+	if a.stale || a.sample == nil {
 		if a.sample == nil {
 			a.sample = []metrics.Sample{{Name: allocsMetric}}
 		}
