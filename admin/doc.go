@@ -56,6 +56,9 @@
 // When the running config sets admin_token, every endpoint wants
 // "Authorization: Bearer <token>" and answers 401 without it. The token is
 // read from the running config at each request, so a reload changes it.
+// Every reply closes its connection (no keep-alive): a request never
+// meets a connection the server is closing for idleness, which would
+// reset it unanswered.
 //
 // Concurrency: every exported method is safe for concurrent use. Listen may
 // be called again to move a server to another address: the new address is

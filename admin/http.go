@@ -25,7 +25,6 @@ const (
 	httpReadHeaderTimeout = 5 * time.Second
 	httpReadTimeout       = 10 * time.Second
 	httpWriteTimeout      = 30 * time.Second
-	httpIdleTimeout       = 60 * time.Second
 	httpMaxHeaderBytes    = 16 << 10
 	// httpDrainTimeout bounds how long a moved or closed server waits for
 	// its requests in flight (such as the POST /reload that moved it).
@@ -154,10 +153,16 @@ func (h *HTTPServer) serve(ln net.Listener) *http.Server {
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		ReadTimeout:       httpReadTimeout,
 		WriteTimeout:      httpWriteTimeout,
-		IdleTimeout:       httpIdleTimeout,
 		MaxHeaderBytes:    httpMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
 	}
+	// Every reply closes its connection. A kept-alive connection would be
+	// closed by the server once idle, and a request sent on it just then
+	// gets a reset and no reply: a POST /reload is not retried by clients,
+	// so it would fail without reaching the server, and a scraper that
+	// polls at the idle timeout hits that window. The endpoints are called
+	// seconds apart; a new connection costs nothing here.
+	srv.SetKeepAlivesEnabled(false)
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()

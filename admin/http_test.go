@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"net"
@@ -501,4 +502,51 @@ func do(t testing.TB, method, url string) int {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestHTTPNoKeepAlive checks that the HTTP admin closes every connection
+// after its reply. A connection kept open waits for the server's idle
+// timeout, and a client that sends on it just as the server closes it gets
+// a reset and no reply: a POST /reload (which clients do not retry) fails
+// without reaching the server. So a client that scrapes or reloads every
+// minute, as the soak's 2-minute run did at its end (its middle /metrics
+// scrape opened a second connection that sat idle for exactly the idle
+// timeout), never finds a connection closing under it.
+func TestHTTPNoKeepAlive(t *testing.T) {
+	web := admin.NewHTTP(fakeSource{}, admin.HTTPConfig{Logger: testLogger(t), Reload: func() (admin.ReloadResult, error) {
+		return admin.ReloadResult{Source: "fake.yml"}, nil
+	}})
+	defer web.Close()
+	if err := web.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	addr := web.Addr().String()
+	for _, req := range []string{
+		"POST /reload HTTP/1.1\r\nHost: admin\r\nContent-Length: 0\r\n\r\n",
+		"GET /version HTTP/1.1\r\nHost: admin\r\n\r\n",
+		"GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\n",
+	} {
+		nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(nc, req); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(nc)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%q: %v", req, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !resp.Close {
+			t.Errorf("%q: status %d, Connection: close %v; want 200 and close", req, resp.StatusCode, resp.Close)
+		}
+		if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+			t.Errorf("%q: after the reply, read %d bytes, %v; want the server's close (EOF)", req, n, err)
+		}
+		nc.Close()
+	}
 }

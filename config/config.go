@@ -35,6 +35,13 @@ const (
 	// DefaultClusterRefresh is how often a redis_cluster pool reads the
 	// cluster's slot map when nothing asks for it sooner.
 	DefaultClusterRefresh = 5 * time.Second
+	// DefaultLuaTimeout is how long a Lua pool's handler may run between
+	// two waits for a backend before it is stopped (key lua_timeout). It
+	// equals lua.DefaultMaxRun, which config may not import.
+	DefaultLuaTimeout = 100 * time.Millisecond
+	// DefaultLuaMaxAlloc is how many MiB one run of a Lua pool's route
+	// code may allocate (key lua_max_alloc). It equals lua.DefaultMaxAlloc.
+	DefaultLuaMaxAlloc = 256
 	// DefaultFlushAll lets clients send flush_all.
 	DefaultFlushAll = true
 	// DefaultEjectPolicy is twemproxy's behaviour: an ejected server's keys
@@ -248,6 +255,20 @@ type Pool struct {
 	// without ':' the string, and "a:b_2" the table {a = true, b = "2"}.
 	// Only a Lua pool may set it.
 	LuaArg string
+	// LuaTimeout bounds each uninterrupted run of a Lua pool's route code
+	// (key lua_timeout, in milliseconds, at least 1): a handler from its
+	// start or a resume to its next wait for a backend, a function
+	// generator's call, a cron. A run over it is stopped and its request
+	// answered "SERVER_ERROR lua timeout". Parse sets DefaultLuaTimeout
+	// (100ms) for a Lua pool and 0 for any other. Only a Lua pool may set
+	// it.
+	LuaTimeout time.Duration
+	// LuaMaxAlloc bounds what each run of a Lua pool's route code (as
+	// LuaTimeout counts runs) may allocate, in MiB (key lua_max_alloc, at
+	// least 1): a run over it is stopped and its request answered
+	// "SERVER_ERROR lua memory limit". Parse sets DefaultLuaMaxAlloc (256)
+	// for a Lua pool and 0 for any other. Only a Lua pool may set it.
+	LuaMaxAlloc int
 	// RedisCluster makes a Redis pool front a Redis Cluster (key
 	// redis_cluster, a shardproxy extension; needs redis: true). Its
 	// servers are seed nodes, of which any one live node is enough to read

@@ -6,6 +6,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/cluster"
+	"shardproxy/lua"
 )
 
 // The defaults config shares with the packages that apply them to a zero
@@ -19,9 +20,13 @@ func TestDefaultsMatchTheirPackages(t *testing.T) {
 		{"backend.DefaultConnectTimeout", DefaultConnectTimeout, backend.DefaultConnectTimeout},
 		{"backend.DefaultRetryTimeout", DefaultServerRetryTimeout, backend.DefaultRetryTimeout},
 		{"cluster.DefaultRefreshInterval", DefaultClusterRefresh, cluster.DefaultRefreshInterval},
+		{"lua.DefaultMaxRun", DefaultLuaTimeout, lua.DefaultMaxRun},
 	} {
 		if tt.config != tt.theirs {
 			t.Errorf("config has %v, %s is %v", tt.config, tt.name, tt.theirs)
 		}
+	}
+	if DefaultLuaMaxAlloc<<20 != lua.DefaultMaxAlloc {
+		t.Errorf("config has %d MiB, lua.DefaultMaxAlloc is %d bytes", DefaultLuaMaxAlloc, lua.DefaultMaxAlloc)
 	}
 }

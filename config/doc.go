@@ -12,7 +12,8 @@
 // rejects it. A few keys are shardproxy extensions (item_size_max,
 // max_request_line, flush_all, connect_timeout, hash_seed, the hashes xxhash,
 // murmur3 and xxh3, the distributions jump and ring, and redis_cluster with
-// read_from and cluster_refresh for pools that front a Redis Cluster);
+// read_from and cluster_refresh for pools that front a Redis Cluster, and
+// lua, lua_arg, lua_timeout and lua_max_alloc for pools routed by a Lua file);
 // twemproxy would refuse a file that uses them.
 //
 // A pool is one of three kinds, chosen once from its keys: a native sharded

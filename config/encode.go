@@ -98,6 +98,12 @@ func (p *Pool) node() *yaml.Node {
 	if p.LuaArg != "" {
 		add("lua_arg", str(p.LuaArg))
 	}
+	if p.LuaTimeout != DefaultLuaTimeout && p.LuaTimeout != 0 {
+		add("lua_timeout", num(millis(p.LuaTimeout)))
+	}
+	if p.LuaMaxAlloc != DefaultLuaMaxAlloc && p.LuaMaxAlloc != 0 {
+		add("lua_max_alloc", num(strconv.Itoa(p.LuaMaxAlloc)))
+	}
 	if p.ServerProtocol == ServerProtocolMeta {
 		add("server_protocol", str(p.ServerProtocol))
 	}
@@ -193,7 +199,8 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%t %q %d %t %t\n", p.Redis, p.RedisAuth, p.RedisDB, p.Preconnect, p.AutoEjectHosts)
 	fmt.Fprintf(h, "%d %d %d %t %t\n", p.ServerConnections, p.ServerRetryTimeout, p.ServerFailureLimit, p.TCPKeepalive, p.Reuseport)
 	fmt.Fprintf(h, "%d %d %t %d %d\n", p.ItemSizeMax, p.MaxRequestLine, p.AllowFlushAll, p.ConnectTimeout, p.HashSeed)
-	fmt.Fprintf(h, "%q %q %q %q %q\n", p.EjectPolicy, p.FailoverPool, p.Lua, p.LuaArg, p.ServerProtocol)
+	fmt.Fprintf(h, "%q %q %q %q %q %d\n", p.EjectPolicy, p.FailoverPool, p.Lua, p.LuaArg, p.ServerProtocol, p.LuaTimeout)
+	fmt.Fprintf(h, "%d\n", p.LuaMaxAlloc)
 	fmt.Fprintf(h, "%d %d %d\n", p.ActiveReqLimit, p.BufferMemoryLimit, p.MaxKeys)
 	fmt.Fprintf(h, "%t %q %d\n", p.RedisCluster, p.ReadFrom, p.ClusterRefresh)
 	fmt.Fprintf(h, "%q %q %q %q\n", p.RedisAuthUser, p.TLSCert, p.TLSKey, p.TLSClientCA)

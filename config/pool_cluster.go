@@ -41,7 +41,7 @@ func (clusterKind) validate(pp *poolParser) {
 	if l, ok := pp.keys["lua"]; ok {
 		pp.fail(l, "lua", "a redis_cluster pool cannot be routed by Lua")
 	}
-	pp.refuseLuaArg()
+	pp.refuseLuaKeys()
 	for _, s := range p.Servers {
 		if s.Network != "tcp" {
 			pp.fail(s.Line, "servers", fmt.Sprintf("%q: a cluster seed must be host:port", s.Name))

@@ -1,5 +1,7 @@
 package config
 
+import "time"
+
 // luaKeys are the keys of a Lua pool: its route file, which defines the
 // backends (so a Lua pool has no servers; validateBackends), and the
 // argument the file reads as mcp.start_arg.
@@ -10,7 +12,14 @@ var luaKeys = map[string]poolKey{
 	// read as its text (lua_arg: 5 is "5").
 	"lua_arg": stringKey(func(p *Pool) *string { return &p.LuaArg },
 		nonEmpty("must be a non-empty string (leave the key out for mcp.start_arg false)")),
+	// lua_timeout bounds each run of route code, in milliseconds.
+	"lua_timeout": msKey(func(p *Pool) *time.Duration { return &p.LuaTimeout }, 1),
+	// lua_max_alloc bounds what each run of route code allocates, in MiB.
+	"lua_max_alloc": intKey(func(p *Pool) *int { return &p.LuaMaxAlloc }, 1, 1<<20),
 }
+
+// luaOnly are the keys only a Lua pool may set.
+var luaOnly = []string{"lua_arg", "lua_timeout", "lua_max_alloc"}
 
 // luaKind is a pool routed by a Lua script in memcached's proxy API (a lua
 // key), whose route file defines its backends and how requests reach them.
@@ -36,13 +45,23 @@ func (luaKind) validate(pp *poolParser) {
 	}
 }
 
-// provision has nothing to fill: the route file holds a Lua pool's own
-// defaults.
-func (luaKind) provision(*Pool) {}
+// provision fills lua_timeout and lua_max_alloc; the route file holds a
+// Lua pool's other defaults.
+func (luaKind) provision(p *Pool) {
+	if !p.IsSet("lua_timeout") {
+		p.LuaTimeout = DefaultLuaTimeout
+	}
+	if !p.IsSet("lua_max_alloc") {
+		p.LuaMaxAlloc = DefaultLuaMaxAlloc
+	}
+}
 
-// refuseLuaArg refuses lua_arg on a pool that has no route file to read it.
-func (pp *poolParser) refuseLuaArg() {
-	if line, ok := pp.keys["lua_arg"]; ok && !pp.bad["lua_arg"] {
-		pp.fail(line, "lua_arg", "is only valid for a Lua pool (lua: FILE)")
+// refuseLuaKeys refuses the keys of luaOnly on a pool that has no route
+// file to read them.
+func (pp *poolParser) refuseLuaKeys() {
+	for _, key := range luaOnly {
+		if line, ok := pp.keys[key]; ok && !pp.bad[key] {
+			pp.fail(line, key, "is only valid for a Lua pool (lua: FILE)")
+		}
 	}
 }

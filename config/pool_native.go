@@ -32,7 +32,7 @@ func (nativeKind) validate(pp *poolParser) {
 	pp.validateHashSeed()
 	pp.refuseMetaOnRedis()
 	pp.refuseClusterKeys()
-	pp.refuseLuaArg()
+	pp.refuseLuaKeys()
 }
 
 // provision has nothing to fill: newPool holds a native pool's defaults.

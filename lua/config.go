@@ -60,7 +60,7 @@ func (r *Router) configure() (glua.LValue, error) {
 		cs.distObjs[name] = mcp.RawGetString(name)
 	}
 	file := r.cfg.Path
-	if _, err := runBounded(L, r.cfg.SetupTimeout, L.NewFunctionFromProto(r.proto), 0); err != nil {
+	if _, err := r.runSetup(L, L.NewFunctionFromProto(r.proto), 0); err != nil {
 		return nil, runError(file, "loading", err)
 	}
 	fn, ok := L.GetGlobal("mcp_config_pools").(*glua.LFunction)
@@ -70,7 +70,7 @@ func (r *Router) configure() (glua.LValue, error) {
 	if _, ok := L.GetGlobal("mcp_config_routes").(*glua.LFunction); !ok {
 		return nil, &ConfigError{File: file, Msg: "mcp_config_routes is not defined (a route file must define mcp_config_pools and mcp_config_routes)"}
 	}
-	out, err := runBounded(L, r.cfg.SetupTimeout, fn, 1, glua.LNil)
+	out, err := r.runSetup(L, fn, 1, glua.LNil)
 	if err != nil {
 		return nil, runError(file, "mcp_config_pools", err)
 	}

@@ -26,7 +26,7 @@ func load(t testing.TB, src string) (*lua.Router, error) {
 	t.Helper()
 	r, err := lua.New(lua.Config{
 		Path: "routes.lua", Source: []byte(src), Dialect: memcacheDialect(t),
-		Workers: 2, SetupTimeout: 500 * time.Millisecond, Logger: discard(),
+		Workers: 2, SetupTimeout: 500 * time.Millisecond, MaxAlloc: 32 << 20, Logger: discard(),
 	})
 	if err == nil {
 		t.Cleanup(r.Close)
@@ -96,6 +96,14 @@ func TestConfigErrors(t *testing.T) {
 			"lua: routes.lua:6: mcp_config_routes: mcp.pool can only be called from mcp_config_pools"},
 		{"endless config", "function mcp_config_pools()\n  while true do end\nend\n" + okRoutes,
 			"lua: routes.lua:2: mcp_config_pools: ran longer than 500ms"},
+		{"endless routes", okPools + "function mcp_config_routes(p)\n  mcp.attach(mcp.CMD_GET, function(r) end)\n  repeat until false\nend\n",
+			"lua: routes.lua:7: mcp_config_routes: ran longer than 500ms"},
+		{"endless top level", "local n = 0\nwhile true do n = n + 1 end\n" + okPools + okRoutes,
+			"lua: routes.lua:2: loading: ran longer than 500ms"},
+		{"greedy config", "function mcp_config_pools()\n  local t = {}\n  while true do t[#t + 1] = string.rep('x', 1e6) end\nend\n" + okRoutes,
+			"lua: routes.lua:3: mcp_config_pools: allocated more than 32 MiB"},
+		{"greedy routes", okPools + "function mcp_config_routes(p)\n  local s = 'x'\n  while true do s = s .. s end\nend\n",
+			"lua: routes.lua:7: mcp_config_routes: allocated more than 32 MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantConfigError(t, tc.src, tc.want) })
 	}
@@ -123,4 +131,28 @@ func TestConfigLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = strings.TrimSpace
+}
+
+// sink keeps an allocation from being optimised away.
+var sink []byte
+
+// TestSetupAllocBudgetIsPerRun checks that a setup stage is charged with
+// what is allocated while it runs, not since the process started: after
+// the process has allocated more than MaxAlloc, a stage that runs for
+// several of the guard's ticks without allocating still loads.
+func TestSetupAllocBudgetIsPerRun(t *testing.T) {
+	for range 4 {
+		sink = make([]byte, 16<<20) // 64 MiB in all, twice the budget of load
+	}
+	sink = nil
+	_, err := load(t, `
+function mcp_config_pools()
+  local stop = os.clock() + 0.1
+  while os.clock() < stop do end
+  return { main = mcp.pool({ mcp.backend("b1", "127.0.0.1", 11211) }) }
+end
+`+okRoutes)
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -125,7 +125,7 @@ func (w *worker) buildCrons() error {
 				fn.Upvalues[i] = u
 				continue
 			}
-			out, err := runBounded(L, w.r.cfg.SetupTimeout, mk, 1)
+			out, err := w.r.runSetup(L, mk, 1)
 			if err != nil {
 				return err
 			}
@@ -182,18 +182,15 @@ func (r *Router) runCrons(stop <-chan struct{}) {
 	}
 }
 
-// runCron runs a cron's function in w's state, bounded by MaxRun; an
+// runCron runs a cron's function in w's state, bounded by MaxRun and
+// MaxAlloc; an
 // error is logged once per distinct message. The caller holds the state.
 func (w *worker) runCron(j *cronJob) {
 	if w.r.closed.Load() {
 		return
 	}
 	w.luaGen.Add(1) // the cron may change what a direct handler calls
-	if _, err := runBounded(w.L, w.r.cfg.MaxRun, j.fn, 0); err != nil {
-		msg := err.Error()
-		if ae, ok := err.(*glua.ApiError); ok {
-			msg = ae.Object.String()
-		}
-		w.r.logScriptError("lua cron failed", j.name+": "+msg)
+	if _, err := w.callBounded(j.fn, 0); err != nil {
+		w.r.logScriptError("lua cron failed", j.name+": "+scriptMessage(err))
 	}
 }

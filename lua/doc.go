@@ -262,9 +262,37 @@
 // memcached's scripts use, are accepted. gopher-lua is Lua 5.1: integer
 // division, bitwise operators and the utf8 library are not there.
 //
-// A handler that runs longer than Config.MaxRun (100ms) without waiting for
-// a backend is stopped: the client gets "SERVER_ERROR lua timeout" and the
-// state goes on serving. A request may make at most 1024 backend calls.
+// Route code is bounded per run: a handler from its start, or the resume
+// after a wait, to its next wait or its end; one call of a function
+// generator; one cron; one stage of the setup. A run longer than
+// Config.MaxRun (the pool's lua_timeout, 100ms) is stopped and answered
+// "SERVER_ERROR lua timeout"; a run during which the process allocated
+// more than Config.MaxAlloc (lua_max_alloc, 256 MiB) is stopped and
+// answered "SERVER_ERROR lua memory limit" (a function generator stopped
+// so answers the same; a cron is logged). Either is logged once per
+// distinct message with the reason, the file and the line the run was at.
+// At setup the time bound is Config.SetupTimeout (10s), and either bound
+// refuses the file: "routes.lua:2: mcp_config_pools: ran longer than 10s".
+// Both bounds end by cancelling the context gopher-lua checks between two
+// VM instructions; the watchdog goroutine decides, every tick of at most
+// 10ms, for the runs it has seen span a tick, so a handler that returns
+// in microseconds costs two atomic stores and the check (guard.go has the
+// measured cost and why memory is counted process-wide: neither Go nor
+// gopher-lua counts it per state). A string grown by `..` is made in one
+// instruction, so a run that doubles one stops after the concatenation in
+// progress, holding a few times the budget for a moment. string.rep is
+// bounded to 16 MiB a call. What a run keeps in its state's globals stays
+// there after it is stopped: a handler that adds to a global table on
+// every request grows the state without bound, as in memcached.
+//
+// A stopped run raised a Lua error at an instruction boundary, as error()
+// would there: the state is consistent (what the handler changed before
+// stays changed, as after any error) and goes on serving; only the
+// stopped coroutine is dropped. So the state is not rebuilt. A handler
+// that returns anything but a response or a string (nil, a number, a
+// table, a boolean) is answered "SERVER_ERROR bad response", a raised
+// error "SERVER_ERROR lua failure", as memcached's proxy does. A request
+// may make at most 1024 backend calls.
 // pool(r) and mcp.await (but for AWAIT_BACKGROUND) cannot wait inside
 // pcall, xpcall, table.sort or string.gsub, which gopher-lua cannot
 // suspend: they raise an error there. Waiting inside a metamethod cannot be

@@ -44,6 +44,7 @@ func (e wireError) Error() string { return string(e) }
 const (
 	errLuaFailure  = wireError("lua failure")
 	errLuaTimeout  = wireError("lua timeout")
+	errLuaMemory   = wireError("lua memory limit")
 	errBadResponse = wireError("bad response")
 	errClosed      = wireError("lua router closed")
 	// errBackendFailure is memcached proxy's one word for every backend
@@ -61,6 +62,22 @@ func (r *Router) clientWords(err error) error {
 		return errBackendFailure
 	}
 	return err
+}
+
+// scriptMessage is what an error raised by route code at request time
+// says: its message, with the file and line, after why the watchdog
+// stopped it if it did.
+func scriptMessage(err error) string {
+	msg := err.Error()
+	var ae *glua.ApiError
+	if errors.As(err, &ae) {
+		msg = ae.Object.String()
+	}
+	var be *boundError
+	if errors.As(err, &be) {
+		msg = be.stop.explain(msg)
+	}
+	return msg
 }
 
 // syntaxError turns a parse or compile error into a *ConfigError.
@@ -94,9 +111,10 @@ func runError(file, stage string, err error) error {
 	if errors.As(err, &ae) {
 		msg = ae.Object.String()
 	}
-	var te *timeoutError
-	if errors.As(err, &te) {
-		msg = strings.Replace(msg, context.DeadlineExceeded.Error(), "ran longer than "+te.limit.String(), 1)
+	var be *boundError
+	if errors.As(err, &be) { // "FILE:LINE: context canceled" says why
+		msg = strings.Replace(strings.Replace(msg, context.DeadlineExceeded.Error(), be.stop.Error(), 1),
+			context.Canceled.Error(), be.stop.Error(), 1)
 	}
 	line, rest := splitWhere(file, msg)
 	return &ConfigError{File: file, Line: line, Msg: stage + ": " + rest}

@@ -1,6 +1,8 @@
 package lua
 
 import (
+	"errors"
+
 	glua "github.com/yuin/gopher-lua"
 
 	"shardproxy/codec"
@@ -163,7 +165,11 @@ func (w *worker) startV2(fn *glua.LFunction, req *codec.Request) (*glua.LFunctio
 	}
 	rc, err := w.takeRctx(fg)
 	if err != nil {
-		w.r.logScriptError("lua function generator failed", fg.name+": "+err.Error())
+		w.r.logScriptError("lua function generator failed", fg.name+": "+scriptMessage(err))
+		var be *boundError
+		if errors.As(err, &be) {
+			return nil, nil, be.stop.wire()
+		}
 		return nil, nil, errStartFailure
 	}
 	return rc.fn, rc, nil
@@ -183,7 +189,7 @@ func (w *worker) takeRctx(fg *funcgen) (*rctx, error) {
 
 // newRctx makes a request context of fg and calls the generator for its
 // handler: in L (the route stage, where an error is the script's) or, with
-// L nil, on the worker's main thread, bounded by MaxRun.
+// L nil, on the worker's main thread, bounded by MaxRun and MaxAlloc.
 func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 	rc := &rctx{fg: fg, slots: make([]slot, len(fg.handles))}
 	for i, p := range fg.handles {
@@ -206,7 +212,7 @@ func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 		out = L.Get(-1)
 		L.Pop(1)
 	} else {
-		ret, err := runBounded(w.L, w.r.cfg.MaxRun, fg.gen, 1, args...)
+		ret, err := w.callBounded(fg.gen, 1, args...)
 		if err != nil {
 			return nil, err
 		}

@@ -74,6 +74,11 @@ type Config struct {
 	// SetupTimeout bounds each run of the script at start (its top level,
 	// mcp_config_pools, mcp_config_routes); default DefaultSetupTimeout.
 	SetupTimeout time.Duration
+	// MaxAlloc bounds the bytes each run of route code (a handler's, as
+	// MaxRun counts them, a cron's, a generator's, a setup stage) may
+	// allocate, as the process's allocations during the run (see
+	// guard.go); default DefaultMaxAlloc.
+	MaxAlloc int64
 	// Queue bounds the requests waiting for each worker; default
 	// DefaultQueue. A request beyond it is answered with an error.
 	Queue int
@@ -144,6 +149,8 @@ type Router struct {
 	requests atomic.Int64
 	failures atomic.Int64
 	timeouts atomic.Int64
+	// memoryStops counts runs stopped for allocating more than MaxAlloc.
+	memoryStops atomic.Int64
 
 	errMu   sync.Mutex
 	errSeen map[string]int // script errors already logged, with counts
@@ -170,6 +177,9 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.SetupTimeout <= 0 {
 		cfg.SetupTimeout = DefaultSetupTimeout
+	}
+	if cfg.MaxAlloc <= 0 {
+		cfg.MaxAlloc = DefaultMaxAlloc
 	}
 	if cfg.Queue <= 0 {
 		cfg.Queue = DefaultQueue
@@ -308,7 +318,8 @@ func (r *Router) Counters() []route.Stat {
 	s := []route.Stat{
 		{Name: "lua_requests", Kind: route.Counter, Value: r.requests.Load(), Help: "Requests handed to the route file."},
 		{Name: "lua_failures", Kind: route.Counter, Value: r.failures.Load(), Help: "Requests the route file failed (script errors, refused requests)."},
-		{Name: "lua_timeouts", Kind: route.Counter, Value: r.timeouts.Load(), Help: "Handler runs stopped for taking longer than their time budget."},
+		{Name: "lua_timeouts", Kind: route.Counter, Value: r.timeouts.Load(), Help: "Runs of route code stopped for taking longer than their time budget."},
+		{Name: "lua_memory_stops", Kind: route.Counter, Value: r.memoryStops.Load(), Help: "Runs of route code stopped for allocating more than their memory budget."},
 		{Name: "lua_active", Kind: route.Gauge, Value: r.active.Load(), Help: "Requests being handled by the route file now."},
 	}
 	for _, u := range r.userStats {

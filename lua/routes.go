@@ -101,18 +101,18 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := runBounded(L, r.cfg.SetupTimeout, mk, 1, L.NewFunction(w.handlerDone))
+	out, err := r.runSetup(L, mk, 1, L.NewFunction(w.handlerDone))
 	if err != nil {
 		return nil, err
 	}
 	w.runner = out[0].(*glua.LFunction)
 	file := r.cfg.Path
-	if _, err := runBounded(L, r.cfg.SetupTimeout, L.NewFunctionFromProto(r.proto), 0); err != nil {
+	if _, err := r.runSetup(L, L.NewFunctionFromProto(r.proto), 0); err != nil {
 		return nil, runError(file, "loading", err)
 	}
 	routes := L.GetGlobal("mcp_config_routes")
 	arg := w.importConfig(config, map[*glua.LTable]*glua.LTable{}, map[*pool]*glua.LUserData{})
-	if _, err := runBounded(L, r.cfg.SetupTimeout, routes, 0, arg); err != nil {
+	if _, err := r.runSetup(L, routes, 0, arg); err != nil {
 		return nil, runError(file, "mcp_config_routes", err)
 	}
 	if w.hooks.count == 0 {

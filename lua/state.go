@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"time"
 
 	glua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
@@ -115,17 +114,23 @@ func setContext(L *glua.LState) context.CancelFunc {
 	return cancel
 }
 
-// runBounded calls fn with args in L, stopping it after limit.
-func runBounded(L *glua.LState, limit time.Duration, fn glua.LValue, nret int, args ...glua.LValue) ([]glua.LValue, error) {
+// runSetup calls fn with args in L, a state being set up, stopping it
+// after SetupTimeout or once it has allocated MaxAlloc bytes (guard.go).
+func (r *Router) runSetup(L *glua.LState, fn glua.LValue, nret int, args ...glua.LValue) ([]glua.LValue, error) {
 	base := L.Context()
-	ctx, cancel := context.WithTimeout(base, limit)
+	ctx, cancel := context.WithTimeout(base, r.cfg.SetupTimeout)
 	defer cancel()
+	overMemory := guardSetup(ctx, cancel, r.cfg.MaxAlloc)
 	L.SetContext(ctx)
 	defer L.SetContext(base)
 	top := L.GetTop()
-	if err := L.CallByParam(glua.P{Fn: fn, NRet: nret, Protect: true}, args...); err != nil {
-		if ctx.Err() == context.DeadlineExceeded {
-			return nil, &timeoutError{err: err, limit: limit}
+	err := L.CallByParam(glua.P{Fn: fn, NRet: nret, Protect: true}, args...)
+	timedOut := ctx.Err() == context.DeadlineExceeded
+	cancel()
+	memory := overMemory()
+	if err != nil {
+		if memory || timedOut {
+			return nil, &boundError{err: err, stop: &stopError{memory: memory, d: r.cfg.SetupTimeout, limit: r.cfg.MaxAlloc}}
 		}
 		return nil, err
 	}
@@ -136,16 +141,6 @@ func runBounded(L *glua.LState, limit time.Duration, fn glua.LValue, nret int, a
 	L.SetTop(top)
 	return out, nil
 }
-
-// timeoutError marks a setup run stopped by its time limit.
-type timeoutError struct {
-	err   error
-	limit time.Duration
-}
-
-func (e *timeoutError) Error() string { return e.err.Error() }
-
-func (e *timeoutError) Unwrap() error { return e.err }
 
 // joinArgs renders L's arguments as print does: tab-separated tostring
 // values.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	glua "github.com/yuin/gopher-lua"
 
@@ -114,27 +113,24 @@ type worker struct {
 	closed    bool
 	nested    int // Go functions that call back into Lua, running now (pcall, ...)
 
-	// The watchdog stops a run that takes longer than MaxRun: it counts
-	// the ticks during which the same run is in progress. runState is the
-	// run's number times 4, plus runActive while it runs, plus runStopped
-	// once the watchdog has cancelled it; runCo is its coroutine.
-	_        [64]byte
-	runState atomic.Uint64
-	runCo    atomic.Pointer[coroutine]
-	seen     uint64 // the watchdog's: the run state it saw last
-	strikes  int    // the watchdog's: ticks it has seen that run
+	// The watchdog stops a run that takes longer than MaxRun or
+	// allocates more than MaxAlloc (guard.go): it counts the ticks during
+	// which the same run is in progress. runState is the run's number
+	// times 8, plus runActive while it runs, plus runStopped (and
+	// runMemory when memory was the reason) once the watchdog has
+	// cancelled it; runCo holds the cancel function of its context.
+	_         [64]byte
+	runState  atomic.Uint64
+	runCo     atomic.Pointer[coroutine]
+	seen      uint64 // the watchdog's: the run state it saw last
+	strikes   int    // the watchdog's: ticks it has seen that run
+	allocBase uint64 // the watchdog's: the process's allocations at the first strike
 
 	// Read by the direct way of Route (fast.go).
 	_      [64]byte
 	luaGen atomic.Uint64 // Lua runs so far
 	fast   fastTable
 }
-
-// Bits of worker.runState.
-const (
-	runActive  = 1
-	runStopped = 2
-)
 
 // runnerSource is the bottom of every coroutine: it calls a handler,
 // hands its result to done (which yields it to the worker) and receives
@@ -309,37 +305,6 @@ func (w *worker) shutdown() {
 	w.state.Unlock()
 }
 
-// watchdogTicks is how many watchdog ticks make MaxRun.
-const watchdogTicks = 4
-
-// watchdog cancels coroutines that run longer than MaxRun (and at most a
-// tick more), until done is closed.
-func (r *Router) watchdog(done <-chan struct{}) {
-	tick := time.NewTicker(max(r.cfg.MaxRun/watchdogTicks, time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-tick.C:
-			for _, w := range r.workers {
-				s := w.runState.Load()
-				co := w.runCo.Load()
-				switch {
-				case s&runActive == 0 || s != w.seen:
-					w.seen, w.strikes = s, 0
-				case w.strikes < watchdogTicks:
-					w.strikes++
-				case co != nil && w.runState.CompareAndSwap(s, s|runStopped):
-					// The run was still s: co is its coroutine, which
-					// the worker will not reuse.
-					co.cancel()
-				}
-			}
-		}
-	}
-}
-
 // getCoroutine returns a parked coroutine or a new one.
 func (w *worker) getCoroutine() *coroutine {
 	if n := len(w.coFree); n > 0 {
@@ -371,18 +336,17 @@ func (w *worker) run(t *task, args ...glua.LValue) {
 	}
 	w.cur = t
 	w.resumeTop = w.L.GetTop()
-	w.runCo.Store(co)
 	w.luaGen.Add(1) // the script may change what a direct handler calls
-	gen := w.runState.Load()&^3 + 4
-	w.runState.Store(gen | runActive)
+	gen := w.beginRun(co)
 	st, err, ret := w.L.Resume(co.th, fn, args...)
-	timedOut := w.runState.Swap(gen)&runStopped != 0
+	stop := w.endRun(gen)
+	timedOut := stop != nil
 	w.cur = nil
 	switch {
 	case err != nil:
 		t.co = nil // the thread is dead
 		co.cancel()
-		w.scriptError(t, err, timedOut)
+		w.scriptError(t, err, stop)
 	case st == glua.ResumeYield && t.state == taskDone:
 		t.co = nil
 		if timedOut { // finished just in time; the watchdog cancels its context
@@ -394,7 +358,7 @@ func (w *worker) run(t *task, args ...glua.LValue) {
 	case st == glua.ResumeYield && t.state == taskWaiting && timedOut:
 		// Waiting, but its context is being cancelled: it cannot be resumed.
 		t.co = nil
-		w.scriptError(t, errors.New("stopped while waiting"), true)
+		w.scriptError(t, errors.New("stopped while waiting"), stop)
 	case st == glua.ResumeYield && t.state == taskWaiting:
 		// parked until the await completes
 	default:
@@ -405,16 +369,16 @@ func (w *worker) run(t *task, args ...glua.LValue) {
 	}
 }
 
-// scriptError answers t after its handler raised an error or was stopped.
-func (w *worker) scriptError(t *task, err error, timedOut bool) {
+// scriptError answers t after its handler raised an error or was stopped
+// (stop, the watchdog's reason, is not nil).
+func (w *worker) scriptError(t *task, err error, stop *stopError) {
 	msg := err.Error()
 	if ae, ok := err.(*glua.ApiError); ok {
 		msg = ae.Object.String()
 	}
-	if timedOut {
-		w.r.timeouts.Add(1)
-		w.r.logScriptError("lua handler stopped", "ran longer than "+w.r.cfg.MaxRun.String()+": "+msg)
-		w.finish(t, glua.LNil, errLuaTimeout)
+	if stop != nil {
+		w.r.logScriptError("lua handler stopped", stop.explain(msg))
+		w.finish(t, glua.LNil, stop.wire())
 		return
 	}
 	w.r.logScriptError("lua handler failed", msg)

@@ -17,7 +17,8 @@ var _ route.Router = luaRouter{}
 func (l luaRouter) Route(x *route.Exchange) { l.r.Route(&x.Req, x.Hint, x) }
 
 // Stats implements route.Router: lua_requests, lua_failures, lua_timeouts,
-// lua_active and the script's mcp.add_stat counters (user_*).
+// lua_memory_stops, lua_active and the script's mcp.add_stat counters
+// (user_*).
 func (l luaRouter) Stats() []route.Stat { return l.r.Counters() }
 
 // Backends implements route.Router.
@@ -41,7 +42,8 @@ func parseLua(pc *config.Pool, o *codec.Options) { o.ProxyErrors = !pc.Redis }
 // preconnect: false leaves them to their first request (a Redis pool's
 // default). Everything else starts from memcached's
 // proxy defaults, and the script's mcp.backend_* calls and backend options
-// override both. The script's backends come from the pool's lease, so a
+// override both. lua_timeout and lua_max_alloc are the router's MaxRun and
+// MaxAlloc. The script's backends come from the pool's lease, so a
 // reload keeps the ones the new file declares alike.
 func newLuaRouter(k *kindEnv) (route.Router, error) {
 	pc := k.p.cfg
@@ -69,6 +71,8 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		Handshake:  codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB},
 		Defaults:   d,
 		StartArg:   pc.LuaArg,
+		MaxRun:     pc.LuaTimeout,
+		MaxAlloc:   int64(pc.LuaMaxAlloc) << 20,
 		Preconnect: pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect"),
 		Logger:     k.p.log,
 		Backends:   k.lease,
