@@ -5,10 +5,10 @@ import (
 )
 
 // A route file written for a newer memcached calls what shardproxy does
-// not have (mcp.ratelim_tbf, mcp.req_mutator_new, dofile, ...). Lua reads an
-// absent field or global as nil, and gopher-lua's error for calling it,
-// "attempt to call a non-function object", names nothing. The read itself
-// must stay nil: a file may test `if mcp.req_mutator_new then` to choose
+// not have (mcp.ratelim_tbf, dofile, ...). Lua reads an absent field or
+// global as nil, and gopher-lua's error for calling it, "attempt to call a
+// non-function object", names nothing. The read itself must stay nil: a
+// file may test `if mcp.ratelim_tbf then` to choose
 // between memcached's API generations, and its V1 branch must run here.
 // So the name is given at the call instead. The tables a script reads
 // these names from (mcp, os, the request and response methods, and the
@@ -105,7 +105,7 @@ type absentRead struct {
 	L    *glua.LState    // the thread that read it
 	fn   *glua.LFunction // the function that read it
 	line int
-	name string // as written ("mcp.req_mutator_new", "dofile"); a method's own name
+	name string // as written ("mcp.ratelim_tbf", "dofile"); a method's own name
 	recv string // for a method: what it is a method of ("request"); else ""
 	why  string // the reason; "" for a global that is not defined
 	kind absentKind
