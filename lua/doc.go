@@ -22,20 +22,18 @@
 // the old configuration).
 //
 // A call of what memcached's proxy has and shardproxy lacks (the rest of
-// the V2 API: mcp.ratelim_tbf, the mutators, ...; mcp.internal; the
-// request methods raw_line, token_int, ...) or of what the sandbox removes
-// (os.execute; and, while the file loads, dofile, require, io) raises an
-// error naming it as written, at the line of the call:
-// "mcp.ratelim_tbf is not supported by shardproxy yet", "r:raw_line is not
-// supported by shardproxy yet", "io is not available in shardproxy route
-// files". While the file loads, a config file of memcached's routelib gets
+// the V2 API: mcp.ratelim_tbf, ...; mcp.internal) or of what the sandbox
+// removes (os.execute; and, while the file loads, dofile, require, io)
+// raises an error naming it as written, at the line of the call:
+// "mcp.ratelim_tbf is not supported by shardproxy yet", "io is not
+// available in shardproxy route files". While the file loads, a config file of memcached's routelib gets
 // "pools belongs to memcached's routelib, which shardproxy does not support
 // yet" and an undefined global "attempt to call a nil value (global
 // 'NAME')"; a name of mcp that memcached lacks too is "mcp.NAME does not
 // exist". Reading such a name still gives nil, so a file that tests
 // `if mcp.ratelim_tbf then` takes its other branch; a constant read as a
-// value (mcp.MCMC_CODE_MISS) is nil and fails only where it is used, with
-// that function's own error. (The mcp, os and method tables,
+// value is nil and fails only where it is used, with that function's own
+// error. (The mcp, os and method tables,
 // and the globals while the file loads, get an __index metamethod that
 // notes absent names read, and nil a metatable whose __call and __index
 // name the one read on the caller's line; reads of present names never
@@ -163,16 +161,38 @@
 // "" removes a token; the command cannot be replaced), ntokens(),
 // has_flag(f), flag_token(f[, new]) (returns whether the flag is there and
 // its token; new replaces the flag's whole token, "" removes it) and
-// tostring(r). A rewrite re-parses the request, so keys and routing follow
+// tostring(r); and memcached V2's: raw_line() (the request line without
+// its line end), raw_value() (the value block with its "\r\n", or nil),
+// token_int(n) (token n as an integer; nil for the command, a token that
+// is not one, or out of range), flag_token_int(f) (false when f is absent,
+// has no token or one longer than 22 bytes; true and the integer; true
+// alone when it is not an integer), flag_add(f[, tok]) (adds f at the end
+// of the line unless it is there), flag_set(f[, tok]) (replaces f's token
+// in place, or adds it), flag_replace(f, g[, tok]) (puts flag g where f
+// was, or adds it), flag_del(f) (each returns whether it changed the
+// request; tok is a string or a number) and match_res(res) (true, nil when
+// res's k flag matches the key and its O flag r's opaque; false and the
+// reason on a mismatch; false, nil when there was nothing to compare). The
+// flag edits keep the other bytes of the line as they were; a text
+// request has no flags, so flag_add and flag_set append the token to it,
+// as memcached does. A rewrite re-parses the request, so keys and routing follow
 // it; memcache's "noreply" is removed by the parser before the handler sees
 // the request (the proxy hides the reply instead), so ntokens does not
 // count it. Response methods: ok(), hit(), vlen(), code() (mcp.MCMC_CODE_*
 // as memcached's mcmc classifies the reply; MCMC_CODE_SERVER_ERROR when
 // the backend failed), line() (as mcmc gives it: a meta reply's text
-// after its code and spaces, after the size for VA, nil when nothing
-// follows the code, so a bare HD has none; a VALUE reply's key; nil for
-// every other reply and a failure) and
-// elapsed() (microseconds from sending to the reply). mcp.time_real_millis()
+// after its code and one space, after the size for VA, so flags blanked
+// with spaces keep them; nil when nothing follows the code, so a bare HD
+// has none; a VALUE reply's key; nil for every other reply and a
+// failure), elapsed() (microseconds from sending to the reply),
+// raw_string() (the reply as received, value included; nil for none),
+// flag_blank(f) (overwrites a meta reply's flag f and its token with
+// spaces, which the client then sees; returns whether it found it) and
+// close() (drops the reply's bytes: raw_string is nil, code 0, and
+// returning it sends the client nothing, as in memcached).
+// mcp.MCMC_CODE_MISS, the miss code of memcached 1.6.12 to 1.6.17 (later
+// versions have none), is END's value, since a miss is END here.
+// mcp.time_real_millis()
 // (epoch milliseconds) and mcp.time_mono_millis() (milliseconds since the
 // process started, on the monotonic clock) return whole numbers, in the
 // route stage only: at config time they are nil, as in memcached. A quiet meta reply
@@ -230,11 +250,55 @@
 // request is answered "SERVER_ERROR lua start failure". start and stop are
 // read only when mode is given, as in memcached.
 //
+// rctx:request_new() and rctx:response_new() make an empty request (no
+// command, no key: it cannot be queued until a mutator fills it) and an
+// empty response (ok() true, code 0, nothing for the client) that belong
+// to the context for its life: a context may make u (fgen:ready's) of
+// them, usually in the generator, and past that, or without u, the call
+// raises "rctx request new: object count limit reached". A request's
+// value and a response's reply are dropped when the context finishes a
+// request, so the objects are reused by the context's next request.
+//
+// Inspectors and mutators (mcp.req_inspector_new, res_inspector_new,
+// req_mutator_new, res_mutator_new, route stage only) take a list of step
+// tables ({t = "keyis", str = "a"}, ...), checked and compiled when made;
+// an unknown step, a step of the other kind or a missing argument is an
+// error naming the step's position ("mutator step 2: must provide 'idx'
+// argument", memcached's wording; memcached calls an unknown step
+// incompatible, here it is "unknown step type 'NAME'"). ins(obj) returns
+// its steps' values in order: sepkey (sep "/" and pos 1 by default: the
+// pos-th part of the key, empty parts counted, or map[part] with a map;
+// nil for an empty or missing part), keybegin and keyis (str), hasflag
+// (flag; raises "inspector error: response is not meta protocol" for a
+// reply that is not a meta reply), flagtoken, flagint and flagis (flag,
+// str: whether the flag is there, then its token, its integer or whether
+// it equals str; false, nil when absent). mut(obj, args...) rewrites obj,
+// a request (request_new's, or any other without a value) or a response
+// (response_new's, empty), from steps that each write one token, joined
+// by single spaces: cmdset (cmd), keyset (val), rescodeset (val), reserr
+// (code "error" | "server" | "client", msg), flagset (flag[, val]) write
+// constants; cmdcopy, keycopy, rescodecopy, flagcopy (flag), flagcopyall,
+// valcopy and resnull copy from argument idx (1 is the first after obj):
+// a string as it is (flagcopy: the flag and the string; valcopy: a value
+// ending in "\r\n", whose length is written and which is attached), a
+// request's command (with the space after it, as memcached copies it),
+// key, flag and token or value, a meta reply's code, flag or flags, or,
+// for resnull, the reply a request's command gives for a missing item
+// (EN, NS, NF, END, NOT_STORED, NOT_FOUND). flagcopy of nil, false or of a
+// request or reply without the flag writes nothing. The call returns
+// nothing, or false when a source is missing or of the wrong kind (obj is
+// left unchanged); a result that does not parse raises "mutator: failed to
+// parse new request" (or result), and rewriting a request that has a value
+// or a response that has a reply raises "... has already been rendered".
+// The steps and their behaviour are memcached 1.6.45's, observed on it;
+// where memcached crashes (an inspector on an empty response, raw_line of
+// an empty request) shardproxy answers as for a reply without flags or an
+// empty line.
+//
 // Not supported yet: a generator as a handle of another (sub-generators),
 // mcp.internal_handler (accepted as a value; new_handle raises "not
-// supported yet"), rctx:handle_set_cb, request_new, response_new, cfd and
-// tls_peer_cn, and the other V2 additions (inspectors, mutators, rate
-// limits). Where memcached fails each request, a
+// supported yet"), rctx:handle_set_cb, cfd and tls_peer_cn, and the rate
+// limits. Where memcached fails each request, a
 // generator attached before ready, or a router or unready generator given
 // to a router, is refused at load time instead.
 //
@@ -249,7 +313,17 @@
 // hit() is false for a nil reply (code MCMC_CODE_END), ok() false for an
 // error reply (MCMC_CODE_ERROR; -LOADING, -BUSY, -OOM are
 // MCMC_CODE_SERVER_ERROR), line() is the reply's first line, vlen() a bulk
-// string's length. has_flag and flag_token find no flags.
+// string's length. has_flag and flag_token find no flags. raw_line() is
+// the request as sent (without its final "\r\n"), raw_value() nil,
+// token_int(n) the n-th argument as an integer. What is about meta flags
+// has no meaning for RESP and raises an error naming it: flag_add,
+// flag_set, flag_replace, flag_del, match_res and res:flag_blank ("flag_add:
+// meta flags have no meaning for a Redis request"), the flag steps of an
+// inspector or a mutator and a mutator's valcopy (refused when made), and
+// res_inspector_new and res_mutator_new (RESP replies have no meta codes or
+// flags: a handler returns a RESP string instead). A request mutator's
+// tokens are the command's arguments (cmdset, cmdcopy, keyset, keycopy
+// build a RESP array), and inspectors' key steps read the first key.
 //
 // # Sandbox
 //

@@ -2,6 +2,7 @@ package lua_test
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -335,4 +336,27 @@ func TestV1Ketama(t *testing.T) {
 	mc[2].Stop()
 	c.do("mg tw1 v\r\n")
 	eventually(t, "the failed mg logged", func() bool { return strings.Contains(logs.String(), "detail=\"mg failed\"") })
+}
+
+// TestV2MutateExample runs examples/lua/v2_mutate.lua.
+func TestV2MutateExample(t *testing.T) {
+	mc := memcached(t, 1)
+	port, tp := tapRelay(t, mc[0].Addr)
+	addr, _ := exampleRoutes(t, "v2_mutate.lua", map[int]int{11611: port})
+	c := dial(t, addr)
+	runSteps(t, c, tp, []step{
+		{"mg zz/k v\r\n", "CLIENT_ERROR unknown tenant\r\n", ""},
+		{"set zz/k 0 0 1\r\nx\r\n", "CLIENT_ERROR unknown tenant\r\n", ""},
+		{"ms a/k 2 F7\r\nhi\r\n", "HD\r\n", "ms a/k 2 F7 T3600\r\nhi\r\n"},
+		{"ms b/k 2 T60\r\nhi\r\n", "HD\r\n", "ms b/k 2 T60\r\nhi\r\n"},
+		{"mg a/nope v\r\n", "EN\r\n", "mg a/nope v t\r\n"},
+		{"get a/k\r\n", "VALUE a/k 7 2\r\nhi\r\nEND\r\n", "get a/k\r\n"},
+	})
+	got := c.do("mg a/k v f O9 k\r\n")
+	if !regexp.MustCompile(`^VA 2 f7 O9 t(3600|3599)\r\nhi\r\n$`).MatchString(got) {
+		t.Errorf("mg: %q", got)
+	}
+	if got := tp.sent(); got != "mg a/k v f O9 t\r\n" {
+		t.Errorf("mg reached the backend as %q", got)
+	}
 }

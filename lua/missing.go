@@ -5,10 +5,10 @@ import (
 )
 
 // A route file written for a newer memcached calls what shardproxy does
-// not have (mcp.ratelim_tbf, mcp.req_mutator_new, dofile, ...). Lua reads an
-// absent field or global as nil, and gopher-lua's error for calling it,
-// "attempt to call a non-function object", names nothing. The read itself
-// must stay nil: a file may test `if mcp.req_mutator_new then` to choose
+// not have (mcp.ratelim_tbf, dofile, ...). Lua reads an absent field or
+// global as nil, and gopher-lua's error for calling it, "attempt to call a
+// non-function object", names nothing. The read itself must stay nil: a
+// file may test `if mcp.ratelim_tbf then` to choose
 // between memcached's API generations, and its V1 branch must run here.
 // So the name is given at the call instead. The tables a script reads
 // these names from (mcp, os, the request and response methods, and the
@@ -48,9 +48,6 @@ var mcpAbsent = map[string]absentKind{
 	"internal":     kindFunc,
 	"server_stats": kindFunc,
 	"ratelim_tbf":  kindFunc, "ratelim_global_tbf": kindFunc,
-	"req_inspector_new": kindFunc, "res_inspector_new": kindFunc,
-	"req_mutator_new": kindFunc, "res_mutator_new": kindFunc,
-	"MCMC_CODE_MISS": kindValue,
 }
 
 // routeStageOnly are the mcp functions of the route stage that the config
@@ -59,18 +56,16 @@ var routeStageOnly = map[string]bool{
 	"attach": true, "await": true, "await_logerrors": true, "request": true,
 	"log_req": true, "log_reqsample": true, "stat": true,
 	"funcgen_new": true, "router_new": true,
+	"req_inspector_new": true, "res_inspector_new": true,
+	"req_mutator_new": true, "res_mutator_new": true,
 	"time_real_millis": true, "time_mono_millis": true, // nil at config time, as in memcached
 }
 
 // requestAbsent and responseAbsent are the request and response methods of
 // memcached 1.6.45's proxy that shardproxy lacks.
 var (
-	requestAbsent = map[string]bool{
-		"raw_line": true, "raw_value": true, "token_int": true,
-		"flag_token_int": true, "flag_add": true, "flag_set": true,
-		"flag_replace": true, "flag_del": true, "match_res": true,
-	}
-	responseAbsent = map[string]bool{"flag_blank": true, "raw_string": true, "close": true}
+	requestAbsent  = map[string]bool{}
+	responseAbsent = map[string]bool{}
 )
 
 // sandboxAbsent are the globals the sandbox removes (see newState), and
@@ -110,7 +105,7 @@ type absentRead struct {
 	L    *glua.LState    // the thread that read it
 	fn   *glua.LFunction // the function that read it
 	line int
-	name string // as written ("mcp.req_mutator_new", "dofile"); a method's own name
+	name string // as written ("mcp.ratelim_tbf", "dofile"); a method's own name
 	recv string // for a method: what it is a method of ("request"); else ""
 	why  string // the reason; "" for a global that is not defined
 	kind absentKind

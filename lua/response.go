@@ -19,6 +19,8 @@ type response struct {
 	elapsed time.Duration
 	be      *beRef
 	redis   bool
+	made    bool // made by the script (rctx:response_new): its bytes go to the client as they are
+	ownRaw  bool // raw was copied for this response (flag_blank writes to it)
 
 	parsed bool
 	status int    // mcmcOK or mcmcErr
@@ -81,8 +83,9 @@ func (res *response) parse() {
 }
 
 // parseLine sets line() and the value's length as mcmc does: a meta reply
-// (a two-letter code) has the text after its code and the spaces that
-// follow it (after the size for VA), nil when nothing follows the code;
+// (a two-letter code) has the text after its code and one space (after
+// the size for VA), so flags blanked with spaces keep them; nil when
+// nothing follows the code;
 // VALUE has its key; every other reply (STORED, END, a number, an error)
 // has none.
 func (res *response) parseLine(line []byte) {
@@ -95,12 +98,11 @@ func (res *response) parseLine(line []byte) {
 			res.hasVal = true
 		}
 	case len(word) == 2 && (line[0] < '0' || line[0] > '9'):
-		rest = bytes.TrimLeft(rest, " ")
 		if string(word) == "VA" {
 			size, flags, hasFlags := bytes.Cut(rest, []byte(" "))
 			res.vlen, _ = strconv.Atoi(string(size))
 			res.hasVal = true
-			rest, more = bytes.TrimLeft(flags, " "), hasFlags
+			rest, more = flags, hasFlags
 		}
 		if more {
 			if rest == nil {
