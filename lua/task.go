@@ -28,6 +28,10 @@ type task struct {
 	co    *coroutine
 	aw    *await // what the coroutine waits for
 	rc    *rctx  // V2: the request context running the handler (rctx.go)
+	// V2: for a sub-generator's task (subgen.go), the context and slot its
+	// result goes to; it has no Completion.
+	parent       *rctx
+	parentHandle int
 	fast  bool   // a multi-get's key routed without entering Lua (see direct.go)
 	state taskState
 	calls int   // backend calls made so far
@@ -130,10 +134,14 @@ func (w *worker) finish(t *task, v glua.LValue, failure error) {
 		}
 	}
 	w.retire(t)
-	if m := t.multi; m != nil {
+	switch {
+	case t.parent != nil:
+		w.childDone(t, v, failure)
+	case t.multi != nil:
+		m := t.multi
 		m.replies[t.idx] = w.toReply(t.req, v, failure)
 		w.subDone(m)
-	} else {
+	default:
 		w.complete(t, w.appendResult(w.out[:0], t.req, v, failure))
 	}
 	if failure != nil {
