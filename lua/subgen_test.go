@@ -182,3 +182,67 @@ func TestV2SubGeneratorBackground(t *testing.T) {
 		t.Errorf("errors logged:\n%s", logs)
 	}
 }
+
+// cbRoutes sets a callback per handle: "hit" reclassifies a hit as RES_OK
+// and ends the wait, "miss" makes a miss RES_GOOD, "boom" raises, "wait"
+// tries to wait.
+const cbRoutes = `
+function mcp_config_pools()
+    return mcp.pool({ mcp.backend("b1", "127.0.0.1", {{mc}}) })
+end
+
+function mcp_config_routes(p)
+    local fg = mcp.funcgen_new()
+    local hs = {}
+    for _, k in ipairs({ "hit", "miss", "boom", "wait" }) do hs[k] = fg:new_handle(p) end
+    fg:ready({ n = "cb", f = function(rctx)
+        local calls = 0
+        rctx:handle_set_cb(hs.hit, function(res, req)
+            calls = calls + 1
+            return mcp.WAIT_OK, mcp.WAIT_RESUME
+        end)
+        rctx:handle_set_cb(hs.miss, function(res, req)
+            calls = calls + 1
+            return mcp.WAIT_GOOD
+        end)
+        rctx:handle_set_cb(hs.boom, function() calls = calls + 1; error("callback boom") end)
+        rctx:handle_set_cb(hs.wait, function() calls = calls + 1; rctx:sleep(0.1) end)
+        return function(r)
+            local h = hs[string.match(r:key(), "^(%w+)")]
+            rctx:enqueue(r, h)
+            local n = rctx:wait_cond(1, mcp.WAIT_GOOD)
+            local _, flag = rctx:result(h)
+            return "HD n" .. n .. " f" .. tostring(flag) .. " c" .. calls .. "\r\n"
+        end
+    end })
+    mcp.attach(mcp.CMD_ANY_STORAGE, fg)
+end
+`
+
+// rctx:handle_set_cb: the callback runs once per response, before the
+// wait counts it, and what it returns changes the result's flag and may
+// end the wait (memcached 1.6.45: WAIT_OK plus WAIT_RESUME on a hit gives
+// flag 16 and wait_cond(1, WAIT_GOOD) returns 0).
+func TestV2HandleCallback(t *testing.T) {
+	mc := memcached(t, 1)
+	for _, k := range []string{"hit", "boom/x", "wait/x"} {
+		set(t, mc[0].Addr, k, "v")
+	}
+	addr, logs := luaRoutes(t, cbRoutes, map[string]int{"mc": mc[0].Port}, "")
+	c := dial(t, addr)
+	for _, tc := range []struct{ req, want string }{
+		{"mg hit v\r\n", "HD n0 f16 c1\r\n"},
+		{"mg miss/x v\r\n", "HD n1 f8 c2\r\n"},
+		{"mg boom/x v\r\n", "HD n1 f8 c3\r\n"}, // the error is ignored: a hit stays good
+		{"mg wait/x v\r\n", "HD n1 f8 c4\r\n"},
+	} {
+		if got := c.do(tc.req); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
+		}
+	}
+	for _, msg := range []string{"callback boom", "sleep can only be called from a route handler"} {
+		if logs.count(msg) != 1 {
+			t.Errorf("log has %q %d times, want once:\n%s", msg, logs.count(msg), logs)
+		}
+	}
+}
