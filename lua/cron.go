@@ -189,7 +189,10 @@ func (w *worker) runCron(j *cronJob) {
 		return
 	}
 	w.luaGen.Add(1) // the cron may change what a direct handler calls
-	if _, err := runBounded(w.L, w.r.cfg.MaxRun, j.fn, 0); err != nil {
+	w.inCron = true
+	_, err := runBounded(w.L, w.r.cfg.MaxRun, j.fn, 0)
+	w.inCron = false
+	if err != nil {
 		msg := err.Error()
 		if ae, ok := err.(*glua.ApiError); ok {
 			msg = ae.Object.String()

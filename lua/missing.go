@@ -45,9 +45,7 @@ const (
 // mcpAbsent are the names memcached's proxy (1.6.12 to 1.6.45) puts in the
 // mcp table that shardproxy does not: the V2 API and a few V1 additions.
 var mcpAbsent = map[string]absentKind{
-	"internal":     kindFunc,
-	"server_stats": kindFunc,
-	"ratelim_tbf":  kindFunc, "ratelim_global_tbf": kindFunc,
+	"internal":          kindFunc,
 	"req_inspector_new": kindFunc, "res_inspector_new": kindFunc,
 	"req_mutator_new": kindFunc, "res_mutator_new": kindFunc,
 	"MCMC_CODE_MISS": kindValue,
@@ -58,7 +56,7 @@ var mcpAbsent = map[string]absentKind{
 var routeStageOnly = map[string]bool{
 	"attach": true, "await": true, "await_logerrors": true, "request": true,
 	"log_req": true, "log_reqsample": true, "stat": true,
-	"funcgen_new": true, "router_new": true,
+	"funcgen_new": true, "router_new": true, "ratelim_tbf": true,
 	"time_real_millis": true, "time_mono_millis": true, // nil at config time, as in memcached
 }
 

@@ -29,10 +29,16 @@ func TestUnsupportedNames(t *testing.T) {
 			"lua: routes.lua:6: mcp_config_routes: mcp.req_mutator_new is not supported by shardproxy yet"},
 		{"a route-stage function in mcp_config_pools", poolsWith("  local fg = mcp.funcgen_new()"),
 			"lua: routes.lua:2: mcp_config_pools: mcp.funcgen_new can only be called from mcp_config_routes"},
-		{"server_stats", poolsWith("  mcp.server_stats(\n    'settings')"),
-			"lua: routes.lua:2: mcp_config_pools: mcp.server_stats is not supported by shardproxy yet"},
-		{"ratelim_global_tbf", poolsWith("  local lim = mcp.ratelim_global_tbf({ limit = 10, fillrate = 5, tickrate = 10 })"),
-			"lua: routes.lua:2: mcp_config_pools: mcp.ratelim_global_tbf is not supported by shardproxy yet"},
+		{"server_stats at the route stage", routesWith("  mcp.server_stats(\n    'settings')"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.server_stats can only be called from mcp_config_pools or a cron"},
+		{"server_stats unknown section", poolsWith("  mcp.server_stats('bogus')"),
+			"lua: routes.lua:2: mcp_config_pools: unknown subcommand passed to server_stats"},
+		{"ratelim_global_tbf at the route stage", routesWith("  local lim = mcp.ratelim_global_tbf({ limit = 10, fillrate = 5, tickrate = 10 })"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.ratelim_global_tbf can only be called from mcp_config_pools"},
+		{"ratelim_tbf at the config stage", poolsWith("  local lim = mcp.ratelim_tbf({ limit = 10 })"),
+			"lua: routes.lua:2: mcp_config_pools: mcp.ratelim_tbf can only be called from mcp_config_routes"},
+		{"ratelim_tbf out of range", routesWith("  local lim = mcp.ratelim_tbf({ limit = -1 })"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.ratelim_tbf: arguments must be unsigned 32 bit integer"},
 		{"dofile", "dofile(\"x.lua\")\n" + okPools + okRoutes,
 			"lua: routes.lua:1: loading: dofile is not supported by shardproxy yet"},
 		{"require", "local lib = require(\"x\")\n" + okPools + okRoutes,
@@ -41,8 +47,8 @@ func TestUnsupportedNames(t *testing.T) {
 			"lua: routes.lua:2: mcp_config_pools: dofile is not supported by shardproxy yet"},
 		{"the call, not the argument", routesWith("  mcp.attach(mcp.CMD_ANY_STORAGE,\n    mcp.router_new({ map = { a = mcp.req_inspector_new() } }))"),
 			"lua: routes.lua:7: mcp_config_routes: mcp.req_inspector_new is not supported by shardproxy yet"},
-		{"a constant argument", routesWith("  local r = mcp.ratelim_tbf({ mode = 'anchor', wait = mcp.WAIT_ANY })"),
-			"lua: routes.lua:6: mcp_config_routes: mcp.ratelim_tbf is not supported by shardproxy yet"},
+		{"a constant argument", routesWith("  local r = mcp.internal({ mode = 'anchor', wait = mcp.WAIT_ANY })"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.internal is not supported by shardproxy yet"},
 		{"tail call", routesWith("  return mcp.res_mutator_new()"),
 			"lua: routes.lua:6: mcp_config_routes: mcp.res_mutator_new is not supported by shardproxy yet"},
 		{"table indexed", "local miss = mcp.MCMC_CODE_MISS.value\n" + okPools + okRoutes,
@@ -80,9 +86,9 @@ if mcp.req_mutator_new then
   local m = mcp.req_mutator_new()
 end
 if mcp.start_arg or mcp.internal or mcp.frobnicate or dofile or io then gen = "?" end
-if pcall(mcp.ratelim_tbf, {}) then gen = "?" end
+if pcall(mcp.internal, {}) then gen = "?" end
 function mcp_config_pools()
-  if mcp.server_stats then mcp.server_stats("x") end
+  if mcp.internal then mcp.internal("x") end
   return {}
 end
 function mcp_config_routes(p)

@@ -20,9 +20,11 @@ const (
 
 // v2State is a worker's V2 objects.
 type v2State struct {
-	fgenMT  *glua.LTable
-	rctxMT  *glua.LTable
-	entries map[*glua.LFunction]*funcgen // the hook function of each attached generator
+	fgenMT     *glua.LTable
+	rctxMT     *glua.LTable
+	entries    map[*glua.LFunction]*funcgen // the hook function of each attached generator
+	tbfMT      *glua.LTable                 // mcp.ratelim_tbf's limiters (ratelim.go)
+	proxyTbfMT *glua.LTable                 // the worker's handles on mcp.ratelim_global_tbf's
 }
 
 // internalHandler is mcp.internal_handler, accepted as a value so that a
@@ -41,6 +43,8 @@ func (w *worker) registerV2(mcp *glua.LTable) {
 	w.v2.rctxMT = w.typeMetatable(typeRcontext, w.rctxMethods())
 	mcp.RawSetString("funcgen_new", L.NewFunction(w.funcgenNew))
 	mcp.RawSetString("router_new", L.NewFunction(w.routerNew))
+	w.tbfMetatables()
+	mcp.RawSetString("ratelim_tbf", L.NewFunction(w.ratelimTbf))
 	mcp.RawSetString("WAIT_RESUME", glua.LTrue)
 	ih := L.NewUserData()
 	ih.Value = &internalHandler{}

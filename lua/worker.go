@@ -116,7 +116,8 @@ type worker struct {
 	resumeTop int           // the main state's stack top before a Resume
 	closed    bool
 	stopping  bool // shutdown is answering the tasks left
-	nested    int // Go functions that call back into Lua, running now (pcall, ...)
+	inCron    bool // a cron's function is running (mcp.server_stats)
+	nested    int  // Go functions that call back into Lua, running now (pcall, ...)
 
 	// The watchdog stops a run that takes longer than MaxRun: it counts
 	// the ticks during which the same run is in progress. runState is the
