@@ -37,6 +37,7 @@ func (r *Router) configure() (glua.LValue, error) {
 	L := newState(r.log)
 	defer L.Close()
 	reads := watchAbsent(L)
+	r.installLoaders(L) // the config state is loading all its life
 	cancel := setContext(L)
 	defer cancel()
 	d := r.cfg.Defaults

@@ -26,7 +26,7 @@ const (
 	notHere    = "is not available in shardproxy route files"
 	noSuchName = "does not exist"
 	routesOnly = "can only be called from mcp_config_routes"
-	inRoutelib = "belongs to memcached's routelib, which shardproxy does not support yet"
+	inRoutelib = "belongs to memcached's routelib: give the pool lua: ROUTELIB.lua (routelib.lua of memcached) and lua_arg: THIS_FILE"
 )
 
 // recentReads is how many absent names a state remembers.
@@ -72,16 +72,15 @@ var (
 )
 
 // sandboxAbsent are the globals the sandbox removes (see newState), and
-// osAbsent the functions of os it removes. memcached route files load
-// files beside them with dofile and require: those are to come.
+// osAbsent the functions of os it removes. (dofile, loadfile and require
+// are there, for the files beside the route file: files.go.)
 var (
 	sandboxAbsent = map[string]struct {
 		why  string
 		kind absentKind
 	}{
-		"dofile": {notYet, kindFunc}, "require": {notYet, kindFunc},
-		"loadfile": {notHere, kindFunc}, "module": {notHere, kindFunc},
-		"io": {notHere, kindValue}, "debug": {notHere, kindValue},
+		"module": {notHere, kindFunc},
+		"io":     {notHere, kindValue}, "debug": {notHere, kindValue},
 		"package": {notHere, kindValue}, "coroutine": {notHere, kindValue},
 		"channel": {notHere, kindValue},
 	}

@@ -40,11 +40,11 @@ func TestUnsupportedNames(t *testing.T) {
 		{"ratelim_tbf out of range", routesWith("  local lim = mcp.ratelim_tbf({ limit = -1 })"),
 			"lua: routes.lua:6: mcp_config_routes: mcp.ratelim_tbf: arguments must be unsigned 32 bit integer"},
 		{"dofile", "dofile(\"x.lua\")\n" + okPools + okRoutes,
-			"lua: routes.lua:1: loading: dofile is not supported by shardproxy yet"},
+			"lua: routes.lua:1: loading: cannot open x.lua: no such file"},
 		{"require", "local lib = require(\"x\")\n" + okPools + okRoutes,
-			"lua: routes.lua:1: loading: require is not supported by shardproxy yet"},
+			"lua: routes.lua:1: loading: module 'x' not found: no file x.lua or x/init.lua in ."},
 		{"dofile in mcp_config_pools", poolsWith("  dofile('mode.lua')"),
-			"lua: routes.lua:2: mcp_config_pools: dofile is not supported by shardproxy yet"},
+			"lua: routes.lua:2: mcp_config_pools: cannot open mode.lua: no such file"},
 		{"the call, not the argument", routesWith("  mcp.attach(mcp.CMD_ANY_STORAGE,\n    mcp.router_new({ map = { a = mcp.req_inspector_new() } }))"),
 			"lua: routes.lua:7: mcp_config_routes: mcp.req_inspector_new is not supported by shardproxy yet"},
 		{"a constant argument", routesWith("  local r = mcp.internal({ mode = 'anchor', wait = mcp.WAIT_ANY })"),
@@ -63,7 +63,7 @@ func TestUnsupportedNames(t *testing.T) {
 			"lua: routes.lua:1: loading: os.execute is not available in shardproxy route files"},
 		{"routelib config", "pools{\n  main = { backends = { \"127.0.0.1:11211\" } }\n}\n" +
 			"routes{\n  default = route_direct{ child = \"main\" }\n}\n",
-			"lua: routes.lua:1: loading: pools belongs to memcached's routelib, which shardproxy does not support yet"},
+			"lua: routes.lua:1: loading: pools belongs to memcached's routelib: give the pool lua: ROUTELIB.lua (routelib.lua of memcached) and lua_arg: THIS_FILE"},
 		{"undefined global", "setup()\n" + okPools + okRoutes,
 			"lua: routes.lua:1: loading: attempt to call a nil value (global 'setup')"},
 		{"nil local keeps gopher-lua's error", "local f\nf()\n" + okPools + okRoutes,
@@ -85,7 +85,7 @@ if mcp.req_mutator_new then
   gen = "v2"
   local m = mcp.req_mutator_new()
 end
-if mcp.start_arg or mcp.internal or mcp.frobnicate or dofile or io then gen = "?" end
+if mcp.start_arg or mcp.internal or mcp.frobnicate or module or io then gen = "?" end
 if pcall(mcp.internal, {}) then gen = "?" end
 function mcp_config_pools()
   if mcp.internal then mcp.internal("x") end

@@ -85,6 +85,7 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 		}
 	}()
 	reads := watchAbsent(L)
+	ld := r.installLoaders(L)
 	w.reqMT = w.typeMetatable(typeRequest, w.requestMethods())
 	w.resMT = w.typeMetatable(typeResponse, responseMethods)
 	reads.watchMethods(L, w.reqMT.RawGetString("__index").(*glua.LTable), "request", requestAbsent)
@@ -115,6 +116,7 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 	if _, err := runBounded(L, r.cfg.SetupTimeout, routes, 0, arg); err != nil {
 		return nil, runError(file, "mcp_config_routes", err)
 	}
+	ld.loading = false
 	if w.hooks.count == 0 {
 		return nil, &ConfigError{File: file, Msg: "mcp_config_routes attached no handler (call mcp.attach)"}
 	}
