@@ -1,0 +1,127 @@
+package lua_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+// routelibEnv names the routelib.lua the routelib tests run.
+const routelibEnv = "SHARDPROXY_ROUTELIB"
+
+// routelibPath returns routelib.lua's path from SHARDPROXY_ROUTELIB, or
+// skips the test saying how to get it.
+func routelibPath(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv(routelibEnv)
+	if p == "" {
+		t.Skip(routelibEnv + " is not set: set it to memcached's routelib.lua (in memcached's source, " +
+			"vendor/routelib/routelib.lua after vendor/fetch.sh; or lib/routelib/routelib.lua of " +
+			"github.com/memcached/memcached-proxylibs), or run make test ROUTELIB=PATH")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s: %v", routelibEnv, err)
+	}
+	return p
+}
+
+// routelibConfig writes examples/lua/name with each literal port in ports
+// replaced, and starts a proxy running routelib.lua with it as lua_arg.
+func routelibConfig(t *testing.T, lib, name string, ports map[int]int) (string, *logBuffer) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "examples", "lua", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	for from, to := range ports {
+		re := regexp.MustCompile(`\b` + strconv.Itoa(from) + `\b`)
+		if !re.MatchString(src) {
+			t.Fatalf("%s does not mention port %d", name, from)
+		}
+		src = re.ReplaceAllString(src, strconv.Itoa(to))
+	}
+	conf := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(conf, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return startLua(t, lib, "  lua_arg: "+conf+"\n")
+}
+
+// TestRoutelib runs examples/lua/routelib_config.lua with memcached's
+// routelib.lua, unchanged: what the client sees and what reaches each
+// backend is what memcached 1.6.45's proxy gives with the same files
+// (-o proxy_config=routelib,proxy_arg=routelib_config.lua).
+func TestRoutelib(t *testing.T) {
+	lib := routelibPath(t)
+	mc := memcached(t, 4) // main, shadow, zone z1, zone z2
+	main, shadow, z1, z2 := mc[0], mc[1], mc[2], mc[3]
+	addr, logs := routelibConfig(t, lib, "routelib_config.lua", map[int]int{
+		11211: main.Port, 11212: shadow.Port, 11219: closedPort(t), 11213: z1.Port, 11214: z2.Port})
+	set(t, shadow.Addr, "split/sh", "sh")
+	set(t, z2.Addr, "zone/z2", "z2")
+	c := dial(t, addr)
+	for _, tc := range []struct{ req, want string }{
+		{"set direct/a 0 0 1\r\nd\r\n", "STORED\r\n"},
+		{"get direct/a\r\n", "VALUE direct/a 0 1\r\nd\r\nEND\r\n"},
+		{"set failover/a 0 0 1\r\nf\r\n", "STORED\r\n"}, // dead fails, main answers
+		{"get failover/a\r\n", "VALUE failover/a 0 1\r\nf\r\nEND\r\n"},
+		{"mg failover/x v\r\n", "EN\r\n"},
+		{"set fastest/a 0 0 1\r\nq\r\n", "STORED\r\n"},
+		{"get fastest/a\r\n", "VALUE fastest/a 0 1\r\nq\r\nEND\r\n"},
+		{"get fastest/none\r\n", "END\r\n"},
+		{"set sync/a 0 0 1\r\ny\r\n", "STORED\r\n"},
+		{"delete sync/none\r\n", "NOT_FOUND\r\n"},
+		{"set split/a 0 0 1\r\ns\r\n", "STORED\r\n"},
+		{"get split/sh\r\n", "END\r\n"}, // main answers
+		{"set zone/a 0 0 1\r\nz\r\n", "STORED\r\n"},
+		{"get zone/z2\r\n", "VALUE zone/z2 0 2\r\nz2\r\nEND\r\n"}, // a miss in z1, then z2
+		{"get zone/none\r\n", "END\r\n"},
+		{"set ttl/a 0 0 1\r\nt\r\n", "STORED\r\n"},
+		{"mg ttl/a v\r\n", "SERVER_ERROR invalid command for route_ttl\r\n"},
+		{"set random/a 0 0 1\r\nr\r\n", "STORED\r\n"},
+		{"set nested/a 0 0 1\r\nn\r\n", "STORED\r\n"},
+		{"get nested/a\r\n", "VALUE nested/a 0 1\r\nn\r\nEND\r\n"},
+		{"set other 0 0 1\r\no\r\n", "STORED\r\n"},
+		{"get direct/a failover/a other\r\n", "VALUE direct/a 0 1\r\nd\r\nVALUE failover/a 0 1\r\nf\r\nVALUE other 0 1\r\no\r\nEND\r\n"},
+	} {
+		if got := c.do(tc.req); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
+		}
+	}
+	// what reached each backend, as with memcached's proxy
+	where := map[string][]int{ // key: the servers (main 0, shadow 1, z1 2, z2 3) that have it
+		"direct/a": {0}, "failover/a": {0}, "fastest/a": {0, 1}, "sync/a": {0, 1}, "split/a": {0, 1},
+		"zone/a": {2}, "ttl/a": {0}, "nested/a": {0, 1}, "other": {0},
+	}
+	for key, want := range where {
+		eventually(t, fmt.Sprint(key, " on servers ", want), func() bool {
+			return equalInts(holders(t, mc, key), want)
+		})
+	}
+	if in := holders(t, mc, "random/a"); len(in) != 1 || in[0] > 1 {
+		t.Errorf("random/a on %v, want one of main, shadow", in)
+	}
+	// route_ttl set the TTL: main reports 60 seconds or a little less
+	if got := dial(t, main.Addr).do("mg ttl/a t\r\n"); got != "HD t60\r\n" && got != "HD t59\r\n" {
+		t.Errorf("ttl/a on main: %q, want a TTL of 60", got)
+	}
+	if logs.count("level=ERROR") != 0 {
+		t.Errorf("errors logged:\n%s", logs)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
