@@ -125,3 +125,74 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+// statsLines sends a stats command and returns its STAT lines.
+func statsLines(c *client, cmd string) []string {
+	c.t.Helper()
+	c.send(cmd)
+	var lines []string
+	for {
+		l := c.line()
+		if l == "END" {
+			return lines
+		}
+		lines = append(lines, l)
+	}
+}
+
+// TestRoutelibFeatures runs examples/lua/routelib_features.lua with
+// routelib.lua: settings, backend tables, a router on ":" with a command
+// map and a router-wide one, failover with a retry counter and with a
+// miss as failure, allfastest waiting for a hit; as memcached 1.6.45.
+func TestRoutelibFeatures(t *testing.T) {
+	lib := routelibPath(t)
+	mc := memcached(t, 2)
+	main, other := mc[0], mc[1]
+	addr, logs := routelibConfig(t, lib, "routelib_features.lua", map[int]int{
+		11211: main.Port, 11212: other.Port, 11219: closedPort(t)})
+	for _, k := range []string{"cm:o", "miss:o", "fastmiss:o", "tch"} {
+		set(t, other.Addr, k, "o")
+	}
+	set(t, main.Addr, "cm:m", "m")
+	c := dial(t, addr)
+	for _, tc := range []struct{ req, want string }{
+		{"get cm:o\r\n", "VALUE cm:o 0 1\r\no\r\nEND\r\n"}, // get: other
+		{"get cm:m\r\n", "END\r\n"},
+		{"mg cm:o v\r\n", "VA 1\r\no\r\n"},
+		{"set cm:s 0 0 1\r\ns\r\n", "STORED\r\n"}, // set: main
+		{"delete cm:m\r\n", "DELETED\r\n"},        // not in the command map: default
+		{"set retry:a 0 0 1\r\nr\r\n", "STORED\r\n"},
+		{"get retry:a\r\n", "VALUE retry:a 0 1\r\nr\r\nEND\r\n"},
+		{"get miss:o\r\n", "VALUE miss:o 0 1\r\no\r\nEND\r\n"},
+		{"get miss:none\r\n", "END\r\n"},
+		{"get fastmiss:o\r\n", "VALUE fastmiss:o 0 1\r\no\r\nEND\r\n"},
+		{"touch tch 100\r\n", "TOUCHED\r\n"},  // the router's cmap
+		{"touch cm:o 100\r\n", "TOUCHED\r\n"}, // the map entry has no touch: the cmap
+		{"set plain/x 0 0 1\r\np\r\n", "STORED\r\n"},
+	} {
+		if got := c.do(tc.req); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
+		}
+	}
+	for key, want := range map[string][]int{"cm:s": {0}, "cm:m": nil, "retry:a": {0}, "plain/x": {0}} {
+		if in := holders(t, mc, key); !equalInts(in, want) {
+			t.Errorf("%s on %v, want %v", key, in, want)
+		}
+	}
+	for _, key := range []string{"tch", "cm:o"} {
+		if got := dial(t, other.Addr).do("mg " + key + " t\r\n"); got != "HD t100\r\n" && got != "HD t99\r\n" {
+			t.Errorf("%s on other: %q, want a TTL of 100", key, got)
+		}
+	}
+	// route_failover counted one retry per request it sent to main
+	found := false
+	for _, l := range statsLines(c, "stats proxy\r\n") {
+		found = found || l == "STAT user_retry_retries 2"
+	}
+	if !found {
+		t.Errorf("stats proxy lacks user_retry_retries 2: %q", statsLines(c, "stats proxy\r\n"))
+	}
+	if logs.count("level=ERROR") != 0 {
+		t.Errorf("errors logged:\n%s", logs)
+	}
+}
