@@ -42,8 +42,8 @@ type rctx struct {
 
 // slot is one handle's queue entry in a request context.
 type slot struct {
-	pool  *pool    // a pool handle's pool
-	child *funcgen // a sub-generator handle's generator (subgen.go)
+	pool  *pool           // a pool handle's pool
+	child *funcgen        // a sub-generator handle's generator (subgen.go)
 	cb    *glua.LFunction // rctx:handle_set_cb's callback (rctx_cb.go)
 	state uint8
 	flags int

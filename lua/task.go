@@ -32,10 +32,10 @@ type task struct {
 	// result goes to; it has no Completion.
 	parent       *rctx
 	parentHandle int
-	fast  bool   // a multi-get's key routed without entering Lua (see direct.go)
-	state taskState
-	calls int   // backend calls made so far
-	bytes int64 // buffer memory accounted to the request
+	fast         bool // a multi-get's key routed without entering Lua (see direct.go)
+	state        taskState
+	calls        int   // backend calls made so far
+	bytes        int64 // buffer memory accounted to the request
 }
 
 // multi is a memcache multi-get (or a Redis multi-key command), split into
