@@ -145,16 +145,21 @@ const (
 // numericConstants are set on the mcp table of every state, whatever the
 // pool's protocol.
 var numericConstants = map[string]int{
-	"MCMC_CODE_STORED":       codeStored,
-	"MCMC_CODE_EXISTS":       codeExists,
-	"MCMC_CODE_DELETED":      codeDeleted,
-	"MCMC_CODE_TOUCHED":      codeTouched,
-	"MCMC_CODE_VERSION":      codeVersion,
-	"MCMC_CODE_NOT_FOUND":    codeNotFound,
-	"MCMC_CODE_NOT_STORED":   codeNotStored,
-	"MCMC_CODE_OK":           codeOK,
-	"MCMC_CODE_NOP":          codeNop,
-	"MCMC_CODE_END":          codeEnd,
+	"MCMC_CODE_STORED":     codeStored,
+	"MCMC_CODE_EXISTS":     codeExists,
+	"MCMC_CODE_DELETED":    codeDeleted,
+	"MCMC_CODE_TOUCHED":    codeTouched,
+	"MCMC_CODE_VERSION":    codeVersion,
+	"MCMC_CODE_NOT_FOUND":  codeNotFound,
+	"MCMC_CODE_NOT_STORED": codeNotStored,
+	"MCMC_CODE_OK":         codeOK,
+	"MCMC_CODE_NOP":        codeNop,
+	"MCMC_CODE_END":        codeEnd,
+	// memcached 1.6.12 to 1.6.17 gave a miss its own code, MCMC_CODE_MISS
+	// (19); later versions give it END and have no MISS (nil). A miss is
+	// END here, so MISS is END's value: an old script comparing
+	// res:code() with it still sees its misses.
+	"MCMC_CODE_MISS":         codeEnd,
 	"MCMC_CODE_ERROR":        codeError,
 	"MCMC_CODE_CLIENT_ERROR": codeClientError,
 	"MCMC_CODE_SERVER_ERROR": codeServerError,

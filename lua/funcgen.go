@@ -19,6 +19,7 @@ type funcgen struct {
 	handles []handle // by handle number, from 0
 	gen     *glua.LFunction
 	arg     glua.LValue // nil: the generator gets the context alone
+	objs    int         // how many objects a context may make (ready's u)
 	ready   bool
 	router  *fgenRouter // set for mcp.router_new's objects
 	free    []*rctx
@@ -132,8 +133,7 @@ func (w *worker) fgenReady(L *glua.LState) int {
 		if u < 1 || u > 255 {
 			L.RaiseError("user obj ('u') in fgen:ready must be between 1 and 255")
 		}
-		// u sizes rctx:request_new's objects, which are not supported
-		// yet: it is checked, not kept.
+		fg.objs = int(u)
 	}
 	rc, err := w.newRctx(fg, L)
 	if err != nil {

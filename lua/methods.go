@@ -31,7 +31,7 @@ func checkResponse(L *glua.LState, n int) *response {
 // requestMethods are the methods of request objects (memcached's
 // mcplib_request_m).
 func (w *worker) requestMethods() map[string]glua.LGFunction {
-	return map[string]glua.LGFunction{
+	m := map[string]glua.LGFunction{
 		"command":    reqCommand,
 		"key":        reqKey,
 		"ltrimkey":   func(L *glua.LState) int { return trimKey(L, true) },
@@ -42,6 +42,8 @@ func (w *worker) requestMethods() map[string]glua.LGFunction {
 		"flag_token": reqFlagToken,
 		"__tostring": reqString,
 	}
+	addRequestMethodsV2(m)
+	return m
 }
 
 // reqCommand is r:command(): the CMD_* number (memcache) or the lower-case

@@ -45,10 +45,7 @@ const (
 // mcpAbsent are the names memcached's proxy (1.6.12 to 1.6.45) puts in the
 // mcp table that shardproxy does not: the V2 API and a few V1 additions.
 var mcpAbsent = map[string]absentKind{
-	"internal":          kindFunc,
-	"req_inspector_new": kindFunc, "res_inspector_new": kindFunc,
-	"req_mutator_new": kindFunc, "res_mutator_new": kindFunc,
-	"MCMC_CODE_MISS": kindValue,
+	"internal": kindFunc,
 }
 
 // routeStageOnly are the mcp functions of the route stage that the config
@@ -57,18 +54,16 @@ var routeStageOnly = map[string]bool{
 	"attach": true, "await": true, "await_logerrors": true, "request": true,
 	"log_req": true, "log_reqsample": true, "stat": true,
 	"funcgen_new": true, "router_new": true, "ratelim_tbf": true,
+	"req_inspector_new": true, "res_inspector_new": true,
+	"req_mutator_new": true, "res_mutator_new": true,
 	"time_real_millis": true, "time_mono_millis": true, // nil at config time, as in memcached
 }
 
 // requestAbsent and responseAbsent are the request and response methods of
 // memcached 1.6.45's proxy that shardproxy lacks.
 var (
-	requestAbsent = map[string]bool{
-		"raw_line": true, "raw_value": true, "token_int": true,
-		"flag_token_int": true, "flag_add": true, "flag_set": true,
-		"flag_replace": true, "flag_del": true, "match_res": true,
-	}
-	responseAbsent = map[string]bool{"flag_blank": true, "raw_string": true, "close": true}
+	requestAbsent  = map[string]bool{}
+	responseAbsent = map[string]bool{}
 )
 
 // sandboxAbsent are the globals the sandbox removes (see newState), and

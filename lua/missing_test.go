@@ -25,8 +25,8 @@ func TestUnsupportedNames(t *testing.T) {
 	}{
 		{"a route-stage function at the top level", "-- a V2 route file\nlocal fg = mcp.funcgen_new()\n" + okPools + okRoutes,
 			"lua: routes.lua:2: loading: mcp.funcgen_new can only be called from mcp_config_routes"},
-		{"req_mutator_new in mcp_config_routes", routesWith("  local m = mcp.req_mutator_new()\n  mcp.attach(mcp.CMD_GET, function(r) end)"),
-			"lua: routes.lua:6: mcp_config_routes: mcp.req_mutator_new is not supported by shardproxy yet"},
+		{"internal in mcp_config_routes", routesWith("  local m = mcp.internal()\n  mcp.attach(mcp.CMD_GET, function(r) end)"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.internal is not supported by shardproxy yet"},
 		{"a route-stage function in mcp_config_pools", poolsWith("  local fg = mcp.funcgen_new()"),
 			"lua: routes.lua:2: mcp_config_pools: mcp.funcgen_new can only be called from mcp_config_routes"},
 		{"server_stats at the route stage", routesWith("  mcp.server_stats(\n    'settings')"),
@@ -45,14 +45,12 @@ func TestUnsupportedNames(t *testing.T) {
 			"lua: routes.lua:1: loading: module 'x' not found: no file x.lua or x/init.lua in ."},
 		{"dofile in mcp_config_pools", poolsWith("  dofile('mode.lua')"),
 			"lua: routes.lua:2: mcp_config_pools: cannot open mode.lua: no such file"},
-		{"the call, not the argument", routesWith("  mcp.attach(mcp.CMD_ANY_STORAGE,\n    mcp.router_new({ map = { a = mcp.req_inspector_new() } }))"),
-			"lua: routes.lua:7: mcp_config_routes: mcp.req_inspector_new is not supported by shardproxy yet"},
+		{"the call, not the argument", routesWith("  mcp.attach(mcp.CMD_ANY_STORAGE,\n    mcp.router_new({ map = { a = mcp.internal() } }))"),
+			"lua: routes.lua:7: mcp_config_routes: mcp.internal is not supported by shardproxy yet"},
 		{"a constant argument", routesWith("  local r = mcp.internal({ mode = 'anchor', wait = mcp.WAIT_ANY })"),
 			"lua: routes.lua:6: mcp_config_routes: mcp.internal is not supported by shardproxy yet"},
-		{"tail call", routesWith("  return mcp.res_mutator_new()"),
-			"lua: routes.lua:6: mcp_config_routes: mcp.res_mutator_new is not supported by shardproxy yet"},
-		{"table indexed", "local miss = mcp.MCMC_CODE_MISS.value\n" + okPools + okRoutes,
-			"lua: routes.lua:1: loading: mcp.MCMC_CODE_MISS is not supported by shardproxy yet"},
+		{"tail call", routesWith("  return mcp.internal()"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.internal is not supported by shardproxy yet"},
 		{"unknown mcp name", "mcp.funcgen_neww()\n" + okPools + okRoutes,
 			"lua: routes.lua:1: loading: mcp.funcgen_neww does not exist"},
 		{"route function at the config stage", poolsWith("  mcp.attach(mcp.CMD_GET, function(r) end)"),
@@ -81,9 +79,9 @@ func TestUnsupportedNames(t *testing.T) {
 func TestUnsupportedNamesRead(t *testing.T) {
 	r, err := load(t, `
 local gen = "v1"
-if mcp.req_mutator_new then
+if mcp.internal then
   gen = "v2"
-  local m = mcp.req_mutator_new()
+  local m = mcp.internal()
 end
 if mcp.start_arg or mcp.internal or mcp.frobnicate or module or io then gen = "?" end
 if pcall(mcp.internal, {}) then gen = "?" end
@@ -94,7 +92,7 @@ end
 function mcp_config_routes(p)
   if undefined_global ~= nil then gen = "?" end
   mcp.attach(mcp.CMD_MG, function(r)
-    if mcp.req_mutator_new or DEBUG then return "HD v2\r\n" end
+    if mcp.internal or DEBUG then return "HD v2\r\n" end
     return "HD " .. gen .. "\r\n"
   end)
 end
@@ -113,11 +111,6 @@ func TestUnsupportedNamesInHandler(t *testing.T) {
 	src := okPools + `
 function mcp_config_routes(p)
   mcp.attach(mcp.CMD_MG, function(r) return mcp.internal(r) end)
-  mcp.attach(mcp.CMD_MD, function(req) return p.main(req:raw_line()) end)
-  mcp.attach(mcp.CMD_MA, function(r)
-    local res = p.main(r)
-    return res:raw_string()
-  end)
 end
 `
 	logs := &logBuffer{}
@@ -130,9 +123,6 @@ end
 	defer r.Close()
 	for _, tc := range []struct{ req, log string }{
 		{"mg k\r\n", `err="routes.lua:7: mcp.internal is not supported by shardproxy yet"`},
-		{"md k\r\n", `err="routes.lua:8: req:raw_line is not supported by shardproxy yet"`},
-		// The backend is not there: p.main(r) answers an error response.
-		{"ma k\r\n", `err="routes.lua:11: res:raw_string is not supported by shardproxy yet"`},
 	} {
 		if got := route(t, r, d, tc.req); got != "SERVER_ERROR lua failure\r\n" {
 			t.Errorf("%q: got %q", tc.req, got)

@@ -38,6 +38,7 @@ type rctx struct {
 	timerC  *call
 	clone   *codec.Request // the client's request, copied once for the calls
 	cloneOf *codec.Request
+	objs    []glua.LValue // what rctx:request_new and response_new made, for its life
 }
 
 // slot is one handle's queue entry in a request context.
@@ -72,6 +73,9 @@ func (rc *rctx) reset() {
 	}
 	rc.t, rc.mode, rc.count, rc.done = nil, waitIdle, 0, 0
 	rc.clone, rc.cloneOf = nil, nil
+	for _, v := range rc.objs {
+		resetObject(v)
+	}
 }
 
 // rctxRetire detaches rc from its task, which has been answered, and
@@ -144,6 +148,8 @@ func (w *worker) rctxMethods() map[string]glua.LGFunction {
 		"best_result":      rctxBestResult,
 		"worst_result":     rctxWorstResult,
 		"handle_set_cb":    rctxHandleSetCB,
+		"request_new":      w.rctxRequestNew,
+		"response_new":     w.rctxResponseNew,
 	}
 }
 
@@ -510,4 +516,54 @@ func (w *worker) armTimer(rc *rctx, d time.Duration) {
 	rc.timer = time.AfterFunc(d, func() {
 		c.w.submit(event{kind: evReply, call: c}, false)
 	})
+}
+
+// errObjectLimit is rctx:request_new or response_new past fgen:ready's u
+// (memcached's wording, for both).
+const errObjectLimit = "rctx request new: object count limit reached"
+
+// rctxRequestNew is rctx:request_new(): an empty request (no command, no
+// key) for a request mutator to fill, owned by the context. A context may
+// make u (fgen:ready's) objects in its life, usually in the generator;
+// they are reused by every request the context serves.
+func (w *worker) rctxRequestNew(L *glua.LState) int {
+	rc := checkRctx(L)
+	if len(rc.objs) >= rc.fg.objs {
+		L.RaiseError(errObjectLimit)
+	}
+	ud := w.L.NewUserData()
+	ud.Value = &request{w: w, req: &codec.Request{}, owned: true}
+	ud.Metatable = w.reqMT
+	rc.objs = append(rc.objs, ud)
+	L.Push(ud)
+	return 1
+}
+
+// rctxResponseNew is rctx:response_new(): an empty response for a
+// response mutator to fill, owned by the context like request_new's.
+func (w *worker) rctxResponseNew(L *glua.LState) int {
+	rc := checkRctx(L)
+	if len(rc.objs) >= rc.fg.objs {
+		L.RaiseError(errObjectLimit)
+	}
+	ud := w.responseValue(emptyResponse(w.r.cfg.Redis))
+	rc.objs = append(rc.objs, ud)
+	L.Push(ud)
+	return 1
+}
+
+// resetObject readies an object of rctx:request_new or response_new for
+// the context's next request, as memcached does: a request drops the value
+// a mutator attached (and, with it, becomes empty: its line alone would
+// not parse), a response its reply.
+func resetObject(v glua.LValue) {
+	switch o := v.(*glua.LUserData).Value.(type) {
+	case *request:
+		if o.req != nil && o.value() != nil {
+			o.req, o.split = &codec.Request{}, false
+		}
+	case *response:
+		o.clear()
+		o.status = mcmcOK
+	}
 }

@@ -19,6 +19,8 @@ type response struct {
 	elapsed time.Duration
 	be      *beRef
 	redis   bool
+	made    bool // made by the script (rctx:response_new): its bytes go to the client as they are
+	ownRaw  bool // raw was copied for this response (flag_blank writes to it)
 
 	parsed bool
 	status int    // mcmcOK or mcmcErr
@@ -84,13 +86,13 @@ func (res *response) parse() {
 			res.hasVal = true
 		}
 	case len(word) == 2 && len(line) > 0 && (line[0] < '0' || line[0] > '9'):
-		res.line = nil
-		rest = bytes.TrimLeft(rest, " ")
+		res.line = nil // the flags start after one space, as mcmc's rline
+		rest = bytes.TrimPrefix(rest, []byte(" "))
 		if string(word) == "VA" {
 			size, flags, _ := bytes.Cut(rest, []byte(" "))
 			res.vlen, _ = strconv.Atoi(string(size))
 			res.hasVal = true
-			rest = bytes.TrimLeft(flags, " ")
+			rest = flags
 		}
 		if len(rest) > 0 {
 			res.line = rest

@@ -69,6 +69,18 @@ func (w *worker) startChild(t *task) {
 	w.run(t, sub.fn, ud)
 }
 
+// childResult returns v, a child task's result, as its parent may keep
+// it: a response the child's context made (rctx:response_new), which the
+// context empties for its next request, is copied.
+func (w *worker) childResult(v glua.LValue) glua.LValue {
+	if r, ok := userValue[*response](v); ok && r.made {
+		cp := *r
+		cp.ownRaw = false // the bytes are shared: a change copies them first
+		return w.responseValue(&cp)
+	}
+	return v
+}
+
 // childDone gives a finished child task's result, v or failure, to its
 // parent's slot.
 func (w *worker) childDone(t *task, v glua.LValue, failure error) {

@@ -133,16 +133,28 @@ func (w *worker) finish(t *task, v glua.LValue, failure error) {
 			w.putAwait(aw)
 		}
 	}
+	// The answer is made before retiring t: retiring frees its request
+	// context, which empties the responses it owns (rctx:response_new).
+	var reply codec.Reply
+	var out []byte
+	switch {
+	case t.parent != nil:
+		v = w.childResult(v)
+	case t.multi != nil:
+		reply = w.toReply(t.req, v, failure)
+	default:
+		out = w.appendResult(w.out[:0], t.req, v, failure)
+	}
 	w.retire(t)
 	switch {
 	case t.parent != nil:
 		w.childDone(t, v, failure)
 	case t.multi != nil:
 		m := t.multi
-		m.replies[t.idx] = w.toReply(t.req, v, failure)
+		m.replies[t.idx] = reply
 		w.subDone(m)
 	default:
-		w.complete(t, w.appendResult(w.out[:0], t.req, v, failure))
+		w.complete(t, out)
 	}
 	if failure != nil {
 		w.r.failures.Add(1)
@@ -242,6 +254,9 @@ func (w *worker) appendResult(dst []byte, req *codec.Request, v glua.LValue, fai
 		return append(dst, v...)
 	case *glua.LUserData:
 		if res, ok := v.Value.(*response); ok {
+			if res.made { // as memcached: sent as it is, nothing when empty
+				return append(dst, res.raw...)
+			}
 			if res.err != nil {
 				return d.AppendError(dst, res.errKind, res.err.Error())
 			}
@@ -256,6 +271,11 @@ func (w *worker) appendResult(dst []byte, req *codec.Request, v glua.LValue, fai
 func (w *worker) toReply(req *codec.Request, v glua.LValue, failure error) codec.Reply {
 	if failure != nil {
 		return codec.Reply{Err: failure}
+	}
+	if ud, ok := v.(*glua.LUserData); ok {
+		if res, ok := ud.Value.(*response); ok && res.made {
+			v = glua.LString(res.raw)
+		}
 	}
 	switch v := v.(type) {
 	case glua.LString:

@@ -16,12 +16,16 @@ const (
 	typeFuncgen  = "mcp.funcgen"
 	typeRcontext = "mcp.rcontext"
 	typeInternal = "mcp.internal_be"
+	typeMutator  = "mcp.mutator"
+	typeInspect  = "mcp.inspector"
 )
 
 // v2State is a worker's V2 objects.
 type v2State struct {
 	fgenMT     *glua.LTable
 	rctxMT     *glua.LTable
+	mutMT      *glua.LTable
+	insMT      *glua.LTable
 	entries    map[*glua.LFunction]*funcgen // the hook function of each attached generator
 	tbfMT      *glua.LTable                 // mcp.ratelim_tbf's limiters (ratelim.go)
 	proxyTbfMT *glua.LTable                 // the worker's handles on mcp.ratelim_global_tbf's
@@ -46,6 +50,14 @@ func (w *worker) registerV2(mcp *glua.LTable) {
 	w.tbfMetatables()
 	mcp.RawSetString("ratelim_tbf", L.NewFunction(w.ratelimTbf))
 	mcp.RawSetString("WAIT_RESUME", glua.LTrue)
+	w.v2.mutMT = L.NewTypeMetatable(typeMutator)
+	w.v2.mutMT.RawSetString("__call", L.NewFunction(w.mutatorCall))
+	w.v2.insMT = L.NewTypeMetatable(typeInspect)
+	w.v2.insMT.RawSetString("__call", L.NewFunction(w.inspectorCall))
+	mcp.RawSetString("req_mutator_new", L.NewFunction(w.mutatorNew(false)))
+	mcp.RawSetString("res_mutator_new", L.NewFunction(w.mutatorNew(true)))
+	mcp.RawSetString("req_inspector_new", L.NewFunction(w.inspectorNew(false)))
+	mcp.RawSetString("res_inspector_new", L.NewFunction(w.inspectorNew(true)))
 	ih := L.NewUserData()
 	ih.Value = &internalHandler{}
 	ih.Metatable = L.NewTypeMetatable(typeInternal)
