@@ -21,13 +21,11 @@
 // the file and the line, and the proxy does not start (or, on reload, keeps
 // the old configuration).
 //
-// A call of what memcached's proxy has and shardproxy lacks (mcp.internal,
-// the mutators, ...; the request methods raw_line, token_int, ...) or of
-// what the sandbox removes (os.execute; and, while the file loads, io)
-// raises an error naming it as written, at the line of the call:
-// "mcp.internal is not supported by shardproxy yet", "r:raw_line is not
-// supported by shardproxy yet", "io is not available in shardproxy route
-// files". While the file loads, a config file of memcached's routelib
+// A call of what memcached's proxy has and shardproxy lacks (mcp.internal)
+// or of what the sandbox removes (os.execute; and, while the file loads,
+// io) raises an error naming it as written, at the line of the call:
+// "mcp.internal is not supported by shardproxy yet", "io is not available
+// in shardproxy route files". While the file loads, a config file of memcached's routelib
 // loaded as the route file itself gets "pools belongs to memcached's
 // routelib: give the pool lua: ROUTELIB.lua ... and lua_arg: THIS_FILE"
 // (see "routelib") and an undefined global "attempt to call a nil value
@@ -253,8 +251,7 @@
 // Not supported yet: mcp.internal_handler (accepted as a value;
 // new_handle raises "mcp.internal_handler is not supported by shardproxy
 // yet: it reaches the proxy's own cache, which shardproxy does not have"),
-// request_new, response_new, cfd and tls_peer_cn, and the inspectors and
-// mutators. Where memcached fails each request, a generator attached
+// cfd and tls_peer_cn. Where memcached fails each request, a generator attached
 // before ready, or a router or unready generator given to a router, is
 // refused at load time instead.
 //
@@ -290,11 +287,12 @@
 // vendor/routelib/routelib.lua (vendor/fetch.sh fetches it; memcached
 // 1.6.45 also builds it into its binary as proxy_config=routelib), and
 // the memcached-proxylibs repository (github.com/memcached/memcached-proxylibs)
-// keeps it as lib/routelib/routelib.lua. Every route constructor works as
-// under memcached but route_null, route_allasync and route_ratelim, which
-// need rctx:response_new and mcp.res_mutator_new, and route_ttl's meta
-// set (r:flag_set); local_zone_from_env and local_zone_from_file, which
-// read the environment and files, fail. Its tests run when
+// keeps it as lib/routelib/routelib.lua. Every route constructor it
+// registers works as under memcached (route_allasync is defined but not
+// registered by routelib, so no configuration reaches it); a child named
+// "internal" (mcp.internal_handler) fails the route stage with
+// new_handle's error; local_zone_from_env and local_zone_from_file, which read the
+// environment and files, fail. Its tests run when
 // SHARDPROXY_ROUTELIB names a routelib.lua (make test ROUTELIB=PATH).
 //
 // # Redis pools

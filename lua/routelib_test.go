@@ -82,11 +82,34 @@ func TestRoutelib(t *testing.T) {
 		{"get zone/none\r\n", "END\r\n"},
 		{"set ttl/a 0 0 1\r\nt\r\n", "STORED\r\n"},
 		{"mg ttl/a v\r\n", "SERVER_ERROR invalid command for route_ttl\r\n"},
+		{"ms ttl/m 1 T5\r\nm\r\n", "HD\r\n"}, // the T flag replaced
+		{"add ttl/o 0 0 1\r\no\r\n", "STORED\r\n"},
 		{"set random/a 0 0 1\r\nr\r\n", "STORED\r\n"},
 		{"set nested/a 0 0 1\r\nn\r\n", "STORED\r\n"},
 		{"get nested/a\r\n", "VALUE nested/a 0 1\r\nn\r\nEND\r\n"},
 		{"set other 0 0 1\r\no\r\n", "STORED\r\n"},
 		{"get direct/a failover/a other\r\n", "VALUE direct/a 0 1\r\nd\r\nVALUE failover/a 0 1\r\nf\r\nVALUE other 0 1\r\no\r\nEND\r\n"},
+		// route_null answers each command's empty reply
+		{"get null/x\r\n", "END\r\n"},
+		{"mg null/x v\r\n", "EN\r\n"},
+		{"set null/y 0 0 1\r\ny\r\n", "NOT_STORED\r\n"},
+		{"ms null/z 1\r\nz\r\n", "NS\r\n"},
+		{"delete null/x\r\n", "NOT_FOUND\r\n"},
+		{"md null/x\r\n", "NF\r\n"},
+		// route_ratelim: 2 requests pass; then routelib calls its null
+		// mutator on the request, which fails the request
+		{"set limited/1 0 0 1\r\n1\r\n", "STORED\r\n"},
+		{"set limited/2 0 0 1\r\n2\r\n", "STORED\r\n"},
+		{"set limited/3 0 0 1\r\n3\r\n", "SERVER_ERROR lua failure\r\n"},
+		{"mg limited/1 v\r\n", "SERVER_ERROR lua failure\r\n"},
+		{"set glimited/1 0 0 1\r\n1\r\n", "STORED\r\n"},
+		{"set glimited/2 0 0 1\r\n2\r\n", "STORED\r\n"},
+		{"set glimited/3 0 0 1\r\n3\r\n", "SERVER_ERROR lua failure\r\n"},
+		// fail_until_limit: the null answer while tokens last
+		{"set inverted/1 0 0 1\r\n1\r\n", "NOT_STORED\r\n"},
+		{"set inverted/2 0 0 1\r\n2\r\n", "NOT_STORED\r\n"},
+		{"set inverted/3 0 0 1\r\n3\r\n", "STORED\r\n"},
+		{"mg inverted/3 v\r\n", "VA 1\r\n3\r\n"},
 	} {
 		if got := c.do(tc.req); got != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
@@ -96,6 +119,8 @@ func TestRoutelib(t *testing.T) {
 	where := map[string][]int{ // key: the servers (main 0, shadow 1, z1 2, z2 3) that have it
 		"direct/a": {0}, "failover/a": {0}, "fastest/a": {0, 1}, "sync/a": {0, 1}, "split/a": {0, 1},
 		"zone/a": {2}, "ttl/a": {0}, "nested/a": {0, 1}, "other": {0},
+		"null/y": nil, "null/z": nil, "null/x": nil, "limited/2": {0}, "limited/3": nil, "glimited/3": nil,
+		"inverted/1": nil, "inverted/3": {0},
 	}
 	for key, want := range where {
 		eventually(t, fmt.Sprint(key, " on servers ", want), func() bool {
@@ -106,10 +131,13 @@ func TestRoutelib(t *testing.T) {
 		t.Errorf("random/a on %v, want one of main, shadow", in)
 	}
 	// route_ttl set the TTL: main reports 60 seconds or a little less
-	if got := dial(t, main.Addr).do("mg ttl/a t\r\n"); got != "HD t60\r\n" && got != "HD t59\r\n" {
-		t.Errorf("ttl/a on main: %q, want a TTL of 60", got)
+	for _, key := range []string{"ttl/a", "ttl/m", "ttl/o"} {
+		if got := dial(t, main.Addr).do("mg " + key + " t\r\n"); got != "HD t60\r\n" && got != "HD t59\r\n" {
+			t.Errorf("%s on main: %q, want a TTL of 60", key, got)
+		}
 	}
-	if logs.count("level=ERROR") != 0 {
+	// the failures are route_ratelim's, logged
+	if n, m := logs.count("level=ERROR"), logs.count("lua handler failed"); n != m || m == 0 {
 		t.Errorf("errors logged:\n%s", logs)
 	}
 }

@@ -47,6 +47,15 @@ routes{
         ttl = route_ttl{ ttl = 60, child = "main" },
         -- one of the children, at random
         random = route_random{ children = { "main", "shadow" } },
+        -- answers every request with an empty reply ("HD", "NF", "EN" ...)
+        null = route_null{},
+        -- 3 tokens, 1 more a minute: each worker serves 2 requests now,
+        -- then answers as route_null does
+        limited = route_ratelim{ child = "main", limit = 3, fillrate = 1, tickrate = 60000 },
+        -- the same, one bucket for the whole proxy
+        glimited = route_ratelim{ child = "main", limit = 3, fillrate = 1, tickrate = 60000, global = true },
+        -- inverted: route_null's answer until the bucket is empty
+        inverted = route_ratelim{ child = "main", limit = 3, fillrate = 1, tickrate = 60000, fail_until_limit = true },
         -- routes nest: a failover whose children are routes
         nested = route_failover{ children = {
             route_direct{ child = "dead" },
