@@ -6,6 +6,10 @@ CONFIG    ?= testdata/default.yml
 GOBIN     := $(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin)
 STATICCHECK         := $(GOBIN)/staticcheck
 STATICCHECK_VERSION ?= latest
+# memcached's routelib.lua, for the Lua routelib tests (TestRoutelib):
+# make test ROUTELIB=/path/to/memcached/vendor/routelib/routelib.lua. Empty:
+# SHARDPROXY_ROUTELIB from the environment, if set; else those tests skip.
+ROUTELIB  ?=
 # sudo only when not root (CI runs as root and may have no sudo).
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # command:Debian package, for every server the integration tests run.
@@ -16,7 +20,8 @@ APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools
 help:
 	@echo 'make build   build bin/shardproxy'
 	@echo 'make run     build, start 3 memcached on 127.0.0.1:22121-22123, run shardproxy -c $(CONFIG)'
-	@echo 'make test    deps, lint, then go test -race ./... here and in bench/ (integration tests run real servers)'
+	@echo 'make test    deps, lint, then go test -race ./... here and in bench/ (integration tests run real servers;'
+	@echo '             ROUTELIB=PATH of memcached'"'"'s routelib.lua runs the routelib tests)'
 	@echo 'make lint    gofmt check, go vet, staticcheck'
 	@echo 'make bench   shardproxy vs nutcracker vs direct (~13 min; BENCH_QUICK=1 ~1 min) -> bench/report/'
 	@echo 'make soak    DURATION=$(DURATION): proxy under memcached+Redis load, faults and reloads; checks every reply'
@@ -35,7 +40,7 @@ run: build
 # libraries stay out of shardproxy's go.mod. ./... at the root stops at
 # bench/go.mod, so test and lint run bench's packages from its directory.
 test: deps lint
-	$(GO) test -race -timeout 20m ./...
+	$(if $(ROUTELIB),SHARDPROXY_ROUTELIB=$(abspath $(ROUTELIB)) )$(GO) test -race -timeout 20m ./...
 	cd bench && $(GO) test -race -timeout 20m ./...
 
 lint:

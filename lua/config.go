@@ -37,6 +37,7 @@ func (r *Router) configure() (glua.LValue, error) {
 	L := newState(r.log)
 	defer L.Close()
 	reads := watchAbsent(L)
+	r.installLoaders(L) // the config state is loading all its life
 	cancel := setContext(L)
 	defer cancel()
 	d := r.cfg.Defaults
@@ -97,6 +98,8 @@ func (cs *configStage) functions() map[string]glua.LGFunction {
 		"pool":                      cs.pool,
 		"add_stat":                  cs.addStat,
 		"register_cron":             cs.registerCron,
+		"ratelim_global_tbf":        cs.ratelimGlobalTbf,
+		"server_stats":              cs.serverStats,
 		"stat_limit":                cs.statLimit,
 		"backend_connect_timeout":   seconds(&cs.tun.connect),
 		"backend_retry_timeout":     seconds(&cs.tun.retry),
@@ -451,8 +454,13 @@ func exportConfig(v glua.LValue) error {
 		case *glua.LNilType, glua.LBool, glua.LNumber, glua.LString:
 			return nil
 		case *glua.LUserData:
-			if _, ok := v.Value.(*pool); ok {
+			switch u := v.Value.(type) {
+			case *pool:
 				return nil
+			case *tbf:
+				if u.global {
+					return nil
+				}
 			}
 		case *glua.LTable:
 			if seen[v] {
@@ -474,7 +482,7 @@ func exportConfig(v glua.LValue) error {
 			})
 			return err
 		}
-		return fmt.Errorf("unhandled %s in configuration table (at %s): only tables, strings, numbers, booleans and pools can be passed to mcp_config_routes", v.Type(), path)
+		return fmt.Errorf("unhandled %s in configuration table (at %s): only tables, strings, numbers, booleans, pools and global rate limits can be passed to mcp_config_routes", v.Type(), path)
 	}
 	return check(v, "result", map[*glua.LTable]bool{})
 }

@@ -83,7 +83,7 @@ func TestConfigErrors(t *testing.T) {
 		{"negative failure limit", "function mcp_config_pools()\n  mcp.backend_failure_limit(-1)\n  return {}\nend\n" + okRoutes,
 			"lua: routes.lua:2: mcp_config_pools: backend_failure_limit must be >= 0"},
 		{"function in pools table", "function mcp_config_pools()\n  return { f = print }\nend\n" + okRoutes,
-			"lua: routes.lua: mcp_config_pools: unhandled function in configuration table (at result.f): only tables, strings, numbers, booleans and pools can be passed to mcp_config_routes"},
+			"lua: routes.lua: mcp_config_pools: unhandled function in configuration table (at result.f): only tables, strings, numbers, booleans, pools and global rate limits can be passed to mcp_config_routes"},
 		{"attach a table", okPools + "function mcp_config_routes(p)\n  mcp.attach(mcp.CMD_GET, {})\nend\n",
 			"lua: routes.lua:6: mcp_config_routes: Must pass a function to mcp.attach"},
 		{"attach unknown command", okPools + "function mcp_config_routes(p)\n  mcp.attach(99, function(r) end)\nend\n",

@@ -190,7 +190,10 @@ func (w *worker) runCron(j *cronJob) {
 		return
 	}
 	w.luaGen.Add(1) // the cron may change what a direct handler calls
-	if _, err := w.callBounded(j.fn, 0); err != nil {
+	w.inCron = true
+	_, err := w.callBounded(j.fn, 0)
+	w.inCron = false
+	if err != nil {
 		w.r.logScriptError("lua cron failed", j.name+": "+scriptMessage(err))
 	}
 }

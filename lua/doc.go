@@ -21,23 +21,35 @@
 // the file and the line, and the proxy does not start (or, on reload, keeps
 // the old configuration).
 //
-// A call of what memcached's proxy has and shardproxy lacks (the rest of
-// the V2 API: mcp.ratelim_tbf, ...; mcp.internal) or of what the sandbox
-// removes (os.execute; and, while the file loads, dofile, require, io)
-// raises an error naming it as written, at the line of the call:
-// "mcp.ratelim_tbf is not supported by shardproxy yet", "io is not
-// available in shardproxy route files". While the file loads, a config file of memcached's routelib gets
-// "pools belongs to memcached's routelib, which shardproxy does not support
-// yet" and an undefined global "attempt to call a nil value (global
-// 'NAME')"; a name of mcp that memcached lacks too is "mcp.NAME does not
-// exist". Reading such a name still gives nil, so a file that tests
-// `if mcp.ratelim_tbf then` takes its other branch; a constant read as a
-// value is nil and fails only where it is used, with that function's own
-// error. (The mcp, os and method tables,
+// A call of what memcached's proxy has and shardproxy lacks (mcp.internal)
+// or of what the sandbox removes (os.execute; and, while the file loads,
+// io) raises an error naming it as written, at the line of the call:
+// "mcp.internal is not supported by shardproxy yet", "io is not available
+// in shardproxy route files". While the file loads, a config file of memcached's routelib
+// loaded as the route file itself gets "pools belongs to memcached's
+// routelib: give the pool lua: ROUTELIB.lua ... and lua_arg: THIS_FILE"
+// (see "routelib") and an undefined global "attempt to call a nil value
+// (global 'NAME')"; a name of mcp that memcached lacks too is "mcp.NAME
+// does not exist". Reading such a name still gives nil, so a file that
+// tests `if mcp.internal then` takes its other branch; a constant read as
+// a value (mcp.MCMC_CODE_MISS) is nil and fails only where it is used,
+// with that function's own error. (The mcp, os and method tables,
 // and the globals while the file loads, get an __index metamethod that
 // notes absent names read, and nil a metatable whose __call and __index
 // name the one read on the caller's line; reads of present names never
 // reach them.)
+//
+// dofile(path), loadfile(path) and require(name) load other Lua files
+// while the file loads (its top level, mcp_config_pools,
+// mcp_config_routes; not in a handler or a cron): the files in the route
+// file's directory and below, and the file lua_arg names
+// (Config.StartArgFile; the exact text of mcp.start_arg names it), nowhere
+// else; a path that leads out, by ".." or a symbolic link, is refused
+// naming the directory. A relative path is relative to the route file's
+// directory (memcached's, to its working directory). require resolves
+// a.b as a/b.lua, then a/b/init.lua, runs a module once per Lua state and
+// returns what it returned (true for nothing). Each file is read and
+// compiled once per router.
 //
 // Config stage: mcp.backend(label, host, port) (an empty label is
 // accepted, as memcached does; shardproxy's logs and ketama then name the
@@ -54,7 +66,9 @@
 // tcp_keepalive set the defaults of the backends made after them, as in
 // memcached; active_req_limit(n) and buffer_memory_limit(kb) bound the
 // requests in flight through the router; add_stat(id, name) and
-// stat_limit(n) declare counters; the remaining tunables of later
+// stat_limit(n) declare counters (they show in the pool's stats and
+// "stats proxy" as user_NAME); ratelim_global_tbf and server_stats (see
+// "Rate limits and server stats"); the remaining tunables of later
 // memcached versions are accepted and ignored. The route stage has the
 // tunables (and mcp.register_cron) too, as no-ops, so a file may set them
 // at its top level, which runs in every state.
@@ -295,12 +309,74 @@
 // an empty request) shardproxy answers as for a reply without flags or an
 // empty line.
 //
-// Not supported yet: a generator as a handle of another (sub-generators),
-// mcp.internal_handler (accepted as a value; new_handle raises "not
-// supported yet"), rctx:handle_set_cb, cfd and tls_peer_cn, and the rate
-// limits. Where memcached fails each request, a
-// generator attached before ready, or a router or unready generator given
-// to a router, is refused at load time instead.
+// A generator may be a handle of another: fgen:new_handle(child), where
+// child is ready before the parent's ready (so a generator is never its
+// own handle). A request queued to it runs the child's handler, in a
+// request context from the child's free list and a coroutine of its own,
+// once the parent's handler yields or returns; it gets its own request
+// object over a copy of the request, and may outlive the parent's
+// handler. Its result is the handle's response, as memcached 1.6.45 makes
+// it: a response is classified and waited for like a pool's; a string is
+// the result as it is, flagged RES_ANY (res_any and result give the
+// string; returned, it is sent raw); anything else, or an error (logged),
+// gives an error response (ok() false; "SERVER_ERROR backend failure" if
+// the parent returns it). Its backend calls count towards the request's
+// limit.
+//
+// rctx:handle_set_cb(h, func) sets a callback on handle h of that
+// context, for every request it serves: func(res, req) runs when h's
+// response comes back, before a wait counts it; returning mcp.WAIT_GOOD
+// or mcp.WAIT_OK makes the result RES_GOOD or RES_OK, and a true second
+// value (mcp.WAIT_RESUME) ends the current wait at once. It cannot wait;
+// an error in it is logged and ignored. A child's string result runs no
+// callback.
+//
+// Not supported yet: mcp.internal_handler (accepted as a value;
+// new_handle raises "mcp.internal_handler is not supported by shardproxy
+// yet: it reaches the proxy's own cache, which shardproxy does not have"),
+// cfd and tls_peer_cn. Where memcached fails each request, a generator attached
+// before ready, or a router or unready generator given to a router, is
+// refused at load time instead.
+//
+// # Rate limits and server stats
+//
+// mcp.ratelim_tbf({limit =, fillrate =, tickrate =}) (route stage) makes
+// a token bucket of the worker state that makes it; mcp.ratelim_global_tbf
+// (config stage) one shared by every worker, passed to mcp_config_routes
+// in what mcp_config_pools returns (or to a cron) and safe across them.
+// lim(n) takes n tokens and returns true when the bucket held more than n
+// (memcached's strict comparison: a full bucket of limit tokens grants
+// limit-1 takes of 1), else false, taking nothing; n is required, 0 is
+// true while the bucket is not empty, a negative n false. The bucket
+// starts full and gains fillrate tokens (0 reads as 1) per whole tickrate
+// milliseconds (0 reads as 1) of wall clock, up to limit. Options are
+// whole numbers from 0 to 2^32-2; a missing one is 0.
+//
+// mcp.server_stats([section]) (config stage, and crons) returns a table
+// of strings: with no section pid, uptime, time, pointer_size, threads and
+// the router's lua_* counters; "settings" num_threads, lua_max_run_ms,
+// lua_queue; "proxy" the router's counters and user_NAME counters;
+// memcached's storage and connection sections an empty table; another
+// section raises "unknown subcommand passed to server_stats". In a
+// handler it raises an error (memcached's route stage lacks it).
+//
+// # routelib
+//
+// memcached's route library runs unchanged: give a pool lua: the path of
+// routelib.lua and lua_arg: the routelib configuration (pools{},
+// routes{}, route_direct{}, ...), which routelib loads with
+// dofile(mcp.start_arg). routelib.lua is not part of shardproxy; a user
+// has it from memcached: in memcached's source it is
+// vendor/routelib/routelib.lua (vendor/fetch.sh fetches it; memcached
+// 1.6.45 also builds it into its binary as proxy_config=routelib), and
+// the memcached-proxylibs repository (github.com/memcached/memcached-proxylibs)
+// keeps it as lib/routelib/routelib.lua. Every route constructor it
+// registers works as under memcached (route_allasync is defined but not
+// registered by routelib, so no configuration reaches it); a child named
+// "internal" (mcp.internal_handler) fails the route stage with
+// new_handle's error; local_zone_from_env and local_zone_from_file, which read the
+// environment and files, fail. Its tests run when
+// SHARDPROXY_ROUTELIB names a routelib.lua (make test ROUTELIB=PATH).
 //
 // # Redis pools
 //
@@ -327,8 +403,9 @@
 //
 // # Sandbox
 //
-// Route code gets the base library without dofile, loadfile, require,
-// module and a collectgarbage that stops the world (it is a no-op), and the
+// Route code gets the base library without module and a collectgarbage
+// that stops the world (it is a no-op; dofile, loadfile and require only
+// load the files named above, while the file loads), and the
 // string (string.rep bounded to 16 MiB, no string.dump), table and math
 // libraries and os.time, os.clock, os.date and os.difftime: no io, no
 // os.execute, no debug, no package, no coroutine. Lua 5.4's local
@@ -421,5 +498,6 @@
 // It imports codec, sharding and backend (and gopher-lua), never a dialect:
 // the memcached semantics (command numbers, mcmc codes) are chosen by
 // Config.Redis, not by a dialect's name. It does no I/O but through
-// backend, and reads no file but the route file.
+// backend, and reads no file but the route file and, while it loads, what
+// dofile, loadfile and require may read.
 package lua

@@ -2,6 +2,7 @@ package lua_test
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -358,5 +359,97 @@ func TestV2MutateExample(t *testing.T) {
 	}
 	if got := tp.sent(); got != "mg a/k v f O9 t\r\n" {
 		t.Errorf("mg reached the backend as %q", got)
+	}
+}
+
+// v2_split_shadow.lua: the client sees the main pool's answers; writes are
+// copied to the shadow, reads are not (as memcached 1.6.45's proxy runs
+// the same file).
+func TestExampleV2SplitShadow(t *testing.T) {
+	mc := memcached(t, 2)
+	addr, _ := exampleRoutes(t, "v2_split_shadow.lua", map[int]int{11211: mc[0].Port, 11212: mc[1].Port})
+	c := dial(t, addr)
+	set(t, mc[0].Addr, "onlymain", "m")
+	for _, tc := range []struct{ req, want string }{
+		{"set s1 0 0 2\r\nhi\r\n", "STORED\r\n"},
+		{"get s1\r\n", "VALUE s1 0 2\r\nhi\r\nEND\r\n"},
+		{"mg s1 v\r\n", "VA 2\r\nhi\r\n"},
+		{"delete nokey\r\n", "NOT_FOUND\r\n"},
+		{"ms s2 2\r\nyo\r\n", "HD\r\n"},
+		{"incr s1 1\r\n", "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"},
+		{"get onlymain\r\n", "VALUE onlymain 0 1\r\nm\r\nEND\r\n"},
+	} {
+		if got := c.do(tc.req); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
+		}
+	}
+	for _, key := range []string{"s1", "s2"} {
+		if v, ok := get(t, mc[0].Addr, key); !ok {
+			t.Errorf("main lacks %s (%q)", key, v)
+		}
+		eventually(t, "the shadow's copy of "+key, func() bool { _, ok := get(t, mc[1].Addr, key); return ok })
+	}
+	// the shadow never answers: with it down, the main pool still does
+	mc[1].Stop()
+	if got := c.do("set s3 0 0 1\r\nx\r\n"); got != "STORED\r\n" {
+		t.Errorf("set with the shadow down: %q", got)
+	}
+	if got := c.do("get s3\r\n"); got != "VALUE s3 0 1\r\nx\r\nEND\r\n" {
+		t.Errorf("get with the shadow down: %q", got)
+	}
+}
+
+// v2_ratelim.lua: reads have a bucket per worker (a client stays on one),
+// writes one for the whole proxy, shared by every client; memcached 1.6.45
+// gives 3 reads and 5 writes with the same file, and a request over its
+// limit does not reach the backend.
+func TestExampleV2Ratelim(t *testing.T) {
+	mc := memcached(t, 1)
+	addr, _ := exampleRoutes(t, "v2_ratelim.lua", map[int]int{11211: mc[0].Port})
+	c := dial(t, addr)
+	c.send("mg r1 v\r\nmg r2 v\r\nmg r3 v\r\nmg r4 v\r\nmg r5 v\r\n")
+	for i, want := range []string{"EN", "EN", "EN", "SERVER_ERROR slow down", "SERVER_ERROR slow down"} {
+		if got := c.line(); got != want {
+			t.Errorf("read %d: %q, want %q", i+1, got, want)
+		}
+	}
+	// writes from several clients (on different workers) share one bucket
+	stored, refused := 0, 0
+	for i := range 8 {
+		w := dial(t, addr)
+		switch got := w.do(fmt.Sprintf("set w%d 0 0 1\r\na\r\n", i)); got {
+		case "STORED\r\n":
+			stored++
+		case "SERVER_ERROR slow down\r\n":
+			refused++
+		default:
+			t.Errorf("set w%d: %q", i, got)
+		}
+	}
+	if stored != 5 || refused != 3 {
+		t.Errorf("%d writes stored, %d refused; want 5 and 3", stored, refused)
+	}
+	if in := holders(t, mc, "w0"); len(in) != 1 {
+		t.Errorf("the first write is not on the backend")
+	}
+	if in := holders(t, mc, "w7"); len(in) != 0 {
+		t.Errorf("a refused write reached the backend")
+	}
+}
+
+// v2_cron.lua: the cron runs every second, with mcp.server_stats, and the
+// proxy serves meanwhile.
+func TestExampleV2Cron(t *testing.T) {
+	mc := memcached(t, 1)
+	addr, logs := exampleRoutes(t, "v2_cron.lua", map[int]int{11211: mc[0].Port})
+	c := dial(t, addr)
+	storeVia(t, c, "k", "v")
+	pid := fmt.Sprintf(", pid %d", os.Getpid())
+	eventually(t, "two cron runs", func() bool { return logs.count("cron: run 2"+pid) == 1 })
+	if logs.count("lua cron failed") != 0 {
+		t.Errorf("the cron failed:\n%s", logs)
+	}
+	if got := c.do("get k\r\n"); got != valueReply("k", "v") {
+		t.Errorf("get: %q", got)
 	}
 }

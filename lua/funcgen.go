@@ -18,7 +18,7 @@ import (
 // requests in flight.
 type funcgen struct {
 	name    string
-	handles []*pool // by handle number, from 0
+	handles []handle // by handle number, from 0
 	gen     *glua.LFunction
 	arg     glua.LValue // nil: the generator gets the context alone
 	objs    int         // how many objects a context may make (ready's u)
@@ -26,6 +26,14 @@ type funcgen struct {
 	router  *fgenRouter // set for mcp.router_new's objects
 	free    []*rctx
 	entry   *glua.LFunction // what mcp.attach put in the hook table, made at the first attach
+}
+
+// handle is what a generator's handle sends its requests to: a pool, or
+// another generator (a sub-generator, whose handler's result is the
+// handle's response; see subgen.go).
+type handle struct {
+	pool  *pool
+	child *funcgen
 }
 
 // maxFreeRctx bounds a generator's free list; a context returned beyond
@@ -58,32 +66,40 @@ func (w *worker) funcgenValue(fg *funcgen) *glua.LUserData {
 	return ud
 }
 
-// fgenNewHandle is fgen:new_handle(pool): it returns the handle's number,
-// counted from 0 as in memcached.
+// fgenNewHandle is fgen:new_handle(pool | fgen): it returns the handle's
+// number, counted from 0 as in memcached.
 func (w *worker) fgenNewHandle(L *glua.LState) int {
 	fg := checkFuncgen(L, 1)
 	if fg.ready {
 		L.RaiseError("cannot modify function generator after calling ready")
 	}
-	switch v := L.Get(2).(type) {
+	var h handle
+	switch obj := L.Get(2).(type) {
 	case *glua.LUserData:
-		switch obj := v.Value.(type) {
+		switch v := obj.Value.(type) {
 		case *pool:
-			fg.handles = append(fg.handles, obj)
-			L.Push(glua.LNumber(len(fg.handles) - 1))
-			return 1
+			h.pool = v
 		case *internalHandler:
-			L.RaiseError("mcp.internal_handler is not supported yet")
+			L.RaiseError("%s", errInternalHandler)
 		case *funcgen:
-			if obj.router != nil {
+			if v.router != nil {
 				L.RaiseError("cannot assign a router to a handle in new_handle")
 			}
-			L.RaiseError("a function generator as a handle is not supported yet")
+			h.child = v
 		}
 	}
-	L.RaiseError("invalid argument to new_handle")
-	return 0
+	if h.pool == nil && h.child == nil {
+		L.RaiseError("invalid argument to new_handle")
+	}
+	fg.handles = append(fg.handles, h)
+	L.Push(glua.LNumber(len(fg.handles) - 1))
+	return 1
 }
+
+// errInternalHandler is new_handle(mcp.internal_handler)'s error until
+// the proxy has a cache of its own.
+const errInternalHandler = "mcp.internal_handler is not supported by shardproxy yet: " +
+	"it reaches the proxy's own cache, which shardproxy does not have (it is planned)"
 
 // fgenReady is fgen:ready({f = generator, a = arg, n = name, u = count}).
 // It calls the generator once, as memcached does, so a generator that
@@ -106,6 +122,14 @@ func (w *worker) fgenReady(L *glua.LState) int {
 	fg.name = "anonymous"
 	if n, ok := opts.RawGetString("n").(glua.LString); ok {
 		fg.name = string(n)
+	}
+	for i, h := range fg.handles {
+		// A sub-generator must be ready first: it makes its request
+		// contexts as this one's requests need them, and a generator can
+		// so never be its own handle, however indirectly.
+		if h.child != nil && !h.child.ready {
+			L.RaiseError("fgen:ready: handle %d is a function generator that is not ready (call its ready first)", i)
+		}
 	}
 	if u, ok := opts.RawGetString("u").(glua.LNumber); ok {
 		if u < 1 || u > 255 {
@@ -192,8 +216,8 @@ func (w *worker) takeRctx(fg *funcgen) (*rctx, error) {
 // L nil, on the worker's main thread, bounded by MaxRun and MaxAlloc.
 func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 	rc := &rctx{fg: fg, slots: make([]slot, len(fg.handles))}
-	for i, p := range fg.handles {
-		rc.slots[i].pool = p
+	for i, h := range fg.handles {
+		rc.slots[i].pool, rc.slots[i].child = h.pool, h.child
 	}
 	ud := w.L.NewUserData()
 	ud.Value = rc

@@ -26,7 +26,7 @@ const (
 	notHere    = "is not available in shardproxy route files"
 	noSuchName = "does not exist"
 	routesOnly = "can only be called from mcp_config_routes"
-	inRoutelib = "belongs to memcached's routelib, which shardproxy does not support yet"
+	inRoutelib = "belongs to memcached's routelib: give the pool lua: ROUTELIB.lua (routelib.lua of memcached) and lua_arg: THIS_FILE"
 )
 
 // recentReads is how many absent names a state remembers.
@@ -45,9 +45,7 @@ const (
 // mcpAbsent are the names memcached's proxy (1.6.12 to 1.6.45) puts in the
 // mcp table that shardproxy does not: the V2 API and a few V1 additions.
 var mcpAbsent = map[string]absentKind{
-	"internal":     kindFunc,
-	"server_stats": kindFunc,
-	"ratelim_tbf":  kindFunc, "ratelim_global_tbf": kindFunc,
+	"internal": kindFunc,
 }
 
 // routeStageOnly are the mcp functions of the route stage that the config
@@ -55,7 +53,7 @@ var mcpAbsent = map[string]absentKind{
 var routeStageOnly = map[string]bool{
 	"attach": true, "await": true, "await_logerrors": true, "request": true,
 	"log_req": true, "log_reqsample": true, "stat": true,
-	"funcgen_new": true, "router_new": true,
+	"funcgen_new": true, "router_new": true, "ratelim_tbf": true,
 	"req_inspector_new": true, "res_inspector_new": true,
 	"req_mutator_new": true, "res_mutator_new": true,
 	"time_real_millis": true, "time_mono_millis": true, // nil at config time, as in memcached
@@ -69,16 +67,15 @@ var (
 )
 
 // sandboxAbsent are the globals the sandbox removes (see newState), and
-// osAbsent the functions of os it removes. memcached route files load
-// files beside them with dofile and require: those are to come.
+// osAbsent the functions of os it removes. (dofile, loadfile and require
+// are there, for the files beside the route file: files.go.)
 var (
 	sandboxAbsent = map[string]struct {
 		why  string
 		kind absentKind
 	}{
-		"dofile": {notYet, kindFunc}, "require": {notYet, kindFunc},
-		"loadfile": {notHere, kindFunc}, "module": {notHere, kindFunc},
-		"io": {notHere, kindValue}, "debug": {notHere, kindValue},
+		"module": {notHere, kindFunc},
+		"io":     {notHere, kindValue}, "debug": {notHere, kindValue},
 		"package": {notHere, kindValue}, "coroutine": {notHere, kindValue},
 		"channel": {notHere, kindValue},
 	}

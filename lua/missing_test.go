@@ -25,26 +25,32 @@ func TestUnsupportedNames(t *testing.T) {
 	}{
 		{"a route-stage function at the top level", "-- a V2 route file\nlocal fg = mcp.funcgen_new()\n" + okPools + okRoutes,
 			"lua: routes.lua:2: loading: mcp.funcgen_new can only be called from mcp_config_routes"},
-		{"ratelim_tbf in mcp_config_routes", routesWith("  local m = mcp.ratelim_tbf()\n  mcp.attach(mcp.CMD_GET, function(r) end)"),
-			"lua: routes.lua:6: mcp_config_routes: mcp.ratelim_tbf is not supported by shardproxy yet"},
+		{"internal in mcp_config_routes", routesWith("  local m = mcp.internal()\n  mcp.attach(mcp.CMD_GET, function(r) end)"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.internal is not supported by shardproxy yet"},
 		{"a route-stage function in mcp_config_pools", poolsWith("  local fg = mcp.funcgen_new()"),
 			"lua: routes.lua:2: mcp_config_pools: mcp.funcgen_new can only be called from mcp_config_routes"},
-		{"server_stats", poolsWith("  mcp.server_stats(\n    'settings')"),
-			"lua: routes.lua:2: mcp_config_pools: mcp.server_stats is not supported by shardproxy yet"},
-		{"ratelim_global_tbf", poolsWith("  local lim = mcp.ratelim_global_tbf({ limit = 10, fillrate = 5, tickrate = 10 })"),
-			"lua: routes.lua:2: mcp_config_pools: mcp.ratelim_global_tbf is not supported by shardproxy yet"},
+		{"server_stats at the route stage", routesWith("  mcp.server_stats(\n    'settings')"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.server_stats can only be called from mcp_config_pools or a cron"},
+		{"server_stats unknown section", poolsWith("  mcp.server_stats('bogus')"),
+			"lua: routes.lua:2: mcp_config_pools: unknown subcommand passed to server_stats"},
+		{"ratelim_global_tbf at the route stage", routesWith("  local lim = mcp.ratelim_global_tbf({ limit = 10, fillrate = 5, tickrate = 10 })"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.ratelim_global_tbf can only be called from mcp_config_pools"},
+		{"ratelim_tbf at the config stage", poolsWith("  local lim = mcp.ratelim_tbf({ limit = 10 })"),
+			"lua: routes.lua:2: mcp_config_pools: mcp.ratelim_tbf can only be called from mcp_config_routes"},
+		{"ratelim_tbf out of range", routesWith("  local lim = mcp.ratelim_tbf({ limit = -1 })"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.ratelim_tbf: arguments must be unsigned 32 bit integer"},
 		{"dofile", "dofile(\"x.lua\")\n" + okPools + okRoutes,
-			"lua: routes.lua:1: loading: dofile is not supported by shardproxy yet"},
+			"lua: routes.lua:1: loading: cannot open x.lua: no such file"},
 		{"require", "local lib = require(\"x\")\n" + okPools + okRoutes,
-			"lua: routes.lua:1: loading: require is not supported by shardproxy yet"},
+			"lua: routes.lua:1: loading: module 'x' not found: no file x.lua or x/init.lua in ."},
 		{"dofile in mcp_config_pools", poolsWith("  dofile('mode.lua')"),
-			"lua: routes.lua:2: mcp_config_pools: dofile is not supported by shardproxy yet"},
-		{"the call, not the argument", routesWith("  mcp.attach(mcp.CMD_ANY_STORAGE,\n    mcp.router_new({ map = { a = mcp.ratelim_tbf() } }))"),
-			"lua: routes.lua:7: mcp_config_routes: mcp.ratelim_tbf is not supported by shardproxy yet"},
-		{"a constant argument", routesWith("  local r = mcp.ratelim_tbf({ mode = 'anchor', wait = mcp.WAIT_ANY })"),
-			"lua: routes.lua:6: mcp_config_routes: mcp.ratelim_tbf is not supported by shardproxy yet"},
-		{"tail call", routesWith("  return mcp.ratelim_tbf()"),
-			"lua: routes.lua:6: mcp_config_routes: mcp.ratelim_tbf is not supported by shardproxy yet"},
+			"lua: routes.lua:2: mcp_config_pools: cannot open mode.lua: no such file"},
+		{"the call, not the argument", routesWith("  mcp.attach(mcp.CMD_ANY_STORAGE,\n    mcp.router_new({ map = { a = mcp.internal() } }))"),
+			"lua: routes.lua:7: mcp_config_routes: mcp.internal is not supported by shardproxy yet"},
+		{"a constant argument", routesWith("  local r = mcp.internal({ mode = 'anchor', wait = mcp.WAIT_ANY })"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.internal is not supported by shardproxy yet"},
+		{"tail call", routesWith("  return mcp.internal()"),
+			"lua: routes.lua:6: mcp_config_routes: mcp.internal is not supported by shardproxy yet"},
 		{"unknown mcp name", "mcp.funcgen_neww()\n" + okPools + okRoutes,
 			"lua: routes.lua:1: loading: mcp.funcgen_neww does not exist"},
 		{"route function at the config stage", poolsWith("  mcp.attach(mcp.CMD_GET, function(r) end)"),
@@ -55,7 +61,7 @@ func TestUnsupportedNames(t *testing.T) {
 			"lua: routes.lua:1: loading: os.execute is not available in shardproxy route files"},
 		{"routelib config", "pools{\n  main = { backends = { \"127.0.0.1:11211\" } }\n}\n" +
 			"routes{\n  default = route_direct{ child = \"main\" }\n}\n",
-			"lua: routes.lua:1: loading: pools belongs to memcached's routelib, which shardproxy does not support yet"},
+			"lua: routes.lua:1: loading: pools belongs to memcached's routelib: give the pool lua: ROUTELIB.lua (routelib.lua of memcached) and lua_arg: THIS_FILE"},
 		{"undefined global", "setup()\n" + okPools + okRoutes,
 			"lua: routes.lua:1: loading: attempt to call a nil value (global 'setup')"},
 		{"nil local keeps gopher-lua's error", "local f\nf()\n" + okPools + okRoutes,
@@ -73,20 +79,20 @@ func TestUnsupportedNames(t *testing.T) {
 func TestUnsupportedNamesRead(t *testing.T) {
 	r, err := load(t, `
 local gen = "v1"
-if mcp.ratelim_tbf then
+if mcp.internal then
   gen = "v2"
-  local m = mcp.ratelim_tbf()
+  local m = mcp.internal()
 end
-if mcp.start_arg or mcp.internal or mcp.frobnicate or dofile or io then gen = "?" end
-if pcall(mcp.ratelim_tbf, {}) then gen = "?" end
+if mcp.start_arg or mcp.internal or mcp.frobnicate or module or io then gen = "?" end
+if pcall(mcp.internal, {}) then gen = "?" end
 function mcp_config_pools()
-  if mcp.server_stats then mcp.server_stats("x") end
+  if mcp.internal then mcp.internal("x") end
   return {}
 end
 function mcp_config_routes(p)
   if undefined_global ~= nil then gen = "?" end
   mcp.attach(mcp.CMD_MG, function(r)
-    if mcp.ratelim_tbf or DEBUG then return "HD v2\r\n" end
+    if mcp.internal or DEBUG then return "HD v2\r\n" end
     return "HD " .. gen .. "\r\n"
   end)
 end

@@ -43,10 +43,13 @@ type rctx struct {
 
 // slot is one handle's queue entry in a request context.
 type slot struct {
-	pool  *pool
+	pool  *pool           // a pool handle's pool
+	child *funcgen        // a sub-generator handle's generator (subgen.go)
+	cb    *glua.LFunction // rctx:handle_set_cb's callback (rctx_cb.go)
 	state uint8
 	flags int
 	rq    *request    // the request queued to it
+	rqv   glua.LValue // rq's Lua value, for the callback
 	res   glua.LValue // its response once complete
 }
 
@@ -66,7 +69,7 @@ const timerHandle = -1
 func (rc *rctx) reset() {
 	for i := range rc.slots {
 		s := &rc.slots[i]
-		s.state, s.flags, s.rq, s.res = slotIdle, 0, nil, nil
+		s.state, s.flags, s.rq, s.rqv, s.res = slotIdle, 0, nil, nil, nil
 	}
 	rc.t, rc.mode, rc.count, rc.done = nil, waitIdle, 0, 0
 	rc.clone, rc.cloneOf = nil, nil
@@ -144,13 +147,15 @@ func (w *worker) rctxMethods() map[string]glua.LGFunction {
 		"result":           rctxResult,
 		"best_result":      rctxBestResult,
 		"worst_result":     rctxWorstResult,
+		"handle_set_cb":    rctxHandleSetCB,
 		"request_new":      w.rctxRequestNew,
 		"response_new":     w.rctxResponseNew,
 	}
 }
 
-// queue marks handle h queued with rq; a slot already in use this request
-// is left as it is (memcached ignores it too).
+// queue marks handle h queued with rq (argument 2 of the method being
+// called); a slot already in use this request is left as it is (memcached
+// ignores it too).
 func (rc *rctx) queue(L *glua.LState, rq *request, h int) {
 	if h < 0 || h >= len(rc.slots) {
 		L.RaiseError("attempted to enqueue an invalid handle")
@@ -159,7 +164,7 @@ func (rc *rctx) queue(L *glua.LState, rq *request, h int) {
 	if s.state != slotIdle {
 		return
 	}
-	s.state, s.rq = slotQueued, rq
+	s.state, s.rq, s.rqv = slotQueued, rq, L.Get(2)
 }
 
 // checkQueueable returns argument 2 as a request that can be queued.
@@ -350,9 +355,15 @@ func (w *worker) dispatch(L *glua.LState, rc *rctx, t *task) {
 			continue
 		}
 		s.state = slotActive
+		if s.child != nil {
+			countCalls(L, t, 1)
+			rc.pending++
+			w.queueChild(rc, i, t)
+			continue
+		}
 		be := pick(L, s.pool, s.rq, t.hint)
 		if be == nil {
-			w.completeSlot(rc, i, w.crossServerResponse(s.rq.req))
+			w.completeSlot(L, rc, i, w.crossServerResponse(s.rq.req), nil)
 			continue
 		}
 		countCalls(L, t, 1)
@@ -378,19 +389,26 @@ func (rc *rctx) requestFor(rq *request, t *task) *codec.Request {
 }
 
 // completeSlot records res as slot h's result and its flags
-// (mcp_process_rqueue_return).
-func (w *worker) completeSlot(rc *rctx, h int, res *response) {
+// (mcp_process_rqueue_return), then runs the slot's callback, if any, on
+// L, which may change them. v is res's Lua value when it has one.
+func (w *worker) completeSlot(L *glua.LState, rc *rctx, h int, res *response, v glua.LValue) {
 	s := &rc.slots[h]
 	s.state = slotComplete
+	flag := resAny | resError
 	switch {
 	case res.hit():
-		s.flags |= resGood
+		flag = resGood
 	case res.ok():
-		s.flags |= resOK
-	default:
-		s.flags |= resAny | resError
+		flag = resOK
 	}
-	s.res = w.responseValue(res)
+	if v == nil {
+		v = w.responseValue(res)
+	}
+	s.res = v
+	if s.cb != nil {
+		flag = w.runSlotCallback(L, s, flag)
+	}
+	s.flags |= flag
 }
 
 // countSlot counts answered slot h towards the current wait, by its mode,
@@ -435,7 +453,15 @@ func (w *worker) rctxReply(c *call) {
 	res := w.newResponse(c)
 	w.putCall(c)
 	rc.pending--
-	w.completeSlot(rc, h, res)
+	w.completeSlot(w.L, rc, h, res, nil)
+	w.slotReturned(rc, h)
+}
+
+// slotReturned follows the return of slot h's call (rc.pending counted
+// down, the slot filled): the wait, if any, counts it; a context whose
+// request has been answered goes back to its generator once nothing of
+// it is in flight.
+func (w *worker) slotReturned(rc *rctx, h int) {
 	switch {
 	case rc.t == nil:
 		if rc.pending == 0 {

@@ -60,6 +60,11 @@ type Config struct {
 	// ':'-separated items, "name_value" as name = "value" and a bare name
 	// as name = true ("a:b_2:c_x_y" is {a = true, b = "2", c = "x"}).
 	StartArg string
+	// StartArgFile is the file StartArg names, for a route file that loads
+	// it (dofile(mcp.start_arg), as memcached's routelib does): the one
+	// file outside the route file's directory it may read. Default:
+	// StartArg, relative to the route file's directory.
+	StartArgFile string
 	// Preconnect dials every backend at start instead of at first use.
 	Preconnect bool
 	// Tag is the listener tag of the pool: handlers attached with this tag
@@ -128,6 +133,7 @@ type Router struct {
 	cfg      Config
 	log      *slog.Logger
 	proto    *glua.FunctionProto
+	files    *files // what dofile, loadfile and require may read (files.go)
 	workers  []*worker
 	backends []*backend.Backend
 	pools    []*pool
@@ -205,6 +211,7 @@ func New(cfg Config) (*Router, error) {
 		return nil, err
 	}
 	r.proto = proto
+	r.files = newFiles(&r.cfg)
 	ok := false
 	defer func() {
 		if !ok {

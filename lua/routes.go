@@ -85,6 +85,7 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 		}
 	}()
 	reads := watchAbsent(L)
+	ld := r.installLoaders(L)
 	w.reqMT = w.typeMetatable(typeRequest, w.requestMethods())
 	w.resMT = w.typeMetatable(typeResponse, responseMethods)
 	reads.watchMethods(L, w.reqMT.RawGetString("__index").(*glua.LTable), "request", requestAbsent)
@@ -115,6 +116,7 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 	if _, err := r.runSetup(L, routes, 0, arg); err != nil {
 		return nil, runError(file, "mcp_config_routes", err)
 	}
+	ld.loading = false
 	if w.hooks.count == 0 {
 		return nil, &ConfigError{File: file, Msg: "mcp_config_routes attached no handler (call mcp.attach)"}
 	}
@@ -149,6 +151,12 @@ func (w *worker) typeMetatable(name string, methods map[string]glua.LGFunction) 
 func (w *worker) importConfig(v glua.LValue, tables map[*glua.LTable]*glua.LTable, proxies map[*pool]*glua.LUserData) glua.LValue {
 	switch v := v.(type) {
 	case *glua.LUserData:
+		if b, ok := v.Value.(*tbf); ok { // a global rate limit (exportConfig checked)
+			ud := w.L.NewUserData()
+			ud.Value = b
+			ud.Metatable = w.v2.proxyTbfMT
+			return ud
+		}
 		p := v.Value.(*pool) // exportConfig checked
 		if ud, ok := proxies[p]; ok {
 			return ud
@@ -184,17 +192,19 @@ func (w *worker) functions() map[string]glua.LGFunction {
 		}
 	}
 	f := map[string]glua.LGFunction{
-		"attach":           w.attach,
-		"await":            w.awaitFunc(false),
-		"await_logerrors":  w.awaitFunc(true),
-		"request":          w.newRequest,
-		"log_req":          w.logReq,
-		"log_reqsample":    w.logReqSample,
-		"stat":             w.stat,
-		"time_real_millis": timeRealMillis,
-		"time_mono_millis": timeMonoMillis,
-		"backend":          configOnly("backend"),
-		"pool":             configOnly("pool"),
+		"attach":             w.attach,
+		"await":              w.awaitFunc(false),
+		"await_logerrors":    w.awaitFunc(true),
+		"request":            w.newRequest,
+		"log_req":            w.logReq,
+		"log_reqsample":      w.logReqSample,
+		"stat":               w.stat,
+		"time_real_millis":   timeRealMillis,
+		"time_mono_millis":   timeMonoMillis,
+		"backend":            configOnly("backend"),
+		"pool":               configOnly("pool"),
+		"ratelim_global_tbf": configOnly("ratelim_global_tbf"),
+		"server_stats":       w.serverStats,
 	}
 	for _, name := range []string{
 		"add_stat", "stat_limit", "backend_connect_timeout", "backend_retry_timeout",

@@ -28,10 +28,14 @@ type task struct {
 	co    *coroutine
 	aw    *await // what the coroutine waits for
 	rc    *rctx  // V2: the request context running the handler (rctx.go)
-	fast  bool   // a multi-get's key routed without entering Lua (see direct.go)
-	state taskState
-	calls int   // backend calls made so far
-	bytes int64 // buffer memory accounted to the request
+	// V2: for a sub-generator's task (subgen.go), the context and slot its
+	// result goes to; it has no Completion.
+	parent       *rctx
+	parentHandle int
+	fast         bool // a multi-get's key routed without entering Lua (see direct.go)
+	state        taskState
+	calls        int   // backend calls made so far
+	bytes        int64 // buffer memory accounted to the request
 }
 
 // multi is a memcache multi-get (or a Redis multi-key command), split into
@@ -133,16 +137,23 @@ func (w *worker) finish(t *task, v glua.LValue, failure error) {
 	// context, which empties the responses it owns (rctx:response_new).
 	var reply codec.Reply
 	var out []byte
-	if t.multi != nil {
+	switch {
+	case t.parent != nil:
+		v = w.childResult(v)
+	case t.multi != nil:
 		reply = w.toReply(t.req, v, failure)
-	} else {
+	default:
 		out = w.appendResult(w.out[:0], t.req, v, failure)
 	}
 	w.retire(t)
-	if m := t.multi; m != nil {
+	switch {
+	case t.parent != nil:
+		w.childDone(t, v, failure)
+	case t.multi != nil:
+		m := t.multi
 		m.replies[t.idx] = reply
 		w.subDone(m)
-	} else {
+	default:
 		w.complete(t, out)
 	}
 	if failure != nil {

@@ -22,11 +22,13 @@ const (
 
 // v2State is a worker's V2 objects.
 type v2State struct {
-	fgenMT  *glua.LTable
-	rctxMT  *glua.LTable
-	mutMT   *glua.LTable
-	insMT   *glua.LTable
-	entries map[*glua.LFunction]*funcgen // the hook function of each attached generator
+	fgenMT     *glua.LTable
+	rctxMT     *glua.LTable
+	mutMT      *glua.LTable
+	insMT      *glua.LTable
+	entries    map[*glua.LFunction]*funcgen // the hook function of each attached generator
+	tbfMT      *glua.LTable                 // mcp.ratelim_tbf's limiters (ratelim.go)
+	proxyTbfMT *glua.LTable                 // the worker's handles on mcp.ratelim_global_tbf's
 }
 
 // internalHandler is mcp.internal_handler, accepted as a value so that a
@@ -45,6 +47,8 @@ func (w *worker) registerV2(mcp *glua.LTable) {
 	w.v2.rctxMT = w.typeMetatable(typeRcontext, w.rctxMethods())
 	mcp.RawSetString("funcgen_new", L.NewFunction(w.funcgenNew))
 	mcp.RawSetString("router_new", L.NewFunction(w.routerNew))
+	w.tbfMetatables()
+	mcp.RawSetString("ratelim_tbf", L.NewFunction(w.ratelimTbf))
 	mcp.RawSetString("WAIT_RESUME", glua.LTrue)
 	w.v2.mutMT = L.NewTypeMetatable(typeMutator)
 	w.v2.mutMT.RawSetString("__call", L.NewFunction(w.mutatorCall))

@@ -43,6 +43,7 @@ const (
 	evRequest evKind = iota // a client request to route
 	evReply                 // a backend call completed
 	evCron                  // a cron is due (worker 0 only)
+	evStart                 // a sub-generator's task to start (subgen.go)
 )
 
 // event is one entry of a worker's queue.
@@ -53,6 +54,7 @@ type event struct {
 	c    Completion
 	call *call
 	cron *cronJob
+	task *task
 }
 
 // coroutine is a Lua thread parked in the runner loop between requests.
@@ -101,6 +103,7 @@ type worker struct {
 	_         [64]byte
 	spare     []event
 	early     []*call // calls answered while being sent, for the holder
+	starts    []*task // sub-generator tasks to start after the running event
 	cur       *task   // the task whose coroutine is running
 	coFree    []*coroutine
 	taskFree  []*task
@@ -111,7 +114,9 @@ type worker struct {
 	hdr       codec.Request // scratch for AppendReply
 	resumeTop int           // the main state's stack top before a Resume
 	closed    bool
-	nested    int // Go functions that call back into Lua, running now (pcall, ...)
+	stopping  bool // shutdown is answering the tasks left
+	inCron    bool // a cron's function is running (mcp.server_stats)
+	nested    int  // Go functions that call back into Lua, running now (pcall, ...)
 
 	// The watchdog stops a run that takes longer than MaxRun or
 	// allocates more than MaxAlloc (guard.go): it counts the ticks during
@@ -227,15 +232,24 @@ func (w *worker) drainQueue() {
 }
 
 // handle processes ev, then the replies to calls that were answered while
-// its run sent them (worker.send). The caller holds the state.
+// its run sent them (worker.send) and the sub-generator tasks it started.
+// The caller holds the state.
 func (w *worker) handle(ev *event) {
 	w.handleOne(ev)
-	for i := 0; i < len(w.early); i++ { // a resumed handler may add more
-		c := w.early[i]
-		w.early[i] = nil
-		w.handleOne(&event{kind: evReply, call: c})
+	for len(w.early) > 0 || len(w.starts) > 0 {
+		for i := 0; i < len(w.early); i++ { // a resumed handler may add more
+			c := w.early[i]
+			w.early[i] = nil
+			w.handleOne(&event{kind: evReply, call: c})
+		}
+		w.early = w.early[:0]
+		for i := 0; i < len(w.starts); i++ {
+			t := w.starts[i]
+			w.starts[i] = nil
+			w.handleOne(&event{kind: evStart, task: t})
+		}
+		w.starts = w.starts[:0]
 	}
-	w.early = w.early[:0]
 }
 
 // handleOne processes one event. The caller holds the state.
@@ -256,6 +270,8 @@ func (w *worker) handleOne(ev *event) {
 		w.reply(ev.call)
 	case evCron:
 		w.runCron(ev.cron)
+	case evStart:
+		w.startChild(ev.task)
 	}
 }
 
@@ -291,6 +307,7 @@ func (w *worker) shutdown() {
 	<-w.exited
 	w.state.Lock()
 	w.drainQueue()
+	w.stopping = true
 	for w.active != nil {
 		t := w.active
 		if t.co != nil {

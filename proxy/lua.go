@@ -64,18 +64,20 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		d.Conns = pc.ServerConnections
 	}
 	r, err := lua.New(lua.Config{
-		Path:       k.p.src.Path(pc.Lua), // relative to the config file's directory
-		Dialect:    k.p.dialect,
-		Redis:      pc.Redis,
-		Options:    k.p.limits,
-		Handshake:  codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB},
-		Defaults:   d,
-		StartArg:   pc.LuaArg,
-		MaxRun:     pc.LuaTimeout,
-		MaxAlloc:   int64(pc.LuaMaxAlloc) << 20,
-		Preconnect: pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect"),
-		Logger:     k.p.log,
-		Backends:   k.lease,
+		Path:      k.p.src.Path(pc.Lua), // relative to the config file's directory
+		Dialect:   k.p.dialect,
+		Redis:     pc.Redis,
+		Options:   k.p.limits,
+		Handshake: codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB},
+		Defaults:  d,
+		StartArg:  pc.LuaArg,
+		// the file it names, for dofile(mcp.start_arg), as the lua path
+		StartArgFile: k.p.src.Path(pc.LuaArg),
+		MaxRun:       pc.LuaTimeout,
+		MaxAlloc:     int64(pc.LuaMaxAlloc) << 20,
+		Preconnect:   pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect"),
+		Logger:       k.p.log,
+		Backends:     k.lease,
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -198,5 +199,11 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 		return true
 	})
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
-	return append(stats, cmds...), true
+	stats = append(stats, cmds...)
+	for _, st := range p.router.Stats() { // a route file's mcp.add_stat counters, as memcached lists them here
+		if strings.HasPrefix(st.Name, "user_") {
+			stats = append(stats, codec.Stat{Name: st.Name, Value: itoa(st.Value)})
+		}
+	}
+	return stats, true
 }
