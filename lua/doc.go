@@ -334,7 +334,9 @@
 // Not supported yet: mcp.internal_handler (accepted as a value;
 // new_handle raises "mcp.internal_handler is not supported by shardproxy
 // yet: it reaches the proxy's own cache, which shardproxy does not have"),
-// cfd and tls_peer_cn. Where memcached fails each request, a generator attached
+// and rctx:tls_peer_cn (shardproxy asks clients for no certificate);
+// rctx:cfd() gives the number shardproxy keeps for the client
+// connection, the same for all its requests. Where memcached fails each request, a generator attached
 // before ready, or a router or unready generator given to a router, is
 // refused at load time instead.
 //

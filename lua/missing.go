@@ -59,11 +59,14 @@ var routeStageOnly = map[string]bool{
 	"time_real_millis": true, "time_mono_millis": true, // nil at config time, as in memcached
 }
 
-// requestAbsent and responseAbsent are the request and response methods of
-// memcached 1.6.45's proxy that shardproxy lacks.
+// requestAbsent, responseAbsent and rctxAbsent are the request, response
+// and request context methods of memcached 1.6.45's proxy that shardproxy
+// lacks. (tls_peer_cn: shardproxy's client TLS does not ask for client
+// certificates.)
 var (
 	requestAbsent  = map[string]bool{}
 	responseAbsent = map[string]bool{}
+	rctxAbsent     = map[string]bool{"tls_peer_cn": true}
 )
 
 // sandboxAbsent are the globals the sandbox removes (see newState), and

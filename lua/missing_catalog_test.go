@@ -50,7 +50,8 @@ func TestAbsentCatalog(t *testing.T) {
 		name    string
 		methods map[string]glua.LGFunction
 		absent  map[string]bool
-	}{{"request", w.requestMethods(), requestAbsent}, {"response", responseMethods, responseAbsent}} {
+	}{{"request", w.requestMethods(), requestAbsent}, {"response", responseMethods, responseAbsent},
+		{"rctx", w.rctxMethods(), rctxAbsent}} {
 		for name := range m.absent {
 			if _, ok := m.methods[name]; ok {
 				t.Errorf("%s:%s is a method and listed as absent", m.name, name)

@@ -111,6 +111,11 @@ func TestUnsupportedNamesInHandler(t *testing.T) {
 	src := okPools + `
 function mcp_config_routes(p)
   mcp.attach(mcp.CMD_MG, function(r) return mcp.internal(r) end)
+  local fg = mcp.funcgen_new()
+  fg:ready{ n = "cn", f = function(rctx)
+    return function(r) return rctx:tls_peer_cn() end
+  end }
+  mcp.attach(mcp.CMD_MD, fg)
 end
 `
 	logs := &logBuffer{}
@@ -123,6 +128,7 @@ end
 	defer r.Close()
 	for _, tc := range []struct{ req, log string }{
 		{"mg k\r\n", `err="routes.lua:7: mcp.internal is not supported by shardproxy yet"`},
+		{"md k\r\n", `err="routes.lua:10: rctx:tls_peer_cn is not supported by shardproxy yet"`},
 	} {
 		if got := route(t, r, d, tc.req); got != "SERVER_ERROR lua failure\r\n" {
 			t.Errorf("%q: got %q", tc.req, got)

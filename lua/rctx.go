@@ -150,7 +150,23 @@ func (w *worker) rctxMethods() map[string]glua.LGFunction {
 		"handle_set_cb":    rctxHandleSetCB,
 		"request_new":      w.rctxRequestNew,
 		"response_new":     w.rctxResponseNew,
+		"cfd":              rctxCfd,
 	}
+}
+
+// rctxCfd is rctx:cfd(): memcached gives the client's socket descriptor;
+// shardproxy gives the number it keeps for the client connection, which,
+// like a descriptor, is the same for all of one connection's requests
+// (route files use it to tell clients apart, e.g. to sample or to pin).
+// Outside a request it is nil.
+func rctxCfd(L *glua.LState) int {
+	rc := checkRctx(L)
+	if rc.t == nil {
+		L.Push(glua.LNil)
+		return 1
+	}
+	L.Push(glua.LNumber(rc.t.hint))
+	return 1
 }
 
 // queue marks handle h queued with rq (argument 2 of the method being

@@ -96,6 +96,7 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 	w.direct = map[*glua.LFunction]direct{}
 	mcp := r.newMCP(L, w.functions())
 	w.registerV2(mcp)
+	reads.watchMethods(L, w.v2.rctxMT.RawGetString("__index").(*glua.LTable), "rctx", rctxAbsent)
 	reads.watchMCP(L, mcp, false)
 	w.countNesting()
 	mk, err := L.LoadString(runnerSource)

@@ -531,3 +531,33 @@ end`, map[string]int{"HIT": mc[0].Port, "MISS": mc[1].Port, "DOWN": closedPort(t
 		}
 	}
 }
+
+// rctx:cfd() numbers the client connection: the same for every request of
+// one connection, different between two.
+func TestV2Cfd(t *testing.T) {
+	mc := memcached(t, 1)
+	addr, _ := luaRoutes(t, `
+function mcp_config_pools()
+  return mcp.pool({ mcp.backend("a", "127.0.0.1", {{MC}}) })
+end
+function mcp_config_routes(p)
+  local fg = mcp.funcgen_new()
+  fg:new_handle(p)
+  fg:ready{ n = "cfd", f = function(rctx)
+    return function(r) return "HD c" .. tostring(rctx:cfd()) .. "\r\n" end
+  end }
+  mcp.attach(mcp.CMD_MG, fg)
+end
+`, map[string]int{"MC": mc[0].Port}, "")
+	a, b := dial(t, addr), dial(t, addr)
+	a1, a2, b1 := a.do("mg k\r\n"), a.do("mg k\r\n"), b.do("mg k\r\n")
+	if !strings.HasPrefix(a1, "HD c") || a1 == "HD cnil\r\n" {
+		t.Fatalf("cfd: %q", a1)
+	}
+	if a1 != a2 {
+		t.Errorf("one connection, two numbers: %q and %q", a1, a2)
+	}
+	if a1 == b1 {
+		t.Errorf("two connections, one number: %q", a1)
+	}
+}
