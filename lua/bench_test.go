@@ -10,11 +10,19 @@ import (
 	"shardproxy/lua"
 )
 
-// Handlers the benchmarks run: "direct" is routed without entering Lua,
-// "lua" runs in a coroutine.
-var benchHandlers = []struct{ name, handler string }{
-	{"direct", "function(r) return p(r) end"},
-	{"lua", "function(r) local res = p(r) return res end"},
+// Route stages the benchmarks run, given the pool p: "direct" is routed
+// without entering Lua, "lua" runs in a coroutine, "v2" is a function
+// generator whose handler calls rctx:enqueue_and_wait (the bench's V2
+// route, examples/lua/v2_basic.lua's shape).
+var benchHandlers = []struct{ name, routes string }{
+	{"direct", "mcp.attach(mcp.CMD_GET, function(r) return p(r) end)"},
+	{"lua", "mcp.attach(mcp.CMD_GET, function(r) local res = p(r) return res end)"},
+	{"v2", `local fg = mcp.funcgen_new()
+	local h = fg:new_handle(p)
+	fg:ready({ n = "bench", a = h, f = function(rctx, h)
+		return function(r) return rctx:enqueue_and_wait(r, h) end
+	end })
+	mcp.attach(mcp.CMD_GET, fg)`},
 }
 
 // BenchmarkRoute measures a get from Route to Complete against a real
@@ -28,7 +36,7 @@ func BenchmarkRoute(b *testing.B) {
 		b.Run(h.name, func(b *testing.B) {
 			r, err := lua.New(lua.Config{Path: "bench.lua", Dialect: d, Logger: discard(), Source: []byte(fmt.Sprintf(`
 function mcp_config_pools() return mcp.pool({ mcp.backend("b1", "127.0.0.1", %d) }) end
-function mcp_config_routes(p) mcp.attach(mcp.CMD_GET, %s) end`, mc.Port, h.handler))})
+function mcp_config_routes(p) %s end`, mc.Port, h.routes))})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -72,7 +80,7 @@ func BenchmarkRouteCPU(b *testing.B) {
 		b.Run(h.name, func(b *testing.B) {
 			r, err := lua.New(lua.Config{Path: "bench.lua", Dialect: d, Logger: discard(), Workers: 1, Source: []byte(`
 function mcp_config_pools() return mcp.pool({ mcp.backend({ label = "b1", host = "127.0.0.1", port = 1, down = true }) }) end
-function mcp_config_routes(p) mcp.attach(mcp.CMD_GET, ` + h.handler + `) end`)})
+function mcp_config_routes(p) ` + h.routes + ` end`)})
 			if err != nil {
 				b.Fatal(err)
 			}
