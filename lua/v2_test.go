@@ -527,3 +527,54 @@ end`, map[string]int{"HIT": mc[0].Port, "MISS": mc[1].Port, "DOWN": closedPort(t
 		}
 	}
 }
+
+// A request context keeps its copy of the client's request for its next
+// request, and a call that outlives its handler (a wait for one handle of
+// two) keeps its own: the slow pool gets every set as the client sent it,
+// of every size, while the contexts are reused round after round.
+func TestV2RequestCopyReuse(t *testing.T) {
+	mc := memcached(t, 2)
+	slow := delayRelay(t, mc[1].Addr, 30*time.Millisecond)
+	addr, _ := luaRoutes(t, `
+function mcp_config_pools()
+    return { fast = mcp.pool({ mcp.backend("f", "127.0.0.1", {{fast}}) }),
+             slow = mcp.pool({ mcp.backend("s", "127.0.0.1", {{slow}}) }) }
+end
+function mcp_config_routes(p)
+    local fg = mcp.funcgen_new()
+    local hf = fg:new_handle(p.fast)
+    local hs = fg:new_handle(p.slow)
+    fg:ready({ n = "copy", f = function(rctx)
+        return function(r)
+            rctx:enqueue(r, { hf, hs })
+            return rctx:wait_handle(hf)
+        end
+    end })
+    mcp.attach(mcp.CMD_ANY_STORAGE, fg)
+end`, map[string]int{"fast": mc[0].Port, "slow": slow}, "")
+	c := dial(t, addr)
+	sizes := []int{1, 5000, 3, 40000, 40, 100000, 7}
+	value := func(round, i int) string { return strings.Repeat(string(rune('a'+round*len(sizes)+i)), sizes[i]) }
+	for round := range 3 {
+		var b strings.Builder
+		for i := range sizes {
+			b.WriteString(setReq(fmt.Sprintf("k%d", i), value(round, i)))
+		}
+		c.send(b.String()) // pipelined: several contexts in flight
+		for i := range sizes {
+			if got := c.reply(); got != "STORED\r\n" {
+				t.Fatalf("round %d, set %d: %q", round, i, got)
+			}
+		}
+		for i := range sizes {
+			key, want := fmt.Sprintf("k%d", i), value(round, i)
+			eventually(t, "the slow pool has "+key+" of round "+strconv.Itoa(round), func() bool {
+				v, ok := get(t, mc[1].Addr, key)
+				return ok && v == want
+			})
+			if got := c.do("get " + key + "\r\n"); got != valueReply(key, want) {
+				t.Fatalf("round %d: get %s: %.60q", round, key, got)
+			}
+		}
+	}
+}
