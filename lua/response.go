@@ -5,12 +5,15 @@ import (
 	"strconv"
 	"time"
 
+	glua "github.com/yuin/gopher-lua"
+
 	"shardproxy/codec"
 )
 
 // response is the Go side of a Lua response object (memcached's
 // mcp.response): one backend's reply, or the failure that took its place.
 type response struct {
+	ud      glua.LUserData // the Lua object, made by responseValue
 	raw     []byte
 	kind    codec.ReplyKind
 	err     error // no reply: the backend failed (timeout, markedbad, ...)

@@ -96,9 +96,8 @@ func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *mul
 		return
 	}
 	t.rq = &request{w: w, req: req}
-	ud := w.L.NewUserData()
-	ud.Value = t.rq
-	ud.Metatable = w.reqMT
+	ud := &t.rq.ud // as L.NewUserData makes it, in t.rq's allocation
+	*ud = glua.LUserData{Value: t.rq, Env: w.L.Env, Metatable: w.reqMT}
 	t.co = w.getCoroutine()
 	w.run(t, fn, ud)
 }
