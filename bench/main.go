@@ -264,6 +264,10 @@ func (h *harness) runSections(rep *report, fileLimit uint64) {
 		h.logf("\n== %d idle client connections", n)
 		rep.Idle = h.runIdle(n)
 		fmt.Fprint(h.stdout, idleText(rep.Idle))
+		h.logf("\n== idle Lua worker states")
+		li := h.runLuaIdle()
+		rep.LuaIdle = &li
+		fmt.Fprint(h.stdout, luaIdleText(li))
 	}
 	if h.opt.only["scaling"] {
 		for _, sp := range scalingPlans(h.opt.quick) {

@@ -73,6 +73,11 @@ func (r *report) markdown() string {
 			"the number of clients.\n\n")
 		markdownTable(&b, idleHeader, idleCells(r.Idle))
 	}
+	if r.LuaIdle != nil {
+		b.WriteString("\n### Idle Lua worker states\n\nshardproxy with a Lua pool (the lua-v2 route) and no client, " +
+			"started with `-threads 1` and again with more threads (a Lua pool runs one worker state per thread); " +
+			"VmRSS once settled.\n\n" + luaIdleText(*r.LuaIdle))
+	}
 	if len(r.Scaling) > 0 {
 		b.WriteString("\n## Scaling\n\nOne run per point; CPU is the proxy's per request (for direct, the server's).\n")
 		for _, sc := range r.Scaling {

@@ -25,6 +25,7 @@ type report struct {
 	Cross    []*crossRow  `json:"crosscheck,omitempty"`
 	Tables   []*table     `json:"loads,omitempty"`
 	Idle     []idleResult `json:"idle,omitempty"`
+	LuaIdle  *luaIdle     `json:"lua_idle,omitempty"`
 	Scaling  []*scaling   `json:"scaling,omitempty"`
 	Criteria []criterion  `json:"criteria,omitempty"`
 	Failures []string     `json:"failures,omitempty"`

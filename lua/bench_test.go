@@ -2,6 +2,8 @@ package lua_test
 
 import (
 	"fmt"
+	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -94,4 +96,39 @@ function mcp_config_routes(p) ` + h.routes + ` end`)})
 			}
 		})
 	}
+}
+
+// BenchmarkIdleWorkerMemory reports the Go heap an idle Lua worker state
+// costs (issue 25 asks for it): a router with examples/lua/v2_basic.lua and
+// 1 worker, then with 1+extra workers, heap in use after a GC each time;
+// the difference divided by extra is "heap-B/worker". It is a figure to
+// read, not a limit.
+func BenchmarkIdleWorkerMemory(b *testing.B) {
+	const extra = 8
+	path := filepath.Join("..", "examples", "lua", "v2_basic.lua")
+	d := memcacheDialect(b)
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	build := func(workers int) uint64 {
+		before := heap()
+		r, err := lua.New(lua.Config{Path: path, Dialect: d, Logger: discard(), Workers: workers})
+		if err != nil {
+			b.Fatal(err)
+		}
+		grew := heap() - before
+		r.Close()
+		return grew
+	}
+	var per float64
+	for b.Loop() {
+		one, many := build(1), build(1+extra)
+		per = (float64(many) - float64(one)) / extra
+	}
+	b.ReportMetric(per, "heap-B/worker")
+	b.ReportMetric(0, "ns/op")
 }
