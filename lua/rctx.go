@@ -24,6 +24,7 @@ import (
 // WAIT_FASTGOOD sees a good result.
 type rctx struct {
 	fg    *funcgen
+	ud    *glua.LUserData // the context as the generator got it
 	fn    *glua.LFunction // the handler the generator returned for this context
 	slots []slot
 

@@ -74,6 +74,9 @@ func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *mul
 	if fn != nil && rc == nil && m == nil && w.sendDirect(fn, req, hint, c, bytes) {
 		return
 	}
+	if rc != nil && m == nil && w.sendDirectV2(rc, req, hint, c, bytes) {
+		return
+	}
 	t := w.newTask()
 	t.req, t.hint, t.c, t.multi, t.idx, t.bytes = req, hint, c, m, idx, bytes
 	t.next = w.active
