@@ -23,7 +23,9 @@
 // handler sends every key command with enqueue_and_wait to one pool of one
 // memcached; the harness writes the file for the backend's port) against
 // one memcached: shardproxy with a Lua pool running it (shardproxy-v2),
-// shardproxy's native pool of the same memcached, and, when -memcached-proxy
+// shardproxy's native pool of the same memcached (with server_protocol meta,
+// and as shardproxy-text with text, which sends what a Lua pool sends),
+// and, when -memcached-proxy
 // names a memcached built with its proxy, memcached's proxy running the same
 // file with -t 1 (one worker thread, as shardproxy runs one thread and so
 // one Lua state); without it those rows are absent and the table says so.

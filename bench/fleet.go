@@ -145,7 +145,7 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc.Process, sp 
 	var path string
 	var args []string
 	switch kind {
-	case shardproxy, nutcracker, shardproxyV2:
+	case shardproxy, nutcracker, shardproxyV2, shardproxyText:
 		statsPort, err := proc.FreePort()
 		if err != nil {
 			return nil, err
@@ -198,6 +198,8 @@ func (f *fleet) proxyConfig(kind, addr string, redis bool, servers []*proc.Proce
 			return "", err
 		}
 		yaml = fmt.Sprintf("bench:\n  listen: %s\n  timeout: %d\n  lua: %s\n", addr, proxyTimeout, route)
+	case shardproxyText:
+		yaml = poolYAML(addr, redis, servers) + "  server_protocol: text\n"
 	default:
 		yaml = poolYAML(addr, redis, servers)
 		if kind == shardproxy && !redis && sp.serverProtocol != "" {

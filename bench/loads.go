@@ -42,6 +42,10 @@ const (
 	nutcracker = "nutcracker"
 	// shardproxyV2 is shardproxy with a Lua pool running v2Route.
 	shardproxyV2 = "shardproxy-v2"
+	// shardproxyText is shardproxy's native pool with server_protocol
+	// text: requests reach memcached as the client sent them, as they do
+	// from a Lua pool.
+	shardproxyText = "shardproxy-text"
 	// mcProxy is memcached's own proxy running the same route file; it
 	// runs only when its binary is given (-memcached-proxy).
 	mcProxy = "memcached-proxy"
@@ -50,8 +54,10 @@ const (
 var targetNames = []string{direct, shardproxy, nutcracker}
 
 // v2Targets are the rows of the V2 loads: the Lua route, the native pool
-// of the same backend, and memcached's proxy with the same route file.
-var v2Targets = []string{direct, shardproxyV2, shardproxy, mcProxy}
+// of the same backend (with the bench's server_protocol, and with text,
+// which sends what a Lua pool sends), and memcached's proxy with the same
+// route file.
+var v2Targets = []string{direct, shardproxyV2, shardproxy, shardproxyText, mcProxy}
 
 // targets returns the load's rows.
 func (l load) targets() []string {
