@@ -56,11 +56,15 @@ lint:
 # bench/report/ (README.md, PNG plots, results.json). BENCH_QUICK=1 is a
 # one-minute smoke run reported to a temporary directory; BENCH_ARGS passes
 # flags, e.g. BENCH_ARGS='-rounds 7 -duration 10s' (bin/bench -h lists them).
+# MEMCACHED_PROXY names a memcached built with its proxy (1.6.45,
+# ./configure --enable-proxy), which the lua-v2 loads then measure beside
+# shardproxy's V2 route; without it those rows are absent.
 BENCH_ARGS ?=
+MEMCACHED_PROXY ?=
 bench: deps build
 	$(GO) build -o bin/shardbench ./cmd/shardbench
 	cd bench && $(GO) build -o ../bin/bench .
-	bin/bench $(BENCH_ARGS)
+	bin/bench $(if $(MEMCACHED_PROXY),-memcached-proxy $(MEMCACHED_PROXY)) $(BENCH_ARGS)
 
 # Runs bin/shardproxy for DURATION against 3 memcached and 3 redis-server
 # (one of each behind soak's fault proxy) under verifying load, with faults

@@ -318,3 +318,128 @@ func TestHalfLoadGoalRounds(t *testing.T) {
 		t.Errorf("no rounds: got %q, %s", c.Measured, c.Status)
 	}
 }
+
+// TestV2Goals checks that issue 25's goals compare the V2 route with the
+// right rows, and stay "not measured" without memcached's proxy.
+func TestV2Goals(t *testing.T) {
+	rowOf := func(target string, ops, cpu float64) *row {
+		r := &row{Target: target, Samples: []sample{{OpsPerSec: ops, ProxyCPU: cpu}}}
+		r.Median = median(r.Samples)
+		return r
+	}
+	rep := &report{Tables: []*table{{Load: load{Name: "lua-v2-p1"}, Rows: []*row{
+		rowOf(direct, 200, nan), rowOf(shardproxyV2, 90, 4), rowOf(shardproxy, 120, 2), rowOf(mcProxy, 100, 5)}},
+		{Load: load{Name: "lua-v2-p16"}, Rows: []*row{rowOf(shardproxyV2, 90, 4), rowOf(shardproxy, 100, 2)}}}}
+	got := map[string]criterion{}
+	for _, c := range v2Goals(rep) {
+		got[c.What] = c
+	}
+	for what, want := range map[string]string{
+		"lua-v2-p1: req/s, shardproxy-v2 ÷ memcached-proxy (issue 25)":                  "0.90× NOT MET",
+		"lua-v2-p1: proxy CPU per request, shardproxy-v2 ÷ memcached-proxy (issue 25)":  "0.80× met",
+		"lua-v2-p1: req/s, shardproxy-v2 ÷ shardproxy's native pool (issue 25)":         "0.75× met",
+		"lua-v2-p16: req/s, shardproxy-v2 ÷ memcached-proxy (issue 25)":                 " not measured",
+		"lua-v2-p16: proxy CPU per request, shardproxy-v2 ÷ memcached-proxy (issue 25)": " not measured",
+		"lua-v2-p16: req/s, shardproxy-v2 ÷ shardproxy's native pool (issue 25)":        "0.90× met",
+	} {
+		c, ok := got[what]
+		if !ok {
+			t.Errorf("no goal %q", what)
+			continue
+		}
+		if s := c.Measured + " " + c.Status; s != want {
+			t.Errorf("%s: got %q, want %q", what, s, want)
+		}
+	}
+}
+
+// TestV2Route checks the route file both proxies run: the backend's host
+// and port and the pools' timeout in seconds.
+func TestV2Route(t *testing.T) {
+	f := &fleet{work: t.TempDir(), routes: map[string]string{}}
+	srv := proc.New(proc.Config{Name: "memcached", Addr: "127.0.0.1:25501"})
+	path, err := f.v2RouteFile(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`mcp.backend("b1", "127.0.0.1", 25501)`, "mcp.backend_read_timeout(5)",
+		"rctx:enqueue_and_wait(r, handle)", "mcp.attach(mcp.CMD_ANY_STORAGE, fgen)"} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("route file lacks %q:\n%s", want, b)
+		}
+	}
+	if again, _ := f.v2RouteFile(srv); again != path {
+		t.Errorf("second call wrote %s, not the first file %s", again, path)
+	}
+}
+
+// TestHarnessRunsV2 runs the V2 load end to end: without -memcached-proxy
+// its row is absent and the table says so; with MEMCACHED_PROXY set in the
+// environment (a memcached built with its proxy) the row is there.
+func TestHarnessRunsV2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the harness runs real servers")
+	}
+	dir := t.TempDir()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range []string{"shardproxy", "shardbench"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "./cmd/"+pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	mcp := os.Getenv("MEMCACHED_PROXY")
+	out := filepath.Join(dir, "report")
+	args := []string{"-only", "loads", "-loads", "lua-v2-p1", "-rounds", "1", "-duration", "300ms",
+		"-warmup", "100ms", "-out", out,
+		"-shardproxy", filepath.Join(dir, "shardproxy"), "-shardbench", filepath.Join(dir, "shardbench")}
+	if mcp != "" {
+		args = append(args, "-memcached-proxy", mcp)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Loads []struct {
+			Absent string
+			Rows   []struct {
+				Target  string
+				Samples []struct {
+					OpsPerSec float64 `json:"ops_per_sec"`
+					ProxyCPU  float64 `json:"proxy_cpu_us"`
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("results.json: %v", err)
+	}
+	want := []string{direct, shardproxyV2, shardproxy, shardproxyText}
+	if mcp != "" {
+		want = append(want, mcProxy)
+	}
+	if len(rep.Loads) != 1 || len(rep.Loads[0].Rows) != len(want) {
+		t.Fatalf("want one load with rows %v:\n%s", want, b)
+	}
+	for i, r := range rep.Loads[0].Rows {
+		if r.Target != want[i] || len(r.Samples) != 1 || r.Samples[0].OpsPerSec <= 0 {
+			t.Errorf("row %d: %+v, want %s with one sample", i, r, want[i])
+		}
+	}
+	if absent := rep.Loads[0].Absent; (mcp == "") != strings.Contains(absent, "memcached-proxy: not run") {
+		t.Errorf("MEMCACHED_PROXY=%q, absent note %q", mcp, absent)
+	}
+}

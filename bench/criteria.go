@@ -57,6 +57,8 @@ func evaluate(r *report) []criterion {
 	}
 	out = append(out, c)
 
+	out = append(out, v2Goals(r)...)
+
 	c = criterion{What: "shardbench vs redis-benchmark, SET and GET at pipeline 1 and 16",
 		Goal: fmt.Sprintf("within %.0f%%", 100*crossTolerance), Status: "not measured"}
 	if len(r.Cross) > 0 {
@@ -72,20 +74,43 @@ func evaluate(r *report) []criterion {
 	return append(out, c)
 }
 
+// v2Goals are issue 25's speed goals (item 5): the V2 route against
+// memcached's proxy running the same file (when its binary was given) and
+// against the native pool of the same memcached, at pipeline 1 and 16.
+func v2Goals(r *report) []criterion {
+	var out []criterion
+	ops := func(s *sample) float64 { return s.OpsPerSec }
+	cpu := func(s *sample) float64 { return s.ProxyCPU }
+	for _, load := range []string{"lua-v2-p1", "lua-v2-p16"} {
+		v2, mc, native := r.row(load, shardproxyV2), r.row(load, mcProxy), r.row(load, shardproxy)
+		out = append(out,
+			ratioGoal(load+": req/s, shardproxy-v2 ÷ memcached-proxy (issue 25)", "≥", 1, ops, v2, mc),
+			ratioGoal(load+": proxy CPU per request, shardproxy-v2 ÷ memcached-proxy (issue 25)", "≤", 1, cpu, v2, mc),
+			ratioGoal(load+": req/s, shardproxy-v2 ÷ shardproxy's native pool (issue 25)", "≥", 0.7, ops, v2, native))
+	}
+	return out
+}
+
 // rows returns the shardproxy and nutcracker rows of a load, or nil.
 func (r *report) rows(load string) (sp, nc *row) {
+	return r.row(load, shardproxy), r.row(load, nutcracker)
+}
+
+// row returns a target's row in a load, or nil.
+func (r *report) row(load, target string) *row {
 	for _, t := range r.Tables {
 		if t.Load.Name == load {
-			return t.row(shardproxy), t.row(nutcracker)
+			return t.row(target)
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 func usable(r *row) bool { return r != nil && len(r.Samples) > 0 }
 
-// ratioGoal checks figure's ratio, shardproxy's over nutcracker's, against
-// goal with op ("≥" or "≤"). Each round ran both a few seconds apart, so
+// ratioGoal checks figure's ratio, sp's over nc's (shardproxy's over
+// nutcracker's, or whichever two rows a goal compares), against goal with
+// op ("≥" or "≤"). Each round ran both a few seconds apart, so
 // the verdict is the median of the rounds' own ratios: the host's speed
 // drifts over a run by more than some goals' margins, and the ratio of the
 // two medians can pair a fast minute's figure with a slow one's (it read
@@ -152,12 +177,12 @@ func (r *report) criteriaCells() [][]string {
 	return rows
 }
 
-var criteriaHeader = []string{"goal (issue 8)", "target", "measured", "status"}
+var criteriaHeader = []string{"goal (issue 8, 25)", "target", "measured", "status"}
 
 // criteriaText renders the goals for the terminal.
 func (r *report) criteriaText() string {
 	var b strings.Builder
-	b.WriteString("== issue 8 goals, this run\n")
+	b.WriteString("== issue 8 and 25 goals, this run\n")
 	for _, c := range r.criteriaCells() {
 		fmt.Fprintf(&b, "  %-9s %s: %s (target %s)\n", c[3], c[0], c[2], c[1])
 	}

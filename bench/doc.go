@@ -19,6 +19,18 @@
 // gonum.org/v1/plot, cross-checks shardbench against redis-benchmark, and
 // checks issue 8's goals against the figures.
 //
+// The lua-v2 loads measure a V2 Lua route (one function generator whose
+// handler sends every key command with enqueue_and_wait to one pool of one
+// memcached; the harness writes the file for the backend's port) against
+// one memcached: shardproxy with a Lua pool running it (shardproxy-v2),
+// shardproxy's native pool of the same memcached (with server_protocol meta,
+// and as shardproxy-text with text, which sends what a Lua pool sends),
+// and, when -memcached-proxy
+// names a memcached built with its proxy, memcached's proxy running the same
+// file with -t 1 (one worker thread, as shardproxy runs one thread and so
+// one Lua state); without it those rows are absent and the table says so.
+// They check issue 25's speed goals.
+//
 // Run it from the repository root after building bin/shardproxy and
 // bin/shardbench, which `make bench` does:
 //
@@ -26,6 +38,7 @@
 //	BENCH_QUICK=1 make bench                  # about a minute; report in a temporary directory
 //	make bench BENCH_ARGS='-rounds 7 -duration 10s'
 //	make bench BENCH_ARGS='-only crosscheck'
+//	make bench MEMCACHED_PROXY=/path/to/memcached BENCH_ARGS='-only loads -loads lua-v2-p1,lua-v2-p16'
 //
 // The harness imports no shardproxy package: it drives the binaries as an
 // operator would. It is a module of its own (bench/go.mod), so that the

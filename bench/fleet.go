@@ -36,18 +36,22 @@ type fleet struct {
 	mc, rd []*proc.Process // the main backends: memcached and redis-server
 
 	mu     sync.Mutex
-	others []*proc.Process // proxies and extra backends, stopped by close
-	seq    int             // numbers config and log files
+	others []*proc.Process   // proxies and extra backends, stopped by close
+	seq    int               // numbers config and log files
+	routes map[string]string // v2RouteFile's files by backend address
 }
 
 // binaries are the paths of the programs a run executes.
 type binaries struct {
 	memcached, redisServer, nutcracker, shardproxy, shardbench, redisBenchmark string
+	// memcachedProxy is a memcached built with its proxy (-memcached-proxy);
+	// "" leaves the memcached-proxy rows out.
+	memcachedProxy string
 }
 
 // newFleet starts n memcached and n redis-server backends.
 func newFleet(work string, bins binaries, n int) (*fleet, error) {
-	f := &fleet{work: work, bins: bins}
+	f := &fleet{work: work, bins: bins, routes: map[string]string{}}
 	for range n {
 		mc, err := f.startMemcached(4, memcachedMB)
 		if err != nil {
@@ -127,39 +131,53 @@ type spOptions struct {
 // memcache pools with benchServerProtocol, and benchThreads threads.
 var benchSP = spOptions{serverProtocol: benchServerProtocol, threads: benchThreads}
 
-// startProxy starts kind ("shardproxy" or "nutcracker") with one pool over
-// servers, from the same twemproxy YAML for both; shardproxy runs with sp.
+// startProxy starts kind with one pool over servers: shardproxy and
+// nutcracker from the same twemproxy YAML, shardproxy-v2 (shardproxy with a
+// Lua pool) and memcached-proxy from the same route file (v2Route over the
+// first server). shardproxy runs with sp, memcached's proxy with sp.threads
+// worker threads.
 func (f *fleet) startProxy(kind string, redis bool, servers []*proc.Process, sp spOptions) (*proc.Process, error) {
 	port, err := proc.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	statsPort, err := proc.FreePort()
-	if err != nil {
-		return nil, err
-	}
 	addr := loopback(port)
-	conf := f.file(kind + ".yml")
-	yaml := poolYAML(addr, redis, servers)
-	if kind == "shardproxy" && !redis && sp.serverProtocol != "" {
-		yaml += "  server_protocol: " + sp.serverProtocol + "\n"
-	}
-	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
-		return nil, err
-	}
 	var path string
 	var args []string
 	switch kind {
-	case "shardproxy":
-		// Its HTTP admin too on a free port: the default one may be taken.
-		adminPort, err := proc.FreePort()
+	case shardproxy, nutcracker, shardproxyV2, shardproxyText:
+		statsPort, err := proc.FreePort()
 		if err != nil {
 			return nil, err
 		}
-		path, args = f.bins.shardproxy, []string{"-c", conf, "-s", strconv.Itoa(statsPort), "-a", "127.0.0.1",
-			"-admin", loopback(adminPort), "-threads", strconv.Itoa(sp.threads)}
-	case "nutcracker":
-		path, args = f.bins.nutcracker, []string{"-c", conf, "-s", strconv.Itoa(statsPort), "-a", "127.0.0.1"}
+		conf, err := f.proxyConfig(kind, addr, redis, servers, sp)
+		if err != nil {
+			return nil, err
+		}
+		args = []string{"-c", conf, "-s", strconv.Itoa(statsPort), "-a", "127.0.0.1"}
+		path = f.bins.nutcracker
+		if kind != nutcracker {
+			// Its HTTP admin too on a free port: the default one may be taken.
+			adminPort, err := proc.FreePort()
+			if err != nil {
+				return nil, err
+			}
+			path = f.bins.shardproxy
+			args = append(args, "-admin", loopback(adminPort), "-threads", strconv.Itoa(sp.threads))
+		}
+	case mcProxy:
+		if f.bins.memcachedProxy == "" {
+			return nil, fmt.Errorf("no memcached with its proxy given (-memcached-proxy)")
+		}
+		route, err := f.v2RouteFile(servers[0])
+		if err != nil {
+			return nil, err
+		}
+		path, args = f.bins.memcachedProxy, []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "-U", "0",
+			"-t", strconv.Itoa(max(sp.threads, 1)), "-c", strconv.Itoa(maxClients), "-o", "proxy_config=" + route}
+		if os.Geteuid() == 0 {
+			args = append(args, "-u", "root")
+		}
 	default:
 		return nil, fmt.Errorf("unknown proxy %q", kind)
 	}
@@ -168,6 +186,77 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc.Process, sp 
 		return nil, err
 	}
 	return f.track(p), nil
+}
+
+// proxyConfig writes the YAML kind runs with and returns its path.
+func (f *fleet) proxyConfig(kind, addr string, redis bool, servers []*proc.Process, sp spOptions) (string, error) {
+	var yaml string
+	switch kind {
+	case shardproxyV2:
+		route, err := f.v2RouteFile(servers[0])
+		if err != nil {
+			return "", err
+		}
+		yaml = fmt.Sprintf("bench:\n  listen: %s\n  timeout: %d\n  lua: %s\n", addr, proxyTimeout, route)
+	case shardproxyText:
+		yaml = poolYAML(addr, redis, servers) + "  server_protocol: text\n"
+	default:
+		yaml = poolYAML(addr, redis, servers)
+		if kind == shardproxy && !redis && sp.serverProtocol != "" {
+			yaml += "  server_protocol: " + sp.serverProtocol + "\n"
+		}
+	}
+	conf := f.file(kind + ".yml")
+	return conf, os.WriteFile(conf, []byte(yaml), 0o644)
+}
+
+// v2Route is the route file of the V2 loads, the same for shardproxy and
+// memcached's proxy: one function generator whose handler sends every key
+// command with enqueue_and_wait to one pool of one memcached (%s and %s
+// are its host and port), as examples/lua/v2_basic.lua does, with the
+// pools' timeout of the other loads.
+const v2Route = `-- bench: a V2 route, one function generator, enqueue_and_wait to one pool.
+function mcp_config_pools()
+    mcp.backend_read_timeout(%g)
+    local b = mcp.backend("b1", "%s", %s)
+    return { main = mcp.pool({ b }) }
+end
+
+local function direct_gen(rctx, handle)
+    return function(r)
+        return rctx:enqueue_and_wait(r, handle)
+    end
+end
+
+function mcp_config_routes(pools)
+    local fgen = mcp.funcgen_new()
+    local handle = fgen:new_handle(pools.main)
+    fgen:ready({ n = "direct", f = direct_gen, a = handle })
+    mcp.attach(mcp.CMD_ANY_STORAGE, fgen)
+end
+`
+
+// v2RouteFile writes v2Route for server once and returns its path.
+func (f *fleet) v2RouteFile(server *proc.Process) (string, error) {
+	f.mu.Lock()
+	path, ok := f.routes[server.Addr()]
+	f.mu.Unlock()
+	if ok {
+		return path, nil
+	}
+	host, port, err := net.SplitHostPort(server.Addr())
+	if err != nil {
+		return "", err
+	}
+	path = f.file("v2-route.lua")
+	text := fmt.Sprintf(v2Route, float64(proxyTimeout)/1000, host, port)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	f.routes[server.Addr()] = path
+	f.mu.Unlock()
+	return path, nil
 }
 
 // poolYAML is the twemproxy configuration both proxies run: one pool, ketama

@@ -115,3 +115,51 @@ func dialIdle(addr string, n int) ([]net.Conn, error) {
 	}
 	return out, first
 }
+
+// luaIdle is the memory an idle Lua worker state costs: shardproxy with a
+// Lua pool (the V2 route) started with -threads 1 (one worker state) and
+// with -threads Workers (Workers states, one per thread), no client.
+type luaIdle struct {
+	Workers      int     `json:"workers"`
+	OneKiB       int64   `json:"one_kib"`  // VmRSS with one worker state
+	ManyKiB      int64   `json:"many_kib"` // VmRSS with Workers states
+	PerWorkerKiB float64 `json:"per_worker_kib"`
+	Err          string  `json:"error,omitempty"`
+}
+
+// luaIdleWorkers is how many worker states the second proxy runs.
+const luaIdleWorkers = 9
+
+// runLuaIdle measures luaIdle.
+func (h *harness) runLuaIdle() luaIdle {
+	res := luaIdle{Workers: luaIdleWorkers}
+	rss := func(threads int) (int64, error) {
+		p, err := h.fleet.startProxy(shardproxyV2, false, h.fleet.backends(false, 1), spOptions{threads: threads})
+		if err != nil {
+			return 0, fmt.Errorf("did not start: %w", err)
+		}
+		defer p.Stop()
+		return settle(5*time.Second, 0.002, func() (int64, error) { return proc.Status(p.Pid(), "VmRSS") })
+	}
+	var err error
+	if res.OneKiB, err = rss(1); err == nil {
+		res.ManyKiB, err = rss(luaIdleWorkers)
+	}
+	if err != nil {
+		res.Err = err.Error()
+		h.fail("idle lua workers: %v", err)
+		return res
+	}
+	res.PerWorkerKiB = float64(res.ManyKiB-res.OneKiB) / float64(luaIdleWorkers-1)
+	return res
+}
+
+// luaIdleText renders luaIdle for the terminal and the report.
+func luaIdleText(r luaIdle) string {
+	if r.Err != "" {
+		return "idle Lua worker states: " + r.Err + "\n"
+	}
+	return fmt.Sprintf("idle Lua worker states: VmRSS %s with 1, %s with %d: %.0f KiB per worker state "+
+		"(RSS, so the Go runtime's per-thread part is in it; the lua package's BenchmarkIdleWorkerMemory gives the heap alone)\n",
+		fmtKiB(r.OneKiB), fmtKiB(r.ManyKiB), r.Workers, r.PerWorkerKiB)
+}

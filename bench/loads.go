@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 )
 
 // load is one table of the report: the same shardbench flags against
-// direct (the first backend alone), shardproxy and nutcracker.
+// direct (the first backend alone), shardproxy and nutcracker, or against
+// the load's own Targets.
 type load struct {
 	Name    string   `json:"name"`
 	Title   string   `json:"title"`
@@ -24,6 +26,10 @@ type load struct {
 	// Threads is shardproxy's -threads; loads sets benchThreads where a
 	// load leaves it 0.
 	Threads int `json:"threads,omitempty"`
+	// Targets, when set, are the load's rows instead of targetNames: the
+	// V2 loads compare shardproxy's Lua route (shardproxyV2) with its
+	// native pool and memcached's proxy.
+	Targets []string `json:"targets,omitempty"`
 	// rate, when set, returns the -rate to run at from the tables so far
 	// (0 and a reason when it cannot).
 	rate func(done []*table) (float64, string)
@@ -34,9 +40,32 @@ const (
 	direct     = "direct"
 	shardproxy = "shardproxy"
 	nutcracker = "nutcracker"
+	// shardproxyV2 is shardproxy with a Lua pool running v2Route.
+	shardproxyV2 = "shardproxy-v2"
+	// shardproxyText is shardproxy's native pool with server_protocol
+	// text: requests reach memcached as the client sent them, as they do
+	// from a Lua pool.
+	shardproxyText = "shardproxy-text"
+	// mcProxy is memcached's own proxy running the same route file; it
+	// runs only when its binary is given (-memcached-proxy).
+	mcProxy = "memcached-proxy"
 )
 
 var targetNames = []string{direct, shardproxy, nutcracker}
+
+// v2Targets are the rows of the V2 loads: the Lua route, the native pool
+// of the same backend (with the bench's server_protocol, and with text,
+// which sends what a Lua pool sends), and memcached's proxy with the same
+// route file.
+var v2Targets = []string{direct, shardproxyV2, shardproxy, shardproxyText, mcProxy}
+
+// targets returns the load's rows.
+func (l load) targets() []string {
+	if l.Targets != nil {
+		return l.Targets
+	}
+	return targetNames
+}
 
 // common is the issue's base load: 50 connections, 100-byte values, 1:9
 // set:get over 10,000 keys.
@@ -86,6 +115,10 @@ func loads() []load {
 				"-ratio", "1:9", "-keys", "10000"}},
 		{Name: "memcache-p1-half", Title: "memcache text, pipeline 1, paced at half of nutcracker's peak", Servers: 4,
 			Args: common("text", "-pipeline", "1"), rate: halfOfNutcracker("memcache-p1")},
+		{Name: "lua-v2-p1", Title: "memcache text, pipeline 1, V2 Lua route to one memcached", Servers: 1,
+			Args: common("text", "-pipeline", "1"), Targets: v2Targets},
+		{Name: "lua-v2-p16", Title: "memcache text, pipeline 16, V2 Lua route to one memcached", Servers: 1,
+			Args: common("text", "-pipeline", "16"), Targets: v2Targets},
 	}
 	for i := range ls {
 		if !ls[i].Redis && ls[i].ServerProtocol == "" {
@@ -121,6 +154,9 @@ type table struct {
 	Rounds int     `json:"rounds"`
 	Rows   []*row  `json:"rows"`
 	Note   string  `json:"note,omitempty"` // why the load did not run
+	// Absent says which rows are left out and why (memcached-proxy
+	// without its binary).
+	Absent string `json:"absent,omitempty"`
 }
 
 // row is one target's results in a table.
@@ -161,9 +197,15 @@ func (h *harness) runLoad(l load, done []*table) *table {
 		return t
 	}
 	backends := h.fleet.backends(l.Redis, l.Servers)
-	tg := h.startTargets(l.Redis, backends, spOptions{serverProtocol: l.ServerProtocol, threads: l.Threads})
+	names := l.targets()
+	if slices.Contains(names, mcProxy) && h.fleet.bins.memcachedProxy == "" {
+		names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == mcProxy })
+		t.Absent = mcProxy + ": not run, no binary given (make bench MEMCACHED_PROXY=/path/to/memcached, " +
+			"a memcached 1.6.45 built with --enable-proxy; Debian's memcached lacks the proxy)"
+	}
+	tg := h.startTargets(names, l.Redis, backends, spOptions{serverProtocol: l.ServerProtocol, threads: l.Threads})
 	defer tg.stop()
-	for _, name := range targetNames {
+	for _, name := range names {
 		r := &row{Target: name}
 		if err := tg.err[name]; err != nil {
 			r.Err = "did not start: " + err.Error()
@@ -172,8 +214,8 @@ func (h *harness) runLoad(l load, done []*table) *table {
 		t.Rows = append(t.Rows, r)
 	}
 	for round := range h.opt.rounds {
-		for i := range targetNames {
-			r := t.Rows[(i+round)%len(targetNames)]
+		for i := range t.Rows {
+			r := t.Rows[(i+round)%len(t.Rows)]
 			if r.Err != "" {
 				continue
 			}
@@ -198,17 +240,20 @@ func (h *harness) runLoad(l load, done []*table) *table {
 	return t
 }
 
-// targets are the three ways a load reaches the backends.
+// targets are the ways a load reaches the backends.
 type targets struct {
-	proxies map[string]*proc.Process // shardproxy, nutcracker
+	proxies map[string]*proc.Process // every target but direct
 	err     map[string]error         // targets that did not start
 }
 
-// startTargets starts shardproxy (with sp, see fleet.startProxy) and
-// nutcracker over backends.
-func (h *harness) startTargets(redis bool, backends []*proc.Process, sp spOptions) *targets {
+// startTargets starts every proxy of names (direct needs none) over
+// backends; shardproxy runs with sp (see fleet.startProxy).
+func (h *harness) startTargets(names []string, redis bool, backends []*proc.Process, sp spOptions) *targets {
 	tg := &targets{proxies: map[string]*proc.Process{}, err: map[string]error{}}
-	for _, name := range []string{shardproxy, nutcracker} {
+	for _, name := range names {
+		if name == direct {
+			continue
+		}
 		p, err := h.fleet.startProxy(name, redis, backends, sp)
 		if err != nil {
 			tg.err[name] = err

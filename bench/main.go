@@ -52,6 +52,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	loadNames := fs.String("loads", "", "comma-separated loads to run (default all): "+strings.Join(loadNameList(), ", "))
 	fs.StringVar(&o.bins.shardproxy, "shardproxy", "bin/shardproxy", "shardproxy binary")
 	fs.StringVar(&o.bins.shardbench, "shardbench", "bin/shardbench", "shardbench binary")
+	fs.StringVar(&o.bins.memcachedProxy, "memcached-proxy", "", "a memcached built with its proxy (1.6.45, --enable-proxy), "+
+		"measured in the lua-v2 loads beside shardproxy's V2 route; empty leaves those rows out")
 	fs.BoolVar(&o.verbose, "v", false, "print every shardbench and redis-benchmark command")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -262,6 +264,10 @@ func (h *harness) runSections(rep *report, fileLimit uint64) {
 		h.logf("\n== %d idle client connections", n)
 		rep.Idle = h.runIdle(n)
 		fmt.Fprint(h.stdout, idleText(rep.Idle))
+		h.logf("\n== idle Lua worker states")
+		li := h.runLuaIdle()
+		rep.LuaIdle = &li
+		fmt.Fprint(h.stdout, luaIdleText(li))
 	}
 	if h.opt.only["scaling"] {
 		for _, sp := range scalingPlans(h.opt.quick) {
@@ -285,6 +291,17 @@ func findBinaries(b binaries) (binaries, error) {
 	look(&b.redisServer, "redis-server")
 	look(&b.redisBenchmark, "redis-benchmark")
 	look(&b.nutcracker, "nutcracker")
+	if b.memcachedProxy != "" {
+		p, err := proc.LookPath(b.memcachedProxy)
+		if err == nil {
+			p, err = filepath.Abs(p)
+		}
+		if err == nil && !strings.Contains(commandOutput(p, "-h"), "proxy_config") {
+			err = fmt.Errorf("-memcached-proxy %s: its -h lists no proxy_config; build memcached with ./configure --enable-proxy", p)
+		}
+		errs = append(errs, err)
+		b.memcachedProxy = p
+	}
 	for _, p := range []*string{&b.shardproxy, &b.shardbench} {
 		abs, err := filepath.Abs(*p)
 		if err == nil {

@@ -26,7 +26,7 @@ func (r *report) markdown() string {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "- %s: %s\n", k, r.Machine[k])
 	}
-	for _, k := range []string{"shardproxy", "nutcracker", "memcached", "redis-server"} {
+	for _, k := range []string{"shardproxy", "nutcracker", "memcached", "redis-server", "memcached-proxy"} {
 		fmt.Fprintf(&b, "- %s: %s\n", k, r.Versions[k])
 	}
 	if r.Noise != "" {
@@ -39,7 +39,8 @@ func (r *report) markdown() string {
 		}
 	}
 
-	b.WriteString("\n## Goals\n\nIssue 8's \"done when\" figures, from this run.\n\n")
+	b.WriteString("\n## Goals\n\nIssue 8's \"done when\" figures, and issue 25's speed goals for a V2 Lua route " +
+		"(item 5), from this run.\n\n")
 	markdownTable(&b, criteriaHeader, r.criteriaCells())
 
 	if len(r.Tables) > 0 {
@@ -51,7 +52,13 @@ func (r *report) markdown() string {
 			"(-procs 1), as the issue's measurements did. Peak RSS is the proxy's VmHWM " +
 			"over the load (for direct, the server's). Other load is the CPU that processes outside the benchmark " +
 			"used during the run (the machine's busy time minus the benchmark's own), in cores: where it is " +
-			"high, the row was measured on a busy machine.\n")
+			"high, the row was measured on a busy machine. The lua-v2 tables have other rows: *shardproxy-v2* is " +
+			"shardproxy with a Lua pool running a V2 route file (one function generator, enqueue_and_wait to one pool " +
+			"of the one memcached), *shardproxy* its native pool of the same memcached, *shardproxy-text* that pool with " +
+			"`server_protocol: text` (requests reach memcached as sent, as from a Lua pool, whose route decides " +
+			"what it sends; memcached batches meta replies but not text ones), and *memcached-proxy* " +
+			"memcached's own proxy running the same file (only when its binary is given: " +
+			"`make bench MEMCACHED_PROXY=/path/to/memcached`).\n")
 		for _, t := range r.Tables {
 			fmt.Fprintf(&b, "\n### %s\n\n%s.\n\n", t.Load.Title, t.caption())
 			if t.Note != "" {
@@ -67,6 +74,11 @@ func (r *report) markdown() string {
 			"VmRSS once it has settled with no client and again with every client connected, divided by " +
 			"the number of clients.\n\n")
 		markdownTable(&b, idleHeader, idleCells(r.Idle))
+	}
+	if r.LuaIdle != nil {
+		b.WriteString("\n### Idle Lua worker states\n\nshardproxy with a Lua pool (the lua-v2 route) and no client, " +
+			"started with `-threads 1` and again with more threads (a Lua pool runs one worker state per thread); " +
+			"VmRSS once settled.\n\n" + luaIdleText(*r.LuaIdle))
 	}
 	if len(r.Scaling) > 0 {
 		b.WriteString("\n## Scaling\n\nOne run per point; CPU is the proxy's per request (for direct, the server's).\n")

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,6 +25,7 @@ type report struct {
 	Cross    []*crossRow  `json:"crosscheck,omitempty"`
 	Tables   []*table     `json:"loads,omitempty"`
 	Idle     []idleResult `json:"idle,omitempty"`
+	LuaIdle  *luaIdle     `json:"lua_idle,omitempty"`
 	Scaling  []*scaling   `json:"scaling,omitempty"`
 	Criteria []criterion  `json:"criteria,omitempty"`
 	Failures []string     `json:"failures,omitempty"`
@@ -46,6 +48,11 @@ func newReport(opt *options, bins binaries) *report {
 			"nutcracker":   firstLine(commandOutput(bins.nutcracker, "-V")),
 			"shardproxy":   binaryInfo(bins.shardproxy),
 		},
+	}
+	if bins.memcachedProxy != "" {
+		r.Versions["memcached-proxy"] = firstLine(commandOutput(bins.memcachedProxy, "-V")) + " (" + bins.memcachedProxy + ")"
+	} else {
+		r.Versions["memcached-proxy"] = "not given (-memcached-proxy; make bench MEMCACHED_PROXY=...): its rows are absent"
 	}
 	if opt.quick {
 		r.Settings = "BENCH_QUICK smoke run: " + r.Settings
@@ -216,7 +223,14 @@ func (t *table) caption() string {
 	if t.Load.Threads > 0 {
 		s += fmt.Sprintf("; shardproxy -threads %d", t.Load.Threads)
 	}
+	if slices.Contains(t.Load.Targets, shardproxyV2) {
+		s += fmt.Sprintf("; shardproxy-v2 and memcached-proxy run the same V2 route file (one function generator, "+
+			"enqueue_and_wait to one pool of the one memcached), memcached-proxy with -t %d", max(t.Load.Threads, 1))
+	}
 	s += fmt.Sprintf("; median of %d round(s)", t.Rounds)
+	if t.Absent != "" {
+		s += ". " + t.Absent
+	}
 	if t.Rate > 0 {
 		var parts []string
 		for _, r := range t.Rows {

@@ -89,7 +89,7 @@ func (h *harness) runScaling(sp scalingPlan) *scaling {
 			h.fail("scaling %s %d: %v", sp.name, x, err)
 			continue
 		}
-		tg := h.startTargets(false, backends, benchSP)
+		tg := h.startTargets(sp.targets, false, backends, benchSP)
 		for j := range sp.targets {
 			target := sp.targets[(i+j)%len(sp.targets)]
 			pt := point{X: float64(x), Target: target}

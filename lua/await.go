@@ -387,11 +387,15 @@ func (w *worker) newResponse(c *call) *response {
 	}
 }
 
-// responseValue wraps res for Lua.
+// responseValue wraps res for Lua: in the userdata res carries (one
+// allocation for both), or, if that one is taken, in a new one, so each
+// call gives a userdata of its own as it always has.
 func (w *worker) responseValue(res *response) glua.LValue {
-	ud := w.L.NewUserData()
-	ud.Value = res
-	ud.Metatable = w.resMT
+	ud := &res.ud
+	if ud.Value != nil {
+		ud = w.L.NewUserData()
+	}
+	*ud = glua.LUserData{Value: res, Env: w.L.Env, Metatable: w.resMT} // as L.NewUserData makes it
 	return ud
 }
 

@@ -2,6 +2,8 @@ package lua_test
 
 import (
 	"fmt"
+	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -10,11 +12,19 @@ import (
 	"shardproxy/lua"
 )
 
-// Handlers the benchmarks run: "direct" is routed without entering Lua,
-// "lua" runs in a coroutine.
-var benchHandlers = []struct{ name, handler string }{
-	{"direct", "function(r) return p(r) end"},
-	{"lua", "function(r) local res = p(r) return res end"},
+// Route stages the benchmarks run, given the pool p: "direct" is routed
+// without entering Lua, "lua" runs in a coroutine, "v2" is a function
+// generator whose handler calls rctx:enqueue_and_wait (the bench's V2
+// route, examples/lua/v2_basic.lua's shape).
+var benchHandlers = []struct{ name, routes string }{
+	{"direct", "mcp.attach(mcp.CMD_GET, function(r) return p(r) end)"},
+	{"lua", "mcp.attach(mcp.CMD_GET, function(r) local res = p(r) return res end)"},
+	{"v2", `local fg = mcp.funcgen_new()
+	local h = fg:new_handle(p)
+	fg:ready({ n = "bench", a = h, f = function(rctx, h)
+		return function(r) return rctx:enqueue_and_wait(r, h) end
+	end })
+	mcp.attach(mcp.CMD_GET, fg)`},
 }
 
 // BenchmarkRoute measures a get from Route to Complete against a real
@@ -28,7 +38,7 @@ func BenchmarkRoute(b *testing.B) {
 		b.Run(h.name, func(b *testing.B) {
 			r, err := lua.New(lua.Config{Path: "bench.lua", Dialect: d, Logger: discard(), Source: []byte(fmt.Sprintf(`
 function mcp_config_pools() return mcp.pool({ mcp.backend("b1", "127.0.0.1", %d) }) end
-function mcp_config_routes(p) mcp.attach(mcp.CMD_GET, %s) end`, mc.Port, h.handler))})
+function mcp_config_routes(p) %s end`, mc.Port, h.routes))})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -68,16 +78,16 @@ function mcp_config_routes(p) mcp.attach(mcp.CMD_GET, %s) end`, mc.Port, h.handl
 // network: the backend is configured down, so every call fails at once.
 func BenchmarkRouteCPU(b *testing.B) {
 	d := memcacheDialect(b)
-	handlers := append(benchHandlers[:len(benchHandlers):len(benchHandlers)], struct{ name, handler string }{
+	handlers := append(benchHandlers[:len(benchHandlers):len(benchHandlers)], struct{ name, routes string }{
 		// "compute" runs some 1000 VM instructions before its call: what
 		// a per-instruction check (the cancellation of a handler that
 		// runs too long) costs shows here.
-		"compute", "function(r) local n = 0 for i = 1, 200 do n = n + i % 7 end local res = p(r) return res end"})
+		"compute", "mcp.attach(mcp.CMD_GET, function(r) local n = 0 for i = 1, 200 do n = n + i % 7 end local res = p(r) return res end)"})
 	for _, h := range handlers {
 		b.Run(h.name, func(b *testing.B) {
 			r, err := lua.New(lua.Config{Path: "bench.lua", Dialect: d, Logger: discard(), Workers: 1, Source: []byte(`
 function mcp_config_pools() return mcp.pool({ mcp.backend({ label = "b1", host = "127.0.0.1", port = 1, down = true }) }) end
-function mcp_config_routes(p) mcp.attach(mcp.CMD_GET, ` + h.handler + `) end`)})
+function mcp_config_routes(p) ` + h.routes + ` end`)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -91,4 +101,39 @@ function mcp_config_routes(p) mcp.attach(mcp.CMD_GET, ` + h.handler + `) end`)})
 			}
 		})
 	}
+}
+
+// BenchmarkIdleWorkerMemory reports the Go heap an idle Lua worker state
+// costs (issue 25 asks for it): a router with examples/lua/v2_basic.lua and
+// 1 worker, then with 1+extra workers, heap in use after a GC each time;
+// the difference divided by extra is "heap-B/worker". It is a figure to
+// read, not a limit.
+func BenchmarkIdleWorkerMemory(b *testing.B) {
+	const extra = 8
+	path := filepath.Join("..", "examples", "lua", "v2_basic.lua")
+	d := memcacheDialect(b)
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	build := func(workers int) uint64 {
+		before := heap()
+		r, err := lua.New(lua.Config{Path: path, Dialect: d, Logger: discard(), Workers: workers})
+		if err != nil {
+			b.Fatal(err)
+		}
+		grew := heap() - before
+		r.Close()
+		return grew
+	}
+	var per float64
+	for b.Loop() {
+		one, many := build(1), build(1+extra)
+		per = (float64(many) - float64(one)) / extra
+	}
+	b.ReportMetric(per, "heap-B/worker")
+	b.ReportMetric(0, "ns/op")
 }

@@ -489,6 +489,19 @@
 // changed __call) takes the Lua way. The client cannot tell the
 // difference.
 //
+// Likewise a V2 handler that is exactly `return rctx:enqueue_and_wait(r,
+// h)` (or `local res = rctx:enqueue_and_wait(r, h) return res`), where rctx
+// is the request context its generator was given and h a handle (an
+// upvalue or a number), is recognised by its bytecode and, for a request
+// with one key, run without entering Lua: the request goes to the handle's
+// pool and the reply to the client from the backend's goroutine, with no
+// coroutine, request or response object, or copy of the request. At each
+// request the context's own handler is checked again (its context, the
+// context's enqueue_and_wait, the handle); anything else takes the Lua
+// way. The context is free again at once rather than when the reply comes,
+// which is what a handler in Lua gives when requests do not overlap. Such
+// requests still take the state's lock (the lock-free way above is V1's).
+//
 // Ownership: the request handed to Route belongs to the router until it
 // calls Completion.Complete; the handler's request object is then detached
 // (using it later raises "request used after its reply was sent"). Calls

@@ -222,6 +222,7 @@ func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 	ud := w.L.NewUserData()
 	ud.Value = rc
 	ud.Metatable = w.v2.rctxMT
+	rc.ud = ud
 	args := []glua.LValue{ud}
 	if fg.arg != nil {
 		args = append(args, fg.arg)

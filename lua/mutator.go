@@ -446,7 +446,7 @@ func (w *worker) renderResponse(L *glua.LState, res *response, pieces [][]byte, 
 	}
 	raw := make([]byte, 0, len(line)+2+len(value))
 	raw = append(append(append(raw, line...), "\r\n"...), value...)
-	*res = response{raw: raw, redis: res.redis, made: true, ownRaw: true}
+	*res = response{ud: res.ud, raw: raw, redis: res.redis, made: true, ownRaw: true} // ud: the Lua object holds it
 }
 
 // replyLineOK reports whether line starts as a reply memcached's mcmc

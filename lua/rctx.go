@@ -24,6 +24,7 @@ import (
 // WAIT_FASTGOOD sees a good result.
 type rctx struct {
 	fg    *funcgen
+	ud    *glua.LUserData // the context as the generator got it
 	fn    *glua.LFunction // the handler the generator returned for this context
 	slots []slot
 
@@ -39,7 +40,15 @@ type rctx struct {
 	clone   *codec.Request // the client's request, copied once for the calls
 	cloneOf *codec.Request
 	objs    []glua.LValue // what rctx:request_new and response_new made, for its life
+	// cloneStore is clone's storage, kept from request to request: rc is
+	// reused only once every call it sent has come back, and a backend
+	// reads a call's request no more once it has answered it.
+	cloneStore codec.Request
 }
+
+// maxKeptClone bounds the request copy a context keeps for its next
+// request; a bigger one (a large set) is left to the garbage collector.
+const maxKeptClone = 16 << 10
 
 // slot is one handle's queue entry in a request context.
 type slot struct {
@@ -75,6 +84,9 @@ func (rc *rctx) reset() {
 	rc.clone, rc.cloneOf = nil, nil
 	for _, v := range rc.objs {
 		resetObject(v)
+	}
+	if cap(rc.cloneStore.Buf) > maxKeptClone {
+		rc.cloneStore = codec.Request{}
 	}
 }
 
@@ -398,7 +410,12 @@ func (rc *rctx) requestFor(rq *request, t *task) *codec.Request {
 	if rq.owned || t.multi != nil {
 		return rq.req
 	}
-	if rc.cloneOf != rq.req {
+	switch {
+	case rc.cloneOf == rq.req:
+	case rc.clone == nil:
+		copyRequest(&rc.cloneStore, rq.req)
+		rc.clone, rc.cloneOf = &rc.cloneStore, rq.req
+	default: // a second client request in one handler: cloneStore is in use
 		rc.clone, rc.cloneOf = cloneRequest(rq.req), rq.req
 	}
 	return rc.clone

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 
+	glua "github.com/yuin/gopher-lua"
+
 	"shardproxy/codec"
 )
 
@@ -20,6 +22,7 @@ type span struct{ start, end int }
 // tokens are the words of the request line; for a Redis request, the
 // command's arguments, the command name first.
 type request struct {
+	ud    glua.LUserData // the handler's argument, in the same allocation (startTask)
 	w     *worker
 	req   *codec.Request // nil once the client has been answered
 	owned bool           // req was made for this object, not borrowed from the client
@@ -273,21 +276,31 @@ func (w *worker) parse(buf []byte) (*codec.Request, error) {
 // cloneRequest copies r into storage of its own, for a call that may
 // outlive the client request (mcp.await).
 func cloneRequest(r *codec.Request) *codec.Request {
+	c := new(codec.Request)
+	copyRequest(c, r)
+	return c
+}
+
+// copyRequest makes dst a copy of r in dst's own storage, reusing the
+// capacity of dst.Buf and dst.Keys.
+func copyRequest(dst, r *codec.Request) {
 	size := len(r.Wire)
 	for _, k := range r.Keys {
 		size += len(k)
 	}
-	c := *r
-	c.Buf = make([]byte, 0, size)
-	c.Buf = append(c.Buf, r.Wire...)
-	c.Wire = c.Buf[:len(r.Wire):len(r.Wire)]
-	c.Keys = make([][]byte, len(r.Keys))
-	for i, k := range r.Keys {
-		start := len(c.Buf)
-		c.Buf = append(c.Buf, k...)
-		c.Keys[i] = c.Buf[start:len(c.Buf):len(c.Buf)]
+	buf, keys := dst.Buf[:0], dst.Keys[:0]
+	*dst = *r
+	if cap(buf) < size {
+		buf = make([]byte, 0, size) // no append below reallocates it
 	}
-	return &c
+	buf = append(buf, r.Wire...)
+	dst.Wire = buf[:len(r.Wire):len(r.Wire)]
+	for _, k := range r.Keys {
+		start := len(buf)
+		buf = append(buf, k...)
+		keys = append(keys, buf[start:len(buf):len(buf)])
+	}
+	dst.Buf, dst.Keys = buf, keys
 }
 
 // value returns the value block (data and "\r\n") a storage request

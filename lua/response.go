@@ -5,12 +5,15 @@ import (
 	"strconv"
 	"time"
 
+	glua "github.com/yuin/gopher-lua"
+
 	"shardproxy/codec"
 )
 
 // response is the Go side of a Lua response object (memcached's
 // mcp.response): one backend's reply, or the failure that took its place.
 type response struct {
+	ud      glua.LUserData // the Lua object, made by responseValue
 	raw     []byte
 	kind    codec.ReplyKind
 	err     error // no reply: the backend failed (timeout, markedbad, ...)
@@ -92,9 +95,9 @@ func (res *response) parseLine(line []byte) {
 	word, rest, more := bytes.Cut(line, []byte(" "))
 	switch {
 	case string(word) == "VALUE":
-		if f := bytes.Fields(rest); len(f) >= 3 {
-			res.line = f[0]
-			res.vlen, _ = strconv.Atoi(string(f[2]))
+		if f, ok := thirdField(rest); ok {
+			res.line, _, _ = bytes.Cut(bytes.TrimLeft(rest, " "), []byte(" ")) // the key
+			res.vlen, _ = strconv.Atoi(string(f))
 			res.hasVal = true
 		}
 	case len(word) == 2 && (line[0] < '0' || line[0] > '9'):
@@ -197,4 +200,40 @@ func (res *response) value() []byte {
 		return nil
 	}
 	return res.raw[i+1 : i+1+res.vlen+2]
+}
+
+// thirdField returns the third of b's whitespace-separated fields, as
+// bytes.Fields(b)[2] would, without allocating; ok is false when b has
+// fewer than three.
+func thirdField(b []byte) (f []byte, ok bool) {
+	for _, c := range b {
+		if c >= 0x80 { // bytes.Fields splits at Unicode spaces too
+			if fs := bytes.Fields(b); len(fs) >= 3 {
+				return fs[2], true
+			}
+			return nil, false
+		}
+	}
+	n := 0
+	for i := 0; i < len(b); {
+		for i < len(b) && asciiSpace(b[i]) {
+			i++
+		}
+		start := i
+		for i < len(b) && !asciiSpace(b[i]) {
+			i++
+		}
+		if i == start {
+			break
+		}
+		if n++; n == 3 {
+			return b[start:i], true
+		}
+	}
+	return nil, false
+}
+
+// asciiSpace reports the ASCII bytes bytes.Fields splits at.
+func asciiSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }

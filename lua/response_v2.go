@@ -32,7 +32,7 @@ func emptyResponse(redis bool) *response {
 func (res *response) clear() {
 	res.parse()
 	status := res.status
-	*res = response{redis: res.redis, made: true, parsed: true, status: status}
+	*res = response{ud: res.ud, redis: res.redis, made: true, parsed: true, status: status} // ud: the Lua object holds it
 }
 
 // resRawString is res:raw_string(): the reply as received (or as a

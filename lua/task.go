@@ -78,6 +78,9 @@ func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *mul
 	if fn != nil && rc == nil && m == nil && w.sendDirect(fn, req, hint, c, bytes) {
 		return
 	}
+	if rc != nil && m == nil && w.sendDirectV2(rc, req, hint, c, bytes) {
+		return
+	}
 	t := w.newTask()
 	t.req, t.hint, t.c, t.multi, t.idx, t.bytes = req, hint, c, m, idx, bytes
 	t.next = w.active
@@ -100,9 +103,8 @@ func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *mul
 		return
 	}
 	t.rq = &request{w: w, req: req}
-	ud := w.L.NewUserData()
-	ud.Value = t.rq
-	ud.Metatable = w.reqMT
+	ud := &t.rq.ud // as L.NewUserData makes it, in t.rq's allocation
+	*ud = glua.LUserData{Value: t.rq, Env: w.L.Env, Metatable: w.reqMT}
 	t.co = w.getCoroutine()
 	w.run(t, fn, ud)
 }

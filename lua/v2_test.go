@@ -561,3 +561,179 @@ end
 		t.Errorf("two connections, one number: %q", a1)
 	}
 }
+
+// A request context keeps its copy of the client's request for its next
+// request, and a call that outlives its handler (a wait for one handle of
+// two) keeps its own: the slow pool gets every set as the client sent it,
+// of every size, while the contexts are reused round after round.
+func TestV2RequestCopyReuse(t *testing.T) {
+	mc := memcached(t, 2)
+	slow := delayRelay(t, mc[1].Addr, 30*time.Millisecond)
+	addr, _ := luaRoutes(t, `
+function mcp_config_pools()
+    return { fast = mcp.pool({ mcp.backend("f", "127.0.0.1", {{fast}}) }),
+             slow = mcp.pool({ mcp.backend("s", "127.0.0.1", {{slow}}) }) }
+end
+function mcp_config_routes(p)
+    local fg = mcp.funcgen_new()
+    local hf = fg:new_handle(p.fast)
+    local hs = fg:new_handle(p.slow)
+    fg:ready({ n = "copy", f = function(rctx)
+        return function(r)
+            rctx:enqueue(r, { hf, hs })
+            return rctx:wait_handle(hf)
+        end
+    end })
+    mcp.attach(mcp.CMD_ANY_STORAGE, fg)
+end`, map[string]int{"fast": mc[0].Port, "slow": slow}, "")
+	c := dial(t, addr)
+	sizes := []int{1, 5000, 3, 40000, 40, 100000, 7}
+	value := func(round, i int) string { return strings.Repeat(string(rune('a'+round*len(sizes)+i)), sizes[i]) }
+	for round := range 3 {
+		var b strings.Builder
+		for i := range sizes {
+			b.WriteString(setReq(fmt.Sprintf("k%d", i), value(round, i)))
+		}
+		c.send(b.String()) // pipelined: several contexts in flight
+		for i := range sizes {
+			if got := c.reply(); got != "STORED\r\n" {
+				t.Fatalf("round %d, set %d: %q", round, i, got)
+			}
+		}
+		for i := range sizes {
+			key, want := fmt.Sprintf("k%d", i), value(round, i)
+			eventually(t, "the slow pool has "+key+" of round "+strconv.Itoa(round), func() bool {
+				v, ok := get(t, mc[1].Addr, key)
+				return ok && v == want
+			})
+			if got := c.do("get " + key + "\r\n"); got != valueReply(key, want) {
+				t.Fatalf("round %d: get %s: %.60q", round, key, got)
+			}
+		}
+	}
+}
+
+// v2Handler is a route stage whose generator returns handler (Lua source
+// using rctx and h) for the pool main.
+func v2Handler(handler string) string {
+	return `
+function mcp_config_pools()
+    return { main = mcp.pool({ mcp.backend("b1", "127.0.0.1", {{mc}}) }) }
+end
+function mcp_config_routes(p)
+    local fg = mcp.funcgen_new()
+    local h = fg:new_handle(p.main)
+    fg:ready({ n = "t", a = h, f = function(rctx, h)
+        return ` + handler + `
+    end })
+    mcp.attach(mcp.CMD_ANY_STORAGE, fg)
+end`
+}
+
+// A handler that only does `return rctx:enqueue_and_wait(r, h)` is routed
+// without Lua (direct_v2.go); the client sees what the same handler run in
+// Lua gives, request for request: hits, misses, stores, noreply, meta
+// flags, quiet mode, multi-gets and a backend that is down.
+func TestV2DirectSameReplies(t *testing.T) {
+	mc := memcached(t, 1)
+	direct, _ := luaRoutes(t, v2Handler(`function(r) return rctx:enqueue_and_wait(r, h) end`),
+		map[string]int{"mc": mc[0].Port}, "")
+	inLua, _ := luaRoutes(t, v2Handler(`function(r) local res = rctx:enqueue_and_wait(r, h) return res or "x" end`),
+		map[string]int{"mc": mc[0].Port}, "")
+	dead := closedPort(t)
+	directDown, _ := luaRoutes(t, v2Handler(`function(r) return rctx:enqueue_and_wait(r, h) end`),
+		map[string]int{"mc": dead}, "")
+	inLuaDown, _ := luaRoutes(t, v2Handler(`function(r) local res = rctx:enqueue_and_wait(r, h) return res or "x" end`),
+		map[string]int{"mc": dead}, "")
+	steps := []struct{ req, key string }{
+		{setReq("d1", "hello"), "d1"},
+		{"get d1\r\n", "d1"},
+		{"get nope\r\n", ""},
+		{"add d1 0 0 1\r\nx\r\n", ""},
+		{"set d2 5 0 2 noreply\r\nab\r\nget d2\r\n", "d2"},
+		{"get d1 d2 nope\r\n", ""},
+		{"mg d1 v f t k\r\n", ""},
+		{"mg nope v q\r\nmg d1 v q\r\nmn\r\n", ""},
+		{"ms d3 2 T0\r\nhi\r\n", "d3"},
+		{"md d3 q\r\nmn\r\n", ""},
+		{"incr nope 1\r\n", ""},
+		{"delete d1\r\n", "d1"},
+		{"touch d2 10\r\n", ""},
+	}
+	for _, pair := range []struct {
+		name       string
+		a, b       string
+		flushFirst bool
+	}{{"backend up", direct, inLua, true}, {"backend down", directDown, inLuaDown, false}} {
+		t.Run(pair.name, func(t *testing.T) {
+			run := func(addr string) []string {
+				if pair.flushFirst {
+					if got := dial(t, mc[0].Addr).do("flush_all\r\n"); got != "OK\r\n" {
+						t.Fatalf("flush_all: %q", got)
+					}
+				}
+				c := dial(t, addr)
+				var out []string
+				for _, s := range steps {
+					c.send(s.req)
+					out = append(out, readFor(t, c, s.req))
+				}
+				return out
+			}
+			a, b := run(pair.a), run(pair.b)
+			for i := range steps {
+				if a[i] != b[i] {
+					t.Errorf("%q: direct %q, in Lua %q", steps[i].req, a[i], b[i])
+				}
+			}
+		})
+	}
+}
+
+// readFor reads the replies to req: one per request that has a reply
+// (noreply has none; quiet meta requests end at mn's MN).
+func readFor(t *testing.T, c *client, req string) string {
+	t.Helper()
+	var b strings.Builder
+	lines := strings.Split(strings.TrimSuffix(req, "\r\n"), "\r\n")
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 0:
+			continue
+		case f[0] == "set" || f[0] == "add" || f[0] == "ms":
+			i++ // its value line
+			if f[len(f)-1] == "noreply" {
+				continue
+			}
+		case strings.HasSuffix(l, " q"):
+			continue // quiet: only mn shows whether it answered
+		}
+		b.WriteString(c.reply())
+	}
+	return b.String()
+}
+
+// A handler of the direct shape whose conditions do not hold at a request
+// runs in Lua, with Lua's outcome: a handle out of range is an error, and
+// an enqueue_and_wait replaced in the context's metatable is the one
+// called.
+func TestV2DirectFallsBack(t *testing.T) {
+	mc := memcached(t, 1)
+	ports := map[string]int{"mc": mc[0].Port}
+	bad, logs := luaRoutes(t, v2Handler(`function(r) return rctx:enqueue_and_wait(r, 5) end`), ports, "")
+	if got := dial(t, bad).do("get k\r\n"); got != "SERVER_ERROR lua failure\r\n" {
+		t.Errorf("handle 5 of 1: %q", got)
+	}
+	if logs.count("invalid handle") == 0 {
+		t.Errorf("no log line for the invalid handle:\n%s", logs)
+	}
+	replaced, _ := luaRoutes(t, v2Handler(`(function()
+            getmetatable(rctx).__index.enqueue_and_wait = function(self, r, h) return "HD replaced\r\n" end
+            return function(r) return rctx:enqueue_and_wait(r, h) end
+        end)()`), ports, "")
+	if got := dial(t, replaced).do("get k\r\n"); got != "HD replaced\r\n" {
+		t.Errorf("replaced enqueue_and_wait: %q", got)
+	}
+}

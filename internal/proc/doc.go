@@ -19,7 +19,8 @@
 // Ports: FreePort hands out loopback ports below the kernel's ephemeral
 // range, never the same one twice in a process, and claims each with a
 // lock file so that concurrent test binaries (go test ./... runs them at
-// once) and harnesses do not pick the same one.
+// once) and harnesses do not pick the same one. SHARDPROXY_PORT_RANGE=LO-HI
+// confines it to those ports (a machine shared with other port users).
 //
 // It imports the standard library only and is not shardproxy code: only
 // tests, internal/testserver, soak and bench import it. A Process's

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -45,11 +46,20 @@ func FreePort() (int, error) {
 	return 0, fmt.Errorf("proc: no free port in %d-%d after 1000 tries", lo, hi)
 }
 
-// listenRange is where FreePort looks: below the kernel's range of
-// ephemeral ports, from which outgoing connections (the tests', a load
-// generator's) take their local ports. A port handed out from that range
-// could be taken by such a client socket before its server binds it.
+// PortRangeEnv names the environment variable that, set to "LO-HI",
+// confines FreePort to those ports: on a machine shared with other users
+// of loopback ports, each keeps to its own range.
+const PortRangeEnv = "SHARDPROXY_PORT_RANGE"
+
+// listenRange is where FreePort looks: PortRangeEnv's range when it is set
+// and valid, else below the kernel's range of ephemeral ports, from which
+// outgoing connections (the tests', a load generator's) take their local
+// ports. A port handed out from that range could be taken by such a client
+// socket before its server binds it.
 func listenRange() (lo, hi int) {
+	if lo, hi, ok := parsePortRange(os.Getenv(PortRangeEnv)); ok {
+		return lo, hi
+	}
 	lo, hi = 20000, 32767 // Linux's default ephemeral range starts at 32768
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
 		var first, last int
@@ -59,4 +69,18 @@ func listenRange() (lo, hi int) {
 		}
 	}
 	return lo, hi
+}
+
+// parsePortRange parses "LO-HI" (1 <= LO <= HI <= 65535).
+func parsePortRange(s string) (lo, hi int, ok bool) {
+	a, b, found := strings.Cut(strings.TrimSpace(s), "-")
+	if !found {
+		return 0, 0, false
+	}
+	lo, err1 := strconv.Atoi(strings.TrimSpace(a))
+	hi, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if err1 != nil || err2 != nil || lo < 1 || hi > 65535 || lo > hi {
+		return 0, 0, false
+	}
+	return lo, hi, true
 }

@@ -265,6 +265,41 @@ func TestFreePortDistinct(t *testing.T) {
 	}
 }
 
+// TestPortRangeEnv keeps FreePort inside SHARDPROXY_PORT_RANGE and
+// ignores a value it cannot read.
+func TestPortRangeEnv(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		lo, hi int
+		ok     bool
+	}{
+		{"25500-25599", 25500, 25599, true},
+		{" 30000 - 30000 ", 30000, 30000, true},
+		{"", 0, 0, false},
+		{"25599-25500", 0, 0, false},
+		{"0-10", 0, 0, false},
+		{"1-70000", 0, 0, false},
+		{"x-y", 0, 0, false},
+		{"25500", 0, 0, false},
+	} {
+		lo, hi, ok := parsePortRange(tc.in)
+		if lo != tc.lo || hi != tc.hi || ok != tc.ok {
+			t.Errorf("parsePortRange(%q) = %d, %d, %t; want %d, %d, %t", tc.in, lo, hi, ok, tc.lo, tc.hi, tc.ok)
+		}
+	}
+	// A part of whatever range this run already uses (it may be confined
+	// by the variable itself).
+	lo, hi := listenRange()
+	hi = min(hi, lo+49)
+	t.Setenv(PortRangeEnv, fmt.Sprintf("%d-%d", lo, hi))
+	for range 5 {
+		p, err := FreePort()
+		if err != nil || p < lo || p > hi {
+			t.Fatalf("FreePort with %s=%d-%d returned %d, %v", PortRangeEnv, lo, hi, p, err)
+		}
+	}
+}
+
 func TestParseStatus(t *testing.T) {
 	status := "Name:\tshardproxy\nVmPeak:\t  20000 kB\nVmHWM:\t   12345 kB\nVmRSS:\t    9999 kB\n"
 	for field, want := range map[string]int64{"VmHWM": 12345, "VmRSS": 9999} {

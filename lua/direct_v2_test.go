@@ -1,0 +1,123 @@
+package lua
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	glua "github.com/yuin/gopher-lua"
+
+	"shardproxy/codec"
+)
+
+// TestInspectV2 recognises the handlers a generator returns that only
+// enqueue_and_wait to one handle, and nothing else.
+func TestInspectV2(t *testing.T) {
+	for _, tc := range []struct {
+		name, gen string
+		want      bool
+		handleUp  bool
+	}{
+		{"tail call, handle upvalue", `function(rctx, h) return function(r) return rctx:enqueue_and_wait(r, h) end end`, true, true},
+		{"local result", `function(rctx, h) return function(r) local res = rctx:enqueue_and_wait(r, h) return res end end`, true, true},
+		{"constant handle", `function(rctx) return function(r) return rctx:enqueue_and_wait(r, 0) end end`, true, false},
+		{"upvalues the other way", `function(rctx, h) return function(r) local x = h return rctx:enqueue_and_wait(r, x) end end`, false, false},
+		{"timeout", `function(rctx, h) return function(r) return rctx:enqueue_and_wait(r, h, 1) end end`, false, false},
+		{"another method", `function(rctx, h) return function(r) return rctx:wait_handle(h) end end`, false, false},
+		{"string handle", `function(rctx) return function(r) return rctx:enqueue_and_wait(r, "0") end end`, true, false},
+		{"uses the result", `function(rctx, h) return function(r) local res = rctx:enqueue_and_wait(r, h) return res or "x" end end`, false, false},
+		{"two parameters", `function(rctx, h) return function(r, x) return rctx:enqueue_and_wait(r, h) end end`, false, false},
+		{"global context", `function(rctx, h) return function(r) return RCTX:enqueue_and_wait(r, h) end end`, false, false},
+		{"field call", `function(rctx, h) return function(r) return rctx.enqueue_and_wait(r, h) end end`, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			L := glua.NewState()
+			defer L.Close()
+			fn, err := L.LoadString("return " + tc.gen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := fn.Proto.FunctionPrototypes[0].FunctionPrototypes[0]
+			d := inspectV2(p)
+			if d.ok != tc.want || d.ok && (d.handleUp >= 0) != tc.handleUp {
+				t.Errorf("inspectV2 = %+v, want ok %t, handle upvalue %t\n%s", d, tc.want, tc.handleUp, p)
+			}
+		})
+	}
+}
+
+// chanCompletion collects what a router answers.
+type chanCompletion chan string
+
+func (c chanCompletion) Complete(out []byte) { c <- string(out) }
+
+// TestV2DirectTaken routes requests through a generator's direct handler
+// and checks that they never entered Lua: no coroutine was made, and the
+// generator's one request context is free again. A handler of another
+// shape, in the same router, does enter Lua.
+func TestV2DirectTaken(t *testing.T) {
+	d, ok := codec.Lookup("memcache")
+	if !ok {
+		t.Fatal("memcache dialect not registered")
+	}
+	r, err := New(Config{Path: "t.lua", Dialect: d, Workers: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Source: []byte(`
+function mcp_config_pools()
+    return mcp.pool({ mcp.backend({ label = "b1", host = "127.0.0.1", port = 1, down = true }) })
+end
+function mcp_config_routes(p)
+    local fg = mcp.funcgen_new()
+    local h = fg:new_handle(p)
+    fg:ready({ a = h, f = function(rctx, h) return function(r) return rctx:enqueue_and_wait(r, h) end end })
+    mcp.attach(mcp.CMD_GET, fg)
+    local other = mcp.funcgen_new()
+    local h2 = other:new_handle(p)
+    other:ready({ a = h2, f = function(rctx, h) return function(r) local res = rctx:enqueue_and_wait(r, h) return res end end })
+    mcp.attach(mcp.CMD_SET, other)
+    local lua = mcp.funcgen_new()
+    local h3 = lua:new_handle(p)
+    lua:ready({ a = h3, f = function(rctx, h) return function(r) return (rctx:enqueue_and_wait(r, h)) or "x" end end })
+    mcp.attach(mcp.CMD_TOUCH, lua)
+end`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w := r.workers[0]
+	routeOne := func(s string) string {
+		req := &codec.Request{}
+		if n, err := d.NewRequestParser(codec.Options{}).ParseRequest([]byte(s), req); err != nil || n != len(s) {
+			t.Fatalf("parse %q: %d %v", s, n, err)
+		}
+		c := make(chanCompletion, 1)
+		r.Route(req, 1, c)
+		select {
+		case out := <-c:
+			return out
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%q: no answer", s)
+			return ""
+		}
+	}
+	coroutines := func() int {
+		w.state.Lock()
+		defer w.state.Unlock()
+		return len(w.coFree)
+	}
+	for _, s := range []string{"get k\r\n", "get k\r\n", "set k 0 0 1\r\nx\r\n"} {
+		if out := routeOne(s); !strings.HasPrefix(out, "SERVER_ERROR") {
+			t.Errorf("%q to a backend that is down: %q", s, out)
+		}
+	}
+	if n := coroutines(); n != 0 {
+		t.Errorf("%d coroutine(s) made: a direct handler entered Lua", n)
+	}
+	if out := routeOne("touch k 10\r\n"); !strings.HasPrefix(out, "SERVER_ERROR") {
+		t.Errorf("touch: %q", out)
+	}
+	if n := coroutines(); n != 1 {
+		t.Errorf("%d coroutine(s) after a handler that must run in Lua, want 1", n)
+	}
+}
