@@ -737,3 +737,49 @@ func TestV2DirectFallsBack(t *testing.T) {
 		t.Errorf("replaced enqueue_and_wait: %q", got)
 	}
 }
+
+// A handler of the direct shape (only enqueue_and_wait to one handle)
+// still runs in Lua when that handle is a sub-generator or has a callback:
+// the child's handler and the callback must run.
+func TestV2DirectShapeChildAndCallback(t *testing.T) {
+	mc := memcached(t, 1)
+	set(t, mc[0].Addr, "k", "v")
+	addr, logs := luaRoutes(t, `
+function mcp_config_pools()
+  return mcp.pool({ mcp.backend("a", "127.0.0.1", {{MC}}) })
+end
+function mcp_config_routes(p)
+  local child = mcp.funcgen_new()
+  local ch = child:new_handle(p)
+  child:ready{ n = "child", f = function(rctx)
+    return function(r) return "HD child\r\n" end
+  end }
+  local parent = mcp.funcgen_new()
+  local h = parent:new_handle(child)
+  parent:ready{ n = "parent", f = function(rctx)
+    return function(r) return rctx:enqueue_and_wait(r, h) end
+  end }
+  mcp.attach(mcp.CMD_MG, parent)
+
+  local cbg = mcp.funcgen_new()
+  local hp = cbg:new_handle(p)
+  cbg:ready{ n = "cb", f = function(rctx)
+    rctx:handle_set_cb(hp, function(res, req)
+      mcp.log("callback ran for " .. req:key())
+    end)
+    return function(r) return rctx:enqueue_and_wait(r, hp) end
+  end }
+  mcp.attach(mcp.CMD_GET, cbg)
+end
+`, map[string]int{"MC": mc[0].Port}, "")
+	c := dial(t, addr)
+	for i := 0; i < 3; i++ {
+		if got := c.do("mg k v\r\n"); got != "HD child\r\n" {
+			t.Fatalf("mg through the child: %q", got)
+		}
+	}
+	if got := c.do("get k\r\n"); got != "VALUE k 0 1\r\nv\r\nEND\r\n" {
+		t.Fatalf("get: %q", got)
+	}
+	eventually(t, "the callback's log line", func() bool { return logs.count("callback ran for k") == 1 })
+}
