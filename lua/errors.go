@@ -68,16 +68,22 @@ func (r *Router) clientWords(err error) error {
 // says: its message, with the file and line, after why the watchdog
 // stopped it if it did.
 func scriptMessage(err error) string {
-	msg := err.Error()
-	var ae *glua.ApiError
-	if errors.As(err, &ae) {
-		msg = ae.Object.String()
-	}
+	msg := luaMessage(err)
 	var be *boundError
 	if errors.As(err, &be) {
 		msg = be.stop.explain(msg)
 	}
 	return msg
+}
+
+// luaMessage is the message of an error Lua raised (the value given to
+// error(), with its "FILE:LINE: " prefix), or err's text for any other.
+func luaMessage(err error) string {
+	var ae *glua.ApiError
+	if errors.As(err, &ae) {
+		return ae.Object.String()
+	}
+	return err.Error()
 }
 
 // syntaxError turns a parse or compile error into a *ConfigError.
@@ -106,11 +112,7 @@ func syntaxError(file string, src []byte, err error) error {
 // *ConfigError, taking the line from the "FILE:LINE: " prefix Lua puts on
 // error messages.
 func runError(file, stage string, err error) error {
-	msg := err.Error()
-	var ae *glua.ApiError
-	if errors.As(err, &ae) {
-		msg = ae.Object.String()
-	}
+	msg := luaMessage(err)
 	var be *boundError
 	if errors.As(err, &be) { // "FILE:LINE: context canceled" says why
 		msg = strings.Replace(strings.Replace(msg, context.DeadlineExceeded.Error(), be.stop.Error(), 1),

@@ -275,12 +275,7 @@ func reqFlagSet(L *glua.LState) int {
 	rq := checkRequest(L, 1)
 	noRESP(L, rq, "flag_set")
 	f := editFlag(L, 2)
-	tok := flagged(f, editToken(L, 3))
-	if i := rq.findFlag(f); i >= 0 {
-		L.Push(glua.LBool(rq.replaceToken(i, tok)))
-	} else {
-		L.Push(glua.LBool(rq.appendToken(tok)))
-	}
+	L.Push(glua.LBool(rq.putFlag(f, flagged(f, editToken(L, 3)))))
 	return 1
 }
 
@@ -291,13 +286,17 @@ func reqFlagReplace(L *glua.LState) int {
 	rq := checkRequest(L, 1)
 	noRESP(L, rq, "flag_replace")
 	f := editFlag(L, 2)
-	tok := flagged(editFlag(L, 3), editToken(L, 4))
-	if i := rq.findFlag(f); i >= 0 {
-		L.Push(glua.LBool(rq.replaceToken(i, tok)))
-	} else {
-		L.Push(glua.LBool(rq.appendToken(tok)))
-	}
+	L.Push(glua.LBool(rq.putFlag(f, flagged(editFlag(L, 3), editToken(L, 4)))))
 	return 1
+}
+
+// putFlag writes tok (a flag and its token) where flag f is, or at the
+// end of the line when f is absent, and reports whether it changed rq.
+func (rq *request) putFlag(f byte, tok []byte) bool {
+	if i := rq.findFlag(f); i >= 0 {
+		return rq.replaceToken(i, tok)
+	}
+	return rq.appendToken(tok)
 }
 
 // reqFlagDel is r:flag_del(f): removes the flag; returns whether it was

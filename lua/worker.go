@@ -389,10 +389,7 @@ func (w *worker) run(t *task, args ...glua.LValue) {
 // scriptError answers t after its handler raised an error or was stopped
 // (stop, the watchdog's reason, is not nil).
 func (w *worker) scriptError(t *task, err error, stop *stopError) {
-	msg := err.Error()
-	if ae, ok := err.(*glua.ApiError); ok {
-		msg = ae.Object.String()
-	}
+	msg := luaMessage(err)
 	if stop != nil {
 		w.r.logScriptError("lua handler stopped", stop.explain(msg))
 		w.finish(t, glua.LNil, stop.wire())
