@@ -26,7 +26,7 @@ func load(t testing.TB, src string) (*lua.Router, error) {
 	t.Helper()
 	r, err := lua.New(lua.Config{
 		Path: "routes.lua", Source: []byte(src), Dialect: memcacheDialect(t),
-		Workers: 2, SetupTimeout: 500 * time.Millisecond, MaxAlloc: 32 << 20, Logger: discard(),
+		Workers: 2, SetupTimeout: 2 * time.Second, MaxAlloc: 32 << 20, Logger: discard(),
 	})
 	if err == nil {
 		t.Cleanup(r.Close)
@@ -95,11 +95,11 @@ func TestConfigErrors(t *testing.T) {
 		{"pool at route stage", okPools + "function mcp_config_routes(p)\n  mcp.pool({})\nend\n",
 			"lua: routes.lua:6: mcp_config_routes: mcp.pool can only be called from mcp_config_pools"},
 		{"endless config", "function mcp_config_pools()\n  while true do end\nend\n" + okRoutes,
-			"lua: routes.lua:2: mcp_config_pools: ran longer than 500ms"},
+			"lua: routes.lua:2: mcp_config_pools: ran longer than 2s"},
 		{"endless routes", okPools + "function mcp_config_routes(p)\n  mcp.attach(mcp.CMD_GET, function(r) end)\n  repeat until false\nend\n",
-			"lua: routes.lua:7: mcp_config_routes: ran longer than 500ms"},
+			"lua: routes.lua:7: mcp_config_routes: ran longer than 2s"},
 		{"endless top level", "local n = 0\nwhile true do n = n + 1 end\n" + okPools + okRoutes,
-			"lua: routes.lua:2: loading: ran longer than 500ms"},
+			"lua: routes.lua:2: loading: ran longer than 2s"},
 		{"greedy config", "function mcp_config_pools()\n  local t = {}\n  while true do t[#t + 1] = string.rep('x', 1e6) end\nend\n" + okRoutes,
 			"lua: routes.lua:3: mcp_config_pools: allocated more than 32 MiB"},
 		{"greedy routes", okPools + "function mcp_config_routes(p)\n  local s = 'x'\n  while true do s = s .. s end\nend\n",

@@ -419,8 +419,8 @@
 // after a wait, to its next wait or its end; one call of a function
 // generator; one cron; one stage of the setup. A run longer than
 // Config.MaxRun (the pool's lua_timeout, 100ms) is stopped and answered
-// "SERVER_ERROR lua timeout"; a run during which the process allocated
-// more than Config.MaxAlloc (lua_max_alloc, 256 MiB) is stopped and
+// "SERVER_ERROR lua timeout"; a run during which the process's heap grew
+// by more than Config.MaxAlloc (lua_max_alloc, 256 MiB) is stopped and
 // answered "SERVER_ERROR lua memory limit" (a function generator stopped
 // so answers the same; a cron is logged). Either is logged once per
 // distinct message with the reason, the file and the line the run was at.

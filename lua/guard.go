@@ -26,12 +26,22 @@ import (
 //   - At setup, each run has a context with a deadline (SetupTimeout) and
 //     a goroutine that polls the allocations as the watchdog does.
 //
-// Memory is measured as the process's allocations (runtime/metrics
-// /gc/heap/allocs:bytes), since neither Go nor gopher-lua count them per
-// state: a run that spans ticks is charged with everything allocated
-// meanwhile. A handler runs microseconds and spans no tick; one that
-// does is charged with the proxy's other allocations too, which stay far
-// below the budget for the few milliseconds a tick lasts. The `..`
+// Memory is measured as the growth of the process's heap (runtime/metrics
+// heap objects and live bytes; heapSample.over), since neither Go nor
+// gopher-lua count it per state: a run that spans ticks is charged with
+// the heap's growth meanwhile. Garbage does not count: gopher-lua boxes
+// numbers, so a loop that only computes allocates hundreds of MB a
+// second, which the collector takes back as it goes; counted as
+// allocations (/gc/heap/allocs:bytes), such a loop was stopped as greedy
+// before it was stopped as slow, and a long setup (a reload while the
+// proxy is busy) could be refused for the proxy's own churn. The heap's
+// objects may exceed the live heap by GOGC percent of it before the
+// collector runs, so growth beyond the budget plus that slack, or of the
+// live heap beyond the budget, is what a run keeps (a table it fills, a
+// string it doubles). A handler runs
+// microseconds and spans no tick; one that does shares the measure with
+// the rest of the process, whose heap stays far below the budget for the
+// few milliseconds a tick lasts. The `..`
 // operator concatenates in one instruction, which cannot be interrupted:
 // a run that doubles a string is stopped at the first instruction after
 // the tick that saw it over budget, so what it holds at most is a few
@@ -182,7 +192,7 @@ func (r *Router) watchdog(done <-chan struct{}) {
 			switch now := allocs.read(); {
 			case w.strikes == 1:
 				w.allocBase = now
-			case now-w.allocBase > uint64(r.cfg.MaxAlloc):
+			case now.over(w.allocBase, uint64(r.cfg.MaxAlloc)):
 				why = runStopped | runMemory
 			case w.strikes > limit:
 				why = runStopped
@@ -196,24 +206,44 @@ func (r *Router) watchdog(done <-chan struct{}) {
 	}
 }
 
-// allocCounter reads the process's allocations at most once per tick:
-// again only after stale is set (a new counter reads at once).
+// heapSample is the process's heap at one moment.
+type heapSample struct {
+	objects uint64 // the heap's objects, live or not yet swept
+	live    uint64 // live bytes as the last collection marked them
+	gogc    uint64 // the collector's GOGC percentage
+}
+
+// over reports whether the heap grew by more than limit bytes from base
+// to h in a way garbage cannot explain: live bytes beyond limit (known
+// only at the next collection), or objects beyond limit plus the garbage
+// the collector lets pile up over base's live heap before it runs
+// (GOGC percent of it; a run that keeps what it allocates is seen at
+// once, one that only churns never).
+func (h heapSample) over(base heapSample, limit uint64) bool {
+	slack := base.live / 100 * h.gogc
+	return grewBy(base.live, h.live) > limit || grewBy(base.objects, h.objects) > limit+slack
+}
+
+// allocCounter reads the process's heap at most once per tick: again only
+// after stale is set (a new counter reads at once).
 type allocCounter struct {
 	sample []metrics.Sample
-	value  uint64
+	value  heapSample
 	stale  bool
 }
 
-// allocsMetric counts every byte the process has allocated.
-const allocsMetric = "/gc/heap/allocs:bytes"
-
-func (a *allocCounter) read() uint64 {
+func (a *allocCounter) read() heapSample {
 	if a.stale || a.sample == nil {
 		if a.sample == nil {
-			a.sample = []metrics.Sample{{Name: allocsMetric}}
+			a.sample = []metrics.Sample{
+				{Name: "/memory/classes/heap/objects:bytes"},
+				{Name: "/gc/heap/live:bytes"},
+				{Name: "/gc/gogc:percent"},
+			}
 		}
 		metrics.Read(a.sample)
-		a.value, a.stale = a.sample[0].Value.Uint64(), false
+		a.value = heapSample{a.sample[0].Value.Uint64(), a.sample[1].Value.Uint64(), a.sample[2].Value.Uint64()}
+		a.stale = false
 	}
 	return a.value
 }
@@ -236,7 +266,7 @@ func guardSetup(ctx context.Context, cancel context.CancelFunc, limit int64) fun
 			case <-t.C:
 			}
 			a.stale = true
-			if a.read()-base > uint64(limit) {
+			if a.read().over(base, uint64(limit)) {
 				cancel()
 				stopped <- true
 				return
@@ -244,4 +274,12 @@ func guardSetup(ctx context.Context, cancel context.CancelFunc, limit int64) fun
 		}
 	}()
 	return func() bool { return <-stopped }
+}
+
+// grewBy is how much the heap grew from base to now; 0 if it shrank.
+func grewBy(base, now uint64) uint64 {
+	if now < base {
+		return 0
+	}
+	return now - base
 }

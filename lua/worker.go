@@ -127,9 +127,9 @@ type worker struct {
 	_         [64]byte
 	runState  atomic.Uint64
 	runCo     atomic.Pointer[coroutine]
-	seen      uint64 // the watchdog's: the run state it saw last
-	strikes   int    // the watchdog's: ticks it has seen that run
-	allocBase uint64 // the watchdog's: the process's allocations at the first strike
+	seen      uint64     // the watchdog's: the run state it saw last
+	strikes   int        // the watchdog's: ticks it has seen that run
+	allocBase heapSample // the watchdog's: the process's heap at the first strike
 
 	// Read by the direct way of Route (fast.go).
 	_      [64]byte
