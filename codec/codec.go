@@ -161,6 +161,14 @@ type Options struct {
 	// bad data chunk" after which the stream goes on. The pool's kind sets
 	// it (Lua pools); the RESP parser ignores it.
 	ProxyErrors bool
+	// ProxyWire asks the memcache parser to send quiet and noreply
+	// requests as memcached's built-in proxy does: a meta request's "q"
+	// flag overwritten by a space (no "mn" follows), a storage, incr,
+	// decr or touch request's "noreply" as "noreplY", so that the
+	// backend answers and the proxy hides the answer as the client
+	// asked. The pool's kind sets it (Lua pools); the RESP parser ignores
+	// it.
+	ProxyWire bool
 }
 
 // HandshakeOptions describe what a new backend socket must be told.

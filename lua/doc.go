@@ -164,9 +164,20 @@
 // has_flag(f), flag_token(f[, new]) (returns whether the flag is there and
 // its token; new replaces the flag's whole token, "" removes it) and
 // tostring(r). A rewrite re-parses the request, so keys and routing follow
-// it; memcache's "noreply" is removed by the parser before the handler sees
-// the request (the proxy hides the reply instead), so ntokens does not
-// count it. Response methods: ok(), hit(), vlen(), code() (mcp.MCMC_CODE_*
+// it. ltrimkey and rtrimkey return n and, as memcached's proxy does, turn
+// the trimmed bytes into spaces on the wire ("mg abcdef v" with
+// ltrimkey(3) goes as "mg    def v"); n may be the whole key, more raises
+// "ltrimkey cannot zero out key".
+//
+// Quiet and noreply requests of a memcache pool go to the backend as
+// memcached's proxy sends them (codec.Options.ProxyWire): the "q" flag
+// overwritten by a space and no "mn" after it; "noreply" as "noreplY"
+// (but for delete, which memcached refuses so and whose noreply is
+// removed). The backend always answers; the client sees what the flag
+// asks (the answer to noreply never; of a quiet request, what memcached's
+// proxy shows: not EN, and not HD for other commands than mg). The handler
+// sees the request as the client sent it (has_flag("q") is true, ntokens
+// counts "noreply") and the backend's real answer. Response methods: ok(), hit(), vlen(), code() (mcp.MCMC_CODE_*
 // as memcached's mcmc classifies the reply; MCMC_CODE_SERVER_ERROR when
 // the backend failed), line() (as mcmc gives it: a meta reply's text
 // after its code and spaces, after the size for VA, nil when nothing
@@ -175,8 +186,7 @@
 // elapsed() (microseconds from sending to the reply). mcp.time_real_millis()
 // (epoch milliseconds) and mcp.time_mono_millis() (milliseconds since the
 // process started, on the monotonic clock) return whole numbers, in the
-// route stage only: at config time they are nil, as in memcached. A quiet meta reply
-// hidden by the backend has code END for mg, OK otherwise.
+// route stage only: at config time they are nil, as in memcached.
 //
 // mcp.log(msg), mcp.log_req(r, res, detail) and mcp.log_reqsample(ms,
 // rate, allerrors, r, res, detail) write to the proxy's log (memcached's

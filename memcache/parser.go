@@ -35,6 +35,7 @@ type parser struct {
 	deny     [numCmds]bool
 	metaGets bool   // a one-key get or gets goes to the backend as mg
 	proxy    bool   // memcached proxy's words (codec.Options.ProxyErrors)
+	wire     bool   // memcached proxy's quiet and noreply wire (codec.Options.ProxyWire)
 	toks     []span // tokens of the current line, reused
 }
 
@@ -47,6 +48,7 @@ func newParser(l codec.Options) *parser {
 		maxValue: orDefault(l.MaxValue, DefaultMaxValue),
 		metaGets: l.MetaGets,
 		proxy:    l.ProxyErrors,
+		wire:     l.ProxyWire,
 	}
 	p.cmdLine = min(MaxCommandLine, p.maxLine)
 	for _, name := range l.Deny {

@@ -26,9 +26,13 @@ func (l luaRouter) Backends() []*backend.Backend { return l.r.Backends() }
 // Close implements route.Router.
 func (l luaRouter) Close() { l.r.Close() }
 
-// parseLua words a memcache Lua pool's protocol errors as memcached's
-// proxy does (codec.Options.ProxyErrors): its route files come from there.
-func parseLua(pc *config.Pool, o *codec.Options) { o.ProxyErrors = !pc.Redis }
+// parseLua makes a memcache Lua pool speak as memcached's proxy does, where
+// its route files come from: its words for protocol errors
+// (codec.Options.ProxyErrors) and its forms of quiet and noreply requests
+// on the wire (codec.Options.ProxyWire).
+func parseLua(pc *config.Pool, o *codec.Options) {
+	o.ProxyErrors, o.ProxyWire = !pc.Redis, !pc.Redis
+}
 
 // newLuaRouter builds the router of a Lua pool from its route file.
 //
