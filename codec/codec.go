@@ -158,8 +158,12 @@ type Options struct {
 	// built-in proxy instead of memcached's own: "CLIENT_ERROR parsing
 	// request" for a malformed request of a command the proxy knows, the
 	// connection closed without a word for any other command, "CLIENT_ERROR
-	// bad data chunk" after which the stream goes on. The pool's kind sets
-	// it (Lua pools); the RESP parser ignores it.
+	// bad data chunk" after which the stream goes on; a multi-key get
+	// whose first key starts past its line's 20th byte is "CLIENT_ERROR
+	// malformed request", and one with keys longer than MaxKey is
+	// accepted: its router must answer each such key "CLIENT_ERROR key
+	// too long" in its place. The pool's kind sets it (Lua pools); the
+	// RESP parser ignores it.
 	ProxyErrors bool
 	// ProxyWire asks the memcache parser to send quiet and noreply
 	// requests as memcached's built-in proxy does: a meta request's "q"

@@ -137,7 +137,14 @@
 //
 // Like memcached's proxy, a multi-key get (and a Redis command split per
 // key, such as MGET or DEL) runs the handler once per key, and the answers
-// are merged in the client's key order.
+// are merged in the client's key order. On a memcache pool each key's
+// answer takes its place, as in memcached's proxy: a hit's VALUE block,
+// nothing for a miss, "SERVER_ERROR ..." for a failed backend or handler,
+// a handler's string as it is (less a final "END"), "CLIENT_ERROR key too
+// long" for a key over the limit (which reaches no handler), then one
+// END; a line whose first key starts past its 20th byte is answered
+// "CLIENT_ERROR malformed request". (A Redis pool's command fails as a
+// whole when a key fails.)
 //
 // pool(r) sends r to the backend owning its key, waits and returns the
 // response; a request without a key raises "cannot route commands without

@@ -239,3 +239,70 @@ func TestV1TrimKeyWire(t *testing.T) {
 		}
 	}
 }
+
+// TestV1MultiGetInPlace: a multi-key get is answered key by key in the
+// client's order, each key's answer in its place, as memcached's proxy
+// does: a failed backend, a handler's error, a too-long key fail only
+// their key; a handler's string goes as it is (without a final END); a
+// first key that starts past the line's 20th byte is a malformed request.
+func TestV1MultiGetInPlace(t *testing.T) {
+	mc := memcached(t, 1)
+	tp := newTap(t, mc[0].Addr)
+	addr, _ := luaRoutes(t, `
+function mcp_config_pools()
+  return {
+    main = mcp.pool({ mcp.backend("main", "127.0.0.1", {{TAP}}) }),
+    refused = mcp.pool({ mcp.backend("refused", "127.0.0.1", {{REFUSED}}) }),
+  }
+end
+function mcp_config_routes(p)
+  local fg = mcp.funcgen_new()
+  local main, refused = fg:new_handle(p.main), fg:new_handle(p.refused)
+  fg:ready({ n = "multi", f = function(rctx)
+    return function(r)
+      local k = r:key()
+      if string.find(k, "^refused/") then return rctx:enqueue_and_wait(r, refused) end
+      if string.find(k, "^err/") then error("boom") end
+      if string.find(k, "^strv/") then return "VALUE strv 0 1\r\nx\r\nEND\r\n" end
+      if string.find(k, "^strh/") then return "HD\r\n" end
+      return rctx:enqueue_and_wait(r, main)
+    end
+  end })
+  mcp.attach(mcp.CMD_ANY_STORAGE, fg)
+end`, map[string]int{"TAP": tp.port, "REFUSED": closedPort(t)}, "")
+	c := dial(t, addr)
+	if got := c.do("set mfoo 0 0 3\r\nbar\r\n"); got != "STORED\r\n" {
+		t.Fatalf("set: %q", got)
+	}
+	long := strings.Repeat("k", 251)
+	hit := "VALUE mfoo 0 3\r\nbar\r\n"
+	for _, tc := range []struct{ req, want, sent string }{
+		{"get mfoo refused/x\r\n", hit + "SERVER_ERROR backend failure\r\nEND\r\n", "get mfoo\r\n"},
+		{"get mfoo " + long + " mnokey\r\n", hit + "CLIENT_ERROR key too long\r\nEND\r\n", "get mfoo\r\nget mnokey\r\n"},
+		{"get " + long + " mfoo\r\n", "CLIENT_ERROR key too long\r\n" + hit + "END\r\n", "get mfoo\r\n"},
+		{"get " + long + " " + long + "\r\n", "CLIENT_ERROR key too long\r\nCLIENT_ERROR key too long\r\nEND\r\n", ""},
+		{"get mfoo strv/ strh/ err/x mnokey\r\n", hit + "VALUE strv 0 1\r\nx\r\nHD\r\nSERVER_ERROR lua failure\r\nEND\r\n", "get mfoo\r\nget mnokey\r\n"},
+		// memcached's proxy keeps the spaces before each key; shardproxy
+		// sends "get mfoo\r\nget x\r\n": "-" leaves the backend unchecked
+		{"get" + strings.Repeat(" ", 17) + "mfoo x\r\n", hit + "END\r\n", "-"},
+		{"get" + strings.Repeat(" ", 18) + "mfoo x\r\n", "CLIENT_ERROR malformed request\r\n", ""},
+		{"gats 12345678901234 nokey1 nokey2\r\n", "END\r\n", "gats 12345678901234 nokey1\r\ngats 12345678901234 nokey2\r\n"},
+		{"gats 123456789012345 nokey1 nokey2\r\n", "CLIENT_ERROR malformed request\r\n", ""},
+		{"get" + strings.Repeat(" ", 18) + "mfoo\r\n", hit + "END\r\n", "get" + strings.Repeat(" ", 18) + "mfoo\r\n"},
+	} {
+		tp.reset()
+		c.send(tc.req)
+		if got := c.readN(len(tc.want)); got != tc.want {
+			t.Errorf("%q: client got %q, want %q", tc.req, got, tc.want)
+		}
+		switch {
+		case tc.sent == "-":
+		case tc.sent != "":
+			tp.waitSent(t, tc.req, tc.sent)
+		default:
+			if got := tp.sent(); got != "" {
+				t.Errorf("%q: the backend received %q", tc.req, got)
+			}
+		}
+	}
+}

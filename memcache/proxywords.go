@@ -34,7 +34,16 @@ var proxyVerbs = map[string]bool{
 	"quit": true, "stats": true, "watch": true, "version": true,
 }
 
-const replyParsing = "CLIENT_ERROR parsing request\r\n"
+const (
+	replyParsing   = "CLIENT_ERROR parsing request\r\n"
+	replyMalformed = "CLIENT_ERROR malformed request\r\n"
+)
+
+// proxyMaxKeyOffset is the furthest into its line a multi-key retrieval's
+// first key may start under memcached's proxy (observed: "get" and 17
+// spaces, or "gat" and a 15-digit exptime, still pass; one byte more is
+// "CLIENT_ERROR malformed request"). A one-key line has no such limit.
+const proxyMaxKeyOffset = 20
 
 // parseProxy is parse in memcached proxy's words.
 func (p *parser) parseProxy(buf []byte, req *codec.Request) (int, error) {
@@ -59,7 +68,7 @@ func (p *parser) parseProxy(buf []byte, req *codec.Request) (int, error) {
 		return 0, rejectLine(replyParsing, pe.N)
 	case pe.Close:
 		return 0, rejectFatal("", pe.N)
-	case pe.Reply == "" || pe.Reply == replyBadFormat && p.keyTooLong(),
+	case pe.Reply == "" || pe.Reply == replyBadFormat && p.keyTooLong(), pe.Reply == replyMalformed,
 		strings.HasSuffix(pe.Reply, replyNotCarried): // watch
 		return 0, pe
 	}
@@ -67,10 +76,10 @@ func (p *parser) parseProxy(buf []byte, req *codec.Request) (int, error) {
 }
 
 // keyTooLong reports whether a token of the rejected line after its verb
-// is longer than a key may be: a retrieval or meta request with a key
-// over the limit keeps memcached's own reply. (memcached's proxy answers
-// a multi-key get's too-long key "CLIENT_ERROR key too long" in its place
-// and the other keys as usual; shardproxy still rejects the whole line.)
+// is longer than a key may be: a one-key retrieval or meta request with a
+// key over the limit keeps memcached's own reply. (A multi-key line is
+// accepted with its too-long keys, which the router answers in place: see
+// codec.Options.ProxyErrors.)
 func (p *parser) keyTooLong() bool {
 	for _, t := range p.toks[min(1, len(p.toks)):] {
 		if p.tooLongKey(t) {

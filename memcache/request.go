@@ -70,8 +70,15 @@ func (p *parser) retrieval(l *line, req *codec.Request) (int, error) {
 		first = 2
 	}
 	keys := p.toks[first:]
+	// memcached's proxy answers a multi-key line's too-long key in its
+	// place (the proxy's business: see proxywords.go), and refuses one
+	// whose first key starts too far in.
+	inPlace := p.proxy && len(keys) > 1
+	if inPlace && keys[0].start > proxyMaxKeyOffset {
+		return 0, rejectLine(replyMalformed, n)
+	}
 	for _, k := range keys {
-		if p.tooLongKey(k) {
+		if p.tooLongKey(k) && !inPlace {
 			return 0, rejectLine(replyBadFormat, n)
 		}
 	}
