@@ -27,6 +27,23 @@ const (
 	// RouteAny sends the request to any one backend: its answer does not
 	// depend on the keys (Redis COMMAND).
 	RouteAny
+	// RouteWatch asks the proxy to stream the pool's event log to the
+	// client from now on (memcached's watch command): Arg holds the
+	// streams asked for (Watch*, possibly none). The proxy answers it
+	// with Dialect.AppendLocal when the pool's router has such a log, and
+	// then reads no more requests from that client.
+	RouteWatch
+)
+
+// Streams of a pool's event log a RouteWatch request may ask for, as bits
+// of its Arg (memcached's watch names).
+const (
+	// WatchProxyReqs is "proxyreqs": requests a route file logs.
+	WatchProxyReqs = 1 << iota
+	// WatchProxyEvents is "proxyevents": route errors and backend failures.
+	WatchProxyEvents
+	// WatchProxyUser is "proxyuser": a route file's own log lines.
+	WatchProxyUser
 )
 
 // Mode says which replies the client expects for a request.

@@ -195,9 +195,27 @@
 // process started, on the monotonic clock) return whole numbers, in the
 // route stage only: at config time they are nil, as in memcached.
 //
-// mcp.log(msg), mcp.log_req(r, res, detail) and mcp.log_reqsample(ms,
-// rate, allerrors, r, res, detail) write to the proxy's log (memcached's
-// "watch proxyuser" and "watch proxyreqs"); print does too. mcp.stat(id,
+// mcp.log(msg), mcp.log_req(r, res, detail[, cfd]) and
+// mcp.log_reqsample(ms, rate, allerrors, r, res, detail[, cfd]) write to
+// the proxy's log; print does too. A client of a memcache pool may also
+// follow them as memcached's proxy lets it: "watch proxyuser" (mcp.log),
+// "watch proxyreqs" (log_req, log_reqsample), "watch proxyevents" (a
+// handler's error, a failed backend call), any combination, answered
+// "OK", after which the connection reads no more requests and gets lines
+// in memcached 1.6.45's format ("ts=SEC.USEC gid=N type=proxy_user
+// msg=...", "type=proxy_req elapsed= type= code= status= res=good|ok|any
+// cfd= be=host:port detail= req=...", "type=proxy_error msg=...",
+// "type=proxy_backend error=CAUSE name= port= label= depth=0 rbuf="),
+// each ending in "\n". memcached's other stream names (fetchers,
+// mutations, ...) are accepted and stream nothing; an unknown one is
+// "ERROR". Each watcher has a 256 KiB buffer (at most 20 watchers,
+// "SERVER_ERROR route: log watcher limit reached" past that): a watcher
+// whose client reads too slowly loses lines, counted on a "skipped=N"
+// line before the next one it gets, and never holds the proxy up. The
+// watchers are the pool's: a reload keeps them. (memcached's proxy logs a
+// backend's failure once per broken connection, and a backend marked bad;
+// shardproxy logs each failed call but those failed at once while the
+// backend is marked bad.) mcp.stat(id,
 // delta) adds to a counter of mcp.add_stat; Router.Stats lists them.
 //
 // # V2: function generators (memcached 1.6.45's API)

@@ -66,6 +66,7 @@ func reqKey(L *glua.LState) int {
 // or the end of the key. As in memcached's proxy, the dropped bytes become
 // spaces on the wire ("mg abcdef v" with ltrimkey(3) is sent as
 // "mg    def v"), n may be the key's whole length, and the call returns n.
+// On a Redis pool the key argument is shortened (and must keep a byte).
 func trimKey(L *glua.LState, left bool) int {
 	rq := checkRequest(L, 1)
 	rq.tokenize()
@@ -75,8 +76,21 @@ func trimKey(L *glua.LState, left bool) int {
 		L.RaiseError("%s: request has no key", name)
 	}
 	key := rq.toks[rq.keyTok]
-	if n < 0 || n > key.end-key.start {
+	if n < 0 || n > key.end-key.start || rq.w.r.cfg.Redis && n == key.end-key.start {
 		L.RaiseError("%s cannot zero out key", name)
+	}
+	if rq.w.r.cfg.Redis { // the key argument, shortened
+		k := rq.token(rq.keyTok)
+		if left {
+			k = k[n:]
+		} else {
+			k = k[:len(k)-n]
+		}
+		if err := rq.rewrite(map[int][]byte{rq.keyTok: bytes.Clone(k)}); err != nil {
+			L.RaiseError("%s: %s", name, err.Error())
+		}
+		L.Push(glua.LNumber(n))
+		return 1
 	}
 	buf := make([]byte, 0, len(rq.req.Wire))
 	buf = append(buf, rq.view[:rq.lineEnd]...)

@@ -54,7 +54,8 @@ func appendLine(dst []byte, s string) []byte {
 }
 
 // AppendLocal implements codec.Dialect for the requests the parser routes
-// RouteLocal: version ("VERSION <env.Version()>"), verbosity ("OK"), stats
+// RouteLocal (and RouteWatch): version ("VERSION <env.Version()>"),
+// verbosity and watch ("OK"), stats
 // (every env.Stats() counter as "STAT <name> <value>", then "END"; "stats
 // <section>" shows the section's counters when env is a codec.SectionEnv
 // that has it, else the general ones), mn ("MN"), gat and
@@ -71,7 +72,7 @@ func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byt
 			v = env.Version()
 		}
 		return appendLine(append(dst, "VERSION "...), v)
-	case CmdVerbosity:
+	case CmdVerbosity, CmdWatch:
 		return append(dst, "OK\r\n"...)
 	case CmdStats:
 		if env != nil {

@@ -109,8 +109,10 @@ func (p *parser) parse(buf []byte, req *codec.Request) (int, error) {
 	verb := l.tok(p.toks[0])
 	l.cmd = lookupCommand(verb)
 	switch {
-	case l.cmd == 0:
+	case l.cmd == 0, l.cmd == CmdWatch && !p.proxy:
 		return 0, p.unknown(l, verb)
+	case l.cmd == CmdWatch:
+		return p.watch(l, req)
 	case isRetrieval(l.cmd):
 		return p.retrieval(l, req)
 	case isStorage(l.cmd):
