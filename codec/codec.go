@@ -27,6 +27,23 @@ const (
 	// RouteAny sends the request to any one backend: its answer does not
 	// depend on the keys (Redis COMMAND).
 	RouteAny
+	// RouteWatch asks the proxy to stream the pool's event log to the
+	// client from now on (memcached's watch command): Arg holds the
+	// streams asked for (Watch*, possibly none). The proxy answers it
+	// with Dialect.AppendLocal when the pool's router has such a log, and
+	// then reads no more requests from that client.
+	RouteWatch
+)
+
+// Streams of a pool's event log a RouteWatch request may ask for, as bits
+// of its Arg (memcached's watch names).
+const (
+	// WatchProxyReqs is "proxyreqs": requests a route file logs.
+	WatchProxyReqs = 1 << iota
+	// WatchProxyEvents is "proxyevents": route errors and backend failures.
+	WatchProxyEvents
+	// WatchProxyUser is "proxyuser": a route file's own log lines.
+	WatchProxyUser
 )
 
 // Mode says which replies the client expects for a request.
@@ -158,9 +175,21 @@ type Options struct {
 	// built-in proxy instead of memcached's own: "CLIENT_ERROR parsing
 	// request" for a malformed request of a command the proxy knows, the
 	// connection closed without a word for any other command, "CLIENT_ERROR
-	// bad data chunk" after which the stream goes on. The pool's kind sets
-	// it (Lua pools); the RESP parser ignores it.
+	// bad data chunk" after which the stream goes on; a multi-key get
+	// whose first key starts past its line's 20th byte is "CLIENT_ERROR
+	// malformed request", and one with keys longer than MaxKey is
+	// accepted: its router must answer each such key "CLIENT_ERROR key
+	// too long" in its place. The pool's kind sets it (Lua pools); the
+	// RESP parser ignores it.
 	ProxyErrors bool
+	// ProxyWire asks the memcache parser to send quiet and noreply
+	// requests as memcached's built-in proxy does: a meta request's "q"
+	// flag overwritten by a space (no "mn" follows), a storage, incr,
+	// decr or touch request's "noreply" as "noreplY", so that the
+	// backend answers and the proxy hides the answer as the client
+	// asked. The pool's kind sets it (Lua pools); the RESP parser ignores
+	// it.
+	ProxyWire bool
 }
 
 // HandshakeOptions describe what a new backend socket must be told.

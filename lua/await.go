@@ -45,6 +45,9 @@ const (
 // yields (worker.send): a backend down or marked bad costs no hand-off.
 func (c *call) onDone(*backend.Call) {
 	c.elapsed = time.Since(c.sent)
+	if c.Reply.Err != nil {
+		c.w.r.watchBackend(c.be, c.Reply.Err)
+	}
 	if c.phase.CompareAndSwap(callSending, callEarly) {
 		return
 	}
@@ -408,6 +411,7 @@ func (w *worker) logReq(L *glua.LState) int {
 		req = rq.req
 	}
 	w.r.logRequest(req, res, L.OptString(3, ""))
+	w.r.watchRequest(req, res, L.OptString(3, ""), L.OptInt(4, 0))
 	return 0
 }
 
@@ -436,6 +440,7 @@ func (w *worker) logReqSample(L *glua.LState) int {
 			req = rq.req
 		}
 		w.r.logRequest(req, res, detail)
+		w.r.watchRequest(req, res, detail, L.OptInt(7, 0))
 	}
 	return 0
 }

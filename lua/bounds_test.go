@@ -134,20 +134,28 @@ func TestBadRoutes(t *testing.T) {
 		{"lp", "get bad/table\r\n", "SERVER_ERROR bad response\r\n", "", ""},
 		{"lp", "get bad/boolean\r\n", "SERVER_ERROR bad response\r\n", "", ""},
 		{"mp", "set bad/alloc 0 0 1\r\nx\r\n", "SERVER_ERROR lua memory limit\r\n", "allocated more than 16 MiB", "v2alloc"},
-		// A multi-get with a bad key is answered with its error alone, as
-		// the memcache dialect merges (memcached's proxy answers the other
-		// keys and puts the error in the bad key's place, before END).
-		{"lp", "get good/a bad/nil good/b\r\n", "SERVER_ERROR bad response\r\n", "", ""},
-		{"lp", "get after/get bad/loop\r\n", "SERVER_ERROR lua timeout\r\n", "ran longer than 200ms", "v2loop"},
+		// A multi-get with a bad key answers the other keys and puts the
+		// error in the bad key's place, before END, as memcached's proxy
+		// does (the good keys are misses).
+		{"lp", "get good/a bad/nil good/b\r\n", "SERVER_ERROR bad response\r\nEND\r\n", "", ""},
+		{"lp", "get after/get bad/loop\r\n", "SERVER_ERROR lua timeout\r\nEND\r\n", "ran longer than 200ms", "v2loop"},
 	} {
 		t.Run(strings.Fields(tc.req)[0]+" "+strings.Fields(tc.req)[1], func(t *testing.T) {
 			c := conns[tc.pool]
 			got, took := c.timed(tc.req)
-			if got != tc.want {
-				t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
+			if strings.HasPrefix(tc.req, "get ") && len(strings.Fields(tc.req)) > 2 {
+				got += c.line() + "\r\n" // a multi-get's END, after the error in place
 			}
 			if took > 5*time.Second {
 				t.Errorf("%q answered after %v", tc.req, took)
+			}
+			if tc.marker == "v1cat" && got == "SERVER_ERROR lua timeout\r\n" {
+				// A doubling string grows in uninterruptible steps: on a
+				// loaded machine the time bound may come first. Either
+				// bound stops it; the process lives on (checked below).
+				tc.log = "ran longer than 200ms"
+			} else if got != tc.want {
+				t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
 			}
 			if tc.log != "" {
 				where := fmt.Sprintf("%s:%d:", file, lineOf(t, boundsRoutes, tc.marker))

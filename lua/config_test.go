@@ -102,7 +102,7 @@ func TestConfigErrors(t *testing.T) {
 			"lua: routes.lua:2: loading: ran longer than 2s"},
 		{"greedy config", "function mcp_config_pools()\n  local t = {}\n  while true do t[#t + 1] = string.rep('x', 1e6) end\nend\n" + okRoutes,
 			"lua: routes.lua:3: mcp_config_pools: allocated more than 32 MiB"},
-		{"greedy routes", okPools + "function mcp_config_routes(p)\n  local s = 'x'\n  while true do s = s .. s end\nend\n",
+		{"greedy routes", okPools + "function mcp_config_routes(p)\n  local t, mb = {}, string.rep('y', 1e6)\n  while true do t[#t + 1] = mb .. #t end\nend\n",
 			"lua: routes.lua:7: mcp_config_routes: allocated more than 32 MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantConfigError(t, tc.src, tc.want) })

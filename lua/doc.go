@@ -149,7 +149,14 @@
 //
 // Like memcached's proxy, a multi-key get (and a Redis command split per
 // key, such as MGET or DEL) runs the handler once per key, and the answers
-// are merged in the client's key order.
+// are merged in the client's key order. On a memcache pool each key's
+// answer takes its place, as in memcached's proxy: a hit's VALUE block,
+// nothing for a miss, "SERVER_ERROR ..." for a failed backend or handler,
+// a handler's string as it is (less a final "END"), "CLIENT_ERROR key too
+// long" for a key over the limit (which reaches no handler), then one
+// END; a line whose first key starts past its 20th byte is answered
+// "CLIENT_ERROR malformed request". (A Redis pool's command fails as a
+// whole when a key fails.)
 //
 // pool(r) sends r to the backend owning its key, waits and returns the
 // response; a request without a key raises "cannot route commands without
@@ -189,10 +196,22 @@
 // reason on a mismatch; false, nil when there was nothing to compare). The
 // flag edits keep the other bytes of the line as they were; a text
 // request has no flags, so flag_add and flag_set append the token to it,
-// as memcached does. A rewrite re-parses the request, so keys and routing follow
-// it; memcache's "noreply" is removed by the parser before the handler sees
-// the request (the proxy hides the reply instead), so ntokens does not
-// count it. Response methods: ok(), hit(), vlen(), code() (mcp.MCMC_CODE_*
+// as memcached does.
+// A rewrite re-parses the request, so keys and routing follow
+// it. ltrimkey and rtrimkey return n and, as memcached's proxy does, turn
+// the trimmed bytes into spaces on the wire ("mg abcdef v" with
+// ltrimkey(3) goes as "mg    def v"); n may be the whole key, more raises
+// "ltrimkey cannot zero out key".
+//
+// Quiet and noreply requests of a memcache pool go to the backend as
+// memcached's proxy sends them (codec.Options.ProxyWire): the "q" flag
+// overwritten by a space and no "mn" after it; "noreply" as "noreplY"
+// (but for delete, which memcached refuses so and whose noreply is
+// removed). The backend always answers; the client sees what the flag
+// asks (the answer to noreply never; of a quiet request, what memcached's
+// proxy shows: not EN, and not HD for other commands than mg). The handler
+// sees the request as the client sent it (has_flag("q") is true, ntokens
+// counts "noreply") and the backend's real answer. Response methods: ok(), hit(), vlen(), code() (mcp.MCMC_CODE_*
 // as memcached's mcmc classifies the reply; MCMC_CODE_SERVER_ERROR when
 // the backend failed), line() (as mcmc gives it: a meta reply's text
 // after its code and one space, after the size for VA, so flags blanked
@@ -209,12 +228,29 @@
 // mcp.time_real_millis()
 // (epoch milliseconds) and mcp.time_mono_millis() (milliseconds since the
 // process started, on the monotonic clock) return whole numbers, in the
-// route stage only: at config time they are nil, as in memcached. A quiet meta reply
-// hidden by the backend has code END for mg, OK otherwise.
+// route stage only: at config time they are nil, as in memcached.
 //
-// mcp.log(msg), mcp.log_req(r, res, detail) and mcp.log_reqsample(ms,
-// rate, allerrors, r, res, detail) write to the proxy's log (memcached's
-// "watch proxyuser" and "watch proxyreqs"); print does too. mcp.stat(id,
+// mcp.log(msg), mcp.log_req(r, res, detail[, cfd]) and
+// mcp.log_reqsample(ms, rate, allerrors, r, res, detail[, cfd]) write to
+// the proxy's log; print does too. A client of a memcache pool may also
+// follow them as memcached's proxy lets it: "watch proxyuser" (mcp.log),
+// "watch proxyreqs" (log_req, log_reqsample), "watch proxyevents" (a
+// handler's error, a failed backend call), any combination, answered
+// "OK", after which the connection reads no more requests and gets lines
+// in memcached 1.6.45's format ("ts=SEC.USEC gid=N type=proxy_user
+// msg=...", "type=proxy_req elapsed= type= code= status= res=good|ok|any
+// cfd= be=host:port detail= req=...", "type=proxy_error msg=...",
+// "type=proxy_backend error=CAUSE name= port= label= depth=0 rbuf="),
+// each ending in "\n". memcached's other stream names (fetchers,
+// mutations, ...) are accepted and stream nothing; an unknown one is
+// "ERROR". Each watcher has a 256 KiB buffer (at most 20 watchers,
+// "SERVER_ERROR route: log watcher limit reached" past that): a watcher
+// whose client reads too slowly loses lines, counted on a "skipped=N"
+// line before the next one it gets, and never holds the proxy up. The
+// watchers are the pool's: a reload keeps them. (memcached's proxy logs a
+// backend's failure once per broken connection, and a backend marked bad;
+// shardproxy logs each failed call but those failed at once while the
+// backend is marked bad.) mcp.stat(id,
 // delta) adds to a counter of mcp.add_stat; Router.Stats lists them.
 //
 // # V2: function generators (memcached 1.6.45's API)

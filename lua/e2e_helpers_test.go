@@ -387,3 +387,122 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// tap is a relay in front of a backend that records every byte sent to
+// it, over all its connections.
+type tap struct {
+	port int
+	mu   sync.Mutex
+	up   strings.Builder
+}
+
+// newTap starts a relay to the server at addr.
+func newTap(t testing.TB, addr string) *tap {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := &tap{port: ln.Addr().(*net.TCPAddr).Port}
+	var wg sync.WaitGroup
+	var conns []net.Conn
+	var cmu sync.Mutex
+	t.Cleanup(func() {
+		ln.Close()
+		cmu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		cmu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			cl, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				cl.Close()
+				continue
+			}
+			cmu.Lock()
+			conns = append(conns, cl, up)
+			cmu.Unlock()
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				defer up.Close()
+				buf := make([]byte, 16<<10)
+				for {
+					n, err := cl.Read(buf)
+					if n > 0 {
+						tp.mu.Lock()
+						tp.up.Write(buf[:n])
+						tp.mu.Unlock()
+						if _, werr := up.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				defer cl.Close()
+				io.Copy(cl, up)
+			}()
+		}
+	}()
+	return tp
+}
+
+// sent returns what the backend received, without the proxy's
+// "version\r\n" checks.
+func (tp *tap) sent() string {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return strings.ReplaceAll(tp.up.String(), "version\r\n", "")
+}
+
+// take returns what the backend received since the last take or reset,
+// without the version checks, and forgets it.
+func (tp *tap) take() string {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	s := strings.ReplaceAll(tp.up.String(), "version\r\n", "")
+	tp.up.Reset()
+	return s
+}
+
+// reset forgets what was recorded.
+func (tp *tap) reset() {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	tp.up.Reset()
+}
+
+// waitSent waits until the backend received want, and fails if it
+// received anything else.
+func (tp *tap) waitSent(t testing.TB, what, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for tp.sent() != want && len(tp.sent()) < len(want) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := tp.sent(); got != want {
+		t.Errorf("%s: the backend received\n%q\nwant\n%q", what, got, want)
+	}
+}
+
+// tapRelay starts a tap in front of addr and returns its port and the tap.
+func tapRelay(t testing.TB, addr string) (int, *tap) {
+	t.Helper()
+	tp := newTap(t, addr)
+	return tp.port, tp
+}

@@ -357,7 +357,7 @@ func TestV2MutateExample(t *testing.T) {
 	if !regexp.MustCompile(`^VA 2 f7 O9 t(3600|3599)\r\nhi\r\n$`).MatchString(got) {
 		t.Errorf("mg: %q", got)
 	}
-	if got := tp.sent(); got != "mg a/k v f O9 t\r\n" {
+	if got := tp.take(); got != "mg a/k v f O9 t\r\n" {
 		t.Errorf("mg reached the backend as %q", got)
 	}
 }

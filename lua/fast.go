@@ -65,6 +65,7 @@ func (w *worker) fastPool(req *codec.Request) *pool {
 type fastCall struct {
 	call  backend.Call
 	r     *Router
+	be    *beRef
 	req   *codec.Request
 	c     Completion
 	bytes int64
@@ -109,7 +110,7 @@ func (r *Router) routeFast(w *worker, req *codec.Request, hint uint32, c Complet
 // bufferUsed.
 func (r *Router) sendFast(be *beRef, req *codec.Request, hint uint32, c Completion, bytes int64) {
 	fc := newFastCall()
-	fc.r, fc.req, fc.c, fc.bytes = r, req, c, bytes
+	fc.r, fc.be, fc.req, fc.c, fc.bytes = r, be, req, c, bytes
 	fc.call.Req = req
 	be.send(&fc.call, hint) // Route counted the request in active and bufferUsed
 }
@@ -126,6 +127,9 @@ func (fc *fastCall) done(*backend.Call) {
 	default:
 		out = d.AppendReply(out, fc.req, reply.Raw, reply.Kind)
 	}
+	if reply.Err != nil {
+		fc.r.watchBackend(fc.be, reply.Err)
+	}
 	r, c, bytes := fc.r, fc.c, fc.bytes
 	if cap(out) <= 64<<10 {
 		fc.out = out[:0]
@@ -133,7 +137,7 @@ func (fc *fastCall) done(*backend.Call) {
 		fc.out = nil
 	}
 	fc.call = backend.Call{Done: fc.call.Done}
-	fc.r, fc.req, fc.c = nil, nil, nil
+	fc.r, fc.be, fc.req, fc.c = nil, nil, nil, nil
 	r.active.Add(-1)
 	r.bufferUsed.Add(-bytes)
 	c.Complete(out)

@@ -65,7 +65,10 @@ func reqKey(L *glua.LState) int {
 }
 
 // trimKey is r:ltrimkey(n) and r:rtrimkey(n): drop n bytes from the start
-// or the end of the key.
+// or the end of the key. As in memcached's proxy, the dropped bytes become
+// spaces on the wire ("mg abcdef v" with ltrimkey(3) is sent as
+// "mg    def v"), n may be the key's whole length, and the call returns n.
+// On a Redis pool the key argument is shortened (and must keep a byte).
 func trimKey(L *glua.LState, left bool) int {
 	rq := checkRequest(L, 1)
 	rq.tokenize()
@@ -74,19 +77,38 @@ func trimKey(L *glua.LState, left bool) int {
 	if rq.keyTok < 0 {
 		L.RaiseError("%s: request has no key", name)
 	}
-	key := rq.token(rq.keyTok)
-	if n < 0 || n >= len(key) {
+	key := rq.toks[rq.keyTok]
+	if n < 0 || n > key.end-key.start || rq.w.r.cfg.Redis && n == key.end-key.start {
 		L.RaiseError("%s cannot zero out key", name)
 	}
-	if left {
-		key = key[n:]
-	} else {
-		key = key[:len(key)-n]
+	if rq.w.r.cfg.Redis { // the key argument, shortened
+		k := rq.token(rq.keyTok)
+		if left {
+			k = k[n:]
+		} else {
+			k = k[:len(k)-n]
+		}
+		if err := rq.rewrite(map[int][]byte{rq.keyTok: bytes.Clone(k)}); err != nil {
+			L.RaiseError("%s: %s", name, err.Error())
+		}
+		L.Push(glua.LNumber(n))
+		return 1
 	}
-	if err := rq.rewrite(map[int][]byte{rq.keyTok: bytes.Clone(key)}); err != nil {
+	buf := make([]byte, 0, len(rq.req.Wire))
+	buf = append(buf, rq.view[:rq.lineEnd]...)
+	blank := buf[key.start : key.start+n]
+	if !left {
+		blank = buf[key.end-n : key.end]
+	}
+	for i := range blank {
+		blank[i] = ' '
+	}
+	buf = append(buf, rq.rest()...)
+	if err := rq.replace(buf); err != nil {
 		L.RaiseError("%s: %s", name, err.Error())
 	}
-	return 0
+	L.Push(glua.LNumber(n))
+	return 1
 }
 
 // reqToken is r:token(n[, new]): token n (1 is the command), nil when out
@@ -188,7 +210,8 @@ func reqFlagToken(L *glua.LState) int {
 // reqString is tostring(r): the request line.
 func reqString(L *glua.LState) int {
 	rq := checkRequest(L, 1)
-	line := rq.req.Wire
+	rq.tokenize()
+	line := rq.view
 	if i := bytes.IndexByte(line, '\n'); i >= 0 {
 		line = line[:i]
 	}

@@ -1,12 +1,8 @@
 package lua_test
 
 import (
-	"bytes"
-	"io"
-	"net"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"shardproxy/internal/testserver"
@@ -16,72 +12,6 @@ import (
 // mutators and inspectors, end to end: what the client sees and what the
 // backend receives, as memcached 1.6.45's proxy gives them (observed on
 // it with the same requests).
-
-// tap forwards connections to addr and records what the proxy sends.
-type tap struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// sent returns what reached the backend since the last call, without the
-// version checks of new connections.
-func (tp *tap) sent() string {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	s := strings.ReplaceAll(tp.buf.String(), "version\r\n", "")
-	tp.buf.Reset()
-	return s
-}
-
-func (tp *tap) Write(p []byte) (int, error) {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	return tp.buf.Write(p)
-}
-
-// tapRelay starts a relay to addr and returns its port and its record.
-func tapRelay(t testing.TB, addr string) (int, *tap) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := &tap{}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			cl, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", addr)
-			if err != nil {
-				cl.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, cl, up)
-			mu.Unlock()
-			wg.Add(2)
-			go func() { defer wg.Done(); io.Copy(io.MultiWriter(tp, up), cl); up.Close() }()
-			go func() { defer wg.Done(); io.Copy(cl, up); cl.Close() }()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port, tp
-}
 
 // step is one request of a test: what the client sends, what it must get
 // back, and what the backend must receive ("-" for anything).
@@ -93,7 +23,7 @@ func runSteps(t *testing.T, c *client, tp *tap, steps []step) {
 		if got := c.do(s.send); got != s.reply {
 			t.Errorf("%q:\n got %q\nwant %q", s.send, got, s.reply)
 		}
-		if got := tp.sent(); s.backend != "-" && got != s.backend {
+		if got := tp.take(); s.backend != "-" && got != s.backend {
 			t.Errorf("%q: backend got %q, want %q", s.send, got, s.backend)
 		}
 	}
@@ -200,7 +130,7 @@ func TestV2Mutators(t *testing.T) {
 		"num ok n=1 {boolean:false} mg m/k T v", "req ok n=0 {} mg m/k T42 v",
 		"textreq ok n=1 {boolean:false}", "table ok n=1 {boolean:false}",
 		`hello\r\n"}ok n=0 {} mg m/k v`, "noargs ok n=1 {boolean:false} mg m/k v")
-	tp.sent()
+	tp.take()
 	if got := c.do("mg m/fca T42 v\r\n"); !regexp.MustCompile(`^HD t\d+ f0 km/k\r\n$`).MatchString(got) {
 		t.Errorf("flagcopyall: %q", got)
 	}

@@ -28,9 +28,10 @@ type request struct {
 	owned bool           // req was made for this object, not borrowed from the client
 
 	toks    []span
-	keyTok  int  // index in toks of the key, -1 for none
-	lineEnd int  // memcache: end of the request line, after its '\n'
-	split   bool // toks are valid
+	view    []byte // what toks index: req.Wire, or the client's line (see clientLine)
+	keyTok  int    // index in toks of the key, -1 for none
+	lineEnd int    // memcache: end of the request line, after its '\n'
+	split   bool   // toks are valid
 }
 
 var errDetached = errors.New("request used after its reply was sent")
@@ -55,12 +56,17 @@ func (rq *request) tokenize() {
 	}
 	rq.toks = rq.toks[:0]
 	rq.keyTok = -1
+	rq.view = rq.req.Wire
 	if rq.w.r.cfg.Redis {
 		rq.toks = redisArgs(rq.req.Wire, rq.toks)
 		rq.keyTok = redisKeyToken(rq.req, rq.toks)
 		return
 	}
 	rq.toks, rq.lineEnd = memcacheTokens(rq.req.Wire, rq.toks)
+	if rq.w.r.cfg.Options.ProxyWire {
+		rq.view = clientLine(rq.req, rq.lineEnd, rq.toks)
+		rq.toks, _ = memcacheTokens(rq.view, rq.toks[:0])
+	}
 	if len(rq.req.Keys) > 0 && len(rq.toks) > 1 {
 		rq.keyTok = 1
 		if (rq.req.Name == "gat" || rq.req.Name == "gats") && len(rq.toks) > 2 {
@@ -94,6 +100,30 @@ func memcacheTokens(wire []byte, toks []span) ([]span, int) {
 		i = j
 	}
 	return toks, lineEnd
+}
+
+// clientLine returns the request line as the client sent it, where the
+// parser changed it for the backend as memcached's proxy does
+// (codec.Options.ProxyWire): a quiet meta request's "q" flag, which the
+// parser overwrote with a space at Arg-1, and "noreply", sent as
+// "noreplY". So the handler sees the flag and the token, as memcached's
+// handlers do, and a rewrite keeps the request quiet. Other requests'
+// Wire is returned as it is.
+func clientLine(req *codec.Request, lineEnd int, toks []span) []byte {
+	switch {
+	case req.Mode == codec.ModeQuiet && req.Arg > 0 && req.Arg < lineEnd && req.Wire[req.Arg-1] == ' ':
+		line := bytes.Clone(req.Wire[:lineEnd])
+		line[req.Arg-1] = 'q'
+		return line
+	case req.Mode == codec.ModeNoreply && len(toks) > 0:
+		last := toks[len(toks)-1]
+		if string(req.Wire[last.start:last.end]) == "noreplY" {
+			line := bytes.Clone(req.Wire[:lineEnd])
+			line[last.end-1] = 'y'
+			return line
+		}
+	}
+	return req.Wire
 }
 
 // redisArgs returns the arguments of a RESP array of bulk strings, or the
@@ -150,7 +180,7 @@ func redisKeyToken(req *codec.Request, toks []span) int {
 // token returns token i (0-based).
 func (rq *request) token(i int) []byte {
 	s := rq.toks[i]
-	return rq.req.Wire[s.start:s.end]
+	return rq.view[s.start:s.end]
 }
 
 // key returns the request's key: the key token as sent (memcache) or the
@@ -198,6 +228,11 @@ func (rq *request) rewrite(repl map[int][]byte) error {
 	} else {
 		buf = rq.rewriteMemcache(repl)
 	}
+	return rq.replace(buf)
+}
+
+// replace makes the request the one buf holds, parsed again.
+func (rq *request) replace(buf []byte) error {
 	req, err := rq.w.parse(buf)
 	if err != nil {
 		return err
@@ -222,11 +257,18 @@ func (rq *request) rewriteMemcache(repl map[int][]byte) []byte {
 		buf = append(buf, tok...)
 	}
 	buf = append(buf, "\r\n"...)
+	return append(buf, rq.rest()...)
+}
+
+// rest returns what follows the request line (a value and its "\r\n"),
+// without the "mn\r\n" the parser adds after a quiet request unless it
+// speaks as memcached's proxy (it asks for "mn" again if q stays).
+func (rq *request) rest() []byte {
 	rest := rq.req.Wire[rq.lineEnd:]
-	if rq.req.Mode == codec.ModeQuiet { // the parser asks for "mn" again if q stays
+	if rq.req.Mode == codec.ModeQuiet && !rq.w.r.cfg.Options.ProxyWire {
 		rest = bytes.TrimSuffix(rest, []byte("mn\r\n"))
 	}
-	return append(buf, rest...)
+	return rest
 }
 
 func (rq *request) rewriteRedis(repl map[int][]byte) []byte {
@@ -315,9 +357,5 @@ func (rq *request) value() []byte {
 		return nil
 	}
 	rq.tokenize()
-	rest := rq.req.Wire[rq.lineEnd:]
-	if rq.req.Mode == codec.ModeQuiet {
-		rest = bytes.TrimSuffix(rest, []byte("mn\r\n"))
-	}
-	return rest
+	return rq.rest()
 }

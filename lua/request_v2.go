@@ -4,8 +4,6 @@ import (
 	"bytes"
 
 	glua "github.com/yuin/gopher-lua"
-
-	"shardproxy/codec"
 )
 
 // The request methods memcached's V2 proxy added (proxy_request.c in
@@ -194,15 +192,6 @@ func editToken(L *glua.LState, n int) []byte {
 	}
 	L.RaiseError("request: invalid flag argument")
 	return nil
-}
-
-// rest returns what follows the request line: the value block, if any.
-func (rq *request) rest() []byte {
-	rest := rq.req.Wire[rq.lineEnd:]
-	if rq.req.Mode == codec.ModeQuiet { // the parser asks for "mn" again if q stays
-		rest = bytes.TrimSuffix(rest, []byte("mn\r\n"))
-	}
-	return rest
 }
 
 // reparse makes line (without its line end) and the request's value the

@@ -90,6 +90,11 @@ type Config struct {
 	// Logger receives lifecycle events, script errors and mcp.log lines;
 	// default slog.Default().
 	Logger *slog.Logger
+	// Hub receives the lines memcached's proxy writes to its watchers
+	// (mcp.log, mcp.log_req, route errors, backend failures; see
+	// watch.go); default a Hub of the router's own. A reload passes the
+	// running router's, so its watchers stay.
+	Hub *route.Hub
 	// Backends hands out the backends the script declares and takes them
 	// back at Close; default backend.Direct (each router's own, closed at
 	// Close). A reload passes a source shared with the next router, so
@@ -195,6 +200,9 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.Backends == nil {
 		cfg.Backends = backend.Direct{}
+	}
+	if cfg.Hub == nil {
+		cfg.Hub = &route.Hub{}
 	}
 	cfg.Options.Password, cfg.Options.Username, cfg.Options.Deny = "", "", nil
 	src := cfg.Source
@@ -337,12 +345,22 @@ func (r *Router) Counters() []route.Stat {
 	return s
 }
 
+// Watch registers a watcher of the router's log streams (codec.Watch*
+// bits): route.Watchable.
+func (r *Router) Watch(streams int) (*route.Watcher, error) { return r.cfg.Hub.Watch(streams) }
+
+// Hub returns the hub the router publishes to, for the next router of a
+// reload (Config.Hub).
+func (r *Router) Hub() *route.Hub { return r.cfg.Hub }
+
 // Backends returns the backends the script created, in creation order. The
 // slice is shared: do not modify it.
 func (r *Router) Backends() []*backend.Backend { return r.backends }
 
-// logScriptError logs a script error once per distinct message.
+// logScriptError logs a script error once per distinct message, and
+// gives every one to the watchers of proxyevents.
 func (r *Router) logScriptError(event string, msg string) {
+	r.watchError(msg)
 	r.errMu.Lock()
 	n, seen := r.errSeen[msg]
 	if len(r.errSeen) < 1024 || seen {

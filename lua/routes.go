@@ -57,7 +57,9 @@ func (r *Router) newMCP(L *glua.LState, funcs map[string]glua.LGFunction) *glua.
 		mcp.RawSetString(name, L.NewFunction(fn))
 	}
 	mcp.RawSetString("log", L.NewFunction(func(L *glua.LState) int {
-		r.log.Info("lua log", "msg", L.CheckString(1))
+		msg := L.CheckString(1)
+		r.log.Info("lua log", "msg", msg)
+		r.watchUser(msg)
 		return 0
 	}))
 	L.SetGlobal("mcp", mcp)

@@ -1,6 +1,8 @@
 package lua
 
 import (
+	"bytes"
+
 	glua "github.com/yuin/gopher-lua"
 
 	"shardproxy/codec"
@@ -62,6 +64,11 @@ func (w *worker) startRequest(req *codec.Request, hint uint32, c Completion) {
 		if subs, _, owners := w.r.cfg.Dialect.Split(req, targets, nil); len(subs) > 1 {
 			m := &multi{req: req, c: c, subs: subs, owners: owners, replies: make([]codec.Reply, len(subs)), left: len(subs), bytes: bytes}
 			for i, sub := range subs {
+				if w.keyTooLong(sub) {
+					m.replies[i] = codec.Reply{Raw: []byte(replyKeyTooLong)}
+					w.subDone(m)
+					continue
+				}
 				w.startTask(sub, hint, nil, m, i, 0)
 			}
 			return
@@ -234,13 +241,60 @@ func (w *worker) recycle(t *task) {
 	}
 }
 
+// replyKeyTooLong answers a multi-get's key over the key limit in its
+// place, as memcached's proxy does; the other keys are answered as usual.
+const replyKeyTooLong = "CLIENT_ERROR key too long\r\n"
+
+// mcKeyMax is memcached's KEY_MAX_LENGTH, the key limit where
+// Config.Options.MaxKey leaves it unset.
+const mcKeyMax = 250
+
+// keyTooLong reports whether sub, one key of a memcache multi-get, has a
+// key over the pool's limit (the parser lets such keys through to be
+// answered in place: codec.Options.ProxyErrors).
+func (w *worker) keyTooLong(sub *codec.Request) bool {
+	if w.r.cfg.Redis || len(sub.Keys) != 1 {
+		return false
+	}
+	limit := w.r.cfg.Options.MaxKey
+	if limit <= 0 {
+		limit = mcKeyMax
+	}
+	return len(sub.Keys[0]) > limit
+}
+
 // completeMulti merges a multi-get's replies and answers the client.
 func (w *worker) completeMulti(m *multi) {
 	d := w.r.cfg.Dialect
-	w.out = d.Merge(w.out[:0], m.req, m.subs, m.owners, m.replies)
+	if w.r.cfg.Redis {
+		w.out = d.Merge(w.out[:0], m.req, m.subs, m.owners, m.replies)
+	} else {
+		w.out = w.mergeInPlace(w.out[:0], m)
+	}
 	w.r.active.Add(-1)
 	w.r.bufferUsed.Add(-m.bytes)
 	m.c.Complete(w.out)
+}
+
+// mergeInPlace answers a memcache multi-get as memcached's proxy does:
+// each key's answer in its place, in the client's order, without its
+// "END" (a hit's VALUE block, nothing for a miss, an error line for a
+// failure, a handler's string as it is), then one "END". One failed key
+// fails no other.
+func (w *worker) mergeInPlace(dst []byte, m *multi) []byte {
+	d := w.r.cfg.Dialect
+	for _, j := range m.owners {
+		if uint(j) >= uint(len(m.replies)) {
+			continue
+		}
+		r := m.replies[j]
+		if r.Err != nil {
+			dst = d.AppendError(dst, codec.ErrServer, r.Err.Error())
+			continue
+		}
+		dst = append(dst, bytes.TrimSuffix(r.Raw, []byte("END\r\n"))...)
+	}
+	return append(dst, "END\r\n"...)
 }
 
 // appendResult appends what the client sees for req when its handler

@@ -191,9 +191,8 @@ func readAll(t *testing.T, nc net.Conn) string {
 
 // TestV1BackendFailureWording: every backend failure is "SERVER_ERROR
 // backend failure", whatever its cause (refused, validation timeout), and
-// a quiet request's failure is shown. (memcached's proxy also answers a
-// failed key of a multiget in its place, between the other keys' values;
-// shardproxy still fails the whole multiget.)
+// a quiet request's failure is shown. (A multiget's failed key is
+// answered in its place: TestV1MultiGetInPlace.)
 func TestV1BackendFailureWording(t *testing.T) {
 	mc := memcached(t, 1)
 	addr, _ := luaRoutes(t, `

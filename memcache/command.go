@@ -28,6 +28,7 @@ const (
 	CmdMetaArithmetic // ma
 	CmdMetaDebug      // me
 	CmdMetaNoop       // mn
+	CmdWatch          // watch, with codec.Options.ProxyErrors only
 	numCmds
 )
 
@@ -58,6 +59,7 @@ var cmdNames = [numCmds]string{
 	CmdMetaArithmetic: "ma",
 	CmdMetaDebug:      "me",
 	CmdMetaNoop:       "mn",
+	CmdWatch:          "watch",
 }
 
 // CommandName returns the wire name of a command number ("get", "ms"), or ""
@@ -123,6 +125,8 @@ func lookupCommand(verb []byte) int {
 		return CmdMetaDebug
 	case "mn":
 		return CmdMetaNoop
+	case "watch":
+		return CmdWatch
 	}
 	return 0
 }

@@ -27,8 +27,12 @@
 // to keep replies in order) and AppendReply shows the client nothing. A
 // quiet meta request ("q" flag) is sent followed by "mn\r\n"; the reply
 // runs to the "MN\r\n" line, which AppendReply drops, so what a client sees
-// in quiet mode is exactly what memcached shows. A base64 key ("b" flag) is
-// decoded for routing only.
+// in quiet mode is exactly what memcached shows. With
+// codec.Options.ProxyWire the parser speaks as memcached's built-in proxy
+// instead: the "q" flag is overwritten by a space (req.Arg records where),
+// "noreply" is sent as "noreplY" (but for delete), the backend answers
+// one reply and AppendReply hides what quiet mode or noreply hide. A
+// base64 key ("b" flag) is decoded for routing only.
 //
 // # Replies
 //

@@ -8,13 +8,17 @@ import (
 
 // AppendReply implements codec.Dialect: a noreply request shows nothing, a
 // quiet meta request shows its reply without the "MN\r\n" the parser asked
-// for, a get sent as mg shows the text reply, any other request shows the
-// reply as the backend sent it.
+// for (or, sent in memcached proxy's form, shows what memcached's proxy
+// shows of it: see quietHides), a get sent as mg shows the text reply, any
+// other request shows the reply as the backend sent it.
 func (*Dialect) AppendReply(dst []byte, req *codec.Request, reply []byte, _ codec.ReplyKind) []byte {
 	switch req.Mode {
 	case codec.ModeNoreply:
 		return dst
 	case codec.ModeQuiet:
+		if req.Arg > 0 && quietHides(req.Cmd, reply) {
+			return dst
+		}
 		reply = bytes.TrimSuffix(reply, []byte("MN\r\n"))
 	case codec.ModeRewrite:
 		return appendMetaGet(dst, req, reply)
@@ -50,7 +54,8 @@ func appendLine(dst []byte, s string) []byte {
 }
 
 // AppendLocal implements codec.Dialect for the requests the parser routes
-// RouteLocal: version ("VERSION <env.Version()>"), verbosity ("OK"), stats
+// RouteLocal (and RouteWatch): version ("VERSION <env.Version()>"),
+// verbosity and watch ("OK"), stats
 // (every env.Stats() counter as "STAT <name> <value>", then "END"; "stats
 // <section>" shows the section's counters when env is a codec.SectionEnv
 // that has it, else the general ones), mn ("MN"), gat and
@@ -67,7 +72,7 @@ func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byt
 			v = env.Version()
 		}
 		return appendLine(append(dst, "VERSION "...), v)
-	case CmdVerbosity:
+	case CmdVerbosity, CmdWatch:
 		return append(dst, "OK\r\n"...)
 	case CmdStats:
 		if env != nil {
@@ -118,4 +123,22 @@ func appendToken(dst []byte, s string) []byte {
 		dst = append(dst, c)
 	}
 	return dst
+}
+
+// quietHides reports whether memcached's proxy hides a backend's reply to
+// a quiet meta request of cmd (observed on memcached 1.6.45, which agrees
+// with what memcached itself hides in quiet mode): a miss (EN) always,
+// success (HD, or VA, which ma gives with v) for every command but mg;
+// NF, NS, EX and errors are shown.
+func quietHides(cmd int, reply []byte) bool {
+	if len(reply) < 4 || reply[2] != ' ' && reply[2] != '\r' {
+		return false
+	}
+	switch string(reply[:2]) {
+	case "EN":
+		return true
+	case "HD", "VA":
+		return cmd != CmdMetaGet
+	}
+	return false
 }

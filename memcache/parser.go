@@ -35,6 +35,7 @@ type parser struct {
 	deny     [numCmds]bool
 	metaGets bool   // a one-key get or gets goes to the backend as mg
 	proxy    bool   // memcached proxy's words (codec.Options.ProxyErrors)
+	wire     bool   // memcached proxy's quiet and noreply wire (codec.Options.ProxyWire)
 	toks     []span // tokens of the current line, reused
 }
 
@@ -47,6 +48,7 @@ func newParser(l codec.Options) *parser {
 		maxValue: orDefault(l.MaxValue, DefaultMaxValue),
 		metaGets: l.MetaGets,
 		proxy:    l.ProxyErrors,
+		wire:     l.ProxyWire,
 	}
 	p.cmdLine = min(MaxCommandLine, p.maxLine)
 	for _, name := range l.Deny {
@@ -107,8 +109,10 @@ func (p *parser) parse(buf []byte, req *codec.Request) (int, error) {
 	verb := l.tok(p.toks[0])
 	l.cmd = lookupCommand(verb)
 	switch {
-	case l.cmd == 0:
+	case l.cmd == 0, l.cmd == CmdWatch && !p.proxy:
 		return 0, p.unknown(l, verb)
+	case l.cmd == CmdWatch:
+		return p.watch(l, req)
 	case isRetrieval(l.cmd):
 		return p.retrieval(l, req)
 	case isStorage(l.cmd):

@@ -34,7 +34,16 @@ var proxyVerbs = map[string]bool{
 	"quit": true, "stats": true, "watch": true, "version": true,
 }
 
-const replyParsing = "CLIENT_ERROR parsing request\r\n"
+const (
+	replyParsing   = "CLIENT_ERROR parsing request\r\n"
+	replyMalformed = "CLIENT_ERROR malformed request\r\n"
+)
+
+// proxyMaxKeyOffset is the furthest into its line a multi-key retrieval's
+// first key may start under memcached's proxy (observed: "get" and 17
+// spaces, or "gat" and a 15-digit exptime, still pass; one byte more is
+// "CLIENT_ERROR malformed request"). A one-key line has no such limit.
+const proxyMaxKeyOffset = 20
 
 // parseProxy is parse in memcached proxy's words.
 func (p *parser) parseProxy(buf []byte, req *codec.Request) (int, error) {
@@ -59,18 +68,20 @@ func (p *parser) parseProxy(buf []byte, req *codec.Request) (int, error) {
 		return 0, rejectLine(replyParsing, pe.N)
 	case pe.Close:
 		return 0, rejectFatal("", pe.N)
-	case pe.Reply == "" || pe.Reply == replyBadFormat && p.keyTooLong(),
-		strings.HasSuffix(pe.Reply, replyNotCarried): // watch
+	// kept as they are: a too-long key, a malformed multiget, a watch of
+	// an unknown stream ("ERROR"), a command the proxy does not carry
+	case pe.Reply == "" || pe.Reply == replyBadFormat && p.keyTooLong(), pe.Reply == replyMalformed,
+		string(verb) == "watch", strings.HasSuffix(pe.Reply, replyNotCarried):
 		return 0, pe
 	}
 	return 0, &codec.ProtocolError{Reply: replyParsing, N: pe.N, Discard: pe.Discard}
 }
 
 // keyTooLong reports whether a token of the rejected line after its verb
-// is longer than a key may be: a retrieval or meta request with a key
-// over the limit keeps memcached's own reply. (memcached's proxy answers
-// a multi-key get's too-long key "CLIENT_ERROR key too long" in its place
-// and the other keys as usual; shardproxy still rejects the whole line.)
+// is longer than a key may be: a one-key retrieval or meta request with a
+// key over the limit keeps memcached's own reply. (A multi-key line is
+// accepted with its too-long keys, which the router answers in place: see
+// codec.Options.ProxyErrors.)
 func (p *parser) keyTooLong() bool {
 	for _, t := range p.toks[min(1, len(p.toks)):] {
 		if p.tooLongKey(t) {
@@ -91,4 +102,47 @@ func verbOf(buf []byte) []byte {
 		buf = buf[:i]
 	}
 	return buf
+}
+
+// watchNames are the streams memcached's watch command knows, in the order
+// it tries them, with the codec.Watch* bit of each the proxy writes
+// (memcached's proxy has no others: their watchers get nothing).
+var watchNames = []struct {
+	name string
+	bit  int
+}{
+	{"rawcmds", 0}, {"evictions", 0}, {"fetchers", 0}, {"mutations", 0},
+	{"sysevents", 0}, {"connevents", 0},
+	{"proxyreqs", codec.WatchProxyReqs}, {"proxyevents", codec.WatchProxyEvents},
+	{"proxyuser", codec.WatchProxyUser}, {"deletions", 0},
+}
+
+// watch: watch [stream]*, memcached's log streams (RouteWatch, the streams
+// in req.Arg). As memcached does, a token names the first stream it is a
+// prefix of ("proxy" is proxyreqs), no token means fetchers, and an
+// unknown one is answered "ERROR" (the connection stays).
+func (p *parser) watch(l *line, req *codec.Request) (int, error) {
+	n := l.n()
+	streams := 0
+	for _, t := range p.toks[1:] {
+		tok := string(l.tok(t))
+		found := false
+		for _, w := range watchNames {
+			if strings.HasPrefix(w.name, tok) {
+				streams |= w.bit
+				found = true
+				break
+			}
+		}
+		if !found {
+			return 0, rejectLine(replyError, n)
+		}
+	}
+	if r := p.denied(l.cmd); r != "" {
+		return 0, rejectLine(r, n)
+	}
+	fill(l.buf, req, l.cmd, wire{n: n, eol: l.eol}, 0)
+	req.Route = codec.RouteWatch
+	req.Arg = streams
+	return n, nil
 }

@@ -18,8 +18,8 @@ const (
 )
 
 // ParseReply implements codec.Dialect. It frames exactly one reply to req
-// (for a quiet meta request: the optional reply and the "MN" line after
-// it). "ERROR", "CLIENT_ERROR ..." and "SERVER_ERROR ..." end any reply as
+// (for a quiet meta request sent followed by "mn": the optional reply and
+// the "MN" line after it). "ERROR", "CLIENT_ERROR ..." and "SERVER_ERROR ..." end any reply as
 // ReplyError.
 func (*Dialect) ParseReply(buf []byte, req *codec.Request) (int, codec.ReplyKind, error) {
 	switch {
@@ -27,8 +27,8 @@ func (*Dialect) ParseReply(buf []byte, req *codec.Request) (int, codec.ReplyKind
 		return parseMetaGet(buf, req)
 	case isRetrieval(req.Cmd):
 		return parseRetrieval(buf, req.Keys, 0, 0, nil)
-	case isMeta(req.Cmd) && req.Mode == codec.ModeQuiet:
-		return parseQuiet(buf, req.Cmd)
+	case isMeta(req.Cmd) && req.Mode == codec.ModeQuiet && req.Arg == 0:
+		return parseQuiet(buf, req.Cmd) // sent followed by "mn"
 	case isMeta(req.Cmd):
 		return parseMetaReply(buf, 0, req.Cmd)
 	}

@@ -70,8 +70,15 @@ func (p *parser) retrieval(l *line, req *codec.Request) (int, error) {
 		first = 2
 	}
 	keys := p.toks[first:]
+	// memcached's proxy answers a multi-key line's too-long key in its
+	// place (the proxy's business: see proxywords.go), and refuses one
+	// whose first key starts too far in.
+	inPlace := p.proxy && len(keys) > 1
+	if inPlace && keys[0].start > proxyMaxKeyOffset {
+		return 0, rejectLine(replyMalformed, n)
+	}
 	for _, k := range keys {
-		if p.tooLongKey(k) {
+		if p.tooLongKey(k) && !inPlace {
 			return 0, rejectLine(replyBadFormat, n)
 		}
 	}
@@ -138,11 +145,18 @@ func (p *parser) storage(l *line, req *codec.Request) (int, error) {
 		return 0, err
 	}
 	w := wire{n: total, eol: l.eol}
-	if noreply && len(toks) == want+1 {
-		w.cut = toks[want].start
+	noreply = noreply && len(toks) == want+1
+	keep := noreply && p.keepNoreply(l.cmd)
+	if noreply {
 		req.Mode = codec.ModeNoreply
+		if !keep {
+			w.cut = toks[want].start
+		}
 	}
 	b := fill(l.buf, req, l.cmd, w, 0)
+	if keep {
+		b[toks[want].end-1] = 'Y'
+	}
 	addKey(req, b, toks[1])
 	req.Route = codec.RouteKey
 	return total, nil
@@ -215,15 +229,30 @@ func (p *parser) keyed(l *line, req *codec.Request, noreply bool) (int, error) {
 		return 0, rejectLine(quiet(r, noreply), n)
 	}
 	w := wire{n: n, eol: l.eol}
+	last := p.toks[len(p.toks)-1]
+	keep := noreply && p.keepNoreply(l.cmd)
 	if noreply {
-		w.cut = p.toks[len(p.toks)-1].start
 		req.Mode = codec.ModeNoreply
+		if !keep {
+			w.cut = last.start
+		}
 	}
 	b := fill(l.buf, req, l.cmd, w, 0)
+	if keep {
+		b[last.end-1] = 'Y'
+	}
 	addKey(req, b, p.toks[1])
 	req.Route = codec.RouteKey
 	return n, nil
 }
+
+// keepNoreply reports whether a noreply request of cmd goes to the backend
+// as memcached's proxy sends it (codec.Options.ProxyWire): with "noreplY",
+// a token the backend ignores, so that it answers and the proxy hides the
+// answer. delete is the exception: memcached refuses a delete whose third
+// token is neither "0" nor "noreply" (memcached's proxy sends it anyway
+// and the key stays), so its noreply is removed, as without ProxyWire.
+func (p *parser) keepNoreply(cmd int) bool { return p.wire && cmd != CmdDelete }
 
 // flushAll: flush_all [delay] [noreply], sent to every backend.
 func (p *parser) flushAll(l *line, req *codec.Request) (int, error) {
@@ -315,7 +344,7 @@ func (p *parser) meta(l *line, req *codec.Request) (int, error) {
 	if r := p.denied(l.cmd); r != "" {
 		return 0, rejectLine(r, n)
 	}
-	p.finishMeta(l, req, wire{n: n, eol: l.eol, quiet: quietMode}, b64)
+	p.finishMeta(l, req, wire{n: n, eol: l.eol, quiet: quietMode && !p.wire}, quietMode, b64)
 	return n, nil
 }
 
@@ -355,7 +384,7 @@ func (p *parser) metaSet(l *line, req *codec.Request) (int, error) {
 		return 0, err
 	}
 	quietMode, b64 := p.metaFlags(l, 3)
-	p.finishMeta(l, req, wire{n: total, eol: l.eol, quiet: quietMode}, b64)
+	p.finishMeta(l, req, wire{n: total, eol: l.eol, quiet: quietMode && !p.wire}, quietMode, b64)
 	return total, nil
 }
 
@@ -380,7 +409,13 @@ func (p *parser) metaFlags(l *line, first int) (quietMode, b64 bool) {
 // finishMeta builds a meta request. A base64 key ("b") routes on its
 // decoded bytes; a key that does not decode routes as sent, and the
 // backend answers it with memcached's own error.
-func (p *parser) finishMeta(l *line, req *codec.Request, w wire, b64 bool) {
+//
+// A quiet request (quietMode) is sent followed by "mn" (w.quiet), or, in
+// memcached proxy's form (p.wire), with each "q" flag overwritten by a
+// space: req.Arg is then 1 + the offset in Wire of the last one, which
+// tells ParseReply and AppendReply (and a reader who wants the client's
+// line back) that the backend answers one reply the client may not see.
+func (p *parser) finishMeta(l *line, req *codec.Request, w wire, quietMode, b64 bool) {
 	key := p.toks[1]
 	extra := 0
 	if b64 {
@@ -388,8 +423,16 @@ func (p *parser) finishMeta(l *line, req *codec.Request, w wire, b64 bool) {
 	}
 	b := fill(l.buf, req, l.cmd, w, extra)
 	req.Route = codec.RouteKey
-	if w.quiet {
+	if quietMode {
 		req.Mode = codec.ModeQuiet
+	}
+	if quietMode && !w.quiet {
+		for _, t := range p.toks[2:] {
+			if b[t.start] == 'q' {
+				b[t.start] = ' '
+				req.Arg = t.start + 1
+			}
+		}
 	}
 	if b64 {
 		dst := b[len(b) : len(b)+extra]

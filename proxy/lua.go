@@ -11,7 +11,10 @@ import (
 // luaRouter routes a Lua pool through its route file (lua.Router).
 type luaRouter struct{ r *lua.Router }
 
-var _ route.Router = luaRouter{}
+var (
+	_ route.Router    = luaRouter{}
+	_ route.Watchable = luaRouter{}
+)
 
 // Route implements route.Router.
 func (l luaRouter) Route(x *route.Exchange) { l.r.Route(&x.Req, x.Hint, x) }
@@ -27,9 +30,17 @@ func (l luaRouter) Backends() []*backend.Backend { return l.r.Backends() }
 // Close implements route.Router.
 func (l luaRouter) Close() { l.r.Close() }
 
-// parseLua words a memcache Lua pool's protocol errors as memcached's
-// proxy does (codec.Options.ProxyErrors): its route files come from there.
-func parseLua(pc *config.Pool, o *codec.Options) { o.ProxyErrors = !pc.Redis }
+// Watch implements route.Watchable: memcached's watch proxyreqs,
+// proxyevents and proxyuser.
+func (l luaRouter) Watch(streams int) (*route.Watcher, error) { return l.r.Watch(streams) }
+
+// parseLua makes a memcache Lua pool speak as memcached's proxy does, where
+// its route files come from: its words for protocol errors
+// (codec.Options.ProxyErrors) and its forms of quiet and noreply requests
+// on the wire (codec.Options.ProxyWire).
+func parseLua(pc *config.Pool, o *codec.Options) {
+	o.ProxyErrors, o.ProxyWire = !pc.Redis, !pc.Redis
+}
 
 // newLuaRouter builds the router of a Lua pool from its route file.
 //
@@ -63,7 +74,12 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 	if pc.IsSet("server_connections") {
 		d.Conns = pc.ServerConnections
 	}
+	var hub *route.Hub // the running router's: its watchers stay
+	if old, ok := k.old.(luaRouter); ok {
+		hub = old.r.Hub()
+	}
 	r, err := lua.New(lua.Config{
+		Hub:       hub,
 		Path:      k.p.src.Path(pc.Lua), // relative to the config file's directory
 		Dialect:   k.p.dialect,
 		Redis:     pc.Redis,

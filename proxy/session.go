@@ -11,6 +11,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/route"
 )
 
 const (
@@ -40,13 +41,14 @@ type session struct {
 	closing atomic.Bool // stop reading: shutdown or a fatal protocol error
 	w       writer      // replies, in order, to the client
 
-	need    int           // the length the unfinished request announced (reader only)
-	vec     [2][]byte     // the writer's scratch for a big reply
-	batch   backend.Batch // calls routed from the current read, not yet sent
-	entered *pool         // the pool enter counted this session in (reader only)
-	counts  requestCounts // requests read, not yet added to the pool's stats (reader only)
-	staged  []*pending    // read and routed, not yet handed to the writer (reader only)
-	free    []*pending    // written pendings to reuse (reader only; see newPending)
+	need    int            // the length the unfinished request announced (reader only)
+	vec     [2][]byte      // the writer's scratch for a big reply
+	batch   backend.Batch  // calls routed from the current read, not yet sent
+	entered *pool          // the pool enter counted this session in (reader only)
+	counts  requestCounts  // requests read, not yet added to the pool's stats (reader only)
+	staged  []*pending     // read and routed, not yet handed to the writer (reader only)
+	watcher *route.Watcher // set by a watch request: the session streams its lines (watch.go)
+	free    []*pending     // written pendings to reuse (reader only; see newPending)
 
 	// outstanding counts requests queued and not yet written; switchPool
 	// waits for it to reach zero (see drainWait).
@@ -146,6 +148,9 @@ func (s *session) heldWait() {
 func (s *session) serve() {
 	s.readLoop()
 	s.quiesce()
+	if s.watcher != nil {
+		s.streamWatch()
+	}
 	s.w.stop()
 	s.dropStock()
 	s.nc.Close()
@@ -227,6 +232,9 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 			s.closing.Store(true)
 			return nil, 0, false
 		}
+		if s.watcher != nil { // no more requests: serve streams the watch
+			return nil, 0, false
+		}
 	}
 	rest := copy(buf, buf[start:])
 	return buf[:rest], 0, true
@@ -281,6 +289,10 @@ func (s *session) switchPool(cur *pool) {
 // once the pool's limits admit it, to the pool's router.
 func (s *session) route(p *pending) {
 	pl := s.p
+	if p.Req.Route == codec.RouteWatch {
+		s.startWatch(p)
+		return
+	}
 	if p.Req.Route == codec.RouteLocal {
 		s.counts.publish() // its answer may show the requests before it, and itself
 		p.Answer(pl.dialect.AppendLocal(p.Out(), &p.Req, pl))

@@ -17,6 +17,10 @@
 // Reply bytes of Send and FanOut stay in the backend's buffers until the
 // session writes them: a big value is written without a copy.
 //
+// A Router with an event log (the Lua router) is also Watchable: a client's
+// watch request (codec.RouteWatch) gets a Watcher of the router's Hub, and
+// its session streams the watcher's lines (watch.go).
+//
 // Concurrency: Route runs on the session's reader goroutine and must not
 // block. The answer may come on any goroutine; the Exchange and its
 // request stay valid until then, and belong to the session again after.
