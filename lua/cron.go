@@ -189,7 +189,6 @@ func (w *worker) runCron(j *cronJob) {
 	if w.r.closed.Load() {
 		return
 	}
-	w.luaGen.Add(1) // the cron may change what a direct handler calls
 	w.inCron = true
 	_, err := w.callBounded(j.fn, 0)
 	w.inCron = false

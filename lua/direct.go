@@ -3,6 +3,7 @@ package lua
 import (
 	glua "github.com/yuin/gopher-lua"
 
+	"shardproxy/backend"
 	"shardproxy/codec"
 )
 
@@ -129,13 +130,13 @@ func (w *worker) directBackend(fn *glua.LFunction, req *codec.Request) (*beRef, 
 // a direct handler of a pool, and reports whether it did. The reply goes
 // to c from the backend's goroutine, as on Route's direct way: it needs
 // no Lua and no state.
-func (w *worker) sendDirect(fn *glua.LFunction, req *codec.Request, hint uint32, c Completion, bytes int64) bool {
+func (w *worker) sendDirect(fn *glua.LFunction, req *codec.Request, hint uint32, c Completion, bytes int64, bt *backend.Batch) bool {
 	be, p := w.directBackend(fn, req)
 	if be == nil {
 		return false
 	}
 	w.remember(req, p) // before the send: once sent, req may be answered and reused
-	w.r.sendFast(be, req, hint, c, bytes)
+	w.r.sendFast(be, req, hint, c, bytes, bt)
 	return true
 }
 

@@ -3,6 +3,7 @@ package lua
 import (
 	glua "github.com/yuin/gopher-lua"
 
+	"shardproxy/backend"
 	"shardproxy/codec"
 )
 
@@ -131,12 +132,12 @@ func (w *worker) v2DirectBackend(rc *rctx, req *codec.Request) *beRef {
 
 // sendDirectV2 sends a client's request straight to its backend when rc's
 // handler is a direct V2 handler, frees rc, and reports whether it did.
-func (w *worker) sendDirectV2(rc *rctx, req *codec.Request, hint uint32, c Completion, bytes int64) bool {
+func (w *worker) sendDirectV2(rc *rctx, req *codec.Request, hint uint32, c Completion, bytes int64, bt *backend.Batch) bool {
 	be := w.v2DirectBackend(rc, req)
 	if be == nil {
 		return false
 	}
 	w.putRctx(rc)
-	w.r.sendFast(be, req, hint, c, bytes)
+	w.r.sendFast(be, req, hint, c, bytes, bt)
 	return true
 }

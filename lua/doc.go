@@ -538,6 +538,13 @@
 // which is what a handler in Lua gives when requests do not overlap. Such
 // requests still take the state's lock (the lock-free way above is V1's).
 //
+// A request a direct handler (V1 or V2) sends on the session's goroutine
+// joins the session's batch of the client's read (route.Exchange.Batch,
+// through RouteBatch), so a pipelined read reaches each backend in one
+// write; a request that runs in Lua, or is queued for the state, first
+// flushes what the read staged, so it never overtakes the client's
+// earlier requests.
+//
 // Ownership: the request handed to Route belongs to the router until it
 // calls Completion.Complete; the handler's request object is then detached
 // (using it later raises "request used after its reply was sent"). Calls

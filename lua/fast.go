@@ -89,7 +89,7 @@ func newFastCall() *fastCall {
 // It goes only when no request is queued for w: a queued request counts
 // until it has started, so a client's requests reach their backends in
 // the client's order, and a get never overtakes a queued set.
-func (r *Router) routeFast(w *worker, req *codec.Request, hint uint32, c Completion) bool {
+func (r *Router) routeFast(w *worker, req *codec.Request, hint uint32, c Completion, bt *backend.Batch) bool {
 	if w.queued.Load() > 0 {
 		return false
 	}
@@ -101,17 +101,21 @@ func (r *Router) routeFast(w *worker, req *codec.Request, hint uint32, c Complet
 	if err != nil {
 		return false // the Lua way reports it
 	}
-	r.sendFast(be, req, hint, c, int64(len(req.Wire)))
+	r.sendFast(be, req, hint, c, int64(len(req.Wire)), bt)
 	return true
 }
 
-// sendFast sends req to be; its reply goes to c from the backend's
-// goroutine, without the state. bytes is what Route counted for req in
-// bufferUsed.
-func (r *Router) sendFast(be *beRef, req *codec.Request, hint uint32, c Completion, bytes int64) {
+// sendFast sends req to be, or stages it in bt when bt is not nil; its
+// reply goes to c from the backend's goroutine, without the state. bytes
+// is what Route counted for req in bufferUsed.
+func (r *Router) sendFast(be *beRef, req *codec.Request, hint uint32, c Completion, bytes int64, bt *backend.Batch) {
 	fc := newFastCall()
 	fc.r, fc.be, fc.req, fc.c, fc.bytes = r, be, req, c, bytes
 	fc.call.Req = req
+	if bt != nil {
+		be.stage(&fc.call, hint, bt)
+		return
+	}
 	be.send(&fc.call, hint) // Route counted the request in active and bufferUsed
 }
 

@@ -79,6 +79,16 @@ func (be *beRef) send(c *backend.Call, hint uint32) {
 	be.b.Send(c, hint)
 }
 
+// stage is send for a call that goes out when bt is flushed.
+func (be *beRef) stage(c *backend.Call, hint uint32, bt *backend.Batch) {
+	if be.down {
+		c.Reply = codec.Reply{Err: backend.ErrorFor(backend.CauseMarkedBad)}
+		c.Done(c)
+		return
+	}
+	be.b.Stage(c, hint, bt)
+}
+
 // filter kinds (mcp.pool filter option).
 const (
 	filterNone = iota

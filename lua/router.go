@@ -255,6 +255,18 @@ func New(cfg Config) (*Router, error) {
 // finishes the handler (the caller's, the state's, or for a direct handler
 // a backend's). req must stay valid until then. Route never blocks.
 func (r *Router) Route(req *codec.Request, hint uint32, c Completion) {
+	r.RouteBatch(req, hint, c, nil)
+}
+
+// RouteBatch is Route for a caller that gathers the backend calls of one
+// client read in bt (route.Exchange.Batch) and flushes it when the read
+// is handled; bt belongs to the calling goroutine, and nil makes it Route.
+// A request a direct handler sends (direct.go, direct_v2.go) is staged in
+// bt when its backend is decided on the calling goroutine, so a pipelined
+// read reaches each backend in one write. Any other request flushes bt
+// before it is run or queued: what Lua sends, it sends at once, and it
+// must not overtake the client's earlier requests staged in bt.
+func (r *Router) RouteBatch(req *codec.Request, hint uint32, c Completion, bt *backend.Batch) {
 	r.requests.Add(1)
 	if r.closed.Load() {
 		r.reject(req, c, "lua router closed")
@@ -274,10 +286,10 @@ func (r *Router) Route(req *codec.Request, hint uint32, c Completion) {
 	// connection stays on its worker thread: what a handler keeps in its
 	// state between requests is the same for all of them.
 	w := r.workers[hint%uint32(len(r.workers))]
-	if r.routeFast(w, req, hint, c) {
+	if r.routeFast(w, req, hint, c, bt) {
 		return
 	}
-	if !w.submit(event{kind: evRequest, req: req, hint: hint, c: c}, true) {
+	if !w.submit(event{kind: evRequest, req: req, hint: hint, c: c, batch: bt}, true) {
 		r.active.Add(-1)
 		r.bufferUsed.Add(-int64(len(req.Wire)))
 		r.reject(req, c, "lua worker queue full")

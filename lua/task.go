@@ -5,6 +5,7 @@ import (
 
 	glua "github.com/yuin/gopher-lua"
 
+	"shardproxy/backend"
 	"shardproxy/codec"
 )
 
@@ -54,7 +55,7 @@ type multi struct {
 }
 
 // startRequest runs the handler for a client request.
-func (w *worker) startRequest(req *codec.Request, hint uint32, c Completion) {
+func (w *worker) startRequest(req *codec.Request, hint uint32, c Completion, bt *backend.Batch) {
 	bytes := int64(len(req.Wire))
 	if req.Route == codec.RouteMulti && len(req.Keys) > 1 {
 		targets := make([]int, len(req.Keys))
@@ -62,6 +63,9 @@ func (w *worker) startRequest(req *codec.Request, hint uint32, c Completion) {
 			targets[i] = i
 		}
 		if subs, _, owners := w.r.cfg.Dialect.Split(req, targets, nil); len(subs) > 1 {
+			if bt != nil { // its keys are sent at once, after what is staged
+				bt.Flush()
+			}
 			m := &multi{req: req, c: c, subs: subs, owners: owners, replies: make([]codec.Reply, len(subs)), left: len(subs), bytes: bytes}
 			for i, sub := range subs {
 				if w.keyTooLong(sub) {
@@ -69,24 +73,28 @@ func (w *worker) startRequest(req *codec.Request, hint uint32, c Completion) {
 					w.subDone(m)
 					continue
 				}
-				w.startTask(sub, hint, nil, m, i, 0)
+				w.startTask(sub, hint, nil, m, i, 0, nil)
 			}
 			return
 		}
 	}
-	w.startTask(req, hint, c, nil, 0, bytes)
+	w.startTask(req, hint, c, nil, 0, bytes, bt)
 }
 
 // startTask runs the handler attached for req's command in a coroutine,
-// or, for a direct handler, sends req straight to its backend.
-func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *multi, idx int, bytes int64) {
+// or, for a direct handler, sends req straight to its backend (staged in
+// bt when it is not nil). Anything else flushes bt first: it sends at once.
+func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *multi, idx int, bytes int64, bt *backend.Batch) {
 	fn := w.hooks.lookup(req, w.r.cfg.Redis, w.r.cfg.Tag)
 	fn, rc, startErr := w.startV2(fn, req) // a function generator's: its rctx's handler
-	if fn != nil && rc == nil && m == nil && w.sendDirect(fn, req, hint, c, bytes) {
+	if fn != nil && rc == nil && m == nil && w.sendDirect(fn, req, hint, c, bytes, bt) {
 		return
 	}
-	if rc != nil && m == nil && w.sendDirectV2(rc, req, hint, c, bytes) {
+	if rc != nil && m == nil && w.sendDirectV2(rc, req, hint, c, bytes, bt) {
 		return
+	}
+	if bt != nil {
+		bt.Flush()
 	}
 	t := w.newTask()
 	t.req, t.hint, t.c, t.multi, t.idx, t.bytes = req, hint, c, m, idx, bytes

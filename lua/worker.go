@@ -9,6 +9,7 @@ import (
 
 	glua "github.com/yuin/gopher-lua"
 
+	"shardproxy/backend"
 	"shardproxy/codec"
 )
 
@@ -55,6 +56,9 @@ type event struct {
 	call *call
 	cron *cronJob
 	task *task
+	// batch is the caller's backend.Batch of a request run at once by
+	// tryRun (RouteBatch); nil on an event that is queued.
+	batch *backend.Batch
 }
 
 // coroutine is a Lua thread parked in the runner loop between requests.
@@ -172,6 +176,12 @@ func (w *worker) submit(ev event, limit bool) bool {
 	if ev.kind == evRequest && w.tryRun(&ev) {
 		return true
 	}
+	if ev.batch != nil {
+		// The worker's goroutine runs ev: the client's calls staged so
+		// far go first, and ev must not use the caller's batch.
+		ev.batch.Flush()
+		ev.batch = nil
+	}
 	w.mu.Lock()
 	if w.stopped || (limit && int(w.queued.Load()) >= w.r.cfg.Queue) {
 		w.mu.Unlock()
@@ -265,7 +275,7 @@ func (w *worker) handleOne(ev *event) {
 	defer w.recoverPanic()
 	switch ev.kind {
 	case evRequest:
-		w.startRequest(ev.req, ev.hint, ev.c)
+		w.startRequest(ev.req, ev.hint, ev.c, ev.batch)
 	case evReply:
 		w.reply(ev.call)
 	case evCron:

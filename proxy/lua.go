@@ -17,7 +17,7 @@ var (
 )
 
 // Route implements route.Router.
-func (l luaRouter) Route(x *route.Exchange) { l.r.Route(&x.Req, x.Hint, x) }
+func (l luaRouter) Route(x *route.Exchange) { l.r.RouteBatch(&x.Req, x.Hint, x, x.Batch) }
 
 // Stats implements route.Router: lua_requests, lua_failures, lua_timeouts,
 // lua_memory_stops, lua_active and the script's mcp.add_stat counters

@@ -27,8 +27,10 @@ type Exchange struct {
 	// socket (hint % sockets), so they stay in order.
 	Hint uint32
 	// Batch gathers the backend calls of the session's current read; the
-	// session flushes it when the read is handled. Nil: Send and FanOut
-	// send at once.
+	// session flushes it when the read is handled. A router that sends
+	// some of a read's requests without it flushes it first, on the
+	// session's goroutine, so that they do not overtake the calls staged
+	// before them (the Lua router does). Nil: Send and FanOut send at once.
 	Batch *backend.Batch
 
 	owner Owner
