@@ -204,7 +204,10 @@ func TestBadRoutes(t *testing.T) {
 		where := fmt.Sprintf("%s:%d:", file, lineOf(t, boundsRoutes, "cronloop"))
 		eventually(t, "the cron's log line", func() bool {
 			for _, l := range strings.Split(logs.String(), "\n") {
-				if strings.Contains(l, "lua cron failed") && strings.Contains(l, "spin: ran longer than 200ms") && strings.Contains(l, where) {
+				// Memory is the process's: a greedy handler of the other
+				// pool running meanwhile may get the cron stopped for it.
+				stopped := strings.Contains(l, "spin: ran longer than 200ms") || strings.Contains(l, "spin: allocated more than")
+				if strings.Contains(l, "lua cron failed") && stopped && strings.Contains(l, where) {
 					return true
 				}
 			}

@@ -193,7 +193,7 @@ func (r *Router) watchdog(done <-chan struct{}) {
 			switch now := allocs.read(); {
 			case w.strikes == 1:
 				w.allocBase = now
-			case now.over(w.allocBase, uint64(r.cfg.MaxAlloc)):
+			case now.over(&w.allocBase, uint64(r.cfg.MaxAlloc)):
 				why = runStopped | runMemory
 			case w.strikes > limit:
 				why = runStopped
@@ -214,15 +214,18 @@ type heapSample struct {
 	gogc    uint64 // the collector's GOGC percentage
 }
 
-// over reports whether the heap grew by more than limit bytes from base
-// to h in a way garbage cannot explain: live bytes beyond limit (known
-// only at the next collection), or objects beyond limit plus the garbage
-// the collector lets pile up over base's live heap before it runs
-// (GOGC percent of it; a run that keeps what it allocates is seen at
-// once, one that only churns never).
-func (h heapSample) over(base heapSample, limit uint64) bool {
-	slack := base.live / 100 * h.gogc
-	return grewBy(base.live, h.live) > limit || grewBy(base.objects, h.objects) > limit+slack
+// over reports whether the heap grew by more than limit bytes since base
+// in a way garbage cannot explain, and lowers base to h where h is lower
+// (so that garbage of earlier runs, swept during this one, does not hide
+// its growth): live bytes beyond limit (known at each collection, which a
+// run that allocates fast triggers often), or objects beyond limit plus
+// the garbage the collector lets pile up over the live heap before it
+// runs (GOGC percent of it). A run that keeps what it allocates is seen
+// at once; one that only churns never is.
+func (h heapSample) over(base *heapSample, limit uint64) bool {
+	base.objects, base.live = min(base.objects, h.objects), min(base.live, h.live)
+	slack := h.live / 100 * h.gogc
+	return h.live-base.live > limit || h.objects-base.objects > limit+slack
 }
 
 // allocCounter reads the process's heap at most once per tick: again only
@@ -267,7 +270,7 @@ func guardSetup(ctx context.Context, cancel context.CancelFunc, limit int64) fun
 			case <-t.C:
 			}
 			a.stale = true
-			if a.read().over(base, uint64(limit)) {
+			if a.read().over(&base, uint64(limit)) {
 				cancel()
 				stopped <- true
 				return
@@ -275,12 +278,4 @@ func guardSetup(ctx context.Context, cancel context.CancelFunc, limit int64) fun
 		}
 	}()
 	return func() bool { return <-stopped }
-}
-
-// grewBy is how much the heap grew from base to now; 0 if it shrank.
-func grewBy(base, now uint64) uint64 {
-	if now < base {
-		return 0
-	}
-	return now - base
 }
