@@ -3,6 +3,7 @@ package lua
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"runtime/metrics"
 	"time"
 
@@ -27,18 +28,16 @@ import (
 //     a goroutine that polls the allocations as the watchdog does.
 //
 // Memory is measured as the growth of the process's heap (runtime/metrics
-// heap objects and live bytes; heapSample.over), since neither Go nor
+// heap objects and live bytes; allocCounter.over), since neither Go nor
 // gopher-lua count it per state: a run that spans ticks is charged with
 // the heap's growth meanwhile. Garbage does not count: gopher-lua boxes
 // numbers, so a loop that only computes allocates hundreds of MB a
 // second, which the collector takes back as it goes; counted as
 // allocations (/gc/heap/allocs:bytes), such a loop was stopped as greedy
 // before it was stopped as slow, and a long setup (a reload while the
-// proxy is busy) could be refused for the proxy's own churn. The heap's
-// objects may exceed the live heap by GOGC percent of it before the
-// collector runs, so growth beyond the budget plus that slack, or of the
-// live heap beyond the budget, is what a run keeps (a table it fills, a
-// string it doubles). A handler runs
+// proxy is busy) could be refused for the proxy's own churn. What counts is the growth of the live heap (a table
+// a run fills, a string it doubles), which the watchdog has the collector
+// measure once the heap's objects grew by the budget. A handler runs
 // microseconds and spans no tick; one that does shares the measure with
 // the rest of the process, whose heap stays far below the budget for the
 // few milliseconds a tick lasts. The `..`
@@ -190,10 +189,10 @@ func (r *Router) watchdog(done <-chan struct{}) {
 			}
 			w.strikes++
 			var why uint64
-			switch now := allocs.read(); {
+			switch {
 			case w.strikes == 1:
-				w.allocBase = now
-			case now.over(&w.allocBase, uint64(r.cfg.MaxAlloc)):
+				w.allocBase = allocs.read()
+			case allocs.over(&w.allocBase, uint64(r.cfg.MaxAlloc)):
 				why = runStopped | runMemory
 			case w.strikes > limit:
 				why = runStopped
@@ -211,21 +210,6 @@ func (r *Router) watchdog(done <-chan struct{}) {
 type heapSample struct {
 	objects uint64 // the heap's objects, live or not yet swept
 	live    uint64 // live bytes as the last collection marked them
-	gogc    uint64 // the collector's GOGC percentage
-}
-
-// over reports whether the heap grew by more than limit bytes since base
-// in a way garbage cannot explain, and lowers base to h where h is lower
-// (so that garbage of earlier runs, swept during this one, does not hide
-// its growth): live bytes beyond limit (known at each collection, which a
-// run that allocates fast triggers often), or objects beyond limit plus
-// the garbage the collector lets pile up over the live heap before it
-// runs (GOGC percent of it). A run that keeps what it allocates is seen
-// at once; one that only churns never is.
-func (h heapSample) over(base *heapSample, limit uint64) bool {
-	base.objects, base.live = min(base.objects, h.objects), min(base.live, h.live)
-	slack := h.live / 100 * h.gogc
-	return h.live-base.live > limit || h.objects-base.objects > limit+slack
 }
 
 // allocCounter reads the process's heap at most once per tick: again only
@@ -242,14 +226,39 @@ func (a *allocCounter) read() heapSample {
 			a.sample = []metrics.Sample{
 				{Name: "/memory/classes/heap/objects:bytes"},
 				{Name: "/gc/heap/live:bytes"},
-				{Name: "/gc/gogc:percent"},
 			}
 		}
 		metrics.Read(a.sample)
-		a.value = heapSample{a.sample[0].Value.Uint64(), a.sample[1].Value.Uint64(), a.sample[2].Value.Uint64()}
+		a.value = heapSample{a.sample[0].Value.Uint64(), a.sample[1].Value.Uint64()}
 		a.stale = false
 	}
 	return a.value
+}
+
+// over reports whether the heap grew by more than limit bytes since base
+// in what a run keeps, not in garbage. It lowers base to the heap where
+// the heap is lower (garbage of earlier runs, swept during this one, must
+// not hide its growth). Live bytes beyond limit tell at once; they are
+// known only at each collection, which on a big heap may be far apart,
+// so objects (live or not yet swept) beyond limit make it collect now
+// and look at what stays live. A run that only churns costs a collection
+// per limit bytes it allocates while it spans ticks (gopher-lua boxes
+// numbers: a loop that computes allocates hundreds of MB a second); one
+// that keeps what it allocates is seen by the next.
+func (a *allocCounter) over(base *heapSample, limit uint64) bool {
+	h := a.read()
+	base.objects, base.live = min(base.objects, h.objects), min(base.live, h.live)
+	if h.live-base.live > limit {
+		return true
+	}
+	if h.objects-base.objects <= limit {
+		return false
+	}
+	runtime.GC()
+	a.stale = true
+	h = a.read()
+	base.objects, base.live = h.objects, min(base.live, h.live)
+	return h.live-base.live > limit
 }
 
 // guardSetup cancels a setup run (ctx) that allocates more than limit
@@ -270,7 +279,7 @@ func guardSetup(ctx context.Context, cancel context.CancelFunc, limit int64) fun
 			case <-t.C:
 			}
 			a.stale = true
-			if a.read().over(&base, uint64(limit)) {
+			if a.over(&base, uint64(limit)) {
 				cancel()
 				stopped <- true
 				return
