@@ -2,10 +2,8 @@ package lua_test
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -20,64 +18,9 @@ type readCounter struct {
 
 func relayCountingReads(t *testing.T, backend string) *readCounter {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &readCounter{addr: ln.Addr().String()}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			pc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			bc, err := net.Dial("tcp", backend)
-			if err != nil {
-				pc.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, pc, bc)
-			mu.Unlock()
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				io.Copy(pc, bc)
-				pc.Close()
-			}()
-			go func() {
-				defer wg.Done()
-				defer bc.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := pc.Read(buf)
-					if n > 0 {
-						rc.reads.Add(1)
-						if _, err := bc.Write(buf[:n]); err != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
+	rc := &readCounter{}
+	port := relayTo(t, backend, relayEach(func([]byte) { rc.reads.Add(1) }), relayCopy)
+	rc.addr = fmt.Sprintf("127.0.0.1:%d", port)
 	return rc
 }
 

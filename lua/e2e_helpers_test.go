@@ -246,17 +246,29 @@ func set(t testing.TB, addr, key, value string) {
 	}
 }
 
-// delayRelay forwards TCP connections to addr, holding every chunk the
-// server sends for d (from when it arrived) before passing it on: a
-// backend that answers d late. It returns the relay's port.
-func delayRelay(t testing.TB, addr string, d time.Duration) int {
+// relayTo starts a TCP relay on a loopback port to the server at addr and
+// returns its port: for each connection it dials addr and runs up (client
+// to server) and down (server to client) until either returns, closing
+// the destination then. The test's end closes the relay and everything it
+// opened.
+func relayTo(t testing.TB, addr string, up, down func(dst, src net.Conn)) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -265,25 +277,51 @@ func delayRelay(t testing.TB, addr string, d time.Duration) int {
 			if err != nil {
 				return
 			}
-			up, err := net.Dial("tcp", addr)
+			srv, err := net.Dial("tcp", addr)
 			if err != nil {
 				cl.Close()
 				continue
 			}
+			mu.Lock()
+			conns = append(conns, cl, srv)
+			mu.Unlock()
 			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				io.Copy(up, cl)
-				up.Close()
-			}()
-			go func() {
-				defer wg.Done()
-				defer cl.Close()
-				relayDelayed(cl, up, d)
-			}()
+			go func() { defer wg.Done(); defer srv.Close(); up(srv, cl) }()
+			go func() { defer wg.Done(); defer cl.Close(); down(cl, srv) }()
 		}
 	}()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// relayCopy is a relay direction that passes bytes on as they come.
+func relayCopy(dst, src net.Conn) { io.Copy(dst, src) }
+
+// relayEach is a relay direction that hands each chunk it reads to seen
+// before passing it on.
+func relayEach(seen func([]byte)) func(dst, src net.Conn) {
+	return func(dst, src net.Conn) {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				seen(buf[:n])
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+}
+
+// delayRelay forwards TCP connections to addr, holding every chunk the
+// server sends for d (from when it arrived) before passing it on: a
+// backend that answers d late. It returns the relay's port.
+func delayRelay(t testing.TB, addr string, d time.Duration) int {
+	t.Helper()
+	return relayTo(t, addr, relayCopy, func(dst, src net.Conn) { relayDelayed(dst, src, d) })
 }
 
 // relayDelayed copies src to dst, each chunk d after it was read.
@@ -399,66 +437,12 @@ type tap struct {
 // newTap starts a relay to the server at addr.
 func newTap(t testing.TB, addr string) *tap {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := &tap{port: ln.Addr().(*net.TCPAddr).Port}
-	var wg sync.WaitGroup
-	var conns []net.Conn
-	var cmu sync.Mutex
-	t.Cleanup(func() {
-		ln.Close()
-		cmu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		cmu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			cl, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", addr)
-			if err != nil {
-				cl.Close()
-				continue
-			}
-			cmu.Lock()
-			conns = append(conns, cl, up)
-			cmu.Unlock()
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				defer up.Close()
-				buf := make([]byte, 16<<10)
-				for {
-					n, err := cl.Read(buf)
-					if n > 0 {
-						tp.mu.Lock()
-						tp.up.Write(buf[:n])
-						tp.mu.Unlock()
-						if _, werr := up.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-			go func() {
-				defer wg.Done()
-				defer cl.Close()
-				io.Copy(cl, up)
-			}()
-		}
-	}()
+	tp := &tap{}
+	tp.port = relayTo(t, addr, relayEach(func(b []byte) {
+		tp.mu.Lock()
+		tp.up.Write(b)
+		tp.mu.Unlock()
+	}), relayCopy)
 	return tp
 }
 
