@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -73,17 +72,7 @@ func TestLuaReloadBySIGHUP(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("v2:\n  listen: "+listen+"\n  lua: routes.lua\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-c", conf, "-s", "0", "--admin", "")
-	logs := &syncBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	fail := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf(format+"\n--- shardproxy log ---\n%s", append(args, logs.String())...)
-	}
+	cmd, logs, fail := startProxy(t, bin, "-c", conf, "-s", "0", "--admin", "")
 	waitFor(t, fail, "the Lua pool", func() bool {
 		c, err := net.Dial("tcp", listen)
 		if err == nil {

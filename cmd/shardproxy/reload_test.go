@@ -73,6 +73,24 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// startProxy starts the binary with args, its log kept for the test; the
+// process is killed when the test ends. fail stops the test with the log.
+func startProxy(t *testing.T, bin string, args ...string) (cmd *exec.Cmd, logs *syncBuffer, fail func(string, ...any)) {
+	t.Helper()
+	cmd = exec.Command(bin, args...)
+	logs = &syncBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	fail = func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf(format+"\n--- shardproxy log ---\n%s", append(args, logs.String())...)
+	}
+	return cmd, logs, fail
+}
+
 // loopback returns a free 127.0.0.1 address.
 func loopback(t *testing.T) string {
 	t.Helper()
@@ -105,17 +123,7 @@ func TestReload(t *testing.T) {
 		}
 	}
 	write(proxyConf(listen, mc.Addr, "1000", admin1, stats1))
-	cmd := exec.Command(bin, "-c", conf, "-i", "100", "-s", "0", "--admin", "")
-	logs := &syncBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	fail := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf(format+"\n--- shardproxy log ---\n%s", append(args, logs.String())...)
-	}
+	cmd, logs, fail := startProxy(t, bin, "-c", conf, "-i", "100", "-s", "0", "--admin", "")
 
 	waitFor(t, fail, "admin on "+admin1, func() bool { _, err := checksum(admin1); return err == nil })
 	first, _ := checksum(admin1)
