@@ -78,9 +78,16 @@ func (clusterKind) provision(p *Pool) {
 // refuseClusterKeys refuses, in a pool of another kind, the keys only a
 // redis_cluster pool may set.
 func (pp *poolParser) refuseClusterKeys() {
-	for _, key := range clusterOnly {
-		if line, ok := pp.keys[key]; ok && !pp.bad[key] && !pp.bad["redis_cluster"] {
-			pp.fail(line, key, "is only valid for a redis_cluster pool (redis_cluster: true)")
+	pp.refuseKeys(clusterOnly, "redis_cluster", "is only valid for a redis_cluster pool (redis_cluster: true)")
+}
+
+// refuseKeys refuses each of keys the pool sets (and has not already
+// refused) with why, unless the key that would allow them, allowedBy, was
+// itself refused ("" for none).
+func (pp *poolParser) refuseKeys(keys []string, allowedBy, why string) {
+	for _, key := range keys {
+		if line, ok := pp.keys[key]; ok && !pp.bad[key] && (allowedBy == "" || !pp.bad[allowedBy]) {
+			pp.fail(line, key, why)
 		}
 	}
 }

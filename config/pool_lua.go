@@ -59,9 +59,5 @@ func (luaKind) provision(p *Pool) {
 // refuseLuaKeys refuses the keys of luaOnly on a pool that has no route
 // file to read them.
 func (pp *poolParser) refuseLuaKeys() {
-	for _, key := range luaOnly {
-		if line, ok := pp.keys[key]; ok && !pp.bad[key] {
-			pp.fail(line, key, "is only valid for a Lua pool (lua: FILE)")
-		}
-	}
+	pp.refuseKeys(luaOnly, "", "is only valid for a Lua pool (lua: FILE)")
 }
