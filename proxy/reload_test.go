@@ -355,7 +355,7 @@ func openFDs(t *testing.T) int {
 // line with END after delay.
 func slowServer(t *testing.T, delay time.Duration) string {
 	t.Helper()
-	return fakeServer(t, func(nc net.Conn) {
+	return testserver.Fake(t, func(nc net.Conn) {
 		r := newBufReader(nc)
 		for {
 			l, err := r.ReadString('\n')
