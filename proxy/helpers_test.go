@@ -52,6 +52,25 @@ func startProxyCfg(t testing.TB, cfg *config.Config) (*proxy.Server, error) {
 	return srv, nil
 }
 
+// runProxy starts a proxy for cfg with opts and shuts it down when the test
+// ends.
+func runProxy(t testing.TB, cfg *config.Config, opts proxy.Options) *proxy.Server {
+	t.Helper()
+	srv, err := proxy.New(cfg, opts)
+	if err != nil {
+		t.Fatalf("proxy.New: %v", err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	return srv
+}
+
 type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
