@@ -119,6 +119,13 @@ func testdataRoutes(t testing.TB, name string, ports map[int]int, extra string) 
 // replaced by the port of the server started for it, and starts a proxy.
 func fileRoutes(t testing.TB, path string, ports map[int]int, extra string) (string, *logBuffer) {
 	t.Helper()
+	return startLua(t, writeRoutes(t, withPorts(t, path, ports)), extra)
+}
+
+// withPorts returns the file at path with each literal port in ports
+// replaced; it fails the test if the file does not mention one.
+func withPorts(t testing.TB, path string, ports map[int]int) string {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +139,7 @@ func fileRoutes(t testing.TB, path string, ports map[int]int, extra string) (str
 		}
 		src = re.ReplaceAllString(src, strconv.Itoa(to))
 	}
-	return startLua(t, writeRoutes(t, src), extra)
+	return src
 }
 
 // client is a minimal text-protocol client.

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"testing"
 )
 
@@ -32,18 +30,7 @@ func routelibPath(t *testing.T) string {
 // replaced, and starts a proxy running routelib.lua with it as lua_arg.
 func routelibConfig(t *testing.T, lib, name string, ports map[int]int) (string, *logBuffer) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "examples", "lua", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := string(b)
-	for from, to := range ports {
-		re := regexp.MustCompile(`\b` + strconv.Itoa(from) + `\b`)
-		if !re.MatchString(src) {
-			t.Fatalf("%s does not mention port %d", name, from)
-		}
-		src = re.ReplaceAllString(src, strconv.Itoa(to))
-	}
+	src := withPorts(t, filepath.Join("..", "examples", "lua", name), ports)
 	conf := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(conf, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
