@@ -243,12 +243,17 @@ func get(t testing.TB, addr, key string) (string, bool) {
 	return lines[1], true
 }
 
+// setReq is the request that stores key=value.
+func setReq(key, value string) string {
+	return fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", key, len(value), value)
+}
+
 // set stores key=value on the server at addr directly.
 func set(t testing.TB, addr, key, value string) {
 	t.Helper()
 	c := dial(t, addr)
 	defer c.nc.Close()
-	if r := c.do(fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", key, len(value), value)); r != "STORED\r\n" {
+	if r := c.do(setReq(key, value)); r != "STORED\r\n" {
 		t.Fatalf("set %s on %s: %q", key, addr, r)
 	}
 }
