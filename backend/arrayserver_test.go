@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"shardproxy/codec"
+	"shardproxy/internal/testserver"
 	"shardproxy/resp"
 )
 
@@ -36,26 +37,8 @@ type arrayServer struct {
 
 func startArrayServer(tb testing.TB, seen chan [2]string) *arrayServer {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s := &arrayServer{addr: ln.Addr().String(), seen: seen, replies: map[int][]byte{}}
-	var conns sync.WaitGroup
-	tb.Cleanup(func() { ln.Close(); conns.Wait() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			go func() {
-				defer conns.Done()
-				s.serve(nc)
-			}()
-		}
-	}()
+	s := &arrayServer{seen: seen, replies: map[int][]byte{}}
+	s.addr = testserver.Fake(tb, s.serve)
 	return s
 }
 

@@ -164,13 +164,10 @@ func TestReportRenders(t *testing.T) {
 	}
 }
 
-// TestHarnessRuns runs the harness end to end on one short load and a few
-// idle connections. It checks that it runs and that its output is sane, not
-// what the figures are.
-func TestHarnessRuns(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the harness runs real servers")
-	}
+// buildTools builds shardproxy and shardbench from the repository into a
+// temporary directory and returns it.
+func buildTools(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -183,6 +180,17 @@ func TestHarnessRuns(t *testing.T) {
 			t.Fatalf("build %s: %v\n%s", pkg, err, out)
 		}
 	}
+	return dir
+}
+
+// TestHarnessRuns runs the harness end to end on one short load and a few
+// idle connections. It checks that it runs and that its output is sane, not
+// what the figures are.
+func TestHarnessRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the harness runs real servers")
+	}
+	dir := buildTools(t)
 	out := filepath.Join(dir, "report")
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"-only", "loads,idle", "-loads", "memcache-p1,memcache-p1-half", "-rounds", "1", "-duration", "300ms",
@@ -384,18 +392,7 @@ func TestHarnessRunsV2(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the harness runs real servers")
 	}
-	dir := t.TempDir()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pkg := range []string{"shardproxy", "shardbench"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "./cmd/"+pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", pkg, err, out)
-		}
-	}
+	dir := buildTools(t)
 	mcp := os.Getenv("MEMCACHED_PROXY")
 	out := filepath.Join(dir, "report")
 	args := []string{"-only", "loads", "-loads", "lua-v2-p1", "-rounds", "1", "-duration", "300ms",

@@ -263,9 +263,9 @@ func (tr *traffic) run(nc net.Conn, id int) {
 		}
 		key := fmt.Sprintf("tr/%d/%d", id, seq)
 		val := fmt.Sprintf("v%d-%d", id, seq)
-		want := fmt.Sprintf("VALUE %s 0 %d\r\n%s\r\nEND\r\n", key, len(val), val)
+		want := valueReply(key, val)
 		nc.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := fmt.Fprintf(nc, "set %s 0 0 %d\r\n%s\r\nget %s\r\n", key, len(val), val, key); err != nil {
+		if _, err := fmt.Fprintf(nc, "%sget %s\r\n", setReq(key, val), key); err != nil {
 			tr.fail(fmt.Sprintf("client %d: write: %v", id, err))
 			return
 		}

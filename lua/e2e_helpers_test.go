@@ -119,6 +119,13 @@ func testdataRoutes(t testing.TB, name string, ports map[int]int, extra string) 
 // replaced by the port of the server started for it, and starts a proxy.
 func fileRoutes(t testing.TB, path string, ports map[int]int, extra string) (string, *logBuffer) {
 	t.Helper()
+	return startLua(t, writeRoutes(t, withPorts(t, path, ports)), extra)
+}
+
+// withPorts returns the file at path with each literal port in ports
+// replaced; it fails the test if the file does not mention one.
+func withPorts(t testing.TB, path string, ports map[int]int) string {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +139,7 @@ func fileRoutes(t testing.TB, path string, ports map[int]int, extra string) (str
 		}
 		src = re.ReplaceAllString(src, strconv.Itoa(to))
 	}
-	return startLua(t, writeRoutes(t, src), extra)
+	return src
 }
 
 // client is a minimal text-protocol client.
@@ -236,12 +243,17 @@ func get(t testing.TB, addr, key string) (string, bool) {
 	return lines[1], true
 }
 
+// setReq is the request that stores key=value.
+func setReq(key, value string) string {
+	return fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", key, len(value), value)
+}
+
 // set stores key=value on the server at addr directly.
 func set(t testing.TB, addr, key, value string) {
 	t.Helper()
 	c := dial(t, addr)
 	defer c.nc.Close()
-	if r := c.do(fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", key, len(value), value)); r != "STORED\r\n" {
+	if r := c.do(setReq(key, value)); r != "STORED\r\n" {
 		t.Fatalf("set %s on %s: %q", key, addr, r)
 	}
 }

@@ -29,7 +29,7 @@ func holders(t *testing.T, servers []*testserver.Server, key string) []int {
 
 func storeVia(t *testing.T, c *client, key, value string) {
 	t.Helper()
-	if got := c.do(fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", key, len(value), value)); got != "STORED\r\n" {
+	if got := c.do(setReq(key, value)); got != "STORED\r\n" {
 		t.Fatalf("set %s: %q", key, got)
 	}
 }

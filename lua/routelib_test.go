@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
+	"slices"
 	"testing"
 )
 
@@ -32,18 +31,7 @@ func routelibPath(t *testing.T) string {
 // replaced, and starts a proxy running routelib.lua with it as lua_arg.
 func routelibConfig(t *testing.T, lib, name string, ports map[int]int) (string, *logBuffer) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "examples", "lua", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := string(b)
-	for from, to := range ports {
-		re := regexp.MustCompile(`\b` + strconv.Itoa(from) + `\b`)
-		if !re.MatchString(src) {
-			t.Fatalf("%s does not mention port %d", name, from)
-		}
-		src = re.ReplaceAllString(src, strconv.Itoa(to))
-	}
+	src := withPorts(t, filepath.Join("..", "examples", "lua", name), ports)
 	conf := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(conf, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
@@ -124,7 +112,7 @@ func TestRoutelib(t *testing.T) {
 	}
 	for key, want := range where {
 		eventually(t, fmt.Sprint(key, " on servers ", want), func() bool {
-			return equalInts(holders(t, mc, key), want)
+			return slices.Equal(holders(t, mc, key), want)
 		})
 	}
 	if in := holders(t, mc, "random/a"); len(in) != 1 || in[0] > 1 {
@@ -140,18 +128,6 @@ func TestRoutelib(t *testing.T) {
 	if n, m := logs.count("level=ERROR"), logs.count("lua handler failed"); n != m || m == 0 {
 		t.Errorf("errors logged:\n%s", logs)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // statsLines sends a stats command and returns its STAT lines.
@@ -203,7 +179,7 @@ func TestRoutelibFeatures(t *testing.T) {
 		}
 	}
 	for key, want := range map[string][]int{"cm:s": {0}, "cm:m": nil, "retry:a": {0}, "plain/x": {0}} {
-		if in := holders(t, mc, key); !equalInts(in, want) {
+		if in := holders(t, mc, key); !slices.Equal(in, want) {
 			t.Errorf("%s on %v, want %v", key, in, want)
 		}
 	}

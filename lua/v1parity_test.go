@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"shardproxy/internal/testserver"
 )
 
 // The V1-parity tests encode what memcached 1.6.45's proxy does with the
@@ -230,44 +233,25 @@ end`, map[string]int{"MAIN": mc[0].Port, "REFUSED": closedPort(t), "SILENT": sil
 // "VERSION 1.6.45\r\n" (and nothing else); it records every line it reads.
 func versionServer(t *testing.T) (port int, lines func() []string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var got []string
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	addr := testserver.Fake(t, func(nc net.Conn) {
+		go func() { <-time.After(10 * time.Second); nc.Close() }()
+		r := bufio.NewReader(nc)
 		for {
-			nc, err := ln.Accept()
+			l, err := r.ReadString('\n')
 			if err != nil {
 				return
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer nc.Close()
-				go func() { <-time.After(10 * time.Second); nc.Close() }()
-				r := bufio.NewReader(nc)
-				for {
-					l, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					mu.Lock()
-					got = append(got, l)
-					mu.Unlock()
-					if l == "version\r\n" {
-						nc.Write([]byte("VERSION 1.6.45\r\n"))
-					}
-				}
-			}()
+			mu.Lock()
+			got = append(got, l)
+			mu.Unlock()
+			if l == "version\r\n" {
+				nc.Write([]byte("VERSION 1.6.45\r\n"))
+			}
 		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port, func() []string {
+	})
+	return int(netip.MustParseAddrPort(addr).Port()), func() []string {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]string(nil), got...)

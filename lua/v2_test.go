@@ -22,10 +22,6 @@ func exampleRoutes(t *testing.T, name string, ports map[int]int) (string, *logBu
 	return fileRoutes(t, filepath.Join("..", "examples", "lua", name), ports, "")
 }
 
-func setReq(key, value string) string {
-	return fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", key, len(value), value)
-}
-
 func TestV2Basic(t *testing.T) {
 	mc := memcached(t, 1)
 	addr, _ := exampleRoutes(t, "v2_basic.lua", map[int]int{11211: mc[0].Port})

@@ -876,18 +876,7 @@ func TestClusterNotACluster(t *testing.T) {
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(&lockedBuffer{mu: &mu, b: &logs}, nil))
-	srv, err := proxy.New(cfg, proxy.Options{Logger: log})
-	if err != nil {
-		t.Fatalf("proxy.New: %v", err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
+	srv := runProxy(t, cfg, proxy.Options{Logger: log})
 	c := mustDial(t, srv.Addr("rc").String())
 	want := "-CLUSTERDOWN shardproxy has no cluster slot map: " + plain.Addr +
 		": cluster: node replied -ERR This instance has cluster support disabled\r\n"

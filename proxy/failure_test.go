@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"shardproxy/internal/testserver"
 	"shardproxy/sharding"
 )
 
@@ -146,7 +147,7 @@ func TestBackendKilledUnderLoad(t *testing.T) {
 // proxy's "version" handshake, then it reads and never answers.
 func hangServer(t *testing.T, answerVersion bool) string {
 	t.Helper()
-	return fakeServer(t, func(nc net.Conn) {
+	return testserver.Fake(t, func(nc net.Conn) {
 		r := bufio.NewReader(nc)
 		if answerVersion {
 			if l, err := r.ReadString('\n'); err != nil || l != "version\r\n" {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +50,25 @@ func startProxyCfg(t testing.TB, cfg *config.Config) (*proxy.Server, error) {
 		}
 	})
 	return srv, nil
+}
+
+// runProxy starts a proxy for cfg with opts and shuts it down when the test
+// ends.
+func runProxy(t testing.TB, cfg *config.Config, opts proxy.Options) *proxy.Server {
+	t.Helper()
+	srv, err := proxy.New(cfg, opts)
+	if err != nil {
+		t.Fatalf("proxy.New: %v", err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	return srv
 }
 
 type testWriter struct{ t testing.TB }
@@ -191,33 +209,4 @@ func direct(t testing.TB, addr, key string) (string, bool) {
 	}
 	lines := strings.SplitN(r, "\r\n", 3)
 	return lines[1], true
-}
-
-// fakeServer listens on a free loopback port and runs serve on its own
-// goroutine for every connection it accepts (closing the connection after).
-// It stops, and waits for those goroutines, when the test ends. Tests use it
-// for backends a real server cannot play: hanging, slow, failing.
-func fakeServer(t testing.TB, serve func(nc net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); conns.Wait() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			go func() {
-				defer conns.Done()
-				defer nc.Close()
-				serve(nc)
-			}()
-		}
-	}()
-	return ln.Addr().String()
 }

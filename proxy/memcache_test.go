@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shardproxy/internal/testserver"
 )
 
 func TestMemcacheCommands(t *testing.T) {
@@ -314,7 +316,7 @@ func forServerProtocols(t *testing.T, test func(t *testing.T, extra string)) {
 // and "mn" with mnReply), then answers each request line with
 // replies[line], recording the lines it was sent.
 func metaServer(t *testing.T, mnReply string, replies map[string]string, lines chan<- string) string {
-	return fakeServer(t, func(nc net.Conn) {
+	return testserver.Fake(t, func(nc net.Conn) {
 		r := bufio.NewReader(nc)
 		for {
 			l, err := r.ReadString('\n')

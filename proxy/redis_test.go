@@ -686,7 +686,7 @@ func TestRedisBadInput(t *testing.T) {
 // request with -LOADING, as a redis-server still loading its data does.
 func loadingServer(t *testing.T) string {
 	t.Helper()
-	return fakeServer(t, func(nc net.Conn) {
+	return testserver.Fake(t, func(nc net.Conn) {
 		p := respDialect.NewRequestParser(codec.Options{})
 		var buf []byte
 		chunk := make([]byte, 4096)

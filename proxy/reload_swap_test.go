@@ -73,18 +73,7 @@ func testReloadSwap(t *testing.T, kind string) {
 		layouts[i] = swapConfig(t, kind, port, m[:], idx)
 	}
 	rec := &reloadRecorder{}
-	srv, err := proxy.New(layouts[0], proxy.Options{Logger: slog.New(rec), DrainTimeout: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
+	srv := runProxy(t, layouts[0], proxy.Options{Logger: slog.New(rec), DrainTimeout: 3 * time.Second})
 
 	l := &swapLoad{}
 	stop := make(chan struct{})

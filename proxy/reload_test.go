@@ -31,18 +31,7 @@ func reloadable(t *testing.T, yaml string) (*proxy.Server, func(string) error) {
 		}
 		return cfg
 	}
-	srv, err := proxy.New(parse(yaml), proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DrainTimeout: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
+	srv := runProxy(t, parse(yaml), proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DrainTimeout: 3 * time.Second})
 	return srv, func(y string) error { return srv.Reload(parse(y)) }
 }
 
@@ -355,7 +344,7 @@ func openFDs(t *testing.T) int {
 // line with END after delay.
 func slowServer(t *testing.T, delay time.Duration) string {
 	t.Helper()
-	return fakeServer(t, func(nc net.Conn) {
+	return testserver.Fake(t, func(nc net.Conn) {
 		r := newBufReader(nc)
 		for {
 			l, err := r.ReadString('\n')

@@ -220,18 +220,7 @@ func startLoggedProxy(t *testing.T, text, path string) (*proxy.Server, *logBuffe
 		t.Fatalf("config: %v\n%s", err, text)
 	}
 	logs := &logBuffer{}
-	srv, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatalf("proxy.New: %v", err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
+	srv := runProxy(t, cfg, proxy.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	return srv, logs
 }
 

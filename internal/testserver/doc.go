@@ -16,6 +16,10 @@
 // deadline. The server's stdout and stderr are kept (the last 64 KiB) and
 // shown in failure messages and, when the test failed, in the test log.
 //
+// Fake serves scripted stand-ins for backends a real server cannot play
+// (hanging, slow, failing), one goroutine per connection, stopped when the
+// test ends.
+//
 // A Server's methods are safe for concurrent use, except that Restart and the
 // Start functions call t.Fatalf and so belong on the test's goroutine.
 package testserver
