@@ -1,7 +1,6 @@
 package lua
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"math/rand/v2"
@@ -449,11 +448,7 @@ func (w *worker) logReqSample(L *glua.LState) int {
 func (r *Router) logRequest(req *codec.Request, res *response, detail string) {
 	attrs := make([]slog.Attr, 0, 7)
 	if req != nil {
-		line := req.Wire
-		if i := bytes.IndexByte(line, '\n'); i >= 0 {
-			line = line[:i]
-		}
-		line = bytes.TrimSuffix(line, []byte("\r"))
+		line := firstLine(req.Wire)
 		if len(line) > 256 {
 			line = line[:256]
 		}

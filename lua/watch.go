@@ -123,11 +123,7 @@ func (r *Router) watchRequest(req *codec.Request, res *response, detail string, 
 	b = append(append(b, " detail="...), detail[:min(len(detail), watchMaxDetail)]...)
 	b = append(b, " req="...)
 	if req != nil {
-		line := req.Wire
-		if i := bytes.IndexByte(line, '\n'); i >= 0 {
-			line = line[:i]
-		}
-		line = bytes.TrimSuffix(line, []byte("\r"))
+		line := firstLine(req.Wire)
 		b = append(b, line[:min(len(line), watchMaxReq)]...)
 	}
 	r.cfg.Hub.Publish(codec.WatchProxyReqs, append(b, '\n'))
