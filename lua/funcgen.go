@@ -247,7 +247,7 @@ func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 	if !ok {
 		return nil, errNoFunction
 	}
-	rc.fn = fn
+	rc.fn, rc.dir = fn, inspectV2Handler(fn)
 	return rc, nil
 }
 
