@@ -190,15 +190,7 @@ func (w *worker) finishReply(t *task, reply codec.Reply) {
 		m.replies[t.idx] = reply
 		w.subDone(m)
 	} else {
-		out := w.out[:0]
-		switch {
-		case t.req.Mode == codec.ModeNoreply:
-		case reply.Err != nil:
-			out = w.r.cfg.Dialect.AppendError(out, codec.ErrServer, w.r.clientWords(reply.Err).Error())
-		default:
-			out = w.r.cfg.Dialect.AppendReply(out, t.req, reply.Raw, reply.Kind)
-		}
-		w.complete(t, out)
+		w.complete(t, w.r.appendReply(w.out[:0], t.req, reply))
 	}
 	w.recycle(t)
 }
