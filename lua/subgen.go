@@ -56,8 +56,7 @@ func (w *worker) startChild(t *task) {
 	w.active = t
 	sub, err := w.takeRctx(rc.slots[h].child)
 	if err != nil {
-		w.r.logScriptError("lua function generator failed", rc.slots[h].child.name+": "+err.Error())
-		w.finish(t, glua.LNil, errStartFailure)
+		w.finish(t, glua.LNil, err) // the parent's slot gets errChildFailure
 		return
 	}
 	t.rc, sub.t = sub, t
