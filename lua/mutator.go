@@ -326,14 +326,6 @@ func (r *mutRun) valcopy(val []byte) ([]byte, int) {
 	return strconv.AppendInt(nil, int64(len(val)-2), 10), pieceOK
 }
 
-// firstLine returns raw's first line without its line end.
-func firstLine(raw []byte) []byte {
-	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-		raw = raw[:i]
-	}
-	return bytes.TrimSuffix(raw, []byte("\r"))
-}
-
 // mutatorCall is mut(obj, args...).
 func (w *worker) mutatorCall(L *glua.LState) int {
 	m, ok := userValue[*mutator](L.Get(1))

@@ -45,6 +45,14 @@ func (rq *request) detach() {
 	}
 }
 
+// firstLine returns raw's first line without its line end.
+func firstLine(raw []byte) []byte {
+	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+		raw = raw[:i]
+	}
+	return bytes.TrimSuffix(raw, []byte("\r"))
+}
+
 // tokenize fills toks for the current req.
 func (rq *request) tokenize() {
 	if rq.split {

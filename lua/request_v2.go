@@ -44,10 +44,7 @@ func (rq *request) line() []byte {
 	if rq.w.r.cfg.Redis {
 		return bytes.TrimSuffix(wire, []byte("\r\n"))
 	}
-	if i := bytes.IndexByte(wire, '\n'); i >= 0 {
-		wire = wire[:i]
-	}
-	return bytes.TrimSuffix(wire, []byte("\r"))
+	return firstLine(wire)
 }
 
 // reqRawLine is r:raw_line().

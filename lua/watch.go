@@ -123,11 +123,7 @@ func (r *Router) watchRequest(req *codec.Request, res *response, detail string, 
 	b = append(append(b, " detail="...), detail[:min(len(detail), watchMaxDetail)]...)
 	b = append(b, " req="...)
 	if req != nil {
-		line := req.Wire
-		if i := bytes.IndexByte(line, '\n'); i >= 0 {
-			line = line[:i]
-		}
-		line = bytes.TrimSuffix(line, []byte("\r"))
+		line := firstLine(req.Wire)
 		b = append(b, line[:min(len(line), watchMaxReq)]...)
 	}
 	r.cfg.Hub.Publish(codec.WatchProxyReqs, append(b, '\n'))
@@ -138,11 +134,7 @@ func (res *response) respType() int {
 	if res.err != nil || res.redis {
 		return 0
 	}
-	line := res.raw
-	if i := bytes.IndexByte(line, '\n'); i >= 0 {
-		line = line[:i]
-	}
-	word, _, _ := bytes.Cut(bytes.TrimSuffix(line, []byte("\r")), []byte(" "))
+	word, _, _ := bytes.Cut(firstLine(res.raw), []byte(" "))
 	switch {
 	case len(word) > 0 && word[0] >= '0' && word[0] <= '9':
 		return respNumeric
