@@ -39,12 +39,13 @@ type cronJob struct {
 func (cs *configStage) registerCron(L *glua.LState) int {
 	name := L.CheckString(1)
 	opts := L.CheckTable(2)
-	fn, ok := opts.RawGetString("func").(*glua.LFunction)
+	fv := opts.RawGetString("func")
+	fn, ok := fv.(*glua.LFunction)
 	switch {
-	case opts.RawGetString("func") == glua.LNil:
+	case fv == glua.LNil:
 		L.RaiseError("proxy cron entry missing 'func' field")
 	case !ok:
-		L.RaiseError("proxy cron entry 'func' must be a function, not %s", opts.RawGetString("func").Type())
+		L.RaiseError("proxy cron entry 'func' must be a function, not %s", fv.Type())
 	}
 	rerun := true
 	if v := opts.RawGetString("rerun"); v != glua.LNil {
@@ -183,8 +184,8 @@ func (r *Router) runCrons(stop <-chan struct{}) {
 }
 
 // runCron runs a cron's function in w's state, bounded by MaxRun and
-// MaxAlloc; an
-// error is logged once per distinct message. The caller holds the state.
+// MaxAlloc; an error is logged once per distinct message. The caller
+// holds the state.
 func (w *worker) runCron(j *cronJob) {
 	if w.r.closed.Load() {
 		return

@@ -15,8 +15,8 @@ import (
 // a V1 handler `return pool(r)` (direct.go), the router does exactly that
 // without entering Lua: no coroutine, no request or response object, no
 // copy of the request; the reply goes to the client from the backend's
-// goroutine. The handler is recognised by its bytecode (once per function
-// prototype); at each request the context's own handler is checked again:
+// goroutine. The handler is recognised by its bytecode (once per request
+// context); at each request the context's own handler is checked again:
 // its upvalue must still be that context, the context's enqueue_and_wait
 // the API's own, h a handle of the context, and the request one with a key
 // whose backend the pool can pick. Anything else runs in Lua as before.
@@ -80,15 +80,16 @@ func inspectV2(p *glua.FunctionProto) v2Direct {
 	return v2Direct{}
 }
 
-// v2DirectOf returns what inspectV2 says of fn, once per prototype.
-func (w *worker) v2DirectOf(fn *glua.LFunction) v2Direct {
+// inspectV2Handler is inspectV2 of fn, a context's handler, with its
+// upvalue indexes checked: all of it is fixed for fn's life, so a context
+// does it once, when it is made (newRctx).
+func inspectV2Handler(fn *glua.LFunction) v2Direct {
 	if fn.IsG || fn.Proto == nil {
 		return v2Direct{}
 	}
-	d, seen := w.v2.directs[fn.Proto]
-	if !seen {
-		d = inspectV2(fn.Proto)
-		w.v2.directs[fn.Proto] = d
+	d := inspectV2(fn.Proto)
+	if d.ctxUp >= len(fn.Upvalues) || d.handleUp >= len(fn.Upvalues) {
+		return v2Direct{}
 	}
 	return d
 }
@@ -96,9 +97,8 @@ func (w *worker) v2DirectOf(fn *glua.LFunction) v2Direct {
 // v2DirectBackend returns the backend rc's handler would send req to now,
 // or nil when the handler must run in Lua. The caller holds the state.
 func (w *worker) v2DirectBackend(rc *rctx, req *codec.Request) *beRef {
-	fn := rc.fn
-	d := w.v2DirectOf(fn)
-	if !d.ok || d.ctxUp >= len(fn.Upvalues) || d.handleUp >= len(fn.Upvalues) {
+	fn, d := rc.fn, rc.dir
+	if !d.ok {
 		return nil
 	}
 	if fn.Upvalues[d.ctxUp].Value() != rc.ud || rc.ud.Metatable != w.v2.rctxMT ||

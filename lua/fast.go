@@ -121,16 +121,8 @@ func (r *Router) sendFast(be *beRef, req *codec.Request, hint uint32, c Completi
 
 // done answers the client from the backend's goroutine.
 func (fc *fastCall) done(*backend.Call) {
-	d := fc.r.cfg.Dialect
 	reply := fc.call.Reply
-	out := fc.out[:0]
-	switch {
-	case fc.req.Mode == codec.ModeNoreply:
-	case reply.Err != nil:
-		out = d.AppendError(out, codec.ErrServer, fc.r.clientWords(reply.Err).Error())
-	default:
-		out = d.AppendReply(out, fc.req, reply.Raw, reply.Kind)
-	}
+	out := fc.r.appendReply(fc.out[:0], fc.req, reply)
 	if reply.Err != nil {
 		fc.r.watchBackend(fc.be, reply.Err)
 	}
@@ -146,4 +138,17 @@ func (fc *fastCall) done(*backend.Call) {
 	r.bufferUsed.Add(-bytes)
 	c.Complete(out)
 	fastCalls.Put(fc)
+}
+
+// appendReply appends what the client sees for req when a backend call
+// made without Lua returned reply: nothing for a noreply request, the
+// failure in the client's words, or the reply.
+func (r *Router) appendReply(dst []byte, req *codec.Request, reply codec.Reply) []byte {
+	switch {
+	case req.Mode == codec.ModeNoreply:
+		return dst
+	case reply.Err != nil:
+		return r.cfg.Dialect.AppendError(dst, codec.ErrServer, r.clientWords(reply.Err).Error())
+	}
+	return r.cfg.Dialect.AppendReply(dst, req, reply.Raw, reply.Kind)
 }

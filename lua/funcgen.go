@@ -189,18 +189,15 @@ func (w *worker) startV2(fn *glua.LFunction, req *codec.Request) (*glua.LFunctio
 	}
 	rc, err := w.takeRctx(fg)
 	if err != nil {
-		w.r.logScriptError("lua function generator failed", fg.name+": "+scriptMessage(err))
-		var be *boundError
-		if errors.As(err, &be) {
-			return nil, nil, be.stop.wire()
-		}
-		return nil, nil, errStartFailure
+		return nil, nil, err
 	}
 	return rc.fn, rc, nil
 }
 
 // takeRctx returns a free request context of fg, making one (and its
-// handler) when there is none.
+// handler) when there is none. When the generator fails, it logs why and
+// returns what the client is told: the watchdog's reason if it stopped
+// the generator, else errStartFailure.
 func (w *worker) takeRctx(fg *funcgen) (*rctx, error) {
 	if n := len(fg.free); n > 0 {
 		rc := fg.free[n-1]
@@ -208,7 +205,16 @@ func (w *worker) takeRctx(fg *funcgen) (*rctx, error) {
 		fg.free = fg.free[:n-1]
 		return rc, nil
 	}
-	return w.newRctx(fg, nil)
+	rc, err := w.newRctx(fg, nil)
+	if err != nil {
+		w.r.logScriptError("lua function generator failed", fg.name+": "+scriptMessage(err))
+		var be *boundError
+		if errors.As(err, &be) {
+			return nil, be.stop.wire()
+		}
+		return nil, errStartFailure
+	}
+	return rc, nil
 }
 
 // newRctx makes a request context of fg and calls the generator for its
@@ -247,7 +253,7 @@ func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 	if !ok {
 		return nil, errNoFunction
 	}
-	rc.fn = fn
+	rc.fn, rc.dir = fn, inspectV2Handler(fn)
 	return rc, nil
 }
 

@@ -43,10 +43,7 @@ type insStep struct {
 	m    *glua.LTable // sepkey's map
 }
 
-var insSteps = map[string]struct {
-	typ   insStepType
-	where int
-}{
+var insSteps = map[string]stepDef[insStepType]{
 	"sepkey":    {insSepKey, forReq | forRedis},
 	"keybegin":  {insKeyBegin, forReq | forRedis},
 	"keyis":     {insKeyIs, forReq | forRedis},
@@ -78,19 +75,8 @@ func (w *worker) inspectorNew(res bool) glua.LGFunction {
 }
 
 func compileInsStep(a stepArgs, res, redis bool) insStep {
-	name := a.name()
-	def, ok := insSteps[name]
-	if !ok {
-		a.fail("unknown step type '%s'", name)
-	}
-	if (res && def.where&forRes == 0) || (!res && def.where&forReq == 0) {
-		a.fail("step incompatible with inspector type")
-	}
-	if redis && def.where&forRedis == 0 {
-		a.fail("%s has no meaning for a Redis request", name)
-	}
-	s := insStep{typ: def.typ}
-	switch def.typ {
+	s := insStep{typ: stepType(a, insSteps, res, redis)}
+	switch s.typ {
 	case insSepKey:
 		s.sep, s.pos = '/', 1
 		if sep, ok := a.str("sep"); ok {
@@ -138,16 +124,8 @@ func (w *worker) inspectorCall(L *glua.LState) int {
 	if !ok {
 		L.ArgError(1, "inspector expected")
 	}
-	obj, ok := L.Get(2).(*glua.LUserData)
-	if !ok {
-		L.ArgError(2, "userdata expected, got "+typeName(L.Get(2)))
-	}
-	rq, isReq := obj.Value.(*request)
-	res, isRes := obj.Value.(*response)
-	if (ins.res && !isRes) || (!ins.res && !isReq) {
-		L.ArgError(2, "invalid argument to inspector object")
-	}
-	if isReq && rq.req == nil {
+	rq, res := stepObject(L, ins.res, "inspector")
+	if rq != nil && rq.req == nil {
 		L.RaiseError("%s", errDetached.Error())
 	}
 	n := 0

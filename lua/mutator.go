@@ -50,17 +50,7 @@ type mutStep struct {
 	flag byte
 }
 
-// Where a step may be used.
-const (
-	forReq = 1 << iota
-	forRes
-	forRedis // a request step that means something for RESP
-)
-
-var mutSteps = map[string]struct {
-	typ   mutStepType
-	where int
-}{
+var mutSteps = map[string]stepDef[mutStepType]{
 	"cmdset":      {mutCmdSet, forReq | forRedis},
 	"cmdcopy":     {mutCmdCopy, forReq | forRedis},
 	"keyset":      {mutKeySet, forReq | forRedis},
@@ -99,19 +89,8 @@ func (w *worker) mutatorNew(res bool) glua.LGFunction {
 }
 
 func compileMutStep(a stepArgs, res, redis bool) mutStep {
-	name := a.name()
-	def, ok := mutSteps[name]
-	if !ok {
-		a.fail("unknown step type '%s'", name)
-	}
-	if (res && def.where&forRes == 0) || (!res && def.where&forReq == 0) {
-		a.fail("step incompatible with mutator type")
-	}
-	if redis && def.where&forRedis == 0 {
-		a.fail("%s has no meaning for a Redis request", name)
-	}
-	s := mutStep{typ: def.typ}
-	switch def.typ {
+	s := mutStep{typ: stepType(a, mutSteps, res, redis)}
+	switch s.typ {
 	case mutCmdSet:
 		if s.str = a.needStr("cmd"); len(s.str) > 20 {
 			a.fail("'cmd' too long")
@@ -347,29 +326,13 @@ func (r *mutRun) valcopy(val []byte) ([]byte, int) {
 	return strconv.AppendInt(nil, int64(len(val)-2), 10), pieceOK
 }
 
-// firstLine returns raw's first line without its line end.
-func firstLine(raw []byte) []byte {
-	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-		raw = raw[:i]
-	}
-	return bytes.TrimSuffix(raw, []byte("\r"))
-}
-
 // mutatorCall is mut(obj, args...).
 func (w *worker) mutatorCall(L *glua.LState) int {
 	m, ok := userValue[*mutator](L.Get(1))
 	if !ok {
 		L.ArgError(1, "mutator expected")
 	}
-	dst, ok := L.Get(2).(*glua.LUserData)
-	if !ok {
-		L.ArgError(2, "userdata expected, got "+typeName(L.Get(2)))
-	}
-	rq, isReq := dst.Value.(*request)
-	res, isRes := dst.Value.(*response)
-	if (m.res && !isRes) || (!m.res && !isReq) {
-		L.ArgError(2, "invalid argument to mutator object")
-	}
+	rq, res := stepObject(L, m.res, "mutator")
 	run := mutRun{L: L, w: w}
 	pieces := make([][]byte, 0, len(m.steps))
 	total := len(m.steps) + 2

@@ -126,13 +126,6 @@ func (cs *configStage) ratelimGlobalTbf(L *glua.LState) int {
 
 // tbfMetatables makes the metatables of a worker's limiters.
 func (w *worker) tbfMetatables() {
-	for _, name := range []string{typeTbf, typeProxyTbf} {
-		mt := w.L.NewTypeMetatable(name)
-		mt.RawSetString("__call", w.L.NewFunction(tbfCall))
-		if name == typeTbf {
-			w.v2.tbfMT = mt
-		} else {
-			w.v2.proxyTbfMT = mt
-		}
-	}
+	w.v2.tbfMT = w.callMetatable(typeTbf, tbfCall)
+	w.v2.proxyTbfMT = w.callMetatable(typeProxyTbf, tbfCall)
 }

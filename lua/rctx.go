@@ -26,6 +26,7 @@ type rctx struct {
 	fg    *funcgen
 	ud    *glua.LUserData // the context as the generator got it
 	fn    *glua.LFunction // the handler the generator returned for this context
+	dir   v2Direct        // what inspectV2Handler found of fn (direct_v2.go)
 	slots []slot
 
 	t       *task // the request being served; nil once its handler finished

@@ -22,7 +22,7 @@ type span struct{ start, end int }
 // tokens are the words of the request line; for a Redis request, the
 // command's arguments, the command name first.
 type request struct {
-	ud    glua.LUserData // the handler's argument, in the same allocation (startTask)
+	ud    glua.LUserData // the handler's argument, in the same allocation (runHandler)
 	w     *worker
 	req   *codec.Request // nil once the client has been answered
 	owned bool           // req was made for this object, not borrowed from the client
@@ -43,6 +43,14 @@ func (rq *request) detach() {
 		rq.req = nil
 		rq.split = false
 	}
+}
+
+// firstLine returns raw's first line without its line end.
+func firstLine(raw []byte) []byte {
+	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+		raw = raw[:i]
+	}
+	return bytes.TrimSuffix(raw, []byte("\r"))
 }
 
 // tokenize fills toks for the current req.

@@ -134,6 +134,13 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 	return w, nil
 }
 
+// callMetatable makes the metatable of objects called as functions.
+func (w *worker) callMetatable(name string, call glua.LGFunction) *glua.LTable {
+	mt := w.L.NewTypeMetatable(name)
+	mt.RawSetString("__call", w.L.NewFunction(call))
+	return mt
+}
+
 // typeMetatable makes a metatable whose __index holds methods.
 func (w *worker) typeMetatable(name string, methods map[string]glua.LGFunction) *glua.LTable {
 	mt := w.L.NewTypeMetatable(name)

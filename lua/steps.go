@@ -111,5 +111,52 @@ func (a stepArgs) optIdx() int {
 	return 2
 }
 
+// Where a step may be used.
+const (
+	forReq = 1 << iota
+	forRes
+	forRedis // a request step that means something for RESP
+)
+
+// stepDef is a step type T of a mutator or an inspector and where it may
+// be used.
+type stepDef[T any] struct {
+	typ   T
+	where int
+}
+
+// stepType returns the type defs gives the step's name, after checking
+// that the step may be used in a response (res) or a request object, and
+// on a Redis pool.
+func stepType[T any](a stepArgs, defs map[string]stepDef[T], res, redis bool) T {
+	name := a.name()
+	def, ok := defs[name]
+	if !ok {
+		a.fail("unknown step type '%s'", name)
+	}
+	if (res && def.where&forRes == 0) || (!res && def.where&forReq == 0) {
+		a.fail("step incompatible with %s type", a.what)
+	}
+	if redis && def.where&forRedis == 0 {
+		a.fail("%s has no meaning for a Redis request", name)
+	}
+	return def.typ
+}
+
+// stepObject returns the object a mutator or an inspector is called on
+// (argument 2): a request, or a response when res is set.
+func stepObject(L *glua.LState, res bool, what string) (*request, *response) {
+	obj, ok := L.Get(2).(*glua.LUserData)
+	if !ok {
+		L.ArgError(2, "userdata expected, got "+typeName(L.Get(2)))
+	}
+	rq, isReq := obj.Value.(*request)
+	rs, isRes := obj.Value.(*response)
+	if (res && !isRes) || (!res && !isReq) {
+		L.ArgError(2, "invalid argument to "+what+" object")
+	}
+	return rq, rs
+}
+
 // typeName is the type of v as Lua's errors name it.
 func typeName(v glua.LValue) string { return v.Type().String() }

@@ -49,24 +49,14 @@ func (w *worker) queueChild(rc *rctx, h int, parent *task) {
 // startChild runs a child task queued by queueChild.
 func (w *worker) startChild(t *task) {
 	rc, h := t.parent, t.parentHandle
-	t.next = w.active
-	if t.next != nil {
-		t.next.prev = t
-	}
-	w.active = t
+	w.activate(t)
 	sub, err := w.takeRctx(rc.slots[h].child)
 	if err != nil {
-		w.r.logScriptError("lua function generator failed", rc.slots[h].child.name+": "+err.Error())
-		w.finish(t, glua.LNil, errStartFailure)
+		w.finish(t, glua.LNil, err) // the parent's slot gets errChildFailure
 		return
 	}
 	t.rc, sub.t = sub, t
-	t.rq = &request{w: w, req: t.req, owned: true}
-	ud := w.L.NewUserData()
-	ud.Value = t.rq
-	ud.Metatable = w.reqMT
-	t.co = w.getCoroutine()
-	w.run(t, sub.fn, ud)
+	w.runHandler(t, sub.fn, &request{w: w, req: t.req, owned: true})
 }
 
 // childResult returns v, a child task's result, as its parent may keep

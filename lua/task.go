@@ -98,11 +98,7 @@ func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *mul
 	}
 	t := w.newTask()
 	t.req, t.hint, t.c, t.multi, t.idx, t.bytes = req, hint, c, m, idx, bytes
-	t.next = w.active
-	if t.next != nil {
-		t.next.prev = t
-	}
-	w.active = t
+	w.activate(t)
 	if startErr != nil {
 		w.finish(t, glua.LNil, startErr)
 		return
@@ -117,9 +113,24 @@ func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *mul
 	if w.routeDirect(t, fn) {
 		return
 	}
-	t.rq = &request{w: w, req: req}
-	ud := &t.rq.ud // as L.NewUserData makes it, in t.rq's allocation
-	*ud = glua.LUserData{Value: t.rq, Env: w.L.Env, Metatable: w.reqMT}
+	w.runHandler(t, fn, &request{w: w, req: req})
+}
+
+// activate puts t on the list of active tasks.
+func (w *worker) activate(t *task) {
+	t.next = w.active
+	if t.next != nil {
+		t.next.prev = t
+	}
+	w.active = t
+}
+
+// runHandler runs fn, a handler, for t in a coroutine, with rq as its
+// request object.
+func (w *worker) runHandler(t *task, fn *glua.LFunction, rq *request) {
+	t.rq = rq
+	ud := &rq.ud // as L.NewUserData makes it, in rq's allocation
+	*ud = glua.LUserData{Value: rq, Env: w.L.Env, Metatable: w.reqMT}
 	t.co = w.getCoroutine()
 	w.run(t, fn, ud)
 }
@@ -190,15 +201,7 @@ func (w *worker) finishReply(t *task, reply codec.Reply) {
 		m.replies[t.idx] = reply
 		w.subDone(m)
 	} else {
-		out := w.out[:0]
-		switch {
-		case t.req.Mode == codec.ModeNoreply:
-		case reply.Err != nil:
-			out = w.r.cfg.Dialect.AppendError(out, codec.ErrServer, w.r.clientWords(reply.Err).Error())
-		default:
-			out = w.r.cfg.Dialect.AppendReply(out, t.req, reply.Raw, reply.Kind)
-		}
-		w.complete(t, out)
+		w.complete(t, w.r.appendReply(w.out[:0], t.req, reply))
 	}
 	w.recycle(t)
 }

@@ -31,11 +31,9 @@ type v2State struct {
 	proxyTbfMT *glua.LTable                 // the worker's handles on mcp.ratelim_global_tbf's
 
 	// What a direct V2 handler needs (direct_v2.go): rctxMT's __index
-	// table and its enqueue_and_wait as registered, and what inspectV2
-	// found of each handler prototype seen.
+	// table and its enqueue_and_wait as registered.
 	rctxIndex      *glua.LTable
 	enqueueAndWait glua.LValue
-	directs        map[*glua.FunctionProto]v2Direct
 }
 
 // internalHandler is mcp.internal_handler, accepted as a value so that a
@@ -54,16 +52,13 @@ func (w *worker) registerV2(mcp *glua.LTable) {
 	w.v2.rctxMT = w.typeMetatable(typeRcontext, w.rctxMethods())
 	w.v2.rctxIndex = w.v2.rctxMT.RawGetString("__index").(*glua.LTable)
 	w.v2.enqueueAndWait = w.v2.rctxIndex.RawGetString("enqueue_and_wait")
-	w.v2.directs = map[*glua.FunctionProto]v2Direct{}
 	mcp.RawSetString("funcgen_new", L.NewFunction(w.funcgenNew))
 	mcp.RawSetString("router_new", L.NewFunction(w.routerNew))
 	w.tbfMetatables()
 	mcp.RawSetString("ratelim_tbf", L.NewFunction(w.ratelimTbf))
 	mcp.RawSetString("WAIT_RESUME", glua.LTrue)
-	w.v2.mutMT = L.NewTypeMetatable(typeMutator)
-	w.v2.mutMT.RawSetString("__call", L.NewFunction(w.mutatorCall))
-	w.v2.insMT = L.NewTypeMetatable(typeInspect)
-	w.v2.insMT.RawSetString("__call", L.NewFunction(w.inspectorCall))
+	w.v2.mutMT = w.callMetatable(typeMutator, w.mutatorCall)
+	w.v2.insMT = w.callMetatable(typeInspect, w.inspectorCall)
 	mcp.RawSetString("req_mutator_new", L.NewFunction(w.mutatorNew(false)))
 	mcp.RawSetString("res_mutator_new", L.NewFunction(w.mutatorNew(true)))
 	mcp.RawSetString("req_inspector_new", L.NewFunction(w.inspectorNew(false)))

@@ -134,11 +134,7 @@ func (res *response) respType() int {
 	if res.err != nil || res.redis {
 		return 0
 	}
-	line := res.raw
-	if i := bytes.IndexByte(line, '\n'); i >= 0 {
-		line = line[:i]
-	}
-	word, _, _ := bytes.Cut(bytes.TrimSuffix(line, []byte("\r")), []byte(" "))
+	word, _, _ := bytes.Cut(firstLine(res.raw), []byte(" "))
 	switch {
 	case len(word) > 0 && word[0] >= '0' && word[0] <= '9':
 		return respNumeric
