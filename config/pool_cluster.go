@@ -81,17 +81,6 @@ func (pp *poolParser) refuseClusterKeys() {
 	pp.refuseKeys(clusterOnly, "redis_cluster", "is only valid for a redis_cluster pool (redis_cluster: true)")
 }
 
-// refuseKeys refuses each of keys the pool sets (and has not already
-// refused) with why, unless the key that would allow them, allowedBy, was
-// itself refused ("" for none).
-func (pp *poolParser) refuseKeys(keys []string, allowedBy, why string) {
-	for _, key := range keys {
-		if line, ok := pp.keys[key]; ok && !pp.bad[key] && (allowedBy == "" || !pp.bad[allowedBy]) {
-			pp.fail(line, key, why)
-		}
-	}
-}
-
 // checkReadFrom wants read_from: master, prefer_replica or replica.
 func checkReadFrom(s string) string {
 	switch s {

@@ -181,6 +181,17 @@ func (pp *poolParser) setServers(key string, v *yaml.Node) {
 	}
 }
 
+// refuseKeys refuses each of keys the pool sets (and has not already
+// refused) with why, unless the key that would allow them, allowedBy, was
+// itself refused ("" for none).
+func (pp *poolParser) refuseKeys(keys []string, allowedBy, why string) {
+	for _, key := range keys {
+		if line, ok := pp.keys[key]; ok && !pp.bad[key] && (allowedBy == "" || !pp.bad[allowedBy]) {
+			pp.fail(line, key, why)
+		}
+	}
+}
+
 // checkEjectPolicy wants eject_policy: remap, fail_fast or failover.
 func checkEjectPolicy(s string) string {
 	switch s {

@@ -55,12 +55,8 @@ func (pp *poolParser) validateSecurity() {
 	}
 	if p.ServerTLS {
 		pp.validateServerTLS()
-	} else if !pp.bad["server_tls"] {
-		for _, key := range serverTLSKeys {
-			if line, ok := pp.keys[key]; ok && !pp.bad[key] {
-				pp.fail(line, key, "needs server_tls: true")
-			}
-		}
+	} else {
+		pp.refuseKeys(serverTLSKeys, "server_tls", "needs server_tls: true")
 	}
 	pp.validateRedisAuthUser()
 }

@@ -25,13 +25,11 @@ import (
 // line format" (memcached's proxy forwards a one-key get or mg with it and
 // passes on the backend's reply, which is that).
 
-// proxyVerbs are the commands memcached proxy's request parser knows.
-var proxyVerbs = map[string]bool{
-	"mg": true, "ms": true, "md": true, "mn": true, "ma": true, "me": true,
-	"get": true, "gets": true, "gat": true, "gats": true,
-	"set": true, "add": true, "cas": true, "append": true, "prepend": true, "replace": true,
-	"incr": true, "decr": true, "touch": true, "delete": true,
-	"quit": true, "stats": true, "watch": true, "version": true,
+// proxyKnows reports whether memcached proxy's request parser knows cmd
+// (a command number, 0 for none): every command this parser knows but
+// flush_all and verbosity.
+func proxyKnows(cmd int) bool {
+	return cmd != 0 && cmd != CmdFlushAll && cmd != CmdVerbosity
 }
 
 const (
@@ -50,7 +48,7 @@ func (p *parser) parseProxy(buf []byte, req *codec.Request) (int, error) {
 	n, err := p.parse(buf, req)
 	var pe *codec.ProtocolError
 	if err == nil {
-		if !proxyVerbs[req.Name] {
+		if !proxyKnows(req.Cmd) {
 			return 0, rejectFatal("", n)
 		}
 		return n, nil
@@ -62,7 +60,7 @@ func (p *parser) parseProxy(buf []byte, req *codec.Request) (int, error) {
 	switch {
 	case pe.Reply == replyBadChunk:
 		return 0, rejectLine(replyBadChunk, pe.N)
-	case len(verb) >= 2 && !proxyVerbs[string(verb)]:
+	case len(verb) >= 2 && !proxyKnows(lookupCommand(verb)):
 		return 0, rejectFatal("", pe.N)
 	case pe.Close && pe.Reply == replyBadFormat: // a storage length that is no number
 		return 0, rejectLine(replyParsing, pe.N)

@@ -21,16 +21,13 @@ type poolKind struct {
 	// describe returns what the "pool listening" line says of the pool,
 	// as slog attributes.
 	describe func(p *pool) []any
-	// parse, when set, adjusts the options the pool's clients are parsed
-	// with: the words of the system the kind stands in for.
-	parse func(pc *config.Pool, o *codec.Options)
 }
 
 // poolKinds are the kinds by config.Kind.
 var poolKinds = map[config.Kind]*poolKind{
 	config.KindSharded: {build: newShardRouter, describe: describeShard},
 	config.KindCluster: {build: newClusterRouter, describe: describeCluster},
-	config.KindLua:     {build: newLuaRouter, describe: describeLua, parse: parseLua},
+	config.KindLua:     {build: newLuaRouter, describe: describeLua},
 }
 
 // kindOf returns pc's kind.
@@ -45,7 +42,7 @@ func kindOf(pc *config.Pool) (*poolKind, error) {
 // kindEnv is what a kind's build is given.
 type kindEnv struct {
 	b       *builder
-	p       *pool          // the pool being built: its configuration, dialect, limits, stats, logger
+	p       *pool          // the pool being built: its configuration, dialect, limits (build may adjust them), stats, logger
 	old     route.Router   // the running router of the pool's name and kind, or nil
 	lease   *backend.Lease // where the router's backends come from
 	dialTLS *tls.Config    // how backend sockets dial; nil: plain

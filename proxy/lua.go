@@ -3,7 +3,6 @@ package proxy
 import (
 	"shardproxy/backend"
 	"shardproxy/codec"
-	"shardproxy/config"
 	"shardproxy/lua"
 	"shardproxy/route"
 )
@@ -34,14 +33,6 @@ func (l luaRouter) Close() { l.r.Close() }
 // proxyevents and proxyuser.
 func (l luaRouter) Watch(streams int) (*route.Watcher, error) { return l.r.Watch(streams) }
 
-// parseLua makes a memcache Lua pool speak as memcached's proxy does, where
-// its route files come from: its words for protocol errors
-// (codec.Options.ProxyErrors) and its forms of quiet and noreply requests
-// on the wire (codec.Options.ProxyWire).
-func parseLua(pc *config.Pool, o *codec.Options) {
-	o.ProxyErrors, o.ProxyWire = !pc.Redis, !pc.Redis
-}
-
 // newLuaRouter builds the router of a Lua pool from its route file.
 //
 // The pool's YAML sets the defaults of the backends the script makes,
@@ -56,8 +47,15 @@ func parseLua(pc *config.Pool, o *codec.Options) {
 // override both. lua_timeout and lua_max_alloc are the router's MaxRun and
 // MaxAlloc. The script's backends come from the pool's lease, so a
 // reload keeps the ones the new file declares alike.
+//
+// A memcache Lua pool speaks as memcached's proxy does, where its route
+// files come from: the pool's clients, and the route file's mcp.request,
+// are parsed with its words for protocol errors (codec.Options.ProxyErrors)
+// and its forms of quiet and noreply requests on the wire
+// (codec.Options.ProxyWire).
 func newLuaRouter(k *kindEnv) (route.Router, error) {
 	pc := k.p.cfg
+	k.p.limits.ProxyErrors, k.p.limits.ProxyWire = !pc.Redis, !pc.Redis
 	d := lua.Defaults{
 		ReadTimeout:  pc.Timeout,
 		TCPKeepalive: pc.TCPKeepalive,

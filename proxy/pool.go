@@ -121,9 +121,6 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 	if !pc.AllowFlushAll {
 		p.limits.Deny = []string{"flush_all"}
 	}
-	if kind.parse != nil {
-		kind.parse(pc, &p.limits)
-	}
 	k := &kindEnv{b: b, p: p, lease: lease, dialTLS: dialTLS}
 	if old != nil && old.kind == p.kind {
 		k.old = old.router

@@ -128,12 +128,6 @@ type Backends interface {
 	Backend(i int) *backend.Backend
 }
 
-// FanOut answers x with the merge of the replies to the sub-requests
-// Split made: sub-request i goes to bs.Backend(targets[i]).
-func (x *Exchange) FanOut(bs Backends, targets []int) {
-	x.fanOut(bs, targets)
-}
-
 // FanOutAll answers x with the merge of the replies of backends 0 to n-1
 // of bs to x.Req itself (codec.RouteAll).
 func (x *Exchange) FanOutAll(bs Backends, n int) {
@@ -142,12 +136,13 @@ func (x *Exchange) FanOutAll(bs Backends, n int) {
 	for range n {
 		x.subs = append(x.subs, &x.Req)
 	}
-	x.fanOut(bs, nil)
+	x.FanOut(bs, nil)
 }
 
-// fanOut sends x.subs[i] to bs.Backend(targets[i]), or to backend i when
-// targets is nil.
-func (x *Exchange) fanOut(bs Backends, targets []int) {
+// FanOut answers x with the merge of the replies to the sub-requests
+// Split made: sub-request i goes to bs.Backend(targets[i]) (to backend i
+// when targets is nil, as FanOutAll asks).
+func (x *Exchange) FanOut(bs Backends, targets []int) {
 	n := len(x.subs)
 	if cap(x.calls) < n {
 		x.calls = make([]backend.Call, n)

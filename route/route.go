@@ -33,8 +33,8 @@ import (
 // Router answers the requests of one pool.
 type Router interface {
 	// Route answers x's request, now or later from another goroutine,
-	// through exactly one of x.Complete, x.Send or x.FanOut (x.Fail is a
-	// Complete). It must not block.
+	// through exactly one of x.Complete, x.Answer, x.Send, x.FanOut or
+	// x.FanOutAll. It must not block.
 	Route(x *Exchange)
 	// Stats returns the router's own counters (MOVED replies followed,
 	// Lua requests, ...), for the stats command, the stats port and
