@@ -304,8 +304,11 @@ type Pool struct {
 	// and gives the client memcached's text reply, which lets memcached
 	// 1.6 answer a batch of gets with one send instead of one each. The
 	// servers must speak the meta protocol (memcached 1.6 or later): a
-	// server that does not answer "mn" is marked bad. Only a memcache pool
-	// without lua may set it; a failover_pool must speak the same.
+	// server that does not answer "mn" is marked bad. On a memcache pool
+	// with lua it applies only to the one-key gets a route forwards
+	// untouched, without reading the reply (lua.Config.ForwardAs); the
+	// route still sees the client's get. A redis pool may not set it; a
+	// failover_pool must speak the same.
 	ServerProtocol string
 
 	// The TLS keys (shardproxy extensions) hold file paths; a relative path

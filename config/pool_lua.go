@@ -34,11 +34,7 @@ var _ kind = luaKind{}
 func (luaKind) validate(pp *poolParser) {
 	p := pp.p
 	pp.validateHashSeed()
-	switch line, ok := pp.keys["server_protocol"]; {
-	case pp.refuseMetaOnRedis():
-	case ok && p.ServerProtocol == ServerProtocolMeta:
-		pp.fail(line, "server_protocol", "a Lua pool's routes send requests as they are; remove server_protocol")
-	}
+	pp.refuseMetaOnRedis()
 	pp.refuseClusterKeys()
 	if line, ok := pp.keys["server_tls"]; ok && p.ServerTLS && p.Lua != "" {
 		pp.fail(line, "server_tls", "a Lua pool's backends come from its route file, which cannot use TLS yet")

@@ -217,8 +217,7 @@ func TestPoolKinds(t *testing.T) {
 		{"lua with ejection", luaPool("  auto_eject_hosts: true\n  eject_policy: fail_fast\n"), ""},
 		{"lua hash_seed without effect", luaPool("  hash_seed: 1\n"),
 			at + `4: pool "alpha": hash_seed: has no effect with hash fnv1a_64 and distribution ketama; it seeds the hashes xxhash, murmur3, xxh3 and the distribution random`},
-		{"lua meta", luaPool("  server_protocol: meta\n"),
-			at + `4: pool "alpha": server_protocol: a Lua pool's routes send requests as they are; remove server_protocol`},
+		{"lua meta", luaPool("  server_protocol: meta\n"), ""},
 		{"lua redis meta", luaPool("  redis: true\n  server_protocol: meta\n"),
 			at + `5: pool "alpha": server_protocol: meta is only valid for a memcache pool`},
 		{"lua cluster_refresh", luaPool("  cluster_refresh: 500\n"),
@@ -268,7 +267,7 @@ func TestPoolKinds(t *testing.T) {
 // Every problem of a pool is reported: the rules every pool follows, then
 // its kind's, then the TLS and ACL keys'.
 func TestPoolKindErrorOrder(t *testing.T) {
-	text := "alpha:\n  lua: r.lua\n  redis_auth: pw\n  server_protocol: meta\n  read_from: master\n  tls_key: k\n"
+	text := "alpha:\n  lua: r.lua\n  redis_auth: pw\n  read_from: master\n  server_tls: true\n  tls_key: k\n"
 	_, err := Parse([]byte(text), src)
 	if err == nil {
 		t.Fatal("no error")
@@ -276,8 +275,8 @@ func TestPoolKindErrorOrder(t *testing.T) {
 	want := []string{
 		`config: testdata/x.yml:1: pool "alpha": listen: is missing`,
 		`config: testdata/x.yml:3: pool "alpha": redis_auth: is only valid for a redis pool (redis: true)`,
-		`config: testdata/x.yml:4: pool "alpha": server_protocol: a Lua pool's routes send requests as they are; remove server_protocol`,
-		`config: testdata/x.yml:5: pool "alpha": read_from: is only valid for a redis_cluster pool (redis_cluster: true)`,
+		`config: testdata/x.yml:4: pool "alpha": read_from: is only valid for a redis_cluster pool (redis_cluster: true)`,
+		`config: testdata/x.yml:5: pool "alpha": server_tls: a Lua pool's backends come from its route file, which cannot use TLS yet`,
 		`config: testdata/x.yml:6: pool "alpha": tls_cert: is missing; tls_key needs it`,
 	}
 	if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, want) {

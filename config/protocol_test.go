@@ -32,13 +32,14 @@ func TestServerProtocol(t *testing.T) {
 			"beta:\n  listen: 127.0.0.1:22200\n" + beta + "  servers:\n   - 127.0.0.1:11212:1\n"
 	}
 	mustParse(t, failover("  server_protocol: meta\n", "  server_protocol: meta\n"))
+	if c := mustParse(t, "alpha:\n  listen: 127.0.0.1:22121\n  server_protocol: meta\n  lua: routes.lua\n"); c.Pools[0].ServerProtocol != ServerProtocolMeta {
+		t.Errorf("a Lua pool's server_protocol: got %q, want meta", c.Pools[0].ServerProtocol)
+	}
 	for _, tt := range []struct{ name, text, want string }{
 		{"unknown", pool("  server_protocol: binary\n"),
 			`config: testdata/x.yml:3: pool "alpha": server_protocol: unknown value "binary"; want text or meta`},
 		{"redis", pool("  redis: true\n  server_protocol: meta\n"),
 			`config: testdata/x.yml:4: pool "alpha": server_protocol: meta is only valid for a memcache pool`},
-		{"lua", "alpha:\n  listen: 127.0.0.1:22121\n  server_protocol: meta\n  lua: routes.lua\n",
-			`config: testdata/x.yml:3: pool "alpha": server_protocol: a Lua pool's routes send requests as they are; remove server_protocol`},
 		{"failover to a text pool", failover("  server_protocol: meta\n", ""),
 			`config: testdata/x.yml:5: pool "alpha": failover_pool: pool "beta" has server_protocol text, this pool meta: a request is written once, for both`},
 	} {

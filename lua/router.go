@@ -50,8 +50,15 @@ type Config struct {
 	// Password and Deny are ignored: route code is the operator's own.
 	Options codec.Options
 	// Handshake is what every backend socket is told first (Redis AUTH and
-	// SELECT).
+	// SELECT; a memcached server's "mn" when ForwardAs rewrites to meta).
 	Handshake codec.HandshakeOptions
+	// ForwardAs, if not nil, may rewrite a request the route forwards
+	// untouched, without reading its reply (the handlers run without
+	// entering Lua: see direct.go, direct_v2.go, fast.go), into a cheaper
+	// wire form whose reply the dialect gives the client in the words it
+	// asked in (memcache.MetaGet: a one-key get sent as mg). A request a
+	// route handles in Lua goes as the route sends it.
+	ForwardAs func(*codec.Request) bool
 	// Defaults are the backend tunables before the script changes them.
 	Defaults Defaults
 	// StartArg is what the route file reads as mcp.start_arg, in every

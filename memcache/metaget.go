@@ -27,11 +27,33 @@ const (
 // metaGet builds req for "get <key>" or "gets <key>" (the key at s in the
 // line) as "mg <key> k f [c ]v" in ModeRewrite.
 func metaGet(l *line, req *codec.Request, s span) {
+	buildMetaGet(req, l.cmd, l.buf[s.start:s.end])
+}
+
+// MetaGet rewrites req, a one-key text get or gets as a parser without
+// MetaGets made it, into the meta get that option would have made, and
+// reports whether it did. A router that forwards a request untouched and
+// gives its reply to the client as it comes (a Lua pool's direct
+// handlers: lua.Config.ForwardAs) sends gets as mg this way while its
+// route still sees the client's get.
+func MetaGet(req *codec.Request) bool {
+	if req.Mode != codec.ModeNormal || req.Route != codec.RouteKey || len(req.Keys) != 1 ||
+		req.Cmd != CmdGet && req.Cmd != CmdGets {
+		return false
+	}
+	buildMetaGet(req, req.Cmd, req.Keys[0])
+	return true
+}
+
+// buildMetaGet makes req "mg <key> k f [c ]v" in ModeRewrite, for a get
+// (cmd CmdGet) or gets. key may lie in req.Buf after the command name, as
+// a parsed get's does: the rewrite writes "mg " before the key's first
+// byte and moves the key down (append copies as memmove does).
+func buildMetaGet(req *codec.Request, cmd int, key []byte) {
 	suffix := metaGetSuffix
-	if l.cmd == CmdGets {
+	if cmd == CmdGets {
 		suffix = metaGetsSuffix
 	}
-	key := l.buf[s.start:s.end]
 	size := len("mg ") + len(key) + len(suffix)
 	b := req.Buf[:0]
 	if cap(b) < size {
@@ -42,8 +64,8 @@ func metaGet(l *line, req *codec.Request, s span) {
 	b = append(b, suffix...)
 	req.Buf = b
 	req.Wire = b[:len(b):len(b)]
-	req.Name = cmdNames[l.cmd]
-	req.Cmd = l.cmd
+	req.Name = cmdNames[cmd]
+	req.Cmd = cmd
 	req.Mode = codec.ModeRewrite
 	req.Route = codec.RouteKey
 	req.Keys = append(req.Keys[:0], b[3:3+len(key):3+len(key)])

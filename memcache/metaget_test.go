@@ -16,10 +16,23 @@ func TestMetaGetRequest(t *testing.T) {
 		{"gat 10 foo\r\n", "gat 10 foo\r\n", ""},
 		{"mg foo v\r\n", "mg foo v\r\n", ""},
 	}
-	for _, tt := range tests {
+	// The parser with MetaGets rewrites as it parses; MetaGet rewrites a
+	// request parsed without it (as a Lua pool's is) to the same.
+	later := codec.Options{ProxyErrors: true, ProxyWire: true}
+	for _, tt := range append(tests, struct{ in, wire, key string }{"delete foo\r\n", "delete foo\r\n", ""}) {
 		req, n, err := parse(t, codec.Options{MetaGets: true}, tt.in)
 		if err != nil || n != len(tt.in) {
 			t.Fatalf("%q: %d, %v", tt.in, n, err)
+		}
+		plain, _, err := parse(t, later, tt.in)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.in, err)
+		}
+		if MetaGet(plain) != (tt.key != "") || string(plain.Wire) != string(req.Wire) || plain.Mode != req.Mode ||
+			plain.Route != req.Route || plain.Name != req.Name || len(plain.Keys) != len(req.Keys) ||
+			len(req.Keys) == 1 && string(plain.Keys[0]) != string(req.Keys[0]) {
+			t.Errorf("%q: MetaGet made %q (%s, keys %q), the parser %q (%s, keys %q)", tt.in,
+				plain.Wire, modeNames[plain.Mode], plain.Keys, req.Wire, modeNames[req.Mode], req.Keys)
 		}
 		if string(req.Wire) != tt.wire {
 			t.Errorf("%q: wire %q, want %q", tt.in, req.Wire, tt.wire)

@@ -4,6 +4,7 @@ import (
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/lua"
+	"shardproxy/memcache"
 	"shardproxy/route"
 )
 
@@ -52,10 +53,17 @@ func (l luaRouter) Watch(streams int) (*route.Watcher, error) { return l.r.Watch
 // files come from: the pool's clients, and the route file's mcp.request,
 // are parsed with its words for protocol errors (codec.Options.ProxyErrors)
 // and its forms of quiet and noreply requests on the wire
-// (codec.Options.ProxyWire).
+// (codec.Options.ProxyWire). Its clients' gets are parsed as they come
+// even with server_protocol: meta, which sends as mg only the one-key gets
+// the route forwards untouched (lua.Config.ForwardAs), and has the
+// backends validated with "mn".
 func newLuaRouter(k *kindEnv) (route.Router, error) {
 	pc := k.p.cfg
 	k.p.limits.ProxyErrors, k.p.limits.ProxyWire = !pc.Redis, !pc.Redis
+	var forwardAs func(*codec.Request) bool
+	if k.p.limits.MetaGets {
+		forwardAs, k.p.limits.MetaGets = memcache.MetaGet, false
+	}
 	d := lua.Defaults{
 		ReadTimeout:  pc.Timeout,
 		TCPKeepalive: pc.TCPKeepalive,
@@ -77,12 +85,14 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		hub = old.r.Hub()
 	}
 	r, err := lua.New(lua.Config{
-		Hub:       hub,
-		Path:      k.p.src.Path(pc.Lua), // relative to the config file's directory
-		Dialect:   k.p.dialect,
-		Redis:     pc.Redis,
-		Options:   k.p.limits,
-		Handshake: codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB},
+		Hub:     hub,
+		Path:    k.p.src.Path(pc.Lua), // relative to the config file's directory
+		Dialect: k.p.dialect,
+		Redis:   pc.Redis,
+		Options: k.p.limits,
+		Handshake: codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB,
+			Meta: forwardAs != nil},
+		ForwardAs: forwardAs,
 		Defaults:  d,
 		StartArg:  pc.LuaArg,
 		// the file it names, for dofile(mcp.start_arg), as the lua path

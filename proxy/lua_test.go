@@ -431,3 +431,75 @@ end`, port))
 		t.Errorf("server_ejects after each of three gets: %v, want %v", ejects, want)
 	}
 }
+
+// TestLuaServerProtocolMeta checks server_protocol: meta on a Lua pool: a
+// one-key get or gets that a route forwards untouched (V1 `return pool(r)`,
+// V2 `return rctx:enqueue_and_wait(r, h)`) reaches the server as mg and the
+// client reads memcached's text reply; a route that reads the reply sends
+// the get as it is; the backends are validated with "mn".
+func TestLuaServerProtocolMeta(t *testing.T) {
+	lines := make(chan string, 16)
+	addr := metaServer(t, "MN\r\n", map[string]string{
+		"mg d/foo k f v\r\n":   "VA 3 kd/foo f5\r\nbar\r\n",
+		"mg d/foo k f c v\r\n": "VA 3 kd/foo f5 c42\r\nbar\r\n",
+		"mg d/no k f v\r\n":    "EN kd/no\r\n",
+		"get l/foo\r\n":        "VALUE l/foo 5 3\r\nbar\r\nEND\r\n",
+		"mg v1/foo k f v\r\n":  "VA 3 kv1/foo f5\r\nbar\r\n",
+		"delete d/foo\r\n":     "DELETED\r\n",
+	}, lines)
+	_, port, _ := net.SplitHostPort(addr)
+	v2 := writeLua(t, `
+function mcp_config_pools()
+  return mcp.pool({ mcp.backend("b", "127.0.0.1", `+port+`) })
+end
+function mcp_config_routes(p)
+  local direct = mcp.funcgen_new()
+  local dh = direct:new_handle(p)
+  direct:ready({ n = "direct", f = function(rctx)
+    return function(r) return rctx:enqueue_and_wait(r, dh) end
+  end })
+  local looks = mcp.funcgen_new()
+  local lh = looks:new_handle(p)
+  looks:ready({ n = "looks", f = function(rctx)
+    return function(r)
+      local res = rctx:enqueue_and_wait(r, lh)
+      if res:hit() then return res end
+      return res
+    end
+  end })
+  mcp.attach(mcp.CMD_ANY_STORAGE, mcp.router_new({ map = { d = direct, l = looks }, mode = "prefix", stop = "/" }))
+end
+`)
+	v1 := writeLua(t, `
+function mcp_config_pools()
+  return mcp.pool({ mcp.backend("b", "127.0.0.1", `+port+`) })
+end
+function mcp_config_routes(p)
+  mcp.attach(mcp.CMD_ANY_STORAGE, function(r) return p(r) end)
+end
+`)
+	yaml := "v2:\n  listen: 127.0.0.1:0\n  server_protocol: meta\n  lua: " + v2 + "\n" +
+		"v1:\n  listen: 127.0.0.1:0\n  server_protocol: meta\n  lua: " + v1 + "\n"
+	srv, _ := startProxy(t, yaml, "v2")
+	for _, s := range []struct{ pool, req, sent, want string }{
+		{"v2", "get d/foo\r\n", "mg d/foo k f v\r\n", "VALUE d/foo 5 3\r\nbar\r\nEND\r\n"},
+		{"v2", "gets d/foo\r\n", "mg d/foo k f c v\r\n", "VALUE d/foo 5 3 42\r\nbar\r\nEND\r\n"},
+		{"v2", "get d/no\r\n", "mg d/no k f v\r\n", "END\r\n"},
+		{"v2", "delete d/foo\r\n", "delete d/foo\r\n", "DELETED\r\n"},
+		{"v2", "get l/foo\r\n", "get l/foo\r\n", "VALUE l/foo 5 3\r\nbar\r\nEND\r\n"},
+		{"v1", "get v1/foo\r\n", "mg v1/foo k f v\r\n", "VALUE v1/foo 5 3\r\nbar\r\nEND\r\n"},
+	} {
+		c := dial(t, srv.Addr(s.pool).String())
+		if got := c.do(s.req); got != s.want {
+			t.Errorf("%s %q: got %q, want %q", s.pool, s.req, got, s.want)
+		}
+		select {
+		case sent := <-lines:
+			if sent != s.sent {
+				t.Errorf("%s %q: the server was sent %q, want %q", s.pool, s.req, sent, s.sent)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s %q: the server was sent nothing", s.pool, s.req)
+		}
+	}
+}
