@@ -22,7 +22,9 @@
 // The lua-v2 loads measure a V2 Lua route (one function generator whose
 // handler sends every key command with enqueue_and_wait to one pool of one
 // memcached; the harness writes the file for the backend's port) against
-// one memcached: shardproxy with a Lua pool running it (shardproxy-v2),
+// one memcached: shardproxy with a Lua pool running it (shardproxy-v2, and
+// shardproxy-v2-meta with server_protocol meta: the gets the route
+// forwards untouched go as mg),
 // shardproxy's native pool of the same memcached (with server_protocol meta,
 // and as shardproxy-text with text, which sends what a Lua pool sends),
 // and, when -memcached-proxy

@@ -145,7 +145,7 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc.Process, sp 
 	var path string
 	var args []string
 	switch kind {
-	case shardproxy, nutcracker, shardproxyV2, shardproxyText:
+	case shardproxy, nutcracker, shardproxyV2, shardproxyV2Meta, shardproxyText:
 		statsPort, err := proc.FreePort()
 		if err != nil {
 			return nil, err
@@ -192,12 +192,15 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc.Process, sp 
 func (f *fleet) proxyConfig(kind, addr string, redis bool, servers []*proc.Process, sp spOptions) (string, error) {
 	var yaml string
 	switch kind {
-	case shardproxyV2:
+	case shardproxyV2, shardproxyV2Meta:
 		route, err := f.v2RouteFile(servers[0])
 		if err != nil {
 			return "", err
 		}
 		yaml = fmt.Sprintf("bench:\n  listen: %s\n  timeout: %d\n  lua: %s\n", addr, proxyTimeout, route)
+		if kind == shardproxyV2Meta {
+			yaml += "  server_protocol: meta\n"
+		}
 	case shardproxyText:
 		yaml = poolYAML(addr, redis, servers) + "  server_protocol: text\n"
 	default:

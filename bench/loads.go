@@ -42,6 +42,9 @@ const (
 	nutcracker = "nutcracker"
 	// shardproxyV2 is shardproxy with a Lua pool running v2Route.
 	shardproxyV2 = "shardproxy-v2"
+	// shardproxyV2Meta is shardproxyV2 with server_protocol meta: the
+	// gets its route forwards untouched reach memcached as mg.
+	shardproxyV2Meta = "shardproxy-v2-meta"
 	// shardproxyText is shardproxy's native pool with server_protocol
 	// text: requests reach memcached as the client sent them, as they do
 	// from a Lua pool.
@@ -53,11 +56,11 @@ const (
 
 var targetNames = []string{direct, shardproxy, nutcracker}
 
-// v2Targets are the rows of the V2 loads: the Lua route, the native pool
-// of the same backend (with the bench's server_protocol, and with text,
-// which sends what a Lua pool sends), and memcached's proxy with the same
-// route file.
-var v2Targets = []string{direct, shardproxyV2, shardproxy, shardproxyText, mcProxy}
+// v2Targets are the rows of the V2 loads: the Lua route (as it comes, and
+// with server_protocol meta), the native pool of the same backend (with
+// the bench's server_protocol, and with text, which sends what a Lua pool
+// sends by default), and memcached's proxy with the same route file.
+var v2Targets = []string{direct, shardproxyV2, shardproxyV2Meta, shardproxy, shardproxyText, mcProxy}
 
 // targets returns the load's rows.
 func (l load) targets() []string {

@@ -54,7 +54,8 @@ func (r *report) markdown() string {
 			"used during the run (the machine's busy time minus the benchmark's own), in cores: where it is " +
 			"high, the row was measured on a busy machine. The lua-v2 tables have other rows: *shardproxy-v2* is " +
 			"shardproxy with a Lua pool running a V2 route file (one function generator, enqueue_and_wait to one pool " +
-			"of the one memcached), *shardproxy* its native pool of the same memcached, *shardproxy-text* that pool with " +
+			"of the one memcached), *shardproxy-v2-meta* the same with `server_protocol: meta` (the gets its route " +
+			"forwards untouched reach memcached as mg), *shardproxy* its native pool of the same memcached, *shardproxy-text* that pool with " +
 			"`server_protocol: text` (requests reach memcached as sent, as from a Lua pool, whose route decides " +
 			"what it sends; memcached batches meta replies but not text ones), and *memcached-proxy* " +
 			"memcached's own proxy running the same file (only when its binary is given: " +
