@@ -60,8 +60,8 @@ var transcripts = map[string][]step{
 		{send: "set n 0 0 3\r\n100\r\n", want: "STORED\r\n"},
 		{send: "decr n 1\r\n", want: "99\r\n"},
 		{send: "get n\r\n", want: "VALUE n 0 3\r\n99 \r\nEND\r\n"}, // rewritten in place, padded
-		{send: "incr n 18446744073709551615\r\n", want: "98\r\n"},   // wraps at 2^64
-		{send: "incr n 902\r\n", want: "1000\r\n"},                  // longer: a new item
+		{send: "incr n 18446744073709551615\r\n", want: "98\r\n"},  // wraps at 2^64
+		{send: "incr n 902\r\n", want: "1000\r\n"},                 // longer: a new item
 		{send: "get n\r\n", want: "VALUE n 0 4\r\n1000\r\nEND\r\n"},
 		{send: "decr n 5000\r\n", want: "0\r\n"}, // stops at zero
 		{send: "incr n -1\r\n", want: "CLIENT_ERROR invalid numeric delta argument\r\n"},
@@ -157,7 +157,7 @@ var transcripts = map[string][]step{
 	},
 	"stale and win": {
 		{send: "mg a N30 v c k\r\n", want: "VA 0 c1 ka W\r\n\r\n"}, // a miss vivifies, the caller wins
-		{send: "mg a N30 v\r\n", want: "VA 0 Z\r\n\r\n"},          // others see the token taken
+		{send: "mg a N30 v\r\n", want: "VA 0 Z\r\n\r\n"},           // others see the token taken
 		{send: "ms a 1 T60\r\nx\r\n", want: "HD\r\n"},
 		{send: "mg a v c k\r\n", want: "VA 1 c2 ka\r\nx\r\n"},
 		{send: "md a I T30\r\n", want: "HD\r\n"},
