@@ -68,6 +68,7 @@ func (r clusterRouter) Stats() []route.Stat {
 // nodes both maps use keep their backends (the pool's lease).
 func newClusterRouter(k *kindEnv) (route.Router, error) {
 	pc := k.p.cfg
+	k.p.limits.ServerInfo = true // INFO merges the masters' sections
 	readFrom, err := cluster.ParseReadFrom(pc.ReadFrom)
 	if err != nil {
 		return nil, err
