@@ -43,16 +43,16 @@ import (
 type rule uint8
 
 const (
-	ruleRef    rule = iota // the reference server's value
-	ruleSum                // numbers summed
-	ruleMin                // the smallest number
-	ruleMax                // the largest number
-	ruleHuman              // the merged byte count of the field without "_human", as Redis writes it
-	ruleLimit              // summed, but 0 (no limit) if any is 0
-	ruleStatus             // "ok" if every server says so, else the first other value
-	ruleSubSum             // "a=1,b=2": each sub-field summed (Keyspace, Commandstats, Errorstats)
-	ruleSubMax             // "p50=1.0,p99=2.0": each sub-field the largest (Latencystats)
-	ruleVerbatim           // the whole section: the reference server's lines as they are
+	ruleRef      rule = iota // the reference server's value
+	ruleSum                  // numbers summed
+	ruleMin                  // the smallest number
+	ruleMax                  // the largest number
+	ruleHuman                // the merged byte count of the field without "_human", as Redis writes it
+	ruleLimit                // summed, but 0 (no limit) if any is 0
+	ruleStatus               // "ok" if every server says so, else the first other value
+	ruleSubSum               // "a=1,b=2": each sub-field summed (Keyspace, Commandstats, Errorstats)
+	ruleSubMax               // "p50=1.0,p99=2.0": each sub-field the largest (Latencystats)
+	ruleVerbatim             // the whole section: the reference server's lines as they are
 )
 
 // sectionRule is a section's default rule and its exceptions by field.

@@ -37,8 +37,8 @@ type Exchange struct {
 	out   []byte // an answer the router made (Complete)
 	left  atomic.Int32
 
-	call       backend.Call   // the one call of Send
-	calls      []backend.Call // the calls of FanOut
+	call       backend.Call       // the one call of Send
+	calls      []backend.Call     // the calls of FanOut
 	backs      []*backend.Backend // where each of calls went, to name them to Merge
 	subs       []*codec.Request
 	owners     []int              // each key's index in subs, when Split made them
