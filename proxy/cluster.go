@@ -94,6 +94,9 @@ func newClusterRouter(k *kindEnv) (route.Router, error) {
 	if old, ok := k.old.(clusterRouter); ok {
 		cfg.Start = old.c.Map()
 	}
+	if k.b.check { // New would start reading the slot map from the seeds
+		return checkedRouter{}, cfg.Validate()
+	}
 	c, err := cluster.New(cfg)
 	if err != nil {
 		return nil, err
