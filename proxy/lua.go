@@ -163,7 +163,7 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		StartArgFile: k.p.src.Path(pc.LuaArg),
 		MaxRun:       pc.LuaTimeout,
 		MaxAlloc:     int64(pc.LuaMaxAlloc) << 20,
-		Preconnect:   pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect"),
+		Preconnect:   (pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect")) && !k.b.check,
 		Logger:       k.p.log,
 		Backends:     k.lease,
 		Internal:     internal,

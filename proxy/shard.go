@@ -36,6 +36,7 @@ var (
 // running router's distribution when it is built from the same servers.
 func newShardRouter(k *kindEnv) (route.Router, error) {
 	pc := k.p.cfg
+	k.p.limits.ServerInfo = true // INFO merges the servers' sections
 	servers := make([]sharding.Server, len(pc.Servers))
 	byName := make(map[string]config.Server, len(pc.Servers))
 	for i, s := range pc.Servers {
