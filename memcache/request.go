@@ -201,8 +201,8 @@ func (p *parser) valueEnd(l *line, vlen int, noreply bool) (int, error) {
 // "md <key>" with its "b" flag): Cmd CmdDelete or CmdMetaDelete, Name the
 // client's command, Arg argInvalidate, in ModeRewrite (ModeNoreply with
 // noreply), which AppendReply shows as the error whatever the server
-// answers. The error
-// returned says so (codec.ProtocolError.Forward).
+// answers (a server that does not answer is the proxy's backend failure
+// error). The error returned says so (codec.ProtocolError.Forward).
 func (p *parser) invalidate(l *line, req *codec.Request, key span, b64, noreply bool, vlen int) error {
 	verb, cmd := "delete ", CmdDelete
 	if l.cmd == CmdMetaSet {
