@@ -105,6 +105,7 @@ type Backend struct {
 	log   *slog.Logger
 
 	badUntil atomic.Int64 // unix nanos; 0 when not bad
+	version  atomic.Pointer[string]
 
 	mu        sync.Mutex
 	failures  int
@@ -153,6 +154,27 @@ func (b *Backend) Name() string { return b.cfg.Name }
 
 // Addr returns the backend's address.
 func (b *Backend) Addr() string { return b.cfg.Addr }
+
+// Version returns the server's version as the handshake of its most
+// recently validated socket told it (see codec.VersionReader), or "" while
+// none has told it. Safe for concurrent use.
+func (b *Backend) Version() string {
+	if v := b.version.Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// learnVersion records the version a new socket's handshake told, unless
+// it is empty or known already.
+func (b *Backend) learnVersion(v string) {
+	if v == "" {
+		return
+	}
+	if old := b.version.Load(); old == nil || *old != v {
+		b.version.Store(&v)
+	}
+}
 
 // Config returns the configuration the backend was built with (defaults filled in).
 func (b *Backend) Config() Config { return b.cfg }

@@ -316,11 +316,13 @@ func (c *conn) connect() (*sock, Cause) {
 		b.failed(CauseConnecting)
 		return nil, CauseConnecting
 	}
-	if cause, ok := handshake(nc, b.cfg.Dialect, b.cfg.Handshake, deadline); !ok {
+	version, cause, ok := handshake(nc, b.cfg.Dialect, b.cfg.Handshake, deadline)
+	if !ok {
 		nc.Close()
 		b.failed(cause)
 		return nil, cause
 	}
+	b.learnVersion(version)
 	s := newSock(c, nc)
 	c.mu.Lock()
 	if c.closed {
@@ -336,12 +338,15 @@ func (c *conn) connect() (*sock, Cause) {
 	return s, 0
 }
 
-// handshake sends the dialect's validation requests and checks every reply.
-func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline time.Time) (Cause, bool) {
+// handshake sends the dialect's validation requests and checks every
+// reply. It returns the server's version when a reply told it (see
+// codec.VersionReader), else "".
+func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline time.Time) (version string, cause Cause, ok bool) {
 	reqs := d.Handshake(o)
 	if len(reqs) == 0 {
-		return 0, true
+		return "", 0, true
 	}
+	vr, _ := d.(codec.VersionReader)
 	nc.SetDeadline(deadline)
 	defer nc.SetDeadline(time.Time{})
 	var out []byte
@@ -349,7 +354,7 @@ func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline 
 		out = append(out, r.Wire...)
 	}
 	if _, err := nc.Write(out); err != nil {
-		return CauseWriting, false
+		return "", CauseWriting, false
 	}
 	buf := make([]byte, 0, 512)
 	for _, r := range reqs {
@@ -357,13 +362,18 @@ func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline 
 			n, kind, err := d.ParseReply(buf, r)
 			if err == nil {
 				if kind != codec.ReplyOK {
-					return CauseBadValidate, false
+					return "", CauseBadValidate, false
+				}
+				if vr != nil {
+					if v, ok := vr.ReadVersion(r, buf[:n]); ok {
+						version = v
+					}
 				}
 				buf = buf[:copy(buf, buf[n:])]
 				break
 			}
 			if !errors.Is(err, codec.ErrIncomplete) || len(buf) >= 64<<10 {
-				return CauseBadValidate, false
+				return "", CauseBadValidate, false
 			}
 			if len(buf) == cap(buf) {
 				buf = append(buf, 0)[:len(buf)]
@@ -371,12 +381,12 @@ func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline 
 			m, err := nc.Read(buf[len(buf):cap(buf)])
 			buf = buf[:len(buf)+m]
 			if err != nil && m == 0 {
-				return CauseReadValidate, false
+				return "", CauseReadValidate, false
 			}
 		}
 	}
 	if len(buf) != 0 {
-		return CauseBadValidate, false
+		return "", CauseBadValidate, false
 	}
-	return 0, true
+	return version, 0, true
 }

@@ -247,6 +247,31 @@ type LocalAdder interface {
 	AddLocal(req *Request, env Env)
 }
 
+// VersionEnv is implemented by an Env that knows the version of the
+// servers behind the pool: memcache's "version" answers it (clients read
+// it to decide which of the server's features to use), while
+// Env.Version stays the proxy's own. Dialects type-assert for it.
+type VersionEnv interface {
+	// ServerVersion returns the version to announce as the servers'.
+	ServerVersion() string
+}
+
+// ResetEnv is implemented by an Env whose counters a client may reset
+// (memcached's "stats reset"). Dialects type-assert for it.
+type ResetEnv interface {
+	// ResetStats starts the resettable counters Stats shows from zero.
+	ResetStats()
+}
+
+// VersionReader is implemented by a dialect whose handshake learns the
+// server's version (memcache: the "VERSION ..." reply).
+type VersionReader interface {
+	// ReadVersion returns the server version in reply, the framed ReplyOK
+	// reply to the handshake request req, and false when req is no
+	// version request.
+	ReadVersion(req *Request, reply []byte) (string, bool)
+}
+
 // Stat is one named counter.
 type Stat struct {
 	Name  string
@@ -463,6 +488,14 @@ type ProtocolError struct {
 	Discard int64
 	// N is how many bytes of input the rejected request used.
 	N int
+	// Forward, when set, says the rejected request still has business
+	// with a server: the parser filled in the request it was given with
+	// what to send (memcache: drop the old value of a key whose new value
+	// is too large, as memcached does), and the proxy routes it as any
+	// other request; the client sees the dialect's AppendReply of its
+	// reply, and Reply is unused. N and Discard keep their meaning; Close
+	// must be false.
+	Forward bool
 }
 
 func (e *ProtocolError) Error() string { return "codec: protocol error: " + e.Reply }

@@ -55,6 +55,10 @@ const (
 	DefaultServerProtocol = ServerProtocolText
 	// DefaultReadFrom sends a redis_cluster pool's reads to the masters.
 	DefaultReadFrom = ReadFromMaster
+	// DefaultVersion is what a memcache pool answers to "version" until a
+	// server has told its own (key default_version): the memcached release
+	// whose replies the proxy's memcache dialect matches.
+	DefaultVersion = "1.6.18"
 )
 
 // MaxServerConnections bounds server_connections. twemproxy opens its
@@ -322,6 +326,16 @@ type Pool struct {
 	// route still sees the client's get. A redis pool may not set it; a
 	// failover_pool must speak the same.
 	ServerProtocol string
+
+	// DefaultVersion is what a memcache pool answers to "version" while no
+	// server of the pool has told its version (key default_version, a
+	// shardproxy extension; a version as memcached prints it, such as
+	// 1.6.18). Clients read the version to decide which of the server's
+	// features to use, so the pool answers the lowest version its servers
+	// told when their sockets were validated, and this one before any has.
+	// Parse sets DefaultVersion (1.6.18); for a Pool built by hand ""
+	// means that default. Only a memcache pool may set it.
+	DefaultVersion string
 
 	// The TLS keys (shardproxy extensions) hold file paths; a relative path
 	// is relative to the config file's directory (see Config.Path). The

@@ -110,6 +110,9 @@ func (p *Pool) node() *yaml.Node {
 	if p.ServerProtocol == ServerProtocolMeta {
 		add("server_protocol", str(p.ServerProtocol))
 	}
+	if p.DefaultVersion != DefaultVersion && p.DefaultVersion != "" {
+		add("default_version", str(p.DefaultVersion))
+	}
 	if p.RedisCluster {
 		add("redis_cluster", boolean(true))
 		if p.ReadFrom != DefaultReadFrom && p.ReadFrom != "" {
@@ -203,7 +206,7 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%d %d %d %t %t\n", p.ServerConnections, p.ServerRetryTimeout, p.ServerFailureLimit, p.TCPKeepalive, p.Reuseport)
 	fmt.Fprintf(h, "%d %d %t %d %d\n", p.ItemSizeMax, p.MaxRequestLine, p.AllowFlushAll, p.ConnectTimeout, p.HashSeed)
 	fmt.Fprintf(h, "%q %q %q %q %q %d\n", p.EjectPolicy, p.FailoverPool, p.Lua, p.LuaArg, p.ServerProtocol, p.LuaTimeout)
-	fmt.Fprintf(h, "%d %d\n", p.LuaMaxAlloc, p.LuaInternalCache)
+	fmt.Fprintf(h, "%d %d %q\n", p.LuaMaxAlloc, p.LuaInternalCache, p.DefaultVersion)
 	fmt.Fprintf(h, "%d %d %d\n", p.ActiveReqLimit, p.BufferMemoryLimit, p.MaxKeys)
 	fmt.Fprintf(h, "%t %q %d\n", p.RedisCluster, p.ReadFrom, p.ClusterRefresh)
 	fmt.Fprintf(h, "%q %q %q %q\n", p.RedisAuthUser, p.TLSCert, p.TLSKey, p.TLSClientCA)

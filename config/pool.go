@@ -126,6 +126,7 @@ func newPool(name string, line int) *Pool {
 		AllowFlushAll:      DefaultFlushAll,
 		EjectPolicy:        DefaultEjectPolicy,
 		ServerProtocol:     DefaultServerProtocol,
+		DefaultVersion:     DefaultVersion,
 	}
 }
 

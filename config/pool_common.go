@@ -38,6 +38,7 @@ var commonKeys = map[string]poolKey{
 	"active_req_limit":    intKey(func(p *Pool) *int { return &p.ActiveReqLimit }, 0, maxInt32),
 	"buffer_memory_limit": intKey(func(p *Pool) *int { return &p.BufferMemoryLimit }, 0, maxInt32),
 	"max_keys":            intKey(func(p *Pool) *int { return &p.MaxKeys }, 0, maxInt32),
+	"default_version":     stringKey(func(p *Pool) *string { return &p.DefaultVersion }, checkVersion),
 }
 
 // validateCommon checks the rules every pool follows, whatever its kind.
@@ -49,6 +50,9 @@ func (pp *poolParser) validateCommon() {
 	pp.validateBackends()
 	if line, ok := pp.keys["redis_auth"]; ok && p.RedisAuth != "" && !p.Redis && !pp.bad["redis"] {
 		pp.fail(line, "redis_auth", "is only valid for a redis pool (redis: true)")
+	}
+	if line, ok := pp.keys["default_version"]; ok && p.Redis && !pp.bad["redis"] && !pp.bad["default_version"] {
+		pp.fail(line, "default_version", "is only valid for a memcache pool")
 	}
 	pp.validateEject()
 }
@@ -199,4 +203,35 @@ func checkEjectPolicy(s string) string {
 		return ""
 	}
 	return fmt.Sprintf("unknown policy %q; want %s, %s or %s", s, EjectRemap, EjectFailFast, EjectFailover)
+}
+
+// checkVersion wants a version as memcached prints it, which clients parse
+// as major.minor.patch: three dot-separated numbers, then at most a suffix
+// of printable characters without spaces ("1.6.18", "1.4.5-beta"), 64
+// bytes at most.
+func checkVersion(s string) string {
+	const why = " is not a version such as 1.6.18 (major.minor.patch, no spaces)"
+	if len(s) > 64 {
+		return fmt.Sprintf("%.20q...", s) + why
+	}
+	rest := s
+	for i := range 3 {
+		n := 0
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		if n == 0 || (i < 2 && (n == len(rest) || rest[n] != '.')) {
+			return fmt.Sprintf("%q", s) + why
+		}
+		rest = rest[n:]
+		if i < 2 {
+			rest = rest[1:]
+		}
+	}
+	for _, c := range []byte(rest) {
+		if c <= ' ' || c >= 0x7f {
+			return fmt.Sprintf("%q", s) + why
+		}
+	}
+	return ""
 }

@@ -1,6 +1,10 @@
 package memcache
 
-import "shardproxy/codec"
+import (
+	"bytes"
+
+	"shardproxy/codec"
+)
 
 // Name is the name the dialect is registered under.
 const Name = "memcache"
@@ -25,7 +29,8 @@ func (*Dialect) NewRequestParser(l codec.Options) codec.RequestParser {
 }
 
 // Handshake returns the requests that validate a new backend socket:
-// "version\r\n", whose "VERSION ..." reply is ReplyOK, and with o.Meta
+// "version\r\n", whose "VERSION ..." reply is ReplyOK (and tells the
+// server's version: ReadVersion), and with o.Meta
 // "mn\r\n", which only a server that speaks the meta protocol answers
 // ("MN"; memcached before 1.6 says "ERROR"). Password and DB are ignored:
 // memcached's text protocol has no AUTH or SELECT to send.
@@ -40,4 +45,20 @@ func (*Dialect) Handshake(o codec.HandshakeOptions) []*codec.Request {
 func handshakeReq(cmd int, wire string) *codec.Request {
 	b := []byte(wire)
 	return &codec.Request{Name: cmdNames[cmd], Cmd: cmd, Route: codec.RouteKey, Wire: b, Buf: b}
+}
+
+var _ codec.VersionReader = (*Dialect)(nil)
+
+// ReadVersion implements codec.VersionReader: the version in the reply to
+// a "version" request ("VERSION 1.6.18\r\n" gives "1.6.18").
+func (*Dialect) ReadVersion(req *codec.Request, reply []byte) (string, bool) {
+	if req.Cmd != CmdVersion {
+		return "", false
+	}
+	line, ok := bytes.CutPrefix(reply, []byte("VERSION "))
+	if !ok {
+		return "", false
+	}
+	v := string(bytes.TrimRight(line, "\r\n"))
+	return v, v != ""
 }

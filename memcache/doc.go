@@ -4,7 +4,9 @@
 // incr/decr, touch, delete, flush_all; meta mg/ms/md/ma/me/mn; the local
 // version, verbosity, stats and quit) and backend replies, words errors as
 // memcached 1.6.18 does, and splits multi-key retrievals per backend and
-// merges their replies.
+// merges their replies. It answers "version" with the servers' version
+// (codec.VersionEnv), learned from the handshake's "VERSION" reply
+// (ReadVersion), and stats subcommands as memcached does (appendStats).
 //
 // It owns no I/O, keeps no connection state beyond one session's parser,
 // never logs, and imports only the standard library and codec. Nothing
@@ -15,13 +17,22 @@
 // The parser accepts what memcached accepts: lines ending in "\r\n" or a
 // bare "\n", tokens separated by spaces, case-sensitive verbs, numbers as
 // memcached's strtol-based checks read them. It rejects what memcached
-// rejects with memcached's reply text. Where memcached's own recovery would
-// let value bytes run as commands, the proxy does better: a rejected
-// storage line whose length is usable has its value swallowed
-// (ProtocolError.Discard); one whose length is not (negative, too large,
-// not a number), a value not followed by "\r\n", and a line over its limit
-// close the connection. Errors that memcached hides from a noreply request
-// are hidden too (ProtocolError.Reply is empty).
+// rejects with memcached's reply text, and keeps the connection where
+// memcached keeps it. Where memcached's own recovery would let value bytes
+// run as commands although their length is known, the proxy does better:
+// a rejected storage line whose length is usable has its value swallowed
+// (ProtocolError.Discard). One whose length is not (negative, too large,
+// not a number) is rejected alone and what follows is read as commands; a
+// value not followed by "\r\n" is rejected and reading goes on after its
+// announced length, both as memcached does. Only a line over its limit
+// and memcached's HTTP case close the connection. Errors that memcached
+// hides from a noreply request are hidden too (ProtocolError.Reply is
+// empty).
+//
+// A set or ms whose value is over the limit is rejected with memcached's
+// error, and, as memcached drops the key's old value then, the parser
+// turns it into a delete of the key (ProtocolError.Forward: "delete
+// <key>", "md <key> [b]") whose reply AppendReply shows as that error.
 //
 // "noreply" is removed from the wire (the proxy needs every backend reply
 // to keep replies in order) and AppendReply shows the client nothing. A

@@ -9,8 +9,10 @@ import (
 // AppendReply implements codec.Dialect: a noreply request shows nothing, a
 // quiet meta request shows its reply without the "MN\r\n" the parser asked
 // for (or, sent in memcached proxy's form, shows what memcached's proxy
-// shows of it: see quietHides), a get sent as mg shows the text reply, any
-// other request shows the reply as the backend sent it.
+// shows of it: see quietHides), a get sent as mg shows the text reply, the
+// delete that stands for a too-large storage request shows memcached's
+// error for it (see invalidate), any other request shows the reply as the
+// backend sent it.
 func (*Dialect) AppendReply(dst []byte, req *codec.Request, reply []byte, _ codec.ReplyKind) []byte {
 	switch req.Mode {
 	case codec.ModeNoreply:
@@ -21,6 +23,9 @@ func (*Dialect) AppendReply(dst []byte, req *codec.Request, reply []byte, _ code
 		}
 		reply = bytes.TrimSuffix(reply, []byte("MN\r\n"))
 	case codec.ModeRewrite:
+		if invalidates(req) {
+			return append(dst, replyTooLarge...)
+		}
 		return appendMetaGet(dst, req, reply)
 	}
 	return append(dst, reply...)
@@ -54,13 +59,11 @@ func appendLine(dst []byte, s string) []byte {
 }
 
 // AppendLocal implements codec.Dialect for the requests the parser routes
-// RouteLocal (and RouteWatch): version ("VERSION <env.Version()>"),
-// verbosity and watch ("OK"), stats
-// (every env.Stats() counter as "STAT <name> <value>", then "END"; "stats
-// <section>" shows the section's counters when env is a codec.SectionEnv
-// that has it, else the general ones), mn ("MN"), gat and
-// gats without keys ("END", as memcached) and quit (nothing). A noreply
-// request shows nothing.
+// RouteLocal (and RouteWatch): version ("VERSION <v>", v the servers'
+// version when env is a codec.VersionEnv, else env.Version()), verbosity
+// and watch ("OK"), stats (see appendStats), mn ("MN"), gat and gats
+// without keys ("END", as memcached) and quit (nothing). A noreply request
+// shows nothing.
 func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byte {
 	if req.Mode == codec.ModeNoreply {
 		return dst
@@ -68,30 +71,16 @@ func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byt
 	switch req.Cmd {
 	case CmdVersion:
 		v := "unknown"
-		if env != nil {
+		if ve, ok := env.(codec.VersionEnv); ok {
+			v = ve.ServerVersion()
+		} else if env != nil {
 			v = env.Version()
 		}
 		return appendLine(append(dst, "VERSION "...), v)
 	case CmdVerbosity, CmdWatch:
 		return append(dst, "OK\r\n"...)
 	case CmdStats:
-		if env != nil {
-			stats := env.Stats()
-			if arg := statsArg(req.Wire); arg != "" {
-				if se, ok := env.(codec.SectionEnv); ok {
-					if sec, ok := se.Section(arg); ok {
-						stats = sec
-					}
-				}
-			}
-			for _, s := range stats {
-				dst = append(dst, "STAT "...)
-				dst = appendToken(dst, s.Name)
-				dst = append(dst, ' ')
-				dst = appendLine(dst, s.Value)
-			}
-		}
-		return append(dst, "END\r\n"...)
+		return appendStats(dst, req, env)
 	case CmdMetaNoop:
 		return append(dst, "MN\r\n"...)
 	case CmdGat, CmdGats:
@@ -102,14 +91,58 @@ func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byt
 	return appendLine(append(dst, "SERVER_ERROR no local answer for "...), req.Name)
 }
 
+// appendStats answers "stats [<name> ...]" as memcached answers its
+// subcommands (observed on memcached 1.6.18): no name gives every
+// env.Stats() counter as "STAT <name> <value>", then "END"; "reset" resets
+// the counters of a codec.ResetEnv and answers "RESET"; a name that a
+// codec.SectionEnv has a section for ("proxy", "settings") gives that
+// section's counters; any other name is "ERROR", as memcached answers a
+// subcommand it does not know. Words after the name are ignored, as
+// memcached ignores them.
+func appendStats(dst []byte, req *codec.Request, env codec.Env) []byte {
+	if env == nil {
+		return append(dst, "END\r\n"...)
+	}
+	var stats []codec.Stat
+	switch arg := statsArg(req.Wire); arg {
+	case "":
+		stats = env.Stats()
+	case "reset":
+		r, ok := env.(codec.ResetEnv)
+		if !ok {
+			return append(dst, replyError...)
+		}
+		r.ResetStats()
+		return append(dst, "RESET\r\n"...)
+	default:
+		se, ok := env.(codec.SectionEnv)
+		if !ok {
+			return append(dst, replyError...)
+		}
+		if stats, ok = se.Section(arg); !ok {
+			return append(dst, replyError...)
+		}
+	}
+	for _, s := range stats {
+		dst = append(dst, "STAT "...)
+		dst = appendToken(dst, s.Name)
+		dst = append(dst, ' ')
+		dst = appendLine(dst, s.Value)
+	}
+	return append(dst, "END\r\n"...)
+}
+
 // statsArg returns the first argument of a "stats" request line, or "".
+// Tokens are separated by spaces only, as memcached separates them.
 func statsArg(wire []byte) string {
 	line, _, _ := bytes.Cut(wire, []byte("\n"))
-	f := bytes.Fields(line)
-	if len(f) < 2 {
-		return ""
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	for i, tok := range bytes.Split(line, []byte(" ")) {
+		if len(tok) > 0 && i > 0 {
+			return string(tok)
+		}
 	}
-	return string(f[1])
+	return ""
 }
 
 // appendToken appends s with spaces and line breaks replaced by '_', so a

@@ -48,6 +48,9 @@ func checkRequest(t *testing.T, l codec.Options, data []byte) {
 		return
 	case errors.As(err, &pe):
 		checkProtocolError(t, data, pe)
+		if pe.Forward {
+			checkInvalidate(t, data, &req)
+		}
 		for _, i := range codectest.PrefixLengths(len(data), 16) { // no prefix may parse as a request
 			var r codec.Request
 			if _, err := p.ParseRequest(data[:i], &r); err == nil {
@@ -128,6 +131,28 @@ func checkProtocolError(t *testing.T, data []byte, pe *codec.ProtocolError) {
 	}
 	if pe.Discard > 0 && pe.Close {
 		t.Fatalf("both Discard and Close")
+	}
+	if pe.Forward && (pe.Close || pe.Reply != "") {
+		t.Fatalf("forward with close %v, reply %q", pe.Close, pe.Reply)
+	}
+}
+
+// checkInvalidate checks the delete that stands for a rejected storage
+// request: a delete (md for ms) of the request's key, which the parser
+// accepts as such, shown to the client as memcached's error.
+func checkInvalidate(t *testing.T, data []byte, req *codec.Request) {
+	var fwd codec.Request
+	m, err := dialect.NewRequestParser(codec.Options{}).ParseRequest(req.Wire, &fwd)
+	if err != nil || m != len(req.Wire) || fwd.Cmd != req.Cmd || !equalKeys(fwd.Keys, req.Keys) ||
+		(req.Cmd != CmdDelete && req.Cmd != CmdMetaDelete) || req.Route != codec.RouteKey {
+		t.Fatalf("%.80q: forwards %s, which parses as %s", data, describeRequest(req, 0, nil), describeRequest(&fwd, m, err))
+	}
+	want := replyTooLarge
+	if req.Mode == codec.ModeNoreply {
+		want = ""
+	}
+	if got := string(dialect.AppendReply(nil, req, []byte("NOT_FOUND\r\n"), codec.ReplyMiss)); got != want {
+		t.Fatalf("%.80q: the client sees %q", data, got)
 	}
 }
 

@@ -38,6 +38,9 @@ func describeRequest(req *codec.Request, n int, err error) string {
 		return "incomplete"
 	}
 	var pe *codec.ProtocolError
+	if errors.As(err, &pe) && pe.Forward {
+		return fmt.Sprintf("reject discard=%d n=%d, forward %s", pe.Discard, pe.N, describeRequest(req, 0, nil))
+	}
 	if errors.As(err, &pe) {
 		return fmt.Sprintf("reject reply=%q close=%v discard=%d n=%d", pe.Reply, pe.Close, pe.Discard, pe.N)
 	}

@@ -202,6 +202,9 @@ func appendMetaGet(dst []byte, req *codec.Request, reply []byte) []byte {
 // AppendReplyHead implements codec.BigReplier: a rewritten get's reply
 // in three parts, the data in the middle.
 func (*Dialect) AppendReplyHead(dst []byte, req *codec.Request, reply []byte, _ codec.ReplyKind) (head, data []byte, tail string) {
+	if invalidates(req) {
+		return dst, nil, replyTooLarge
+	}
 	return metaGetHead(dst, req, reply)
 }
 

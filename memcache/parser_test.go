@@ -148,6 +148,7 @@ func checkPrefixes(t *testing.T, l codec.Options, in string) {
 type rejectWant struct {
 	reply   string
 	close   bool
+	forward bool
 	discard int64
 	n       int // 0 means len(input)
 }
@@ -195,18 +196,22 @@ func TestParseRequestRejects(t *testing.T) {
 		{"set bad flags", codec.Options{}, "set k x 0 1\r\na\r\n", rejectWant{reply: bad, discard: 3, n: 13}},
 		{"set negative flags", codec.Options{}, "set k -1 0 1\r\na\r\n", rejectWant{reply: bad, discard: 3, n: 14}},
 		{"set bad exptime", codec.Options{}, "set k 0 1x 1\r\na\r\n", rejectWant{reply: bad, discard: 3, n: 14}},
-		{"set negative length", codec.Options{}, "set k 0 0 -1\r\n", rejectWant{reply: bad, close: true}},
-		{"set length 2^31", codec.Options{}, "set k 0 0 2147483648\r\n", rejectWant{reply: bad, close: true}},
-		{"set length INT_MAX-1", codec.Options{}, "set k 0 0 2147483646\r\n", rejectWant{reply: bad, close: true}},
-		{"set length that wraps in int32", codec.Options{}, "set k 0 0 4294967297\r\n", rejectWant{reply: bad, close: true}},
-		{"set length not a number", codec.Options{}, "set k 0 0 x\r\n", rejectWant{reply: bad, close: true}},
-		{"set noreply bad length still shown", codec.Options{}, "set k 0 0 noreply\r\n", rejectWant{reply: bad, close: true}},
-		{"set too large", codec.Options{}, "set k 0 0 2000000\r\n", rejectWant{reply: large, discard: 2000002}},
-		{"set too large noreply is hidden", codec.Options{}, "set k 0 0 2000000 noreply\r\n", rejectWant{discard: 2000002}},
-		{"set over MaxValue", codec.Options{MaxValue: 10}, "set k 0 0 11\r\n", rejectWant{reply: large, discard: 13}},
-		{"set INT_MAX-2 is too large but sane", codec.Options{}, "set k 0 0 2147483645\r\n", rejectWant{reply: large, discard: 2147483647}},
-		{"set bad data chunk", codec.Options{}, "set k 0 0 1\r\nab\r\n", rejectWant{reply: chunk, close: true, n: 16}},
-		{"set bad data chunk noreply", codec.Options{}, "set k 0 0 1 noreply\r\nab\r\n", rejectWant{reply: chunk, close: true, n: 24}},
+		{"set negative length", codec.Options{}, "set k 0 0 -1\r\n", rejectWant{reply: bad}},
+		{"set length 2^31", codec.Options{}, "set k 0 0 2147483648\r\n", rejectWant{reply: bad}},
+		{"set length INT_MAX-1", codec.Options{}, "set k 0 0 2147483646\r\n", rejectWant{reply: bad}},
+		{"set length that wraps in int32", codec.Options{}, "set k 0 0 4294967297\r\n", rejectWant{reply: bad}},
+		{"set length not a number", codec.Options{}, "set k 0 0 x\r\nab\r\n", rejectWant{reply: bad, n: 13}},
+		{"set bad length noreply is hidden", codec.Options{}, "set k 0 0 x noreply\r\n", rejectWant{}},
+		{"set noreply as length is hidden", codec.Options{}, "set k 0 0 noreply\r\n", rejectWant{}},
+		{"set too large", codec.Options{}, "set k 0 0 2000000\r\n", rejectWant{forward: true, discard: 2000002}},
+		{"set too large noreply", codec.Options{}, "set k 0 0 2000000 noreply\r\n", rejectWant{forward: true, discard: 2000002}},
+		{"add too large keeps the old value", codec.Options{}, "add k 0 0 2000000\r\n", rejectWant{reply: large, discard: 2000002}},
+		{"add too large noreply is hidden", codec.Options{}, "add k 0 0 2000000 noreply\r\n", rejectWant{discard: 2000002}},
+		{"cas too large keeps the old value", codec.Options{}, "cas k 0 0 2000000 1\r\n", rejectWant{reply: large, discard: 2000002}},
+		{"set over MaxValue", codec.Options{MaxValue: 10}, "set k 0 0 11\r\n", rejectWant{forward: true, discard: 13}},
+		{"set INT_MAX-2 is too large but sane", codec.Options{}, "set k 0 0 2147483645\r\n", rejectWant{forward: true, discard: 2147483647}},
+		{"set bad data chunk", codec.Options{}, "set k 0 0 1\r\nab\r\n", rejectWant{reply: chunk, n: 16}},
+		{"set bad data chunk noreply is hidden", codec.Options{}, "set k 0 0 1 noreply\r\nab\r\n", rejectWant{n: 24}},
 		{"cas missing unique", codec.Options{}, "cas k 0 0 1\r\na\r\n", rejectWant{reply: errLine, n: 13}},
 		{"cas bad unique", codec.Options{}, "cas k 0 0 1 -1\r\na\r\n", rejectWant{reply: bad, discard: 3, n: 16}},
 		{"cas noreply as unique is hidden", codec.Options{}, "cas k 0 0 1 noreply\r\na\r\n", rejectWant{discard: 3, n: 21}},
@@ -235,12 +240,13 @@ func TestParseRequestRejects(t *testing.T) {
 		{"ma without key", codec.Options{}, "ma\r\n", rejectWant{reply: errLine}},
 		{"me without key", codec.Options{}, "me\r\n", rejectWant{reply: bad}},
 		{"ms without length", codec.Options{}, "ms k\r\n", rejectWant{reply: bad}},
-		{"ms bad length", codec.Options{}, "ms k x\r\nhi\r\n", rejectWant{reply: bad, close: true, n: 8}},
-		{"ms negative length", codec.Options{}, "ms k -1\r\n", rejectWant{reply: bad, close: true}},
+		{"ms bad length", codec.Options{}, "ms k x\r\nhi\r\n", rejectWant{reply: bad, n: 8}},
+		{"ms negative length", codec.Options{}, "ms k -1\r\n", rejectWant{reply: bad}},
+		{"ms bad length and too many flags", codec.Options{}, "ms k x" + strings.Repeat(" T1", 17) + "\r\n", rejectWant{reply: "CLIENT_ERROR options flags too long\r\n"}},
 		{"ms key too long", codec.Options{}, "ms " + key251 + " 2\r\nhi\r\n", rejectWant{reply: bad, discard: 4, n: 258}},
 		{"ms too many flags", codec.Options{}, "ms k 2" + strings.Repeat(" T1", 17) + "\r\nhi\r\n", rejectWant{reply: "CLIENT_ERROR options flags too long\r\n", discard: 4, n: 59}},
-		{"ms too large", codec.Options{}, "ms k 2000000 T0\r\n", rejectWant{reply: large, discard: 2000002}},
-		{"ms bad data chunk", codec.Options{}, "ms k 2 q\r\nhix\r\n", rejectWant{reply: chunk, close: true, n: 14}},
+		{"ms too large", codec.Options{}, "ms k 2000000 T0\r\n", rejectWant{forward: true, discard: 2000002}},
+		{"ms bad data chunk, quiet or not", codec.Options{}, "ms k 2 q\r\nhix\r\n", rejectWant{reply: chunk, n: 14}},
 		{"line too long", codec.Options{}, "set k 0 0 1" + strings.Repeat(" ", 2040) + "\r\n", rejectWant{reply: tooLong, close: true}},
 		{"line too long without newline", codec.Options{}, strings.Repeat("x", 2049), rejectWant{reply: tooLong, close: true}},
 		{"retrieval line over MaxLine", codec.Options{MaxLine: 4000}, "get " + strings.Repeat("k ", 2000) + "\r\n", rejectWant{reply: tooLong, close: true}},
@@ -263,9 +269,9 @@ func TestParseRequestRejects(t *testing.T) {
 			if w.n == 0 {
 				w.n = len(tt.in)
 			}
-			if n != 0 || pe.Reply != w.reply || pe.Close != w.close || pe.Discard != w.discard || pe.N != w.n {
-				t.Errorf("ParseRequest(%q)\n got: n=%d %s\nwant: reply=%q close=%v discard=%d n=%d",
-					tt.in, n, describeRequest(nil, n, err), w.reply, w.close, w.discard, w.n)
+			if n != 0 || pe.Reply != w.reply || pe.Close != w.close || pe.Forward != w.forward || pe.Discard != w.discard || pe.N != w.n {
+				t.Errorf("ParseRequest(%q)\n got: n=%d %s forward=%v\nwant: reply=%q close=%v forward=%v discard=%d n=%d",
+					tt.in, n, describeRequest(nil, n, err), pe.Forward, w.reply, w.close, w.forward, w.discard, w.n)
 			}
 		})
 	}

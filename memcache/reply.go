@@ -23,7 +23,7 @@ const (
 // ReplyError.
 func (*Dialect) ParseReply(buf []byte, req *codec.Request) (int, codec.ReplyKind, error) {
 	switch {
-	case req.Mode == codec.ModeRewrite:
+	case req.Mode == codec.ModeRewrite && !invalidates(req):
 		return parseMetaGet(buf, req)
 	case isRetrieval(req.Cmd):
 		return parseRetrieval(buf, req.Keys, 0, 0, nil)

@@ -1,6 +1,10 @@
 package memcache
 
-import "shardproxy/codec"
+import (
+	"cmp"
+
+	"shardproxy/codec"
+)
 
 // This file validates each kind of request line the way memcached 1.6.18
 // does (token counts, numbers, key length, in its order, with its wording)
@@ -130,17 +134,24 @@ func (p *parser) storage(l *line, req *codec.Request) (int, error) {
 		_, casOK = parseUlong(l.tok(toks[5]))
 	}
 	switch {
+	case !lenOK && p.proxy:
+		return 0, rejectFatal(replyBadFormat, n) // worded by parseProxy
 	case !lenOK:
-		return 0, rejectFatal(replyBadFormat, n)
+		// memcached answers and reads what follows as commands.
+		return 0, rejectLine(quiet(replyBadFormat, noreply), n)
 	case p.tooLongKey(toks[1]) || !flagsOK || !expOK || !casOK:
 		return 0, rejectData(quiet(replyBadFormat, noreply), n, vlen)
-	case vlen > p.maxValue:
-		return 0, rejectData(quiet(replyTooLarge, noreply), n, vlen)
 	}
 	if r := p.denied(l.cmd); r != "" {
 		return 0, rejectData(quiet(r, noreply), n, vlen)
 	}
-	total, err := valueEnd(l, vlen)
+	switch {
+	case vlen > p.maxValue && l.cmd == CmdSet && !p.proxy:
+		return 0, p.invalidate(l, req, toks[1], false, noreply, vlen)
+	case vlen > p.maxValue:
+		return 0, rejectData(quiet(replyTooLarge, noreply), n, vlen)
+	}
+	total, err := p.valueEnd(l, vlen, noreply)
 	if err != nil {
 		return 0, err
 	}
@@ -163,17 +174,83 @@ func (p *parser) storage(l *line, req *codec.Request) (int, error) {
 }
 
 // valueEnd returns the end of the request whose line l is followed by a
-// value of vlen bytes and "\r\n", once they are all in the buffer.
-func valueEnd(l *line, vlen int) (int, error) {
+// value of vlen bytes and "\r\n", once they are all in the buffer. A
+// value not followed by "\r\n" is answered "CLIENT_ERROR bad data chunk"
+// (unless noreply hides it) and the stream goes on after vlen+2 bytes, as
+// memcached reads it.
+func (p *parser) valueEnd(l *line, vlen int, noreply bool) (int, error) {
 	total := l.n() + vlen + 2
 	if len(l.buf) < total {
 		return 0, codec.Incomplete(total)
 	}
 	if l.buf[total-2] != '\r' || l.buf[total-1] != '\n' {
-		return 0, rejectFatal(replyBadChunk, total)
+		// memcached's proxy shows it whatever noreply says.
+		return 0, rejectLine(quiet(replyBadChunk, noreply && !p.proxy), total)
 	}
 	return total, nil
 }
+
+// invalidate answers a storage request whose value is over the limit as
+// memcached answers it: "SERVER_ERROR object too large for cache" (unless
+// noreply hides it), the value swallowed, and the key's old value dropped,
+// so that a failed write never leaves stale data behind. memcached drops
+// it for set and for ms in every mode, and keeps it for add, replace,
+// append, prepend and cas (observed on 1.6.18).
+//
+// req becomes the delete sent to the key's server ("delete <key>", for ms
+// "md <key>" with its "b" flag): Cmd CmdDelete or CmdMetaDelete, Name the
+// client's command, Arg argInvalidate, in ModeRewrite (ModeNoreply with
+// noreply), which AppendReply shows as the error whatever the server
+// answers (a server that does not answer is the proxy's backend failure
+// error). The error returned says so (codec.ProtocolError.Forward).
+func (p *parser) invalidate(l *line, req *codec.Request, key span, b64, noreply bool, vlen int) error {
+	verb, cmd := "delete ", CmdDelete
+	if l.cmd == CmdMetaSet {
+		verb, cmd = "md ", CmdMetaDelete
+	}
+	k := l.tok(key)
+	size := len(verb) + len(k) + len(" b\r\n")
+	extra := 0
+	if b64 {
+		extra = len(k) / 4 * 3
+	}
+	b := req.Buf[:0]
+	if cap(b) < size+extra {
+		b = make([]byte, 0, size+extra)
+	}
+	b = append(append(b, verb...), k...)
+	if b64 {
+		b = append(b, " b"...)
+	}
+	b = append(b, "\r\n"...)
+	req.Buf = b
+	req.Wire = b[:len(b):len(b)]
+	req.Name = cmdNames[l.cmd]
+	req.Cmd = cmd
+	req.Route = codec.RouteKey
+	req.Mode = codec.ModeRewrite
+	if noreply {
+		req.Mode = codec.ModeNoreply
+	}
+	routeKey := b[len(verb) : len(verb)+len(k) : len(verb)+len(k)]
+	if b64 {
+		dst := b[len(b) : len(b)+extra]
+		if n := decodeBase64(dst, routeKey); n > 0 {
+			req.Buf = b[:len(b)+n]
+			routeKey = dst[:n:n]
+		}
+	}
+	req.Keys = append(req.Keys[:0], routeKey)
+	req.Arg = argInvalidate
+	return &codec.ProtocolError{Forward: true, N: l.n(), Discard: int64(vlen) + 2}
+}
+
+// argInvalidate marks in req.Arg the delete invalidate made.
+const argInvalidate = -1
+
+// invalidates reports whether req is the delete invalidate made of a
+// storage request over the size limit.
+func invalidates(req *codec.Request) bool { return req.Arg == argInvalidate }
 
 // keyNumber: incr|decr <key> <delta> [noreply], touch <key> <exptime>
 // [noreply].
@@ -367,23 +444,28 @@ func (p *parser) metaSet(l *line, req *codec.Request) (int, error) {
 	}
 	vlen, ok := parseLength(l.tok(toks[2]))
 	switch {
-	case !ok && reply == "":
-		return 0, rejectFatal(replyBadFormat, n)
+	case !ok && p.proxy:
+		return 0, rejectFatal(cmp.Or(reply, replyBadFormat), n) // worded by parseProxy
 	case !ok:
-		return 0, rejectFatal(reply, n)
+		// memcached answers and reads what follows as commands.
+		return 0, rejectLine(cmp.Or(reply, replyBadFormat), n)
 	case reply != "":
 		return 0, rejectData(reply, n, vlen)
-	case vlen > p.maxValue:
-		return 0, rejectData(replyTooLarge, n, vlen)
 	}
 	if r := p.denied(l.cmd); r != "" {
 		return 0, rejectData(r, n, vlen)
 	}
-	total, err := valueEnd(l, vlen)
+	quietMode, b64 := p.metaFlags(l, 3)
+	switch {
+	case vlen > p.maxValue && !p.proxy:
+		return 0, p.invalidate(l, req, toks[1], b64, false, vlen) // q shows errors
+	case vlen > p.maxValue:
+		return 0, rejectData(replyTooLarge, n, vlen)
+	}
+	total, err := p.valueEnd(l, vlen, false)
 	if err != nil {
 		return 0, err
 	}
-	quietMode, b64 := p.metaFlags(l, 3)
 	p.finishMeta(l, req, wire{n: total, eol: l.eol, quiet: quietMode && !p.wire}, quietMode, b64)
 	return total, nil
 }

@@ -80,19 +80,25 @@ func TestFaultClientBadInput(t *testing.T) {
 		c.expectClosed()
 	})
 	t.Run("not memcached at all", func(t *testing.T) {
-		for _, req := range []string{
-			"GET / HTTP/1.0\r\n\r\n", // memcached closes without a word too
-			"set k 0 0 abc\r\nxyz\r\n",
-			"set k 0 0 -1\r\n",
+		c := dial(t, r.addr)
+		c.send("GET / HTTP/1.0\r\n\r\n") // memcached closes without a word too
+		c.expectClosed()
+		// memcached answers these and reads on: the value as a command.
+		const bad = "CLIENT_ERROR bad command line format\r\n"
+		for req, want := range map[string][]string{
+			"set k 0 0 abc\r\nxyz\r\n": {bad, "ERROR\r\n"},
+			"set k 0 0 -1\r\n":         {bad},
 		} {
 			c := dial(t, r.addr)
 			c.send(req)
-			if strings.HasPrefix(req, "set") {
-				if got := c.reply(); got != "CLIENT_ERROR bad command line format\r\n" {
-					t.Errorf("%q: %q", req, got)
+			for _, w := range want {
+				if got := c.reply(); got != w {
+					t.Errorf("%q: %q, want %q", req, got, w)
 				}
 			}
-			c.expectClosed()
+			if got := c.do("get " + r.keysA[3] + "\r\n"); got != hit(r.keysA[3]) {
+				t.Errorf("%q: then a get: %q", req, got)
+			}
 		}
 	})
 	if got := dial(t, r.addr).do("get " + r.keysA[3] + "\r\n"); got != hit(r.keysA[3]) {

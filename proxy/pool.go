@@ -57,6 +57,10 @@ type poolStats struct {
 	Active    atomic.Int64 // requests sent to servers, not yet answered
 	Buffered  atomic.Int64 // bytes of their requests and replies
 	LimitHits atomic.Int64 // requests refused by a limit
+
+	// base holds the counters "stats reset" reset, as they were then:
+	// the memcache stats command shows them less these (see shown).
+	base atomic.Pointer[map[string]int64]
 }
 
 // command returns the counter of requests of command name.
@@ -135,41 +139,90 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 func (p *pool) Version() string { return p.srv.version }
 
 // Stats implements codec.Env: the counters a memcached "stats" shows.
+// The counters "stats reset" resets (resettable) count from the last
+// reset.
 func (p *pool) Stats() []codec.Stat {
 	now := time.Now()
 	s := p.srv
 	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
+	raw := p.resettable()
+	since := func(name string) string { return itoa(p.stats.shown(name, raw[name])) }
 	stats := []codec.Stat{
 		{Name: "pid", Value: strconv.Itoa(os.Getpid())},
 		{Name: "uptime", Value: itoa(int64(now.Sub(s.start).Seconds()))},
 		{Name: "time", Value: itoa(now.Unix())},
 		{Name: "version", Value: s.version},
 		{Name: "curr_connections", Value: itoa(s.currConns.Load())},
-		{Name: "total_connections", Value: itoa(s.totalConns.Load())},
+		{Name: "total_connections", Value: since("total_connections")},
 		{Name: "pool", Value: p.cfg.Name},
 		{Name: "client_connections", Value: itoa(p.stats.ClientConnections.Load())},
-		{Name: "client_eof", Value: itoa(p.stats.ClientEOF.Load())},
-		{Name: "client_err", Value: itoa(p.stats.ClientErr.Load())},
-		{Name: "requests", Value: itoa(p.stats.Requests.Load())},
-		{Name: "fragments", Value: itoa(p.stats.Fragments.Load())},
-		{Name: "forward_error", Value: itoa(p.stats.ForwardError.Load())},
-		{Name: "protocol_errors", Value: itoa(p.stats.ProtocolErrors.Load())},
+		{Name: "client_eof", Value: since("client_eof")},
+		{Name: "client_err", Value: since("client_err")},
+		{Name: "requests", Value: since("requests")},
+		{Name: "fragments", Value: since("fragments")},
+		{Name: "forward_error", Value: since("forward_error")},
+		{Name: "protocol_errors", Value: since("protocol_errors")},
+		{Name: "server_ejects", Value: since("server_ejects")},
 	}
-	var ejects int64
-	for _, b := range p.router.Backends() {
-		ejects += b.Stats().Ejects.Load()
-	}
-	stats = append(stats, codec.Stat{Name: "server_ejects", Value: itoa(ejects)})
 	for _, st := range p.router.Stats() { // a Lua pool's counters and mcp.add_stat's, a cluster's
 		stats = append(stats, codec.Stat{Name: st.Name, Value: itoa(st.Value)})
 	}
 	return stats
 }
 
+// resettable returns the counters that "stats reset" resets, by the name
+// stats shows them under, as they are now: the totals a memcached resets
+// (its connections and commands counted), not the gauges (connections
+// open), nor what memcached's proxy keeps (reloads, backend failures, a
+// router's and a route file's counters). The stats port and /metrics show
+// every counter as it is: theirs only grow.
+func (p *pool) resettable() map[string]int64 {
+	var ejects int64
+	for _, b := range p.router.Backends() {
+		ejects += b.Stats().Ejects.Load()
+	}
+	c := map[string]int64{
+		"total_connections": p.srv.totalConns.Load(),
+		"client_eof":        p.stats.ClientEOF.Load(),
+		"client_err":        p.stats.ClientErr.Load(),
+		"requests":          p.stats.Requests.Load(),
+		"fragments":         p.stats.Fragments.Load(),
+		"forward_error":     p.stats.ForwardError.Load(),
+		"protocol_errors":   p.stats.ProtocolErrors.Load(),
+		"server_ejects":     ejects,
+	}
+	p.stats.cmds.Range(func(k, v any) bool {
+		c["cmd_"+k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return c
+}
+
+// ResetStats implements codec.ResetEnv (memcached's "stats reset"): the
+// resettable counters count from now on. Safe for concurrent use.
+func (p *pool) ResetStats() {
+	base := p.resettable()
+	p.stats.base.Store(&base)
+}
+
+// shown returns what stats shows of the resettable counter name, whose
+// value is now v: its count since the last reset.
+func (ps *poolStats) shown(name string, v int64) int64 {
+	if b := ps.base.Load(); b != nil {
+		return max(0, v-(*b)[name])
+	}
+	return v
+}
+
 // Section implements codec.SectionEnv: "proxy" gives memcached proxy's
-// counter names (stats proxy, INFO proxy).
+// counter names (stats proxy, INFO proxy), its cmd_ counters since the
+// last "stats reset"; "settings" the pool's settings (stats settings).
 func (p *pool) Section(name string) ([]codec.Stat, bool) {
-	if name != "proxy" {
+	switch name {
+	case "settings":
+		return p.settings(), true
+	case "proxy":
+	default:
 		return nil, false
 	}
 	s := p.srv
@@ -192,7 +245,8 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	}
 	var cmds []codec.Stat
 	p.stats.cmds.Range(func(k, v any) bool {
-		cmds = append(cmds, codec.Stat{Name: "cmd_" + k.(string), Value: itoa(v.(*atomic.Int64).Load())})
+		name := "cmd_" + k.(string)
+		cmds = append(cmds, codec.Stat{Name: name, Value: itoa(p.stats.shown(name, v.(*atomic.Int64).Load()))})
 		return true
 	})
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })

@@ -204,13 +204,20 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 				return nil, 0, false
 			}
 			s.p.stats.ProtocolErrors.Add(1)
-			p.Req.Reset()
-			p.Req.Close = pe.Close
-			p.Answer(append(p.Out(), pe.Reply...))
-			s.enqueue(p)
-			if pe.Close {
-				s.closing.Store(true)
-				return nil, 0, false
+			if pe.Forward { // rejected, but a server must hear of it: routed as p.Req
+				s.enter(p)
+				s.counts.count(s.p.stats, p.Req.Name)
+				s.route(p)
+				s.enqueue(p)
+			} else {
+				p.Req.Reset()
+				p.Req.Close = pe.Close
+				p.Answer(append(p.Out(), pe.Reply...))
+				s.enqueue(p)
+				if pe.Close {
+					s.closing.Store(true)
+					return nil, 0, false
+				}
 			}
 			start += pe.N
 			if rest := int64(len(buf) - start); pe.Discard > 0 {
