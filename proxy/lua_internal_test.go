@@ -7,9 +7,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"shardproxy/config"
 	"shardproxy/internal/testserver"
+	"shardproxy/proxy"
 )
 
 // internalRoutes are route files whose answers come from the pool's own
@@ -133,4 +135,53 @@ func TestLuaInternalReload(t *testing.T) {
 			t.Errorf("after a reload to %d MiB: got %q, want %q", step.mib, got, step.want)
 		}
 	}
+}
+
+// TestLuaInternalLimits checks expiry and eviction through a Lua pool's
+// own cache: an item set with a TTL of 1 second is gone after 2, and
+// writing twice lua_internal_cache's worth of values evicts the oldest
+// items, which the pool's internal_evictions counts.
+func TestLuaInternalLimits(t *testing.T) {
+	srv, addr := startProxy(t, "lp:\n  listen: 127.0.0.1:0\n  lua_internal_cache: 1\n  lua: "+
+		writeLua(t, internalRoutes["v1"])+"\n", "lp")
+	c := dial(t, addr)
+	if got := c.do("set ttl 0 1 1\r\nx\r\n"); got != "STORED\r\n" {
+		t.Fatalf("set: %q", got)
+	}
+	value := strings.Repeat("v", 10<<10)
+	for i := range 200 { // 2 MiB of values into 1 MiB
+		if got := c.do(fmt.Sprintf("set k%d 0 0 %d\r\n%s\r\n", i, len(value), value)); got != "STORED\r\n" {
+			t.Fatalf("set k%d: %q", i, got)
+		}
+	}
+	if got := c.do("get k0\r\n"); got != "END\r\n" {
+		t.Errorf("the oldest item after 2 MiB of writes: %q", got[:min(len(got), 40)])
+	}
+	if got := c.do("get k199\r\n"); !strings.HasPrefix(got, "VALUE k199 0 10240\r\n") {
+		t.Errorf("the newest item: %q", got[:min(len(got), 40)])
+	}
+	if n := routerStat(t, srv, "lp", "internal_evictions"); n == 0 {
+		t.Error("internal_evictions is 0")
+	}
+	time.Sleep(2100 * time.Millisecond)
+	if got := c.do("get ttl\r\n"); got != "END\r\n" {
+		t.Errorf("an item past its TTL: %q", got)
+	}
+}
+
+// routerStat returns the value of the named router counter of pool name.
+func routerStat(t *testing.T, srv *proxy.Server, pool, name string) int64 {
+	t.Helper()
+	for _, p := range srv.Stats().Pools {
+		if p.Name != pool {
+			continue
+		}
+		for _, s := range p.Router {
+			if s.Name == name {
+				return s.Value
+			}
+		}
+	}
+	t.Fatalf("pool %s has no router counter %s", pool, name)
+	return 0
 }

@@ -43,6 +43,13 @@ func (s *Session) Do(r Request) ([]byte, error) {
 	return out, err
 }
 
+// Observe records the CAS values reply shows, as Do does with its own
+// replies: a caller that accepts a reply one target hides and another
+// shows (a quiet request's, which memcached versions treat differently)
+// gives the hiding target's session the other's reply, so that both go
+// on with the same CAS values.
+func (s *Session) Observe(reply []byte) { s.observe(reply) }
+
 // observe records the CAS of every gets/gats VALUE line, and of every meta
 // reply line with a c flag and a k flag (the key tells whose CAS it is).
 func (s *Session) observe(reply []byte) {
