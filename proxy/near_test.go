@@ -48,6 +48,9 @@ func getHits(t testing.TB, servers []*testserver.Server) int64 {
 // (near_cache among them) and returns them and the pool's address.
 func nearPool(t *testing.T, n int, extra string) ([]*testserver.Server, string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: runs real memcached")
+	}
 	servers, yaml := memcachedPool(t, n, extra)
 	_, addr := startProxy(t, yaml, "mc")
 	return servers, addr
@@ -364,5 +367,42 @@ func TestNearCacheCoherence(t *testing.T) {
 				t.Error("the cache was never used: the test shows nothing")
 			}
 		})
+	}
+}
+
+// A reload that keeps near_cache and near_cache_ttl keeps the cached
+// values; one that changes the size starts an empty cache.
+func TestNearCacheReload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real memcached")
+	}
+	mc := testserver.StartMemcached(t)
+	port := testserver.FreePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	near := "  near_cache: 1\n  near_cache_ttl: 60\n"
+	_, reload := reloadable(t, poolYAML("mc", port, near, mc))
+	c := dial(t, addr)
+	c.do("set k 0 0 3\r\nold\r\n")
+	c.do("get k\r\n")
+	dial(t, mc.Addr).do("set k 0 0 3\r\nnew\r\n") // behind the proxy's back: only a new cache sees it
+	const old, fresh = "VALUE k 0 3\r\nold\r\nEND\r\n", "VALUE k 0 3\r\nnew\r\nEND\r\n"
+	for _, step := range []struct {
+		extra, want string
+	}{
+		{near + "  timeout: 2000\n  near_cache_fill: get gets\n", old}, // another key changed: the cache stays
+		{near + "  timeout: 3000\n", old},
+		{"  near_cache: 2\n  near_cache_ttl: 60\n", fresh}, // a new size: a new, empty cache
+		{"", fresh},
+	} {
+		if err := reload(poolYAML("mc", port, step.extra, mc)); err != nil {
+			t.Fatal(err)
+		}
+		c = dial(t, addr) // a new client is on the new pool at once
+		if got := c.do("get k\r\n"); got != step.want {
+			t.Fatalf("after a reload to\n%s: get %q, want %q", step.extra, got, step.want)
+		}
+		if step.want == fresh {
+			dial(t, mc.Addr).do("set k 0 0 3\r\nnew\r\n")
+		}
 	}
 }
