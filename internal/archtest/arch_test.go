@@ -41,6 +41,9 @@ var layers = map[string]rule{
 	"resp":     {parts: []string{"codec"}, external: []string{"github.com/tidwall/redcon"}},
 	"sharding": {external: []string{"github.com/cespare/xxhash/v2", "github.com/spaolacci/murmur3"}},
 	"backend":  {parts: []string{"codec"}},
+	// store is the proxy's own memcached-compatible cache; it stands
+	// alone.
+	"store": {},
 	// route is the Router contract every way of answering a pool's
 	// requests implements, and the Exchange a session hands them.
 	"route": {parts: []string{"codec", "backend"}},
@@ -64,6 +67,9 @@ var layers = map[string]rule{
 	"internal/faultproxy": {},
 	"internal/archtest":   {},
 	"internal/codectest":  {parts: []string{"codec"}},
+	// mcdiff is the differential harness for memcached speakers; it
+	// imports nothing of shardproxy so that any package's tests can use it.
+	"internal/mcdiff": {},
 
 	// The load generator and the benchmark harness measure shardproxy from
 	// the outside: they import none of its packages, only the process
