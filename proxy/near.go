@@ -10,6 +10,7 @@ import (
 	"shardproxy/codec"
 	"shardproxy/config"
 	"shardproxy/memcache"
+	"shardproxy/store"
 )
 
 // A native memcache pool with near_cache answers hot one-key gets from a
@@ -87,11 +88,12 @@ type nearStripe struct {
 // shared by the routers of successive generations while its settings
 // stay.
 type nearCache struct {
-	size  int64         // bytes (near_cache)
-	ttl   time.Duration // near_cache_ttl
-	store atomic.Pointer[nearHolder]
-	seed  maphash.Seed
-	refs  atomic.Int32
+	size     int64         // bytes (near_cache)
+	ttl      time.Duration // near_cache_ttl
+	itemSize int           // the largest item: the pool's item_size_max and room for the key
+	store    atomic.Pointer[store.Store]
+	seed     maphash.Seed
+	refs     atomic.Int32
 
 	// flushing counts the flush_all calls in flight: no fill lands while
 	// one is.
@@ -101,23 +103,28 @@ type nearCache struct {
 
 	hits, misses, fills, invalidations, flushes atomic.Int64
 	gone                                        atomic.Int64 // evictions of the stores flushes replaced
-	newStore                                    func() nearStore
 }
-
-// nearHolder holds a nearStore for an atomic pointer.
-type nearHolder struct{ s nearStore }
 
 // newNearCache makes pc's near cache, empty, held once.
 func newNearCache(pc *config.Pool) *nearCache {
 	c := &nearCache{
-		size: int64(pc.NearCache) << 20,
-		ttl:  pc.NearCacheTTL,
-		seed: maphash.MakeSeed(),
+		size:     int64(pc.NearCache) << 20,
+		ttl:      pc.NearCacheTTL,
+		itemSize: pc.ItemSizeMax + nearItemRoom,
+		seed:     maphash.MakeSeed(),
 	}
-	c.newStore = func() nearStore { return openNearStore(c.size, pc.ItemSizeMax) }
-	c.store.Store(&nearHolder{c.newStore()})
+	c.store.Store(c.newStore())
 	c.refs.Store(1)
 	return c
+}
+
+// nearItemRoom is what an item needs besides its value, as the store
+// counts it (memcached's measure: a header, the longest key, flags, CAS).
+const nearItemRoom = 512
+
+// newStore makes an empty store of c's size.
+func (c *nearCache) newStore() *store.Store {
+	return store.New(store.Config{MaxBytes: c.size, ItemSizeMax: min(c.itemSize, int(c.size))})
 }
 
 // keeps reports whether c can serve pc: the same size and TTL.
@@ -134,7 +141,7 @@ func (c *nearCache) acquire() *nearCache {
 // release gives back a hold; the last closes the store.
 func (c *nearCache) release() {
 	if c.refs.Add(-1) == 0 {
-		c.store.Load().s.Close()
+		c.store.Load().Close()
 	}
 }
 
@@ -145,7 +152,7 @@ func (c *nearCache) stripe(key []byte) uint64 {
 
 // lookup returns key's value and flags if the store holds it.
 func (c *nearCache) lookup(key []byte) ([]byte, uint32, bool) {
-	v, flags, _, ok := c.store.Load().s.Get(keyString(key))
+	v, flags, _, ok := c.store.Load().Get(keyString(key))
 	return v, flags, ok
 }
 
@@ -157,7 +164,7 @@ func (c *nearCache) forget(key []byte, inflight int64) {
 	st.mu.Lock()
 	st.epoch.Add(1)
 	st.inflight += inflight
-	c.store.Load().s.Delete(keyString(key))
+	c.store.Load().Delete(keyString(key))
 	st.mu.Unlock()
 	c.invalidations.Add(1)
 }
@@ -168,7 +175,7 @@ func (c *nearCache) fill(key, value []byte, flags uint32, ticket uint64) {
 	st := &c.stripes[ticket%nearStripes]
 	st.mu.Lock()
 	if st.epoch.Load() == ticket/nearStripes && st.inflight == 0 && c.flushing.Load() == 0 {
-		if _, err := c.store.Load().s.Set(string(key), value, flags, c.ttl); err == nil {
+		if _, err := c.store.Load().Set(string(key), value, flags, c.ttl); err == nil {
 			c.fills.Add(1)
 		}
 	}
@@ -194,10 +201,9 @@ func (c *nearCache) flush(inflight int64) {
 		st.epoch.Add(1)
 		st.mu.Unlock()
 	}
-	old := c.store.Swap(&nearHolder{c.newStore()})
-	_, _, evicted := storeUsage(old.s)
-	c.gone.Add(evicted)
-	old.s.Close()
+	old := c.store.Swap(c.newStore())
+	c.gone.Add(int64(old.Stats().Evictions))
+	go old.Close() // waits for the sweep to stop; a get that still holds old may read it
 	c.flushes.Add(1)
 }
 

@@ -144,16 +144,16 @@ func (r *nearRouter) flushed(*route.Exchange, *backend.Call) { r.cache.flush(-1)
 // Stats implements route.Router: the near cache's counters.
 func (r *nearRouter) Stats() []route.Stat {
 	c := r.cache
-	items, bytes, evictions := storeUsage(c.store.Load().s)
+	st := c.store.Load().Stats()
 	return []route.Stat{
 		{Name: "near_cache_hits", Help: "One-key gets the near cache answered.", Value: c.hits.Load()},
 		{Name: "near_cache_misses", Help: "One-key gets the near cache did not hold, sent to the server.", Value: c.misses.Load()},
 		{Name: "near_cache_fills", Help: "Values the near cache took from servers' replies.", Value: c.fills.Load()},
 		{Name: "near_cache_invalidations", Help: "Keys the near cache forgot for a write, delete or touch (twice per request: routed and answered).", Value: c.invalidations.Load()},
 		{Name: "near_cache_flushes", Help: "Times flush_all emptied the near cache (routed, and once per server reply).", Value: c.flushes.Load()},
-		{Name: "near_cache_evictions", Help: "Values the near cache dropped to stay within its size.", Value: c.gone.Load() + evictions},
-		{Name: "near_cache_items", Help: "Values the near cache holds.", Kind: route.Gauge, Value: items},
-		{Name: "near_cache_bytes", Help: "Bytes the near cache counts against its size.", Kind: route.Gauge, Value: bytes},
+		{Name: "near_cache_evictions", Help: "Values the near cache dropped to stay within its size.", Value: c.gone.Load() + int64(st.Evictions)},
+		{Name: "near_cache_items", Help: "Values the near cache holds.", Kind: route.Gauge, Value: st.Items},
+		{Name: "near_cache_bytes", Help: "Bytes the near cache counts against its size.", Kind: route.Gauge, Value: st.Bytes},
 	}
 }
 

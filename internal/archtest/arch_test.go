@@ -54,7 +54,7 @@ var layers = map[string]rule{
 		external: []string{"github.com/yuin/gopher-lua"}},
 	"config": {parts: []string{"sharding", "codec"}, external: []string{"gopkg.in/yaml.v3"}},
 	"proxy": {parts: []string{"codec", "memcache", "resp", "sharding", "cluster", "backend",
-		"route", "lua", "config"}},
+		"route", "lua", "config", "store"}},
 	// admin renders the running config (config.Marshal, the admin section)
 	// and tells a config error from other reload failures.
 	"admin":          {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},
