@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -387,6 +389,34 @@ func TestV2Route(t *testing.T) {
 	}
 	if again, _ := f.v2RouteFile(srv); again != path {
 		t.Errorf("second call wrote %s, not the first file %s", again, path)
+	}
+}
+
+// TestNearConfig: shardproxy-near is shardproxy's pool with a near cache,
+// over the same servers with the same server_protocol.
+func TestNearConfig(t *testing.T) {
+	f := &fleet{work: t.TempDir(), routes: map[string]string{}}
+	srv := []*proc.Process{proc.New(proc.Config{Name: "memcached", Addr: "127.0.0.1:25501"})}
+	read := func(kind string) string {
+		t.Helper()
+		path, err := f.proxyConfig(kind, "127.0.0.1:25600", false, srv, benchSP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	plain, near := read(shardproxy), read(shardproxyNear)
+	if want := plain + fmt.Sprintf("  near_cache: %d\n", nearCacheMiB); near != want {
+		t.Errorf("shardproxy-near's YAML:\n%s\nwant:\n%s", near, want)
+	}
+	for _, l := range loads() {
+		if l.Name == "memcache-near" && !slices.Equal(l.Targets, nearTargets) {
+			t.Errorf("memcache-near rows %v", l.Targets)
+		}
 	}
 }
 
