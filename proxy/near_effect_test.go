@@ -3,8 +3,11 @@ package proxy
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"shardproxy/codec"
+	"shardproxy/config"
+	"shardproxy/route"
 )
 
 func TestNearEffectOf(t *testing.T) {
@@ -78,4 +81,36 @@ func FuzzMetaGetWrites(f *testing.F) {
 			t.Fatalf("%q: %t, want %t", wire, got, want)
 		}
 	})
+}
+
+type nopOwner struct{}
+
+func (nopOwner) Received(*route.Exchange, int) {}
+func (nopOwner) Answered(*route.Exchange)      {}
+
+// A get the near cache answers allocates nothing once the Exchange's
+// storage has grown.
+func TestNearHitAllocs(t *testing.T) {
+	pc := &config.Pool{NearCache: 1, NearCacheTTL: time.Minute, ItemSizeMax: 1 << 20}
+	r := &nearRouter{cache: newNearCache(pc)}
+	defer r.cache.release()
+	r.cache.fill([]byte("k"), []byte("a value"), 3, r.cache.ticket([]byte("k")))
+	d, _ := codec.Lookup("memcache")
+	p := d.NewRequestParser(codec.Options{})
+	var x route.Exchange
+	x.Init(nopOwner{})
+	in := []byte("get k\r\n")
+	allocs := testing.AllocsPerRun(100, func() {
+		x.Reset()
+		if _, err := p.ParseRequest(in, &x.Req); err != nil {
+			t.Fatal(err)
+		}
+		r.Route(&x)
+	})
+	if got := string(x.Out()); got != "VALUE k 3 7\r\na value\r\nEND\r\n" {
+		t.Fatalf("answer %q", got)
+	}
+	if allocs != 0 {
+		t.Errorf("%v allocations per hit", allocs)
+	}
 }
