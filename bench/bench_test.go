@@ -459,7 +459,7 @@ func TestHarnessRunsV2(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	want := []string{direct, shardproxyV2, shardproxy, shardproxyText}
+	want := []string{direct, shardproxyV2, shardproxyV2Meta, shardproxy, shardproxyText}
 	if mcp != "" {
 		want = append(want, mcProxy)
 	}
