@@ -160,16 +160,8 @@ type move struct {
 // background. Requests routed before the first map arrives wait for it
 // (or for the first refresh to fail).
 func New(cfg Config) (*Cluster, error) {
-	if len(cfg.Seeds) == 0 {
-		return nil, errors.New("cluster: no seed nodes")
-	}
-	for _, s := range cfg.Seeds {
-		if _, _, err := net.SplitHostPort(s); err != nil {
-			return nil, fmt.Errorf("cluster: seed %q is not host:port", s)
-		}
-	}
-	if cfg.Node.Handshake.DB != 0 {
-		return nil, errors.New("cluster: a Redis Cluster has database 0 only")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = DefaultRefreshInterval
@@ -209,6 +201,24 @@ func New(cfg Config) (*Cluster, error) {
 	c.Refresh()
 	go c.run()
 	return c, nil
+}
+
+// Validate reports what New refuses in cfg (no seeds, a seed that is not
+// host:port, a database other than 0), without starting anything: a
+// configuration test (shardproxy -t) runs it in place of New.
+func (cfg Config) Validate() error {
+	if len(cfg.Seeds) == 0 {
+		return errors.New("cluster: no seed nodes")
+	}
+	for _, s := range cfg.Seeds {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return fmt.Errorf("cluster: seed %q is not host:port", s)
+		}
+	}
+	if cfg.Node.Handshake.DB != 0 {
+		return errors.New("cluster: a Redis Cluster has database 0 only")
+	}
+	return nil
 }
 
 // Refresh asks for the slot map to be read again soon. It never blocks;

@@ -243,8 +243,14 @@ func (o *op) finishRaw(raw []byte) {
 		if len(raw) > 0 && raw[0] == '-' {
 			kind = codec.ReplyError
 		}
+		server := ""
+		if n := o.node; n != nil {
+			server = n.addr
+		} else if n := o.fixed; n != nil {
+			server = n.addr
+		}
 		o.release()
-		f.reply(i, codec.Reply{Raw: raw, Kind: kind})
+		f.reply(i, codec.Reply{Raw: raw, Kind: kind, Server: server})
 		return
 	}
 	done := o.done

@@ -121,6 +121,11 @@ type Request struct {
 	// Arg is dialect-private: a number the parser keeps for Split, Merge or
 	// AppendReply.
 	Arg int
+	// WithLocal asks the proxy to let the dialect add its own part of the
+	// answer (LocalAdder.AddLocal) before it routes the request to the
+	// servers; the dialect's Merge puts it beside the servers' replies
+	// (Redis INFO: the "# Proxy" section after the servers' sections).
+	WithLocal bool
 	// Buf is the storage that Keys and Wire point into; reused by Reset.
 	Buf []byte
 }
@@ -140,6 +145,10 @@ type Reply struct {
 	// Err is set when there is no reply: the backend failed, timed out or was
 	// unreachable. Its text names the cause and goes to the client.
 	Err error
+	// Server names the server that answered (or failed to), for a merge
+	// that reports per server (Redis INFO); set on the replies a fan-out
+	// hands to Merge, empty elsewhere.
+	Server string
 }
 
 // Options configure a client session's parser: what a client may send and
@@ -190,6 +199,13 @@ type Options struct {
 	// asked. The pool's kind sets it (Lua pools); the RESP parser ignores
 	// it.
 	ProxyWire bool
+	// ServerInfo asks the RESP parser to send INFO to every server of the
+	// pool (RouteAll, WithLocal) so that Merge answers the servers'
+	// sections merged, with the proxy's own; without it INFO is answered
+	// by the proxy alone (RouteLocal). "INFO proxy" is always the proxy's
+	// alone. The pool's kind sets it (sharded and Redis Cluster pools);
+	// the memcache parser ignores it.
+	ServerInfo bool
 }
 
 // HandshakeOptions describe what a new backend socket must be told.
@@ -220,6 +236,15 @@ type SectionEnv interface {
 	// Section returns the counters of the named group, and false when there
 	// is no such group.
 	Section(name string) ([]Stat, bool)
+}
+
+// LocalAdder is implemented by a dialect with requests that carry a part
+// of the proxy's own to their merge (Request.WithLocal). The session calls
+// AddLocal on its reader goroutine before routing such a request.
+type LocalAdder interface {
+	// AddLocal stores in req (after its Wire, in Buf) what the proxy adds
+	// to the answer, given env; Merge finds it there.
+	AddLocal(req *Request, env Env)
 }
 
 // Stat is one named counter.

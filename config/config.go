@@ -42,6 +42,10 @@ const (
 	// DefaultLuaMaxAlloc is how many MiB one run of a Lua pool's route
 	// code may allocate (key lua_max_alloc). It equals lua.DefaultMaxAlloc.
 	DefaultLuaMaxAlloc = 256
+	// DefaultLuaInternalCache is the MiB of a Lua pool's own cache
+	// (key lua_internal_cache): memcached's default -m, which sizes the
+	// storage its proxy's mcp.internal reaches.
+	DefaultLuaInternalCache = 64
 	// DefaultFlushAll lets clients send flush_all.
 	DefaultFlushAll = true
 	// DefaultEjectPolicy is twemproxy's behaviour: an ejected server's keys
@@ -274,6 +278,14 @@ type Pool struct {
 	// "SERVER_ERROR lua memory limit". Parse sets DefaultLuaMaxAlloc (256)
 	// for a Lua pool and 0 for any other. Only a Lua pool may set it.
 	LuaMaxAlloc int
+	// LuaInternalCache is the memory limit, in MiB, of a Lua memcache
+	// pool's own cache (key lua_internal_cache, at least 1): the store
+	// mcp.internal and mcp.internal_handler reach, which also answers the
+	// commands no handler is attached for, as memcached's storage does
+	// under its proxy. Its items are at most ItemSizeMax. Parse sets
+	// DefaultLuaInternalCache (64) for a Lua pool and 0 for any other.
+	// Only a Lua pool may set it.
+	LuaInternalCache int
 	// RedisCluster makes a Redis pool front a Redis Cluster (key
 	// redis_cluster, a shardproxy extension; needs redis: true). Its
 	// servers are seed nodes, of which any one live node is enough to read

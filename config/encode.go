@@ -104,6 +104,9 @@ func (p *Pool) node() *yaml.Node {
 	if p.LuaMaxAlloc != DefaultLuaMaxAlloc && p.LuaMaxAlloc != 0 {
 		add("lua_max_alloc", num(strconv.Itoa(p.LuaMaxAlloc)))
 	}
+	if p.LuaInternalCache != DefaultLuaInternalCache && p.LuaInternalCache != 0 {
+		add("lua_internal_cache", num(strconv.Itoa(p.LuaInternalCache)))
+	}
 	if p.ServerProtocol == ServerProtocolMeta {
 		add("server_protocol", str(p.ServerProtocol))
 	}
@@ -209,7 +212,8 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%d %d %d %t %t\n", p.ServerConnections, p.ServerRetryTimeout, p.ServerFailureLimit, p.TCPKeepalive, p.Reuseport)
 	fmt.Fprintf(h, "%d %d %t %d %d\n", p.ItemSizeMax, p.MaxRequestLine, p.AllowFlushAll, p.ConnectTimeout, p.HashSeed)
 	fmt.Fprintf(h, "%q %q %q %q %q %d\n", p.EjectPolicy, p.FailoverPool, p.Lua, p.LuaArg, p.ServerProtocol, p.LuaTimeout)
-	fmt.Fprintf(h, "%d %d %d %q\n", p.LuaMaxAlloc, p.NearCache, p.NearCacheTTL, p.NearCacheFill)
+	fmt.Fprintf(h, "%d %d\n", p.LuaMaxAlloc, p.LuaInternalCache)
+	fmt.Fprintf(h, "%d %d %q\n", p.NearCache, p.NearCacheTTL, p.NearCacheFill)
 	fmt.Fprintf(h, "%d %d %d\n", p.ActiveReqLimit, p.BufferMemoryLimit, p.MaxKeys)
 	fmt.Fprintf(h, "%t %q %d\n", p.RedisCluster, p.ReadFrom, p.ClusterRefresh)
 	fmt.Fprintf(h, "%q %q %q %q\n", p.RedisAuthUser, p.TLSCert, p.TLSKey, p.TLSClientCA)

@@ -16,10 +16,13 @@ var luaKeys = map[string]poolKey{
 	"lua_timeout": msKey(func(p *Pool) *time.Duration { return &p.LuaTimeout }, 1),
 	// lua_max_alloc bounds what each run of route code allocates, in MiB.
 	"lua_max_alloc": intKey(func(p *Pool) *int { return &p.LuaMaxAlloc }, 1, 1<<20),
+	// lua_internal_cache is the memory of the proxy's own cache
+	// (mcp.internal), in MiB.
+	"lua_internal_cache": intKey(func(p *Pool) *int { return &p.LuaInternalCache }, 1, 1<<20),
 }
 
 // luaOnly are the keys only a Lua pool may set.
-var luaOnly = []string{"lua_arg", "lua_timeout", "lua_max_alloc"}
+var luaOnly = []string{"lua_arg", "lua_timeout", "lua_max_alloc", "lua_internal_cache"}
 
 // luaKind is a pool routed by a Lua script in memcached's proxy API (a lua
 // key), whose route file defines its backends and how requests reach them.
@@ -43,7 +46,8 @@ func (luaKind) validate(pp *poolParser) {
 	}
 }
 
-// provision fills lua_timeout and lua_max_alloc; the route file holds a
+// provision fills lua_timeout, lua_max_alloc and lua_internal_cache; the
+// route file holds a
 // Lua pool's other defaults.
 func (luaKind) provision(p *Pool) {
 	if !p.IsSet("lua_timeout") {
@@ -51,6 +55,9 @@ func (luaKind) provision(p *Pool) {
 	}
 	if !p.IsSet("lua_max_alloc") {
 		p.LuaMaxAlloc = DefaultLuaMaxAlloc
+	}
+	if !p.IsSet("lua_internal_cache") {
+		p.LuaInternalCache = DefaultLuaInternalCache
 	}
 }
 

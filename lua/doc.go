@@ -21,17 +21,17 @@
 // the file and the line, and the proxy does not start (or, on reload, keeps
 // the old configuration).
 //
-// A call of what memcached's proxy has and shardproxy lacks (mcp.internal)
+// A call of what memcached's proxy has and shardproxy lacks (rctx:tls_peer_cn)
 // or of what the sandbox removes (os.execute; and, while the file loads,
 // io) raises an error naming it as written, at the line of the call:
-// "mcp.internal is not supported by shardproxy yet", "io is not available
+// "rctx:tls_peer_cn is not supported by shardproxy yet", "io is not available
 // in shardproxy route files". While the file loads, a config file of memcached's routelib
 // loaded as the route file itself gets "pools belongs to memcached's
 // routelib: give the pool lua: ROUTELIB.lua ... and lua_arg: THIS_FILE"
 // (see "routelib") and an undefined global "attempt to call a nil value
 // (global 'NAME')"; a name of mcp that memcached lacks too is "mcp.NAME
 // does not exist". Reading such a name still gives nil, so a file that
-// tests `if mcp.internal then` takes its other branch; a constant read as
+// tests `if os.execute then` takes its other branch; a constant read as
 // a value (mcp.MCMC_CODE_MISS) is nil and fails only where it is used,
 // with that function's own error. (The mcp, os and method tables,
 // and the globals while the file loads, get an __index metamethod that
@@ -133,7 +133,10 @@
 // earlier one set, command by command. A handler attached with a tag
 // (1-8 characters) serves the router whose Config.Tag matches and takes
 // precedence over the untagged one. A command without a handler is
-// answered "SERVER_ERROR no route for command NAME". Commands the proxy
+// answered from the proxy's own cache (Config.Internal), as memcached
+// answers it from its storage, and a route file may attach nothing; without
+// a cache (Redis) it is answered "SERVER_ERROR no route for command NAME",
+// and a route file must attach something. Commands the proxy
 // answers itself (version, stats, mn, quit, verbosity; Redis PING, ECHO,
 // AUTH, ...) never reach a handler.
 //
@@ -367,14 +370,24 @@
 // an error in it is logged and ignored. A child's string result runs no
 // callback.
 //
-// Not supported yet: mcp.internal_handler (accepted as a value;
-// new_handle raises "mcp.internal_handler is not supported by shardproxy
-// yet: it reaches the proxy's own cache, which shardproxy does not have"),
-// and rctx:tls_peer_cn (shardproxy asks clients for no certificate);
+// fgen:new_handle(mcp.internal_handler) is a handle to the proxy's own
+// cache (see "The proxy's own cache"). Not supported yet: rctx:tls_peer_cn (shardproxy asks clients for no certificate);
 // rctx:cfd() gives the number shardproxy keeps for the client
 // connection, the same for all its requests. Where memcached fails each request, a generator attached
 // before ready, or a router or unready generator given to a router, is
 // refused at load time instead.
+//
+// # The proxy's own cache
+//
+// A memcache pool's Config.Internal (the pool's lua_internal_cache, 64 MiB
+// by default, memcached's -m) is what memcached's storage is to its proxy:
+// mcp.internal(r) (a handler's V1 call) returns r's answer from it at once
+// as a response object; fgen:new_handle(mcp.internal_handler) makes a
+// handle whose requests it answers (enqueue, enqueue_and_wait, wait_cond
+// as for a pool); and it serves every command no handler is attached for.
+// It answers as memcached 1.6 does, byte for byte but for cas uniques
+// (package store). Its items outlive a reload that keeps the size. On a
+// Redis pool both raise "the pool has no internal cache".
 //
 // # Rate limits and server stats
 //
@@ -411,8 +424,7 @@
 // keeps it as lib/routelib/routelib.lua. Every route constructor it
 // registers works as under memcached (route_allasync is defined but not
 // registered by routelib, so no configuration reaches it); a child named
-// "internal" (mcp.internal_handler) fails the route stage with
-// new_handle's error; local_zone_from_env and local_zone_from_file, which read the
+// "internal" is the proxy's own cache; local_zone_from_env and local_zone_from_file, which read the
 // environment and files, fail. Its tests run when
 // SHARDPROXY_ROUTELIB names a routelib.lua (make test ROUTELIB=PATH).
 //

@@ -80,7 +80,10 @@ func (w *worker) fgenNewHandle(L *glua.LState) int {
 		case *pool:
 			h.pool = v
 		case *internalHandler:
-			L.RaiseError("%s", errInternalHandler)
+			if w.r.internalPool == nil {
+				L.RaiseError("mcp.internal_handler: %s", errNoInternal)
+			}
+			h.pool = w.r.internalPool
 		case *funcgen:
 			if v.router != nil {
 				L.RaiseError("cannot assign a router to a handle in new_handle")
@@ -95,11 +98,6 @@ func (w *worker) fgenNewHandle(L *glua.LState) int {
 	L.Push(glua.LNumber(len(fg.handles) - 1))
 	return 1
 }
-
-// errInternalHandler is new_handle(mcp.internal_handler)'s error until
-// the proxy has a cache of its own.
-const errInternalHandler = "mcp.internal_handler is not supported by shardproxy yet: " +
-	"it reaches the proxy's own cache, which shardproxy does not have (it is planned)"
 
 // fgenReady is fgen:ready({f = generator, a = arg, n = name, u = count}).
 // It calls the generator once, as memcached does, so a generator that

@@ -44,15 +44,13 @@ const (
 
 // mcpAbsent are the names memcached's proxy (1.6.12 to 1.6.45) puts in the
 // mcp table that shardproxy does not: the V2 API and a few V1 additions.
-var mcpAbsent = map[string]absentKind{
-	"internal": kindFunc,
-}
+var mcpAbsent = map[string]absentKind{}
 
 // routeStageOnly are the mcp functions of the route stage that the config
 // stage lacks (the route stage has the config stage's as stubs).
 var routeStageOnly = map[string]bool{
 	"attach": true, "await": true, "await_logerrors": true, "request": true,
-	"log_req": true, "log_reqsample": true, "stat": true,
+	"log_req": true, "log_reqsample": true, "stat": true, "internal": true,
 	"funcgen_new": true, "router_new": true, "ratelim_tbf": true,
 	"req_inspector_new": true, "res_inspector_new": true,
 	"req_mutator_new": true, "res_mutator_new": true,

@@ -25,8 +25,8 @@ func TestUnsupportedNames(t *testing.T) {
 	}{
 		{"a route-stage function at the top level", "-- a V2 route file\nlocal fg = mcp.funcgen_new()\n" + okPools + okRoutes,
 			"lua: routes.lua:2: loading: mcp.funcgen_new can only be called from mcp_config_routes"},
-		{"internal in mcp_config_routes", routesWith("  local m = mcp.internal()\n  mcp.attach(mcp.CMD_GET, function(r) end)"),
-			"lua: routes.lua:6: mcp_config_routes: mcp.internal is not supported by shardproxy yet"},
+		{"os.execute in mcp_config_routes", routesWith("  local m = os.execute()\n  mcp.attach(mcp.CMD_GET, function(r) end)"),
+			"lua: routes.lua:6: mcp_config_routes: os.execute is not available in shardproxy route files"},
 		{"a route-stage function in mcp_config_pools", poolsWith("  local fg = mcp.funcgen_new()"),
 			"lua: routes.lua:2: mcp_config_pools: mcp.funcgen_new can only be called from mcp_config_routes"},
 		{"server_stats at the route stage", routesWith("  mcp.server_stats(\n    'settings')"),
@@ -45,12 +45,12 @@ func TestUnsupportedNames(t *testing.T) {
 			"lua: routes.lua:1: loading: module 'x' not found: no file x.lua or x/init.lua in ."},
 		{"dofile in mcp_config_pools", poolsWith("  dofile('mode.lua')"),
 			"lua: routes.lua:2: mcp_config_pools: cannot open mode.lua: no such file"},
-		{"the call, not the argument", routesWith("  mcp.attach(mcp.CMD_ANY_STORAGE,\n    mcp.router_new({ map = { a = mcp.internal() } }))"),
-			"lua: routes.lua:7: mcp_config_routes: mcp.internal is not supported by shardproxy yet"},
-		{"a constant argument", routesWith("  local r = mcp.internal({ mode = 'anchor', wait = mcp.WAIT_ANY })"),
-			"lua: routes.lua:6: mcp_config_routes: mcp.internal is not supported by shardproxy yet"},
-		{"tail call", routesWith("  return mcp.internal()"),
-			"lua: routes.lua:6: mcp_config_routes: mcp.internal is not supported by shardproxy yet"},
+		{"the call, not the argument", routesWith("  mcp.attach(mcp.CMD_ANY_STORAGE,\n    mcp.router_new({ map = { a = os.execute() } }))"),
+			"lua: routes.lua:7: mcp_config_routes: os.execute is not available in shardproxy route files"},
+		{"a constant argument", routesWith("  local r = os.execute({ mode = 'anchor', wait = mcp.WAIT_ANY })"),
+			"lua: routes.lua:6: mcp_config_routes: os.execute is not available in shardproxy route files"},
+		{"tail call", routesWith("  return os.execute()"),
+			"lua: routes.lua:6: mcp_config_routes: os.execute is not available in shardproxy route files"},
 		{"unknown mcp name", "mcp.funcgen_neww()\n" + okPools + okRoutes,
 			"lua: routes.lua:1: loading: mcp.funcgen_neww does not exist"},
 		{"route function at the config stage", poolsWith("  mcp.attach(mcp.CMD_GET, function(r) end)"),
@@ -79,20 +79,20 @@ func TestUnsupportedNames(t *testing.T) {
 func TestUnsupportedNamesRead(t *testing.T) {
 	r, err := load(t, `
 local gen = "v1"
-if mcp.internal then
+if os.execute then
   gen = "v2"
-  local m = mcp.internal()
+  local m = os.execute()
 end
-if mcp.start_arg or mcp.internal or mcp.frobnicate or module or io then gen = "?" end
-if pcall(mcp.internal, {}) then gen = "?" end
+if mcp.start_arg or os.execute or mcp.frobnicate or module or io then gen = "?" end
+if pcall(os.execute, {}) then gen = "?" end
 function mcp_config_pools()
-  if mcp.internal then mcp.internal("x") end
+  if os.execute then os.execute("x") end
   return {}
 end
 function mcp_config_routes(p)
   if undefined_global ~= nil then gen = "?" end
   mcp.attach(mcp.CMD_MG, function(r)
-    if mcp.internal or DEBUG then return "HD v2\r\n" end
+    if os.execute or DEBUG then return "HD v2\r\n" end
     return "HD " .. gen .. "\r\n"
   end)
 end
@@ -110,7 +110,7 @@ end
 func TestUnsupportedNamesInHandler(t *testing.T) {
 	src := okPools + `
 function mcp_config_routes(p)
-  mcp.attach(mcp.CMD_MG, function(r) return mcp.internal(r) end)
+  mcp.attach(mcp.CMD_MG, function(r) return os.execute(r) end)
   local fg = mcp.funcgen_new()
   fg:ready{ n = "cn", f = function(rctx)
     return function(r) return rctx:tls_peer_cn() end
@@ -127,7 +127,7 @@ end
 	}
 	defer r.Close()
 	for _, tc := range []struct{ req, log string }{
-		{"mg k\r\n", `err="routes.lua:7: mcp.internal is not supported by shardproxy yet"`},
+		{"mg k\r\n", `err="routes.lua:7: os.execute is not available in shardproxy route files"`},
 		{"md k\r\n", `err="routes.lua:10: rctx:tls_peer_cn is not supported by shardproxy yet"`},
 	} {
 		if got := route(t, r, d, tc.req); got != "SERVER_ERROR lua failure\r\n" {

@@ -61,16 +61,21 @@ func (s *beSpec) identity(prefix string) string {
 
 // beRef is one backend of a pool.
 type beRef struct {
-	b     *backend.Backend
-	label string
-	host  string
-	port  string
-	down  bool
+	b        *backend.Backend
+	label    string
+	host     string
+	port     string
+	down     bool
+	internal *internalBackend // the proxy's own cache (internal.go), in place of b
 }
 
 // send queues c on the backend; a backend configured down fails it at once,
 // as a bad backend does.
 func (be *beRef) send(c *backend.Call, hint uint32) {
+	if be.internal != nil {
+		be.sendInternal(c)
+		return
+	}
 	if be.down {
 		c.Reply = codec.Reply{Err: backend.ErrorFor(backend.CauseMarkedBad)}
 		c.Done(c)
@@ -81,6 +86,10 @@ func (be *beRef) send(c *backend.Call, hint uint32) {
 
 // stage is send for a call that goes out when bt is flushed.
 func (be *beRef) stage(c *backend.Call, hint uint32, bt *backend.Batch) {
+	if be.internal != nil {
+		be.sendInternal(c)
+		return
+	}
 	if be.down {
 		c.Reply = codec.Reply{Err: backend.ErrorFor(backend.CauseMarkedBad)}
 		c.Done(c)
@@ -107,6 +116,9 @@ type pool struct {
 
 // pick returns the backend that takes key.
 func (p *pool) pick(key []byte) (*beRef, error) {
+	if p.shard == nil { // the internal cache's pool
+		return p.bes[0], nil
+	}
 	idx, err := p.shard.Pick(p.hashKey(key))
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/route"
+	"shardproxy/store"
 )
 
 // Defaults of the Router's limits.
@@ -59,6 +60,12 @@ type Config struct {
 	// asked in (memcache.MetaGet: a one-key get sent as mg). A request a
 	// route handles in Lua goes as the route sends it.
 	ForwardAs func(*codec.Request) bool
+	// Internal is the proxy's own cache of a memcache pool (internal.go):
+	// what mcp.internal and mcp.internal_handler reach, and what answers
+	// the commands no handler is attached for. The caller owns it (a
+	// reload may pass it on); nil: those raise an error naming them, and
+	// such commands are answered "SERVER_ERROR no route for command NAME".
+	Internal *store.Store
 	// Defaults are the backend tunables before the script changes them.
 	Defaults Defaults
 	// StartArg is what the route file reads as mcp.start_arg, in every
@@ -149,6 +156,10 @@ type Router struct {
 	workers  []*worker
 	backends []*backend.Backend
 	pools    []*pool
+	// internal and internalPool are the proxy's own cache as a backend
+	// and a pool (internal.go); nil without Config.Internal.
+	internal     *beRef
+	internalPool *pool
 
 	activeLimit int64 // mcp.active_req_limit; 0 = none
 	bufferLimit int64 // mcp.buffer_memory_limit in bytes; 0 = none
@@ -227,6 +238,7 @@ func New(cfg Config) (*Router, error) {
 	}
 	r.proto = proto
 	r.files = newFiles(&r.cfg)
+	r.internal, r.internalPool = newInternal(&r.cfg)
 	ok := false
 	defer func() {
 		if !ok {

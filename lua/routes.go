@@ -120,7 +120,7 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 		return nil, runError(file, "mcp_config_routes", err)
 	}
 	ld.loading = false
-	if w.hooks.count == 0 {
+	if w.hooks.count == 0 && r.internal == nil { // with a cache, memcached serves every command from it
 		return nil, &ConfigError{File: file, Msg: "mcp_config_routes attached no handler (call mcp.attach)"}
 	}
 	if id == 0 {
@@ -215,6 +215,7 @@ func (w *worker) functions() map[string]glua.LGFunction {
 		"pool":               configOnly("pool"),
 		"ratelim_global_tbf": configOnly("ratelim_global_tbf"),
 		"server_stats":       w.serverStats,
+		"internal":           w.internalCall,
 	}
 	for _, name := range []string{
 		"add_stat", "stat_limit", "backend_connect_timeout", "backend_retry_timeout",

@@ -107,6 +107,10 @@ func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *mul
 		t.rc, rc.t = rc, t
 	}
 	if fn == nil {
+		if w.r.internal != nil { // memcached serves it from its storage
+			w.finishReply(t, w.r.internal.internal.reply(req))
+			return
+		}
 		w.finish(t, glua.LNil, wireError("no route for command "+req.Name))
 		return
 	}

@@ -330,7 +330,7 @@ func TestV2ConfigErrors(t *testing.T) {
 		{"handle after ready", ready + `ok:new_handle(p.main)`, "cannot modify function generator after calling ready"},
 		{"bad handle", `mcp.funcgen_new():new_handle(5)`, "invalid argument to new_handle"},
 		{"internal handler", `mcp.funcgen_new():new_handle(mcp.internal_handler)`,
-			"mcp.internal_handler is not supported by shardproxy yet: it reaches the proxy's own cache, which shardproxy does not have (it is planned)"},
+			"mcp.internal_handler: the pool has no internal cache (a Redis pool has none)"},
 		{"unready fgen handle", `local f = mcp.funcgen_new(); f:new_handle(mcp.funcgen_new()); f:ready({ f = function() return print end })`,
 			"fgen:ready: handle 0 is a function generator that is not ready (call its ready first)"},
 		{"fgen its own handle", `local f = mcp.funcgen_new(); f:new_handle(f); f:ready({ f = function() return print end })`,

@@ -68,6 +68,7 @@ func (r clusterRouter) Stats() []route.Stat {
 // nodes both maps use keep their backends (the pool's lease).
 func newClusterRouter(k *kindEnv) (route.Router, error) {
 	pc := k.p.cfg
+	k.p.limits.ServerInfo = true // INFO merges the masters' sections
 	readFrom, err := cluster.ParseReadFrom(pc.ReadFrom)
 	if err != nil {
 		return nil, err
@@ -92,6 +93,9 @@ func newClusterRouter(k *kindEnv) (route.Router, error) {
 	}
 	if old, ok := k.old.(clusterRouter); ok {
 		cfg.Start = old.c.Map()
+	}
+	if k.b.check { // New would start reading the slot map from the seeds
+		return checkedRouter{}, cfg.Validate()
 	}
 	c, err := cluster.New(cfg)
 	if err != nil {

@@ -64,7 +64,7 @@ func (k *kindEnv) backendConfig(addr string) backend.Config {
 		FailureLimit:   pc.ServerFailureLimit,
 		RetryTimeout:   pc.ServerRetryTimeout,
 		TCPKeepalive:   pc.TCPKeepalive,
-		Preconnect:     pc.Preconnect,
+		Preconnect:     pc.Preconnect && !k.b.check,
 		Logger:         k.p.log,
 	}
 }

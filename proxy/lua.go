@@ -1,15 +1,21 @@
 package proxy
 
 import (
+	"sync/atomic"
+
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/lua"
 	"shardproxy/memcache"
 	"shardproxy/route"
+	"shardproxy/store"
 )
 
 // luaRouter routes a Lua pool through its route file (lua.Router).
-type luaRouter struct{ r *lua.Router }
+type luaRouter struct {
+	r     *lua.Router
+	cache *internalCache // a memcache pool's own cache; nil for Redis
+}
 
 var (
 	_ route.Router    = luaRouter{}
@@ -20,15 +26,67 @@ var (
 func (l luaRouter) Route(x *route.Exchange) { l.r.RouteBatch(&x.Req, x.Hint, x, x.Batch) }
 
 // Stats implements route.Router: lua_requests, lua_failures, lua_timeouts,
-// lua_memory_stops, lua_active and the script's mcp.add_stat counters
-// (user_*).
-func (l luaRouter) Stats() []route.Stat { return l.r.Counters() }
+// lua_memory_stops, lua_active, the script's mcp.add_stat counters
+// (user_*) and the internal cache's (internal_*).
+func (l luaRouter) Stats() []route.Stat {
+	st := l.r.Counters()
+	if l.cache != nil {
+		st = appendCacheStats(st, "internal_", l.cache.s.Stats())
+	}
+	return st
+}
 
 // Backends implements route.Router.
 func (l luaRouter) Backends() []*backend.Backend { return l.r.Backends() }
 
 // Close implements route.Router.
-func (l luaRouter) Close() { l.r.Close() }
+func (l luaRouter) Close() {
+	l.r.Close()
+	l.cache.release()
+}
+
+// internalCache is a Lua memcache pool's own cache (lua.Config.Internal),
+// shared by the routers of the pool's successive generations while its
+// size stays the same: a reload keeps what it holds, as memcached keeps
+// its storage across a reload of its proxy's routes. The last router to
+// close closes it.
+type internalCache struct {
+	s    *store.Store
+	mib  int // lua_internal_cache
+	refs atomic.Int32
+}
+
+// cacheFor returns the cache of a pool of lua_internal_cache mib: old's,
+// if it has one of that size, else a new one.
+func cacheFor(old route.Router, mib, itemSizeMax int) *internalCache {
+	if o, ok := old.(luaRouter); ok && o.cache != nil && o.cache.mib == mib {
+		o.cache.refs.Add(1)
+		return o.cache
+	}
+	c := &internalCache{s: store.New(store.Config{MaxBytes: int64(mib) << 20, ItemSizeMax: itemSizeMax}), mib: mib}
+	c.refs.Store(1)
+	return c
+}
+
+// release drops a router's hold on c.
+func (c *internalCache) release() {
+	if c != nil && c.refs.Add(-1) == 0 {
+		c.s.Close()
+	}
+}
+
+// appendCacheStats appends a store's figures, their names prefixed.
+func appendCacheStats(st []route.Stat, prefix string, s store.Stats) []route.Stat {
+	return append(st,
+		route.Stat{Name: prefix + "items", Help: "items in the cache", Kind: route.Gauge, Value: s.Items},
+		route.Stat{Name: prefix + "bytes", Help: "bytes the cache's limit counts (keys, values, per-item overhead)", Kind: route.Gauge, Value: s.Bytes},
+		route.Stat{Name: prefix + "limit_bytes", Help: "the cache's memory limit", Kind: route.Gauge, Value: s.Limit},
+		route.Stat{Name: prefix + "hits", Help: "cache lookups that found a live item", Value: int64(s.Hits)},
+		route.Stat{Name: prefix + "misses", Help: "cache lookups that found none", Value: int64(s.Misses)},
+		route.Stat{Name: prefix + "evictions", Help: "live items removed to make room", Value: int64(s.Evictions)},
+		route.Stat{Name: prefix + "expirations", Help: "expired items removed", Value: int64(s.Expirations)},
+		route.Stat{Name: prefix + "too_large", Help: "writes refused for exceeding item_size_max", Value: int64(s.TooLarge)})
+}
 
 // Watch implements route.Watchable: memcached's watch proxyreqs,
 // proxyevents and proxyuser.
@@ -84,6 +142,12 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 	if old, ok := k.old.(luaRouter); ok {
 		hub = old.r.Hub()
 	}
+	var cache *internalCache
+	var internal *store.Store
+	if !pc.Redis {
+		cache = cacheFor(k.old, pc.LuaInternalCache, pc.ItemSizeMax)
+		internal = cache.s
+	}
 	r, err := lua.New(lua.Config{
 		Hub:     hub,
 		Path:    k.p.src.Path(pc.Lua), // relative to the config file's directory
@@ -99,12 +163,14 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		StartArgFile: k.p.src.Path(pc.LuaArg),
 		MaxRun:       pc.LuaTimeout,
 		MaxAlloc:     int64(pc.LuaMaxAlloc) << 20,
-		Preconnect:   pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect"),
+		Preconnect:   (pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect")) && !k.b.check,
 		Logger:       k.p.log,
 		Backends:     k.lease,
+		Internal:     internal,
 	})
 	if err != nil {
+		cache.release()
 		return nil, err
 	}
-	return luaRouter{r}, nil
+	return luaRouter{r: r, cache: cache}, nil
 }

@@ -359,7 +359,7 @@ func TestLuaReload(t *testing.T) {
 }
 
 // TestLuaReloadUnsupported checks that a reload with a route file calling
-// what shardproxy lacks (mcp.internal) is refused with the function, the
+// what shardproxy lacks (os.execute) is refused with the function, the
 // file and the line in the error and the log, and that the running routes
 // keep answering.
 func TestLuaReloadUnsupported(t *testing.T) {
@@ -381,19 +381,19 @@ func TestLuaReloadUnsupported(t *testing.T) {
 	}
 	write("function mcp_config_pools() return {} end\n" +
 		"function mcp_config_routes(p)\n" +
-		"  local res = mcp.internal({ limit = 10, fillrate = 5, tickrate = 10 })\n" + // line 3
+		"  local res = os.execute({ limit = 10, fillrate = 5, tickrate = 10 })\n" + // line 3
 		"  mcp.attach(mcp.CMD_MG, function(r) return \"HD v2\\r\\n\" end)\nend\n")
 	cfg, err := config.Parse([]byte(yaml), "test.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = srv.Reload(cfg)
-	want := fmt.Sprintf(`proxy: pool "lp": lua: %s:3: mcp_config_routes: mcp.internal is not supported by shardproxy yet`, file)
+	want := fmt.Sprintf(`proxy: pool "lp": lua: %s:3: mcp_config_routes: os.execute is not available in shardproxy route files`, file)
 	var ce *lua.ConfigError
 	if !errors.As(err, &ce) || ce.File != file || ce.Line != 3 || err.Error() != want {
 		t.Fatalf("reload: got  %v\nwant %s", err, want)
 	}
-	if !strings.Contains(logs.String(), "mcp.internal is not supported by shardproxy yet") ||
+	if !strings.Contains(logs.String(), "os.execute is not available in shardproxy route files") ||
 		!strings.Contains(logs.String(), fmt.Sprintf("%s:3:", file)) {
 		t.Errorf("the log lacks the error:\n%s", logs)
 	}

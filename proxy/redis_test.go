@@ -312,7 +312,7 @@ func TestRedisCommands(t *testing.T) {
 				t.Fatalf("client getname: %q %v", v, err)
 			}
 			check("select 0", conn.Select(ctx, 0).Err())
-			if v, err := rdb.Info(ctx).Result(); err != nil || !strings.HasPrefix(v, "# Proxy\r\n") || !strings.Contains(v, "\r\nrequests:") {
+			if v, err := rdb.Info(ctx).Result(); err != nil || !strings.HasPrefix(v, "# Server\r\n") || !strings.Contains(v, "\r\n# Proxy\r\n") || !strings.Contains(v, "\r\nrequests:") {
 				t.Fatalf("info: %q %v", v, err)
 			}
 			if n, err := rdb.Do(ctx, "COMMAND", "COUNT").Int(); err != nil || n < 200 {
@@ -834,8 +834,8 @@ func raceEnabled() bool {
 	return false
 }
 
-// TestRedisInfo: INFO through the proxy answers the proxy's own section,
-// with memcached proxy's counter names among them.
+// TestRedisInfo: INFO through the proxy answers the proxy's own section
+// after the servers', with memcached proxy's counter names among them.
 func TestRedisInfo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs real redis-server")

@@ -84,6 +84,18 @@ var freshListeners atomic.Uint64
 
 // New builds a Server for cfg. Nothing is bound until Start.
 func New(cfg *config.Config, opts Options) (*Server, error) {
+	s := newServer(opts)
+	b := &builder{s: s}
+	gen, err := b.build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.gen.Store(gen)
+	return s, nil
+}
+
+// newServer returns a Server with no configuration yet.
+func newServer(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -99,13 +111,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		sessions:  map[*session]struct{}{},
 	}
 	s.backends.Drain = opts.DrainTimeout
-	b := &builder{s: s}
-	gen, err := b.build(cfg)
-	if err != nil {
-		return nil, err
-	}
-	s.gen.Store(gen)
-	return s, nil
+	return s
 }
 
 // builder builds a generation. Each pool's router takes its backends
@@ -113,6 +119,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 // too is kept, sockets, health and all.
 type builder struct {
 	s        *Server
+	check    bool // a configuration test (Check): build everything, dial nothing
 	watchers []func(b *backend.Backend, bad bool)
 	links    []func(pools map[string]*pool)
 }

@@ -301,6 +301,12 @@ func (s *session) route(p *pending) {
 	if !s.admit(p) {
 		return
 	}
+	if p.Req.WithLocal { // the dialect adds the proxy's part (INFO's Proxy section)
+		if la, ok := pl.dialect.(codec.LocalAdder); ok {
+			s.counts.publish()
+			la.AddLocal(&p.Req, pl)
+		}
+	}
 	p.Hint = s.id
 	p.Batch = &s.batch
 	pl.router.Route(&p.Exchange)

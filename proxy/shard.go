@@ -37,6 +37,7 @@ var (
 // A pool with near_cache gets its router wrapped in a nearRouter.
 func newShardRouter(k *kindEnv) (route.Router, error) {
 	pc := k.p.cfg
+	k.p.limits.ServerInfo = true // INFO merges the servers' sections
 	servers := make([]sharding.Server, len(pc.Servers))
 	byName := make(map[string]config.Server, len(pc.Servers))
 	for i, s := range pc.Servers {

@@ -122,3 +122,16 @@ func TestZeroAllocs(t *testing.T) {
 		t.Errorf("ResumeReply of a %d-byte array in %d-byte reads allocates %.1f times", len(long), codectest.ReadSize, allocs)
 	}
 }
+
+// BenchmarkMergeInfo merges three servers' INFO everything (not a hot
+// path: it shows what one INFO costs the proxy).
+func BenchmarkMergeInfo(b *testing.B) {
+	a, c := bulkReply(readInfo(b, "everything_a.txt")), bulkReply(readInfo(b, "everything_b.txt"))
+	replies := []codec.Reply{a, c, a}
+	req := &codec.Request{Cmd: cmdINFO, Route: codec.RouteAll}
+	b.ReportAllocs()
+	var out []byte
+	for range b.N {
+		out = dialect.Merge(out[:0], req, nil, nil, replies)
+	}
+}

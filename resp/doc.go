@@ -44,7 +44,11 @@
 // RouteAll); answered by the proxy (PING, ECHO, QUIT, SELECT, AUTH, HELLO,
 // RESET, INFO, CLIENT SETNAME|GETNAME|ID|SETINFO: RouteLocal); or not
 // carried (KEYS, SCAN, transactions, pub/sub, blocking commands, server
-// administration). Keys of commands with movable keys (EVAL, ZUNIONSTORE,
+// administration). INFO goes to every server instead (RouteAll with
+// WithLocal) when the pool's kind sets Options.ServerInfo and the client
+// asks for more than the proxy's section: Merge merges the servers'
+// sections by the rules in infomerge.go and adds the proxy's, which
+// AddLocal stored in the request before it was routed. Keys of commands with movable keys (EVAL, ZUNIONSTORE,
 // XREAD, SORT, GEORADIUS, ...) are found as redis-server's getkeys
 // functions find them.
 //

@@ -110,7 +110,12 @@ func indexOf(s []int, v int) int {
 // the counts. A RouteAll request (FLUSHDB, SCRIPT LOAD, SCRIPT FLUSH)
 // answers what every server answered, or an error if they disagree;
 // SCRIPT EXISTS answers 1 for a script only when every server has it.
+// INFO is the exception to failing as a whole: it answers what the
+// servers that answered said, and names the others (mergeInfo).
 func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, owners []int, replies []codec.Reply) []byte {
+	if req.Cmd == cmdINFO {
+		return mergeInfo(dst, req, replies)
+	}
 	for _, r := range replies {
 		if r.Err != nil {
 			return d.AppendError(dst, codec.ErrServer, r.Err.Error())

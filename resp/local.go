@@ -21,6 +21,16 @@ import (
 // connection stays open.
 func (p *parser) local(frame []byte, req *codec.Request, cmd int, c *command) (int, error) {
 	n := len(frame)
+	if c.local == localInfo && p.serverInfo && !p.onlyProxyInfo() {
+		p.keyPos = p.keyPos[:0]
+		p.build(frame, req, cmd, c, 0)
+		req.Route = codec.RouteAll
+		req.WithLocal = true
+		if p.wantsProxyInfo() {
+			req.Arg = infoProxyWanted
+		}
+		return n, nil
+	}
 	out := p.reply[:0]
 	var errReply string
 	switch c.local {
@@ -248,27 +258,33 @@ func appendHello(dst []byte, id int, env codec.Env) []byte {
 	return redcon.AppendArray(dst, 0)
 }
 
-// appendInfo writes "# Proxy\r\n" and a "name:value\r\n" line per counter
-// (env's Stats, then its "proxy" section when it has one)
-// as one bulk string. Line breaks in names and values become spaces, and
-// ':' in names '_', so every line stays one field.
+// appendInfo writes "# Proxy\r\n" and the proxy's lines (appendProxyLines)
+// as one bulk string.
 func appendInfo(dst []byte, env codec.Env) []byte {
-	body := []byte("# Proxy\r\n")
-	if env != nil {
-		stats := env.Stats()
-		if se, ok := env.(codec.SectionEnv); ok {
-			if more, ok := se.Section("proxy"); ok {
-				stats = append(stats[:len(stats):len(stats)], more...)
-			}
-		}
-		for _, s := range stats {
-			body = appendField(body, s.Name, true)
-			body = append(body, ':')
-			body = appendField(body, s.Value, false)
-			body = append(body, "\r\n"...)
+	return redcon.AppendBulk(dst, appendProxyLines([]byte("# Proxy\r\n"), env))
+}
+
+// appendProxyLines writes a "name:value\r\n" line per counter (env's
+// Stats, then its "proxy" section when it has one). Line breaks in names
+// and values become spaces, and ':' in names '_', so every line stays one
+// field.
+func appendProxyLines(body []byte, env codec.Env) []byte {
+	if env == nil {
+		return body
+	}
+	stats := env.Stats()
+	if se, ok := env.(codec.SectionEnv); ok {
+		if more, ok := se.Section("proxy"); ok {
+			stats = append(stats[:len(stats):len(stats)], more...)
 		}
 	}
-	return redcon.AppendBulk(dst, body)
+	for _, s := range stats {
+		body = appendField(body, s.Name, true)
+		body = append(body, ':')
+		body = appendField(body, s.Value, false)
+		body = append(body, "\r\n"...)
+	}
+	return body
 }
 
 func appendField(dst []byte, s string, name bool) []byte {

@@ -39,6 +39,7 @@ type parser struct {
 	username   string
 	db         int
 	deny       []bool // by Cmd
+	serverInfo bool   // INFO goes to the servers (codec.Options.ServerInfo)
 
 	authed bool
 	id     int64
@@ -68,6 +69,8 @@ func newParser(o codec.Options) *parser {
 		username: o.Username,
 		db:       o.DB,
 		id:       clientIDs.Add(1),
+
+		serverInfo: o.ServerInfo,
 	}
 	p.maxRequest = p.maxValue + p.maxLine + requestSlack
 	p.authed = p.password == ""

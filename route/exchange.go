@@ -46,8 +46,9 @@ type Exchange struct {
 	out   []byte // an answer the router made (Complete)
 	left  atomic.Int32
 
-	call       backend.Call   // the one call of Send
-	calls      []backend.Call // the calls of FanOut
+	call       backend.Call       // the one call of Send
+	calls      []backend.Call     // the calls of FanOut
+	backs      []*backend.Backend // where each of calls went, to name them to Merge
 	subs       []*codec.Request
 	owners     []int              // each key's index in subs, when Split made them
 	split      codec.SplitScratch // the storage of subs and owners, when Split made them
@@ -79,6 +80,8 @@ func (x *Exchange) Clear() {
 	x.call = backend.Call{}
 	clear(x.calls)
 	x.calls = x.calls[:0]
+	clear(x.backs)
+	x.backs = x.backs[:0]
 	clear(x.subs)
 	x.subs = x.subs[:0]
 	x.owners = nil
@@ -160,6 +163,7 @@ func (x *Exchange) FanOut(bs Backends, targets []int) {
 		x.calls = make([]backend.Call, n)
 	}
 	x.calls = x.calls[:n]
+	x.backs = x.backs[:0]
 	x.left.Store(int32(n))
 	for i, sub := range x.subs {
 		c := &x.calls[i]
@@ -169,7 +173,9 @@ func (x *Exchange) FanOut(bs Backends, targets []int) {
 		if targets != nil {
 			t = targets[i]
 		}
-		x.stage(bs.Backend(t), c)
+		b := bs.Backend(t)
+		x.backs = append(x.backs, b)
+		x.stage(b, c)
 	}
 }
 
@@ -260,6 +266,9 @@ func (x *Exchange) AppendReply(out []byte, d codec.Dialect) ([]byte, int) {
 		x.replies = x.replies[:0]
 		for i := range x.calls {
 			x.replies = append(x.replies, x.calls[i].Reply)
+			if i < len(x.backs) {
+				x.replies[i].Server = x.backs[i].Name()
+			}
 			if x.calls[i].Reply.Err != nil {
 				failed++
 			}

@@ -130,6 +130,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if o.test {
+		// What start checks, short of binding: pools built and closed
+		// (route files run, TLS files read), addresses resolved.
+		err := proxy.Check(cfg, proxy.Options{Logger: log})
+		if err == nil {
+			err = checkAdmin(o, cfg.Admin)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "shardproxy: configuration file '%s' syntax is invalid: %v\n", o.conf, err)
+			return 1
+		}
 		fmt.Fprintf(stdout, "shardproxy: configuration file '%s' syntax is ok\n", o.conf)
 		return 0
 	}

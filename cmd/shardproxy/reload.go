@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -29,14 +30,20 @@ type operator struct {
 }
 
 func newOperator(o *options, srv *proxy.Server, log *slog.Logger) *operator {
-	op := &operator{path: o.conf, srv: srv, log: log,
-		statsDefault: net.JoinHostPort(o.statsAddr, strconv.Itoa(o.statsPort)),
-		webDefault:   o.admin}
+	op := &operator{path: o.conf, srv: srv, log: log}
+	op.statsDefault, op.webDefault = o.adminDefaults()
 	op.stats = admin.NewStats(srv, admin.StatsConfig{
 		Interval: time.Duration(o.statsIntvl) * time.Millisecond, Logger: log})
 	op.web = admin.NewHTTP(srv, admin.HTTPConfig{
 		Reload: func() (admin.ReloadResult, error) { return op.reload("http") }, Logger: log})
 	return op
+}
+
+// adminDefaults are the admin addresses used when the config's
+// shardproxy: section sets none: -a:-s for the stats port, --admin for
+// HTTP ("" serves none).
+func (o *options) adminDefaults() (stats, web string) {
+	return net.JoinHostPort(o.statsAddr, strconv.Itoa(o.statsPort)), o.admin
 }
 
 // listen binds the admin servers where cfg says, else at the defaults. At
@@ -50,6 +57,20 @@ func (op *operator) listen(a config.Admin) []error {
 		errs = append(errs, err)
 	}
 	return errs
+}
+
+// checkAdmin resolves the addresses listen would bind for a (-t).
+func checkAdmin(o *options, a config.Admin) error {
+	stats, web := o.adminDefaults()
+	if _, err := net.ResolveTCPAddr("tcp", or(a.StatsListen, stats)); err != nil {
+		return fmt.Errorf("admin: stats listen %s: %w", or(a.StatsListen, stats), err)
+	}
+	if addr := or(a.HTTPListen, web); addr != "" {
+		if _, err := net.ResolveTCPAddr("tcp", addr); err != nil {
+			return fmt.Errorf("admin: http listen %s: %w", addr, err)
+		}
+	}
+	return nil
 }
 
 // reload re-reads the config file and swaps to it. A file that cannot be

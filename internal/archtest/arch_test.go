@@ -48,9 +48,9 @@ var layers = map[string]rule{
 	// requests implements, and the Exchange a session hands them.
 	"route": {parts: []string{"codec", "backend"}},
 	// cluster and lua: route for its one completion contract;
-	// sharding: CRC16 for slots.
+	// sharding: CRC16 for slots; store: the cache mcp.internal reaches.
 	"cluster": {parts: []string{"codec", "resp", "backend", "sharding", "route"}},
-	"lua": {parts: []string{"codec", "sharding", "backend", "cluster", "route"},
+	"lua": {parts: []string{"codec", "sharding", "backend", "cluster", "route", "store"},
 		external: []string{"github.com/yuin/gopher-lua"}},
 	"config": {parts: []string{"sharding", "codec"}, external: []string{"gopkg.in/yaml.v3"}},
 	"proxy": {parts: []string{"codec", "memcache", "resp", "sharding", "cluster", "backend",
