@@ -70,7 +70,9 @@ import (
 // The store lives as long as some router holds it: a reload that keeps
 // the pool's near_cache and near_cache_ttl hands it on (nearCache.refs),
 // with its stripes, so old and new routers share one coherent cache while
-// the old one drains.
+// the old one drains. A reload that changes them starts a new cache,
+// which does not see the writes the old pool's sessions still route while
+// they drain: the TTL bounds that too.
 
 // nearStripes is the number of stripes of a near cache's coherence state.
 const nearStripes = 1024
