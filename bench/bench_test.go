@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -390,6 +392,34 @@ func TestV2Route(t *testing.T) {
 	}
 }
 
+// TestNearConfig: shardproxy-near is shardproxy's pool with a near cache,
+// over the same servers with the same server_protocol.
+func TestNearConfig(t *testing.T) {
+	f := &fleet{work: t.TempDir(), routes: map[string]string{}}
+	srv := []*proc.Process{proc.New(proc.Config{Name: "memcached", Addr: "127.0.0.1:25501"})}
+	read := func(kind string) string {
+		t.Helper()
+		path, err := f.proxyConfig(kind, "127.0.0.1:25600", false, srv, benchSP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	plain, near := read(shardproxy), read(shardproxyNear)
+	if want := plain + fmt.Sprintf("  near_cache: %d\n", nearCacheMiB); near != want {
+		t.Errorf("shardproxy-near's YAML:\n%s\nwant:\n%s", near, want)
+	}
+	for _, l := range loads() {
+		if l.Name == "memcache-near" && !slices.Equal(l.Targets, nearTargets) {
+			t.Errorf("memcache-near rows %v", l.Targets)
+		}
+	}
+}
+
 // TestHarnessRunsV2 runs the V2 load end to end: without -memcached-proxy
 // its row is absent and the table says so; with MEMCACHED_PROXY set in the
 // environment (a memcached built with its proxy) the row is there.
@@ -429,7 +459,7 @@ func TestHarnessRunsV2(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	want := []string{direct, shardproxyV2, shardproxy, shardproxyText}
+	want := []string{direct, shardproxyV2, shardproxyV2Meta, shardproxy, shardproxyText}
 	if mcp != "" {
 		want = append(want, mcProxy)
 	}

@@ -33,6 +33,11 @@
 // one Lua state); without it those rows are absent and the table says so.
 // They check issue 25's speed goals.
 //
+// The memcache-near load runs shardproxy's native pool over the 4
+// memcached with and without a near cache (shardproxy-near: near_cache 64,
+// the default near_cache_ttl and fill) under zipf keys (YCSB's theta 0.99)
+// and 1:9 set:get, beside the first server alone (direct).
+//
 // Run it from the repository root after building bin/shardproxy and
 // bin/shardbench, which `make bench` does:
 //

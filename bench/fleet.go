@@ -145,7 +145,7 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc.Process, sp 
 	var path string
 	var args []string
 	switch kind {
-	case shardproxy, nutcracker, shardproxyV2, shardproxyV2Meta, shardproxyText:
+	case shardproxy, nutcracker, shardproxyV2, shardproxyV2Meta, shardproxyText, shardproxyNear:
 		statsPort, err := proc.FreePort()
 		if err != nil {
 			return nil, err
@@ -205,8 +205,11 @@ func (f *fleet) proxyConfig(kind, addr string, redis bool, servers []*proc.Proce
 		yaml = poolYAML(addr, redis, servers) + "  server_protocol: text\n"
 	default:
 		yaml = poolYAML(addr, redis, servers)
-		if kind == shardproxy && !redis && sp.serverProtocol != "" {
+		if (kind == shardproxy || kind == shardproxyNear) && !redis && sp.serverProtocol != "" {
 			yaml += "  server_protocol: " + sp.serverProtocol + "\n"
+		}
+		if kind == shardproxyNear {
+			yaml += fmt.Sprintf("  near_cache: %d\n", nearCacheMiB)
 		}
 	}
 	conf := f.file(kind + ".yml")

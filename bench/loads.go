@@ -49,12 +49,25 @@ const (
 	// text: requests reach memcached as the client sent them, as they do
 	// from a Lua pool.
 	shardproxyText = "shardproxy-text"
+	// shardproxyNear is shardproxy's native pool with a near cache
+	// (near_cache: nearCacheMiB, the default near_cache_ttl and fill).
+	shardproxyNear = "shardproxy-near"
 	// mcProxy is memcached's own proxy running the same route file; it
 	// runs only when its binary is given (-memcached-proxy).
 	mcProxy = "memcached-proxy"
 )
 
 var targetNames = []string{direct, shardproxy, nutcracker}
+
+// nearTargets are the rows of the near-cache load: the same pool of the
+// same memcached servers without and with near_cache, and the first
+// server alone.
+var nearTargets = []string{direct, shardproxy, shardproxyNear}
+
+// nearCacheMiB is shardproxy-near's near_cache: room for every key of
+// the load many times over, so that the figures show the cache, not its
+// evictions.
+const nearCacheMiB = 64
 
 // v2Targets are the rows of the V2 loads: the Lua route (as it comes, and
 // with server_protocol meta), the native pool of the same backend (with
@@ -118,6 +131,8 @@ func loads() []load {
 				"-ratio", "1:9", "-keys", "10000"}},
 		{Name: "memcache-p1-half", Title: "memcache text, pipeline 1, paced at half of nutcracker's peak", Servers: 4,
 			Args: common("text", "-pipeline", "1"), rate: halfOfNutcracker("memcache-p1")},
+		{Name: "memcache-near", Title: "memcache text, pipeline 1, zipf keys (theta 0.99), shardproxy with and without near_cache",
+			Servers: 4, Args: common("text", "-pipeline", "1", "-dist", "zipf"), Targets: nearTargets},
 		{Name: "lua-v2-p1", Title: "memcache text, pipeline 1, V2 Lua route to one memcached", Servers: 1,
 			Args: common("text", "-pipeline", "1"), Targets: v2Targets},
 		{Name: "lua-v2-p16", Title: "memcache text, pipeline 16, V2 Lua route to one memcached", Servers: 1,

@@ -53,6 +53,11 @@ const (
 	DefaultEjectPolicy = EjectRemap
 	// DefaultServerProtocol forwards requests as clients write them.
 	DefaultServerProtocol = ServerProtocolText
+	// DefaultNearCacheTTL is how long a value a pool's near cache took
+	// from a server's reply is served at most (key near_cache_ttl).
+	DefaultNearCacheTTL = 5 * time.Second
+	// DefaultNearCacheFill fills a near cache from the replies to get.
+	DefaultNearCacheFill = NearCacheFillGet
 	// DefaultReadFrom sends a redis_cluster pool's reads to the masters.
 	DefaultReadFrom = ReadFromMaster
 	// DefaultVersion is what a memcache pool answers to "version" until a
@@ -336,6 +341,32 @@ type Pool struct {
 	// Parse sets DefaultVersion (1.6.18); for a Pool built by hand ""
 	// means that default. Only a memcache pool may set it.
 	DefaultVersion string
+
+	// NearCache is the size in MiB of a native memcache pool's near
+	// cache (key near_cache, a shardproxy extension, 0 to MaxNearCache;
+	// 0, the default, means none): an in-process cache that answers a
+	// one-key get itself when it holds the key, and otherwise takes the
+	// value from the server's reply (NearCacheFill). Every write,
+	// delete, touch and flush_all the pool forwards removes the key (or
+	// everything) from it when it is sent and again when its reply
+	// arrives, before the client has the reply. It cannot see writes
+	// that bypass the proxy: NearCacheTTL bounds how long it may serve
+	// a value such a write replaced. A redis, redis_cluster or Lua pool
+	// may not set it.
+	NearCache int
+	// NearCacheTTL caps how long a value filled into the near cache is
+	// served (key near_cache_ttl, in whole seconds, 1 to
+	// MaxNearCacheTTL). Parse sets DefaultNearCacheTTL (5s) for a pool
+	// with a near cache and leaves 0 for any other, which may not set it.
+	NearCacheTTL time.Duration
+	// NearCacheFill says which replies fill the near cache (key
+	// near_cache_fill): NearCacheFillGet (the default), NearCacheFillGets
+	// or NearCacheFillGetGets, written "get", "gets", "get gets" or as a
+	// list. A gets is always sent to the server, whose CAS it needs;
+	// filling from it only serves later gets. Parse sets
+	// DefaultNearCacheFill for a pool with a near cache and leaves "" for
+	// any other, which may not set it.
+	NearCacheFill string
 
 	// The TLS keys (shardproxy extensions) hold file paths; a relative path
 	// is relative to the config file's directory (see Config.Path). The

@@ -113,6 +113,15 @@ func (p *Pool) node() *yaml.Node {
 	if p.DefaultVersion != DefaultVersion && p.DefaultVersion != "" {
 		add("default_version", str(p.DefaultVersion))
 	}
+	if p.NearCache > 0 {
+		add("near_cache", num(strconv.Itoa(p.NearCache)))
+		if p.NearCacheTTL != DefaultNearCacheTTL && p.NearCacheTTL != 0 {
+			add("near_cache_ttl", num(strconv.FormatInt(int64(p.NearCacheTTL/time.Second), 10)))
+		}
+		if p.NearCacheFill != DefaultNearCacheFill && p.NearCacheFill != "" {
+			add("near_cache_fill", str(p.NearCacheFill))
+		}
+	}
 	if p.RedisCluster {
 		add("redis_cluster", boolean(true))
 		if p.ReadFrom != DefaultReadFrom && p.ReadFrom != "" {
@@ -207,6 +216,7 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%d %d %t %d %d\n", p.ItemSizeMax, p.MaxRequestLine, p.AllowFlushAll, p.ConnectTimeout, p.HashSeed)
 	fmt.Fprintf(h, "%q %q %q %q %q %d\n", p.EjectPolicy, p.FailoverPool, p.Lua, p.LuaArg, p.ServerProtocol, p.LuaTimeout)
 	fmt.Fprintf(h, "%d %d %q\n", p.LuaMaxAlloc, p.LuaInternalCache, p.DefaultVersion)
+	fmt.Fprintf(h, "%d %d %q\n", p.NearCache, p.NearCacheTTL, p.NearCacheFill)
 	fmt.Fprintf(h, "%d %d %d\n", p.ActiveReqLimit, p.BufferMemoryLimit, p.MaxKeys)
 	fmt.Fprintf(h, "%t %q %d\n", p.RedisCluster, p.ReadFrom, p.ClusterRefresh)
 	fmt.Fprintf(h, "%q %q %q %q\n", p.RedisAuthUser, p.TLSCert, p.TLSKey, p.TLSClientCA)

@@ -32,10 +32,10 @@ type poolKey struct {
 // conf_commands, with tcpkeepalive and reuseport of later versions) and the
 // shardproxy extensions, each in the table of the file that owns it: keys
 // every pool reads (pool_common.go), the keys of a native sharded pool
-// (pool_native.go), of a redis_cluster pool (pool_cluster.go), of a Lua pool
+// (pool_native.go) and its near cache (pool_near.go), of a redis_cluster pool (pool_cluster.go), of a Lua pool
 // (pool_lua.go), and the TLS and ACL keys (security.go). Each kind's
 // validate says what it does with the keys of the others.
-var poolKeys = joinKeys(commonKeys, nativeKeys, clusterKeys, luaKeys, securityKeys)
+var poolKeys = joinKeys(commonKeys, nativeKeys, nearKeys, clusterKeys, luaKeys, securityKeys)
 
 // joinKeys merges key tables; a key in two of them is a programming error.
 func joinKeys(tables ...map[string]poolKey) map[string]poolKey {

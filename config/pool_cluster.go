@@ -48,6 +48,7 @@ func (clusterKind) validate(pp *poolParser) {
 		}
 	}
 	pp.refuseMetaOnRedis()
+	pp.refuseNearKeys("is only valid for a native memcache pool")
 }
 
 // refuseClusterPlacement refuses the keys by which the proxy would place

@@ -39,6 +39,8 @@ func (luaKind) validate(pp *poolParser) {
 	pp.validateHashSeed()
 	pp.refuseMetaOnRedis()
 	pp.refuseClusterKeys()
+	pp.refuseNearKeys("is only valid for a native memcache pool (servers, no lua); " +
+		"a route file answers from the proxy's cache with mcp.internal")
 	if line, ok := pp.keys["server_tls"]; ok && p.ServerTLS && p.Lua != "" {
 		pp.fail(line, "server_tls", "a Lua pool's backends come from its route file, which cannot use TLS yet")
 	}

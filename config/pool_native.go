@@ -27,16 +27,19 @@ type nativeKind struct{}
 var _ kind = nativeKind{}
 
 // validate checks that hash_seed seeds something, that server_protocol:
-// meta is on a memcache pool, and refuses the redis_cluster keys.
+// meta is on a memcache pool, refuses the redis_cluster keys, and checks
+// the near cache keys.
 func (nativeKind) validate(pp *poolParser) {
 	pp.validateHashSeed()
 	pp.refuseMetaOnRedis()
+	pp.validateNearCache()
 	pp.refuseClusterKeys()
 	pp.refuseLuaKeys()
 }
 
-// provision has nothing to fill: newPool holds a native pool's defaults.
-func (nativeKind) provision(*Pool) {}
+// provision fills the near cache's defaults when the pool has one; newPool
+// holds a native pool's other defaults.
+func (nativeKind) provision(p *Pool) { provisionNearCache(p) }
 
 // validateHashSeed refuses a hash_seed that neither the hash nor the
 // distribution reads: twemproxy's hashes take no seed.

@@ -133,6 +133,9 @@ var builtKeys = map[string]func(p *Pool){
 	"distribution":    func(p *Pool) { p.Distribution = "modula" },
 	"hash_seed":       func(p *Pool) { p.HashSeed = 1 },
 	"server_protocol": func(p *Pool) { p.ServerProtocol = ServerProtocolMeta },
+	"near_cache":      func(p *Pool) { p.NearCache = 1 },
+	"near_cache_ttl":  func(p *Pool) { p.NearCacheTTL = time.Second },
+	"near_cache_fill": func(p *Pool) { p.NearCacheFill = NearCacheFillGetGets },
 
 	"redis_cluster":   func(p *Pool) { p.RedisCluster = true },
 	"read_from":       func(p *Pool) { p.ReadFrom = ReadFromReplica },

@@ -16,10 +16,16 @@ import (
 // directly to memcached when direct is set) over conns connections, depth
 // requests per batch.
 func benchPipeline(b *testing.B, conns, depth int, direct bool) {
+	benchPipelineWith(b, conns, depth, direct, "")
+}
+
+// benchPipelineWith is benchPipeline with extra keys in the proxy's pool.
+func benchPipelineWith(b *testing.B, conns, depth int, direct bool, extra string) {
 	mc := testserver.StartMemcached(b)
 	addr := mc.Addr
 	if !direct {
-		_, addr = startProxy(b, fmt.Sprintf("mc:\n  listen: 127.0.0.1:0\n  timeout: 5000\n  servers:\n    - %s:1\n", mc.Addr), "mc")
+		_, addr = startProxy(b, fmt.Sprintf("mc:\n  listen: 127.0.0.1:0\n  timeout: 5000\n%s  servers:\n    - %s:1\n",
+			extra, mc.Addr), "mc")
 	}
 	val := strings.Repeat("v", 100)
 	setup, _ := net.Dial("tcp", addr)
@@ -61,7 +67,12 @@ func benchPipeline(b *testing.B, conns, depth int, direct bool) {
 	wg.Wait()
 }
 
-func BenchmarkGetDirectP1(b *testing.B)  { benchPipeline(b, 50, 1, true) }
+func BenchmarkGetDirectP1(b *testing.B) { benchPipeline(b, 50, 1, true) }
+
+// The near cache's hit path: every get after the first is answered by the
+// proxy.
+func BenchmarkGetNearP1(b *testing.B)    { benchPipelineWith(b, 50, 1, false, "  near_cache: 1\n") }
+func BenchmarkGetNearP16(b *testing.B)   { benchPipelineWith(b, 50, 16, false, "  near_cache: 1\n") }
 func BenchmarkGetProxyP1(b *testing.B)   { benchPipeline(b, 50, 1, false) }
 func BenchmarkGetDirectP16(b *testing.B) { benchPipeline(b, 50, 16, true) }
 func BenchmarkGetProxyP16(b *testing.B)  { benchPipeline(b, 50, 16, false) }

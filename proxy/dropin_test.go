@@ -168,7 +168,7 @@ func TestDropInVersion(t *testing.T) {
 }
 
 // statsOf sends a stats request and returns its counters by name.
-func statsOf(t *testing.T, c *client, req string) map[string]string {
+func statsOf(t testing.TB, c *client, req string) map[string]string {
 	t.Helper()
 	c.send(req)
 	st := map[string]string{}

@@ -34,6 +34,7 @@ var (
 
 // newShardRouter builds a native pool's router. A reload reuses the
 // running router's distribution when it is built from the same servers.
+// A pool with near_cache gets its router wrapped in a nearRouter.
 func newShardRouter(k *kindEnv) (route.Router, error) {
 	pc := k.p.cfg
 	k.p.limits.ServerInfo = true // INFO merges the servers' sections
@@ -57,7 +58,7 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 			Seed:         pc.HashSeed,
 		},
 	}
-	if old, ok := k.old.(*shardRouter); ok && reflect.DeepEqual(old.shardCfg, r.shardCfg) {
+	if old := asShard(k.old); old != nil && reflect.DeepEqual(old.shardCfg, r.shardCfg) {
 		r.shard = old.shard // building a ketama ring is the costly part of a reload
 	} else {
 		var err error
@@ -86,9 +87,12 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 	k.watch(r.stateChanged)
 	k.link(func(pools map[string]*pool) {
 		if pc.EjectPolicy == config.EjectFailover {
-			r.failover, _ = pools[pc.FailoverPool].router.(*shardRouter)
+			r.failover = asShard(pools[pc.FailoverPool].router)
 		}
 	})
+	if pc.NearCache > 0 {
+		return newNearRouter(r, k.old, pc), nil
+	}
 	return r, nil
 }
 
@@ -146,12 +150,7 @@ func (r *shardRouter) Backend(i int) *backend.Backend {
 func (r *shardRouter) Route(x *route.Exchange) {
 	switch x.Req.Route {
 	case codec.RouteKey:
-		idx, err := r.pick(x.Req.Keys[0])
-		if err != nil {
-			r.fail(x, err.Error())
-			return
-		}
-		x.Send(r.Backend(idx))
+		r.routeKey(x)
 	case codec.RouteMulti:
 		r.routeMulti(x)
 	case codec.RouteSame:
@@ -163,6 +162,18 @@ func (r *shardRouter) Route(x *route.Exchange) {
 	default:
 		r.fail(x, "unroutable request")
 	}
+}
+
+// routeKey sends x to the server of its first key and reports whether it
+// did; when it did not, x is answered with the error.
+func (r *shardRouter) routeKey(x *route.Exchange) bool {
+	idx, err := r.pick(x.Req.Keys[0])
+	if err != nil {
+		r.fail(x, err.Error())
+		return false
+	}
+	x.Send(r.Backend(idx))
+	return true
 }
 
 func (r *shardRouter) routeMulti(x *route.Exchange) {

@@ -32,6 +32,15 @@ type Exchange struct {
 	// session's goroutine, so that they do not overtake the calls staged
 	// before them (the Lua router does). Nil: Send and FanOut send at once.
 	Batch *backend.Batch
+	// Tap, when a router sets it in Route, sees each backend call's reply
+	// (or failure) as it arrives, on the backend's reader goroutine, before
+	// the owner is told: a router that keeps state about the keys it routes
+	// (the near cache) updates it there, before the client can have the
+	// reply. It must not block. Reset clears it.
+	Tap func(x *Exchange, c *backend.Call)
+	// TapArg is Tap's own word for this request (the near cache keeps the
+	// epoch its get saw); Reset zeroes it.
+	TapArg uint64
 
 	owner Owner
 	out   []byte // an answer the router made (Complete)
@@ -59,12 +68,15 @@ func (x *Exchange) Init(o Owner) {
 func (x *Exchange) Reset() {
 	x.Req.Reset()
 	x.out = x.out[:0]
+	x.Tap = nil
+	x.TapArg = 0
 }
 
 // Clear drops what an answered and written x refers to, so that it can be
 // reused; storage grown past what a usual request needs is let go.
 func (x *Exchange) Clear() {
 	x.routed = false
+	x.Tap = nil
 	x.call = backend.Call{}
 	clear(x.calls)
 	x.calls = x.calls[:0]
@@ -188,6 +200,9 @@ func (x *Exchange) stage(b *backend.Backend, c *backend.Call) {
 
 // callDone is every call's Done: the last one to finish answers x.
 func (x *Exchange) callDone(c *backend.Call) {
+	if x.Tap != nil {
+		x.Tap(x, c)
+	}
 	x.owner.Received(x, len(c.Reply.Raw))
 	if x.left.Add(-1) == 0 {
 		x.owner.Answered(x)

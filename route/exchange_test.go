@@ -131,3 +131,40 @@ func TestExchangeAnswers(t *testing.T) {
 		}
 	})
 }
+
+// TestExchangeTap: a Tap sees each backend call's reply before the owner
+// hears of it, with its TapArg, and Reset clears both.
+func TestExchangeTap(t *testing.T) {
+	m1, m2 := testserver.StartMemcached(t), testserver.StartMemcached(t)
+	b1 := backend.New(backend.Config{Addr: m1.Addr, Dialect: mc, Timeout: 5 * time.Second})
+	b2 := backend.New(backend.Config{Addr: m2.Addr, Dialect: mc, Timeout: 5 * time.Second})
+	t.Cleanup(func() { b1.Close(); b2.Close() })
+
+	o := newOwner()
+	x := exchange(t, o, "flush_all\r\n")
+	var mu sync.Mutex
+	var seen []string
+	x.TapArg = 7
+	x.Tap = func(tx *route.Exchange, c *backend.Call) {
+		o.mu.Lock()
+		before := len(o.received)
+		o.mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		if tx != x || tx.TapArg != 7 || before != len(seen) {
+			t.Errorf("tap of the wrong exchange, arg %d, or after the owner heard (%d, %d)", tx.TapArg, before, len(seen))
+		}
+		seen = append(seen, string(c.Reply.Raw))
+	}
+	x.FanOutAll(backends{b1, b2}, 2)
+	o.wait(t)
+	mu.Lock()
+	if len(seen) != 2 || seen[0] != "OK\r\n" || seen[1] != "OK\r\n" {
+		t.Errorf("tap saw %q, want two OK", seen)
+	}
+	mu.Unlock()
+	x.Reset()
+	if x.Tap != nil || x.TapArg != 0 {
+		t.Error("Reset keeps the tap")
+	}
+}

@@ -1,0 +1,119 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Values of Pool.NearCacheFill: which replies fill a near cache.
+const (
+	NearCacheFillGet     = "get"
+	NearCacheFillGetGets = "get gets"
+	NearCacheFillGets    = "gets"
+)
+
+// MaxNearCache bounds near_cache, in MiB (64 GiB).
+const MaxNearCache = 64 << 10
+
+// MaxNearCacheTTL bounds near_cache_ttl: the near cache is a cache of
+// seconds, in front of servers that hold the real values.
+const MaxNearCacheTTL = time.Hour
+
+// nearKeys are the keys of a native memcache pool's near cache (see
+// Pool.NearCache); the other kinds refuse them (nearOnly).
+var nearKeys = map[string]poolKey{
+	"near_cache":      intKey(func(p *Pool) *int { return &p.NearCache }, 0, MaxNearCache),
+	"near_cache_ttl":  keyOf((*poolParser).setNearCacheTTL, func(p *Pool) *time.Duration { return &p.NearCacheTTL }),
+	"near_cache_fill": keyOf((*poolParser).setNearCacheFill, func(p *Pool) *string { return &p.NearCacheFill }),
+}
+
+// setNearCacheTTL reads whole seconds, 1 to MaxNearCacheTTL.
+func (pp *poolParser) setNearCacheTTL(key string, v *yaml.Node) {
+	if n, ok := pp.integer(key, v, 1, int(MaxNearCacheTTL/time.Second)); ok {
+		pp.p.NearCacheTTL = time.Duration(n) * time.Second
+	}
+}
+
+// setNearCacheFill reads "get", "gets" or both, separated by spaces (or
+// a YAML list of them), into the canonical NearCacheFill value.
+func (pp *poolParser) setNearCacheFill(key string, v *yaml.Node) {
+	var words []string
+	switch v.Kind {
+	case yaml.ScalarNode:
+		words = strings.Fields(v.Value)
+	case yaml.SequenceNode:
+		for _, item := range v.Content {
+			if item.Kind != yaml.ScalarNode {
+				pp.fail(item.Line, key, "must list get and gets, not "+kindName(item))
+				return
+			}
+			words = append(words, strings.Fields(item.Value)...)
+		}
+	default:
+		pp.fail(v.Line, key, "must be get, gets or \"get gets\", not "+kindName(v))
+		return
+	}
+	var get, gets bool
+	for _, w := range words {
+		switch w {
+		case "get":
+			get = true
+		case "gets":
+			gets = true
+		default:
+			pp.fail(v.Line, key, fmt.Sprintf("unknown command %q; want get, gets or both", w))
+			return
+		}
+	}
+	switch {
+	case get && gets:
+		pp.p.NearCacheFill = NearCacheFillGetGets
+	case get:
+		pp.p.NearCacheFill = NearCacheFillGet
+	case gets:
+		pp.p.NearCacheFill = NearCacheFillGets
+	default:
+		pp.fail(v.Line, key, "is empty; want get, gets or both")
+	}
+}
+
+// validateNearCache checks a native pool's near cache keys: a memcache
+// pool only, and near_cache_ttl and near_cache_fill only with a near
+// cache to apply to.
+func (pp *poolParser) validateNearCache() {
+	p := pp.p
+	if line, ok := pp.keys["near_cache"]; ok && p.NearCache > 0 && p.Redis && !pp.bad["redis"] {
+		pp.fail(line, "near_cache", "is only valid for a memcache pool")
+		return
+	}
+	if p.NearCache == 0 && !pp.bad["near_cache"] {
+		pp.refuseKeys([]string{"near_cache_ttl", "near_cache_fill"}, "",
+			"needs near_cache (the cache's size in MiB)")
+	}
+}
+
+// nearOnly are the keys only a native memcache pool may set.
+var nearOnly = []string{"near_cache", "near_cache_ttl", "near_cache_fill"}
+
+// refuseNearKeys refuses the near cache keys in a pool that is not a
+// native memcache pool: why says what answers its gets instead.
+func (pp *poolParser) refuseNearKeys(why string) {
+	pp.refuseKeys(nearOnly, "", why)
+}
+
+// provisionNearCache fills near_cache_ttl and near_cache_fill for a pool
+// with a near cache; a pool without one keeps them zero.
+func provisionNearCache(p *Pool) {
+	if p.NearCache == 0 {
+		return
+	}
+	if !p.IsSet("near_cache_ttl") {
+		p.NearCacheTTL = DefaultNearCacheTTL
+	}
+	if !p.IsSet("near_cache_fill") {
+		p.NearCacheFill = DefaultNearCacheFill
+	}
+}
