@@ -779,3 +779,55 @@ end
 	}
 	eventually(t, "the callback's log line", func() bool { return logs.count("callback ran for k") == 1 })
 }
+
+// TestV2NearCache runs examples/lua/v2_near_cache.lua: a second get of a
+// key is answered from the proxy's own cache without reaching the
+// backend; a write through the proxy drops the near copy first; a write
+// that bypasses the proxy shows once the near copy expires (NEAR_TTL, 5
+// seconds). What the client sees and what reaches the backend are what
+// memcached 1.6.45's proxy does with the same file.
+func TestV2NearCache(t *testing.T) {
+	mc := memcached(t, 1)
+	port, tp := tapRelay(t, mc[0].Addr)
+	addr, _ := exampleRoutes(t, "v2_near_cache.lua", map[int]int{11611: port})
+	c := dial(t, addr)
+	for _, s := range []struct{ req, want, sent string }{
+		{"set k 3 0 2\r\nv1\r\n", "STORED\r\n", "set k 3 0 2\r\nv1\r\n"},
+		{"get k\r\n", "VALUE k 3 2\r\nv1\r\nEND\r\n", "get k\r\n"},
+		{"get k\r\n", "VALUE k 3 2\r\nv1\r\nEND\r\n", ""}, // from the near cache
+		{"set k 4 0 2\r\nv2\r\n", "STORED\r\n", "set k 4 0 2\r\nv2\r\n"},
+		{"get k\r\n", "VALUE k 4 2\r\nv2\r\nEND\r\n", "get k\r\n"},
+		{"get k\r\n", "VALUE k 4 2\r\nv2\r\nEND\r\n", ""},
+		{"delete k\r\n", "DELETED\r\n", "delete k\r\n"},
+		{"get k\r\n", "END\r\n", "get k\r\n"},
+		{"mg k v\r\n", "EN\r\n", "mg k v\r\n"},
+		{"incr k 1\r\n", "NOT_FOUND\r\n", "incr k 1\r\n"},
+	} {
+		tp.reset()
+		if got := c.do(s.req); got != s.want {
+			t.Errorf("%q: got %q, want %q", s.req, got, s.want)
+		}
+		tp.waitSent(t, s.req, s.sent)
+	}
+
+	// A write that bypasses the proxy: the near copy serves the old value
+	// until it expires.
+	if got := c.do("get far\r\n"); got != "END\r\n" {
+		t.Fatalf("get far: %q", got)
+	}
+	set(t, mc[0].Addr, "far", "old")
+	if got := c.do("get far\r\n"); got != valueReply("far", "old") {
+		t.Fatalf("get far: %q", got)
+	}
+	set(t, mc[0].Addr, "far", "new")
+	if got := c.do("get far\r\n"); got != valueReply("far", "old") {
+		t.Errorf("get far within NEAR_TTL of a write that bypassed the proxy: %q, want the near copy", got)
+	}
+	deadline := time.Now().Add(8 * time.Second) // NEAR_TTL and the store's one-second clock
+	for c.do("get far\r\n") != valueReply("far", "new") {
+		if time.Now().After(deadline) {
+			t.Fatal("the near copy outlived NEAR_TTL")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
