@@ -173,12 +173,14 @@ func TestRoutelibFeatures(t *testing.T) {
 		{"touch tch 100\r\n", "TOUCHED\r\n"},  // the router's cmap
 		{"touch cm:o 100\r\n", "TOUCHED\r\n"}, // the map entry has no touch: the cmap
 		{"set plain/x 0 0 1\r\np\r\n", "STORED\r\n"},
+		{"set local:a 0 0 1\r\nl\r\n", "STORED\r\n"}, // the proxy's own cache
+		{"get local:a\r\n", "VALUE local:a 0 1\r\nl\r\nEND\r\n"},
 	} {
 		if got := c.do(tc.req); got != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
 		}
 	}
-	for key, want := range map[string][]int{"cm:s": {0}, "cm:m": nil, "retry:a": {0}, "plain/x": {0}} {
+	for key, want := range map[string][]int{"cm:s": {0}, "cm:m": nil, "retry:a": {0}, "plain/x": {0}, "local:a": nil} {
 		if in := holders(t, mc, key); !slices.Equal(in, want) {
 			t.Errorf("%s on %v, want %v", key, in, want)
 		}

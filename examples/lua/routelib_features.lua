@@ -1,7 +1,8 @@
 -- More of routelib, memcached's route library (see routelib_config.lua
 -- for how to run a routelib configuration): global settings, backends
 -- with options, a router split on ":" with a command map, failover that
--- counts its retries, routes that treat a miss as a failure.
+-- counts its retries, routes that treat a miss as a failure, the proxy's
+-- own cache as a child.
 
 settings{
     backend_connect_timeout = 2, -- seconds
@@ -32,6 +33,8 @@ routes{
         miss = route_failover{ children = { "main", "other" }, miss = true },
         -- both asked; a hit from either wins over a miss
         fastmiss = route_allfastest{ children = { "main", "other" }, miss = true },
+        -- the proxy's own cache: keys that live in the proxy only
+        ["local"] = route_direct{ child = "internal" },
     },
     -- no map entry: by command, then default
     cmap = { touch = route_direct{ child = "other" } },
