@@ -45,6 +45,9 @@ func newInternal(cfg *Config) (*beRef, *pool) {
 	return be, &pool{id: 0, bes: []*beRef{be}}
 }
 
+// internalReply is the cache's answer to req; r must have a cache.
+func (r *Router) internalReply(req *codec.Request) codec.Reply { return r.internal.internal.reply(req) }
+
 // sendInternal answers c from the cache.
 func (be *beRef) sendInternal(c *backend.Call) {
 	c.Reply = be.internal.reply(c.Req)
@@ -59,7 +62,7 @@ func (w *worker) internalCall(L *glua.LState) int {
 		L.RaiseError("mcp.internal: %s", errNoInternal)
 	}
 	req := rq.req
-	reply := w.r.internal.internal.reply(req)
+	reply := w.r.internalReply(req)
 	L.Push(w.responseValue(&response{raw: reply.Raw, kind: reply.Kind, err: reply.Err, errKind: codec.ErrServer,
 		hdr: headerOf(req), be: w.r.internal}))
 	return 1

@@ -108,7 +108,7 @@ func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *mul
 	}
 	if fn == nil {
 		if w.r.internal != nil { // memcached serves it from its storage
-			w.finishReply(t, w.r.internal.internal.reply(req))
+			w.finishReply(t, w.r.internalReply(req))
 			return
 		}
 		w.finish(t, glua.LNil, wireError("no route for command "+req.Name))
