@@ -113,19 +113,20 @@ func (b *builder) pool(name string, line int, n *yaml.Node) *Pool {
 // provision changes the few that depend on the pool's other keys.
 func newPool(name string, line int) *Pool {
 	return &Pool{
-		Name:               name,
-		Line:               line,
-		Hash:               DefaultHash,
-		Distribution:       DefaultDistribution,
-		Backlog:            DefaultBacklog,
-		ServerConnections:  DefaultServerConnections,
-		ServerRetryTimeout: DefaultServerRetryTimeout,
-		ServerFailureLimit: DefaultServerFailureLimit,
-		ItemSizeMax:        DefaultItemSizeMax,
-		MaxRequestLine:     DefaultMaxRequestLine,
-		AllowFlushAll:      DefaultFlushAll,
-		EjectPolicy:        DefaultEjectPolicy,
-		ServerProtocol:     DefaultServerProtocol,
+		Name:                name,
+		Line:                line,
+		Hash:                DefaultHash,
+		Distribution:        DefaultDistribution,
+		Backlog:             DefaultBacklog,
+		ServerConnections:   DefaultServerConnections,
+		ServerRetryTimeout:  DefaultServerRetryTimeout,
+		ServerFailureLimit:  DefaultServerFailureLimit,
+		ItemSizeMax:         DefaultItemSizeMax,
+		MaxRequestLine:      DefaultMaxRequestLine,
+		AllowFlushAll:       DefaultFlushAll,
+		EjectPolicy:         DefaultEjectPolicy,
+		ServerProtocol:      DefaultServerProtocol,
+		BlockingConnections: DefaultBlockingConnections,
 	}
 }
 

@@ -34,10 +34,11 @@ var commonKeys = map[string]poolKey{
 	"eject_policy":     stringKey(func(p *Pool) *string { return &p.EjectPolicy }, checkEjectPolicy),
 	// failover_pool's pool is checked once every pool is read
 	// (checkFailovers).
-	"failover_pool":       stringKey(func(p *Pool) *string { return &p.FailoverPool }, nonEmpty("must name a pool")),
-	"active_req_limit":    intKey(func(p *Pool) *int { return &p.ActiveReqLimit }, 0, maxInt32),
-	"buffer_memory_limit": intKey(func(p *Pool) *int { return &p.BufferMemoryLimit }, 0, maxInt32),
-	"max_keys":            intKey(func(p *Pool) *int { return &p.MaxKeys }, 0, maxInt32),
+	"failover_pool":        stringKey(func(p *Pool) *string { return &p.FailoverPool }, nonEmpty("must name a pool")),
+	"active_req_limit":     intKey(func(p *Pool) *int { return &p.ActiveReqLimit }, 0, maxInt32),
+	"buffer_memory_limit":  intKey(func(p *Pool) *int { return &p.BufferMemoryLimit }, 0, maxInt32),
+	"max_keys":             intKey(func(p *Pool) *int { return &p.MaxKeys }, 0, maxInt32),
+	"blocking_connections": intKey(func(p *Pool) *int { return &p.BlockingConnections }, 1, 1<<16),
 }
 
 // validateCommon checks the rules every pool follows, whatever its kind.
@@ -49,6 +50,14 @@ func (pp *poolParser) validateCommon() {
 	pp.validateBackends()
 	if line, ok := pp.keys["redis_auth"]; ok && p.RedisAuth != "" && !p.Redis && !pp.bad["redis"] {
 		pp.fail(line, "redis_auth", "is only valid for a redis pool (redis: true)")
+	}
+	if line, ok := pp.keys["blocking_connections"]; ok && !pp.bad["blocking_connections"] {
+		switch {
+		case !p.Redis && !pp.bad["redis"]:
+			pp.fail(line, "blocking_connections", "is only valid for a redis pool (redis: true)")
+		case pp.has("lua"):
+			pp.fail(line, "blocking_connections", "a Lua pool has no dedicated connections")
+		}
 	}
 	pp.validateEject()
 }

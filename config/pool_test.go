@@ -122,6 +122,7 @@ var builtKeys = map[string]func(p *Pool){
 	"active_req_limit":     func(p *Pool) { p.ActiveReqLimit = 1 },
 	"buffer_memory_limit":  func(p *Pool) { p.BufferMemoryLimit = 1 },
 	"max_keys":             func(p *Pool) { p.MaxKeys = 1 },
+	"blocking_connections": func(p *Pool) { p.BlockingConnections = 1 },
 
 	"hash":            func(p *Pool) { p.Hash = "md5" },
 	"hash_tag":        func(p *Pool) { p.HashTag = "{}" },
