@@ -52,14 +52,13 @@ const (
 
 // pinState is a session's transaction (reader only).
 type pinState struct {
-	dp     *dedicatedPool
-	d      *backend.Dedicated // nil until a command chose the server
-	where  int                // the place of the keys (dedicator.place), -1 while any
-	multi  bool               // the client sent MULTI
-	sent   bool               // MULTI went to the server
-	held   [][]byte           // keyless commands queued before the server was known
-	abort  bool               // a command of the transaction was refused: EXEC aborts
-	timing time.Duration      // the pool's timeout, for WAIT and blocking commands
+	dp    *dedicatedPool
+	d     *backend.Dedicated // nil until a command chose the server
+	where int                // the place of the keys (dedicator.place), -1 while any
+	multi bool               // the client sent MULTI
+	sent  bool               // MULTI went to the server
+	held  [][]byte           // keyless commands queued before the server was known
+	abort bool               // a command of the transaction was refused: EXEC aborts
 }
 
 // blockedConns are the dedicated connections with a blocking command of

@@ -48,7 +48,7 @@ type Exchange struct {
 	onDoneFn   func(*backend.Call) // doneFn after SendOn's after
 	after      func(*backend.Call) // SendOn's
 	routed     bool                // answered through Complete
-	keyTargets []int // KeyTargets' storage
+	keyTargets []int               // KeyTargets' storage
 }
 
 // Init binds x to its owner for life.

@@ -62,11 +62,11 @@ const (
 type override struct {
 	class     class
 	keys      keyRule
-	keyArg    int    // keysNumkeys: the argument holding the key count; keysGeo: where options start
-	local     string // classLocal: the resp local-command identifier
-	reason    string // classUnsupported
-	subReason string // a container: why its subcommands without an override are unsupported
-	bare      class  // a container that is valid without a subcommand (COMMAND): that class
+	keyArg    int       // keysNumkeys: the argument holding the key count; keysGeo: where options start
+	local     string    // classLocal: the resp local-command identifier
+	reason    string    // classUnsupported
+	subReason string    // a container: why its subcommands without an override are unsupported
+	bare      class     // a container that is valid without a subcommand (COMMAND): that class
 	block     blockRule // classBlock, and WAIT: where the timeout is
 	pin       string    // classPin: the codec.Pin constant
 }
@@ -124,15 +124,15 @@ var overrides = map[string]override{
 	"evalsha_ro":        {class: same, keys: keysNumkeys, keyArg: 2},
 	"fcall":             {class: same, keys: keysNumkeys, keyArg: 2},
 	"fcall_ro":          {class: same, keys: keysNumkeys, keyArg: 2},
-	"xread":             {class: same, keys: keysStreams},       // with BLOCK: codec.RouteBlock
-	"xreadgroup":        {class: same, keys: keysStreams},       // with BLOCK: codec.RouteBlock
-	"migrate":           {class: unsupported, reason: rMove},    // movable keys, never carried
-	"move":              {class: unsupported, reason: rMove},    // one key, but another database
-	"swapdb":            {class: unsupported, reason: rAdmin},   // no admin flag, still one server's business
-	"lastsave":          {class: unsupported, reason: rAdmin},   // @admin category, no admin flag
-	"role":              {class: unsupported, reason: rAdmin},   // @admin category, no admin flag
+	"xread":             {class: same, keys: keysStreams},                    // with BLOCK: codec.RouteBlock
+	"xreadgroup":        {class: same, keys: keysStreams},                    // with BLOCK: codec.RouteBlock
+	"migrate":           {class: unsupported, reason: rMove},                 // movable keys, never carried
+	"move":              {class: unsupported, reason: rMove},                 // one key, but another database
+	"swapdb":            {class: unsupported, reason: rAdmin},                // no admin flag, still one server's business
+	"lastsave":          {class: unsupported, reason: rAdmin},                // @admin category, no admin flag
+	"role":              {class: unsupported, reason: rAdmin},                // @admin category, no admin flag
 	"wait":              {class: pin, pin: "codec.PinWait", block: blockMs2}, // keyless: the pinned server's replicas
-	"readonly":          {class: unsupported, reason: rCluster}, // cluster replica reads
+	"readonly":          {class: unsupported, reason: rCluster},              // cluster replica reads
 	"readwrite":         {class: unsupported, reason: rCluster},
 	"asking":            {class: unsupported, reason: rCluster},
 	"restore-asking":    {class: unsupported, reason: rCluster},
