@@ -194,6 +194,7 @@ func TestCluster(t *testing.T) {
 	t.Run("fan-out parity", func(t *testing.T) { testClusterFanout(t, addr) })
 	t.Run("replica reads", func(t *testing.T) { testClusterReplicaReads(t, rc, srv.Addr("rr").String()) })
 	t.Run("commands", func(t *testing.T) { testClusterCommands(t, addr) })
+	t.Run("blocking and transactions", func(t *testing.T) { testClusterDedicated(t, rc, srv, addr) })
 	t.Run("reload", func(t *testing.T) { testClusterReload(t, srv, yaml, addr) })
 	if t.Failed() {
 		return

@@ -381,3 +381,72 @@ func TestRedisTransactions(t *testing.T) {
 		c.do("UNWATCH")
 	})
 }
+
+// A server killed under clients blocked on it and pinned to it: each gets
+// an error promptly, its own, and the dedicated connections come back.
+func TestRedisDedicatedServerKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	servers, yaml := redisPool(t, 3, "  timeout: 1000\n  server_retry_timeout: 200\n")
+	srv, addr := startProxy(t, yaml, "rd")
+	where := redisPlacement(t, addrsOf(servers), "")
+	stat := func(name string) int64 { return routerStat(t, srv, "rd", name) }
+	victim, survivor := servers[0], servers[1]
+
+	qs := keysOn(where, victim.Addr, "kq", 4)
+	var blocked []*respClient
+	for _, q := range qs[:3] {
+		c := respDial(t, addr)
+		c.send(multibulk("BLPOP", q, "0"))
+		blocked = append(blocked, c)
+	}
+	live := keysOn(where, survivor.Addr, "sq", 1)[0]
+	safe := respDial(t, addr)
+	safe.send(multibulk("BLPOP", live, "0"))
+	pinned := respDial(t, addr)
+	for _, cmd := range [][]string{{"WATCH", qs[3]}, {"MULTI"}, {"SET", qs[3], "v"}} {
+		if got := pinned.do(cmd...); got != "+OK\r\n" && got != "+QUEUED\r\n" {
+			t.Fatalf("%q: %q", cmd, got)
+		}
+	}
+	waitFor(t, 5*time.Second, "clients blocked", func() bool {
+		return infoInt(t, victim.Addr, "blocked_clients") == 3 && infoInt(t, survivor.Addr, "blocked_clients") == 1
+	})
+	if got := stat("dedicated_connections"); got != 5 {
+		t.Fatalf("dedicated_connections %d, want 5", got)
+	}
+
+	victim.Stop()
+	start := time.Now()
+	for i, c := range blocked {
+		if got := c.reply(); got != "-ERR backend failure: disconnected\r\n" {
+			t.Fatalf("blocked client %d: %q", i, got)
+		}
+	}
+	t.Logf("blocked clients answered %v after the kill", time.Since(start))
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("blocked clients answered only after %v", el)
+	}
+	if got := pinned.do("INCR", qs[3]); !strings.HasPrefix(got, "-ERR backend failure") {
+		t.Fatalf("command of a transaction on the killed server: %q", got)
+	}
+	if got := pinned.do("EXEC"); !strings.HasPrefix(got, "-ERR backend failure") {
+		t.Fatalf("EXEC on the killed server: %q", got)
+	}
+	// The survivor's blocked client is still waiting, and gets its own reply.
+	respDial(t, addr).do("RPUSH", live, "mine")
+	if got, want := safe.reply(), "*2\r\n"+bulk(live)+bulk("mine"); got != want {
+		t.Fatalf("survivor's client: %q, want %q", got, want)
+	}
+	waitFor(t, 2*time.Second, "dedicated connections back", func() bool {
+		return stat("dedicated_connections") == 0 && stat("pinned_clients") == 0 && stat("blocked_clients") == 0
+	})
+	// After a restart, the server serves blocking commands again.
+	victim.Restart()
+	c := respDial(t, addr)
+	waitFor(t, 5*time.Second, "server back", func() bool { return c.do("RPUSH", qs[0], "x") == ":1\r\n" })
+	if got := c.do("BLPOP", qs[0], "1"); got != "*2\r\n"+bulk(qs[0])+bulk("x") {
+		t.Fatalf("BLPOP after the restart: %q", got)
+	}
+}
