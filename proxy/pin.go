@@ -52,13 +52,14 @@ const (
 
 // pinState is a session's transaction (reader only).
 type pinState struct {
-	dp    *dedicatedPool
-	d     *backend.Dedicated // nil until a command chose the server
-	where int                // the place of the keys (dedicator.place), -1 while any
-	multi bool               // the client sent MULTI
-	sent  bool               // MULTI went to the server
-	held  [][]byte           // keyless commands queued before the server was known
-	abort bool               // a command of the transaction was refused: EXEC aborts
+	dp        *dedicatedPool
+	d         *backend.Dedicated // nil until a command chose the server
+	where     int                // the place of the keys (dedicator.place), -1 while any
+	multi     bool               // the client sent MULTI
+	sent      bool               // MULTI went to the server
+	held      [][]byte           // keyless commands queued before the server was known
+	heldBytes int                // their size
+	abort     bool               // a command of the transaction was refused: EXEC aborts
 }
 
 // blockedConns are the dedicated connections with a blocking command of
@@ -229,8 +230,7 @@ func (s *session) routePinned(p *pending, dd dedicator) {
 		return
 	}
 	if pin.d == nil && where < 0 { // keyless, before any key: held until the server is known
-		pin.held = append(pin.held, append([]byte(nil), req.Wire...))
-		s.answerRaw(p, replyQueued)
+		s.hold(p)
 		return
 	}
 	if !s.connectPin(p, dd) {
@@ -290,16 +290,14 @@ func (s *session) routePinCommand(p *pending, dd dedicator) bool {
 		return true
 	case codec.PinUnwatch:
 		if pin.d == nil { // MULTI without a server: nothing is watched
-			s.answerRaw(p, replyQueued)
-			pin.held = append(pin.held, append([]byte(nil), p.Req.Wire...))
+			s.hold(p)
 			return true
 		}
 		s.sendPinned(p, 0, !pin.multi)
 		return true
 	case codec.PinWait:
 		if pin.d == nil {
-			pin.held = append(pin.held, append([]byte(nil), p.Req.Wire...))
-			s.answerRaw(p, replyQueued)
+			s.hold(p)
 			return true
 		}
 		var timeout time.Duration
@@ -327,8 +325,7 @@ func (s *session) routePinnedLocal(p *pending, dd dedicator) {
 		s.answerLocal(p)
 	case p.Req.Name == "ping" || p.Req.Name == "echo":
 		if pin.d == nil {
-			pin.held = append(pin.held, append([]byte(nil), p.Req.Wire...))
-			s.answerRaw(p, replyQueued)
+			s.hold(p)
 			return
 		}
 		s.sendPinned(p, 0, false) // Wire is the request; the proxy's reply is kept after it
@@ -336,6 +333,24 @@ func (s *session) routePinnedLocal(p *pending, dd dedicator) {
 	default:
 		s.refuseInPin(p, commandName(p)+" inside MULTI is not supported by shardproxy")
 	}
+}
+
+// maxHeldBytes bounds the keyless commands a transaction may queue before
+// it names a key (the proxy holds them).
+const maxHeldBytes = 1 << 20
+
+// hold queues a keyless command of a transaction whose server is not known
+// yet, answering +QUEUED as the server would; past maxHeldBytes it is
+// refused, which aborts the transaction.
+func (s *session) hold(p *pending) {
+	pin := s.pin
+	if pin.heldBytes+len(p.Req.Wire) > maxHeldBytes {
+		s.refuseInPin(p, "too many commands queued before the transaction named a key")
+		return
+	}
+	pin.heldBytes += len(p.Req.Wire)
+	pin.held = append(pin.held, append([]byte(nil), p.Req.Wire...))
+	s.answerRaw(p, replyQueued)
 }
 
 // connectPin gives the pin its connection, to the server of p's keys (any
@@ -363,7 +378,7 @@ func (s *session) connectPin(p *pending, dd dedicator) bool {
 	for _, w := range pin.held {
 		s.sendQuiet(w)
 	}
-	pin.held = nil
+	pin.held, pin.heldBytes = nil, 0
 	return true
 }
 
