@@ -74,6 +74,9 @@ type Call struct {
 	Reply codec.Reply
 	// Done is called exactly once when Reply is set. It must not block.
 	Done func(*Call)
+	// Timeout, when not zero, replaces Config.Timeout for this call:
+	// negative means none (a blocking command waiting for data).
+	Timeout time.Duration
 
 	deadline time.Time // zero: none
 	start    time.Time
@@ -108,6 +111,7 @@ type Backend struct {
 	version  atomic.Pointer[string]
 
 	mu        sync.Mutex
+	dedicated map[*conn]struct{} // open dedicated sockets (Dedicate), closed with b
 	failures  int
 	failing   atomic.Bool // failures != 0, read without the lock
 	lastCause Cause
@@ -196,8 +200,12 @@ func (b *Backend) prepare(c *Call, now time.Time) bool {
 		return false
 	}
 	c.start = now
-	if b.cfg.Timeout > 0 {
-		c.deadline = now.Add(b.cfg.Timeout)
+	timeout := b.cfg.Timeout
+	if c.Timeout != 0 {
+		timeout = c.Timeout
+	}
+	if timeout > 0 {
+		c.deadline = now.Add(timeout)
 	} else {
 		c.deadline = time.Time{}
 	}
@@ -229,7 +237,11 @@ func (b *Backend) Stage(c *Call, hint uint32, bt *Batch) {
 	if !b.prepare(c, bt.now) {
 		return
 	}
-	cn := b.conns[int(hint%uint32(len(b.conns)))]
+	bt.add(b.conns[int(hint%uint32(len(b.conns)))], c)
+}
+
+// add stages c for socket slot cn.
+func (bt *Batch) add(cn *conn, c *Call) {
 	if !slices.Contains(bt.conns, cn) {
 		bt.conns = append(bt.conns, cn)
 	}
@@ -262,8 +274,13 @@ func (b *Backend) Close() {
 	if b.timer != nil {
 		b.timer.Stop()
 	}
+	dedicated := b.dedicated
+	b.dedicated = nil
 	b.mu.Unlock()
 	for _, c := range b.conns {
+		c.close()
+	}
+	for c := range dedicated {
 		c.close()
 	}
 }

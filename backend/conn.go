@@ -30,6 +30,12 @@ type conn struct {
 	spare  []*Call // the previous queue's storage, reused
 	cur    *sock   // the newest socket, for close to fail
 	closed bool
+
+	// once marks a dedicated slot (Dedicated): it dials one socket in
+	// its life. spent is set (to the cause plus one) when that socket
+	// dies or cannot be opened; from then on every call fails at once.
+	once  bool
+	spent atomic.Int32
 }
 
 func newConn(b *Backend) *conn {
@@ -142,8 +148,8 @@ func (c *conn) writeLoop() {
 		waiting    []*Call         // came after it started
 		dialing    chan dialResult // non-nil while a connect runs
 		timer      = time.NewTimer(time.Hour)
-		preconnect = c.b.cfg.Preconnect // until the first socket is up
-		warned     bool                 // a failed connect at start was logged
+		preconnect = c.b.cfg.Preconnect && !c.once // until the first socket is up
+		warned     bool                            // a failed connect at start was logged
 	)
 	timer.Stop()
 	defer timer.Stop()
@@ -163,6 +169,7 @@ func (c *conn) writeLoop() {
 		case r := <-dialing:
 			dialing = nil
 			if r.s == nil {
+				c.spend(r.cause)
 				attempt = c.failAll(attempt, r.cause)
 				if preconnect {
 					preconnect = false // until redialLater's wake
@@ -203,6 +210,14 @@ func (c *conn) writeLoop() {
 		if s != nil && s.dead.Load() {
 			s = nil // never written again: the next batch dials
 		}
+		if s == nil && c.once && c.spent.Load() != 0 {
+			// A dedicated slot's socket is gone, and with it the
+			// state its client kept there: never dial another.
+			cause := Cause(c.spent.Load() - 1)
+			attempt = c.failAll(attempt, cause)
+			waiting = c.failAll(waiting, cause)
+			continue
+		}
 		if s == nil {
 			if dialing == nil && (len(attempt)+len(waiting) > 0 || preconnect) {
 				attempt, waiting = append(attempt, waiting...), waiting[:0]
@@ -231,6 +246,13 @@ func (c *conn) writeLoop() {
 				c.kick()
 			}
 		}
+	}
+}
+
+// spend marks a dedicated slot as used up by cause.
+func (c *conn) spend(cause Cause) {
+	if c.once {
+		c.spent.CompareAndSwap(0, int32(cause)+1)
 	}
 }
 

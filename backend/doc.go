@@ -53,6 +53,11 @@
 //   - Close fails the queue, kills the current socket, and waits for the
 //     writer and the readers to finish.
 //
+// A Dedicated (Backend.Dedicate) is one more socket slot of the same
+// kind, outside the shared ones, for one client at a time (Redis blocking
+// commands and transactions): same dial, handshake and health counting,
+// but it dials once; after its socket fails every call fails at once.
+//
 // InQueue counts calls from Send until they are handed to a reader (or
 // failed); OutQueue from the hand-off until they complete. A call moves
 // into OutQueue before it leaves InQueue, so a drain that waits for both

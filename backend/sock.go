@@ -129,6 +129,7 @@ func (s *sock) kill(cause Cause, count bool) Cause {
 	s.cause = cause
 	s.dead.Store(true)
 	s.mu.Unlock()
+	s.c.spend(cause)
 	s.nc.Close()
 	if count {
 		s.c.b.failed(cause)

@@ -361,3 +361,32 @@ func appendClusterDown(dst []byte, msg string) []byte {
 
 // slotText names a slot in messages.
 func slotText(slot int) string { return strconv.Itoa(slot) }
+
+// Place returns the master serving the slot of every key of req, for a
+// connection of a client's own (a blocking command, a transaction), and
+// that slot; -1 and the master hint picks for a request without keys. A
+// request it cannot place gets refusal, the reply the client sees:
+// -CROSSSLOT for keys in different slots, -CLUSTERDOWN when the slot has
+// no master or there is no slot map yet. It never blocks and follows no
+// redirect: the node answers MOVED or ASK itself if the slot moves.
+func (c *Cluster) Place(req *codec.Request, hint uint32) (b *backend.Backend, slot int, refusal []byte) {
+	if c.closed.Load() {
+		return nil, 0, c.dialect.AppendError(nil, codec.ErrServer, ErrClosed.Error())
+	}
+	slot, ok := sameSlot(req)
+	if !ok {
+		c.stats.crossSlot.Add(1)
+		return nil, 0, c.dialect.AppendError(nil, codec.ErrCrossServer, "Keys in request don't hash to the same slot")
+	}
+	t := c.tab.Load()
+	if t == nil {
+		c.Refresh()
+		return nil, 0, appendClusterDown(nil, c.downReason())
+	}
+	o := op{slot: slot, hint: hint}
+	n, _, msg := t.pick(&o, ReadMaster)
+	if n == nil {
+		return nil, 0, appendClusterDown(nil, msg)
+	}
+	return n.b, slot, nil
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Route says how the proxy delivers a request.
@@ -33,6 +34,28 @@ const (
 	// with Dialect.AppendLocal when the pool's router has such a log, and
 	// then reads no more requests from that client.
 	RouteWatch
+	// RouteBlock may hold its server connection until data arrives (Redis
+	// BLPOP, XREAD BLOCK): every key on one backend, sent on a connection
+	// of the client's own for as long as Block says.
+	RouteBlock
+	// RoutePin starts, continues or ends a state the server keeps on the
+	// connection (Redis WATCH, MULTI, EXEC, DISCARD, UNWATCH, WAIT): the
+	// proxy serves it on a connection dedicated to the client; Pin says
+	// which.
+	RoutePin
+)
+
+// Pin names a RoutePin request.
+type Pin uint8
+
+const (
+	PinNone    Pin = iota
+	PinWatch       // WATCH key...: keys on the pinned server
+	PinUnwatch     // UNWATCH
+	PinMulti       // MULTI
+	PinExec        // EXEC
+	PinDiscard     // DISCARD
+	PinWait        // WAIT: replicas of the pinned server (Block is its timeout)
 )
 
 // Streams of a pool's event log a RouteWatch request may ask for, as bits
@@ -128,6 +151,13 @@ type Request struct {
 	WithLocal bool
 	// Buf is the storage that Keys and Wire point into; reused by Reset.
 	Buf []byte
+	// Pin says what a RoutePin request does.
+	Pin Pin
+	// Block is how long a RouteBlock request (or PinWait) may hold its
+	// server connection by its own timeout argument; 0 means until data
+	// arrives, negative that the argument is no valid timeout (the
+	// server answers at once with an error).
+	Block time.Duration
 }
 
 // Reset clears r for reuse, keeping its storage.

@@ -19,6 +19,10 @@ const (
 	DefaultServerConnections  = 1
 	DefaultServerRetryTimeout = 30 * time.Second
 	DefaultServerFailureLimit = 2
+	// DefaultBlockingConnections is how many dedicated connections (Redis
+	// blocking commands and transactions) a Redis pool opens to each
+	// server at most.
+	DefaultBlockingConnections = 64
 
 	// DefaultItemSizeMax is memcached's own default item size limit (-I 1m).
 	DefaultItemSizeMax = 1 << 20
@@ -257,6 +261,14 @@ type Pool struct {
 	// shardproxy extension); a request with more is refused. 0 means only the
 	// request line (memcached) or multibulk (Redis) limits apply.
 	MaxKeys int
+	// BlockingConnections caps the connections to each server that a
+	// Redis pool dedicates to one client at a time: one per blocking
+	// command waiting (BLPOP, XREAD BLOCK, ...) and one per client in a
+	// transaction (WATCH, MULTI). Over it such a command is refused (key
+	// blocking_connections, a shardproxy extension, 1 to 65536; default
+	// DefaultBlockingConnections). Only a Redis pool that is not routed by
+	// Lua may set it.
+	BlockingConnections int
 	// Lua is the route file of a pool routed by Lua (key lua, a shardproxy
 	// extension): a script in memcached's proxy API that defines
 	// mcp_config_pools and mcp_config_routes and so its own backends. A

@@ -139,6 +139,9 @@ func (p *Pool) node() *yaml.Node {
 			add(kv.key, num(strconv.Itoa(kv.v)))
 		}
 	}
+	if p.Redis && p.Lua == "" && p.BlockingConnections != DefaultBlockingConnections && p.BlockingConnections != 0 {
+		add("blocking_connections", num(strconv.Itoa(p.BlockingConnections)))
+	}
 	p.addSecurity(add)
 	seq := &yaml.Node{Kind: yaml.SequenceNode}
 	for _, s := range p.Servers {
@@ -217,7 +220,7 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%q %q %q %q %q %d\n", p.EjectPolicy, p.FailoverPool, p.Lua, p.LuaArg, p.ServerProtocol, p.LuaTimeout)
 	fmt.Fprintf(h, "%d %d %q\n", p.LuaMaxAlloc, p.LuaInternalCache, p.DefaultVersion)
 	fmt.Fprintf(h, "%d %d %q\n", p.NearCache, p.NearCacheTTL, p.NearCacheFill)
-	fmt.Fprintf(h, "%d %d %d\n", p.ActiveReqLimit, p.BufferMemoryLimit, p.MaxKeys)
+	fmt.Fprintf(h, "%d %d %d %d\n", p.ActiveReqLimit, p.BufferMemoryLimit, p.MaxKeys, p.BlockingConnections)
 	fmt.Fprintf(h, "%t %q %d\n", p.RedisCluster, p.ReadFrom, p.ClusterRefresh)
 	fmt.Fprintf(h, "%q %q %q %q\n", p.RedisAuthUser, p.TLSCert, p.TLSKey, p.TLSClientCA)
 	fmt.Fprintf(h, "%t %q %q %q %q %t\n", p.ServerTLS, p.ServerTLSCA, p.ServerTLSCert, p.ServerTLSKey,

@@ -113,20 +113,21 @@ func (b *builder) pool(name string, line int, n *yaml.Node) *Pool {
 // provision changes the few that depend on the pool's other keys.
 func newPool(name string, line int) *Pool {
 	return &Pool{
-		Name:               name,
-		Line:               line,
-		Hash:               DefaultHash,
-		Distribution:       DefaultDistribution,
-		Backlog:            DefaultBacklog,
-		ServerConnections:  DefaultServerConnections,
-		ServerRetryTimeout: DefaultServerRetryTimeout,
-		ServerFailureLimit: DefaultServerFailureLimit,
-		ItemSizeMax:        DefaultItemSizeMax,
-		MaxRequestLine:     DefaultMaxRequestLine,
-		AllowFlushAll:      DefaultFlushAll,
-		EjectPolicy:        DefaultEjectPolicy,
-		ServerProtocol:     DefaultServerProtocol,
-		DefaultVersion:     DefaultVersion,
+		Name:                name,
+		Line:                line,
+		Hash:                DefaultHash,
+		Distribution:        DefaultDistribution,
+		Backlog:             DefaultBacklog,
+		ServerConnections:   DefaultServerConnections,
+		ServerRetryTimeout:  DefaultServerRetryTimeout,
+		ServerFailureLimit:  DefaultServerFailureLimit,
+		ItemSizeMax:         DefaultItemSizeMax,
+		MaxRequestLine:      DefaultMaxRequestLine,
+		AllowFlushAll:       DefaultFlushAll,
+		EjectPolicy:         DefaultEjectPolicy,
+		ServerProtocol:      DefaultServerProtocol,
+		BlockingConnections: DefaultBlockingConnections,
+		DefaultVersion:      DefaultVersion,
 	}
 }
 

@@ -34,11 +34,12 @@ var commonKeys = map[string]poolKey{
 	"eject_policy":     stringKey(func(p *Pool) *string { return &p.EjectPolicy }, checkEjectPolicy),
 	// failover_pool's pool is checked once every pool is read
 	// (checkFailovers).
-	"failover_pool":       stringKey(func(p *Pool) *string { return &p.FailoverPool }, nonEmpty("must name a pool")),
-	"active_req_limit":    intKey(func(p *Pool) *int { return &p.ActiveReqLimit }, 0, maxInt32),
-	"buffer_memory_limit": intKey(func(p *Pool) *int { return &p.BufferMemoryLimit }, 0, maxInt32),
-	"max_keys":            intKey(func(p *Pool) *int { return &p.MaxKeys }, 0, maxInt32),
-	"default_version":     stringKey(func(p *Pool) *string { return &p.DefaultVersion }, checkVersion),
+	"failover_pool":        stringKey(func(p *Pool) *string { return &p.FailoverPool }, nonEmpty("must name a pool")),
+	"active_req_limit":     intKey(func(p *Pool) *int { return &p.ActiveReqLimit }, 0, maxInt32),
+	"buffer_memory_limit":  intKey(func(p *Pool) *int { return &p.BufferMemoryLimit }, 0, maxInt32),
+	"max_keys":             intKey(func(p *Pool) *int { return &p.MaxKeys }, 0, maxInt32),
+	"blocking_connections": intKey(func(p *Pool) *int { return &p.BlockingConnections }, 1, 1<<16),
+	"default_version":      stringKey(func(p *Pool) *string { return &p.DefaultVersion }, checkVersion),
 }
 
 // validateCommon checks the rules every pool follows, whatever its kind.
@@ -53,6 +54,14 @@ func (pp *poolParser) validateCommon() {
 	}
 	if line, ok := pp.keys["default_version"]; ok && p.Redis && !pp.bad["redis"] && !pp.bad["default_version"] {
 		pp.fail(line, "default_version", "is only valid for a memcache pool")
+	}
+	if line, ok := pp.keys["blocking_connections"]; ok && !pp.bad["blocking_connections"] {
+		switch {
+		case !p.Redis && !pp.bad["redis"]:
+			pp.fail(line, "blocking_connections", "is only valid for a redis pool (redis: true)")
+		case pp.has("lua"):
+			pp.fail(line, "blocking_connections", "a Lua pool has no dedicated connections")
+		}
 	}
 	pp.validateEject()
 }

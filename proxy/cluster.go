@@ -18,7 +18,10 @@ const clusterRetryTimeout = time.Second
 
 // clusterRouter routes a redis_cluster pool by the cluster's slot map
 // (cluster.Cluster).
-type clusterRouter struct{ c *cluster.Cluster }
+type clusterRouter struct {
+	c   *cluster.Cluster
+	ded *dedicatedPool
+}
 
 var _ route.Router = clusterRouter{}
 
@@ -29,7 +32,18 @@ func (r clusterRouter) Route(x *route.Exchange) { r.c.Route(&x.Req, x.Hint, x) }
 func (r clusterRouter) Backends() []*backend.Backend { return r.c.Backends() }
 
 // Close implements route.Router.
-func (r clusterRouter) Close() { r.c.Close() }
+func (r clusterRouter) Close() {
+	r.ded.close()
+	r.c.Close()
+}
+
+// place implements dedicator: the master of the one slot of every key.
+func (r clusterRouter) place(req *codec.Request, hint uint32) (*backend.Backend, int, []byte) {
+	return r.c.Place(req, hint)
+}
+
+// dedicated implements dedicator.
+func (r clusterRouter) dedicated() *dedicatedPool { return r.ded }
 
 // Stats implements route.Router: redirects followed, refreshes, the map in
 // use.
@@ -40,7 +54,7 @@ func (r clusterRouter) Stats() []route.Stat {
 		ready = 1
 	}
 	c, g := route.Counter, route.Gauge
-	return []route.Stat{
+	return append([]route.Stat{
 		{Name: "cluster_moved", Kind: c, Value: st.Moved, Help: "MOVED replies followed."},
 		{Name: "cluster_ask", Kind: c, Value: st.Ask, Help: "ASK replies followed."},
 		{Name: "cluster_tryagain", Kind: c, Value: st.TryAgain, Help: "TRYAGAIN replies retried."},
@@ -57,7 +71,7 @@ func (r clusterRouter) Stats() []route.Stat {
 		{Name: "cluster_masters", Kind: g, Value: int64(st.Masters), Help: "Masters in the slot map in use."},
 		{Name: "cluster_slots_covered", Kind: g, Value: int64(st.SlotsCovered), Help: "Slots with an owner in the slot map in use."},
 		{Name: "cluster_nodes", Kind: g, Value: int64(st.Nodes), Help: "Node backends the slot map uses."},
-	}
+	}, r.ded.stats()...)
 }
 
 // newClusterRouter builds the router of a redis_cluster pool: its servers
@@ -101,7 +115,7 @@ func newClusterRouter(k *kindEnv) (route.Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	return clusterRouter{c}, nil
+	return clusterRouter{c: c, ded: newDedicatedPool(pc.BlockingConnections)}, nil
 }
 
 // ClusterStats returns the counters and state of the redis_cluster pool

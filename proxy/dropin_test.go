@@ -163,7 +163,7 @@ func TestDropInVersion(t *testing.T) {
 		yaml += "    - " + old + ":1\n"
 		_, addr := startProxy(t, yaml, "mc")
 		c := dial(t, addr)
-		waitFor(t, func() bool { return c.do("version\r\n") == "VERSION 1.4.25\r\n" }, "the pool to answer 1.4.25, its oldest server's version")
+		waitFor(t, ioTimeout, "the pool to answer 1.4.25, its oldest server's version", func() bool { return c.do("version\r\n") == "VERSION 1.4.25\r\n" })
 	})
 }
 
@@ -182,18 +182,6 @@ func statsOf(t testing.TB, c *client, req string) map[string]string {
 			t.Fatalf("%q: line %q", req, l)
 		}
 		st[name] = value
-	}
-}
-
-// waitFor polls cond until it holds, or fails the test after ioTimeout.
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(ioTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

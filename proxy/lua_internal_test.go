@@ -11,7 +11,6 @@ import (
 
 	"shardproxy/config"
 	"shardproxy/internal/testserver"
-	"shardproxy/proxy"
 )
 
 // internalRoutes are route files whose answers come from the pool's own
@@ -167,21 +166,4 @@ func TestLuaInternalLimits(t *testing.T) {
 	if got := c.do("get ttl\r\n"); got != "END\r\n" {
 		t.Errorf("an item past its TTL: %q", got)
 	}
-}
-
-// routerStat returns the value of the named router counter of pool name.
-func routerStat(t *testing.T, srv *proxy.Server, pool, name string) int64 {
-	t.Helper()
-	for _, p := range srv.Stats().Pools {
-		if p.Name != pool {
-			continue
-		}
-		for _, s := range p.Router {
-			if s.Name == name {
-				return s.Value
-			}
-		}
-	}
-	t.Fatalf("pool %s has no router counter %s", pool, name)
-	return 0
 }

@@ -328,7 +328,7 @@ func TestRedisCommands(t *testing.T) {
 				want string
 			}{
 				{[]any{"KEYS", "*"}, "ERR KEYS is not supported by shardproxy: it needs every server"},
-				{[]any{"BLPOP", "a", "0"}, "ERR BLPOP is not supported by shardproxy: it blocks the server connection"},
+				{[]any{"PUBSUB", "CHANNELS"}, "ERR PUBSUB CHANNELS is not supported by shardproxy: pub/sub needs a server connection of its own"},
 				{[]any{"foo", "bar"}, "ERR unknown command 'foo', with args beginning with: 'bar' "},
 				{[]any{"get"}, "ERR wrong number of arguments for 'get' command"},
 			} {

@@ -41,14 +41,17 @@ type session struct {
 	closing atomic.Bool // stop reading: shutdown or a fatal protocol error
 	w       writer      // replies, in order, to the client
 
-	need    int            // the length the unfinished request announced (reader only)
-	vec     [2][]byte      // the writer's scratch for a big reply
-	batch   backend.Batch  // calls routed from the current read, not yet sent
-	entered *pool          // the pool enter counted this session in (reader only)
-	counts  requestCounts  // requests read, not yet added to the pool's stats (reader only)
-	staged  []*pending     // read and routed, not yet handed to the writer (reader only)
-	watcher *route.Watcher // set by a watch request: the session streams its lines (watch.go)
-	free    []*pending     // written pendings to reuse (reader only; see newPending)
+	need     int            // the length the unfinished request announced (reader only)
+	vec      [2][]byte      // the writer's scratch for a big reply
+	batch    backend.Batch  // calls routed from the current read, not yet sent
+	entered  *pool          // the pool enter counted this session in (reader only)
+	counts   requestCounts  // requests read, not yet added to the pool's stats (reader only)
+	staged   []*pending     // read and routed, not yet handed to the writer (reader only)
+	watcher  *route.Watcher // set by a watch request: the session streams its lines (watch.go)
+	free     []*pending     // written pendings to reuse (reader only; see newPending)
+	pin      *pinState      // the client's transaction, if any (reader only; pin.go)
+	unpinned bool           // a pin just ended: the next request waits for its last reply (reader only)
+	blocked  blockedConns   // dedicated connections blocked for the client (pin.go)
 
 	// outstanding counts requests queued and not yet written; switchPool
 	// waits for it to reach zero (see drainWait).
@@ -147,7 +150,9 @@ func (s *session) heldWait() {
 // client stopped reading) before the connection closes.
 func (s *session) serve() {
 	s.readLoop()
+	s.blocked.closeAll() // the client left: nothing will unblock them for it
 	s.quiesce()
+	s.endPin(false)
 	if s.watcher != nil {
 		s.streamWatch()
 	}
@@ -179,7 +184,14 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 	start := 0
 	for start < len(buf) && !s.closing.Load() {
 		s.heldWait()
-		if cur := s.l.pool.Load(); cur != s.p {
+		if s.unpinned {
+			// The pin's last command (EXEC ...) must have run before a
+			// shared connection carries the next one: it may read
+			// what the transaction wrote.
+			s.unpinned = false
+			s.drainWait()
+		}
+		if cur := s.l.pool.Load(); cur != s.p && s.pin == nil {
 			s.switchPool(cur)
 		}
 		p := s.newPending()
@@ -210,6 +222,9 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 				s.route(p)
 				s.enqueue(p)
 			} else {
+				if pe.Reply != "" {
+					s.noteRefused()
+				}
 				p.Req.Reset()
 				p.Req.Close = pe.Close
 				p.Answer(append(p.Out(), pe.Reply...))
@@ -260,7 +275,7 @@ func (s *session) enter(p *pending) {
 			s.entered = s.p
 		}
 		cur := s.l.pool.Load()
-		if cur == s.p {
+		if cur == s.p || s.pin != nil { // a pinned client keeps its pool until the pin ends
 			return
 		}
 		s.leave()
@@ -298,6 +313,9 @@ func (s *session) route(p *pending) {
 	pl := s.p
 	if p.Req.Route == codec.RouteWatch {
 		s.startWatch(p)
+		return
+	}
+	if s.routeDedicated(p) {
 		return
 	}
 	if p.Req.Route == codec.RouteLocal {

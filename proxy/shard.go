@@ -25,6 +25,7 @@ type shardRouter struct {
 	backends []*backend.Backend // in shard.Servers() order
 	failover *shardRouter       // eject_policy failover: takes a bad server's keys
 	log      *slog.Logger
+	ded      *dedicatedPool // a Redis pool's dedicated connections; nil for memcached
 }
 
 var (
@@ -57,6 +58,9 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 			AutoEject:    pc.AutoEjectHosts,
 			Seed:         pc.HashSeed,
 		},
+	}
+	if pc.Redis {
+		r.ded = newDedicatedPool(pc.BlockingConnections)
 	}
 	if old := asShard(k.old); old != nil && reflect.DeepEqual(old.shardCfg, r.shardCfg) {
 		r.shard = old.shard // building a ketama ring is the costly part of a reload
@@ -234,12 +238,47 @@ func (r *shardRouter) fail(x *route.Exchange, msg string) {
 	x.Answer(out)
 }
 
-// Stats implements route.Router: a native pool's counters are the pool's.
-func (r *shardRouter) Stats() []route.Stat { return nil }
+// Stats implements route.Router: a native pool's counters are the
+// pool's, and a Redis pool's dedicated connections.
+func (r *shardRouter) Stats() []route.Stat {
+	if r.ded == nil {
+		return nil
+	}
+	return r.ded.stats()
+}
+
+// place implements dedicator: the server of every key, numbered as pick
+// numbers it.
+func (r *shardRouter) place(req *codec.Request, hint uint32) (*backend.Backend, int, []byte) {
+	where := -1
+	for _, k := range req.Keys {
+		idx, err := r.pick(k)
+		if err != nil {
+			r.stats.ForwardError.Add(1)
+			return nil, 0, r.dialect.AppendError(nil, codec.ErrServer, err.Error())
+		}
+		if where >= 0 && idx != where {
+			r.stats.ForwardError.Add(1)
+			return nil, 0, appendCrossSlot(nil, r.dialect)
+		}
+		where = idx
+	}
+	if where < 0 {
+		return r.backends[int(hint)%len(r.backends)], -1, nil
+	}
+	return r.Backend(where), where, nil
+}
+
+// dedicated implements dedicator.
+func (r *shardRouter) dedicated() *dedicatedPool { return r.ded }
 
 // Backends implements route.Router.
 func (r *shardRouter) Backends() []*backend.Backend { return r.backends }
 
-// Close implements route.Router: a native pool has nothing of its own to
-// stop.
-func (r *shardRouter) Close() {}
+// Close implements route.Router: a Redis pool closes its idle dedicated
+// connections.
+func (r *shardRouter) Close() {
+	if r.ded != nil {
+		r.ded.close()
+	}
+}

@@ -1,5 +1,7 @@
 package resp
 
+import "shardproxy/codec"
+
 //go:generate go run ./internal/gencommands -o commands_gen.go
 
 // class says how the proxy carries a command.
@@ -25,6 +27,22 @@ const (
 	// classContainer commands (CLIENT, OBJECT, ...) are dispatched on their
 	// subcommand.
 	classContainer
+	// classBlock commands (BLPOP, BLMOVE, BZMPOP, ...) may wait for data:
+	// codec.RouteBlock.
+	classBlock
+	// classPin commands keep state on the server connection (MULTI, EXEC,
+	// DISCARD, WATCH, UNWATCH, WAIT): codec.RoutePin, command.pin.
+	classPin
+)
+
+// blockRule says where a blocking command's timeout is.
+type blockRule uint8
+
+const (
+	blockNone  blockRule = iota
+	blockLast            // the last argument, in seconds (BLPOP, BLMOVE, ...)
+	blockFirst           // argument 1, in seconds (BLMPOP, BZMPOP)
+	blockMs2             // argument 2, in milliseconds (WAIT)
 )
 
 // keyRule says where a command's keys are.
@@ -91,6 +109,10 @@ type command struct {
 	reason string
 	// noAuth commands run before AUTH (AUTH, HELLO, QUIT, RESET).
 	noAuth bool
+	// block says where the timeout of a classBlock command (and WAIT) is.
+	block blockRule
+	// pin is what a classPin command does.
+	pin codec.Pin
 }
 
 // The command names' hash table, in place of a map: open addressing over

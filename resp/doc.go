@@ -42,13 +42,16 @@
 // LMOVE, PFMERGE, EVAL with keys, ...: RouteSame); any one server (COMMAND,
 // TIME, *|HELP: RouteAny); every server (FLUSHDB, SCRIPT LOAD|EXISTS|FLUSH:
 // RouteAll); answered by the proxy (PING, ECHO, QUIT, SELECT, AUTH, HELLO,
-// RESET, INFO, CLIENT SETNAME|GETNAME|ID|SETINFO: RouteLocal); or not
-// carried (KEYS, SCAN, transactions, pub/sub, blocking commands, server
-// administration). INFO goes to every server instead (RouteAll with
-// WithLocal) when the pool's kind sets Options.ServerInfo and the client
-// asks for more than the proxy's section: Merge merges the servers'
-// sections by the rules in infomerge.go and adds the proxy's, which
-// AddLocal stored in the request before it was routed. Keys of commands with movable keys (EVAL, ZUNIONSTORE,
+// RESET, INFO, CLIENT SETNAME|GETNAME|ID|SETINFO: RouteLocal); may block
+// its connection (BLPOP, BLMOVE, BZMPOP, ..., XREAD and XREADGROUP with
+// BLOCK: RouteBlock, with the timeout its arguments give in Request.Block);
+// keeps state on the connection (MULTI, EXEC, DISCARD, WATCH, UNWATCH,
+// WAIT: RoutePin, Request.Pin says which); or not carried (KEYS, SCAN,
+// pub/sub, server administration). INFO goes to every server instead
+// (RouteAll with WithLocal) when the pool's kind sets Options.ServerInfo
+// and the client asks for more than the proxy's section: Merge merges the
+// servers' sections by the rules in infomerge.go and adds the proxy's,
+// which AddLocal stored in the request before it was routed. Keys of commands with movable keys (EVAL, ZUNIONSTORE,
 // XREAD, SORT, GEORADIUS, ...) are found as redis-server's getkeys
 // functions find them.
 //

@@ -143,7 +143,12 @@ func checkShape(t *testing.T, req *codec.Request, n int) {
 		codec.RouteAll:   func(k int) bool { return k == 0 },
 		codec.RouteAny:   func(k int) bool { return k == 0 },
 		codec.RouteLocal: func(k int) bool { return k == 0 },
+		codec.RouteBlock: func(int) bool { return true }, // none when numkeys or STREAMS is wrong
+		codec.RoutePin:   func(k int) bool { return k == 0 || req.Pin == codec.PinWatch },
 	}[req.Route]
+	if (req.Route == codec.RoutePin) != (req.Pin != codec.PinNone) {
+		t.Fatalf("route %s with pin %d", routeNames[req.Route], req.Pin)
+	}
 	if want == nil || !want(len(req.Keys)) {
 		t.Fatalf("route %s with %d keys", routeNames[req.Route], len(req.Keys))
 	}

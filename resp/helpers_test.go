@@ -31,7 +31,7 @@ func parse(t testing.TB, o codec.Options, in string) (*codec.Request, int, error
 
 var routeNames = map[codec.Route]string{
 	codec.RouteKey: "key", codec.RouteMulti: "multi", codec.RouteAll: "all", codec.RouteLocal: "local",
-	codec.RouteSame: "same", codec.RouteAny: "any",
+	codec.RouteSame: "same", codec.RouteAny: "any", codec.RouteBlock: "block", codec.RoutePin: "pin",
 }
 
 var kindNames = map[codec.ReplyKind]string{
@@ -57,6 +57,12 @@ func describeRequest(req *codec.Request, n int, err error) string {
 	}
 	s := fmt.Sprintf("%s route=%s keys=[%s] n=%d wire=%q", req.Name, routeNames[req.Route],
 		strings.Join(keys, " "), n, req.Wire)
+	if req.Route == codec.RouteBlock || req.Pin == codec.PinWait {
+		s += fmt.Sprintf(" block=%v", req.Block)
+	}
+	if req.Pin != codec.PinNone {
+		s += fmt.Sprintf(" pin=%d", req.Pin)
+	}
 	if req.Route == codec.RouteLocal {
 		s += fmt.Sprintf(" local=%q", dialect.AppendLocal(nil, req, testEnv{}))
 	}

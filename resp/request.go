@@ -47,9 +47,6 @@ func (p *parser) request(frame []byte, req *codec.Request) (int, error) {
 	}
 	keys, blocked := c.keyPositions(p.keyPos[:0], p)
 	p.keyPos = keys
-	if blocked {
-		return 0, reject(notSupported(c.name+" block", "it blocks the server connection"), n)
-	}
 	if p.maxKey > 0 {
 		for _, i := range keys {
 			if len(p.arg(i)) > p.maxKey {
@@ -59,6 +56,17 @@ func (p *parser) request(frame []byte, req *codec.Request) (int, error) {
 	}
 	p.build(frame, req, cmd, c, 0)
 	req.Route = routeOf(cls, len(keys))
+	switch {
+	case cls == classBlock:
+		blockRoute(req, p.blockTimeout(c))
+	case blocked: // XREAD BLOCK
+		blockRoute(req, p.xreadBlock())
+	case cls == classPin:
+		req.Pin = c.pin
+		if c.block != blockNone {
+			req.Block = p.blockTimeout(c)
+		}
+	}
 	return n, nil
 }
 
@@ -76,6 +84,8 @@ func routeOf(cls class, nkeys int) codec.Route {
 		return codec.RouteAny
 	case classAll:
 		return codec.RouteAll
+	case classPin:
+		return codec.RoutePin
 	}
 	return codec.RouteKey
 }

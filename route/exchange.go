@@ -2,6 +2,7 @@ package route
 
 import (
 	"sync/atomic"
+	"time"
 
 	"shardproxy/backend"
 	"shardproxy/codec"
@@ -54,14 +55,17 @@ type Exchange struct {
 	split      codec.SplitScratch // the storage of subs and owners, when Split made them
 	replies    []codec.Reply      // Merge's scratch
 	doneFn     func(*backend.Call)
-	routed     bool  // answered through Complete
-	keyTargets []int // KeyTargets' storage
+	onDoneFn   func(*backend.Call) // doneFn after SendOn's after
+	after      func(*backend.Call) // SendOn's
+	routed     bool                // answered through Complete
+	keyTargets []int               // KeyTargets' storage
 }
 
 // Init binds x to its owner for life.
 func (x *Exchange) Init(o Owner) {
 	x.owner = o
 	x.doneFn = x.callDone
+	x.onDoneFn = x.onDone
 }
 
 // Reset readies x for a new request, keeping its storage.
@@ -77,6 +81,7 @@ func (x *Exchange) Reset() {
 func (x *Exchange) Clear() {
 	x.routed = false
 	x.Tap = nil
+	x.after = nil
 	x.call = backend.Call{}
 	clear(x.calls)
 	x.calls = x.calls[:0]
@@ -125,7 +130,35 @@ func (x *Exchange) Send(b *backend.Backend) {
 	x.left.Store(1)
 	x.call.Req = &x.Req
 	x.call.Done = x.doneFn
+	x.call.Timeout = 0
 	x.stage(b, &x.call)
+}
+
+// SendOn answers x with the reply to x.Req on d, a socket dedicated to
+// the client, staged in x.Batch when there is one. timeout replaces the
+// backend's for this call (see backend.Call.Timeout). after, if not nil,
+// runs with the call once its reply (or failure) is in, before x is
+// answered, on the backend's goroutine: it must not block.
+func (x *Exchange) SendOn(d *backend.Dedicated, timeout time.Duration, after func(*backend.Call)) {
+	x.left.Store(1)
+	x.call.Req = &x.Req
+	x.call.Done = x.onDoneFn
+	x.call.Timeout = timeout
+	x.after = after
+	if x.Batch != nil {
+		d.Stage(&x.call, x.Batch)
+		return
+	}
+	d.Send(&x.call)
+}
+
+// onDone is the Done of SendOn's call.
+func (x *Exchange) onDone(c *backend.Call) {
+	if f := x.after; f != nil {
+		x.after = nil
+		f(c)
+	}
+	x.callDone(c)
 }
 
 // Split divides x.Req by backend with d.Split: targets[i] is the backend

@@ -18,6 +18,17 @@ const (
 	anyServer   class = "classAny"         // any one server: codec.RouteAny
 	all         class = "classAll"         // every server, replies merged: codec.RouteAll
 	container   class = "classContainer"   // dispatched on its subcommand
+	block       class = "classBlock"       // may block: a dedicated connection, codec.RouteBlock
+	pin         class = "classPin"         // connection state: the client's pinned connection, codec.RoutePin
+)
+
+// blockRule names where a blocking command's timeout is.
+type blockRule string
+
+const (
+	blockLast  blockRule = "blockLast"  // the last argument, in seconds (BLPOP, BLMOVE, ...)
+	blockFirst blockRule = "blockFirst" // argument 1, in seconds (BLMPOP, BZMPOP)
+	blockMs2   blockRule = "blockMs2"   // argument 2, in milliseconds (WAIT)
 )
 
 // keyRule names how the keys of a command with movable keys are found.
@@ -44,7 +55,6 @@ const (
 	rCluster     = "shardproxy is not a Redis Cluster node"
 	rConnection  = "it changes the shared server connection"
 	rMove        = "it moves keys to another database or server"
-	rWait        = "it waits for the replicas of a single server"
 	rFunctions   = "functions must be managed on every server"
 )
 
@@ -52,11 +62,13 @@ const (
 type override struct {
 	class     class
 	keys      keyRule
-	keyArg    int    // keysNumkeys: the argument holding the key count; keysGeo: where options start
-	local     string // classLocal: the resp local-command identifier
-	reason    string // classUnsupported
-	subReason string // a container: why its subcommands without an override are unsupported
-	bare      class  // a container that is valid without a subcommand (COMMAND): that class
+	keyArg    int       // keysNumkeys: the argument holding the key count; keysGeo: where options start
+	local     string    // classLocal: the resp local-command identifier
+	reason    string    // classUnsupported
+	subReason string    // a container: why its subcommands without an override are unsupported
+	bare      class     // a container that is valid without a subcommand (COMMAND): that class
+	block     blockRule // classBlock, and WAIT: where the timeout is
+	pin       string    // classPin: the codec.Pin constant
 }
 
 // overrides are keyed by the full lower-case name.
@@ -112,18 +124,35 @@ var overrides = map[string]override{
 	"evalsha_ro":        {class: same, keys: keysNumkeys, keyArg: 2},
 	"fcall":             {class: same, keys: keysNumkeys, keyArg: 2},
 	"fcall_ro":          {class: same, keys: keysNumkeys, keyArg: 2},
-	"xread":             {class: same, keys: keysStreams},       // BLOCK refused by the parser
-	"xreadgroup":        {class: same, keys: keysStreams},       // BLOCK refused by the parser
-	"migrate":           {class: unsupported, reason: rMove},    // movable keys, never carried
-	"move":              {class: unsupported, reason: rMove},    // one key, but another database
-	"swapdb":            {class: unsupported, reason: rAdmin},   // no admin flag, still one server's business
-	"lastsave":          {class: unsupported, reason: rAdmin},   // @admin category, no admin flag
-	"role":              {class: unsupported, reason: rAdmin},   // @admin category, no admin flag
-	"wait":              {class: unsupported, reason: rWait},    // keyless
-	"readonly":          {class: unsupported, reason: rCluster}, // cluster replica reads
+	"xread":             {class: same, keys: keysStreams},                    // with BLOCK: codec.RouteBlock
+	"xreadgroup":        {class: same, keys: keysStreams},                    // with BLOCK: codec.RouteBlock
+	"migrate":           {class: unsupported, reason: rMove},                 // movable keys, never carried
+	"move":              {class: unsupported, reason: rMove},                 // one key, but another database
+	"swapdb":            {class: unsupported, reason: rAdmin},                // no admin flag, still one server's business
+	"lastsave":          {class: unsupported, reason: rAdmin},                // @admin category, no admin flag
+	"role":              {class: unsupported, reason: rAdmin},                // @admin category, no admin flag
+	"wait":              {class: pin, pin: "codec.PinWait", block: blockMs2}, // keyless: the pinned server's replicas
+	"readonly":          {class: unsupported, reason: rCluster},              // cluster replica reads
 	"readwrite":         {class: unsupported, reason: rCluster},
 	"asking":            {class: unsupported, reason: rCluster},
 	"restore-asking":    {class: unsupported, reason: rCluster},
+
+	// Blocking commands: a connection of the client's own while they wait.
+	"blpop":      {class: block, block: blockLast},
+	"brpop":      {class: block, block: blockLast},
+	"brpoplpush": {class: block, block: blockLast},
+	"blmove":     {class: block, block: blockLast},
+	"bzpopmin":   {class: block, block: blockLast},
+	"bzpopmax":   {class: block, block: blockLast},
+	"blmpop":     {class: block, block: blockFirst, keys: keysNumkeys, keyArg: 2},
+	"bzmpop":     {class: block, block: blockFirst, keys: keysNumkeys, keyArg: 2},
+
+	// Transactions: the client's pinned connection.
+	"multi":   {class: pin, pin: "codec.PinMulti"},
+	"exec":    {class: pin, pin: "codec.PinExec"},
+	"discard": {class: pin, pin: "codec.PinDiscard"},
+	"watch":   {class: pin, pin: "codec.PinWatch"},
+	"unwatch": {class: pin, pin: "codec.PinUnwatch"},
 
 	// Containers, their carried subcommands, and why the others are not.
 	"command":                 {class: container, bare: anyServer, subReason: rAdmin},

@@ -1,0 +1,152 @@
+package proxy
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+	"shardproxy/route"
+)
+
+// dedicator is a router whose clients may have a server connection of
+// their own: Redis blocking commands and transactions (codec.RouteBlock,
+// codec.RoutePin; see pin.go). Sharded and cluster Redis pools are.
+type dedicator interface {
+	// place returns the backend every key of req lives on and where that
+	// is: a number that keys on the same server (a cluster: in the same
+	// slot) share, -1 for a request without keys, which goes to the
+	// server hint picks. A request it cannot place gets refusal, the
+	// error reply the client sees (keys in different places, no slot
+	// map, every server ejected).
+	place(req *codec.Request, hint uint32) (b *backend.Backend, where int, refusal []byte)
+	// dedicated returns the router's dedicated connections.
+	dedicated() *dedicatedPool
+}
+
+// dedicatedPool holds a Redis pool's dedicated connections: for each
+// server, at most limit in use (blocking_connections) and those given back
+// in good order kept idle for the next client. It is safe for concurrent
+// use.
+type dedicatedPool struct {
+	limit int
+
+	mu      sync.Mutex
+	servers map[*backend.Backend]*dedicatedSet
+	closed  bool
+
+	inUse   atomic.Int64 // gauge: connections taken, not given back
+	idle    atomic.Int64 // gauge: connections kept for reuse
+	pinned  atomic.Int64 // gauge: clients in a transaction (WATCH, MULTI)
+	blocked atomic.Int64 // gauge: blocking commands waiting for their reply
+	refused atomic.Int64 // counter: requests refused at the limit
+}
+
+// dedicatedSet is one server's dedicated connections.
+type dedicatedSet struct {
+	inUse int
+	idle  []*backend.Dedicated
+}
+
+func newDedicatedPool(limit int) *dedicatedPool {
+	if limit <= 0 {
+		limit = 64
+	}
+	return &dedicatedPool{limit: limit, servers: map[*backend.Backend]*dedicatedSet{}}
+}
+
+// take returns a connection to b for one client, or the error reply the
+// client gets when b already has limit connections in use or is closed.
+func (dp *dedicatedPool) take(b *backend.Backend, d codec.Dialect) (*backend.Dedicated, []byte) {
+	dp.mu.Lock()
+	set := dp.servers[b]
+	if set == nil {
+		set = &dedicatedSet{}
+		dp.servers[b] = set
+	}
+	if set.inUse >= dp.limit || dp.closed {
+		dp.mu.Unlock()
+		dp.refused.Add(1)
+		return nil, d.AppendError(nil, codec.ErrServer, "no dedicated connection free for server "+b.Name()+
+			": "+strconv.Itoa(dp.limit)+" in use (blocking_connections)")
+	}
+	var ded *backend.Dedicated
+	var spent []*backend.Dedicated
+	for len(set.idle) > 0 && ded == nil {
+		n := len(set.idle) - 1
+		c := set.idle[n]
+		set.idle[n] = nil
+		set.idle = set.idle[:n]
+		dp.idle.Add(-1)
+		if c.Spent() { // its socket died while idle (a server restart, its idle timeout)
+			spent = append(spent, c)
+		} else {
+			ded = c
+		}
+	}
+	if ded == nil {
+		ded = b.Dedicate()
+	}
+	if ded != nil {
+		set.inUse++
+		dp.inUse.Add(1)
+	}
+	dp.mu.Unlock()
+	for _, c := range spent {
+		go c.Close()
+	}
+	if ded == nil {
+		return nil, d.AppendError(nil, codec.ErrServer, backend.ErrorFor(backend.CauseClosed).Error())
+	}
+	return ded, nil
+}
+
+// give takes back a connection take returned. One that is clean (reuse:
+// the client left no state on it) and not spent is kept for the next
+// client; any other is closed. It never blocks: backends call it from
+// their goroutines.
+func (dp *dedicatedPool) give(ded *backend.Dedicated, reuse bool) {
+	dp.mu.Lock()
+	if set := dp.servers[ded.Backend()]; set != nil {
+		set.inUse--
+		dp.inUse.Add(-1)
+		if reuse && !dp.closed && !ded.Spent() && len(set.idle) < dp.limit {
+			set.idle = append(set.idle, ded)
+			dp.idle.Add(1)
+			ded = nil
+		}
+	}
+	dp.mu.Unlock()
+	if ded != nil {
+		go ded.Close()
+	}
+}
+
+// close closes the idle connections; those in use close when given back.
+func (dp *dedicatedPool) close() {
+	dp.mu.Lock()
+	dp.closed = true
+	var idle []*backend.Dedicated
+	for _, set := range dp.servers {
+		idle = append(idle, set.idle...)
+		dp.idle.Add(-int64(len(set.idle)))
+		set.idle = nil
+	}
+	dp.mu.Unlock()
+	for _, d := range idle {
+		d.Close()
+	}
+}
+
+// stats are the pool's counters, for the router's Stats.
+func (dp *dedicatedPool) stats() []route.Stat {
+	c, g := route.Counter, route.Gauge
+	return []route.Stat{
+		{Name: "dedicated_connections", Kind: g, Value: dp.inUse.Load(), Help: "Server connections dedicated to one client now (blocking commands, transactions)."},
+		{Name: "dedicated_idle", Kind: g, Value: dp.idle.Load(), Help: "Dedicated server connections kept open for the next client."},
+		{Name: "pinned_clients", Kind: g, Value: dp.pinned.Load(), Help: "Clients in a transaction (after WATCH or MULTI)."},
+		{Name: "blocked_clients", Kind: g, Value: dp.blocked.Load(), Help: "Blocking commands waiting for their reply."},
+		{Name: "dedicated_refused", Kind: c, Value: dp.refused.Load(), Help: "Requests refused because blocking_connections were in use."},
+	}
+}

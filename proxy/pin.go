@@ -1,0 +1,502 @@
+package proxy
+
+import (
+	"sync"
+	"time"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+)
+
+// This file serves the Redis commands that need a server connection of
+// the client's own (a dedicatedPool's), on the session's reader goroutine:
+//
+//   - A blocking command (codec.RouteBlock) takes a connection to the
+//     server of its keys for as long as it waits, with its own timeout
+//     plus the pool's in place of the pool's, and gives it back with its
+//     reply. A client that disconnects meanwhile gets its connection
+//     closed at once: redis-server unblocks a client only when it
+//     disconnects (or on CLIENT UNBLOCK, which would need the server's id
+//     of the connection and a second connection allowed to send it).
+//   - A transaction pins the client to one connection: WATCH, or the first
+//     command with keys after MULTI, chooses the server (a cluster: the
+//     slot); every later command goes on that connection, and keys
+//     elsewhere are refused with -CROSSSLOT, which makes EXEC abort as
+//     Redis aborts a transaction with a refused command. EXEC, DISCARD,
+//     UNWATCH (outside MULTI) end the pin and the connection, clean, goes
+//     back to the pool; a client that leaves while pinned has its
+//     connection closed, which drops what it watched and queued.
+//
+// MULTI itself is answered by the proxy until the server is known, and
+// so are the keyless commands queued before it (+QUEUED); they go to the
+// server, their replies dropped, ahead of the first command with keys (or
+// of EXEC, to any server, when no command named a key).
+
+// Wire bytes the proxy sends on a pinned connection itself.
+var (
+	multiWire   = []byte("*1\r\n$5\r\nMULTI\r\n")
+	discardWire = []byte("*1\r\n$7\r\nDISCARD\r\n")
+)
+
+// Replies the proxy gives in a transaction's place, as redis-server words
+// them.
+const (
+	replyOK          = "+OK\r\n"
+	replyQueued      = "+QUEUED\r\n"
+	replyExecAbort   = "-EXECABORT Transaction discarded because of previous errors.\r\n"
+	replyNestedMulti = "-ERR MULTI calls can not be nested\r\n"
+	replyWatchMulti  = "-ERR WATCH inside MULTI is not allowed\r\n"
+	replyExecNoMulti = "-ERR EXEC without MULTI\r\n"
+	replyDiscardNo   = "-ERR DISCARD without MULTI\r\n"
+)
+
+// pinState is a session's transaction (reader only).
+type pinState struct {
+	dp        *dedicatedPool
+	d         *backend.Dedicated // nil until a command chose the server
+	where     int                // the place of the keys (dedicator.place), -1 while any
+	multi     bool               // the client sent MULTI
+	sent      bool               // MULTI went to the server
+	held      [][]byte           // keyless commands queued before the server was known
+	heldBytes int                // their size
+	abort     bool               // a command of the transaction was refused: EXEC aborts
+}
+
+// blockedConns are the dedicated connections with a blocking command of
+// the session's in flight: the reader closes them when the client leaves.
+type blockedConns struct {
+	mu    sync.Mutex
+	conns map[*backend.Dedicated]int
+}
+
+func (bc *blockedConns) add(d *backend.Dedicated) {
+	bc.mu.Lock()
+	if bc.conns == nil {
+		bc.conns = map[*backend.Dedicated]int{}
+	}
+	bc.conns[d]++
+	bc.mu.Unlock()
+}
+
+func (bc *blockedConns) remove(d *backend.Dedicated) {
+	bc.mu.Lock()
+	if bc.conns[d]--; bc.conns[d] <= 0 {
+		delete(bc.conns, d)
+	}
+	bc.mu.Unlock()
+}
+
+// closeAll closes every connection still blocked: their commands fail,
+// and the server forgets the blocked client at once.
+func (bc *blockedConns) closeAll() {
+	bc.mu.Lock()
+	conns := make([]*backend.Dedicated, 0, len(bc.conns))
+	for d := range bc.conns {
+		conns = append(conns, d)
+	}
+	bc.mu.Unlock()
+	for _, d := range conns {
+		d.Close()
+	}
+}
+
+// routeDedicated serves p if it needs a connection of the client's own,
+// or because the client is pinned, and reports whether it did.
+func (s *session) routeDedicated(p *pending) bool {
+	r := p.Req.Route
+	if s.pin == nil && r != codec.RouteBlock && r != codec.RoutePin {
+		return false
+	}
+	p.Hint = s.id
+	p.Batch = &s.batch
+	dd, ok := s.p.router.(dedicator)
+	if !ok || dd.dedicated() == nil {
+		s.answerRaw(p, string(s.p.dialect.AppendError(nil, codec.ErrServer,
+			commandName(p)+" is not supported by this pool")))
+		return true
+	}
+	if s.pin != nil {
+		s.routePinned(p, dd)
+		return true
+	}
+	if r == codec.RouteBlock {
+		s.routeBlocking(p, dd)
+		return true
+	}
+	s.routePinStart(p, dd)
+	return true
+}
+
+// routeBlocking sends a blocking command on a connection of its own.
+func (s *session) routeBlocking(p *pending, dd dedicator) {
+	b, _, refusal := dd.place(&p.Req, s.id)
+	if refusal != nil {
+		s.answerRaw(p, string(refusal))
+		return
+	}
+	dp := dd.dedicated()
+	d, refusal := dp.take(b, s.p.dialect)
+	if refusal != nil {
+		s.answerRaw(p, string(refusal))
+		return
+	}
+	if !s.admit(p) {
+		dp.give(d, true)
+		return
+	}
+	s.blocked.add(d)
+	dp.blocked.Add(1)
+	p.SendOn(d, s.blockTimeout(p.Req.Block), func(c *backend.Call) {
+		dp.blocked.Add(-1)
+		s.blocked.remove(d)
+		dp.give(d, c.Reply.Err == nil)
+	})
+}
+
+// blockTimeout is the timeout of a call that may block for wait (see
+// codec.Request.Block): wait plus the pool's timeout, none when either is
+// forever, the pool's when wait is no valid timeout (the server answers
+// at once).
+func (s *session) blockTimeout(wait time.Duration) time.Duration {
+	pool := s.p.cfg.Timeout
+	switch {
+	case wait < 0:
+		return 0
+	case wait == 0 || pool <= 0:
+		return -1
+	}
+	return wait + pool
+}
+
+// routePinStart serves a transaction command of a client not pinned.
+func (s *session) routePinStart(p *pending, dd dedicator) {
+	switch p.Req.Pin {
+	case codec.PinMulti:
+		s.pin = &pinState{dp: dd.dedicated(), where: -1, multi: true}
+		s.pin.dp.pinned.Add(1)
+		s.answerRaw(p, replyOK)
+	case codec.PinWatch:
+		b, where, refusal := dd.place(&p.Req, s.id)
+		if refusal != nil {
+			s.answerRaw(p, string(refusal))
+			return
+		}
+		dp := dd.dedicated()
+		d, refusal := dp.take(b, s.p.dialect)
+		if refusal != nil {
+			s.answerRaw(p, string(refusal))
+			return
+		}
+		s.pin = &pinState{dp: dp, d: d, where: where}
+		dp.pinned.Add(1)
+		s.sendPinned(p, 0, false)
+	case codec.PinExec:
+		s.answerRaw(p, replyExecNoMulti)
+	case codec.PinDiscard:
+		s.answerRaw(p, replyDiscardNo)
+	case codec.PinUnwatch:
+		s.answerRaw(p, replyOK)
+	default: // WAIT
+		s.answerRaw(p, string(s.p.dialect.AppendError(nil, codec.ErrServer, "WAIT is not supported by shardproxy "+
+			"outside a transaction: the writes it would wait for went over connections shared by many clients")))
+	}
+}
+
+// routePinned serves any request of a pinned client.
+func (s *session) routePinned(p *pending, dd dedicator) {
+	pin := s.pin
+	req := &p.Req
+	switch req.Route {
+	case codec.RouteLocal:
+		s.routePinnedLocal(p, dd)
+		return
+	case codec.RouteAll:
+		s.refuseInPin(p, commandName(p)+" inside a transaction is not supported by shardproxy: it needs every server")
+		return
+	case codec.RoutePin:
+		if s.routePinCommand(p, dd) {
+			return
+		}
+	}
+	_, where, refusal := dd.place(req, s.id)
+	if refusal == nil && where >= 0 && pin.where >= 0 && where != pin.where {
+		refusal = appendCrossSlot(nil, s.p.dialect)
+	}
+	if refusal != nil {
+		if pin.multi {
+			pin.abort = true
+		}
+		s.answerRaw(p, string(refusal))
+		return
+	}
+	if pin.d == nil && where < 0 { // keyless, before any key: held until the server is known
+		s.hold(p)
+		return
+	}
+	if !s.connectPin(p, dd) {
+		return
+	}
+	var timeout time.Duration
+	if req.Route == codec.RouteBlock && !pin.multi { // inside MULTI it does not block
+		timeout = s.blockTimeout(req.Block)
+	}
+	s.sendPinned(p, timeout, false)
+}
+
+// routePinCommand serves a transaction command of a pinned client, and
+// reports whether it did; false passes it on as a command for the pinned
+// connection.
+func (s *session) routePinCommand(p *pending, dd dedicator) bool {
+	pin := s.pin
+	switch p.Req.Pin {
+	case codec.PinMulti:
+		if pin.multi {
+			s.answerRaw(p, replyNestedMulti) // not an error that aborts, as in Redis
+			return true
+		}
+		pin.multi, pin.sent = true, true
+		return false // WATCH chose the connection: MULTI goes on it
+	case codec.PinWatch:
+		if pin.multi {
+			s.answerRaw(p, replyWatchMulti)
+			return true
+		}
+		return false
+	case codec.PinExec:
+		if !pin.multi {
+			s.answerRaw(p, replyExecNoMulti)
+			return true
+		}
+		if pin.abort {
+			s.abortPin(p)
+			return true
+		}
+		if pin.d == nil && !s.connectPin(p, dd) {
+			return true
+		}
+		s.sendPinned(p, 0, true)
+		return true
+	case codec.PinDiscard:
+		if !pin.multi {
+			s.answerRaw(p, replyDiscardNo)
+			return true
+		}
+		if pin.d == nil {
+			s.endPin(false)
+			s.answerRaw(p, replyOK)
+			return true
+		}
+		s.sendPinned(p, 0, true)
+		return true
+	case codec.PinUnwatch:
+		if pin.d == nil { // MULTI without a server: nothing is watched
+			s.hold(p)
+			return true
+		}
+		s.sendPinned(p, 0, !pin.multi)
+		return true
+	case codec.PinWait:
+		if pin.d == nil {
+			s.hold(p)
+			return true
+		}
+		var timeout time.Duration
+		if !pin.multi {
+			timeout = s.blockTimeout(p.Req.Block)
+		}
+		s.sendPinned(p, timeout, false)
+		return true
+	}
+	return false
+}
+
+// routePinnedLocal serves a command the proxy answers itself, for a
+// pinned client: inside MULTI, PING and ECHO are queued on the server;
+// QUIT and RESET end the transaction; the other session commands (AUTH,
+// SELECT, CLIENT ...) are refused, which aborts it. Outside MULTI they
+// are answered as usual.
+func (s *session) routePinnedLocal(p *pending, dd dedicator) {
+	pin := s.pin
+	switch {
+	case p.Req.Name == "reset" || p.Req.Close:
+		s.endPin(false)
+		s.answerLocal(p)
+	case !pin.multi:
+		s.answerLocal(p)
+	case p.Req.Name == "ping" || p.Req.Name == "echo":
+		if pin.d == nil {
+			s.hold(p)
+			return
+		}
+		s.sendPinned(p, 0, false) // Wire is the request; the proxy's reply is kept after it
+
+	default:
+		s.refuseInPin(p, commandName(p)+" inside MULTI is not supported by shardproxy")
+	}
+}
+
+// maxHeldBytes bounds the keyless commands a transaction may queue before
+// it names a key (the proxy holds them).
+const maxHeldBytes = 1 << 20
+
+// hold queues a keyless command of a transaction whose server is not known
+// yet, answering +QUEUED as the server would; past maxHeldBytes it is
+// refused, which aborts the transaction.
+func (s *session) hold(p *pending) {
+	pin := s.pin
+	if pin.heldBytes+len(p.Req.Wire) > maxHeldBytes {
+		s.refuseInPin(p, "too many commands queued before the transaction named a key")
+		return
+	}
+	pin.heldBytes += len(p.Req.Wire)
+	pin.held = append(pin.held, append([]byte(nil), p.Req.Wire...))
+	s.answerRaw(p, replyQueued)
+}
+
+// connectPin gives the pin its connection, to the server of p's keys (any
+// server when it has none), if it has none yet, and sends what MULTI
+// held. It answers p and returns false when no connection is free.
+func (s *session) connectPin(p *pending, dd dedicator) bool {
+	pin := s.pin
+	if pin.d != nil {
+		return true
+	}
+	b, w, refusal := dd.place(&p.Req, s.id)
+	if refusal == nil {
+		pin.d, refusal = pin.dp.take(b, s.p.dialect)
+	}
+	if refusal != nil {
+		pin.abort = true
+		s.answerRaw(p, string(refusal))
+		return false
+	}
+	pin.where = w
+	if pin.multi && !pin.sent {
+		pin.sent = true
+		s.sendQuiet(multiWire)
+	}
+	for _, w := range pin.held {
+		s.sendQuiet(w)
+	}
+	pin.held, pin.heldBytes = nil, 0
+	return true
+}
+
+// sendPinned sends p on the pinned connection with the call timeout
+// (see backend.Call.Timeout); last ends the pin once its reply is in,
+// the connection given back clean.
+func (s *session) sendPinned(p *pending, timeout time.Duration, last bool) {
+	pin := s.pin
+	if !s.admit(p) {
+		if pin.multi {
+			pin.abort = true
+		}
+		return
+	}
+	d := pin.d
+	if timeout != 0 {
+		s.blocked.add(d)
+	}
+	var after func(*backend.Call)
+	switch {
+	case last:
+		dp := pin.dp
+		s.pin = nil
+		s.unpinned = true
+		dp.pinned.Add(-1)
+		after = func(c *backend.Call) { dp.give(d, c.Reply.Err == nil) }
+	case timeout != 0:
+		after = func(*backend.Call) { s.blocked.remove(d) }
+	}
+	p.SendOn(d, timeout, after)
+}
+
+// sendQuiet sends wire on the pinned connection; its reply is dropped.
+func (s *session) sendQuiet(wire []byte) {
+	req := &codec.Request{Name: "pinned", Route: codec.RoutePin, Wire: wire, Buf: wire}
+	s.pin.d.Stage(&backend.Call{Req: req, Done: (*backend.Call).Release}, &s.batch)
+}
+
+// abortPin answers EXEC after a refused command: the server's transaction
+// is discarded, and the pin ends.
+func (s *session) abortPin(p *pending) {
+	pin := s.pin
+	if pin.d != nil && pin.sent {
+		// The server has the commands that were not refused queued:
+		// DISCARD them, and give the connection back once it is clean.
+		dp, d := pin.dp, pin.d
+		req := &codec.Request{Name: "discard", Route: codec.RoutePin, Wire: discardWire, Buf: discardWire}
+		d.Stage(&backend.Call{Req: req, Done: func(c *backend.Call) {
+			dp.give(d, c.Reply.Err == nil)
+			c.Release()
+		}}, &s.batch)
+		pin.d = nil
+		s.unpinned = true
+	}
+	s.endPin(false)
+	s.answerRaw(p, replyExecAbort)
+}
+
+// refuseInPin answers p with an error of the proxy's; inside MULTI it
+// aborts the transaction, as Redis aborts one with a refused command.
+func (s *session) refuseInPin(p *pending, msg string) {
+	if s.pin.multi {
+		s.pin.abort = true
+	}
+	s.answerRaw(p, string(s.p.dialect.AppendError(nil, codec.ErrClient, msg)))
+}
+
+// endPin ends the transaction. Its connection, if still held, is given
+// back: kept when reuse says it is clean, else closed, dropping what the
+// client watched and queued there.
+func (s *session) endPin(reuse bool) {
+	pin := s.pin
+	if pin == nil {
+		return
+	}
+	s.pin = nil
+	pin.dp.pinned.Add(-1)
+	if pin.d != nil {
+		pin.dp.give(pin.d, reuse)
+	}
+}
+
+// noteRefused tells a transaction that the proxy refused one of its
+// commands before routing it (a protocol error, an unknown command): EXEC
+// then aborts, as in Redis.
+func (s *session) noteRefused() {
+	if s.pin != nil && s.pin.multi {
+		s.pin.abort = true
+	}
+}
+
+// answerRaw answers p with bytes of the proxy's own.
+func (s *session) answerRaw(p *pending, reply string) {
+	p.Answer(append(p.Out(), reply...))
+}
+
+// answerLocal answers a command the proxy serves itself.
+func (s *session) answerLocal(p *pending) {
+	s.counts.publish()
+	p.Answer(s.p.dialect.AppendLocal(p.Out(), &p.Req, s.p))
+}
+
+// commandName is p's command in capitals, for messages.
+func commandName(p *pending) string {
+	b := []byte(p.Req.Name)
+	for i, c := range b {
+		switch {
+		case 'a' <= c && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		case c == '|':
+			b[i] = ' '
+		}
+	}
+	return string(b)
+}
+
+// appendCrossSlot appends redis-server's refusal of keys in different
+// slots (in a sharded pool: on different servers), in d's words.
+func appendCrossSlot(dst []byte, d codec.Dialect) []byte {
+	return d.AppendError(dst, codec.ErrCrossServer, "Keys in request don't hash to the same slot")
+}
