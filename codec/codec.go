@@ -86,6 +86,20 @@ const (
 	ModeRewrite
 )
 
+// Part says whether a request is a piece of a longer client request that
+// the parser cut as it streamed in (see PartParser).
+type Part uint8
+
+const (
+	// PartWhole: the request is the client's whole request.
+	PartWhole Part = iota
+	// PartMore: a piece that more pieces follow. The client sees its
+	// reply without the request's terminator (PartReplier.TrimPart).
+	PartMore
+	// PartLast: the last piece; the client sees its reply as it is.
+	PartLast
+)
+
 // ReplyKind classifies a backend reply.
 type ReplyKind uint8
 
@@ -144,6 +158,9 @@ type Request struct {
 	// Arg is dialect-private: a number the parser keeps for Split, Merge or
 	// AppendReply.
 	Arg int
+	// Part says whether the request is a piece of a longer one (PartMore,
+	// PartLast) or whole (PartWhole); see PartParser.
+	Part Part
 	// WithLocal asks the proxy to let the dialect add its own part of the
 	// answer (LocalAdder.AddLocal) before it routes the request to the
 	// servers; the dialect's Merge puts it beside the servers' replies
@@ -315,6 +332,43 @@ type RequestParser interface {
 	// holds only a prefix of a request it returns ErrIncomplete. On bad input it
 	// returns a *ProtocolError.
 	ParseRequest(buf []byte, req *Request) (n int, err error)
+}
+
+// PartParser is implemented by a RequestParser that cuts a request too
+// long to buffer whole (a memcache multi-get line of any length) into
+// parts as it streams in: each part is a request of its own (Part set),
+// routed, answered and written in order, so that the proxy's memory for
+// the request is bounded by its read buffer and the replies it holds,
+// not by the request's length.
+//
+// While InPart is true the parser's next request is the next part of the
+// request it is cutting: a caller must keep feeding it the bytes that
+// follow (and must not replace the parser).
+type PartParser interface {
+	RequestParser
+	// ParsePart is called after ParseRequest reported ErrIncomplete. It
+	// returns the next part of a long request at buf's start as
+	// ParseRequest returns a request, or ErrIncomplete when buf does not
+	// hold enough of it to cut one. ParseRequest cuts a part itself only
+	// when the request's end is in buf: a caller that wants to hold the
+	// rest of a request back (its client has too many replies waiting)
+	// calls ParsePart only once it must make room in its buffer. Where
+	// parts are cut depends on the bytes only, never on how they were
+	// split into reads.
+	ParsePart(buf []byte, req *Request) (n int, err error)
+	// InPart reports whether the parser is inside a request it has begun
+	// to cut into parts.
+	InPart() bool
+}
+
+// PartReplier is implemented by a dialect whose parser is a PartParser.
+type PartReplier interface {
+	// TrimPart returns how many bytes of reply, the client's reply to a
+	// PartMore request as if it were whole, the client sees (the reply
+	// without its terminator), and whether the reply ends the client's
+	// request early (an error): the client then sees nothing of the
+	// request's later parts.
+	TrimPart(reply []byte) (n int, ended bool)
 }
 
 // Dialect is one wire protocol.

@@ -213,9 +213,11 @@ type Pool struct {
 	// (memcached's -I) for memcached pools, 512 MiB (Redis's
 	// proto-max-bulk-len) for Redis pools.
 	ItemSizeMax int
-	// MaxRequestLine is the longest request line, in bytes, a client may send
-	// (a long multi-get is one line) (key max_request_line, a shardproxy
-	// extension; 2048 to 64 MiB). 0 means the default, 64 KiB.
+	// MaxRequestLine is the longest request line, in bytes, read whole (key
+	// max_request_line, a shardproxy extension; 2048 to 64 MiB): a Redis
+	// inline command; a memcache get line, longer ones being cut into parts
+	// of at most this many bytes as they stream in. 0 means the default,
+	// 64 KiB.
 	MaxRequestLine int
 	// AllowFlushAll lets clients send flush_all through this pool (key
 	// flush_all, a shardproxy extension). Parse sets it to true when the key

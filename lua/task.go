@@ -57,12 +57,14 @@ type multi struct {
 // startRequest runs the handler for a client request.
 func (w *worker) startRequest(req *codec.Request, hint uint32, c Completion, bt *backend.Batch) {
 	bytes := int64(len(req.Wire))
-	if req.Route == codec.RouteMulti && len(req.Keys) > 1 {
+	// A part of a long multi-get (codec.PartParser) is one even with one
+	// key: its key too long is answered in place too.
+	if req.Route == codec.RouteMulti && len(req.Keys) > 1 || req.Part != codec.PartWhole && len(req.Keys) == 1 {
 		targets := make([]int, len(req.Keys))
 		for i := range targets {
 			targets[i] = i
 		}
-		if subs, _, owners := w.r.cfg.Dialect.Split(req, targets, nil); len(subs) > 1 {
+		if subs, _, owners := w.r.cfg.Dialect.Split(req, targets, nil); len(subs) > 1 || len(subs) == 1 && req.Part != codec.PartWhole {
 			if bt != nil { // its keys are sent at once, after what is staged
 				bt.Flush()
 			}

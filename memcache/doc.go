@@ -25,7 +25,11 @@
 // not a number) is rejected alone and what follows is read as commands; a
 // value not followed by "\r\n" is rejected and reading goes on after its
 // announced length, both as memcached does. Only a line over its limit
-// and memcached's HTTP case close the connection. Errors that memcached
+// and memcached's HTTP case close the connection. A retrieval line has no
+// limit: one longer than MaxLine is cut into parts as it streams in
+// (codec.PartParser, stream.go), each a retrieval request of its own, and
+// the client sees one reply (Dialect.TrimPart drops each earlier part's
+// END). Errors that memcached
 // hides from a noreply request are hidden too (ProtocolError.Reply is
 // empty).
 //
@@ -64,6 +68,7 @@
 // NewRequestParser belongs to one session. ParseRequest copies what a
 // request needs into req.Buf (reusing its capacity) and points req.Wire and
 // req.Keys into it, so they stay valid after the input buffer is reused;
-// nothing else is retained between calls. Split returns sub-requests with
+// nothing else is retained between calls but the state of a line being
+// cut into parts (its verb and exptime). Split returns sub-requests with
 // their own storage. The Append functions and Merge only append to dst.
 package memcache

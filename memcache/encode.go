@@ -83,7 +83,7 @@ func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byt
 		return appendStats(dst, req, env)
 	case CmdMetaNoop:
 		return append(dst, "MN\r\n"...)
-	case CmdGat, CmdGats:
+	case CmdGet, CmdGets, CmdGat, CmdGats: // "gat 10", a part of no keys
 		return append(dst, "END\r\n"...)
 	case CmdQuit:
 		return dst

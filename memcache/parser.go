@@ -11,8 +11,9 @@ import (
 const (
 	// DefaultMaxKey is memcached's KEY_MAX_LENGTH: the longest key in bytes.
 	DefaultMaxKey = 250
-	// DefaultMaxLine bounds a retrieval line (get, gets, gat, gats), which
-	// grows with its number of keys.
+	// DefaultMaxLine is the longest retrieval line (get, gets, gat, gats)
+	// read whole. A longer one, which memcached serves too, is cut into
+	// parts of at most this many bytes as it streams in (stream.go).
 	DefaultMaxLine = 64 << 10
 	// MaxCommandLine bounds every other request line. memcached closes a
 	// connection that sends 2048 bytes without a newline unless the line is
@@ -37,6 +38,7 @@ type parser struct {
 	proxy    bool   // memcached proxy's words (codec.Options.ProxyErrors)
 	wire     bool   // memcached proxy's quiet and noreply wire (codec.Options.ProxyWire)
 	toks     []span // tokens of the current line, reused
+	st       stream // the retrieval line being cut into parts
 }
 
 var _ codec.RequestParser = (*parser)(nil)
@@ -81,6 +83,9 @@ func (l *line) tok(s span) []byte { return l.text[s.start:s.end] }
 
 // ParseRequest implements codec.RequestParser.
 func (p *parser) ParseRequest(buf []byte, req *codec.Request) (int, error) {
+	if p.st.cmd != 0 {
+		return p.nextPart(buf, req, true)
+	}
 	if p.proxy {
 		return p.parseProxy(buf, req)
 	}
@@ -90,6 +95,9 @@ func (p *parser) ParseRequest(buf []byte, req *codec.Request) (int, error) {
 // parse parses a request in memcached's own words.
 func (p *parser) parse(buf []byte, req *codec.Request) (int, error) {
 	eol, err := p.frameLine(buf)
+	if err == errLongLine {
+		return p.firstPart(buf, req, true)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -135,56 +143,70 @@ func (p *parser) parse(buf []byte, req *codec.Request) (int, error) {
 	return p.local(l, req) // version, quit, stats, mn
 }
 
-// frameLine finds the end of the request line. A line longer than the
+// frameLine finds the end of the request line. A line longer than its
 // limit fails whether or not its newline has arrived, so the outcome never
-// depends on how the bytes were split into reads.
+// depends on how the bytes were split into reads; a retrieval line longer
+// than maxLine is no failure but errLongLine: it is cut into parts
+// (stream.go).
 func (p *parser) frameLine(buf []byte) (eol int, err error) {
 	window := buf[:min(len(buf), p.maxLine+2)]
 	eol = bytes.IndexByte(window, '\n')
+	l := eol
 	if eol < 0 {
-		l := len(buf)
+		l = len(buf)
 		if l > 0 && buf[l-1] == '\r' {
 			l-- // the '\r' may be the start of "\r\n"
 		}
-		if p.tooLong(buf, l) {
-			return 0, rejectFatal(replyLineTooLong, len(buf))
-		}
-		return 0, codec.ErrIncomplete
-	}
-	l := eol
-	if eol > 1 && buf[eol-1] == '\r' {
+	} else if eol > 1 && buf[eol-1] == '\r' {
 		l--
 	}
-	if p.tooLong(buf, l) {
-		return 0, rejectFatal(replyLineTooLong, eol+1)
+	if l > p.cmdLine-2 { // (gat's limit)
+		cmd := retrievalHead(buf[:min(len(buf), p.cmdLine+1)])
+		switch {
+		case cmd != 0 && l > p.lineLimit(cmd):
+			return 0, errLongLine
+		case cmd != 0 || l <= p.cmdLine:
+		case eol < 0:
+			return 0, rejectFatal(replyLineTooLong, len(buf))
+		default:
+			return 0, rejectFatal(replyLineTooLong, eol+1)
+		}
+	}
+	if eol < 0 {
+		return 0, codec.ErrIncomplete
 	}
 	return eol, nil
 }
 
-// tooLong reports whether a line of (at least) l bytes starting buf is over
-// its limit. Only a retrieval line may exceed cmdLine, and only when its
-// verb and the following space lie within the first cmdLine bytes.
-func (p *parser) tooLong(buf []byte, l int) bool {
-	if l <= p.cmdLine {
-		return false
-	}
-	if l > p.maxLine {
-		return true
-	}
-	head := buf[:p.cmdLine+1] // len(buf) > l > cmdLine
+// retrievalHead returns the command of a line starting with head when it
+// may be longer than MaxCommandLine: only a retrieval line may, and only
+// when its verb and the space after it lie in head. Else it returns 0.
+func retrievalHead(head []byte) int {
 	i := 0
 	for i < len(head) && head[i] == ' ' {
 		i++
 	}
 	j := bytes.IndexByte(head[i:], ' ')
 	if j < 0 {
-		return true
+		return 0
 	}
-	switch string(head[i : i+j]) {
-	case "get", "gets", "gat", "gats":
-		return false
+	if cmd := lookupCommand(head[i : i+j]); isRetrieval(cmd) {
+		return cmd
 	}
-	return true
+	return 0
+}
+
+// lineLimit is the longest line of a retrieval command cmd read whole
+// (without its "\r\n"); a longer one is cut into parts no longer than
+// that. A gat or gats line stays within MaxCommandLine with its "\r\n":
+// memcached drops the connection of one longer than that when its newline
+// is not in the same read (observed: a server socket the proxy sends it
+// on), where it waits for a get or gets line however long it is.
+func (p *parser) lineLimit(cmd int) int {
+	if isTouching(cmd) {
+		return p.cmdLine - 2
+	}
+	return p.maxLine
 }
 
 // tokenize splits text at spaces (only spaces, as memcached does) into

@@ -249,7 +249,6 @@ func TestParseRequestRejects(t *testing.T) {
 		{"ms bad data chunk, quiet or not", codec.Options{}, "ms k 2 q\r\nhix\r\n", rejectWant{reply: chunk, n: 14}},
 		{"line too long", codec.Options{}, "set k 0 0 1" + strings.Repeat(" ", 2040) + "\r\n", rejectWant{reply: tooLong, close: true}},
 		{"line too long without newline", codec.Options{}, strings.Repeat("x", 2049), rejectWant{reply: tooLong, close: true}},
-		{"retrieval line over MaxLine", codec.Options{MaxLine: 4000}, "get " + strings.Repeat("k ", 2000) + "\r\n", rejectWant{reply: tooLong, close: true}},
 		{"retrieval verb must start early", codec.Options{}, strings.Repeat(" ", 2048) + "get a" + strings.Repeat(" a", 100), rejectWant{reply: tooLong, close: true}},
 		{"denied flush_all", codec.Options{Deny: []string{"flush_all"}}, "flush_all\r\n", rejectWant{reply: "CLIENT_ERROR flush_all is disabled for this pool\r\n"}},
 		{"denied flush_all noreply is hidden", codec.Options{Deny: []string{"flush_all"}}, "flush_all noreply\r\n", rejectWant{}},

@@ -46,6 +46,12 @@ const proxyMaxKeyOffset = 20
 // parseProxy is parse in memcached proxy's words.
 func (p *parser) parseProxy(buf []byte, req *codec.Request) (int, error) {
 	n, err := p.parse(buf, req)
+	return p.proxyWords(buf, req, n, err)
+}
+
+// proxyWords words the outcome of parsing buf into req as memcached's
+// proxy does.
+func (p *parser) proxyWords(buf []byte, req *codec.Request, n int, err error) (int, error) {
 	var pe *codec.ProtocolError
 	if err == nil {
 		if !proxyKnows(req.Cmd) {

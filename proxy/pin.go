@@ -140,7 +140,7 @@ func (s *session) routeBlocking(p *pending, dd dedicator) {
 		s.answerRaw(p, string(refusal))
 		return
 	}
-	if !s.admit(p) {
+	if !s.admit(p, len(p.Req.Keys)) {
 		dp.give(d, true)
 		return
 	}
@@ -387,7 +387,7 @@ func (s *session) connectPin(p *pending, dd dedicator) bool {
 // the connection given back clean.
 func (s *session) sendPinned(p *pending, timeout time.Duration, last bool) {
 	pin := s.pin
-	if !s.admit(p) {
+	if !s.admit(p, len(p.Req.Keys)) {
 		if pin.multi {
 			pin.abort = true
 		}

@@ -38,8 +38,9 @@ type session struct {
 	nc      net.Conn
 	id      uint32
 	parser  codec.RequestParser
-	closing atomic.Bool // stop reading: shutdown or a fatal protocol error
-	w       writer      // replies, in order, to the client
+	parts   codec.PartParser // parser, when it cuts long requests into parts
+	closing atomic.Bool      // stop reading: shutdown or a fatal protocol error
+	w       writer           // replies, in order, to the client
 
 	need     int            // the length the unfinished request announced (reader only)
 	vec      [2][]byte      // the writer's scratch for a big reply
@@ -52,11 +53,13 @@ type session struct {
 	pin      *pinState      // the client's transaction, if any (reader only; pin.go)
 	unpinned bool           // a pin just ended: the next request waits for its last reply (reader only)
 	blocked  blockedConns   // dedicated connections blocked for the client (pin.go)
+	line     partLine       // the request being cut into parts (reader only)
 
 	// outstanding counts requests queued and not yet written; switchPool
 	// waits for it to reach zero (see drainWait).
 	outstanding atomic.Int64
 	held        atomic.Int64 // reply bytes received, not yet written
+	partsOut    atomic.Int64 // parts of a request queued, not yet written (parts.go)
 	waiting     atomic.Bool
 	mu          sync.Mutex
 	drained     *sync.Cond
@@ -72,6 +75,7 @@ func newSession(l *listener, p *pool, nc net.Conn) *session {
 		id:     sessionIDs.Add(1),
 		parser: p.dialect.NewRequestParser(p.limits),
 	}
+	s.parts, _ = s.parser.(codec.PartParser)
 	s.drained = sync.NewCond(&s.mu)
 	s.w.init(nc)
 	return s
@@ -85,6 +89,9 @@ func newSession(l *listener, p *pool, nc net.Conn) *session {
 func (s *session) enqueue(p *pending) {
 	if s.outstanding.Load()+int64(len(s.staged)) >= maxPending {
 		s.waitFor(func() bool { return s.outstanding.Load() < maxPending })
+	}
+	if p.Req.Part != codec.PartWhole {
+		s.partsOut.Add(1)
 	}
 	s.staged = append(s.staged, p)
 }
@@ -191,7 +198,7 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 			s.unpinned = false
 			s.drainWait()
 		}
-		if cur := s.l.pool.Load(); cur != s.p && s.pin == nil {
+		if cur := s.l.pool.Load(); cur != s.p && s.pin == nil && !s.inPart() {
 			s.switchPool(cur)
 		}
 		p := s.newPending()
@@ -202,8 +209,25 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 			backend.PutBuffer(p.Req.Buf)
 			p.Req.Buf = backend.GetBuffer(s.need)
 		}
+		inPart := s.inPart()
+		if !inPart {
+			// Wait for the client to read its replies before taking
+			// more requests. Inside a request cut into parts, only
+			// once a part is cut (see cutPart): its client may send
+			// all of it before it reads.
+			s.heldWait()
+		}
 		n, err := s.parser.ParseRequest(buf[start:], &p.Req)
 		s.need = 0
+		if errors.Is(err, codec.ErrIncomplete) && s.parts != nil {
+			n, err = s.cutPart(buf, start, p, err)
+		}
+		switch {
+		case err == nil && p.Req.Part != codec.PartWhole:
+			s.partWait()
+		case err == nil:
+			s.heldWait()
+		}
 		if err != nil {
 			if errors.Is(err, codec.ErrIncomplete) {
 				s.need = codec.Needed(err)
@@ -227,8 +251,10 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 				}
 				p.Req.Reset()
 				p.Req.Close = pe.Close
+				p.Req.Part = s.errorPart(inPart)
 				p.Answer(append(p.Out(), pe.Reply...))
 				s.enqueue(p)
+				s.line.done(p.Req.Part)
 				if pe.Close {
 					s.closing.Store(true)
 					return nil, 0, false
@@ -246,10 +272,13 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 		}
 		start += n
 		s.enter(p)
-		s.counts.count(s.p.stats, p.Req.Name)
+		if p.Req.Part != codec.PartMore { // a request cut into parts counts once
+			s.counts.count(s.p.stats, p.Req.Name)
+		}
 		s.route(p)
-		closeAfter := p.Req.Close // p belongs to the writer once queued
+		closeAfter, part := p.Req.Close, p.Req.Part // p belongs to the writer once queued
 		s.enqueue(p)
+		s.line.done(part)
 		if closeAfter {
 			s.closing.Store(true)
 			return nil, 0, false
@@ -275,7 +304,7 @@ func (s *session) enter(p *pending) {
 			s.entered = s.p
 		}
 		cur := s.l.pool.Load()
-		if cur == s.p || s.pin != nil { // a pinned client keeps its pool until the pin ends
+		if cur == s.p || s.pin != nil || s.inPart() { // a pinned client, or a line being cut, keeps its pool
 			return
 		}
 		s.leave()
@@ -303,6 +332,7 @@ func (s *session) switchPool(cur *pool) {
 	s.drainWait()
 	if cur.dialect != s.p.dialect || !reflect.DeepEqual(cur.limits, s.p.limits) {
 		s.parser = cur.dialect.NewRequestParser(cur.limits)
+		s.parts, _ = s.parser.(codec.PartParser)
 	}
 	s.p = cur
 }
@@ -323,7 +353,12 @@ func (s *session) route(p *pending) {
 		p.Answer(pl.dialect.AppendLocal(p.Out(), &p.Req, pl))
 		return
 	}
-	if !s.admit(p) {
+	keys, ok := s.line.add(p)
+	if !ok {
+		return
+	}
+	if !s.admit(p, keys) {
+		s.line.dead = p.Req.Part != codec.PartWhole
 		return
 	}
 	if p.Req.WithLocal { // the dialect adds the proxy's part (INFO's Proxy section)
@@ -339,13 +374,15 @@ func (s *session) route(p *pending) {
 
 // admit applies the pool's limits to a request bound for servers. It
 // answers a refused request itself and returns false.
-func (s *session) admit(p *pending) bool {
+// keys is the request's number of keys (with a part's, the keys of its
+// request so far).
+func (s *session) admit(p *pending, keys int) bool {
 	cfg, st := s.p.cfg, s.p.stats
 	var msg string
 	kind := codec.ErrServer
 	switch {
-	case cfg.MaxKeys > 0 && len(p.Req.Keys) > cfg.MaxKeys:
-		kind, msg = codec.ErrClient, fmt.Sprintf("too many keys: %d, max_keys is %d", len(p.Req.Keys), cfg.MaxKeys)
+	case cfg.MaxKeys > 0 && keys > cfg.MaxKeys:
+		kind, msg = codec.ErrClient, fmt.Sprintf("too many keys: %d, max_keys is %d", keys, cfg.MaxKeys)
 	case cfg.ActiveReqLimit > 0 && st.Active.Load() >= int64(cfg.ActiveReqLimit):
 		msg = "active request limit reached"
 	case cfg.BufferMemoryLimit > 0 && st.Buffered.Load() >= int64(cfg.BufferMemoryLimit)<<10:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shardproxy/backend"
+	"shardproxy/codec"
 )
 
 // writer is the write side of a session: the requests in the client's
@@ -40,7 +41,8 @@ type writer struct {
 	freed   []*pending  // written, for the reader to reuse (see newPending)
 	stocked atomic.Bool // freed is not empty
 
-	batch []*pending // the holder's scratch
+	batch     []*pending // the holder's scratch
+	partEnded bool       // the holder's: an error ended the reply to the parts' request
 
 	// The non-blocking write's argument and results (the holder's), and
 	// the function RawConn.Write calls, made once: a closure per write
@@ -199,10 +201,15 @@ func (s *session) writeReady(blocking bool) {
 		outHolder, out := getOut()
 		var heldDone int64
 		var pl *pool // the pool of the last run of batch, and its length
-		var inPool int64
+		var inPool, parts int64
 		for _, p := range batch {
+			if p.Req.Part != codec.PartWhole {
+				parts++
+			}
 			if !broken {
-				if head, big, tail := p.BigReply(out, p.pool.dialect); big != nil {
+				if p.Req.Part != codec.PartWhole {
+					out = s.appendPart(out, p)
+				} else if head, big, tail := p.BigReply(out, p.pool.dialect); big != nil {
 					if blocking {
 						broken = s.writeBig(head, big)
 					} else {
@@ -238,6 +245,9 @@ func (s *session) writeReady(blocking bool) {
 		}
 		// Once per batch: both counters are shared with the reader's core.
 		s.held.Add(-heldDone)
+		if parts > 0 {
+			s.partsOut.Add(-parts)
+		}
 		s.written(len(batch))
 		if !broken {
 			out = s.writeOut(out, blocking)
