@@ -25,6 +25,9 @@ const (
 	// classContainer commands (CLIENT, OBJECT, ...) are dispatched on their
 	// subcommand.
 	classContainer
+	// classServer commands go to the server the request names (SCAN, by
+	// its cursor): codec.RouteServer.
+	classServer
 )
 
 // keyRule says where a command's keys are.
@@ -87,8 +90,12 @@ type command struct {
 	// bare is the class of a container called without a subcommand
 	// (COMMAND), or classUnsupported when that is an arity error.
 	bare class
-	// reason says why an unsupported command is not carried.
+	// reason says why an unsupported command is not carried, or why an
+	// every command is not where the pool cannot reach every server.
 	reason string
+	// every commands span every server's keys: a parser without
+	// codec.Options.Keyspace refuses them with reason.
+	every bool
 	// noAuth commands run before AUTH (AUTH, HELLO, QUIT, RESET).
 	noAuth bool
 }
