@@ -327,7 +327,7 @@ func TestRedisCommands(t *testing.T) {
 				args []any
 				want string
 			}{
-				{[]any{"KEYS", "*"}, "ERR KEYS is not supported by shardproxy: it needs every server"},
+				{[]any{"FUNCTION", "DUMP"}, "ERR FUNCTION DUMP is not supported by shardproxy: functions must be managed on every server"},
 				{[]any{"BLPOP", "a", "0"}, "ERR BLPOP is not supported by shardproxy: it blocks the server connection"},
 				{[]any{"foo", "bar"}, "ERR unknown command 'foo', with args beginning with: 'bar' "},
 				{[]any{"get"}, "ERR wrong number of arguments for 'get' command"},
