@@ -292,7 +292,8 @@ func (c *Cluster) Close() {
 // RouteKey goes to the slot of Keys[0]; RouteSame to the one slot of all
 // keys (else -CROSSSLOT); RouteMulti (MGET, MSET, DEL, UNLINK, EXISTS,
 // TOUCH) is split per slot and merged; RouteAny goes to one master;
-// RouteAll to every master.
+// RouteAll to every master; RouteServer (SCAN) to the master that
+// req.Target numbers in the order of the first slot each serves.
 func (c *Cluster) Route(req *codec.Request, hint uint32, done Completer) {
 	if c.closed.Load() {
 		done.Complete(c.dialect.AppendError(nil, codec.ErrServer, ErrClosed.Error()))
@@ -315,6 +316,8 @@ func (c *Cluster) Route(req *codec.Request, hint uint32, done Completer) {
 		c.routeMulti(req, hint, read, done)
 	case codec.RouteAll:
 		c.routeAll(req, hint, done)
+	case codec.RouteServer:
+		c.routeServer(req, hint, done)
 	default:
 		done.Complete(c.dialect.AppendError(nil, codec.ErrServer, "unroutable request "+req.Name))
 	}

@@ -53,7 +53,9 @@
 // MSET, DEL, UNLINK, EXISTS, TOUCH) is split per slot (a cluster node
 // refuses keys of two slots even when it serves both) with resp's Split and
 // merged with its Merge; RouteAny goes to one master; RouteAll (FLUSHDB,
-// SCRIPT LOAD) to every master serving slots. With ReadPreferReplica or
+// SCRIPT LOAD, KEYS, ...) to every master serving slots; RouteServer (SCAN)
+// to the master its Target numbers, the masters taken in the order of the
+// first slot each serves, never a replica. With ReadPreferReplica or
 // ReadReplica, commands redis-server flags read-only (ReadOnly) go to a
 // healthy replica of the slot's master, chosen by the client's hint.
 //

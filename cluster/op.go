@@ -253,6 +253,13 @@ func (o *op) finishRaw(raw []byte) {
 		f.reply(i, codec.Reply{Raw: raw, Kind: kind, Server: server})
 		return
 	}
+	if o.req.Mode == codec.ModeRewrite { // SCAN: the proxy's cursor
+		kind := codec.ReplyOK
+		if len(raw) > 0 && raw[0] == '-' {
+			kind = codec.ReplyError
+		}
+		raw = c.dialect.AppendReply(nil, o.req, raw, kind)
+	}
 	done := o.done
 	o.release()
 	done.Complete(raw)

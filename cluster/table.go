@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +38,32 @@ type table struct {
 	shards  []shardNodes
 	owner   [Slots]int16 // index into shards; -1: not served
 	masters []*node      // masters serving at least one slot
+
+	scanOnce sync.Once
+	scan     []*node // scanOrder's, made once
+}
+
+// scanOrder returns the masters serving slots in the order of the first
+// slot each serves: the numbering of a SCAN cursor. It does not depend on
+// the order in which a node lists the shards (which differs from node to
+// node), and it survives a failover (the new master serves the same
+// slots); a reshard that changes which master has the lowest slots
+// renumbers them.
+func (t *table) scanOrder() []*node {
+	t.scanOnce.Do(func() {
+		seen := make([]bool, len(t.shards))
+		for _, i := range t.owner {
+			if i < 0 || seen[i] {
+				continue
+			}
+			seen[i] = true
+			m := t.shards[i].master
+			if !slices.Contains(t.scan, m) {
+				t.scan = append(t.scan, m)
+			}
+		}
+	})
+	return t.scan
 }
 
 // replica returns a replica of the shard for hint, skipping those marked

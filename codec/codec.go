@@ -43,6 +43,14 @@ const (
 	// proxy serves it on a connection dedicated to the client; Pin says
 	// which.
 	RoutePin
+	// RouteServer sends the request to the server it names itself:
+	// number Target in the pool's own order of servers (Redis SCAN, whose
+	// cursor carries the server). The router sets Servers to how many
+	// servers it has before it sends the request, so that the dialect's
+	// AppendReply (the request is ModeRewrite) can tell the client where
+	// to go next; a Target the pool has no server for is answered with
+	// the dialect's ErrClient error ErrNoTarget.
+	RouteServer
 )
 
 // Pin names a RoutePin request.
@@ -57,6 +65,12 @@ const (
 	PinDiscard     // DISCARD
 	PinWait        // WAIT: replicas of the pinned server (Block is its timeout)
 )
+
+// ErrNoTarget is the text of the error a router answers to a RouteServer
+// request whose Target names no server of the pool (a cursor from a pool
+// that had more servers, or a made-up one): Redis's own word for a bad
+// SCAN cursor.
+const ErrNoTarget = "invalid cursor"
 
 // Streams of a pool's event log a RouteWatch request may ask for, as bits
 // of its Arg (memcached's watch names).
@@ -161,6 +175,13 @@ type Request struct {
 	// Part says whether the request is a piece of a longer one (PartMore,
 	// PartLast) or whole (PartWhole); see PartParser.
 	Part Part
+	// Target is, for a RouteServer request, the number of the server it
+	// names, in the pool's order of servers; the parser sets it.
+	Target int
+	// Servers is, for a RouteServer request, how many servers the pool
+	// that routes it walks; the router sets it before it sends the
+	// request.
+	Servers int
 	// WithLocal asks the proxy to let the dialect add its own part of the
 	// answer (LocalAdder.AddLocal) before it routes the request to the
 	// servers; the dialect's Merge puts it beside the servers' replies
@@ -253,6 +274,13 @@ type Options struct {
 	// alone. The pool's kind sets it (sharded and Redis Cluster pools);
 	// the memcache parser ignores it.
 	ServerInfo bool
+	// Keyspace asks the RESP parser to carry the commands that span every
+	// server's keys (SCAN as RouteServer; KEYS, DBSIZE, RANDOMKEY,
+	// FLUSHALL and FUNCTION's LOAD, DELETE, FLUSH and LIST as RouteAll);
+	// without it they are refused with an error naming the command. The
+	// pool's kind sets it (sharded and Redis Cluster pools); the memcache
+	// parser ignores it.
+	Keyspace bool
 }
 
 // HandshakeOptions describe what a new backend socket must be told.

@@ -223,6 +223,13 @@ type Pool struct {
 	// flush_all, a shardproxy extension). Parse sets it to true when the key
 	// is absent; for a Pool built by hand the zero value, false, forbids it.
 	AllowFlushAll bool
+	// AllowRedisFlushAll lets clients of a Redis pool send FLUSHALL (key
+	// redis_flushall, a shardproxy extension; Redis pools only; default
+	// false). FLUSHALL empties every database of every server, those other
+	// pools (redis_db) use too, so it takes this key as well as flush_all;
+	// FLUSHDB, which empties the pool's own database, takes flush_all
+	// alone.
+	AllowRedisFlushAll bool
 	// ConnectTimeout bounds one connect to a server (key connect_timeout, in
 	// milliseconds, > 0, a shardproxy extension). When the key is absent,
 	// Parse uses Timeout if the pool has one (twemproxy's timeout covers the

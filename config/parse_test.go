@@ -386,6 +386,8 @@ func TestParseErrors(t *testing.T) {
 			`config: testdata/x.yml:3: pool "alpha": redis: "True" is not true or false`},
 		{"flush_all maybe", pool("  flush_all: maybe\n"),
 			`config: testdata/x.yml:3: pool "alpha": flush_all: "maybe" is not true or false`},
+		{"redis_flushall without redis", pool("  redis_flushall: true\n"),
+			`config: testdata/x.yml:3: pool "alpha": redis_flushall: is only valid for a redis pool (redis: true)`},
 		{"redis_auth without redis", pool("  redis_auth: secret\n"),
 			`config: testdata/x.yml:3: pool "alpha": redis_auth: is only valid for a redis pool (redis: true)`},
 		{"redis_auth with redis false", pool("  redis: false\n  redis_auth: secret\n"),

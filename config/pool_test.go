@@ -120,6 +120,7 @@ var builtKeys = map[string]func(p *Pool){
 	"item_size_max":        func(p *Pool) { p.ItemSizeMax = 1 },
 	"max_request_line":     func(p *Pool) { p.MaxRequestLine = 1 },
 	"flush_all":            func(p *Pool) { p.AllowFlushAll = true },
+	"redis_flushall":       func(p *Pool) { p.AllowRedisFlushAll = true },
 	"connect_timeout":      func(p *Pool) { p.ConnectTimeout = time.Second },
 	"eject_policy":         func(p *Pool) { p.EjectPolicy = EjectFailFast },
 	"failover_pool":        func(p *Pool) { p.FailoverPool = "b" },

@@ -123,7 +123,10 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 		return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
 	}
 	if !pc.AllowFlushAll {
-		p.limits.Deny = []string{"flush_all"}
+		p.limits.Deny = []string{"flush_all"} // FLUSHDB and FLUSHALL on a Redis pool
+	}
+	if pc.Redis && !pc.AllowRedisFlushAll {
+		p.limits.Deny = append(p.limits.Deny, "flushall")
 	}
 	k := &kindEnv{b: b, p: p, lease: lease, dialTLS: dialTLS}
 	if old != nil && old.kind == p.kind {

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"bytes"
 	"log/slog"
 	"reflect"
+	"strings"
 
 	"shardproxy/backend"
 	"shardproxy/codec"
@@ -39,6 +41,7 @@ var (
 func newShardRouter(k *kindEnv) (route.Router, error) {
 	pc := k.p.cfg
 	k.p.limits.ServerInfo = true // INFO merges the servers' sections
+	k.p.limits.Keyspace = true   // SCAN walks the servers, KEYS ... fan out
 	servers := make([]sharding.Server, len(pc.Servers))
 	byName := make(map[string]config.Server, len(pc.Servers))
 	for i, s := range pc.Servers {
@@ -162,7 +165,12 @@ func (r *shardRouter) Route(x *route.Exchange) {
 	case codec.RouteAny:
 		x.Send(r.backends[int(x.Hint)%len(r.backends)])
 	case codec.RouteAll:
+		if x.Tap == nil { // a near cache's flush has its own
+			x.Tap = r.tapAll
+		}
 		x.FanOutAll(r, len(r.backends))
+	case codec.RouteServer:
+		r.routeServer(x)
 	default:
 		r.fail(x, "unroutable request")
 	}
@@ -226,6 +234,49 @@ func (r *shardRouter) routeSame(x *route.Exchange) {
 		target = int(x.Hint) % len(r.backends)
 	}
 	x.Send(r.Backend(target))
+}
+
+// routeServer sends x to the server it names (a SCAN's cursor): this
+// pool's servers in their order, never the failover pool's. A number past
+// the last server is answered codec.ErrNoTarget.
+func (r *shardRouter) routeServer(x *route.Exchange) {
+	if x.Req.Target < 0 || x.Req.Target >= len(r.backends) {
+		x.Answer(r.dialect.AppendError(x.Out(), codec.ErrClient, codec.ErrNoTarget))
+		return
+	}
+	x.Req.Servers = len(r.backends)
+	x.Send(r.backends[x.Req.Target])
+}
+
+// tapAll logs a server's failure or error reply to a request sent to
+// every server (FLUSHALL, FUNCTION LOAD, KEYS, ...), naming the server:
+// the client gets the error alone, and a change that some servers made
+// and others did not leaves them different.
+func (r *shardRouter) tapAll(x *route.Exchange, c *backend.Call) {
+	if i := x.CallIndex(c); i >= 0 && i < len(r.backends) {
+		logFanOutError(r.log, x.Req.Name, r.backends[i].Name(), c.Reply)
+	}
+}
+
+// logFanOutError logs reply when it is a failure (Warn: the server is in
+// trouble) or an error (Info: the server refused the request, maybe
+// alone), as the answer from server to a request sent to every server.
+func logFanOutError(log *slog.Logger, cmd, server string, reply codec.Reply) {
+	switch {
+	case reply.Err != nil:
+		log.Warn("server failed a request sent to every server", "server", server, "cmd", cmd, "err", reply.Err)
+	case reply.Kind == codec.ReplyFailure:
+		log.Warn("server failed a request sent to every server", "server", server, "cmd", cmd, "err", firstLine(reply.Raw))
+	case reply.Kind == codec.ReplyError:
+		log.Info("server refused a request sent to every server", "server", server, "cmd", cmd, "err", firstLine(reply.Raw))
+	}
+}
+
+// firstLine is a reply's first line without its line end, at most 200
+// bytes, for the log.
+func firstLine(raw []byte) string {
+	line, _, _ := bytes.Cut(raw, []byte("\r\n"))
+	return strings.ToValidUTF8(string(line[:min(len(line), 200)]), "?")
 }
 
 // fail answers x with a server error of the proxy's own.

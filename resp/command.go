@@ -33,6 +33,9 @@ const (
 	// classPin commands keep state on the server connection (MULTI, EXEC,
 	// DISCARD, WATCH, UNWATCH, WAIT): codec.RoutePin, command.pin.
 	classPin
+	// classServer commands go to the server the request names (SCAN, by
+	// its cursor): codec.RouteServer.
+	classServer
 )
 
 // blockRule says where a blocking command's timeout is.
@@ -105,8 +108,12 @@ type command struct {
 	// bare is the class of a container called without a subcommand
 	// (COMMAND), or classUnsupported when that is an arity error.
 	bare class
-	// reason says why an unsupported command is not carried.
+	// reason says why an unsupported command is not carried, or why an
+	// every command is not where the pool cannot reach every server.
 	reason string
+	// every commands span every server's keys: a parser without
+	// codec.Options.Keyspace refuses them with reason.
+	every bool
 	// noAuth commands run before AUTH (AUTH, HELLO, QUIT, RESET).
 	noAuth bool
 	// block says where the timeout of a classBlock command (and WAIT) is.

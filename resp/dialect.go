@@ -28,7 +28,10 @@ func (*Dialect) Name() string { return Name }
 // command, and count or length line), MaxValue DefaultMaxValue (the longest
 // bulk string), MaxKey none. A whole request may not exceed MaxValue +
 // MaxLine + 4096 bytes. Deny names commands ("keys", "client|kill"; the
-// memcached "flush_all" means FLUSHDB) the parser refuses. With Password
+// memcached "flush_all" means FLUSHDB and FLUSHALL) the parser refuses.
+// Without Keyspace, the commands that span every server's keys (SCAN,
+// KEYS, DBSIZE, RANDOMKEY, FLUSHALL, FUNCTION LOAD/DELETE/FLUSH/LIST) are
+// refused. With Password
 // set, every command but AUTH, HELLO, QUIT and RESET is refused with
 // -NOAUTH until the client authenticates (as Username, "" meaning Redis's
 // "default" user). SELECT accepts DB only.
@@ -66,8 +69,11 @@ func newRequest(name string, args ...string) *codec.Request {
 }
 
 // AppendReply implements codec.Dialect: the client sees the reply as the
-// backend sent it.
-func (*Dialect) AppendReply(dst []byte, _ *codec.Request, reply []byte, _ codec.ReplyKind) []byte {
+// backend sent it, but a SCAN's under the proxy's cursor (scan.go).
+func (*Dialect) AppendReply(dst []byte, req *codec.Request, reply []byte, _ codec.ReplyKind) []byte {
+	if req != nil && req.Mode == codec.ModeRewrite && req.Cmd == cmdSCAN {
+		return appendScanReply(dst, req, reply)
+	}
 	return append(dst, reply...)
 }
 

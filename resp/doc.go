@@ -29,8 +29,9 @@
 // A framed request is checked in redis-server's order: command name
 // ("-ERR unknown command ..."), subcommand, arity, then authentication
 // ("-NOAUTH Authentication required."); then the proxy's own rules: denied
-// commands, commands it does not carry ("-ERR KEYS is not supported by
-// shardproxy: it needs every server"). These leave the connection open.
+// commands, commands it does not carry ("-ERR FUNCTION DUMP is not
+// supported by shardproxy: functions must be managed on every server").
+// These leave the connection open.
 //
 // # Commands
 //
@@ -40,18 +41,22 @@
 // (RouteKey); split per server (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH:
 // RouteMulti); every key on one server (MSETNX, SINTER, RENAME, SMOVE,
 // LMOVE, PFMERGE, EVAL with keys, ...: RouteSame); any one server (COMMAND,
-// TIME, *|HELP: RouteAny); every server (FLUSHDB, SCRIPT LOAD|EXISTS|FLUSH:
-// RouteAll); answered by the proxy (PING, ECHO, QUIT, SELECT, AUTH, HELLO,
-// RESET, INFO, CLIENT SETNAME|GETNAME|ID|SETINFO: RouteLocal); may block
-// its connection (BLPOP, BLMOVE, BZMPOP, ..., XREAD and XREADGROUP with
-// BLOCK: RouteBlock, with the timeout its arguments give in Request.Block);
-// keeps state on the connection (MULTI, EXEC, DISCARD, WATCH, UNWATCH,
-// WAIT: RoutePin, Request.Pin says which); or not carried (KEYS, SCAN,
-// pub/sub, server administration). INFO goes to every server instead
-// (RouteAll with WithLocal) when the pool's kind sets Options.ServerInfo
-// and the client asks for more than the proxy's section: Merge merges the
-// servers' sections by the rules in infomerge.go and adds the proxy's,
-// which AddLocal stored in the request before it was routed. Keys of commands with movable keys (EVAL, ZUNIONSTORE,
+// TIME, *|HELP: RouteAny); every server (FLUSHDB, SCRIPT LOAD|EXISTS|FLUSH,
+// and with Options.Keyspace KEYS, DBSIZE, RANDOMKEY, FLUSHALL, FUNCTION
+// LOAD|DELETE|FLUSH|LIST: RouteAll, merged as Merge says); the server a
+// cursor names (SCAN, with Options.Keyspace: RouteServer, see scan.go);
+// answered by the proxy (PING, ECHO, QUIT, SELECT, AUTH, HELLO, RESET,
+// INFO, CLIENT SETNAME|GETNAME|ID|SETINFO: RouteLocal); may block its
+// connection (BLPOP, BLMOVE, BZMPOP, ..., XREAD and XREADGROUP with BLOCK:
+// RouteBlock, with the timeout its arguments give in Request.Block); keeps
+// state on the connection (MULTI, EXEC, DISCARD, WATCH, UNWATCH, WAIT:
+// RoutePin, Request.Pin says which); or not carried (pub/sub, server
+// administration, and the keyspace commands without Options.Keyspace).
+// INFO goes to every server instead (RouteAll with WithLocal) when the
+// pool's kind sets Options.ServerInfo and the client asks for more than
+// the proxy's section: Merge merges the servers' sections by the rules in
+// infomerge.go and adds the proxy's, which AddLocal stored in the request
+// before it was routed. Keys of commands with movable keys (EVAL, ZUNIONSTORE,
 // XREAD, SORT, GEORADIUS, ...) are found as redis-server's getkeys
 // functions find them.
 //

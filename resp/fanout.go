@@ -13,6 +13,10 @@ var (
 	cmdMGET        = lookup("mget")
 	cmdMSET        = lookup("mset")
 	cmdScriptExist = lookup("script|exists")
+	cmdKEYS        = lookup("keys")
+	cmdDBSIZE      = lookup("dbsize")
+	cmdRANDOMKEY   = lookup("randomkey")
+	cmdFuncList    = lookup("function|list")
 )
 
 // Split implements codec.Dialect for the classMulti commands (MGET, MSET,
@@ -107,9 +111,14 @@ func indexOf(s []int, v int) int {
 // Err gives "-ERR <Err>", and an error reply (the first, in sub-request
 // order) is passed on as it is. Otherwise MGET answers the values in the
 // client's key order, MSET "+OK", DEL, UNLINK, EXISTS and TOUCH the sum of
-// the counts. A RouteAll request (FLUSHDB, SCRIPT LOAD, SCRIPT FLUSH)
-// answers what every server answered, or an error if they disagree;
-// SCRIPT EXISTS answers 1 for a script only when every server has it.
+// the counts. Of the RouteAll requests, KEYS answers every server's keys
+// (server by server), DBSIZE the sum, RANDOMKEY the key of a server picked
+// at random among those that have one, SCRIPT EXISTS 1 for a script only
+// when every server has it (EVALSHA goes to the server of its keys, so a
+// script is there for every key only then), FUNCTION LIST the libraries
+// when every server has the same (mergeLibraries); the others (FLUSHDB,
+// FLUSHALL, SCRIPT LOAD and FLUSH, FUNCTION LOAD, DELETE and FLUSH)
+// answer what every server answered, and an error when they disagree.
 // INFO is the exception to failing as a whole: it answers what the
 // servers that answered said, and names the others (mergeInfo).
 func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, owners []int, replies []codec.Reply) []byte {
@@ -139,10 +148,23 @@ func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, o
 		dst, ok = mergeCounts(dst, replies)
 	case req.Cmd == cmdScriptExist:
 		dst, ok = mergeExists(dst, replies)
+	case req.Cmd == cmdKEYS:
+		dst, ok = mergeArrays(dst, replies)
+	case req.Cmd == cmdDBSIZE:
+		dst, ok = mergeCounts(dst, replies)
+	case req.Cmd == cmdRANDOMKEY:
+		dst, ok = mergeRandom(dst, replies)
+	case req.Cmd == cmdFuncList:
+		dst, ok = mergeLibraries(dst, replies)
 	case c.class == classAll:
 		dst, ok = mergeSame(dst, replies)
 	}
-	if !ok {
+	switch {
+	case ok:
+	case c != nil && c.class == classAll:
+		return d.AppendError(dst[:start], codec.ErrServer, "the servers' replies to "+displayName(req.Name)+
+			" disagree or are not what it answers")
+	default:
 		return d.AppendError(dst[:start], codec.ErrServer, "unexpected replies from the backends to "+req.Name)
 	}
 	return dst

@@ -134,7 +134,7 @@ func TestMerge(t *testing.T) {
 		{"script load", mb("SCRIPT", "LOAD", "return 1"), nil,
 			[]codec.Reply{ok("$3\r\nabc\r\n"), ok("$3\r\nabc\r\n")}, "$3\r\nabc\r\n"},
 		{"servers disagree", mb("SCRIPT", "LOAD", "return 1"), nil,
-			[]codec.Reply{ok("$3\r\nabc\r\n"), ok("$3\r\nabd\r\n")}, "-ERR unexpected replies from the backends to script|load\r\n"},
+			[]codec.Reply{ok("$3\r\nabc\r\n"), ok("$3\r\nabd\r\n")}, "-ERR the servers' replies to SCRIPT LOAD disagree or are not what it answers\r\n"},
 		{"script exists on every server", mb("SCRIPT", "EXISTS", "a", "b", "c"), nil,
 			[]codec.Reply{ok("*3\r\n:1\r\n:0\r\n:1\r\n"), ok("*3\r\n:1\r\n:1\r\n:0\r\n")}, "*3\r\n:1\r\n:0\r\n:0\r\n"},
 	}

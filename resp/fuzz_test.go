@@ -19,6 +19,7 @@ import (
 var fuzzOptions = []codec.Options{
 	{},
 	{MaxKey: 8, MaxLine: 64, MaxValue: 32, Deny: []string{"flush_all", "getdel", "client|id"}, Password: "pw", DB: 1},
+	{Keyspace: true, Deny: []string{"flushall"}},
 }
 
 func FuzzRequest(f *testing.F) {
@@ -35,6 +36,9 @@ func FuzzRequest(f *testing.F) {
 	}
 	f.Add([]byte(mb(append([]string{"MGET"}, strings.Fields(strings.Repeat("k ", 40))...)...)))
 	f.Add([]byte("AUTH pw\r\n" + mb("MSET", "a", "1", "b", "2")))
+	f.Add([]byte(mb("SCAN", "8194", "MATCH", "k*", "COUNT", "10", "TYPE", "string")))
+	f.Add([]byte("SCAN -1 COUNT 5\r\n"))
+	f.Add([]byte(mb("FUNCTION", "LIST", "WITHCODE")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, o := range fuzzOptions {
 			checkRequest(t, o, data)
@@ -110,7 +114,7 @@ func checkWire(t *testing.T, o codec.Options, req *codec.Request, n int) {
 		return // its answer depends on the session's state
 	}
 	var fwd codec.Request
-	fo := codec.Options{MaxValue: o.MaxValue, MaxKey: o.MaxKey} // a backend connection is authenticated
+	fo := codec.Options{MaxValue: o.MaxValue, MaxKey: o.MaxKey, Keyspace: o.Keyspace} // a backend connection is authenticated
 	m, err := dialect.NewRequestParser(fo).ParseRequest(req.Wire, &fwd)
 	if err != nil || m != len(req.Wire) || fwd.Name != req.Name || fwd.Route != req.Route || !equalKeys(fwd.Keys, req.Keys) {
 		t.Fatalf("wire %q parses as %s, the request was %s", req.Wire, describeRequest(&fwd, m, err), describeRequest(req, n, nil))
@@ -130,10 +134,12 @@ func checkProtocolError(t *testing.T, data []byte, pe *codec.ProtocolError) {
 }
 
 func checkShape(t *testing.T, req *codec.Request, n int) {
-	if n == 0 || len(req.Wire) == 0 || req.Cmd <= 0 || CommandName(req.Cmd) != req.Name || req.Mode != codec.ModeNormal {
+	scan := req.Route == codec.RouteServer
+	if n == 0 || len(req.Wire) == 0 || req.Cmd <= 0 || CommandName(req.Cmd) != req.Name ||
+		req.Mode != codec.ModeNormal && !(scan && req.Mode == codec.ModeRewrite) {
 		t.Fatalf("bad request: %s", describeRequest(req, n, nil))
 	}
-	if cap(req.Buf) > 8*n+64 {
+	if cap(req.Buf) > 8*n+64+20 { // a SCAN's server cursor may be longer than the client's
 		t.Fatalf("req.Buf has capacity %d for a %d-byte request", cap(req.Buf), n)
 	}
 	want := map[codec.Route]func(int) bool{
@@ -145,6 +151,9 @@ func checkShape(t *testing.T, req *codec.Request, n int) {
 		codec.RouteLocal: func(k int) bool { return k == 0 },
 		codec.RouteBlock: func(int) bool { return true }, // none when numkeys or STREAMS is wrong
 		codec.RoutePin:   func(k int) bool { return k == 0 || req.Pin == codec.PinWatch },
+		codec.RouteServer: func(k int) bool {
+			return k == 0 && req.Cmd == cmdSCAN && req.Target >= 0 && req.Target < MaxScanServers
+		},
 	}[req.Route]
 	if (req.Route == codec.RoutePin) != (req.Pin != codec.PinNone) {
 		t.Fatalf("route %s with pin %d", routeNames[req.Route], req.Pin)

@@ -31,7 +31,7 @@ func parse(t testing.TB, o codec.Options, in string) (*codec.Request, int, error
 
 var routeNames = map[codec.Route]string{
 	codec.RouteKey: "key", codec.RouteMulti: "multi", codec.RouteAll: "all", codec.RouteLocal: "local",
-	codec.RouteSame: "same", codec.RouteAny: "any", codec.RouteBlock: "block", codec.RoutePin: "pin",
+	codec.RouteSame: "same", codec.RouteAny: "any", codec.RouteBlock: "block", codec.RoutePin: "pin", codec.RouteServer: "server",
 }
 
 var kindNames = map[codec.ReplyKind]string{

@@ -40,6 +40,7 @@ type parser struct {
 	db         int
 	deny       []bool // by Cmd
 	serverInfo bool   // INFO goes to the servers (codec.Options.ServerInfo)
+	keyspace   bool   // SCAN, KEYS, ... are carried (codec.Options.Keyspace)
 
 	authed bool
 	id     int64
@@ -71,6 +72,7 @@ func newParser(o codec.Options) *parser {
 		id:       clientIDs.Add(1),
 
 		serverInfo: o.ServerInfo,
+		keyspace:   o.Keyspace,
 	}
 	p.maxRequest = p.maxValue + p.maxLine + requestSlack
 	p.authed = p.password == ""
@@ -82,9 +84,10 @@ func newParser(o codec.Options) *parser {
 
 // denyName marks a command (or "container|sub") as forbidden. The
 // memcached name "flush_all", which a pool denies when its flush_all key is
-// false, forbids FLUSHDB.
+// false, forbids FLUSHDB and FLUSHALL.
 func (p *parser) denyName(name string) {
 	if name == "flush_all" {
+		p.denyName("flushall")
 		name = "flushdb"
 	}
 	b := []byte(name)

@@ -36,11 +36,16 @@ func (p *parser) request(frame []byte, req *codec.Request) (int, error) {
 	if cls == classContainer {
 		cls = c.bare
 	}
+	if c.every && !p.keyspace {
+		return 0, reject(notSupported(c.name, c.reason), n)
+	}
 	switch cls {
 	case classUnsupported:
 		return 0, reject(notSupported(c.name, c.reason), n)
 	case classLocal:
 		return p.local(frame, req, cmd, c)
+	case classServer:
+		return p.scanRequest(n, req, cmd, c)
 	}
 	if c.step == 2 && (p.argc()-1)%2 != 0 { // MSET, MSETNX: key-value pairs
 		return 0, reject(wrongArity(c.name), n)

@@ -212,6 +212,18 @@ func (x *Exchange) FanOut(bs Backends, targets []int) {
 	}
 }
 
+// CallIndex returns the number of c among the calls of x's FanOut (the
+// index of the sub-request it carries, the backend number for
+// FanOutAll), or -1 for a call of Send: a Tap names the server by it.
+func (x *Exchange) CallIndex(c *backend.Call) int {
+	for i := range x.calls {
+		if &x.calls[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
 // KeyTargets returns x's scratch for the backend number of each key,
 // emptied; KeepKeyTargets stores it back once grown.
 func (x *Exchange) KeyTargets() []int { return x.keyTargets[:0] }

@@ -17,6 +17,7 @@ const (
 	local       class = "classLocal"       // answered by the proxy: codec.RouteLocal
 	anyServer   class = "classAny"         // any one server: codec.RouteAny
 	all         class = "classAll"         // every server, replies merged: codec.RouteAll
+	server      class = "classServer"      // the server the request names: codec.RouteServer
 	container   class = "classContainer"   // dispatched on its subcommand
 	block       class = "classBlock"       // may block: a dedicated connection, codec.RouteBlock
 	pin         class = "classPin"         // connection state: the client's pinned connection, codec.RoutePin
@@ -46,7 +47,6 @@ const (
 // "-ERR <COMMAND> is not supported by shardproxy: <reason>".
 const (
 	rEvery       = "it needs every server"
-	rFlushAll    = "it empties every database of every server; FLUSHDB empties this pool's database"
 	rBlocking    = "it blocks the server connection"
 	rPubSub      = "pub/sub needs a server connection of its own"
 	rTransaction = "transactions need a server connection of their own"
@@ -69,6 +69,10 @@ type override struct {
 	bare      class     // a container that is valid without a subcommand (COMMAND): that class
 	block     blockRule // classBlock, and WAIT: where the timeout is
 	pin       string    // classPin: the codec.Pin constant
+	// every marks a command that spans every server's keys: carried only
+	// by pools whose kind can reach every server (codec.Options.Keyspace),
+	// refused with reason elsewhere.
+	every bool
 }
 
 // overrides are keyed by the full lower-case name.
@@ -87,13 +91,15 @@ var overrides = map[string]override{
 	"time":   {class: anyServer},
 	"lolwut": {class: anyServer},
 
-	// Every server.
+	// Every server. FLUSHALL is also subject to the pool's flush keys
+	// (the parser's Deny).
 	"flushdb":   {class: all},
-	"flushall":  {class: unsupported, reason: rFlushAll},
-	"keys":      {class: unsupported, reason: rEvery},
-	"scan":      {class: unsupported, reason: rEvery},
-	"randomkey": {class: unsupported, reason: rEvery},
-	"dbsize":    {class: unsupported, reason: rEvery},
+	"flushall":  {class: all, every: true, reason: rEvery},
+	"keys":      {class: all, every: true, reason: rEvery},
+	"randomkey": {class: all, every: true, reason: rEvery},
+	"dbsize":    {class: all, every: true, reason: rEvery},
+	// One server at a time: the cursor names it.
+	"scan": {class: server, every: true, reason: rEvery},
 
 	// Split per server and merged.
 	"mget":   {class: multi},
@@ -189,6 +195,10 @@ var overrides = map[string]override{
 	"script|exists":           {class: all},
 	"script|flush":            {class: all},
 	"function":                {class: container, subReason: rFunctions},
+	"function|load":           {class: all, every: true, reason: rEvery},
+	"function|delete":         {class: all, every: true, reason: rEvery},
+	"function|flush":          {class: all, every: true, reason: rEvery},
+	"function|list":           {class: all, every: true, reason: rEvery},
 	"cluster":                 {class: container, subReason: rCluster},
 	"pubsub":                  {class: container, subReason: rPubSub},
 	"acl":                     {class: container, subReason: rAdmin},

@@ -336,6 +336,9 @@ func render(version string, rows []row) ([]byte, error) {
 		if r.o.reason != "" {
 			fmt.Fprintf(&b, ", reason: %q", r.o.reason)
 		}
+		if r.o.every {
+			b.WriteString(", every: true")
+		}
 		if r.has("no_auth") {
 			b.WriteString(", noAuth: true")
 		}
