@@ -1,8 +1,11 @@
 package admin
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -172,4 +175,47 @@ func TestHistoryGap(t *testing.T) {
 	if strings.Count(path, "M") != 2 {
 		t.Errorf("path %q: want two lines", path)
 	}
+}
+
+// BenchmarkStatusPage: one sample and one render of the page for 10 pools
+// of 20 servers with full graphs, as the admin does each second for each
+// open page.
+func BenchmarkStatusPage(b *testing.B) {
+	h := newHistory(nopSource{})
+	t0 := time.Unix(1700000000, 0)
+	sample := func(i int) proxy.Stats {
+		st := proxy.Stats{Now: t0.Add(time.Duration(i) * time.Second)}
+		for p := range 10 {
+			ps := proxy.PoolStats{Name: fmt.Sprintf("pool%d", p), Requests: int64(i * 100)}
+			for s := range 20 {
+				// Requests that vary from second to second, as real ones do.
+				n := int64(i*50 + (i*7919+s*104729)%97)
+				ss := proxy.ServerStats{Name: fmt.Sprintf("s%d", s), Requests: n}
+				ss.Latency.Counts[2] = n
+				ps.Servers = append(ps.Servers, ss)
+			}
+			st.Pools = append(st.Pools, ps)
+		}
+		return st
+	}
+	for i := range graphLen {
+		h.add(sample(i))
+	}
+	var buf strings.Builder
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		h.add(sample(graphLen + i))
+		buf.Reset()
+		if err := pageTemplate.ExecuteTemplate(&buf, "page", h.view(proxy.Info{})); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	var zb bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&zb, gzip.BestSpeed)
+	io.WriteString(zw, buf.String())
+	zw.Close()
+	b.ReportMetric(float64(buf.Len()), "page-bytes")
+	b.ReportMetric(float64(zb.Len()), "gzip-bytes")
 }

@@ -2,10 +2,12 @@ package admin
 
 import (
 	"bytes"
+	"compress/gzip"
 	"embed"
 	"html/template"
 	"io/fs"
 	"net/http"
+	"strings"
 )
 
 // web holds the status page's template, style sheet and script; they are
@@ -52,13 +54,13 @@ const contentPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; 
 	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // page serves GET /: the whole status page, rendered on the server.
-func (h *handlers) page(w http.ResponseWriter, r *http.Request) { h.render(w, "page") }
+func (h *handlers) page(w http.ResponseWriter, r *http.Request) { h.render(w, r, "page") }
 
 // live serves GET /status/live: the page's live part, which the page's
 // script fetches every second and swaps in.
-func (h *handlers) live(w http.ResponseWriter, r *http.Request) { h.render(w, "live") }
+func (h *handlers) live(w http.ResponseWriter, r *http.Request) { h.render(w, r, "live") }
 
-func (h *handlers) render(w http.ResponseWriter, name string) {
+func (h *handlers) render(w http.ResponseWriter, r *http.Request, name string) {
 	h.hist.fresh()
 	var b bytes.Buffer
 	if err := pageTemplate.ExecuteTemplate(&b, name, h.hist.view(h.src.Info())); err != nil {
@@ -70,7 +72,22 @@ func (h *handlers) render(w http.ResponseWriter, name string) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Security-Policy", contentPolicy)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Write(b.Bytes())
+	writeMaybeGzip(w, r, b.Bytes())
+}
+
+// writeMaybeGzip writes body gzipped when the client takes gzip: the
+// graphs' paths are most of a page with many servers, and shrink several
+// times over.
+func writeMaybeGzip(w http.ResponseWriter, r *http.Request, body []byte) {
+	w.Header().Add("Vary", "Accept-Encoding")
+	if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		w.Write(body)
+		return
+	}
+	w.Header().Set("Content-Encoding", "gzip")
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed) // a valid level: no error
+	zw.Write(body)
+	zw.Close()
 }
 
 // status serves GET /status: the page's figures as JSON.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"shardproxy/config"
@@ -349,8 +348,9 @@ func fmtRetry(now time.Time, t *time.Time) string {
 
 // graphPath draws a graph's values (picked by f) as an SVG path in a box
 // of graphLen by graphHeight units, newest at the right, scaled to the
-// largest value; a gap breaks the line. It returns the path and that
-// largest value.
+// largest value; a gap breaks the line. y is rounded to whole units (a
+// graph is 24 to 40 pixels high) and a flat run is one segment, which
+// keeps the page small. It returns the path and that largest value.
 func graphPath(g []graphPoint, f func(graphPoint) optFloat) (string, float64) {
 	var top float64
 	for _, p := range g {
@@ -358,27 +358,40 @@ func graphPath(g []graphPoint, f func(graphPoint) optFloat) (string, float64) {
 			top = v
 		}
 	}
-	var b strings.Builder
-	pen := false
+	var seg [][2]int // the line being drawn
+	var b []byte
+	flush := func() {
+		for i, pt := range seg {
+			op := byte('L')
+			if i == 0 {
+				op = 'M'
+			}
+			b = append(b, op)
+			b = strconv.AppendInt(b, int64(pt[0]), 10)
+			b = append(b, ' ')
+			b = strconv.AppendInt(b, int64(pt[1]), 10)
+		}
+		seg = seg[:0]
+	}
 	for i, p := range g {
 		v := float64(f(p))
 		if math.IsNaN(v) {
-			pen = false
+			flush()
 			continue
 		}
-		y := graphHeight - 1.0
+		y := graphHeight - 1
 		if top > 0 {
-			y -= v / top * (graphHeight - 2)
+			y -= int(math.Round(v / top * (graphHeight - 2)))
 		}
 		x := graphLen - len(g) + i
-		if pen {
-			fmt.Fprintf(&b, "L%d %.1f", x, y)
-		} else {
-			fmt.Fprintf(&b, "M%d %.1f", x, y)
-			pen = true
+		if n := len(seg); n >= 2 && seg[n-1][1] == y && seg[n-2][1] == y {
+			seg[n-1][0] = x // the flat run goes on
+			continue
 		}
+		seg = append(seg, [2]int{x, y})
 	}
-	return b.String(), top
+	flush()
+	return string(b), top
 }
 
 // graphHeight is a graph's height in SVG units.

@@ -1,8 +1,11 @@
 package admin_test
 
 import (
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -186,5 +189,25 @@ func TestStatusAssets(t *testing.T) {
 		if w := get(t, h, "GET", path, ""); w.Code != http.StatusNotFound {
 			t.Errorf("%s: %d, want 404", path, w.Code)
 		}
+	}
+}
+
+// TestStatusGzip: the page is gzipped for a client that takes it.
+func TestStatusGzip(t *testing.T) {
+	h := admin.Handler(newClusterSource(t), admin.HTTPConfig{})
+	r := httptest.NewRequest("GET", "/status/live", nil)
+	r.Header.Set("Accept-Encoding", "gzip, deflate")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Header().Get("Content-Encoding") != "gzip" {
+		t.Fatalf("Content-Encoding %q", w.Header().Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(w.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(zr)
+	if err != nil || !strings.HasPrefix(string(body), `<main id="live"`) {
+		t.Fatalf("gunzipped: %v %.60q", err, body)
 	}
 }
