@@ -12,8 +12,9 @@ STATICCHECK_VERSION ?= latest
 ROUTELIB  ?=
 # sudo only when not root (CI runs as root and may have no sudo).
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# command:Debian package, for every server the integration tests run.
-APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools nutcracker:nutcracker
+# command:Debian package, for every server the integration tests run (and
+# the headless browser that loads the admin status page).
+APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools nutcracker:nutcracker chromium:chromium
 
 .PHONY: help build run test lint bench bench-go fuzz deps clean soak
 
@@ -27,7 +28,7 @@ help:
 	@echo 'make soak    DURATION=$(DURATION): proxy under memcached+Redis load, faults and reloads; checks every reply'
 	@echo 'make bench-go  go test -bench of every package with -benchmem'
 	@echo 'make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME) each'
-	@echo 'make deps    install memcached, redis-server, nutcracker, staticcheck when missing'
+	@echo 'make deps    install memcached, redis-server, nutcracker, chromium, staticcheck when missing'
 	@echo 'make clean   remove bin/'
 
 build:

@@ -52,6 +52,33 @@
 //	GET  /backends  JSON: every pool's backends with state, failures, retry time
 //	GET  /version   JSON: version, Go version, start time
 //	POST /reload    re-read the config file and reload; JSON result
+//	GET  /          the status page (HTML); GET /status/live is its live part
+//	GET  /status    the status page's figures as JSON
+//
+// # Status page
+//
+// The page reads the same Stats as /metrics and the stats port, through
+// the same helpers (backendErrors, poolErrors, poolLatency, state). An
+// HTTPServer samples them once a second while it listens (history.go): it
+// keeps the last 11 samples whole, for rates and p50/p99 over the last 10
+// seconds (quantiles estimated from the latency buckets as Prometheus's
+// histogram_quantile does), and per pool and server a ring of 300 graph
+// points (requests, errors and redirects per second); a series no sample
+// has had for 300 samples is dropped, so memory follows the running
+// configuration. A Handler served without an HTTPServer samples when the
+// page is read instead.
+//
+// The page is rendered on the server by html/template (web/status.html),
+// which escapes every name from the configuration for its context; it is
+// complete without JavaScript, and reloads itself every 5 seconds then
+// (noscript refresh). Its script (web/status.js) fetches GET /status/live
+// every second and swaps that HTML in: short polling rather than
+// server-sent events, because every admin reply closes its connection and
+// has a write timeout, a moved or closed admin drains its requests in a
+// few seconds (a stream would hold that up), and a poll needs no state on
+// the server; the HTML part rather than JSON, so that one template renders
+// both the first load and the updates. Style sheet and script are embedded
+// (embed.FS); a Content-Security-Policy allows nothing else.
 //
 // When the running config sets admin_token, every endpoint wants
 // "Authorization: Bearer <token>" and answers 401 without it. The token is

@@ -19,6 +19,7 @@ type handlers struct {
 	src    Source
 	reload func() (ReloadResult, error)
 	log    *slog.Logger
+	hist   *history // the status page's samples
 }
 
 // authorize wants "Authorization: Bearer <admin_token>" when the running

@@ -58,14 +58,17 @@ type HTTPConfig struct {
 // it with NewHTTP, bind it with Listen, stop it with Close.
 type HTTPServer struct {
 	handler http.Handler
+	hist    *history // the status page's samples
 	log     *slog.Logger
 
-	mu     sync.Mutex // guards the fields below
-	addr   string     // as asked for
-	ln     net.Listener
-	srv    *http.Server
-	closed bool
-	wg     sync.WaitGroup // Serve loops and the drains of moved servers
+	mu       sync.Mutex // guards the fields below
+	addr     string     // as asked for
+	ln       net.Listener
+	srv      *http.Server
+	closed   bool
+	sampling bool           // the sampling goroutine started
+	stop     chan struct{}  // closed by Close: stops the sampling
+	wg       sync.WaitGroup // Serve loops, the drains of moved servers, the sampling
 }
 
 // NewHTTP returns an HTTPServer reading src. Nothing runs until Listen.
@@ -73,20 +76,30 @@ func NewHTTP(src Source, cfg HTTPConfig) *HTTPServer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &HTTPServer{handler: Handler(src, cfg), log: cfg.Logger}
+	h := newHandlers(src, cfg)
+	return &HTTPServer{handler: h.mux(), hist: h.hist, log: cfg.Logger, stop: make(chan struct{})}
 }
 
 // Handler returns the admin endpoints as one http.Handler, for callers that
-// serve it themselves.
-func Handler(src Source, cfg HTTPConfig) http.Handler {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(src),
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	h := &handlers{src: src, reload: cfg.Reload, log: cfg.Logger}
+// serve it themselves. Without an HTTPServer nothing samples in the
+// background: the status page samples when it is read, so its graphs begin
+// with the first view.
+func Handler(src Source, cfg HTTPConfig) http.Handler { return newHandlers(src, cfg).mux() }
+
+func newHandlers(src Source, cfg HTTPConfig) *handlers {
+	h := &handlers{src: src, reload: cfg.Reload, log: cfg.Logger, hist: newHistory(src)}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	return h
+}
+
+// mux routes the endpoints, behind the token check.
+func (h *handlers) mux() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(h.src),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
@@ -96,6 +109,11 @@ func Handler(src Source, cfg HTTPConfig) http.Handler {
 	mux.HandleFunc("GET /backends", h.backends)
 	mux.HandleFunc("GET /version", h.version)
 	mux.HandleFunc("POST /reload", h.reloadNow)
+	mux.HandleFunc("GET /{$}", h.page)
+	mux.HandleFunc("GET /status", h.status)
+	mux.HandleFunc("GET /status/live", h.live)
+	mux.Handle("GET /static/status.css", assets())
+	mux.Handle("GET /static/status.js", assets())
 	// Go's profiler, for operators chasing CPU or memory: behind the same
 	// token as the rest.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
@@ -131,6 +149,7 @@ func (h *HTTPServer) Listen(addr string) error {
 	h.addr, h.ln, h.srv = addr, ln, nil
 	if ln != nil {
 		h.srv = h.serve(ln)
+		h.startSampling()
 	}
 	if oldLn != nil {
 		h.retire(oldLn, oldSrv)
@@ -144,6 +163,21 @@ func (h *HTTPServer) Listen(addr string) error {
 		h.log.Info("admin closed", "old_addr", oldLn.Addr().String())
 	}
 	return nil
+}
+
+// startSampling starts, once, the status page's sampling: one Stats read
+// per second while the server runs. Called with h.mu held.
+func (h *HTTPServer) startSampling() {
+	if h.sampling {
+		return
+	}
+	h.sampling = true
+	h.hist.sample()
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.hist.run(h.stop)
+	}()
 }
 
 // serve starts an http.Server on ln. Called with h.mu held.
@@ -206,6 +240,7 @@ func (h *HTTPServer) Close() error {
 		return nil
 	}
 	h.closed = true
+	close(h.stop)
 	if h.ln != nil {
 		h.retire(h.ln, h.srv)
 		h.ln, h.srv = nil, nil

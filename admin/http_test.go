@@ -394,6 +394,7 @@ func TestToken(t *testing.T) {
 	for _, ep := range []struct{ method, path string }{
 		{"GET", "/metrics"}, {"GET", "/config"}, {"GET", "/backends"}, {"GET", "/version"}, {"POST", "/reload"},
 		{"GET", "/debug/pprof/"}, {"GET", "/debug/pprof/cmdline"},
+		{"GET", "/"}, {"GET", "/status"}, {"GET", "/status/live"}, {"GET", "/static/status.js"},
 	} {
 		for _, tok := range []string{"", "wrong", "s3cret-token "} {
 			if w := get(t, h, ep.method, ep.path, tok); w.Code != http.StatusUnauthorized || w.Header().Get("WWW-Authenticate") == "" {

@@ -106,24 +106,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 func (c *Collector) collectPool(m emitter, p proxy.PoolStats, seen map[[2]string]bool) {
 	m.counter(c.d.poolRequests, p.Requests, p.Name)
-	m.counter(c.d.poolErrors, p.ClientErr, p.Name, "client")
-	m.counter(c.d.poolErrors, p.ForwardError, p.Name, "forward")
-	m.counter(c.d.poolErrors, p.ProtocolErrors, p.Name, "protocol")
+	for _, e := range poolErrors(p) {
+		m.counter(c.d.poolErrors, e.Value, p.Name, e.Kind)
+	}
 	m.counter(c.d.poolClientEOF, p.ClientEOF, p.Name)
 	m.gauge(c.d.poolClients, float64(p.ClientConnections), p.Name)
 	m.counter(c.d.poolFragments, p.Fragments, p.Name)
-	var total proxy.LatencySnapshot
 	for _, s := range p.Servers {
-		for i, n := range s.Latency.Counts {
-			total.Counts[i] += n
-		}
-		total.Sum += s.Latency.Sum
 		if k := [2]string{p.Name, s.Name}; !seen[k] {
 			seen[k] = true
 			c.collectBackend(m, p.Name, s)
 		}
 	}
-	m.histogram(c.d.poolLatency, total, p.Name)
+	m.histogram(c.d.poolLatency, poolLatency(p), p.Name)
 	for _, r := range p.Router {
 		c.collectRouter(m, p.Name, r)
 	}
@@ -164,9 +159,9 @@ func (c *Collector) collectBackend(m emitter, pool string, s proxy.ServerStats) 
 	m.counter(c.d.beRequestBytes, s.RequestBytes, l...)
 	m.counter(c.d.beResponses, s.Responses, l...)
 	m.counter(c.d.beResponseBytes, s.ResponseBytes, l...)
-	m.counter(c.d.beErrors, s.ServerErr, pool, s.Name, "error")
-	m.counter(c.d.beErrors, s.ServerTimedout, pool, s.Name, "timeout")
-	m.counter(c.d.beErrors, s.ServerEOF, pool, s.Name, "eof")
+	for _, e := range backendErrors(s) {
+		m.counter(c.d.beErrors, e.Value, pool, s.Name, e.Kind)
+	}
 	m.gauge(c.d.beConns, float64(s.ServerConnections), l...)
 	m.gauge(c.d.beInQueue, float64(s.InQueue), l...)
 	m.gauge(c.d.beOutQueue, float64(s.OutQueue), l...)

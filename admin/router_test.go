@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -72,6 +73,43 @@ func TestRouterStats(t *testing.T) {
 		if v, ok := value(fams, c.name, "pool", "rc"); !ok || !c.want(v) {
 			t.Errorf("%s{pool=rc} = %v (present %t), want %s", c.name, v, ok, c.what)
 		}
+	}
+
+	// The status page shows which master owns which slots, read from
+	// the real cluster's map.
+	resp, err = http.Get("http://" + web.Addr().String() + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status struct {
+		Pools []struct {
+			Slots []struct {
+				Master string
+				Count  int
+				Ranges []string
+			}
+		}
+	}
+	err = json.NewDecoder(resp.Body).Decode(&status)
+	resp.Body.Close()
+	if err != nil || len(status.Pools) != 1 {
+		t.Fatalf("/status: %v %+v", err, status)
+	}
+	owners, covered := map[string]bool{}, 0
+	for _, o := range status.Pools[0].Slots {
+		owners[o.Master] = true
+		covered += o.Count
+		if len(o.Ranges) == 0 {
+			t.Errorf("master %s owns %d slots in no range", o.Master, o.Count)
+		}
+	}
+	for _, m := range cl.Masters {
+		if !owners[m.Addr] {
+			t.Errorf("master %s owns no slots on the status page: %+v", m.Addr, status.Pools[0].Slots)
+		}
+	}
+	if covered != 16384 || len(owners) != 3 {
+		t.Errorf("status page: %d owners cover %d slots, want 3 and 16384", len(owners), covered)
 	}
 
 	// INFO, answered by the proxy, shows the router's counters.

@@ -18,6 +18,10 @@ const (
 	stateUp      = "up"      // serving, no recent failure
 	stateFailing = "failing" // consecutive failures below the eject limit
 	stateBad     = "bad"     // marked bad: fails fast until RetryAt
+	// stateEjected is bad in a pool that takes bad servers out of its
+	// distribution (auto_eject_hosts, eject_policy remap); the status page
+	// shows it.
+	stateEjected = "ejected"
 )
 
 // state names a server's health.
@@ -40,4 +44,34 @@ func stateCode(s proxy.ServerStats) int64 {
 		return 1
 	}
 	return 0
+}
+
+// countKind is one counter of a breakdown by kind.
+type countKind struct {
+	Kind  string
+	Value int64
+}
+
+// backendErrors are a backend's failures by kind, as /metrics labels them
+// (shardproxy_backend_errors_total) and the status page shows them.
+func backendErrors(s proxy.ServerStats) [3]countKind {
+	return [3]countKind{{"error", s.ServerErr}, {"timeout", s.ServerTimedout}, {"eof", s.ServerEOF}}
+}
+
+// poolErrors are a pool's errors by kind, as /metrics labels them
+// (shardproxy_pool_errors_total) and the status page shows them.
+func poolErrors(p proxy.PoolStats) [3]countKind {
+	return [3]countKind{{"client", p.ClientErr}, {"forward", p.ForwardError}, {"protocol", p.ProtocolErrors}}
+}
+
+// poolLatency is the latency histogram of all of a pool's backends.
+func poolLatency(p proxy.PoolStats) proxy.LatencySnapshot {
+	var total proxy.LatencySnapshot
+	for _, s := range p.Servers {
+		for i, n := range s.Latency.Counts {
+			total.Counts[i] += n
+		}
+		total.Sum += s.Latency.Sum
+	}
+	return total
 }

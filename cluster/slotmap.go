@@ -78,6 +78,29 @@ func (m *SlotMap) Ranges(i int) [][2]int {
 	return r
 }
 
+// SlotRun is a run of consecutive slots one shard serves.
+type SlotRun struct {
+	First, Last int // slots, inclusive
+	Shard       int // index into SlotMap.Shards
+}
+
+// Runs returns every run of slots a shard serves, in slot order, read in
+// one pass over the map; slots no shard serves are in no run.
+func (m *SlotMap) Runs() []SlotRun {
+	var r []SlotRun
+	for s := 0; s < Slots; s++ {
+		o := int(m.owner[s])
+		switch n := len(r); {
+		case o < 0:
+		case n > 0 && r[n-1].Shard == o && r[n-1].Last == s-1:
+			r[n-1].Last = s
+		default:
+			r = append(r, SlotRun{First: s, Last: s, Shard: o})
+		}
+	}
+	return r
+}
+
 // assign gives slots first..last to shard i.
 func (m *SlotMap) assign(first, last int64, i int) error {
 	if first < 0 || last >= Slots || first > last {

@@ -83,7 +83,47 @@ func TestParseShardsAndSlots(t *testing.T) {
 			if m.Covered() != Slots {
 				t.Errorf("Covered = %d", m.Covered())
 			}
+			checkRuns(t, m)
 		})
+	}
+}
+
+// checkRuns checks that m.Runs agrees with m.Ranges of every shard.
+func checkRuns(t *testing.T, m *SlotMap) {
+	t.Helper()
+	byShard := make([][][2]int, len(m.Shards))
+	last := -1
+	for _, r := range m.Runs() {
+		if r.First <= last || r.Last < r.First {
+			t.Fatalf("runs out of order: %+v", m.Runs())
+		}
+		last = r.Last
+		byShard[r.Shard] = append(byShard[r.Shard], [2]int{r.First, r.Last})
+	}
+	for i := range m.Shards {
+		if want := m.Ranges(i); !reflect.DeepEqual(byShard[i], want) {
+			t.Errorf("shard %d: runs %v, ranges %v", i, byShard[i], want)
+		}
+	}
+}
+
+func TestRunsSplitAndUncovered(t *testing.T) {
+	m := newSlotMap()
+	m.Shards = make([]Shard, 3)
+	for _, a := range []struct{ first, last, shard int64 }{
+		{0, 99, 0}, {100, 100, 1}, {101, 200, 0}, {500, 16000, 2}, {16383, 16383, 1},
+	} {
+		if err := m.assign(a.first, a.last, int(a.shard)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []SlotRun{{0, 99, 0}, {100, 100, 1}, {101, 200, 0}, {500, 16000, 2}, {16383, 16383, 1}}
+	if got := m.Runs(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Runs = %v, want %v", got, want)
+	}
+	checkRuns(t, m)
+	if got := newSlotMap().Runs(); got != nil {
+		t.Errorf("empty map: Runs = %v", got)
 	}
 }
 

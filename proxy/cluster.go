@@ -74,6 +74,20 @@ func (r clusterRouter) Stats() []route.Stat {
 	}, r.ded.stats()...)
 }
 
+// slots returns the owners of the slot map in use, nil before the first.
+func (r clusterRouter) slots() []SlotRange {
+	m := r.c.Map()
+	if m == nil {
+		return nil
+	}
+	runs := m.Runs()
+	out := make([]SlotRange, len(runs))
+	for i, run := range runs {
+		out[i] = SlotRange{First: run.First, Last: run.Last, Master: m.Shards[run.Shard].Master.Addr}
+	}
+	return out
+}
+
 // newClusterRouter builds the router of a redis_cluster pool: its servers
 // are the seeds, and its timeout, connect_timeout, server_connections,
 // server_failure_limit, server_retry_timeout, tcpkeepalive, preconnect and

@@ -36,8 +36,17 @@ type PoolStats struct {
 	ProtocolErrors int64
 	// Router are the counters of the pool's router (a cluster's redirects,
 	// a Lua route's requests); none for a sharded pool.
-	Router  []RouterStat
+	Router []RouterStat
+	// Slots are a Redis Cluster pool's slot owners from the slot map in
+	// use, in slot order; nil for other pools and before the first map.
+	Slots   []SlotRange
 	Servers []ServerStats
+}
+
+// SlotRange is a run of consecutive Redis Cluster slots one master serves.
+type SlotRange struct {
+	First, Last int    // slots, inclusive
+	Master      string // the master's address, as its server's Addr
 }
 
 // RouterStat is one of a router's counters.
@@ -112,6 +121,9 @@ func (p *pool) snapshot() PoolStats {
 		Requests:          p.stats.Requests.Load(),
 		ProtocolErrors:    p.stats.ProtocolErrors.Load(),
 		Router:            p.router.Stats(),
+	}
+	if cr, ok := p.router.(clusterRouter); ok {
+		ps.Slots = cr.slots()
 	}
 	for _, b := range p.router.Backends() {
 		bs := b.Stats()
