@@ -18,7 +18,10 @@ const clusterRetryTimeout = time.Second
 
 // clusterRouter routes a redis_cluster pool by the cluster's slot map
 // (cluster.Cluster).
-type clusterRouter struct{ c *cluster.Cluster }
+type clusterRouter struct {
+	c  *cluster.Cluster
+	rc *routerCounters // the pool's, which counts c until it closes
+}
 
 var _ route.Router = clusterRouter{}
 
@@ -29,15 +32,26 @@ func (r clusterRouter) Route(x *route.Exchange) { r.c.Route(&x.Req, x.Hint, x) }
 func (r clusterRouter) Backends() []*backend.Backend { return r.c.Backends() }
 
 // Close implements route.Router.
-func (r clusterRouter) Close() { r.c.Close() }
+func (r clusterRouter) Close() {
+	r.c.Close()
+	r.rc.retire(clusterSource{r.c})
+}
 
 // Stats implements route.Router: redirects followed, refreshes, the map in
 // use.
-func (r clusterRouter) Stats() []route.Stat {
-	st := r.c.Stats()
-	ready := int64(0)
+func (r clusterRouter) Stats() []route.Stat { return clusterSource{r.c}.counters() }
+
+// clusterSource is a Cluster as a pool's counterSource.
+type clusterSource struct{ c *cluster.Cluster }
+
+func (s clusterSource) counters() []route.Stat {
+	st := s.c.Stats()
+	ready, age := int64(0), int64(-1)
 	if st.Ready {
 		ready = 1
+	}
+	if !st.LastRefresh.IsZero() {
+		age = int64(time.Since(st.LastRefresh) / time.Second)
 	}
 	c, g := route.Counter, route.Gauge
 	return []route.Stat{
@@ -57,6 +71,7 @@ func (r clusterRouter) Stats() []route.Stat {
 		{Name: "cluster_masters", Kind: g, Value: int64(st.Masters), Help: "Masters in the slot map in use."},
 		{Name: "cluster_slots_covered", Kind: g, Value: int64(st.SlotsCovered), Help: "Slots with an owner in the slot map in use."},
 		{Name: "cluster_nodes", Kind: g, Value: int64(st.Nodes), Help: "Node backends the slot map uses."},
+		{Name: "cluster_slot_map_age_seconds", Kind: g, Value: age, Help: "Seconds since the slot map in use was read from a node; -1 before the first."},
 	}
 }
 
@@ -93,6 +108,7 @@ func newClusterRouter(k *kindEnv) (route.Router, error) {
 	}
 	if old, ok := k.old.(clusterRouter); ok {
 		cfg.Start = old.c.Map()
+		cfg.StartRead = old.c.Stats().LastRefresh
 	}
 	if k.b.check { // New would start reading the slot map from the seeds
 		return checkedRouter{}, cfg.Validate()
@@ -101,7 +117,9 @@ func newClusterRouter(k *kindEnv) (route.Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	return clusterRouter{c}, nil
+	rc := &k.p.stats.router
+	rc.add(clusterSource{c})
+	return clusterRouter{c, rc}, nil
 }
 
 // ClusterStats returns the counters and state of the redis_cluster pool

@@ -58,6 +58,9 @@ type poolStats struct {
 	Buffered  atomic.Int64 // bytes of their requests and replies
 	LimitHits atomic.Int64 // requests refused by a limit
 
+	// router keeps the router's counters whole across reloads (carry.go).
+	router routerCounters
+
 	// base holds the counters "stats reset" reset, as they were then:
 	// the memcache stats command shows them less these (see shown).
 	base atomic.Pointer[map[string]int64]
@@ -164,7 +167,7 @@ func (p *pool) Stats() []codec.Stat {
 		{Name: "protocol_errors", Value: since("protocol_errors")},
 		{Name: "server_ejects", Value: since("server_ejects")},
 	}
-	for _, st := range p.router.Stats() { // a Lua pool's counters and mcp.add_stat's, a cluster's
+	for _, st := range p.routerStats() { // a Lua pool's counters and mcp.add_stat's, a cluster's
 		stats = append(stats, codec.Stat{Name: st.Name, Value: itoa(st.Value)})
 	}
 	return stats
@@ -177,10 +180,7 @@ func (p *pool) Stats() []codec.Stat {
 // router's and a route file's counters). The stats port and /metrics show
 // every counter as it is: theirs only grow.
 func (p *pool) resettable() map[string]int64 {
-	var ejects int64
-	for _, b := range p.router.Backends() {
-		ejects += b.Stats().Ejects.Load()
-	}
+	ejects := p.srv.backends.Totals(p.cfg.Name).All.Ejects
 	c := map[string]int64{
 		"total_connections": p.srv.totalConns.Load(),
 		"client_eof":        p.stats.ClientEOF.Load(),
@@ -227,14 +227,14 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	}
 	s := p.srv
 	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
-	var total, bad, failed int64
+	var total, bad int64
 	for _, b := range p.router.Backends() {
 		total++
 		if b.Bad() {
 			bad++
 		}
-		failed += b.Stats().Failures.Load()
 	}
+	failed := p.srv.backends.Totals(p.cfg.Name).All.Failures
 	stats := []codec.Stat{
 		{Name: "proxy_config_reloads", Value: itoa(s.reloads.Load())},
 		{Name: "proxy_config_reload_fails", Value: itoa(s.reloadFailures.Load())},
@@ -251,7 +251,7 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	})
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
 	stats = append(stats, cmds...)
-	for _, st := range p.router.Stats() { // a route file's mcp.add_stat counters, as memcached lists them here
+	for _, st := range p.routerStats() { // a route file's mcp.add_stat counters, as memcached lists them here
 		if strings.HasPrefix(st.Name, "user_") {
 			stats = append(stats, codec.Stat{Name: st.Name, Value: itoa(st.Value)})
 		}

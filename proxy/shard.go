@@ -91,7 +91,7 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 		}
 	})
 	if pc.NearCache > 0 {
-		return newNearRouter(r, k.old, pc), nil
+		return newNearRouter(r, k.old, pc, &k.p.stats.router), nil
 	}
 	return r, nil
 }
