@@ -14,7 +14,7 @@ import (
 // luaRouter routes a Lua pool through its route file (lua.Router).
 type luaRouter struct {
 	r     *lua.Router
-	cache *internalCache   // a memcache pool's own cache; nil for Redis
+	cache *internalCache  // a memcache pool's own cache; nil for Redis
 	rc    *routerCounters // the pool's, which counts r until it closes
 }
 
