@@ -36,7 +36,7 @@ end
 // memcached servers (by letter) each native pool has, and the settings a
 // reload changes.
 type reloadStep struct {
-	mc, nc       string // servers of the plain pool and the near-cache pool
+	mc, nc       string // servers of the plain pool and the near-cache pool; no nc: no such pool
 	timeout      int    // mc's, rc's: a new value makes new backends
 	nearMiB      int    // near_cache: a new size makes a new cache
 	nearTTL      int    // near_cache_ttl: the same
@@ -47,8 +47,9 @@ type reloadStep struct {
 // TestMetricsMonotonic reloads a proxy under traffic, through
 // configurations that add and remove servers, give servers new options
 // (new backends under the same names), replace a near cache and a Lua
-// pool's own cache, and change a Redis Cluster pool's settings (every
-// reload builds a new cluster router and Lua router). Meanwhile it scrapes
+// pool's own cache, change a Redis Cluster pool's settings (every reload
+// builds a new cluster router and Lua router), and remove a pool and add
+// it back. Meanwhile it scrapes
 // /metrics and the stats port as fast as it can, and fails if any
 // counter, histogram bucket, _count or _sum, or stats port counter, is
 // ever lower than in an earlier scrape.
@@ -80,8 +81,10 @@ func TestMetricsMonotonic(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "mc:\n  listen: 127.0.0.1:%d\n  timeout: %d\n", ports["mc"], s.timeout)
 		servers(s.mc)
-		fmt.Fprintf(&b, "nc:\n  listen: 127.0.0.1:%d\n  timeout: 2000\n  near_cache: %d\n  near_cache_ttl: %d\n", ports["nc"], s.nearMiB, s.nearTTL)
-		servers(s.nc)
+		if s.nc != "" {
+			fmt.Fprintf(&b, "nc:\n  listen: 127.0.0.1:%d\n  timeout: 2000\n  near_cache: %d\n  near_cache_ttl: %d\n", ports["nc"], s.nearMiB, s.nearTTL)
+			servers(s.nc)
+		}
 		fmt.Fprintf(&b, "lp:\n  listen: 127.0.0.1:%d\n  lua: %s\n  lua_internal_cache: %d\n", ports["lp"], luaFile, s.luaMiB)
 		fmt.Fprintf(&b, "rc:\n  listen: 127.0.0.1:%d\n  redis: true\n  redis_cluster: true\n  timeout: %d\n  cluster_refresh: %d\n  servers:\n",
 			ports["rc"], s.timeout, s.clusterEvery)
@@ -96,6 +99,7 @@ func TestMetricsMonotonic(t *testing.T) {
 		{mc: "BC", nc: "B", timeout: 1500, nearMiB: 2, nearTTL: 7, luaMiB: 1, clusterEvery: 500},
 		{mc: "ACD", nc: "AB", timeout: 1000, nearMiB: 1, nearTTL: 7, luaMiB: 1, clusterEvery: 700},
 		{mc: "D", nc: "C", timeout: 1000, nearMiB: 1, nearTTL: 3, luaMiB: 2, clusterEvery: 700},
+		{mc: "D", nc: "", timeout: 1000, luaMiB: 2, clusterEvery: 700},
 		{mc: "AB", nc: "A", timeout: 2000, nearMiB: 2, nearTTL: 5, luaMiB: 1, clusterEvery: 1000},
 	}
 	path := filepath.Join(dir, "conf.yml")

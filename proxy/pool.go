@@ -44,6 +44,7 @@ type pool struct {
 
 // poolStats are a pool's counters, named after twemproxy's pool stats.
 type poolStats struct {
+	name              string       // the pool's
 	ClientConnections atomic.Int64 // gauge
 	ClientEOF         atomic.Int64
 	ClientErr         atomic.Int64
@@ -105,7 +106,7 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 		dialect: d,
 		lease:   lease,
 		log:     srv.log.With("pool", pc.Name),
-		stats:   &poolStats{},
+		stats:   &poolStats{name: pc.Name},
 		limits: codec.Options{
 			MaxLine:  pc.MaxRequestLine,
 			MaxValue: pc.ItemSizeMax,
@@ -117,6 +118,8 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 	}
 	if old != nil {
 		p.stats = old.stats // counters are cumulative across reloads
+	} else if ps := srv.removedStats(pc.Name); ps != nil && !b.check {
+		p.stats = ps // a pool a reload removed comes back: it counts on
 	}
 	if p.tls, err = listenTLS(cfg, pc); err != nil {
 		return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
