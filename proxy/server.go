@@ -46,7 +46,7 @@ type Server struct {
 	// each pool's router holds its own through a lease (see builder).
 	backends backend.Registry
 
-	mu        sync.Mutex // serialises Start, Reload and Shutdown; guards the fields below
+	mu        sync.Mutex   // serialises Start, Reload and Shutdown; guards the fields below
 	removed   []*poolStats // of pools a reload removed, the latest last (removedPools at most)
 	listeners map[listenKey]*listener
 	sessions  map[*session]struct{}
