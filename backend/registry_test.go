@@ -79,7 +79,7 @@ func TestRegistryTotals(t *testing.T) {
 
 	gen1 := reg.Lease("pool")
 	sendAll(t, gen1.Get(cfg), "version\r\n", "version\r\n")
-	if got := reg.Totals("pool").ByName["s"].Requests; got != 2 {
+	if got := totalOf(reg.Totals("pool"), "s").Requests; got != 2 {
 		t.Fatalf("s counts %d requests; want 2", got)
 	}
 	// A reload changes the server's options: a new backend, the same name.
@@ -87,13 +87,13 @@ func TestRegistryTotals(t *testing.T) {
 	changed := cfg
 	changed.Conns = 2
 	sendAll(t, gen2.Get(changed), "version\r\n")
-	if got := reg.Totals("pool").ByName["s"]; got.Requests != 3 || got.Responses != 3 {
+	if got := totalOf(reg.Totals("pool"), "s"); got.Requests != 3 || got.Responses != 3 {
 		t.Errorf("with both backends live: %d requests, %d responses; want 3 and 3", got.Requests, got.Responses)
 	}
 	gen1.Release(true)
 	reg.Wait()
 	tot := reg.Totals("pool")
-	if got := tot.ByName["s"].Requests; got != 3 {
+	if got := totalOf(tot, "s").Requests; got != 3 {
 		t.Errorf("after the old backend closed: %d requests; want 3", got)
 	}
 	var lat int64
@@ -109,7 +109,7 @@ func TestRegistryTotals(t *testing.T) {
 	reg.Wait()
 	gen3 := reg.Lease("pool")
 	sendAll(t, gen3.Get(cfg), "version\r\n")
-	if got := reg.Totals("pool").ByName["s"].Requests; got != 4 {
+	if got := totalOf(reg.Totals("pool"), "s").Requests; got != 4 {
 		t.Errorf("the server back: %d requests; want 4", got)
 	}
 
@@ -124,13 +124,13 @@ func TestRegistryTotals(t *testing.T) {
 		reg.Wait()
 	}
 	tot = reg.Totals("pool")
-	if _, ok := tot.ByName["a"]; ok {
+	if _, ok := tot.Of("a"); ok {
 		t.Error("the longest idle name is kept beyond RetainNames")
 	}
-	if _, ok := tot.ByName["c"]; !ok {
+	if _, ok := tot.Of("c"); !ok {
 		t.Error("the last idle name is dropped")
 	}
-	if _, ok := tot.ByName["s"]; !ok {
+	if _, ok := tot.Of("s"); !ok {
 		t.Error("a live name is dropped")
 	}
 	if tot.All.Requests != 7 {
@@ -141,4 +141,10 @@ func TestRegistryTotals(t *testing.T) {
 	}
 	gen3.Release(true)
 	reg.Wait()
+}
+
+// totalOf is tot's counts of name.
+func totalOf(tot backend.Totals, name string) backend.Counts {
+	c, _ := tot.Of(name)
+	return c
 }

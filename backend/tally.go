@@ -79,11 +79,34 @@ func (c *Counts) Add(o Counts) {
 // Totals are a scope's counters over every backend the registry made for
 // it.
 type Totals struct {
-	// ByName adds up the backends of each name the scope keeps counts of.
-	ByName map[string]Counts
 	// All adds up every backend the scope ever had, including names
 	// dropped to stay within RetainNames.
 	All Counts
+
+	index  map[string]int // name -> counts
+	counts []Counts
+}
+
+// Of returns the counts of the backends named name, added up, and false
+// when the scope keeps none.
+func (t *Totals) Of(name string) (Counts, bool) {
+	i, ok := t.index[name]
+	if !ok {
+		return Counts{}, false
+	}
+	return t.counts[i], true
+}
+
+// add adds c to name's counts and to All.
+func (t *Totals) add(name string, c Counts) {
+	i, ok := t.index[name]
+	if !ok {
+		i = len(t.counts)
+		t.index[name] = i
+		t.counts = append(t.counts, Counts{})
+	}
+	t.counts[i].Add(c)
+	t.All.Add(c)
 }
 
 // tally is one scope's backends and kept counts. Guarded by Registry.mu.
@@ -215,22 +238,17 @@ func (r *Registry) retainNames() int {
 func (r *Registry) Totals(scope string) Totals {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	tot := Totals{ByName: map[string]Counts{}}
 	t := r.tallies[scope]
 	if t == nil {
-		return tot
+		return Totals{}
 	}
+	n := len(t.kept) + len(t.names)
+	tot := Totals{All: t.gone, index: make(map[string]int, n), counts: make([]Counts, 0, n)}
 	for name, k := range t.kept {
-		tot.ByName[name] = k.Counts
+		tot.add(name, k.Counts)
 	}
 	for b, name := range t.live {
-		c := tot.ByName[name]
-		c.Add(b.stats.Counts())
-		tot.ByName[name] = c
-	}
-	tot.All = t.gone
-	for _, c := range tot.ByName {
-		tot.All.Add(c)
+		tot.add(name, b.stats.Counts())
 	}
 	return tot
 }

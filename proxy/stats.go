@@ -131,7 +131,7 @@ func (p *pool) snapshot() PoolStats {
 		Latency:           latencyOf(tot.All),
 	}
 	for _, b := range p.router.Backends() {
-		c, ok := tot.ByName[b.Name()]
+		c, ok := tot.Of(b.Name())
 		if !ok { // made after Totals read the registry
 			c = b.Stats().Counts()
 		}
