@@ -12,7 +12,9 @@ type fakeSource struct{ stats []route.Stat }
 
 func (f *fakeSource) counters() []route.Stat { return f.stats }
 
-func counter(name string, v int64) route.Stat { return route.Stat{Name: name, Kind: route.Counter, Value: v} }
+func counter(name string, v int64) route.Stat {
+	return route.Stat{Name: name, Kind: route.Counter, Value: v}
+}
 
 // TestRouterCounters: a counter is the retired sources' final counts plus
 // the live ones', so replacing a source never lowers it; gauges stay as
