@@ -96,6 +96,14 @@ func TestStatusPageInBrowser(t *testing.T) {
 		}
 	}
 
+	// The page shows the newest sample, taken once a second: wait for one
+	// taken after the proxy marked the server bad.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(pageGet(t, base+"/status"), `"ejected"`); {
+		if time.Now().After(deadline) {
+			t.Fatal("no sample shows the killed server ejected")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	front := serveFront(t, stale, base)
 	dom := runChromium(t, chromium, "--virtual-time-budget=5000", "--dump-dom", front+"/")
 	if got := rowState(dom, victim); got != "ejected" {

@@ -24,9 +24,19 @@
 //     are all integers: "ejects" (times marked bad), "state" (0 up, 1 failing:
 //     has consecutive failures but still serves, 2 bad: ejected, failing
 //     fast), "failures" (consecutive failures), "retry_at" (usec since the
-//     epoch when a bad server is tried again, else 0). Plugins convert every
-//     scalar with int() (Diamond) or read numbers only (Telegraf), so a string
-//     would break them.
+//     epoch when a bad server is tried again, else 0). A redis_cluster pool's
+//     nodes add "moved", "ask", "tryagain" (those replies the node sent) and
+//     the pool's "slot_map_refreshes", "slot_map_refresh_failures" and
+//     "slot_map_age" (seconds, -1 before the first map), the same in every
+//     node, having nowhere else to go. Plugins convert every scalar with
+//     int() (Diamond) or read numbers only (Telegraf), so a string would
+//     break them.
+//   - Counters never go backwards across reloads: a server's add up every
+//     backend the pool has had under its name, and the pool's server_ejects
+//     every server it has had (proxy.PoolStats). README's "The stats port
+//     and twemproxy's" says where the counters mean something else than
+//     nutcracker's (total_connections and curr_connections count client
+//     connections only; client_err; fragments).
 //   - Pool objects and the top level carry no extra fields: twemproxy
 //     exporters treat every unknown top-level key as a pool and every unknown
 //     pool key as a server (stuartnelson3/twemproxy_exporter unmarshals them
@@ -58,7 +68,8 @@
 // # Status page
 //
 // The page reads the same Stats as /metrics and the stats port, through
-// the same helpers (backendErrors, poolErrors, poolLatency, state). An
+// the same helpers (backendErrors, poolErrors, state) and the pool's
+// Latency, which keeps removed servers' counts. An
 // HTTPServer samples them once a second while it listens (history.go): it
 // keeps the last 11 samples whole, for rates and p50/p99 over the last 10
 // seconds (quantiles estimated from the latency buckets as Prometheus's

@@ -30,6 +30,7 @@ type descs struct {
 
 	beRequests, beRequestBytes, beResponses, beResponseBytes, beErrors       *prometheus.Desc
 	beConns, beInQueue, beOutQueue, beEjections, beUp, beFailures, beLatency *prometheus.Desc
+	beRedirects                                                              *prometheus.Desc
 }
 
 // NewCollector returns a Collector reading src.
@@ -53,7 +54,7 @@ func NewCollector(src Source) *Collector {
 		poolClientEOF: d("pool_client_eof_total", "Client connections closed by the client (client_eof).", pool...),
 		poolClients:   d("pool_client_connections", "Open client connections (client_connections).", pool...),
 		poolFragments: d("pool_fragments_total", "Sub-requests made by splitting multi-key requests (fragments).", pool...),
-		poolLatency:   d("pool_latency_seconds", "Backend reply latency over all of the pool's backends.", pool...),
+		poolLatency:   d("pool_latency_seconds", "Backend reply latency over every backend the pool has had, removed ones included.", pool...),
 
 		beRequests:      d("backend_requests_total", "Requests sent to the backend (requests).", be...),
 		beRequestBytes:  d("backend_request_bytes_total", "Request bytes sent to the backend (request_bytes).", be...),
@@ -67,6 +68,7 @@ func NewCollector(src Source) *Collector {
 		beUp:            d("backend_up", "1 while the backend serves, 0 while it is marked bad (ejected, failing fast).", be...),
 		beFailures:      d("backend_consecutive_failures", "Consecutive failures; 0 once the backend answers again.", be...),
 		beLatency:       d("backend_latency_seconds", "Backend reply latency: from sending a request to its reply.", be...),
+		beRedirects:     d("backend_redirects_total", "Redis Cluster replies the node sent, by kind: moved, ask (followed), tryagain (retried). Only redis_cluster pools.", "pool", "backend", "kind"),
 	}}
 }
 
@@ -77,6 +79,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.d.poolRequests, c.d.poolErrors, c.d.poolClientEOF, c.d.poolClients, c.d.poolFragments, c.d.poolLatency,
 		c.d.beRequests, c.d.beRequestBytes, c.d.beResponses, c.d.beResponseBytes, c.d.beErrors,
 		c.d.beConns, c.d.beInQueue, c.d.beOutQueue, c.d.beEjections, c.d.beUp, c.d.beFailures, c.d.beLatency,
+		c.d.beRedirects,
 	} {
 		ch <- d
 	}
@@ -116,9 +119,14 @@ func (c *Collector) collectPool(m emitter, p proxy.PoolStats, seen map[[2]string
 		if k := [2]string{p.Name, s.Name}; !seen[k] {
 			seen[k] = true
 			c.collectBackend(m, p.Name, s)
+			if p.Kind == clusterKind {
+				m.counter(c.d.beRedirects, s.Moved, p.Name, s.Name, "moved")
+				m.counter(c.d.beRedirects, s.Ask, p.Name, s.Name, "ask")
+				m.counter(c.d.beRedirects, s.TryAgain, p.Name, s.Name, "tryagain")
+			}
 		}
 	}
-	m.histogram(c.d.poolLatency, poolLatency(p), p.Name)
+	m.histogram(c.d.poolLatency, p.Latency, p.Name)
 	for _, r := range p.Router {
 		c.collectRouter(m, p.Name, r)
 	}

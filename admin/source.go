@@ -63,15 +63,3 @@ func backendErrors(s proxy.ServerStats) [3]countKind {
 func poolErrors(p proxy.PoolStats) [3]countKind {
 	return [3]countKind{{"client", p.ClientErr}, {"forward", p.ForwardError}, {"protocol", p.ProtocolErrors}}
 }
-
-// poolLatency is the latency histogram of all of a pool's backends.
-func poolLatency(p proxy.PoolStats) proxy.LatencySnapshot {
-	var total proxy.LatencySnapshot
-	for _, s := range p.Servers {
-		for i, n := range s.Latency.Counts {
-			total.Counts[i] += n
-		}
-		total.Sum += s.Latency.Sum
-	}
-	return total
-}

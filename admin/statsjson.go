@@ -37,8 +37,9 @@ func AppendStats(dst []byte, st proxy.Stats, source string) []byte {
 		e.num("server_ejects", p.ServerEjects)
 		e.num("forward_error", p.ForwardError)
 		e.num("fragments", p.Fragments)
+		cl := clusterFields(p)
 		for _, s := range p.Servers {
-			e.server(s)
+			e.server(s, cl)
 		}
 		e.end()
 	}
@@ -46,7 +47,32 @@ func AppendStats(dst []byte, st proxy.Stats, source string) []byte {
 	return e.b
 }
 
-func (e *statsEncoder) server(s proxy.ServerStats) {
+// clusterFields are the slot map's figures a redis_cluster pool's server
+// objects repeat (pools take no extra fields: see doc.go), or nil.
+func clusterFields(p proxy.PoolStats) []int64 {
+	if p.Kind != clusterKind {
+		return nil
+	}
+	f := []int64{0, 0, -1}
+	for _, r := range p.Router {
+		switch r.Name {
+		case "cluster_refreshes":
+			f[0] = r.Value
+		case "cluster_refresh_failures":
+			f[1] = r.Value
+		case "cluster_slot_map_age_seconds":
+			f[2] = r.Value
+		}
+	}
+	return f
+}
+
+// clusterKind is PoolStats.Kind of a Redis Cluster pool.
+const clusterKind = "redis_cluster"
+
+// server writes one server object; cl, when not nil, are its pool's
+// clusterFields, after the server's redirect counts.
+func (e *statsEncoder) server(s proxy.ServerStats, cl []int64) {
 	e.begin(s.Name)
 	e.num("server_eof", s.ServerEOF)
 	e.num("server_err", s.ServerErr)
@@ -70,6 +96,14 @@ func (e *statsEncoder) server(s proxy.ServerStats) {
 		retry = s.State.RetryAt.UnixMicro()
 	}
 	e.num("retry_at", retry)
+	if cl != nil {
+		e.num("moved", s.Moved)
+		e.num("ask", s.Ask)
+		e.num("tryagain", s.TryAgain)
+		e.num("slot_map_refreshes", cl[0])
+		e.num("slot_map_refresh_failures", cl[1])
+		e.num("slot_map_age", cl[2])
+	}
 	e.end()
 }
 
@@ -179,6 +213,12 @@ var statDescriptions = []struct{ section, name, desc string }{
 	{"server", "state", "0 up, 1 failing, 2 bad (shardproxy)"},
 	{"server", "failures", "# consecutive failures (shardproxy)"},
 	{"server", "retry_at", "timestamp when a bad server is retried in usec since epoch, else 0 (shardproxy)"},
+	{"server", "moved", "# MOVED replies the node sent, followed (shardproxy, redis_cluster pools)"},
+	{"server", "ask", "# ASK replies the node sent, followed (shardproxy, redis_cluster pools)"},
+	{"server", "tryagain", "# TRYAGAIN replies the node sent, retried (shardproxy, redis_cluster pools)"},
+	{"server", "slot_map_refreshes", "# slot maps the pool read (shardproxy, redis_cluster pools; the pool's, in every node)"},
+	{"server", "slot_map_refresh_failures", "# refreshes in which no node gave a slot map (shardproxy, redis_cluster pools; the pool's)"},
+	{"server", "slot_map_age", "seconds since the pool's slot map was read, -1 before the first (shardproxy, redis_cluster pools)"},
 }
 
 // WriteDescription writes the stats description that -D prints, in

@@ -140,7 +140,7 @@ func (h *history) poolView(p, old *proxy.PoolStats, pc *config.Pool, dt float64)
 		oldP = *old
 	}
 	pv.Errors = perSec(poolErrors(*p), poolErrors(oldP), old != nil, dt)
-	pv.Rates = windowRates(p.Requests, oldP.Requests, pv.Errors, poolLatency(*p), poolLatency(oldP), old != nil, dt)
+	pv.Rates = windowRates(p.Requests, oldP.Requests, pv.Errors, p.Latency, oldP.Latency, old != nil, dt)
 	for _, r := range p.Router {
 		c := errorCount{Kind: r.Name, Total: r.Value, PerSec: optFloat(math.NaN())}
 		if r.Kind == proxy.RouterCounter && old != nil {

@@ -40,10 +40,15 @@ type Registry struct {
 	// Drain bounds how long a backend nothing holds any more waits for its
 	// requests in flight before it closes; default 10s.
 	Drain time.Duration
+	// RetainNames bounds, per scope, the names without a live backend
+	// whose counts Totals keeps (tally.go); default DefaultRetainNames.
+	RetainNames int
 
 	mu      sync.Mutex
 	entries map[registryKey]*registryEntry
 	byPtr   map[*Backend]*registryEntry
+	tallies map[string]*tally // by scope
+	seq     uint64            // counts closes, to order idle names and scopes
 	closing sync.WaitGroup
 }
 
@@ -165,6 +170,7 @@ func (r *Registry) get(scope string, cfg Config) (*Backend, bool) {
 	e := &registryEntry{key: k, b: New(cfg), refs: 1}
 	r.entries[k] = e
 	r.byPtr[e.b] = e
+	r.madeLocked(scope, e.b)
 	return e.b, true
 }
 
@@ -188,6 +194,7 @@ func (r *Registry) put(b *Backend, drain bool) {
 	r.mu.Unlock()
 	if !drain {
 		b.Close()
+		r.closed(e.key.scope, b)
 		r.closing.Done()
 		return
 	}
@@ -195,6 +202,7 @@ func (r *Registry) put(b *Backend, drain bool) {
 		defer r.closing.Done()
 		b.drain(r.drainTimeout())
 		b.Close()
+		r.closed(e.key.scope, b)
 	}()
 }
 

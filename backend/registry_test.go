@@ -67,3 +67,84 @@ func TestRegistryDrains(t *testing.T) {
 		t.Errorf("registry holds %d backends after the last Put; want 0", reg.Len())
 	}
 }
+
+// TestRegistryTotals: a scope's counters per name add up every backend of
+// that name, so they never go backwards when a new configuration replaces
+// a backend or a server leaves and comes back; names beyond RetainNames
+// without a live backend are dropped, their counts kept in All.
+func TestRegistryTotals(t *testing.T) {
+	m := testserver.StartMemcached(t)
+	reg := backend.Registry{RetainNames: 2}
+	cfg := backend.Config{Name: "s", Addr: m.Addr, Dialect: mc}
+
+	gen1 := reg.Lease("pool")
+	sendAll(t, gen1.Get(cfg), "version\r\n", "version\r\n")
+	if got := totalOf(reg.Totals("pool"), "s").Requests; got != 2 {
+		t.Fatalf("s counts %d requests; want 2", got)
+	}
+	// A reload changes the server's options: a new backend, the same name.
+	gen2 := reg.Lease("pool")
+	changed := cfg
+	changed.Conns = 2
+	sendAll(t, gen2.Get(changed), "version\r\n")
+	if got := totalOf(reg.Totals("pool"), "s"); got.Requests != 3 || got.Responses != 3 {
+		t.Errorf("with both backends live: %d requests, %d responses; want 3 and 3", got.Requests, got.Responses)
+	}
+	gen1.Release(true)
+	reg.Wait()
+	tot := reg.Totals("pool")
+	if got := totalOf(tot, "s").Requests; got != 3 {
+		t.Errorf("after the old backend closed: %d requests; want 3", got)
+	}
+	var lat int64
+	for _, n := range tot.All.Latency {
+		lat += n
+	}
+	if lat != 3 {
+		t.Errorf("latency counts %d replies; want 3", lat)
+	}
+
+	// The server leaves and comes back.
+	gen2.Release(true)
+	reg.Wait()
+	gen3 := reg.Lease("pool")
+	sendAll(t, gen3.Get(cfg), "version\r\n")
+	if got := totalOf(reg.Totals("pool"), "s").Requests; got != 4 {
+		t.Errorf("the server back: %d requests; want 4", got)
+	}
+
+	// Three more names come and go: only two idle names stay, the longest
+	// idle goes, and All keeps every request.
+	for _, name := range []string{"a", "b", "c"} {
+		l := reg.Lease("pool")
+		c := cfg
+		c.Name = name
+		sendAll(t, l.Get(c), "version\r\n")
+		l.Release(true)
+		reg.Wait()
+	}
+	tot = reg.Totals("pool")
+	if _, ok := tot.Of("a"); ok {
+		t.Error("the longest idle name is kept beyond RetainNames")
+	}
+	if _, ok := tot.Of("c"); !ok {
+		t.Error("the last idle name is dropped")
+	}
+	if _, ok := tot.Of("s"); !ok {
+		t.Error("a live name is dropped")
+	}
+	if tot.All.Requests != 7 {
+		t.Errorf("All counts %d requests; want 7", tot.All.Requests)
+	}
+	if got := reg.Totals("other").All.Requests; got != 0 {
+		t.Errorf("another scope counts %d requests", got)
+	}
+	gen3.Release(true)
+	reg.Wait()
+}
+
+// totalOf is tot's counts of name.
+func totalOf(tot backend.Totals, name string) backend.Counts {
+	c, _ := tot.Of(name)
+	return c
+}

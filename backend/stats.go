@@ -21,6 +21,10 @@ type Stats struct {
 	Connections   atomic.Int64 // open sockets (server_connections)
 	InQueue       atomic.Int64 // requests queued, not yet written (in_queue)
 	OutQueue      atomic.Int64 // requests written, awaiting reply (out_queue)
+	// Moved, Ask and TryAgain count the Redis Cluster replies of those
+	// kinds this server sent that a cluster router followed; package
+	// cluster counts them, the backend never does.
+	Moved, Ask, TryAgain atomic.Int64
 	// Latency counts replies by the time from Send to the reply.
 	Latency Histogram
 }

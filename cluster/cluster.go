@@ -109,6 +109,9 @@ type Config struct {
 	// Start, if set, is the slot map to serve until the first refresh (a
 	// reload passes the running pool's map, so no request waits).
 	Start *SlotMap
+	// StartRead is when Start was read from a node, for Stats.LastRefresh
+	// until the first refresh; the zero time means now.
+	StartRead time.Time
 	// Logger receives topology changes and refresh failures; default
 	// slog.Default().
 	Logger *slog.Logger
@@ -197,6 +200,11 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	if cfg.Start != nil && cfg.Start.Covered() > 0 {
 		c.install(cfg.Start, "start")
+		if !cfg.StartRead.IsZero() {
+			c.mu.Lock()
+			c.lastOK = cfg.StartRead
+			c.mu.Unlock()
+		}
 	}
 	c.Refresh()
 	go c.run()

@@ -163,9 +163,11 @@ func (o *op) redirect(n *node, raw []byte) bool {
 		o.redirects++
 		if re.Ask {
 			c.stats.ask.Add(1)
+			n.b.Stats().Ask.Add(1)
 			o.next, o.asking = c.nodeAt(re.Addr), true
 		} else {
 			c.stats.moved.Add(1)
+			n.b.Stats().Moved.Add(1)
 			o.next = c.moved(re.Slot, re.Addr)
 		}
 		o.send()
@@ -176,6 +178,7 @@ func (o *op) redirect(n *node, raw []byte) bool {
 		}
 		o.tryagains++
 		c.stats.tryAgain.Add(1)
+		n.b.Stats().TryAgain.Add(1)
 		time.AfterFunc(tryAgainDelay(o.tryagains), o.send)
 		return true
 	case bytes.HasPrefix(raw, clusterDownPrefix):

@@ -21,6 +21,7 @@ const clusterRetryTimeout = time.Second
 type clusterRouter struct {
 	c   *cluster.Cluster
 	ded *dedicatedPool
+	rc  *routerCounters // the pool's, which counts c until it closes
 }
 
 var _ route.Router = clusterRouter{}
@@ -35,6 +36,8 @@ func (r clusterRouter) Backends() []*backend.Backend { return r.c.Backends() }
 func (r clusterRouter) Close() {
 	r.ded.close()
 	r.c.Close()
+	r.rc.retire(clusterSource{r.c})
+	r.rc.retire(r.ded)
 }
 
 // place implements dedicator: the master of the one slot of every key.
@@ -46,15 +49,25 @@ func (r clusterRouter) place(req *codec.Request, hint uint32) (*backend.Backend,
 func (r clusterRouter) dedicated() *dedicatedPool { return r.ded }
 
 // Stats implements route.Router: redirects followed, refreshes, the map in
-// use.
+// use, the dedicated connections.
 func (r clusterRouter) Stats() []route.Stat {
-	st := r.c.Stats()
-	ready := int64(0)
+	return append(clusterSource{r.c}.counters(), r.ded.counters()...)
+}
+
+// clusterSource is a Cluster as a pool's counterSource.
+type clusterSource struct{ c *cluster.Cluster }
+
+func (s clusterSource) counters() []route.Stat {
+	st := s.c.Stats()
+	ready, age := int64(0), int64(-1)
 	if st.Ready {
 		ready = 1
 	}
+	if !st.LastRefresh.IsZero() {
+		age = int64(time.Since(st.LastRefresh) / time.Second)
+	}
 	c, g := route.Counter, route.Gauge
-	return append([]route.Stat{
+	return []route.Stat{
 		{Name: "cluster_moved", Kind: c, Value: st.Moved, Help: "MOVED replies followed."},
 		{Name: "cluster_ask", Kind: c, Value: st.Ask, Help: "ASK replies followed."},
 		{Name: "cluster_tryagain", Kind: c, Value: st.TryAgain, Help: "TRYAGAIN replies retried."},
@@ -71,7 +84,8 @@ func (r clusterRouter) Stats() []route.Stat {
 		{Name: "cluster_masters", Kind: g, Value: int64(st.Masters), Help: "Masters in the slot map in use."},
 		{Name: "cluster_slots_covered", Kind: g, Value: int64(st.SlotsCovered), Help: "Slots with an owner in the slot map in use."},
 		{Name: "cluster_nodes", Kind: g, Value: int64(st.Nodes), Help: "Node backends the slot map uses."},
-	}, r.ded.stats()...)
+		{Name: "cluster_slot_map_age_seconds", Kind: g, Value: age, Help: "Seconds since the slot map in use was read from a node; -1 before the first."},
+	}
 }
 
 // slots returns the owners of the slot map in use, nil before the first.
@@ -122,6 +136,7 @@ func newClusterRouter(k *kindEnv) (route.Router, error) {
 	}
 	if old, ok := k.old.(clusterRouter); ok {
 		cfg.Start = old.c.Map()
+		cfg.StartRead = old.c.Stats().LastRefresh
 	}
 	if k.b.check { // New would start reading the slot map from the seeds
 		return checkedRouter{}, cfg.Validate()
@@ -130,7 +145,11 @@ func newClusterRouter(k *kindEnv) (route.Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	return clusterRouter{c: c, ded: newDedicatedPool(pc.BlockingConnections)}, nil
+	rc := &k.p.stats.router
+	rc.add(clusterSource{c})
+	ded := newDedicatedPool(pc.BlockingConnections)
+	rc.add(ded)
+	return clusterRouter{c: c, ded: ded, rc: rc}, nil
 }
 
 // ClusterStats returns the counters and state of the redis_cluster pool

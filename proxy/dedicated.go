@@ -139,8 +139,9 @@ func (dp *dedicatedPool) close() {
 	}
 }
 
-// stats are the pool's counters, for the router's Stats.
-func (dp *dedicatedPool) stats() []route.Stat {
+// counters are the pool's figures, for the router's Stats; as a
+// counterSource, its refusals outlive the router (carry.go).
+func (dp *dedicatedPool) counters() []route.Stat {
 	c, g := route.Counter, route.Gauge
 	return []route.Stat{
 		{Name: "dedicated_connections", Kind: g, Value: dp.inUse.Load(), Help: "Server connections dedicated to one client now (blocking commands, transactions)."},

@@ -14,7 +14,8 @@ import (
 // luaRouter routes a Lua pool through its route file (lua.Router).
 type luaRouter struct {
 	r     *lua.Router
-	cache *internalCache // a memcache pool's own cache; nil for Redis
+	cache *internalCache  // a memcache pool's own cache; nil for Redis
+	rc    *routerCounters // the pool's, which counts r until it closes
 }
 
 var (
@@ -31,10 +32,15 @@ func (l luaRouter) Route(x *route.Exchange) { l.r.RouteBatch(&x.Req, x.Hint, x, 
 func (l luaRouter) Stats() []route.Stat {
 	st := l.r.Counters()
 	if l.cache != nil {
-		st = appendCacheStats(st, "internal_", l.cache.s.Stats())
+		st = append(st, l.cache.counters()...)
 	}
 	return st
 }
+
+// luaSource is a Lua router as a pool's counterSource.
+type luaSource struct{ r *lua.Router }
+
+func (s luaSource) counters() []route.Stat { return s.r.Counters() }
 
 // Backends implements route.Router.
 func (l luaRouter) Backends() []*backend.Backend { return l.r.Backends() }
@@ -42,6 +48,7 @@ func (l luaRouter) Backends() []*backend.Backend { return l.r.Backends() }
 // Close implements route.Router.
 func (l luaRouter) Close() {
 	l.r.Close()
+	l.rc.retire(luaSource{l.r})
 	l.cache.release()
 }
 
@@ -54,17 +61,19 @@ type internalCache struct {
 	s    *store.Store
 	mib  int // lua_internal_cache
 	refs atomic.Int32
+	rc   *routerCounters // the pool's, which counts the cache until it closes
 }
 
 // cacheFor returns the cache of a pool of lua_internal_cache mib: old's,
-// if it has one of that size, else a new one.
-func cacheFor(old route.Router, mib, itemSizeMax int) *internalCache {
+// if it has one of that size, else a new one, counted by rc.
+func cacheFor(old route.Router, mib, itemSizeMax int, rc *routerCounters) *internalCache {
 	if o, ok := old.(luaRouter); ok && o.cache != nil && o.cache.mib == mib {
 		o.cache.refs.Add(1)
 		return o.cache
 	}
-	c := &internalCache{s: store.New(store.Config{MaxBytes: int64(mib) << 20, ItemSizeMax: itemSizeMax}), mib: mib}
+	c := &internalCache{s: store.New(store.Config{MaxBytes: int64(mib) << 20, ItemSizeMax: itemSizeMax}), mib: mib, rc: rc}
 	c.refs.Store(1)
+	rc.add(c)
 	return c
 }
 
@@ -72,7 +81,13 @@ func cacheFor(old route.Router, mib, itemSizeMax int) *internalCache {
 func (c *internalCache) release() {
 	if c != nil && c.refs.Add(-1) == 0 {
 		c.s.Close()
+		c.rc.retire(c)
 	}
+}
+
+// counters implements counterSource: the store's figures, internal_*.
+func (c *internalCache) counters() []route.Stat {
+	return appendCacheStats(nil, "internal_", c.s.Stats())
 }
 
 // appendCacheStats appends a store's figures, their names prefixed.
@@ -145,7 +160,7 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 	var cache *internalCache
 	var internal *store.Store
 	if !pc.Redis {
-		cache = cacheFor(k.old, pc.LuaInternalCache, pc.ItemSizeMax)
+		cache = cacheFor(k.old, pc.LuaInternalCache, pc.ItemSizeMax, &k.p.stats.router)
 		internal = cache.s
 	}
 	r, err := lua.New(lua.Config{
@@ -172,5 +187,7 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		cache.release()
 		return nil, err
 	}
-	return luaRouter{r: r, cache: cache}, nil
+	rc := &k.p.stats.router
+	rc.add(luaSource{r})
+	return luaRouter{r: r, cache: cache, rc: rc}, nil
 }

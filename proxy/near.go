@@ -105,6 +105,9 @@ type nearCache struct {
 
 	hits, misses, fills, invalidations, flushes atomic.Int64
 	gone                                        atomic.Int64 // evictions of the stores flushes replaced
+	swap                                        sync.Mutex   // held to replace the store and count its evictions in gone
+
+	rc *routerCounters // the pool's, which counts c until it closes
 }
 
 // newNearCache makes pc's near cache, empty, held once.
@@ -144,6 +147,7 @@ func (c *nearCache) acquire() *nearCache {
 func (c *nearCache) release() {
 	if c.refs.Add(-1) == 0 {
 		c.store.Load().Close()
+		c.rc.retire(c)
 	}
 }
 
@@ -203,8 +207,10 @@ func (c *nearCache) flush(inflight int64) {
 		st.epoch.Add(1)
 		st.mu.Unlock()
 	}
+	c.swap.Lock()
 	old := c.store.Swap(c.newStore())
 	c.gone.Add(int64(old.Stats().Evictions))
+	c.swap.Unlock()
 	go old.Close() // waits for the sweep to stop; a get that still holds old may read it
 	c.flushes.Add(1)
 }

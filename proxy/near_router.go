@@ -24,12 +24,15 @@ var _ route.Router = (*nearRouter)(nil)
 
 // newNearRouter wraps inner with pc's near cache: the running router's,
 // when a reload kept its size and TTL, else a new one.
-func newNearRouter(inner *shardRouter, old route.Router, pc *config.Pool) *nearRouter {
+// A new cache is counted by rc until it closes.
+func newNearRouter(inner *shardRouter, old route.Router, pc *config.Pool, rc *routerCounters) *nearRouter {
 	r := &nearRouter{inner: inner}
 	if o, ok := old.(*nearRouter); ok && o.cache.keeps(pc) {
 		r.cache = o.cache.acquire()
 	} else {
 		r.cache = newNearCache(pc)
+		r.cache.rc = rc
+		rc.add(r.cache)
 	}
 	switch pc.NearCacheFill {
 	case config.NearCacheFillGetGets:
@@ -142,16 +145,21 @@ func (r *nearRouter) touched(_ *route.Exchange, c *backend.Call) {
 func (r *nearRouter) flushed(*route.Exchange, *backend.Call) { r.cache.flush(-1) }
 
 // Stats implements route.Router: the near cache's counters.
-func (r *nearRouter) Stats() []route.Stat {
-	c := r.cache
+func (r *nearRouter) Stats() []route.Stat { return r.cache.counters() }
+
+// counters implements counterSource.
+func (c *nearCache) counters() []route.Stat {
+	c.swap.Lock() // gone and the store it counts before, never one without the other
 	st := c.store.Load().Stats()
+	evictions := c.gone.Load() + int64(st.Evictions)
+	c.swap.Unlock()
 	return []route.Stat{
 		{Name: "near_cache_hits", Help: "One-key gets the near cache answered.", Value: c.hits.Load()},
 		{Name: "near_cache_misses", Help: "One-key gets the near cache did not hold, sent to the server.", Value: c.misses.Load()},
 		{Name: "near_cache_fills", Help: "Values the near cache took from servers' replies.", Value: c.fills.Load()},
 		{Name: "near_cache_invalidations", Help: "Keys the near cache forgot for a write, delete or touch (twice per request: routed and answered).", Value: c.invalidations.Load()},
 		{Name: "near_cache_flushes", Help: "Times flush_all emptied the near cache (routed, and once per server reply).", Value: c.flushes.Load()},
-		{Name: "near_cache_evictions", Help: "Values the near cache dropped to stay within its size.", Value: c.gone.Load() + int64(st.Evictions)},
+		{Name: "near_cache_evictions", Help: "Values the near cache dropped to stay within its size.", Value: evictions},
 		{Name: "near_cache_items", Help: "Values the near cache holds.", Kind: route.Gauge, Value: st.Items},
 		{Name: "near_cache_bytes", Help: "Bytes the near cache counts against its size.", Kind: route.Gauge, Value: st.Bytes},
 	}

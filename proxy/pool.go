@@ -44,6 +44,7 @@ type pool struct {
 
 // poolStats are a pool's counters, named after twemproxy's pool stats.
 type poolStats struct {
+	name              string       // the pool's
 	ClientConnections atomic.Int64 // gauge
 	ClientEOF         atomic.Int64
 	ClientErr         atomic.Int64
@@ -57,6 +58,9 @@ type poolStats struct {
 	Active    atomic.Int64 // requests sent to servers, not yet answered
 	Buffered  atomic.Int64 // bytes of their requests and replies
 	LimitHits atomic.Int64 // requests refused by a limit
+
+	// router keeps the router's counters whole across reloads (carry.go).
+	router routerCounters
 
 	// base holds the counters "stats reset" reset, as they were then:
 	// the memcache stats command shows them less these (see shown).
@@ -102,7 +106,7 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 		dialect: d,
 		lease:   lease,
 		log:     srv.log.With("pool", pc.Name),
-		stats:   &poolStats{},
+		stats:   &poolStats{name: pc.Name},
 		limits: codec.Options{
 			MaxLine:  pc.MaxRequestLine,
 			MaxValue: pc.ItemSizeMax,
@@ -114,6 +118,8 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 	}
 	if old != nil {
 		p.stats = old.stats // counters are cumulative across reloads
+	} else if ps := srv.removedStats(pc.Name); ps != nil && !b.check {
+		p.stats = ps // a pool a reload removed comes back: it counts on
 	}
 	if p.tls, err = listenTLS(cfg, pc); err != nil {
 		return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
@@ -167,7 +173,7 @@ func (p *pool) Stats() []codec.Stat {
 		{Name: "protocol_errors", Value: since("protocol_errors")},
 		{Name: "server_ejects", Value: since("server_ejects")},
 	}
-	for _, st := range p.router.Stats() { // a Lua pool's counters and mcp.add_stat's, a cluster's
+	for _, st := range p.routerStats() { // a Lua pool's counters and mcp.add_stat's, a cluster's
 		stats = append(stats, codec.Stat{Name: st.Name, Value: itoa(st.Value)})
 	}
 	return stats
@@ -180,10 +186,7 @@ func (p *pool) Stats() []codec.Stat {
 // router's and a route file's counters). The stats port and /metrics show
 // every counter as it is: theirs only grow.
 func (p *pool) resettable() map[string]int64 {
-	var ejects int64
-	for _, b := range p.router.Backends() {
-		ejects += b.Stats().Ejects.Load()
-	}
+	ejects := p.srv.backends.Totals(p.cfg.Name).All.Ejects
 	c := map[string]int64{
 		"total_connections": p.srv.totalConns.Load(),
 		"client_eof":        p.stats.ClientEOF.Load(),
@@ -230,14 +233,14 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	}
 	s := p.srv
 	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
-	var total, bad, failed int64
+	var total, bad int64
 	for _, b := range p.router.Backends() {
 		total++
 		if b.Bad() {
 			bad++
 		}
-		failed += b.Stats().Failures.Load()
 	}
+	failed := p.srv.backends.Totals(p.cfg.Name).All.Failures
 	stats := []codec.Stat{
 		{Name: "proxy_config_reloads", Value: itoa(s.reloads.Load())},
 		{Name: "proxy_config_reload_fails", Value: itoa(s.reloadFailures.Load())},
@@ -254,7 +257,7 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	})
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
 	stats = append(stats, cmds...)
-	for _, st := range p.router.Stats() { // a route file's mcp.add_stat counters, as memcached lists them here
+	for _, st := range p.routerStats() { // a route file's mcp.add_stat counters, as memcached lists them here
 		if strings.HasPrefix(st.Name, "user_") {
 			stats = append(stats, codec.Stat{Name: st.Name, Value: itoa(st.Value)})
 		}

@@ -61,3 +61,19 @@ func BenchmarkReload100x100(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStats100x100 takes the counters of 100 pools x 100 servers, as
+// every scrape of /metrics and every stats port aggregation does.
+func BenchmarkStats100x100(b *testing.B) {
+	ports := make([]int, 100)
+	for i := range ports {
+		ports[i] = testserver.FreePort(b)
+	}
+	srv, _ := startProxyCfg(b, bigConfig(b, ports, 400))
+	b.ReportAllocs()
+	for b.Loop() {
+		if st := srv.Stats(); len(st.Pools) != 100 {
+			b.Fatalf("%d pools", len(st.Pools))
+		}
+	}
+}

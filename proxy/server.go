@@ -46,7 +46,8 @@ type Server struct {
 	// each pool's router holds its own through a lease (see builder).
 	backends backend.Registry
 
-	mu        sync.Mutex // serialises Start, Reload and Shutdown; guards the fields below
+	mu        sync.Mutex   // serialises Start, Reload and Shutdown; guards the fields below
+	removed   []*poolStats // of pools a reload removed, the latest last (removedPools at most)
 	listeners map[listenKey]*listener
 	sessions  map[*session]struct{}
 	started   bool
@@ -380,6 +381,7 @@ func (s *Server) ReloadFailed(source string, err error) {
 // swap makes gen the running generation. Called with s.mu held.
 func (s *Server) swap(gen *generation, bound []*listener) {
 	old := s.gen.Load()
+	s.keepRemoved(old, gen)
 	if s.started {
 		s.activate(gen, bound)
 	}
@@ -410,6 +412,44 @@ func (s *Server) swap(gen *generation, bound []*listener) {
 		defer s.bg.Done()
 		s.retire(old.pools)
 	}()
+}
+
+// removedPools bounds how many removed pools' counters a Server keeps, so
+// that a pool added back under its name counts on (poolStats.name).
+const removedPools = 64
+
+// keepRemoved keeps the counters of old's pools that gen lacks, and
+// forgets the kept ones gen has taken back. Called with s.mu held.
+func (s *Server) keepRemoved(old, gen *generation) {
+	running := map[string]bool{}
+	for _, p := range gen.pools {
+		running[p.cfg.Name] = true
+	}
+	kept := s.removed[:0]
+	for _, ps := range s.removed {
+		if !running[ps.name] {
+			kept = append(kept, ps)
+		}
+	}
+	if old != nil {
+		for _, p := range old.pools {
+			if !running[p.cfg.Name] {
+				kept = append(kept, p.stats)
+			}
+		}
+	}
+	s.removed = kept[max(0, len(kept)-removedPools):]
+}
+
+// removedStats returns the kept counters of a removed pool called name,
+// or nil. Called with s.mu held (builds run under it).
+func (s *Server) removedStats(name string) *poolStats {
+	for i := len(s.removed) - 1; i >= 0; i-- {
+		if s.removed[i].name == name {
+			return s.removed[i]
+		}
+	}
+	return nil
 }
 
 // retire waits until no session routes with the old pools and every

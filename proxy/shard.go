@@ -27,7 +27,8 @@ type shardRouter struct {
 	backends []*backend.Backend // in shard.Servers() order
 	failover *shardRouter       // eject_policy failover: takes a bad server's keys
 	log      *slog.Logger
-	ded      *dedicatedPool // a Redis pool's dedicated connections; nil for memcached
+	ded      *dedicatedPool  // a Redis pool's dedicated connections; nil for memcached
+	rc       *routerCounters // the pool's, which counts ded until it closes
 }
 
 var (
@@ -64,6 +65,8 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 	}
 	if pc.Redis {
 		r.ded = newDedicatedPool(pc.BlockingConnections)
+		r.rc = &k.p.stats.router
+		r.rc.add(r.ded)
 	}
 	if old := asShard(k.old); old != nil && reflect.DeepEqual(old.shardCfg, r.shardCfg) {
 		r.shard = old.shard // building a ketama ring is the costly part of a reload
@@ -98,7 +101,7 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 		}
 	})
 	if pc.NearCache > 0 {
-		return newNearRouter(r, k.old, pc), nil
+		return newNearRouter(r, k.old, pc, &k.p.stats.router), nil
 	}
 	return r, nil
 }
@@ -295,7 +298,7 @@ func (r *shardRouter) Stats() []route.Stat {
 	if r.ded == nil {
 		return nil
 	}
-	return r.ded.stats()
+	return r.ded.counters()
 }
 
 // place implements dedicator: the server of every key, numbered as pick
@@ -331,5 +334,6 @@ func (r *shardRouter) Backends() []*backend.Backend { return r.backends }
 func (r *shardRouter) Close() {
 	if r.ded != nil {
 		r.ded.close()
+		r.rc.retire(r.ded)
 	}
 }

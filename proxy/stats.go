@@ -28,12 +28,16 @@ type PoolStats struct {
 	ClientEOF         int64
 	ClientErr         int64
 	ClientConnections int64
-	ServerEjects      int64
+	ServerEjects      int64 // over every server the pool had, as Latency
 	ForwardError      int64
 	Fragments         int64
 	// Extras.
+	Kind           string // the pool's kind: "sharded", "redis_cluster", "lua"
 	Requests       int64
 	ProtocolErrors int64
+	// Latency adds up the latency of every server the pool had since it
+	// was configured, removed ones included, so it never goes backwards.
+	Latency LatencySnapshot
 	// Router are the counters of the pool's router (a cluster's redirects,
 	// a Lua route's requests); none for a sharded pool.
 	Router []RouterStat
@@ -59,7 +63,12 @@ const (
 )
 
 // ServerStats are one backend's counters and state, servers in
-// twemproxy's order (by name).
+// twemproxy's order (by name). The counters add up every backend the
+// pool has had under the server's name (a reload that changed the
+// server's options made a new one; one that removed it and one that
+// added it back), so they never go backwards; the gauges
+// (ServerConnections, InQueue, OutQueue) and State are the live
+// backend's.
 type ServerStats struct {
 	Name              string
 	Addr              string
@@ -77,9 +86,13 @@ type ServerStats struct {
 	OutQueue          int64
 	OutQueueBytes     int64
 	// Extras.
-	Ejects  int64
-	State   backend.State
-	Latency LatencySnapshot
+	Ejects   int64
+	Failures int64 // socket failures, all causes
+	// Moved, Ask and TryAgain count the Redis Cluster replies of those
+	// kinds the server sent (a redis_cluster pool's; 0 for any other).
+	Moved, Ask, TryAgain int64
+	State                backend.State
+	Latency              LatencySnapshot
 }
 
 // LatencyBuckets are the upper bounds of LatencySnapshot's buckets.
@@ -110,49 +123,65 @@ func (s *Server) Stats() Stats {
 }
 
 func (p *pool) snapshot() PoolStats {
+	tot := p.srv.backends.Totals(p.cfg.Name)
 	ps := PoolStats{
 		Name:              p.cfg.Name,
 		Protocol:          p.dialect.Name(),
+		Kind:              string(p.cfg.Kind()),
 		ClientEOF:         p.stats.ClientEOF.Load(),
 		ClientErr:         p.stats.ClientErr.Load(),
 		ClientConnections: p.stats.ClientConnections.Load(),
+		ServerEjects:      tot.All.Ejects,
 		ForwardError:      p.stats.ForwardError.Load(),
 		Fragments:         p.stats.Fragments.Load(),
 		Requests:          p.stats.Requests.Load(),
 		ProtocolErrors:    p.stats.ProtocolErrors.Load(),
-		Router:            p.router.Stats(),
+		Router:            p.routerStats(),
+		Latency:           latencyOf(tot.All),
 	}
 	if cr, ok := p.router.(clusterRouter); ok {
 		ps.Slots = cr.slots()
 	}
 	for _, b := range p.router.Backends() {
+		c, ok := tot.Of(b.Name())
+		if !ok { // made after Totals read the registry
+			c = b.Stats().Counts()
+		}
 		bs := b.Stats()
-		ss := ServerStats{
+		ps.Servers = append(ps.Servers, ServerStats{
 			Name:              b.Name(),
 			Addr:              b.Addr(),
-			ServerEOF:         bs.EOF.Load(),
-			ServerErr:         bs.Errors.Load(),
-			ServerTimedout:    bs.Timeouts.Load(),
+			ServerEOF:         c.EOF,
+			ServerErr:         c.Errors,
+			ServerTimedout:    c.Timeouts,
 			ServerConnections: bs.Connections.Load(),
 			ServerEjectedAt:   bs.EjectedAt.Load(),
-			Requests:          bs.Requests.Load(),
-			RequestBytes:      bs.RequestBytes.Load(),
-			Responses:         bs.Responses.Load(),
-			ResponseBytes:     bs.ResponseBytes.Load(),
+			Requests:          c.Requests,
+			RequestBytes:      c.RequestBytes,
+			Responses:         c.Responses,
+			ResponseBytes:     c.ResponseBytes,
 			InQueue:           bs.InQueue.Load(),
 			OutQueue:          bs.OutQueue.Load(),
-			Ejects:            bs.Ejects.Load(),
+			Ejects:            c.Ejects,
+			Failures:          c.Failures,
+			Moved:             c.Moved,
+			Ask:               c.Ask,
+			TryAgain:          c.TryAgain,
 			State:             b.State(),
-		}
-		for i := range bs.Latency.Counts {
-			ss.Latency.Counts[i] = bs.Latency.Counts[i].Load()
-		}
-		ss.Latency.Sum = time.Duration(bs.Latency.Sum.Load())
-		ps.ServerEjects += ss.Ejects
-		ps.Servers = append(ps.Servers, ss)
+			Latency:           latencyOf(c),
+		})
 	}
 	return ps
 }
+
+// latencyOf is c's latency histogram.
+func latencyOf(c backend.Counts) LatencySnapshot {
+	return LatencySnapshot{Counts: c.Latency, Sum: time.Duration(c.LatencySum)}
+}
+
+// routerStats are the router's counters, each whole across the reloads
+// that replaced what counts it (carry.go), and its gauges now.
+func (p *pool) routerStats() []RouterStat { return p.stats.router.apply(p.router.Stats()) }
 
 // Info describes the running configuration.
 type Info struct {

@@ -1,0 +1,128 @@
+package proxy
+
+import (
+	"sync"
+
+	"shardproxy/route"
+)
+
+// A pool's router counters live in objects a reload may replace: every
+// reload builds a new cluster.Cluster and a new lua.Router, and a changed
+// near_cache or lua_internal_cache size a new cache. Reported as they
+// are, those counters would start again from zero at a reload, which
+// Prometheus reads as a reset. routerCounters keeps them whole: each
+// object that counts (a counterSource) is added when it is made and
+// retired when it closes, its final counts then added to a base, and a
+// counter's value is the base plus what every live source counts now. A
+// source that outlives the router that made it (the old generation still
+// drains after the swap; a cache shared by two generations) is counted
+// once, for as long as it lives.
+//
+// The backends' counters are kept whole the same way by the server's
+// backend.Registry (Totals).
+
+// maxCarriedNames bounds the counter names a pool's routerCounters keeps
+// the final counts of. Past it, names no live source counts are dropped
+// (a route file's mcp.add_stat names can change at every reload); one
+// that comes back starts again from zero.
+const maxCarriedNames = 1024
+
+// counterSource is an object that counts for a pool's router. Its
+// counters (route.Counter) never decrease; its gauges are ignored.
+type counterSource interface {
+	counters() []route.Stat
+}
+
+// routerCounters are a pool's router counters across reloads; poolStats
+// holds them. Safe for concurrent use; the zero value is ready.
+type routerCounters struct {
+	mu   sync.Mutex
+	base map[string]int64 // the final counts of retired sources
+	live map[counterSource]struct{}
+}
+
+// add counts s from now on. A nil *routerCounters ignores it.
+func (rc *routerCounters) add(s counterSource) {
+	if rc == nil {
+		return
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.live == nil {
+		rc.live = map[counterSource]struct{}{}
+	}
+	rc.live[s] = struct{}{}
+}
+
+// retire keeps s's final counts; s counts no more.
+func (rc *routerCounters) retire(s counterSource) {
+	if rc == nil {
+		return
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if _, ok := rc.live[s]; !ok {
+		return
+	}
+	delete(rc.live, s)
+	if rc.base == nil {
+		rc.base = map[string]int64{}
+	}
+	for _, st := range s.counters() {
+		if st.Kind == route.Counter {
+			rc.base[st.Name] += st.Value
+		}
+	}
+	if len(rc.base) > maxCarriedNames {
+		rc.trimLocked()
+	}
+}
+
+// trimLocked drops names no live source counts until at most
+// maxCarriedNames are kept.
+func (rc *routerCounters) trimLocked() {
+	counted := map[string]bool{}
+	for s := range rc.live {
+		for _, st := range s.counters() {
+			counted[st.Name] = true
+		}
+	}
+	for name := range rc.base {
+		if len(rc.base) <= maxCarriedNames {
+			return
+		}
+		if !counted[name] {
+			delete(rc.base, name)
+		}
+	}
+}
+
+// apply returns st (a router's Stats) with every counter's value replaced
+// by its value across reloads: the retired sources' and the live ones'.
+// Gauges stay as st has them: they describe the router now.
+func (rc *routerCounters) apply(st []route.Stat) []route.Stat {
+	if rc == nil || len(st) == 0 {
+		return st
+	}
+	rc.mu.Lock()
+	sum := make(map[string]int64, len(rc.base))
+	for name, v := range rc.base {
+		sum[name] = v
+	}
+	for s := range rc.live {
+		for _, c := range s.counters() {
+			if c.Kind == route.Counter {
+				sum[c.Name] += c.Value
+			}
+		}
+	}
+	rc.mu.Unlock()
+	out := make([]route.Stat, len(st))
+	for i, s := range st {
+		if v, ok := sum[s.Name]; ok && s.Kind == route.Counter {
+			s.Value = v
+		}
+		out[i] = s
+	}
+	return out
+}
