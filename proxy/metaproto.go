@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"shardproxy/backend"
 	"shardproxy/config"
@@ -30,12 +31,9 @@ func autoMeta(cfg *backend.Config, srv *Server) {
 // metaSummary says what an auto pool's servers speak, as the newest
 // socket of each told: "meta" (every server that told speaks it), "text"
 // (none does), "mixed", or "unknown" before any socket is validated;
-// and the counts. except, when not nil, is left out.
-func metaSummary(bs []*backend.Backend, except *backend.Backend) (uses string, meta, text int) {
+// and the counts.
+func metaSummary(bs []*backend.Backend) (uses string, meta, text int) {
 	for _, b := range bs {
-		if b == except {
-			continue
-		}
 		switch m, known := b.Meta(); {
 		case !known:
 		case m:
@@ -44,65 +42,84 @@ func metaSummary(bs []*backend.Backend, except *backend.Backend) (uses string, m
 			text++
 		}
 	}
-	return summaryName(meta, text), meta, text
+	switch {
+	case meta > 0 && text > 0:
+		uses = "mixed"
+	case meta > 0:
+		uses = "meta"
+	case text > 0:
+		uses = "text"
+	default:
+		uses = "unknown"
+	}
+	return uses, meta, text
 }
 
-// backendMetaChanged logs what changes in the summary of the running
-// pool that holds b when b's server is found to speak meta or text only:
-// first, when b is new, or after a server at its address changed.
+// metaLog remembers, per pool name, the summary last logged, so that a
+// pool logs what its servers speak once per change, across reloads.
+type metaLog struct {
+	mu   sync.Mutex
+	last map[string]string
+}
+
+// backendMetaChanged hears that b's server was found to speak meta or
+// text only: first, when b is new, or after the server at its address
+// changed. A change of a known server is logged; then the running pools'
+// summaries.
 func (s *Server) backendMetaChanged(b *backend.Backend, meta, first bool) {
 	gen := s.gen.Load()
 	if gen == nil {
-		return
+		return // New logs the first generation's summaries once it is installed
 	}
 	for _, p := range gen.pools {
-		r, ok := p.router.(*shardRouter)
-		if !ok || p.cfg.ServerProtocol != config.ServerProtocolAuto || !slices.Contains(r.backends, b) {
-			continue
-		}
-		// The summary before this change: b as it was (unknown, or the
-		// other protocol), then as it is now.
-		_, bm, bt := metaSummary(r.backends, b)
-		switch {
-		case first:
-		case meta:
-			bt++
-		default:
-			bm++
-		}
-		before := summaryName(bm, bt)
-		after, am, at := metaSummary(r.backends, nil)
-		if !first {
+		if r, ok := autoRouter(p); ok && !first && slices.Contains(r.backends, b) {
 			p.log.Info("server protocol changed", "server", b.Name(), "meta", meta)
 		}
-		if after != before {
-			p.log.Info("server protocol", "server_protocol", config.ServerProtocolAuto, "uses", after,
-				"servers_meta", am, "servers_text", at, "servers", len(r.backends))
+	}
+	s.logMetaSummaries(gen)
+}
+
+// logMetaSummaries logs the summary of each auto pool of gen that
+// differs from the one last logged for its name. It runs when a server's
+// protocol becomes known or changes, and when a generation is installed
+// (sockets validated while it was being built, a preconnect, told no
+// running pool).
+func (s *Server) logMetaSummaries(gen *generation) {
+	s.metaLog.mu.Lock()
+	defer s.metaLog.mu.Unlock()
+	for _, p := range gen.pools {
+		r, ok := autoRouter(p)
+		if !ok {
+			continue
 		}
+		uses, meta, text := metaSummary(r.backends)
+		if uses == "unknown" || s.metaLog.last[p.cfg.Name] == uses {
+			continue
+		}
+		if s.metaLog.last == nil {
+			s.metaLog.last = map[string]string{}
+		}
+		s.metaLog.last[p.cfg.Name] = uses
+		p.log.Info("server protocol", "server_protocol", config.ServerProtocolAuto, "uses", uses,
+			"servers_meta", meta, "servers_text", text, "servers", len(r.backends))
 	}
 }
 
-// summaryName is metaSummary's word for meta and text servers.
-func summaryName(meta, text int) string {
-	switch {
-	case meta > 0 && text > 0:
-		return "mixed"
-	case meta > 0:
-		return "meta"
-	case text > 0:
-		return "text"
-	}
-	return "unknown"
+// autoRouter returns p's router when p is a native memcache pool with
+// server_protocol auto.
+func autoRouter(p *pool) (*shardRouter, bool) {
+	r, ok := p.router.(*shardRouter)
+	return r, ok && p.cfg.ServerProtocol == config.ServerProtocolAuto && !p.cfg.Redis
 }
 
 // metaSetting is the pool's "stats settings" line of what an auto pool's
 // servers speak now: "meta 3/3", "mixed 2/3" (servers on meta, of all),
 // "text 0/3", "unknown 0/3".
 func (p *pool) metaSetting() (string, bool) {
-	r, ok := p.router.(*shardRouter)
-	if !ok || p.cfg.ServerProtocol != config.ServerProtocolAuto || p.cfg.Redis {
+	r, ok := autoRouter(p)
+	if !ok {
 		return "", false
 	}
-	uses, meta, _ := metaSummary(r.backends, nil)
+	uses, meta, _ := metaSummary(r.backends)
 	return fmt.Sprintf("%s %d/%d", uses, meta, len(r.backends)), true
 }
