@@ -79,7 +79,12 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 	rewrite := s.meta && b.cfg.MetaRewrite != nil
 	for _, call := range batch {
 		if rewrite && call.MetaRewrite {
-			b.cfg.MetaRewrite(call.Req)
+			was := len(call.Req.Wire)
+			if b.cfg.MetaRewrite(call.Req) {
+				// RequestBytes counted the request as it was queued;
+				// it counts what the server is sent.
+				b.stats.RequestBytes.Add(int64(len(call.Req.Wire) - was))
+			}
 		}
 		bufs = append(bufs, call.Req.Wire)
 	}
