@@ -12,9 +12,11 @@ STATICCHECK_VERSION ?= latest
 ROUTELIB  ?=
 # sudo only when not root (CI runs as root and may have no sudo).
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# command:Debian package, for every server the integration tests run (and
-# the headless browser that loads the admin status page).
-APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools nutcracker:nutcracker chromium:chromium
+# command (or a path it installs):Debian package, for every server and
+# client suite the integration tests run, and the headless browser that
+# loads the admin status page.
+APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools nutcracker:nutcracker \
+	memccapable:libmemcached-tools /usr/lib/python3/dist-packages/pymemcache:python3-pymemcache chromium:chromium
 
 .PHONY: help build run test lint bench bench-go fuzz deps clean soak
 
@@ -100,7 +102,7 @@ deps:
 	@set -e; missing=""; \
 	for dep in $(APT_DEPS); do \
 		cmd=$${dep%%:*}; pkg=$${dep#*:}; \
-		command -v "$$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$$cmd" ] || missing="$$missing $$pkg"; \
+		command -v "$$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$$cmd" ] || [ -e "$$cmd" ] || missing="$$missing $$pkg"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 		echo "deps: apt-get install$$missing"; \

@@ -56,6 +56,19 @@ type Config struct {
 	// is used. The TLS handshake counts against ConnectTimeout. The Config
 	// is not modified and may be shared between backends.
 	TLS *tls.Config
+	// MetaRewrite, if set, rewrites the request of a call marked
+	// Call.MetaRewrite just before it is written on a socket whose server
+	// answered the meta probe (Handshake.MetaProbe or Meta), and reports
+	// whether it did; on a text server's socket the request goes as it is.
+	// It runs on the socket's writer goroutine and must not block
+	// (memcache.MetaGet: a one-key get sent as mg).
+	MetaRewrite func(*codec.Request) bool
+	// OnMeta, if set, is called (on a socket's dialling goroutine, never
+	// under a lock) when a new socket's handshake tells that the server
+	// speaks the meta protocol (meta=true) or text only, and that differs
+	// from what the previous socket's told: the first time (first=true),
+	// and when the server at the address changed.
+	OnMeta func(b *Backend, meta, first bool)
 	// Preconnect dials every socket at New instead of at first use.
 	Preconnect bool
 	// OnStateChange, if set, is called (on its own goroutine's time, never
@@ -77,6 +90,11 @@ type Call struct {
 	// Timeout, when not zero, replaces Config.Timeout for this call:
 	// negative means none (a blocking command waiting for data).
 	Timeout time.Duration
+	// MetaRewrite lets Config.MetaRewrite rewrite Req on a socket whose
+	// server speaks meta: set it for a call whose reply is read alone,
+	// never for one part of a fan-out, whose replies a merge reads as
+	// the request's own form.
+	MetaRewrite bool
 
 	deadline time.Time // zero: none
 	start    time.Time
@@ -109,6 +127,7 @@ type Backend struct {
 
 	badUntil atomic.Int64 // unix nanos; 0 when not bad
 	version  atomic.Pointer[string]
+	meta     atomic.Int32 // what the newest socket's handshake told: metaUnknown, metaNo, metaYes
 
 	mu        sync.Mutex
 	dedicated map[*conn]struct{} // open dedicated sockets (Dedicate), closed with b
@@ -177,6 +196,38 @@ func (b *Backend) learnVersion(v string) {
 	}
 	if old := b.version.Load(); old == nil || *old != v {
 		b.version.Store(&v)
+	}
+}
+
+// Values of Backend.meta.
+const (
+	metaUnknown int32 = iota
+	metaNo
+	metaYes
+)
+
+// Meta reports whether the server answered the meta probe (true) or not
+// (false) when its most recently validated socket was; known is false
+// while no socket has been validated. Safe for concurrent use.
+func (b *Backend) Meta() (meta, known bool) {
+	switch b.meta.Load() {
+	case metaYes:
+		return true, true
+	case metaNo:
+		return false, true
+	}
+	return false, false
+}
+
+// learnMeta records what a new socket's handshake told of the meta
+// protocol, and tells Config.OnMeta when it changed.
+func (b *Backend) learnMeta(meta bool) {
+	v := metaNo
+	if meta {
+		v = metaYes
+	}
+	if old := b.meta.Swap(v); old != v && b.cfg.OnMeta != nil {
+		b.cfg.OnMeta(b, meta, old == metaUnknown)
 	}
 }
 

@@ -326,26 +326,42 @@ func (c *conn) recycle(batch []*Call) {
 }
 
 // connect dials and validates a new socket, or reports why it could not.
-// A socket it returns has its reader running.
+// A socket it returns has its reader running. A server that breaks the
+// socket on the meta probe (HandshakeOptions.MetaProbe) rather than
+// answer it is dialled once more without the probe, as a text server.
 func (c *conn) connect() (*sock, Cause) {
 	b := c.b
 	if b.Bad() {
 		return nil, CauseMarkedBad
 	}
 	deadline := time.Now().Add(b.cfg.ConnectTimeout)
-	nc, err := dial(b.cfg, deadline)
-	if err != nil {
-		b.failed(CauseConnecting)
-		return nil, CauseConnecting
-	}
-	version, cause, ok := handshake(nc, b.cfg.Dialect, b.cfg.Handshake, deadline)
-	if !ok {
+	o := b.cfg.Handshake
+	var (
+		nc  net.Conn
+		hs  shake
+		err error
+	)
+	for {
+		if nc, err = dial(b.cfg, deadline); err != nil {
+			b.failed(CauseConnecting)
+			return nil, CauseConnecting
+		}
+		hs = handshake(nc, b.cfg.Dialect, o, deadline)
+		if hs.ok {
+			break
+		}
 		nc.Close()
-		b.failed(cause)
-		return nil, cause
+		if !hs.probeBroke || !o.MetaProbe {
+			b.failed(hs.cause)
+			return nil, hs.cause
+		}
+		o.MetaProbe = false
+		deadline = time.Now().Add(b.cfg.ConnectTimeout) // the probe may have run out the first
 	}
-	b.learnVersion(version)
+	b.learnVersion(hs.version)
+	b.learnMeta(hs.meta)
 	s := newSock(c, nc)
+	s.meta = hs.meta
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -360,14 +376,26 @@ func (c *conn) connect() (*sock, Cause) {
 	return s, 0
 }
 
+// shake is what a handshake found.
+type shake struct {
+	version    string // the server's version, when a reply told it
+	meta       bool   // the server speaks the meta protocol (answered mn)
+	ok         bool
+	cause      Cause // why not ok
+	probeBroke bool  // not ok: every reply but the meta probe's was OK, and the probe's never came whole
+}
+
 // handshake sends the dialect's validation requests and checks every
-// reply. It returns the server's version when a reply told it (see
-// codec.VersionReader), else "".
-func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline time.Time) (version string, cause Cause, ok bool) {
+// reply. The server's version comes from a codec.VersionReader dialect;
+// with o.MetaProbe, a well-framed reply other than OK to the last request
+// (the probe) says the server speaks text only.
+func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline time.Time) shake {
 	reqs := d.Handshake(o)
 	if len(reqs) == 0 {
-		return "", 0, true
+		return shake{ok: true}
 	}
+	probe := o.MetaProbe && !o.Meta
+	hs := shake{meta: o.Meta || probe}
 	vr, _ := d.(codec.VersionReader)
 	nc.SetDeadline(deadline)
 	defer nc.SetDeadline(time.Time{})
@@ -376,26 +404,31 @@ func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline 
 		out = append(out, r.Wire...)
 	}
 	if _, err := nc.Write(out); err != nil {
-		return "", CauseWriting, false
+		return shake{cause: CauseWriting}
 	}
 	buf := make([]byte, 0, 512)
-	for _, r := range reqs {
+	for i, r := range reqs {
+		probing := probe && i == len(reqs)-1
 		for {
 			n, kind, err := d.ParseReply(buf, r)
 			if err == nil {
-				if kind != codec.ReplyOK {
-					return "", CauseBadValidate, false
+				switch {
+				case kind == codec.ReplyOK:
+				case probing:
+					hs.meta = false
+				default:
+					return shake{cause: CauseBadValidate}
 				}
 				if vr != nil {
 					if v, ok := vr.ReadVersion(r, buf[:n]); ok {
-						version = v
+						hs.version = v
 					}
 				}
 				buf = buf[:copy(buf, buf[n:])]
 				break
 			}
 			if !errors.Is(err, codec.ErrIncomplete) || len(buf) >= 64<<10 {
-				return "", CauseBadValidate, false
+				return shake{cause: CauseBadValidate, probeBroke: probing}
 			}
 			if len(buf) == cap(buf) {
 				buf = append(buf, 0)[:len(buf)]
@@ -403,12 +436,13 @@ func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline 
 			m, err := nc.Read(buf[len(buf):cap(buf)])
 			buf = buf[:len(buf)+m]
 			if err != nil && m == 0 {
-				return "", CauseReadValidate, false
+				return shake{cause: CauseReadValidate, probeBroke: probing}
 			}
 		}
 	}
 	if len(buf) != 0 {
-		return "", CauseBadValidate, false
+		return shake{cause: CauseBadValidate}
 	}
-	return version, 0, true
+	hs.ok = true
+	return hs
 }

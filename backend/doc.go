@@ -5,7 +5,10 @@
 // Life of a socket: connecting (dial with Config.ConnectTimeout) ->
 // validating (the dialect's Handshake: memcache "version", Redis AUTH/SELECT;
 // a codec.VersionReader dialect's reply tells the server's version, which
-// Backend.Version keeps) -> ready (requests are written in batches by one writer goroutine and their
+// Backend.Version keeps; with HandshakeOptions.MetaProbe, whether the
+// server speaks memcached's meta protocol, which Backend.Meta keeps and
+// which lets Config.MetaRewrite rewrite the calls written on that socket)
+// -> ready (requests are written in batches by one writer goroutine and their
 // replies matched in FIFO order by one reader goroutine) -> failed (timeout,
 // disconnect, desync: every request written on that socket is answered
 // exactly once with an *Error naming the cause, and the socket is dropped).

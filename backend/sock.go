@@ -20,6 +20,9 @@ type sock struct {
 	c   *conn
 	nc  net.Conn
 	raw *rawConn // nc's socket, for reads and writes that skip the scheduler; nil for TLS
+	// meta is set before the socket is used when its server answered
+	// the meta probe: Config.MetaRewrite applies to the calls written on it.
+	meta bool
 
 	// dead is set once, under mu, by whoever finds the socket broken
 	// (kill): nothing more is written on it, and its reader fails the
@@ -60,7 +63,6 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 	b := s.c.b
 	var deadline time.Time
 	for _, call := range batch {
-		bufs = append(bufs, call.Req.Wire)
 		if !call.deadline.IsZero() && (deadline.IsZero() || call.deadline.Before(deadline)) {
 			deadline = call.deadline
 		}
@@ -69,8 +71,22 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 	s.mu.Lock()
 	if s.dead.Load() {
 		s.mu.Unlock()
-		clear(bufs)
 		return bufs[:0], false
+	}
+	// Rewritten only now that this socket takes them (under mu, before
+	// the hand-off): calls a dead socket gives back go out on the next
+	// one as they came, whatever its server speaks.
+	rewrite := s.meta && b.cfg.MetaRewrite != nil
+	for _, call := range batch {
+		if rewrite && call.MetaRewrite {
+			was := len(call.Req.Wire)
+			if b.cfg.MetaRewrite(call.Req) {
+				// RequestBytes counted the request as it was queued;
+				// it counts what the server is sent.
+				b.stats.RequestBytes.Add(int64(len(call.Req.Wire) - was))
+			}
+		}
+		bufs = append(bufs, call.Req.Wire)
 	}
 	s.handoff = append(s.handoff, batch...)
 	s.writing = true

@@ -226,8 +226,12 @@ func TestHarnessRuns(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	if len(rep.Loads) != 2 || len(rep.Loads[0].Rows) != 3 || len(rep.Loads[1].Rows) != 3 {
-		t.Fatalf("want two loads with three targets each:\n%s", b)
+	// memcache-p1 has shardproxy's defaults as a row of its own.
+	if len(rep.Loads) != 2 || len(rep.Loads[0].Rows) != 4 || len(rep.Loads[1].Rows) != 3 {
+		t.Fatalf("want two loads with four and three targets:\n%s", b)
+	}
+	if got := rep.Loads[0].Rows[2].Target; got != shardproxyDefaults {
+		t.Errorf("memcache-p1's third row is %s, want %s", got, shardproxyDefaults)
 	}
 	for i, l := range rep.Loads {
 		for _, r := range l.Rows {

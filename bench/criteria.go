@@ -58,6 +58,7 @@ func evaluate(r *report) []criterion {
 	out = append(out, c)
 
 	out = append(out, v2Goals(r)...)
+	out = append(out, defaultsGoals(r)...)
 
 	c = criterion{What: "shardbench vs redis-benchmark, SET and GET at pipeline 1 and 16",
 		Goal: fmt.Sprintf("within %.0f%%", 100*crossTolerance), Status: "not measured"}
@@ -92,6 +93,23 @@ func v2Goals(r *report) []criterion {
 				ratioGoal(load+": proxy CPU per request, "+name+" ÷ memcached-proxy (issue 25)", "≤", 1, cpu, v2, mc),
 				ratioGoal(load+": req/s, "+name+" ÷ shardproxy's native pool (issue 25)", "≥", 0.7, ops, v2, native))
 		}
+	}
+	return out
+}
+
+// defaultsGoals are issue 27's goals for shardproxy as it comes (item 8):
+// the shardproxy-defaults row against nutcracker, unpipelined, with
+// 100-byte and 100 KB values: at least 1.1× the requests per second, at
+// no more proxy CPU per request.
+func defaultsGoals(r *report) []criterion {
+	var out []criterion
+	ops := func(s *sample) float64 { return s.OpsPerSec }
+	cpu := func(s *sample) float64 { return s.ProxyCPU }
+	for _, load := range []string{"memcache-p1", "memcache-100k"} {
+		d, nc := r.row(load, shardproxyDefaults), r.row(load, nutcracker)
+		out = append(out,
+			ratioGoal(load+": req/s, shardproxy-defaults ÷ nutcracker (issue 27)", "≥", 1.1, ops, d, nc),
+			ratioGoal(load+": proxy CPU per request, shardproxy-defaults ÷ nutcracker (issue 27)", "≤", 1, cpu, d, nc))
 	}
 	return out
 }
@@ -182,12 +200,12 @@ func (r *report) criteriaCells() [][]string {
 	return rows
 }
 
-var criteriaHeader = []string{"goal (issue 8, 25)", "target", "measured", "status"}
+var criteriaHeader = []string{"goal (issue 8, 25, 27)", "target", "measured", "status"}
 
 // criteriaText renders the goals for the terminal.
 func (r *report) criteriaText() string {
 	var b strings.Builder
-	b.WriteString("== issue 8 and 25 goals, this run\n")
+	b.WriteString("== issue 8, 25 and 27 goals, this run\n")
 	for _, c := range r.criteriaCells() {
 		fmt.Fprintf(&b, "  %-9s %s: %s (target %s)\n", c[3], c[0], c[2], c[1])
 	}

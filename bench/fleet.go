@@ -145,7 +145,7 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc.Process, sp 
 	var path string
 	var args []string
 	switch kind {
-	case shardproxy, nutcracker, shardproxyV2, shardproxyV2Meta, shardproxyText, shardproxyNear:
+	case shardproxy, nutcracker, shardproxyV2, shardproxyV2Meta, shardproxyText, shardproxyNear, shardproxyDefaults:
 		statsPort, err := proc.FreePort()
 		if err != nil {
 			return nil, err
@@ -163,7 +163,10 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc.Process, sp 
 				return nil, err
 			}
 			path = f.bins.shardproxy
-			args = append(args, "-admin", loopback(adminPort), "-threads", strconv.Itoa(sp.threads))
+			args = append(args, "-admin", loopback(adminPort))
+			if kind != shardproxyDefaults {
+				args = append(args, "-threads", strconv.Itoa(sp.threads))
+			}
 		}
 	case mcProxy:
 		if f.bins.memcachedProxy == "" {

@@ -52,6 +52,10 @@ const (
 	// shardproxyNear is shardproxy's native pool with a near cache
 	// (near_cache: nearCacheMiB, the default near_cache_ttl and fill).
 	shardproxyNear = "shardproxy-near"
+	// shardproxyDefaults is shardproxy as it comes: the pool with no
+	// server_protocol (auto) and no -threads flag (the default threads),
+	// beside the tuned shardproxy row (benchServerProtocol, benchThreads).
+	shardproxyDefaults = "shardproxy-defaults"
 	// mcProxy is memcached's own proxy running the same route file; it
 	// runs only when its binary is given (-memcached-proxy).
 	mcProxy = "memcached-proxy"
@@ -68,6 +72,10 @@ var nearTargets = []string{direct, shardproxy, shardproxyNear}
 // the load many times over, so that the figures show the cache, not its
 // evictions.
 const nearCacheMiB = 64
+
+// defaultsTargets are the rows of the loads that also show shardproxy's
+// defaults (issue 27's goal: the defaults beat nutcracker too).
+var defaultsTargets = []string{direct, shardproxy, shardproxyDefaults, nutcracker}
 
 // v2Targets are the rows of the V2 loads: the Lua route (as it comes, and
 // with server_protocol meta), the native pool of the same backend (with
@@ -101,12 +109,14 @@ const benchThreads = 1
 
 // loads returns the loads of the issue, in run order. shardproxy runs its
 // memcache pools with benchServerProtocol, except in memcache-p1-text,
-// which shows what the default (text) gives, and with benchThreads, except
-// in memcache-p1-threads, which runs it on every core (Go's default).
+// which shows what text gives, and with benchThreads, except in
+// memcache-p1-threads, which runs it on every core. memcache-p1 and
+// memcache-100k add the row shardproxy-defaults: no server_protocol, no
+// -threads.
 func loads() []load {
 	ls := []load{
 		{Name: "memcache-p1", Title: "memcache text, pipeline 1", Servers: 4,
-			Args: common("text", "-pipeline", "1")},
+			Args: common("text", "-pipeline", "1"), Targets: defaultsTargets},
 		{Name: "memcache-p1-text", Title: "memcache text, pipeline 1, shardproxy with server_protocol text", Servers: 4,
 			Args: common("text", "-pipeline", "1"), ServerProtocol: "text"},
 		{Name: "memcache-p1-threads", Title: "memcache text, pipeline 1, shardproxy on every core", Servers: 4,
@@ -125,7 +135,7 @@ func loads() []load {
 				"-ratio", "1:9", "-keys", "10000"}},
 		{Name: "memcache-100k", Title: "memcache text, 100 KB values", Servers: 4,
 			Args: []string{"-proto", "text", "-conns", "50", "-pipeline", "1", "-value", "102400",
-				"-ratio", "1:9", "-keys", "200"}},
+				"-ratio", "1:9", "-keys", "200"}, Targets: defaultsTargets},
 		{Name: "memcache-1000c", Title: "memcache text, 1,000 connections", Servers: 4,
 			Args: []string{"-proto", "text", "-conns", "1000", "-pipeline", "1", "-value", "100",
 				"-ratio", "1:9", "-keys", "10000"}},

@@ -39,8 +39,8 @@ func (r *report) markdown() string {
 		}
 	}
 
-	b.WriteString("\n## Goals\n\nIssue 8's \"done when\" figures, and issue 25's speed goals for a V2 Lua route " +
-		"(item 5), from this run.\n\n")
+	b.WriteString("\n## Goals\n\nIssue 8's \"done when\" figures, issue 25's speed goals for a V2 Lua route " +
+		"(item 5) and issue 27's goals for shardproxy's defaults (item 8), from this run.\n\n")
 	markdownTable(&b, criteriaHeader, r.criteriaCells())
 
 	if len(r.Tables) > 0 {
@@ -52,7 +52,8 @@ func (r *report) markdown() string {
 			"(-procs 1), as the issue's measurements did. Peak RSS is the proxy's VmHWM " +
 			"over the load (for direct, the server's). Other load is the CPU that processes outside the benchmark " +
 			"used during the run (the machine's busy time minus the benchmark's own), in cores: where it is " +
-			"high, the row was measured on a busy machine. The lua-v2 tables have other rows: *shardproxy-v2* is " +
+			"high, the row was measured on a busy machine. *shardproxy-defaults* (memcache-p1, memcache-100k) is " +
+			"shardproxy as it comes: no `server_protocol` key (auto) and no `-threads` flag. The lua-v2 tables have other rows: *shardproxy-v2* is " +
 			"shardproxy with a Lua pool running a V2 route file (one function generator, enqueue_and_wait to one pool " +
 			"of the one memcached), *shardproxy-v2-meta* the same with `server_protocol: meta` (the gets its route " +
 			"forwards untouched reach memcached as mg), *shardproxy* its native pool of the same memcached, *shardproxy-text* that pool with " +
@@ -154,11 +155,13 @@ const methodText = `
   it sends a one-key get to memcached as a meta get and shows the client the text reply
   (README, Configuration). memcached 1.6 sends each text get's reply on its own but batches
   meta replies, so this lowers memcached's CPU per request behind a proxy. The
-  ` + "`memcache-p1-text`" + ` table runs shardproxy without it (the default, ` + "`text`" + `) for comparison.
+  ` + "`memcache-p1-text`" + ` table runs shardproxy with ` + "`text`" + ` for comparison; the default,
+  ` + "`auto`" + `, sends meta gets to servers that answer ` + "`mn`" + ` (the shardproxy-defaults rows).
 - shardproxy runs with ` + "`-threads 1`" + `: one thread runs its goroutines, as twemproxy has one. The
   machine's two cores are shared with the backends and the load generator; a second proxy thread
   there spends CPU waking, spinning and stealing work (README, Where the time goes). The
-  ` + "`memcache-p1-threads`" + ` table runs shardproxy on every core (Go's default) for comparison.
+  ` + "`memcache-p1-threads`" + ` table runs shardproxy on every core for comparison; the
+  shardproxy-defaults rows run the default thread count (README, Command line).
 - Each run is a separate shardbench process, so the proxy's CPU is the proxy's alone. Rounds
   alternate the order of the targets; tables show the median of the rounds for each column. A
   goal that compares shardproxy with nutcracker is judged on the median of the rounds' own

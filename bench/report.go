@@ -223,6 +223,9 @@ func (t *table) caption() string {
 	if t.Load.Threads > 0 {
 		s += fmt.Sprintf("; shardproxy -threads %d", t.Load.Threads)
 	}
+	if slices.Contains(t.Load.Targets, shardproxyDefaults) {
+		s += "; shardproxy-defaults runs with neither (server_protocol auto, the default threads)"
+	}
 	if slices.Contains(t.Load.Targets, shardproxyV2) {
 		s += fmt.Sprintf("; shardproxy-v2 and memcached-proxy run the same V2 route file (one function generator, "+
 			"enqueue_and_wait to one pool of the one memcached), memcached-proxy with -t %d", max(t.Load.Threads, 1))

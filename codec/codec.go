@@ -294,6 +294,12 @@ type HandshakeOptions struct {
 	// Meta asks a memcache backend to prove it speaks the meta protocol
 	// (mn) before it is used: the pool sends it meta requests.
 	Meta bool
+	// MetaProbe asks a memcache backend whether it speaks the meta
+	// protocol (mn) without requiring it: the dialect puts the probe last
+	// among its handshake requests, and a reply other than ReplyOK to it
+	// (memcached before 1.6 answers "ERROR") leaves the socket usable, as
+	// one that speaks only text. Meta, when also set, wins.
+	MetaProbe bool
 }
 
 // Env is what the proxy tells a dialect answering a local command.

@@ -55,8 +55,10 @@ const (
 	// DefaultEjectPolicy is twemproxy's behaviour: an ejected server's keys
 	// move to the live servers.
 	DefaultEjectPolicy = EjectRemap
-	// DefaultServerProtocol forwards requests as clients write them.
-	DefaultServerProtocol = ServerProtocolText
+	// DefaultServerProtocol sends one-key gets as meta gets to the
+	// servers that answer mn, and everything as written to the others. A
+	// Lua pool's default is ServerProtocolText: what its route sends.
+	DefaultServerProtocol = ServerProtocolAuto
 	// DefaultNearCacheTTL is how long a value a pool's near cache took
 	// from a server's reply is served at most (key near_cache_ttl).
 	DefaultNearCacheTTL = 5 * time.Second
@@ -88,6 +90,7 @@ const (
 const (
 	ServerProtocolText = "text"
 	ServerProtocolMeta = "meta"
+	ServerProtocolAuto = "auto"
 )
 
 // Inline is the Source of a Config parsed from bytes without a file name.
@@ -340,17 +343,20 @@ type Pool struct {
 	RedisAuthUser string
 
 	// ServerProtocol is how a memcache pool speaks to its servers (key
-	// server_protocol, a shardproxy extension): ServerProtocolText (the
-	// default) forwards every request as the client wrote it;
-	// ServerProtocolMeta sends a one-key get or gets as a meta get (mg)
-	// and gives the client memcached's text reply, which lets memcached
-	// 1.6 answer a batch of gets with one send instead of one each. The
-	// servers must speak the meta protocol (memcached 1.6 or later): a
-	// server that does not answer "mn" is marked bad. On a memcache pool
-	// with lua it applies only to the one-key gets a route forwards
-	// untouched, without reading the reply (lua.Config.ForwardAs); the
-	// route still sees the client's get. A redis pool may not set it; a
-	// failover_pool must speak the same.
+	// server_protocol, a shardproxy extension): ServerProtocolText
+	// forwards every request as the client wrote it; ServerProtocolMeta
+	// sends a one-key get or gets as a meta get (mg) and gives the client
+	// memcached's text reply, which lets memcached 1.6 answer a batch of
+	// gets with one send instead of one each. The servers must speak the
+	// meta protocol (memcached 1.6 or later): a server that does not
+	// answer "mn" is marked bad. ServerProtocolAuto (the default of a
+	// native pool) asks each new socket's server "mn" and sends meta gets
+	// on the sockets whose server answered it, text on the others. On a
+	// memcache pool with lua the default is text, and meta applies only
+	// to the one-key gets a route forwards untouched, without reading the
+	// reply (lua.Config.ForwardAs); the route still sees the client's get;
+	// auto is refused there. A redis pool may not set meta (it ignores
+	// the key); a failover_pool must speak the same.
 	ServerProtocol string
 
 	// DefaultVersion is what a memcache pool answers to "version" while no

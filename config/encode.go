@@ -110,7 +110,7 @@ func (p *Pool) node() *yaml.Node {
 	if p.LuaInternalCache != DefaultLuaInternalCache && p.LuaInternalCache != 0 {
 		add("lua_internal_cache", num(strconv.Itoa(p.LuaInternalCache)))
 	}
-	if p.ServerProtocol == ServerProtocolMeta {
+	if p.ServerProtocol != DefaultServerProtocol && p.ServerProtocol != "" && !(p.Kind() == KindLua && p.ServerProtocol == ServerProtocolText) {
 		add("server_protocol", str(p.ServerProtocol))
 	}
 	if p.DefaultVersion != DefaultVersion && p.DefaultVersion != "" {

@@ -37,7 +37,9 @@ var _ kind = luaKind{}
 func (luaKind) validate(pp *poolParser) {
 	p := pp.p
 	pp.validateHashSeed()
-	pp.refuseMetaOnRedis()
+	if !pp.refuseMetaOnRedis() {
+		pp.refuseAutoOnLua()
+	}
 	pp.refuseClusterKeys()
 	pp.refuseNearKeys("is only valid for a native memcache pool (servers, no lua); " +
 		"a route file answers from the proxy's cache with mcp.internal")
@@ -50,6 +52,9 @@ func (luaKind) validate(pp *poolParser) {
 // route file holds a
 // Lua pool's other defaults.
 func (luaKind) provision(p *Pool) {
+	if !p.IsSet("server_protocol") {
+		p.ServerProtocol = ServerProtocolText // what the route sends, as memcached's proxy does
+	}
 	if !p.IsSet("lua_timeout") {
 		p.LuaTimeout = DefaultLuaTimeout
 	}
@@ -58,6 +63,14 @@ func (luaKind) provision(p *Pool) {
 	}
 	if !p.IsSet("lua_internal_cache") {
 		p.LuaInternalCache = DefaultLuaInternalCache
+	}
+}
+
+// refuseAutoOnLua refuses server_protocol: auto on a Lua pool, whose
+// route decides what its servers are sent: text unless meta is asked for.
+func (pp *poolParser) refuseAutoOnLua() {
+	if line, ok := pp.keys["server_protocol"]; ok && pp.p.ServerProtocol == ServerProtocolAuto {
+		pp.fail(line, "server_protocol", "auto is only valid for a native pool; a Lua pool sends what its route sends (text), or meta")
 	}
 }
 

@@ -87,11 +87,11 @@ func (pp *poolParser) setHashSeed(key string, v *yaml.Node) {
 	pp.p.HashSeed = n
 }
 
-// checkServerProtocol wants server_protocol: text or meta.
+// checkServerProtocol wants server_protocol: auto, text or meta.
 func checkServerProtocol(s string) string {
 	switch s {
-	case ServerProtocolText, ServerProtocolMeta:
+	case ServerProtocolAuto, ServerProtocolText, ServerProtocolMeta:
 		return ""
 	}
-	return fmt.Sprintf("unknown value %q; want %s or %s", s, ServerProtocolText, ServerProtocolMeta)
+	return fmt.Sprintf("unknown value %q; want %s, %s or %s", s, ServerProtocolAuto, ServerProtocolText, ServerProtocolMeta)
 }

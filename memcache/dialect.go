@@ -30,13 +30,13 @@ func (*Dialect) NewRequestParser(l codec.Options) codec.RequestParser {
 
 // Handshake returns the requests that validate a new backend socket:
 // "version\r\n", whose "VERSION ..." reply is ReplyOK (and tells the
-// server's version: ReadVersion), and with o.Meta
-// "mn\r\n", which only a server that speaks the meta protocol answers
-// ("MN"; memcached before 1.6 says "ERROR"). Password and DB are ignored:
+// server's version: ReadVersion), and with o.Meta or o.MetaProbe
+// "mn\r\n", last, which only a server that speaks the meta protocol
+// answers ("MN"; memcached before 1.6 says "ERROR"). Password and DB are ignored:
 // memcached's text protocol has no AUTH or SELECT to send.
 func (*Dialect) Handshake(o codec.HandshakeOptions) []*codec.Request {
 	reqs := []*codec.Request{handshakeReq(CmdVersion, "version\r\n")}
-	if o.Meta {
+	if o.Meta || o.MetaProbe {
 		reqs = append(reqs, handshakeReq(CmdMetaNoop, "mn\r\n"))
 	}
 	return reqs

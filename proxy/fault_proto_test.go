@@ -33,9 +33,13 @@ type faultProto struct {
 }
 
 var memcacheProto = &faultProto{
-	get:  func(k string) string { return "get " + k + "\r\n" },
-	hit:  hit,
-	miss: "END\r\n",
+	// The faults land at offsets of the text replies (valueOffset, the
+	// lengths of hit): the servers must be sent gets as the clients
+	// wrote them, not as mg, which the default (auto) sends to memcached.
+	poolOpts: "  server_protocol: text\n",
+	get:      func(k string) string { return "get " + k + "\r\n" },
+	hit:      hit,
+	miss:     "END\r\n",
 	set: func(k, v string) (string, string) {
 		return fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", k, len(v), v), "STORED\r\n"
 	},

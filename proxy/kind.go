@@ -83,7 +83,7 @@ func (k *kindEnv) link(f func(pools map[string]*pool)) {
 
 func describeShard(p *pool) []any {
 	attrs := []any{"servers", len(p.router.Backends()), "distribution", p.cfg.Distribution, "hash", p.cfg.Hash}
-	if p.limits.MetaGets {
+	if !p.cfg.Redis {
 		attrs = append(attrs, "server_protocol", p.cfg.ServerProtocol)
 	}
 	if p.cfg.NearCache > 0 {

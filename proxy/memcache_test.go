@@ -307,7 +307,7 @@ func memcacheClient(t *testing.T, extra string) *client {
 // forServerProtocols runs test once per server_protocol, with extra the
 // pool key that selects it.
 func forServerProtocols(t *testing.T, test func(t *testing.T, extra string)) {
-	for _, sp := range []string{"text", "meta"} {
+	for _, sp := range []string{"text", "meta", "auto"} {
 		t.Run(sp, func(t *testing.T) { test(t, "  server_protocol: "+sp+"\n") })
 	}
 }

@@ -42,6 +42,8 @@ type Server struct {
 
 	gen atomic.Pointer[generation] // what new requests use
 
+	metaLog metaLog // what each auto pool's servers speak, as last logged
+
 	// backends are shared by the routers of successive generations:
 	// each pool's router holds its own through a lease (see builder).
 	backends backend.Registry
@@ -92,6 +94,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.gen.Store(gen)
+	s.logMetaSummaries(gen)
 	return s, nil
 }
 
@@ -386,6 +389,7 @@ func (s *Server) swap(gen *generation, bound []*listener) {
 		s.activate(gen, bound)
 	}
 	s.gen.Store(gen)
+	s.logMetaSummaries(gen)
 
 	// Listeners gen does not use: close them and let their sessions finish.
 	keep := map[*listener]bool{}

@@ -47,8 +47,11 @@ func (p *pool) settings() []codec.Stat {
 		st = append(st,
 			codec.Stat{Name: "hash", Value: c.Hash},
 			codec.Stat{Name: "distribution", Value: c.Distribution},
-			codec.Stat{Name: "server_protocol", Value: c.ServerProtocol},
-			codec.Stat{Name: "servers", Value: itoa(len(c.Servers))})
+			codec.Stat{Name: "server_protocol", Value: c.ServerProtocol})
+		if uses, ok := p.metaSetting(); ok {
+			st = append(st, codec.Stat{Name: "server_protocol_uses", Value: uses})
+		}
+		st = append(st, codec.Stat{Name: "servers", Value: itoa(len(c.Servers))})
 	}
 	return append(st,
 		codec.Stat{Name: "default_version", Value: cmp.Or(c.DefaultVersion, config.DefaultVersion)},

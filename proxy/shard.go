@@ -81,6 +81,9 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 		cfg := k.backendConfig(s.Addr)
 		cfg.Name = s.Name
 		cfg.OnStateChange = k.p.srv.backendStateChanged
+		if pc.ServerProtocol == config.ServerProtocolAuto && !pc.Redis {
+			autoMeta(&cfg, k.p.srv)
+		}
 		r.backends = append(r.backends, k.lease.Get(cfg))
 	}
 	// Make the distribution's live set match the backends' health: a kept

@@ -125,12 +125,15 @@ func (x *Exchange) Answer(out []byte) {
 	x.owner.Answered(x)
 }
 
-// Send answers x with b's reply to x.Req.
+// Send answers x with b's reply to x.Req. The backend may rewrite x.Req
+// for the socket that takes it (backend.Config.MetaRewrite): the reply is
+// read alone, so the dialect gives the client its own form.
 func (x *Exchange) Send(b *backend.Backend) {
 	x.left.Store(1)
 	x.call.Req = &x.Req
 	x.call.Done = x.doneFn
 	x.call.Timeout = 0
+	x.call.MetaRewrite = true
 	x.stage(b, &x.call)
 }
 
@@ -202,6 +205,7 @@ func (x *Exchange) FanOut(bs Backends, targets []int) {
 		c := &x.calls[i]
 		c.Req = sub
 		c.Done = x.doneFn
+		c.MetaRewrite = false // a merge reads the parts' replies
 		t := i
 		if targets != nil {
 			t = targets[i]

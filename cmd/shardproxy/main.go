@@ -59,12 +59,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.describe, "D", false, "print the stats description and exit")
 	fs.DurationVar(&o.drain, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long to let in-flight requests finish")
 	fs.StringVar(&o.admin, "admin", admin.DefaultHTTPAddr, "HTTP admin address (/metrics, /config, /backends, /version, POST /reload); \"\" serves none; the config's shardproxy: admin_listen overrides it")
-	fs.IntVar(&o.threads, "threads", 0, "threads that run the proxy at once (GOMAXPROCS); 0 keeps Go's default: the GOMAXPROCS environment variable, else every core the process may use")
+	fs.IntVar(&o.threads, "threads", 0, "threads that run the proxy at once (GOMAXPROCS); 0: the GOMAXPROCS environment variable if set, else half the cores the process may use (at least 1)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if o.threads < 0 {
-		return nil, fmt.Errorf("-threads %d: want 0 (Go's default) or more", o.threads)
+		return nil, fmt.Errorf("-threads %d: want 0 (the default) or more", o.threads)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -143,9 +143,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "shardproxy: configuration file '%s' syntax is ok\n", o.conf)
 		return 0
 	}
-	if o.threads > 0 {
-		runtime.GOMAXPROCS(o.threads)
-	}
+	runtime.GOMAXPROCS(threads(o.threads, os.Getenv("GOMAXPROCS") != "", runtime.GOMAXPROCS(0)))
 	srv, err := proxy.New(cfg, proxy.Options{Logger: log})
 	if err != nil {
 		log.Error("cannot build proxy", "err", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -301,8 +304,10 @@ func roundTrip(t *testing.T, fail func(string, ...any), addr, key string) {
 	}
 }
 
-// TestThreads runs the binary with -threads 1 and checks what the admin's
-// /version and the startup log report; a negative count is refused.
+// TestThreads runs the binary with -threads 1 and 2, and without the flag
+// (half the cores, or GOMAXPROCS from the environment), and checks what
+// the admin's /version and the startup log report; a negative count is
+// refused.
 func TestThreads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: builds the binary and runs memcached")
@@ -318,10 +323,21 @@ func TestThreads(t *testing.T) {
 	if err := os.WriteFile(conf, []byte(proxyConf(listen, mc.Addr, "1000", adminAddr, statsAddr)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, threads := range []int{1, 2} {
-		cmd := exec.Command(bin, "-c", conf, "-threads", strconv.Itoa(threads))
-		// The flag wins over the environment.
-		cmd.Env = append(os.Environ(), "GOMAXPROCS=3")
+	for _, tt := range []struct{ flag, env string }{{"1", "3"}, {"2", "3"}, {"", ""}, {"", "3"}} {
+		args := []string{"-c", conf}
+		if tt.flag != "" {
+			args = append(args, "-threads", tt.flag)
+		}
+		cmd := exec.Command(bin, args...)
+		// The flag wins over the environment, which wins over the default.
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
+		if tt.env != "" {
+			cmd.Env = append(cmd.Env, "GOMAXPROCS="+tt.env)
+		}
+		threads := max(1, runtime.NumCPU()/2)
+		if n, err := strconv.Atoi(cmp.Or(tt.flag, tt.env)); err == nil {
+			threads = n
+		}
 		logs := &syncBuffer{}
 		cmd.Stderr = logs
 		if err := cmd.Start(); err != nil {

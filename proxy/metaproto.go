@@ -1,0 +1,125 @@
+package proxy
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"shardproxy/backend"
+	"shardproxy/config"
+	"shardproxy/memcache"
+)
+
+// server_protocol auto: every new socket of a native memcache pool asks
+// its server "mn" (codec.HandshakeOptions.MetaProbe). A one-key get or
+// gets a client sends goes as a meta get (memcache.MetaGet, applied by the
+// backend as it writes the request: backend.Config.MetaRewrite) on the
+// sockets whose server answered, and as written on the others. The
+// decision is per socket, so a fleet that is being upgraded, or a server
+// replaced by an older one at the same address, is served right from its
+// next socket on; the pool's summary (what its servers speak) is logged
+// when it changes and shown by "stats settings".
+
+// autoMeta sets up cfg, a native memcache pool's backend, for
+// server_protocol auto.
+func autoMeta(cfg *backend.Config, srv *Server) {
+	cfg.Handshake.MetaProbe = true
+	cfg.MetaRewrite = memcache.MetaGet
+	cfg.OnMeta = srv.backendMetaChanged
+}
+
+// metaSummary says what an auto pool's servers speak, as the newest
+// socket of each told: "meta" (every server that told speaks it), "text"
+// (none does), "mixed", or "unknown" before any socket is validated;
+// and the counts.
+func metaSummary(bs []*backend.Backend) (uses string, meta, text int) {
+	for _, b := range bs {
+		switch m, known := b.Meta(); {
+		case !known:
+		case m:
+			meta++
+		default:
+			text++
+		}
+	}
+	switch {
+	case meta > 0 && text > 0:
+		uses = "mixed"
+	case meta > 0:
+		uses = "meta"
+	case text > 0:
+		uses = "text"
+	default:
+		uses = "unknown"
+	}
+	return uses, meta, text
+}
+
+// metaLog remembers, per pool name, the summary last logged, so that a
+// pool logs what its servers speak once per change, across reloads.
+type metaLog struct {
+	mu   sync.Mutex
+	last map[string]string
+}
+
+// backendMetaChanged hears that b's server was found to speak meta or
+// text only: first, when b is new, or after the server at its address
+// changed. A change of a known server is logged; then the running pools'
+// summaries.
+func (s *Server) backendMetaChanged(b *backend.Backend, meta, first bool) {
+	gen := s.gen.Load()
+	if gen == nil {
+		return // New logs the first generation's summaries once it is installed
+	}
+	for _, p := range gen.pools {
+		if r, ok := autoRouter(p); ok && !first && slices.Contains(r.backends, b) {
+			p.log.Info("server protocol changed", "server", b.Name(), "meta", meta)
+		}
+	}
+	s.logMetaSummaries(gen)
+}
+
+// logMetaSummaries logs the summary of each auto pool of gen that
+// differs from the one last logged for its name. It runs when a server's
+// protocol becomes known or changes, and when a generation is installed
+// (sockets validated while it was being built, a preconnect, told no
+// running pool).
+func (s *Server) logMetaSummaries(gen *generation) {
+	s.metaLog.mu.Lock()
+	defer s.metaLog.mu.Unlock()
+	for _, p := range gen.pools {
+		r, ok := autoRouter(p)
+		if !ok {
+			continue
+		}
+		uses, meta, text := metaSummary(r.backends)
+		if uses == "unknown" || s.metaLog.last[p.cfg.Name] == uses {
+			continue
+		}
+		if s.metaLog.last == nil {
+			s.metaLog.last = map[string]string{}
+		}
+		s.metaLog.last[p.cfg.Name] = uses
+		p.log.Info("server protocol", "server_protocol", config.ServerProtocolAuto, "uses", uses,
+			"servers_meta", meta, "servers_text", text, "servers", len(r.backends))
+	}
+}
+
+// autoRouter returns p's router when p is a native memcache pool with
+// server_protocol auto.
+func autoRouter(p *pool) (*shardRouter, bool) {
+	r, ok := p.router.(*shardRouter)
+	return r, ok && p.cfg.ServerProtocol == config.ServerProtocolAuto && !p.cfg.Redis
+}
+
+// metaSetting is the pool's "stats settings" line of what an auto pool's
+// servers speak now: "meta 3/3", "mixed 2/3" (servers on meta, of all),
+// "text 0/3", "unknown 0/3".
+func (p *pool) metaSetting() (string, bool) {
+	r, ok := autoRouter(p)
+	if !ok {
+		return "", false
+	}
+	uses, meta, _ := metaSummary(r.backends)
+	return fmt.Sprintf("%s %d/%d", uses, meta, len(r.backends)), true
+}
