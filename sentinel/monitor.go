@@ -86,10 +86,10 @@ type Monitor struct {
 	subs    map[string]*conn  // subscriber connections, for Close
 	closed  bool
 
-	queries map[string]*conn   // the resolver's connection per Sentinel
+	queries map[string]*conn  // the resolver's connection per Sentinel
 	refused map[string]string // master -> the address last refused, logged once
-	known   chan struct{}    // closed once every master has an address
-	kick    chan struct{}    // wakes the resolver; capacity 1
+	known   chan struct{}     // closed once every master has an address
+	kick    chan struct{}     // wakes the resolver; capacity 1
 	stop    chan struct{}
 	wg      sync.WaitGroup
 

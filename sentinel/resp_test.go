@@ -50,8 +50,8 @@ func TestReadRoles(t *testing.T) {
 	// ROLE replies as redis-server 7.0 and redis-sentinel answer them.
 	for in, want := range map[string]string{
 		"*3\r\n$6\r\nmaster\r\n:1198\r\n*1\r\n*3\r\n$9\r\n127.0.0.1\r\n$5\r\n36002\r\n$3\r\n791\r\n": "master",
-		"*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:36001\r\n$7\r\nconnect\r\n:-1\r\n":                    "slave",
-		"*2\r\n$8\r\nsentinel\r\n*1\r\n$2\r\nm1\r\n":                                                     "sentinel",
+		"*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:36001\r\n$7\r\nconnect\r\n:-1\r\n":                 "slave",
+		"*2\r\n$8\r\nsentinel\r\n*1\r\n$2\r\nm1\r\n":                                                 "sentinel",
 	} {
 		v, err := read(in)
 		if err != nil {
