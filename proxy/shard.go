@@ -3,6 +3,7 @@ package proxy
 import (
 	"log/slog"
 	"reflect"
+	"sync/atomic"
 
 	"shardproxy/backend"
 	"shardproxy/codec"
@@ -15,15 +16,22 @@ import (
 // the server its hash picks in the pool's distribution; multi-key requests
 // are split per server and merged. Under auto_eject_hosts a bad server
 // leaves the distribution (eject_policy remap) or hands its keys to the
-// failover pool (eject_policy failover).
+// failover pool (eject_policy failover). A pool with sentinels follows its
+// shards' masters (sentinel.go): a shard's backend is replaced when
+// Sentinel promotes another server, and its keys stay on the shard.
 type shardRouter struct {
 	cfg      *config.Pool
 	dialect  codec.Dialect
 	stats    *poolStats
 	shard    *sharding.Pool
-	shardCfg sharding.Config    // what shard was built from; a reload reuses an equal one
-	backends []*backend.Backend // in shard.Servers() order
-	failover *shardRouter       // eject_policy failover: takes a bad server's keys
+	shardCfg sharding.Config // what shard was built from; a reload reuses an equal one
+	// table holds the backends in shard.Servers() order. It is replaced
+	// whole (never changed in place) when Sentinel moves a shard; in a
+	// pool with sentinels an entry is nil until the shard's master is
+	// known, and never nil again after.
+	table    atomic.Pointer[[]*backend.Backend]
+	failover *shardRouter    // eject_policy failover: takes a bad server's keys
+	sentinel *sentinelShards // the pool's masters through Sentinel, or nil
 	log      *slog.Logger
 }
 
@@ -66,17 +74,25 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 			return nil, err
 		}
 	}
+	if len(pc.Sentinels) > 0 {
+		if err := r.startSentinel(k, byName); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+	backends := make([]*backend.Backend, 0, len(pc.Servers))
 	for _, ss := range r.shard.Servers() {
 		s := byName[ss.Name]
 		cfg := k.backendConfig(s.Addr)
 		cfg.Name = s.Name
 		cfg.OnStateChange = k.p.srv.backendStateChanged
-		r.backends = append(r.backends, k.lease.Get(cfg))
+		backends = append(backends, k.lease.Get(cfg))
 	}
+	r.table.Store(&backends)
 	// Make the distribution's live set match the backends' health: a kept
 	// backend may be ejected now, a new one is healthy.
 	live := r.shard.Live()
-	for i, b := range r.backends {
+	for i, b := range backends {
 		switch bad := b.Bad() && r.ejects(); {
 		case bad && live[i]:
 			r.shard.Eject(i)
@@ -101,12 +117,15 @@ func (r *shardRouter) ejects() bool {
 	return r.cfg.AutoEjectHosts && r.cfg.EjectPolicy == config.EjectRemap
 }
 
+// backends returns the backends now, in shard.Servers() order.
+func (r *shardRouter) backends() []*backend.Backend { return *r.table.Load() }
+
 // stateChanged ejects or restores b if this pool uses it and ejects.
 func (r *shardRouter) stateChanged(b *backend.Backend, bad bool) {
 	if !r.ejects() {
 		return
 	}
-	for i, pb := range r.backends {
+	for i, pb := range r.backends() {
 		if pb != b {
 			continue
 		}
@@ -128,22 +147,40 @@ func (r *shardRouter) pick(key []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if r.failover != nil && r.backends[idx].Bad() {
+	if r.failover != nil && r.backends()[idx].Bad() {
 		j, err := r.failover.shard.Pick(key)
 		if err != nil {
 			return 0, err
 		}
-		return len(r.backends) + j, nil
+		return len(r.backends()) + j, nil
 	}
 	return idx, nil
 }
 
-// Backend implements route.Backends: server i as numbered by pick.
+// Backend implements route.Backends: server i as numbered by pick. It is
+// nil for a shard of a pool with sentinels whose master is not known yet
+// (see usable).
 func (r *shardRouter) Backend(i int) *backend.Backend {
-	if i < len(r.backends) {
-		return r.backends[i]
+	bs := r.backends()
+	if i < len(bs) {
+		return bs[i]
 	}
-	return r.failover.backends[i-len(r.backends)]
+	return r.failover.Backend(i - len(bs))
+}
+
+// usable reports whether every server in targets has a backend, and
+// answers x with an error when one has not: a shard of a pool with
+// sentinels whose master no Sentinel has named yet. A backend once there
+// stays (it is only ever replaced), so what usable saw holds when the
+// request is sent.
+func (r *shardRouter) usable(x *route.Exchange, targets ...int) bool {
+	for _, i := range targets {
+		if r.Backend(i) == nil {
+			r.fail(x, "no master known for shard "+r.shard.Servers()[i].Name+" (sentinel)")
+			return false
+		}
+	}
+	return true
 }
 
 // Route implements route.Router.
@@ -156,9 +193,13 @@ func (r *shardRouter) Route(x *route.Exchange) {
 	case codec.RouteSame:
 		r.routeSame(x)
 	case codec.RouteAny:
-		x.Send(r.backends[int(x.Hint)%len(r.backends)])
+		if i := int(x.Hint) % len(r.backends()); r.usable(x, i) {
+			x.Send(r.Backend(i))
+		}
 	case codec.RouteAll:
-		x.FanOutAll(r, len(r.backends))
+		if r.sentinel == nil || r.usable(x, r.sentinel.all...) {
+			x.FanOutAll(r, len(r.backends()))
+		}
 	default:
 		r.fail(x, "unroutable request")
 	}
@@ -170,6 +211,9 @@ func (r *shardRouter) routeKey(x *route.Exchange) bool {
 	idx, err := r.pick(x.Req.Keys[0])
 	if err != nil {
 		r.fail(x, err.Error())
+		return false
+	}
+	if !r.usable(x, idx) {
 		return false
 	}
 	x.Send(r.Backend(idx))
@@ -192,6 +236,9 @@ func (r *shardRouter) routeMulti(x *route.Exchange) {
 		targets = append(targets, idx)
 	}
 	x.KeepKeyTargets(targets)
+	if !r.usable(x, targets...) {
+		return
+	}
 	if same { // every key on one server: no need to split
 		x.Send(r.Backend(targets[0]))
 		return
@@ -219,7 +266,10 @@ func (r *shardRouter) routeSame(x *route.Exchange) {
 		target = idx
 	}
 	if target < 0 {
-		target = int(x.Hint) % len(r.backends)
+		target = int(x.Hint) % len(r.backends())
+	}
+	if !r.usable(x, target) {
+		return
 	}
 	x.Send(r.Backend(target))
 }
@@ -234,12 +284,37 @@ func (r *shardRouter) fail(x *route.Exchange, msg string) {
 	x.Answer(out)
 }
 
-// Stats implements route.Router: a native pool's counters are the pool's.
-func (r *shardRouter) Stats() []route.Stat { return nil }
+// Stats implements route.Router: a native pool's counters are the pool's;
+// a pool with sentinels adds the Sentinel counters.
+func (r *shardRouter) Stats() []route.Stat {
+	if r.sentinel != nil {
+		return r.sentinel.stats()
+	}
+	return nil
+}
 
-// Backends implements route.Router.
-func (r *shardRouter) Backends() []*backend.Backend { return r.backends }
+// Backends implements route.Router: the shards' backends, but for shards
+// of a pool with sentinels whose master is not known yet.
+func (r *shardRouter) Backends() []*backend.Backend {
+	bs := r.backends()
+	for i, b := range bs {
+		if b == nil {
+			out := append([]*backend.Backend(nil), bs[:i]...)
+			for _, b := range bs[i+1:] {
+				if b != nil {
+					out = append(out, b)
+				}
+			}
+			return out
+		}
+	}
+	return bs
+}
 
-// Close implements route.Router: a native pool has nothing of its own to
-// stop.
-func (r *shardRouter) Close() {}
+// Close implements route.Router: a pool with sentinels stops following
+// them; a native pool has nothing else of its own to stop.
+func (r *shardRouter) Close() {
+	if r.sentinel != nil {
+		r.sentinel.close()
+	}
+}

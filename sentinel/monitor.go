@@ -481,7 +481,6 @@ func (m *Monitor) install(name, addr, via string) {
 	from := m.addrs[name]
 	m.addrs[name] = addr
 	m.mu.Unlock()
-	m.checkKnown()
 	if from == "" {
 		m.log.Info("sentinel master found", "master", name, "addr", addr, "via", via)
 	} else {
@@ -491,6 +490,7 @@ func (m *Monitor) install(name, addr, via string) {
 	if m.cfg.OnSwitch != nil {
 		m.cfg.OnSwitch(name, addr, from)
 	}
+	m.checkKnown() // after OnSwitch: Wait's caller finds the address in use
 }
 
 // checkKnown closes known once every master has an address.

@@ -46,7 +46,7 @@ func (m *Monitor) subscribe(s string) {
 		default:
 		}
 		if !down {
-			m.log.Warn("sentinel subscription lost", "sentinel", s, "err", err)
+			m.log.Warn("sentinel subscription down", "sentinel", s, "err", err)
 			down = true
 		}
 		if !m.sleep(backoff) {
