@@ -13,7 +13,7 @@ ROUTELIB  ?=
 # sudo only when not root (CI runs as root and may have no sudo).
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # command:Debian package, for every server the integration tests run.
-APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools nutcracker:nutcracker
+APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools redis-sentinel:redis-sentinel nutcracker:nutcracker
 
 .PHONY: help build run test lint bench bench-go fuzz deps clean soak
 
@@ -27,7 +27,7 @@ help:
 	@echo 'make soak    DURATION=$(DURATION): proxy under memcached+Redis load, faults and reloads; checks every reply'
 	@echo 'make bench-go  go test -bench of every package with -benchmem'
 	@echo 'make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME) each'
-	@echo 'make deps    install memcached, redis-server, nutcracker, staticcheck when missing'
+	@echo 'make deps    install memcached, redis-server, redis-sentinel, nutcracker, staticcheck when missing'
 	@echo 'make clean   remove bin/'
 
 build:
