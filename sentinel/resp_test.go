@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -100,6 +102,27 @@ func FuzzReadValue(f *testing.F) {
 		}
 		if enc2 := appendValue(nil, v2); !bytes.Equal(enc, enc2) {
 			t.Fatalf("round trip: %q then %q", enc, enc2)
+		}
+	})
+}
+
+// FuzzParseSwitch: no panic, and an accepted payload names a master and a
+// host:port whose port is 1-65535.
+func FuzzParseSwitch(f *testing.F) {
+	for _, s := range []string{"m1 127.0.0.1 36001 127.0.0.1 36002", "m ::1 1 ::1 2", "a b c d e", "m h 1 h 65536"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ev, ok := parseSwitch(s)
+		if !ok {
+			return
+		}
+		host, port, err := net.SplitHostPort(ev.addr)
+		if ev.master == "" || err != nil || host == "" {
+			t.Fatalf("%q -> %+v (%v)", s, ev, err)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			t.Fatalf("%q -> port %q", s, port)
 		}
 	})
 }
