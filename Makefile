@@ -15,7 +15,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # command (or a path it installs):Debian package, for every server and
 # client suite the integration tests run, and the headless browser that
 # loads the admin status page.
-APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools nutcracker:nutcracker \
+APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools redis-sentinel:redis-sentinel nutcracker:nutcracker \
 	memccapable:libmemcached-tools /usr/lib/python3/dist-packages/pymemcache:python3-pymemcache chromium:chromium
 
 .PHONY: help build run test lint bench bench-go fuzz deps clean soak
@@ -30,7 +30,7 @@ help:
 	@echo 'make soak    DURATION=$(DURATION): proxy under memcached+Redis load, faults and reloads; checks every reply'
 	@echo 'make bench-go  go test -bench of every package with -benchmem'
 	@echo 'make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME) each'
-	@echo 'make deps    install memcached, redis-server, nutcracker, chromium, staticcheck when missing'
+	@echo 'make deps    install memcached, redis-server, redis-sentinel, nutcracker, chromium, the client suites, staticcheck when missing'
 	@echo 'make clean   remove bin/'
 
 build:

@@ -335,6 +335,19 @@ type Pool struct {
 	// pool, which may not set it.
 	ClusterRefresh time.Duration
 
+	// Sentinels are the "host:port" addresses of the Redis Sentinels that
+	// a sharded redis pool asks for its masters (key sentinels, a list; a
+	// shardproxy extension). When set, each servers line names a Sentinel
+	// master in place of an address (Server.Master) and the proxy follows
+	// its failovers; see README "Redis Sentinel".
+	Sentinels []string
+	// SentinelAuth is the password the proxy sends the Sentinels with AUTH
+	// (key sentinel_auth; the Sentinels' requirepass); "" sends none.
+	SentinelAuth string
+	// SentinelAuthUser is the ACL user that goes with SentinelAuth (key
+	// sentinel_auth_user; needs sentinel_auth); "" is the default user.
+	SentinelAuthUser string
+
 	// RedisAuthUser is the Redis ACL user that goes with RedisAuth (key
 	// redis_auth_user, a shardproxy extension; needs redis_auth): clients
 	// must send AUTH user password (or HELLO 2 AUTH user password) and the
@@ -465,8 +478,13 @@ type Listen struct {
 // Server is one line of a pool's servers list.
 type Server struct {
 	// Network is "tcp" or "unix" (a shardproxy addition to the model, so that
-	// users need not look at Port or Addr to tell).
+	// users need not look at Port or Addr to tell), or "sentinel" in a pool
+	// with sentinels, whose lines name masters (Master) and no address.
 	Network string
+	// Master is the Sentinel master name of a pool with sentinels (line
+	// "master:weight [name]"), "" otherwise; Addr, Host and Port are then
+	// empty: the Sentinels give the address.
+	Master string
 	// Addr is the address to dial: "host:port" (IPv6 hosts in brackets) or
 	// the socket's path.
 	Addr string
@@ -479,7 +497,8 @@ type Server struct {
 	Weight int
 	// Name is twemproxy's node name, the input of ketama's points and the
 	// server's key in the stats JSON: the explicit name after the space if
-	// the line has one; else the host alone when the port is 11211
+	// the line has one; else, in a pool with sentinels, the master name;
+	// else the host alone when the port is 11211
 	// (libmemcached compatibility); else "host:port" as written. A unix
 	// socket without a name is named "path:", with a trailing colon, as in
 	// twemproxy.

@@ -146,6 +146,7 @@ func (p *Pool) node() *yaml.Node {
 		add("blocking_connections", num(strconv.Itoa(p.BlockingConnections)))
 	}
 	p.addSecurity(add)
+	p.addSentinel(add)
 	seq := &yaml.Node{Kind: yaml.SequenceNode}
 	for _, s := range p.Servers {
 		seq.Content = append(seq.Content, str(s.text()))
@@ -184,6 +185,24 @@ func (p *Pool) addSecurity(add func(string, *yaml.Node)) {
 	}
 }
 
+// addSentinel adds the Sentinel keys that are set.
+func (p *Pool) addSentinel(add func(string, *yaml.Node)) {
+	if len(p.Sentinels) == 0 {
+		return
+	}
+	seq := &yaml.Node{Kind: yaml.SequenceNode}
+	for _, s := range p.Sentinels {
+		seq.Content = append(seq.Content, str(s))
+	}
+	add("sentinels", seq)
+	if p.SentinelAuth != "" {
+		add("sentinel_auth", str(p.SentinelAuth))
+	}
+	if p.SentinelAuthUser != "" {
+		add("sentinel_auth_user", str(p.SentinelAuthUser))
+	}
+}
+
 // text is the listen value that parses back to l. A path with a space needs
 // the permission field, even 0000, or its last word would be read as one.
 func (l Listen) text() string {
@@ -196,6 +215,13 @@ func (l Listen) text() string {
 // text is the servers line that parses back to s: the name is written only
 // when it differs from the one twemproxy would derive.
 func (s Server) text() string {
+	if s.Network == "sentinel" {
+		line := s.Master + ":" + strconv.Itoa(s.Weight)
+		if s.Name != s.Master {
+			line += " " + s.Name
+		}
+		return line
+	}
 	line, port := s.Host+":", ""
 	if s.Network != "unix" {
 		port = strconv.Itoa(s.Port)
@@ -228,8 +254,9 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%q %q %q %q\n", p.RedisAuthUser, p.TLSCert, p.TLSKey, p.TLSClientCA)
 	fmt.Fprintf(h, "%t %q %q %q %q %t\n", p.ServerTLS, p.ServerTLSCA, p.ServerTLSCert, p.ServerTLSKey,
 		p.ServerTLSServerName, p.ServerTLSSkipVerify)
+	fmt.Fprintf(h, "%q %q %q\n", p.Sentinels, p.SentinelAuth, p.SentinelAuthUser)
 	for _, s := range p.Servers {
-		fmt.Fprintf(h, "%q %q %q %d %d %q\n", s.Network, s.Addr, s.Host, s.Port, s.Weight, s.Name)
+		fmt.Fprintf(h, "%q %q %q %d %d %q %q\n", s.Network, s.Addr, s.Host, s.Port, s.Weight, s.Name, s.Master)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -95,6 +95,11 @@ func mutate(t *testing.T, v reflect.Value) reflect.Value {
 		n.SetInt(v.Int() + 1)
 	case reflect.Uint32, reflect.Uint64:
 		n.SetUint(v.Uint() + 1)
+	case reflect.Slice:
+		if v.Type().Elem().Kind() != reflect.String {
+			t.Fatalf("mutate: no rule for %s", v.Type())
+		}
+		n = reflect.Append(reflect.MakeSlice(v.Type(), 0, v.Len()+1), reflect.ValueOf("x"))
 	default:
 		t.Fatalf("mutate: no rule for %s", v.Type())
 	}

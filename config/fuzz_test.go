@@ -28,6 +28,7 @@ func FuzzParse(f *testing.F) {
 		pool("  hash_tag: \"{}\"\n  timeout: -1\n"),
 		pool("") + "   - /tmp/s:1\n   - ::1:1:1 n\n",
 		"a:\n  listen: /tmp/a 0777\n  servers:\n   - \"h:1:1 \\\"q\\\"\"\n",
+		sentinelPool("  sentinel_auth: pw\n  sentinel_auth_user: u\n"),
 	} {
 		f.Add([]byte(s))
 	}
@@ -85,7 +86,7 @@ func checkConfig(t *testing.T, c *Config) {
 		}
 		names := make(map[string]bool)
 		for _, s := range p.Servers {
-			if s.Weight < 1 || s.Name == "" || names[s.Name] || s.Addr == "" {
+			if s.Weight < 1 || s.Name == "" || names[s.Name] || (s.Addr == "") != (s.Master != "") {
 				t.Fatalf("pool %q: bad server %+v", p.Name, s)
 			}
 			names[s.Name] = true
@@ -108,6 +109,24 @@ func FuzzServerLine(f *testing.F) {
 			return
 		}
 		again, msg := parseServer(s.text())
+		if msg != "" || again != s {
+			t.Fatalf("%q -> %+v -> %q -> %+v (%s)", line, s, s.text(), again, msg)
+		}
+	})
+}
+
+// FuzzMasterLine checks the same for the servers lines of a pool with
+// sentinels.
+func FuzzMasterLine(f *testing.F) {
+	for _, s := range []string{"m:1", "shard-a:2 a", "m:1 m", "m:0", "a:b:1", "m:1 n:x", " :1", "m\x00:1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		s, msg := parseMaster(line)
+		if msg != "" {
+			return
+		}
+		again, msg := parseMaster(s.text())
 		if msg != "" || again != s {
 			t.Fatalf("%q -> %+v -> %q -> %+v (%s)", line, s, s.text(), again, msg)
 		}

@@ -14,6 +14,9 @@ type poolParser struct {
 	p    *Pool
 	keys map[string]int  // key -> line where it was set
 	bad  map[string]bool // keys whose value was rejected
+	// sentinel: the pool has a sentinels key, so its servers lines name
+	// Sentinel masters (parseMaster), not addresses.
+	sentinel bool
 }
 
 // setter reads the value of one pool key into the pool.
@@ -33,9 +36,10 @@ type poolKey struct {
 // shardproxy extensions, each in the table of the file that owns it: keys
 // every pool reads (pool_common.go), the keys of a native sharded pool
 // (pool_native.go) and its near cache (pool_near.go), of a redis_cluster pool (pool_cluster.go), of a Lua pool
-// (pool_lua.go), and the TLS and ACL keys (security.go). Each kind's
+// (pool_lua.go), the TLS and ACL keys (security.go), and the Sentinel keys
+// of a sharded redis pool (pool_sentinel.go). Each kind's
 // validate says what it does with the keys of the others.
-var poolKeys = joinKeys(commonKeys, nativeKeys, nearKeys, clusterKeys, luaKeys, securityKeys)
+var poolKeys = joinKeys(commonKeys, nativeKeys, nearKeys, clusterKeys, luaKeys, securityKeys, sentinelKeys)
 
 // joinKeys merges key tables; a key in two of them is a programming error.
 func joinKeys(tables ...map[string]poolKey) map[string]poolKey {
@@ -101,7 +105,8 @@ func (b *builder) pool(name string, line int, n *yaml.Node) *Pool {
 		b.errs.add(n.Line, name, "", "must be a mapping of keys such as listen and servers, not "+kindName(n))
 		return nil
 	}
-	pp := &poolParser{b: b, p: newPool(name, line), keys: make(map[string]int), bad: make(map[string]bool)}
+	pp := &poolParser{b: b, p: newPool(name, line), keys: make(map[string]int), bad: make(map[string]bool),
+		sentinel: hasSentinels(n)}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		pp.entry(n.Content[i], n.Content[i+1])
 	}

@@ -42,6 +42,7 @@ func (clusterKind) validate(pp *poolParser) {
 		pp.fail(l, "lua", "a redis_cluster pool cannot be routed by Lua")
 	}
 	pp.refuseLuaKeys()
+	pp.refuseSentinelKeys()
 	for _, s := range p.Servers {
 		if s.Network != "tcp" {
 			pp.fail(s.Line, "servers", fmt.Sprintf("%q: a cluster seed must be host:port", s.Name))

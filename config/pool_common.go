@@ -183,7 +183,11 @@ func (pp *poolParser) setServers(key string, v *yaml.Node) {
 			pp.fail(item.Line, key, "a server must be one \"host:port:weight [name]\" line, not "+kindName(item))
 			continue
 		}
-		s, msg := parseServer(item.Value)
+		parse := parseServer
+		if pp.sentinel {
+			parse = parseMaster
+		}
+		s, msg := parse(item.Value)
 		if msg != "" {
 			pp.fail(item.Line, key, msg)
 			continue

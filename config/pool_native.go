@@ -35,6 +35,7 @@ func (nativeKind) validate(pp *poolParser) {
 	pp.validateNearCache()
 	pp.refuseClusterKeys()
 	pp.refuseLuaKeys()
+	pp.validateSentinel()
 }
 
 // provision fills the near cache's defaults when the pool has one; newPool

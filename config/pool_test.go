@@ -159,6 +159,9 @@ var builtKeys = map[string]func(p *Pool){
 	"server_tls_key":         func(p *Pool) { p.ServerTLSKey = "k" },
 	"server_tls_server_name": func(p *Pool) { p.ServerTLSServerName = "n" },
 	"server_tls_skip_verify": func(p *Pool) { p.ServerTLSSkipVerify = true },
+	"sentinels":              func(p *Pool) { p.Sentinels = []string{"s:1"} },
+	"sentinel_auth":          func(p *Pool) { p.SentinelAuth = "a" },
+	"sentinel_auth_user":     func(p *Pool) { p.SentinelAuthUser = "u" },
 }
 
 // In a Pool built in Go a key is set when its field is not zero, and each

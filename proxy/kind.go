@@ -86,6 +86,9 @@ func describeShard(p *pool) []any {
 	if !p.cfg.Redis {
 		attrs = append(attrs, "server_protocol", p.cfg.ServerProtocol)
 	}
+	if n := len(p.cfg.Sentinels); n > 0 {
+		attrs = append(attrs, "sentinels", n)
+	}
 	if p.cfg.NearCache > 0 {
 		attrs = append(attrs, "near_cache_mib", p.cfg.NearCache, "near_cache_ttl", p.cfg.NearCacheTTL,
 			"near_cache_fill", p.cfg.NearCacheFill)

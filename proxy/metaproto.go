@@ -72,7 +72,7 @@ func (s *Server) backendMetaChanged(b *backend.Backend, meta, first bool) {
 		return // New logs the first generation's summaries once it is installed
 	}
 	for _, p := range gen.pools {
-		if r, ok := autoRouter(p); ok && !first && slices.Contains(r.backends, b) {
+		if r, ok := autoRouter(p); ok && !first && slices.Contains(r.backends(), b) {
 			p.log.Info("server protocol changed", "server", b.Name(), "meta", meta)
 		}
 	}
@@ -92,7 +92,7 @@ func (s *Server) logMetaSummaries(gen *generation) {
 		if !ok {
 			continue
 		}
-		uses, meta, text := metaSummary(r.backends)
+		uses, meta, text := metaSummary(r.backends())
 		if uses == "unknown" || s.metaLog.last[p.cfg.Name] == uses {
 			continue
 		}
@@ -101,7 +101,7 @@ func (s *Server) logMetaSummaries(gen *generation) {
 		}
 		s.metaLog.last[p.cfg.Name] = uses
 		p.log.Info("server protocol", "server_protocol", config.ServerProtocolAuto, "uses", uses,
-			"servers_meta", meta, "servers_text", text, "servers", len(r.backends))
+			"servers_meta", meta, "servers_text", text, "servers", len(r.backends()))
 	}
 }
 
@@ -120,6 +120,6 @@ func (p *pool) metaSetting() (string, bool) {
 	if !ok {
 		return "", false
 	}
-	uses, meta, _ := metaSummary(r.backends)
-	return fmt.Sprintf("%s %d/%d", uses, meta, len(r.backends)), true
+	uses, meta, _ := metaSummary(r.backends())
+	return fmt.Sprintf("%s %d/%d", uses, meta, len(r.backends())), true
 }

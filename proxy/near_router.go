@@ -82,7 +82,7 @@ func (r *nearRouter) Route(x *route.Exchange) {
 		x.Tap = r.tapTouch
 		r.inner.Route(x)
 	case nearFlush:
-		c.flush(int64(len(r.inner.backends)))
+		c.flush(int64(len(r.inner.backends())))
 		x.Tap = r.tapFlush
 		r.inner.Route(x)
 	default:

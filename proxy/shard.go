@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
+	"sync/atomic"
 
 	"shardproxy/backend"
 	"shardproxy/codec"
@@ -17,15 +18,22 @@ import (
 // the server its hash picks in the pool's distribution; multi-key requests
 // are split per server and merged. Under auto_eject_hosts a bad server
 // leaves the distribution (eject_policy remap) or hands its keys to the
-// failover pool (eject_policy failover).
+// failover pool (eject_policy failover). A pool with sentinels follows its
+// shards' masters (sentinel.go): a shard's backend is replaced when
+// Sentinel promotes another server, and its keys stay on the shard.
 type shardRouter struct {
 	cfg      *config.Pool
 	dialect  codec.Dialect
 	stats    *poolStats
 	shard    *sharding.Pool
-	shardCfg sharding.Config    // what shard was built from; a reload reuses an equal one
-	backends []*backend.Backend // in shard.Servers() order
-	failover *shardRouter       // eject_policy failover: takes a bad server's keys
+	shardCfg sharding.Config // what shard was built from; a reload reuses an equal one
+	// table holds the backends in shard.Servers() order. It is replaced
+	// whole (never changed in place) when Sentinel moves a shard; in a
+	// pool with sentinels an entry is nil until the shard's master is
+	// known, and never nil again after.
+	table    atomic.Pointer[[]*backend.Backend]
+	failover *shardRouter    // eject_policy failover: takes a bad server's keys
+	sentinel *sentinelShards // the pool's masters through Sentinel, or nil
 	log      *slog.Logger
 	ded      *dedicatedPool  // a Redis pool's dedicated connections; nil for memcached
 	rc       *routerCounters // the pool's, which counts ded until it closes
@@ -76,6 +84,13 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 			return nil, err
 		}
 	}
+	if len(pc.Sentinels) > 0 {
+		if err := r.startSentinel(k, byName); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+	backends := make([]*backend.Backend, 0, len(pc.Servers))
 	for _, ss := range r.shard.Servers() {
 		s := byName[ss.Name]
 		cfg := k.backendConfig(s.Addr)
@@ -84,12 +99,13 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 		if pc.ServerProtocol == config.ServerProtocolAuto && !pc.Redis {
 			autoMeta(&cfg, k.p.srv)
 		}
-		r.backends = append(r.backends, k.lease.Get(cfg))
+		backends = append(backends, k.lease.Get(cfg))
 	}
+	r.table.Store(&backends)
 	// Make the distribution's live set match the backends' health: a kept
 	// backend may be ejected now, a new one is healthy.
 	live := r.shard.Live()
-	for i, b := range r.backends {
+	for i, b := range backends {
 		switch bad := b.Bad() && r.ejects(); {
 		case bad && live[i]:
 			r.shard.Eject(i)
@@ -114,12 +130,15 @@ func (r *shardRouter) ejects() bool {
 	return r.cfg.AutoEjectHosts && r.cfg.EjectPolicy == config.EjectRemap
 }
 
+// backends returns the backends now, in shard.Servers() order.
+func (r *shardRouter) backends() []*backend.Backend { return *r.table.Load() }
+
 // stateChanged ejects or restores b if this pool uses it and ejects.
 func (r *shardRouter) stateChanged(b *backend.Backend, bad bool) {
 	if !r.ejects() {
 		return
 	}
-	for i, pb := range r.backends {
+	for i, pb := range r.backends() {
 		if pb != b {
 			continue
 		}
@@ -141,22 +160,40 @@ func (r *shardRouter) pick(key []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if r.failover != nil && r.backends[idx].Bad() {
+	if r.failover != nil && r.backends()[idx].Bad() {
 		j, err := r.failover.shard.Pick(key)
 		if err != nil {
 			return 0, err
 		}
-		return len(r.backends) + j, nil
+		return len(r.backends()) + j, nil
 	}
 	return idx, nil
 }
 
-// Backend implements route.Backends: server i as numbered by pick.
+// Backend implements route.Backends: server i as numbered by pick. It is
+// nil for a shard of a pool with sentinels whose master is not known yet
+// (see usable).
 func (r *shardRouter) Backend(i int) *backend.Backend {
-	if i < len(r.backends) {
-		return r.backends[i]
+	bs := r.backends()
+	if i < len(bs) {
+		return bs[i]
 	}
-	return r.failover.backends[i-len(r.backends)]
+	return r.failover.Backend(i - len(bs))
+}
+
+// usable reports whether every server in targets has a backend, and
+// answers x with an error when one has not: a shard of a pool with
+// sentinels whose master no Sentinel has named yet. A backend once there
+// stays (it is only ever replaced), so what usable saw holds when the
+// request is sent.
+func (r *shardRouter) usable(x *route.Exchange, targets ...int) bool {
+	for _, i := range targets {
+		if r.Backend(i) == nil {
+			r.fail(x, "no master known for shard "+r.shard.Servers()[i].Name+" (sentinel)")
+			return false
+		}
+	}
+	return true
 }
 
 // Route implements route.Router.
@@ -169,12 +206,16 @@ func (r *shardRouter) Route(x *route.Exchange) {
 	case codec.RouteSame:
 		r.routeSame(x)
 	case codec.RouteAny:
-		x.Send(r.backends[int(x.Hint)%len(r.backends)])
-	case codec.RouteAll:
-		if x.Tap == nil { // a near cache's flush has its own
-			x.Tap = r.tapAll
+		if i := int(x.Hint) % len(r.backends()); r.usable(x, i) {
+			x.Send(r.Backend(i))
 		}
-		x.FanOutAll(r, len(r.backends))
+	case codec.RouteAll:
+		if r.sentinel == nil || r.usable(x, r.sentinel.all...) {
+			if x.Tap == nil { // a near cache's flush has its own
+				x.Tap = r.tapAll
+			}
+			x.FanOutAll(r, len(r.backends()))
+		}
 	case codec.RouteServer:
 		r.routeServer(x)
 	default:
@@ -188,6 +229,9 @@ func (r *shardRouter) routeKey(x *route.Exchange) bool {
 	idx, err := r.pick(x.Req.Keys[0])
 	if err != nil {
 		r.fail(x, err.Error())
+		return false
+	}
+	if !r.usable(x, idx) {
 		return false
 	}
 	x.Send(r.Backend(idx))
@@ -210,6 +254,9 @@ func (r *shardRouter) routeMulti(x *route.Exchange) {
 		targets = append(targets, idx)
 	}
 	x.KeepKeyTargets(targets)
+	if !r.usable(x, targets...) {
+		return
+	}
 	if same { // every key on one server: no need to split
 		x.Send(r.Backend(targets[0]))
 		return
@@ -237,7 +284,10 @@ func (r *shardRouter) routeSame(x *route.Exchange) {
 		target = idx
 	}
 	if target < 0 {
-		target = int(x.Hint) % len(r.backends)
+		target = int(x.Hint) % len(r.backends())
+	}
+	if !r.usable(x, target) {
+		return
 	}
 	x.Send(r.Backend(target))
 }
@@ -246,12 +296,12 @@ func (r *shardRouter) routeSame(x *route.Exchange) {
 // pool's servers in their order, never the failover pool's. A number past
 // the last server is answered codec.ErrNoTarget.
 func (r *shardRouter) routeServer(x *route.Exchange) {
-	if x.Req.Target < 0 || x.Req.Target >= len(r.backends) {
+	if x.Req.Target < 0 || x.Req.Target >= len(r.backends()) {
 		x.Answer(r.dialect.AppendError(x.Out(), codec.ErrClient, codec.ErrNoTarget))
 		return
 	}
-	x.Req.Servers = len(r.backends)
-	x.Send(r.backends[x.Req.Target])
+	x.Req.Servers = len(r.backends())
+	x.Send(r.backends()[x.Req.Target])
 }
 
 // tapAll logs a server's failure or error reply to a request sent to
@@ -259,8 +309,8 @@ func (r *shardRouter) routeServer(x *route.Exchange) {
 // the client gets the error alone, and a change that some servers made
 // and others did not leaves them different.
 func (r *shardRouter) tapAll(x *route.Exchange, c *backend.Call) {
-	if i := x.CallIndex(c); i >= 0 && i < len(r.backends) {
-		logFanOutError(r.log, x.Req.Name, r.backends[i].Name(), c.Reply)
+	if i := x.CallIndex(c); i >= 0 && i < len(r.backends()) {
+		logFanOutError(r.log, x.Req.Name, r.backends()[i].Name(), c.Reply)
 	}
 }
 
@@ -296,12 +346,17 @@ func (r *shardRouter) fail(x *route.Exchange, msg string) {
 }
 
 // Stats implements route.Router: a native pool's counters are the
-// pool's, and a Redis pool's dedicated connections.
+// pool's; a Redis pool adds its dedicated connections, a pool with
+// sentinels the Sentinel counters.
 func (r *shardRouter) Stats() []route.Stat {
-	if r.ded == nil {
-		return nil
+	var st []route.Stat
+	if r.ded != nil {
+		st = r.ded.counters()
 	}
-	return r.ded.counters()
+	if r.sentinel != nil {
+		st = append(st, r.sentinel.stats()...)
+	}
+	return st
 }
 
 // place implements dedicator: the server of every key, numbered as pick
@@ -321,7 +376,8 @@ func (r *shardRouter) place(req *codec.Request, hint uint32) (*backend.Backend, 
 		where = idx
 	}
 	if where < 0 {
-		return r.backends[int(hint)%len(r.backends)], -1, nil
+		bs := r.backends()
+		return bs[int(hint)%len(bs)], -1, nil
 	}
 	return r.Backend(where), where, nil
 }
@@ -329,12 +385,30 @@ func (r *shardRouter) place(req *codec.Request, hint uint32) (*backend.Backend, 
 // dedicated implements dedicator.
 func (r *shardRouter) dedicated() *dedicatedPool { return r.ded }
 
-// Backends implements route.Router.
-func (r *shardRouter) Backends() []*backend.Backend { return r.backends }
+// Backends implements route.Router: the shards' backends, but for shards
+// of a pool with sentinels whose master is not known yet.
+func (r *shardRouter) Backends() []*backend.Backend {
+	bs := r.backends()
+	for i, b := range bs {
+		if b == nil {
+			out := append([]*backend.Backend(nil), bs[:i]...)
+			for _, b := range bs[i+1:] {
+				if b != nil {
+					out = append(out, b)
+				}
+			}
+			return out
+		}
+	}
+	return bs
+}
 
 // Close implements route.Router: a Redis pool closes its idle dedicated
-// connections.
+// connections; a pool with sentinels stops following them.
 func (r *shardRouter) Close() {
+	if r.sentinel != nil {
+		r.sentinel.close()
+	}
 	if r.ded != nil {
 		r.ded.close()
 		r.rc.retire(r.ded)

@@ -53,8 +53,10 @@ var layers = map[string]rule{
 	"lua": {parts: []string{"codec", "sharding", "backend", "cluster", "route", "store"},
 		external: []string{"github.com/yuin/gopher-lua"}},
 	"config": {parts: []string{"sharding", "codec"}, external: []string{"gopkg.in/yaml.v3"}},
+	// sentinel follows Redis masters through Sentinel; it stands alone.
+	"sentinel": {},
 	"proxy": {parts: []string{"codec", "memcache", "resp", "sharding", "cluster", "backend",
-		"route", "lua", "config", "store"}},
+		"route", "lua", "config", "store", "sentinel"}},
 	// admin renders the running config (config.Marshal, the admin section)
 	// and tells a config error from other reload failures.
 	"admin":          {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},

@@ -8,7 +8,7 @@ import (
 )
 
 // InstallHint tells how to get every server binary the repository runs.
-const InstallHint = "install it: make deps (apt-get install memcached redis-server redis-tools nutcracker)"
+const InstallHint = "install it: make deps (apt-get install memcached redis-server redis-tools redis-sentinel nutcracker)"
 
 // LookPath finds the binary name in PATH or in the sbin directories Debian
 // installs daemons to (nutcracker lives in /usr/sbin, often missing from a

@@ -1,5 +1,6 @@
 // Package testserver starts and stops real cache servers (memcached,
-// redis-server, a Redis Cluster, twemproxy's nutcracker) on free loopback
+// redis-server, a Redis Cluster, a fleet of Redis shards with replicas
+// watched by redis-sentinel, twemproxy's nutcracker) on free loopback
 // ports for tests.
 //
 // It is test-only code: only _test.go files import it. It imports the

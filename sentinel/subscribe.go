@@ -1,0 +1,157 @@
+package sentinel
+
+import (
+	"strings"
+	"time"
+)
+
+const (
+	// switchChannel is the Sentinel event a failover ends with:
+	// "<master> <old-ip> <old-port> <new-ip> <new-port>".
+	switchChannel = "+switch-master"
+	// pingEvery is how often a subscribed connection is pinged, so that a
+	// Sentinel that vanished without closing it is noticed within
+	// 3*pingEvery.
+	pingEvery = time.Second
+	// maxBackoff bounds the pause between two subscription attempts.
+	maxBackoff = time.Second
+)
+
+// subscribe keeps one connection to Sentinel s subscribed to
+// +switch-master, reconnecting with a backoff of 100ms doubling to 1s, and
+// posts the events for followed masters. Each (re)subscription asks for a
+// resolve: events may have been missed while it was down. A lost
+// subscription is logged once, and its recovery.
+func (m *Monitor) subscribe(s string) {
+	defer m.wg.Done()
+	backoff := 100 * time.Millisecond
+	down := false
+	for {
+		c, err := m.subscribeOnce(s)
+		if err == nil {
+			if down {
+				m.log.Info("sentinel subscription restored", "sentinel", s)
+			}
+			down = false
+			backoff = 100 * time.Millisecond
+			m.stats.subscribed.Add(1)
+			m.Refresh()
+			err = m.listen(s, c)
+			m.stats.subscribed.Add(-1)
+			m.forget(s, c)
+		}
+		select {
+		case <-m.stop:
+			return
+		default:
+		}
+		if !down {
+			m.log.Warn("sentinel subscription down", "sentinel", s, "err", err)
+			down = true
+		}
+		if !m.sleep(backoff) {
+			return
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// subscribeOnce dials s, subscribes, and registers the connection for
+// Close.
+func (m *Monitor) subscribeOnce(s string) (*conn, error) {
+	c, err := dial(s, m.cfg.Auth, m.cfg.TLS, m.cfg.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	v, err := c.do(m.cfg.Timeout, "SUBSCRIBE", switchChannel)
+	if err == nil {
+		err = v.err()
+	}
+	if f, ok := v.arrayHead(); err == nil && (!ok || f != "subscribe") {
+		err = badReply("SUBSCRIBE: want a subscribe confirmation")
+	}
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		c.close()
+		return nil, ErrClosed
+	}
+	m.subs[s] = c
+	return c, nil
+}
+
+func (m *Monitor) forget(s string, c *conn) {
+	m.mu.Lock()
+	if m.subs[s] == c {
+		delete(m.subs, s)
+	}
+	m.mu.Unlock()
+	c.close()
+}
+
+// listen reads c's messages until it fails, pinging it every pingEvery
+// from a goroutine of its own (a subscribed RESP2 connection answers PING
+// with ["pong", ""]); every read must arrive within 3*pingEvery.
+func (m *Monitor) listen(s string, c *conn) error {
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(pingEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if c.send(m.cfg.Timeout, "PING") != nil {
+					return
+				}
+			}
+		}
+	}()
+	for {
+		v, err := c.read(time.Now().Add(3 * pingEvery))
+		if err != nil {
+			return err
+		}
+		if err := v.err(); err != nil {
+			return err
+		}
+		f, ok := v.strings()
+		if !ok || len(f) != 3 || f[0] != "message" || f[1] != switchChannel {
+			continue // pong, or another confirmation
+		}
+		if ev, ok := parseSwitch(f[2]); ok && m.follows(ev.master) {
+			ev.sentinel = s
+			m.post(ev)
+		}
+	}
+}
+
+// parseSwitch reads a +switch-master payload: "<master> <old-ip>
+// <old-port> <new-ip> <new-port>".
+func parseSwitch(payload string) (event, bool) {
+	f := strings.Fields(payload)
+	if len(f) != 5 {
+		return event{}, false
+	}
+	addr, err := joinAddr(f[3], f[4])
+	if err != nil {
+		return event{}, false
+	}
+	return event{master: f[0], addr: addr}, true
+}
+
+// follows reports whether name is one of the masters followed.
+func (m *Monitor) follows(name string) bool {
+	for _, n := range m.cfg.Masters {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
