@@ -12,8 +12,11 @@ STATICCHECK_VERSION ?= latest
 ROUTELIB  ?=
 # sudo only when not root (CI runs as root and may have no sudo).
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# command:Debian package, for every server the integration tests run.
-APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools nutcracker:nutcracker
+# command:Debian package, for every server the integration tests run and
+# the tools the examples' and packaging's tests use (nc and openssl for
+# examples/, systemd-analyze to verify packaging/shardproxy.service).
+APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools nutcracker:nutcracker \
+             nc:netcat-openbsd openssl:openssl systemd-analyze:systemd
 
 .PHONY: help build run test lint bench bench-go fuzz deps clean soak
 
