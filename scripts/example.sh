@@ -13,7 +13,7 @@
 # and run.conf, which this script sources: servers=(kind:port ...), the
 # try command, and tls=1 or routelib=1 when it needs them. The files are
 # copied into RUN_DIR (default ${TMPDIR:-/tmp}/shardproxy-example-NAME-PORT, PORT the proxy's),
-# where the servers keep their files too.
+# where the servers keep their files and their output (KIND-PORT/log) too.
 #
 # Ports: an example uses 127.0.0.1:22120-22139: the proxy 22120, its
 # servers from 22121, cluster bus ports from 22131, the stats port 22138
@@ -214,44 +214,53 @@ make_certs() {
 }
 [ "$tls" != 1 ] || make_certs
 
-# wait_port waits up to 10 s for what pid started to listen on port.
+# wait_port waits up to 10 s for what pid started to listen on port; log,
+# if given, is the file that has its output.
 wait_port() {
-	local port=$1 pid=$2 what=$3
+	local port=$1 pid=$2 what=$3 log=${4:-}
 	for _ in $(seq 100); do
 		listening "$port" && return 0
-		kill -0 "$pid" 2>/dev/null || { say "$what on 127.0.0.1:$port exited; its output is above"; exit 1; }
+		if ! kill -0 "$pid" 2>/dev/null; then
+			[ -z "$log" ] || tail -n 20 "$log" >&2
+			say "$what on 127.0.0.1:$port exited; its output is above"
+			exit 1
+		fi
 		sleep 0.1
 	done
+	[ -z "$log" ] || tail -n 20 "$log" >&2
 	say "$what on 127.0.0.1:$port did not listen within 10s"
 	exit 1
 }
 
-# start_server KIND PORT [BUS] starts one server in the background.
+# start_server KIND PORT [BUS] starts one server in the background, its
+# output in RUN_DIR/KIND-PORT/log.
 start_server() {
 	local kind=$1 port=$2 bus=${3:-} dir=$RUN_DIR/$1-$2 user=()
 	mkdir -p "$dir"
+	exec 3>"$dir/log"
 	local redis=(--bind 127.0.0.1 --dir "$dir" --save "" --appendonly no --daemonize no --loglevel warning)
 	case $kind in
 	memcached)
 		[ "$(id -u)" != 0 ] || user=(-u root) # memcached refuses root without -u
-		memcached -l 127.0.0.1 -p "$port" -U 0 "${user[@]}" &
+		memcached -l 127.0.0.1 -p "$port" -U 0 "${user[@]}" >&3 2>&1 &
 		;;
 	redis)
-		redis-server "${redis[@]}" --port "$port" &
+		redis-server "${redis[@]}" --port "$port" >&3 2>&1 &
 		;;
 	redis-tls)
 		redis-server "${redis[@]}" --port 0 --tls-port "$port" \
 			--tls-cert-file "$RUN_DIR/tls/redis.crt" --tls-key-file "$RUN_DIR/tls/redis.key" \
-			--tls-ca-cert-file "$RUN_DIR/tls/ca.crt" &
+			--tls-ca-cert-file "$RUN_DIR/tls/ca.crt" >&3 2>&1 &
 		;;
 	cluster)
 		redis-server "${redis[@]}" --port "$port" --cluster-enabled yes --cluster-port "$bus" \
-			--cluster-config-file nodes.conf --cluster-node-timeout 2000 &
+			--cluster-config-file nodes.conf --cluster-node-timeout 2000 >&3 2>&1 &
 		;;
 	esac
 	local pid=$!
+	exec 3>&-
 	started+=("$pid")
-	wait_port "$port" "$pid" "$kind"
+	wait_port "$port" "$pid" "$kind" "$dir/log"
 	say "$kind on 127.0.0.1:$port (pid $pid)"
 }
 
