@@ -295,6 +295,12 @@ proxy=$!
 started+=("$proxy")
 wait_port "$proxy_port" "$proxy" shardproxy
 
+# The shell stays to stop the servers afterwards. From here on, INT and
+# TERM go on to shardproxy, which drains and exits, and the script exits
+# with its status (set before the banner: a Ctrl-C right after it is one).
+interrupted=0
+trap 'interrupted=1; kill -TERM "$proxy" 2>/dev/null || true' INT TERM
+
 cat >&2 <<MSG
 
 shardproxy runs examples/$name ($RUN_DIR/shardproxy.yml) on 127.0.0.1:$proxy_port.
@@ -308,13 +314,12 @@ Ctrl-C stops shardproxy and the servers started here.
 
 MSG
 
-# The shell stays to stop the servers afterwards. INT and TERM go on to
-# shardproxy, which drains and exits; the script exits with its status.
-trap 'kill -TERM "$proxy" 2>/dev/null || true' INT TERM
-status=0
-wait "$proxy" || status=$?
-while kill -0 "$proxy" 2>/dev/null; do # wait was cut short by a signal
+# A signal cuts wait short (status 128+n) whether or not shardproxy has
+# exited yet; wait again for shardproxy's own status.
+while :; do
+	interrupted=0
 	status=0
 	wait "$proxy" || status=$?
+	[ "$interrupted" = 1 ] || break
 done
 exit "$status"
