@@ -41,7 +41,7 @@ list_examples() {
 name=${1:-}
 [ $# -eq 0 ] || shift
 src=examples/$name
-if [ -z "$name" ] || [ ! -f "$src/run.conf" ]; then
+if ! [[ $name =~ ^[a-z0-9][a-z0-9-]*$ ]] || [ ! -f "$src/run.conf" ]; then
 	say "unknown example '$name'; the examples are:"
 	list_examples >&2
 	exit 2
