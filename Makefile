@@ -13,16 +13,21 @@ ROUTELIB  ?=
 # sudo only when not root (CI runs as root and may have no sudo).
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # command (or a path it installs):Debian package, for every server and
-# client suite the integration tests run, and the headless browser that
-# loads the admin status page.
+# client suite the integration tests run, the headless browser that loads
+# the admin status page, and the tools the examples' and packaging's tests
+# use (nc and openssl for examples/, systemd-analyze to verify
+# packaging/shardproxy.service).
 APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools redis-sentinel:redis-sentinel nutcracker:nutcracker \
-	memccapable:libmemcached-tools /usr/lib/python3/dist-packages/pymemcache:python3-pymemcache chromium:chromium
+	memccapable:libmemcached-tools /usr/lib/python3/dist-packages/pymemcache:python3-pymemcache chromium:chromium \
+	nc:netcat-openbsd openssl:openssl systemd-analyze:systemd
 
 .PHONY: help build run test lint bench bench-go fuzz deps clean soak
 
 help:
 	@echo 'make build   build bin/shardproxy'
 	@echo 'make run     build, start 3 memcached on 127.0.0.1:22121-22123, run shardproxy -c $(CONFIG)'
+	@echo 'make run EXAMPLE=NAME  run examples/NAME with the servers it needs (memcached, redis, redis-cluster,'
+	@echo '             lua-v1, lua-v2, routelib (ROUTELIB=PATH), tls, near-cache); README.md, Examples; PORT_BASE=N moves its ports'
 	@echo 'make test    deps, lint, then go test -race ./... here and in bench/ (integration tests run real servers;'
 	@echo '             ROUTELIB=PATH of memcached'"'"'s routelib.lua runs the routelib tests)'
 	@echo 'make lint    gofmt check, go vet, staticcheck'
@@ -36,8 +41,15 @@ help:
 build:
 	$(GO) build -o bin/shardproxy ./cmd/shardproxy
 
+# EXAMPLE=NAME runs examples/NAME instead (scripts/example.sh): the servers
+# it needs, then the proxy; PORT_BASE=N moves its ports 22120-22139 to N..N+19.
+EXAMPLE   ?=
 run: build
+ifeq ($(EXAMPLE),)
 	CONFIG=$(CONFIG) scripts/run.sh
+else
+	$(if $(ROUTELIB),SHARDPROXY_ROUTELIB=$(abspath $(ROUTELIB)) )scripts/example.sh $(EXAMPLE)
+endif
 
 # bench/ is a module of its own (bench/go.mod), so that its plotting
 # libraries stay out of shardproxy's go.mod. ./... at the root stops at

@@ -84,6 +84,10 @@ var layers = map[string]rule{
 	// processes with the supervisor the tests use, and injects its faults
 	// with the tests' fault proxy.
 	"soak": {internal: []string{"internal/proc", "internal/faultproxy"}},
+	// examples and packaging hold only tests: they run scripts/example.sh
+	// and check the systemd unit and the Dockerfile.
+	"examples":  {},
+	"packaging": {},
 }
 
 // pkg is what go list tells about one package.
