@@ -90,6 +90,9 @@ func TestKeyspaceCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, _ := startProxyCfg(t, cfg)
+	for _, pool := range []string{"rc", "rcf"} { // a pool without its slot map answers CLUSTERDOWN
+		waitFor(t, 10*time.Second, pool+"'s first slot map", func() bool { return routerStat(t, srv, pool, "cluster_ready") == 1 })
+	}
 	// A cluster pool numbers its masters by the first slot each serves:
 	// Masters[i] serves the i-th slot range.
 	testKeyspace(t, keyspaceRig{addr: srv.Addr("rc").String(), flushAddr: srv.Addr("rcf").String(), servers: rc.Masters})
