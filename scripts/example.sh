@@ -322,4 +322,10 @@ while :; do
 	wait "$proxy" || status=$?
 	[ "$interrupted" = 1 ] || break
 done
+# bash 5.2 may lose the status of a child that exited while a trapped
+# signal cut the wait before: the next wait then gives -1, never a real
+# exit status (seen under load). shardproxy exits 0 on INT and TERM.
+if [ "$status" = -1 ]; then
+	status=0
+fi
 exit "$status"
