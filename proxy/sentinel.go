@@ -92,6 +92,7 @@ func (r *shardRouter) startSentinel(k *kindEnv, byName map[string]config.Server)
 	s.mu.Lock()
 	s.mon = mon
 	s.mu.Unlock()
+	r.rc.add(s) // retired when the router closes
 	if len(start) < len(masters) {
 		mon.Wait(max(2*pc.ConnectTimeout, time.Second))
 	}
@@ -154,8 +155,9 @@ func (s *sentinelShards) close() {
 	}
 }
 
-// stats are the Sentinel counters of the pool's router.
-func (s *sentinelShards) stats() []route.Stat {
+// counters are the Sentinel counters of the pool's router; as a
+// counterSource, they outlive the router (carry.go).
+func (s *sentinelShards) counters() []route.Stat {
 	s.mu.Lock()
 	mon := s.mon
 	s.mu.Unlock()

@@ -354,7 +354,7 @@ func (r *shardRouter) Stats() []route.Stat {
 		st = r.ded.counters()
 	}
 	if r.sentinel != nil {
-		st = append(st, r.sentinel.stats()...)
+		st = append(st, r.sentinel.counters()...)
 	}
 	return st
 }
@@ -408,6 +408,7 @@ func (r *shardRouter) Backends() []*backend.Backend {
 func (r *shardRouter) Close() {
 	if r.sentinel != nil {
 		r.sentinel.close()
+		r.rc.retire(r.sentinel)
 	}
 	if r.ded != nil {
 		r.ded.close()
