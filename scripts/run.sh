@@ -82,11 +82,19 @@ MSG
 # TERM on to shardproxy and exits with shardproxy's status.
 "$BIN" -c "$CONFIG" "$@" &
 proxy=$!
-trap 'kill -TERM "$proxy" 2>/dev/null || true' INT TERM
-status=0
-wait "$proxy" || status=$?
-while kill -0 "$proxy" 2>/dev/null; do # wait was cut short by a signal
+interrupted=0
+trap 'interrupted=1; kill -TERM "$proxy" 2>/dev/null || true' INT TERM
+# A signal cuts wait short (status 128+n) whether or not shardproxy has
+# exited yet; wait again for shardproxy's own status. bash 5.2 may then
+# give -1 for a child that exited in between (never a real status):
+# shardproxy exits 0 on INT and TERM.
+while :; do
+	interrupted=0
 	status=0
 	wait "$proxy" || status=$?
+	[ "$interrupted" = 1 ] || break
 done
+if [ "$status" = -1 ]; then
+	status=0
+fi
 exit "$status"
