@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"shardproxy/internal/proc"
+	"shardproxy/internal/testserver"
 )
 
 // root is the repository root, seen from this package's directory.
@@ -105,7 +106,7 @@ func TestExamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers; not in -short")
 	}
-	bin := build(t)
+	bin := testserver.Shardproxy(t)
 	readme := readREADME(t)
 	for _, ex := range examples {
 		t.Run(ex.name, func(t *testing.T) {
@@ -141,7 +142,7 @@ func TestExampleSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers; not in -short")
 	}
-	r := start(t, build(t), "memcached", nil)
+	r := start(t, testserver.Shardproxy(t), "memcached", nil)
 	if got, want := r.try(t), examples[0].want; got != want {
 		t.Errorf("answered %q, want %q", got, want)
 	}
@@ -191,38 +192,9 @@ func withoutRoutelib(env []string) []string {
 	return out
 }
 
-var (
-	buildOnce sync.Once
-	buildBin  string
-	buildErr  error
-	buildDir  string
-)
-
-// build builds shardproxy once for every test of the package.
-func build(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "shardproxy-examples-bin")
-		if buildErr != nil {
-			return
-		}
-		buildBin = filepath.Join(buildDir, "shardproxy")
-		out, err := exec.Command("go", "build", "-o", buildBin, "../cmd/shardproxy").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildBin
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
+	testserver.RemoveShardproxy()
 	os.Exit(code)
 }
 

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shardproxy/internal/testserver"
 )
 
 // root is the repository root, seen from this package's directory.
@@ -26,39 +28,9 @@ const root = ".."
 // installedBin is where the unit expects the binary (README.md, Install).
 const installedBin = "/usr/local/bin/shardproxy"
 
-var (
-	buildOnce sync.Once
-	buildBin  string
-	buildErr  error
-)
-
-// build builds shardproxy once for the package's tests.
-func build(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "shardproxy-packaging")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildBin = filepath.Join(dir, "shardproxy")
-		out, err := exec.Command("go", "build", "-o", buildBin, "../cmd/shardproxy").CombinedOutput()
-		if err != nil {
-			buildErr = err
-			buildBin = string(out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v\n%s", buildErr, buildBin)
-	}
-	return buildBin
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildErr == nil && buildBin != "" {
-		_ = os.RemoveAll(filepath.Dir(buildBin))
-	}
+	testserver.RemoveShardproxy()
 	os.Exit(code)
 }
 
@@ -107,7 +79,7 @@ func TestUnitVerify(t *testing.T) {
 	if err != nil {
 		t.Skip("systemd-analyze is not installed (Debian package systemd; make deps installs it): the unit is not verified")
 	}
-	bin := build(t)
+	bin := testserver.Shardproxy(t)
 	unit := strings.ReplaceAll(readUnit(t), installedBin, bin)
 	path := filepath.Join(t.TempDir(), "shardproxy.service")
 	if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
@@ -193,7 +165,7 @@ func TestUnitSettings(t *testing.T) {
 // passes, and the proxy starts, reloads on SIGHUP as ExecReload sends it,
 // and stops on SIGTERM with status 0.
 func TestUnitFlags(t *testing.T) {
-	bin := build(t)
+	bin := testserver.Shardproxy(t)
 	svc := unitSettings(t, readUnit(t))["Service"]
 	conf := filepath.Join(t.TempDir(), "shardproxy.yml")
 	// port 0: a free port; no server needs to run for the proxy to start

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shardproxy/internal/testserver"
 )
 
 // okRoutes is a route file whose config stage and routes build.
@@ -60,7 +62,7 @@ func TestConfigTest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: builds the binary")
 	}
-	bin := buildBinary(t)
+	bin := testserver.Shardproxy(t)
 	dir := t.TempDir()
 	files := map[string]string{
 		"ok.lua":     okRoutes,

@@ -56,7 +56,7 @@ func TestLuaReloadBySIGHUP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: builds the binary and runs memcached")
 	}
-	bin := buildBinary(t)
+	bin := testserver.Shardproxy(t)
 	one, two := testserver.StartMemcached(t), testserver.StartMemcached(t)
 	dir := t.TempDir()
 	routes := filepath.Join(dir, "routes.lua")

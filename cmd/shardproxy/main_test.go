@@ -47,7 +47,7 @@ func TestGracefulShutdown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: builds the binary and runs memcached")
 	}
-	bin := buildBinary(t)
+	bin := testserver.Shardproxy(t)
 	// A backend that answers the handshake, then replies to one request
 	// only after a delay, so the request is in flight at SIGTERM.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -24,37 +24,9 @@ import (
 	"shardproxy/internal/testserver"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// buildBinary builds the command once per test run.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "shardproxy-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "shardproxy")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	testserver.RemoveShardproxy()
 	os.Exit(code)
 }
 
@@ -115,7 +87,7 @@ func TestReload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: builds the binary and runs memcached")
 	}
-	bin := buildBinary(t)
+	bin := testserver.Shardproxy(t)
 	mc := testserver.StartMemcached(t)
 	listen, admin1, stats1 := loopback(t), loopback(t), loopback(t)
 	conf := filepath.Join(t.TempDir(), "conf.yml")
@@ -195,7 +167,7 @@ func TestAdminBusyAtStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: builds the binary")
 	}
-	bin := buildBinary(t)
+	bin := testserver.Shardproxy(t)
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -316,7 +288,7 @@ func TestThreads(t *testing.T) {
 	if code := run([]string{"-threads", "-1"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-threads -1") {
 		t.Fatalf("-threads -1: code %d, err %q", code, errb.String())
 	}
-	bin := buildBinary(t)
+	bin := testserver.Shardproxy(t)
 	mc := testserver.StartMemcached(t)
 	listen, adminAddr, statsAddr := loopback(t), loopback(t), loopback(t)
 	conf := filepath.Join(t.TempDir(), "conf.yml")

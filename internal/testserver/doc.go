@@ -17,6 +17,10 @@
 // deadline. The server's stdout and stderr are kept (the last 64 KiB) and
 // shown in failure messages and, when the test failed, in the test log.
 //
+// Shardproxy builds the proxy's own binary once per test process, for the
+// tests that run it as an operator would (cmd/shardproxy, examples,
+// packaging); their TestMain removes it with RemoveShardproxy.
+//
 // Fake serves scripted stand-ins for backends a real server cannot play
 // (hanging, slow, failing), one goroutine per connection, stopped when the
 // test ends.
