@@ -42,13 +42,7 @@ func (s *Store) Set(key string, value []byte, flags uint32, ttl time.Duration) (
 		return 0, ErrKey
 	}
 	now := s.now()
-	var exp int64
-	switch {
-	case ttl < 0:
-		exp = 1
-	case ttl > 0:
-		exp = now + int64((ttl+time.Second-1)/time.Second)
-	}
+	exp := ttlExp(ttl, now)
 	sh := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -96,15 +90,21 @@ func (s *Store) Touch(key string, ttl time.Duration) bool {
 		return false
 	}
 	sh.bump(it, now)
+	it.exp = ttlExp(ttl, now)
+	return true
+}
+
+// ttlExp turns a Set or Touch ttl into an item's expiry at now: 0 for
+// never, 1 (long past) for a negative ttl, else now plus the ttl rounded
+// up to whole seconds.
+func ttlExp(ttl time.Duration, now int64) int64 {
 	switch {
 	case ttl < 0:
-		it.exp = 1
-	case ttl == 0:
-		it.exp = 0
-	default:
-		it.exp = now + int64((ttl+time.Second-1)/time.Second)
+		return 1
+	case ttl > 0:
+		return now + int64((ttl+time.Second-1)/time.Second)
 	}
-	return true
+	return 0
 }
 
 // keyMax is memcached's longest key.
