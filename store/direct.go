@@ -81,6 +81,13 @@ func (s *Store) Delete(key string) bool {
 
 // Touch gives key a new ttl (as Set's) and reports whether it was there.
 func (s *Store) Touch(key string, ttl time.Duration) bool {
+	return s.touch(key, func(now int64) int64 { return ttlExp(ttl, now) })
+}
+
+// touch marks key's item used and gives it the expiry exp returns for the
+// current time, under the shard's lock (memcached's touch); it reports
+// whether the item was there.
+func (s *Store) touch(key string, exp func(now int64) int64) bool {
 	sh := s.shardOf(key)
 	now := s.now()
 	sh.mu.Lock()
@@ -90,7 +97,7 @@ func (s *Store) Touch(key string, ttl time.Duration) bool {
 		return false
 	}
 	sh.bump(it, now)
-	it.exp = ttlExp(ttl, now)
+	it.exp = exp(now)
 	return true
 }
 

@@ -310,16 +310,9 @@ func (s *Store) textTouch(dst []byte, tk *tokens) []byte {
 	if !ok {
 		return reply(dst, quiet, errExptime)
 	}
-	sh := s.shardOf(string(key))
-	now := s.now()
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	it := sh.get(string(key), now)
-	if it == nil {
+	if !s.touch(string(key), func(now int64) int64 { return s.realtime(int64(e), now) }) {
 		return reply(dst, quiet, "NOT_FOUND")
 	}
-	sh.bump(it, now)
-	it.exp = s.realtime(int64(e), now)
 	return reply(dst, quiet, "TOUCHED")
 }
 
@@ -337,14 +330,8 @@ func (s *Store) textDelete(dst []byte, tk *tokens) []byte {
 	if len(key) > keyMax {
 		return reply(dst, quiet, errLineFormat)
 	}
-	sh := s.shardOf(string(key))
-	now := s.now()
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	it := sh.get(string(key), now)
-	if it == nil {
+	if !s.Delete(string(key)) {
 		return reply(dst, quiet, "NOT_FOUND")
 	}
-	sh.unlink(it)
 	return reply(dst, quiet, "DELETED")
 }
