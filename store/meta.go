@@ -344,21 +344,32 @@ func (s *Store) metaSet(dst []byte, tk *tokens, data []byte) []byte {
 	return append(dst, "\r\n"...)
 }
 
-// metaDelete answers md.
-func (s *Store) metaDelete(dst []byte, tk *tokens) []byte {
+// metaOpen checks an md or ma line as memcached does for both and reads
+// its flags into of. It returns the time the command runs at, or ok false
+// and dst with the error reply appended.
+func (s *Store) metaOpen(dst []byte, tk *tokens, of *metaFlags) (now int64, errReply []byte, ok bool) {
 	nt := tk.ntokens()
 	switch {
 	case nt < 3:
-		return append(dst, replyError...)
+		return 0, append(dst, replyError...), false
 	case len(tk.t[1]) > keyMax:
-		return errLine(dst, errLineFormat)
+		return 0, errLine(dst, errLineFormat), false
 	case nt > metaMaxTokens:
-		return errLine(dst, "CLIENT_ERROR options flags too long")
+		return 0, errLine(dst, "CLIENT_ERROR options flags too long"), false
 	}
-	now := s.now()
+	now = s.now()
+	if _, failed := s.preparse(tk, 2, of, errLineFormat, now); failed {
+		return 0, errLine(dst, "CLIENT_ERROR invalid or duplicate flag"), false
+	}
+	return now, dst, true
+}
+
+// metaDelete answers md.
+func (s *Store) metaDelete(dst []byte, tk *tokens) []byte {
 	var of metaFlags
-	if _, failed := s.preparse(tk, 2, &of, errLineFormat, now); failed {
-		return errLine(dst, "CLIENT_ERROR invalid or duplicate flag")
+	now, errReply, ok := s.metaOpen(dst, tk, &of)
+	if !ok {
+		return errReply
 	}
 	key := string(of.key)
 	var flags []byte
@@ -421,19 +432,10 @@ func (s *Store) deleteLocked(sh *shard, key string, of *metaFlags, now int64) st
 
 // metaArithmetic answers ma.
 func (s *Store) metaArithmetic(dst []byte, tk *tokens) []byte {
-	nt := tk.ntokens()
-	switch {
-	case nt < 3:
-		return append(dst, replyError...)
-	case len(tk.t[1]) > keyMax:
-		return errLine(dst, errLineFormat)
-	case nt > metaMaxTokens:
-		return errLine(dst, "CLIENT_ERROR options flags too long")
-	}
-	now := s.now()
 	of := metaFlags{delta: 1}
-	if _, failed := s.preparse(tk, 2, &of, errLineFormat, now); failed {
-		return errLine(dst, "CLIENT_ERROR invalid or duplicate flag")
+	now, errReply, ok := s.metaOpen(dst, tk, &of)
+	if !ok {
+		return errReply
 	}
 	incr := true
 	switch of.mode {
