@@ -56,6 +56,30 @@ func startProxy(t testing.TB, cfg *config.Config) *proxy.Server {
 	return srv
 }
 
+// startHTTP serves src's admin endpoints on a loopback port until the test
+// ends.
+func startHTTP(t testing.TB, src admin.Source) *admin.HTTPServer {
+	t.Helper()
+	web := admin.NewHTTP(src, admin.HTTPConfig{Logger: testLogger(t)})
+	if err := web.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { web.Close() })
+	return web
+}
+
+// startStats serves src's stats port on a loopback port, aggregated every
+// interval, until the test ends.
+func startStats(t testing.TB, src admin.Source, interval time.Duration) *admin.StatsServer {
+	t.Helper()
+	stats := admin.NewStats(src, admin.StatsConfig{Interval: interval, Logger: testLogger(t)})
+	if err := stats.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stats.Close() })
+	return stats
+}
+
 // mcYAML is a one-pool memcached config named "mc" on listen over servers,
 // with extra pool keys.
 func mcYAML(listen, extra string, servers ...string) string {

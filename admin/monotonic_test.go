@@ -18,7 +18,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"shardproxy/admin"
 	"shardproxy/config"
 	"shardproxy/internal/testserver"
 )
@@ -104,16 +103,8 @@ func TestMetricsMonotonic(t *testing.T) {
 	}
 	path := filepath.Join(dir, "conf.yml")
 	srv := startProxy(t, writeConfig(t, path, yaml(steps[0])))
-	web := admin.NewHTTP(srv, admin.HTTPConfig{Logger: testLogger(t)})
-	if err := web.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer web.Close()
-	stats := admin.NewStats(srv, admin.StatsConfig{Interval: 10 * time.Millisecond, Logger: testLogger(t)})
-	if err := stats.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer stats.Close()
+	web := startHTTP(t, srv)
+	stats := startStats(t, srv, 10*time.Millisecond)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
