@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -78,6 +79,21 @@ func startStats(t testing.TB, src admin.Source, interval time.Duration) *admin.S
 	}
 	t.Cleanup(func() { stats.Close() })
 	return stats
+}
+
+// httpBody GETs url and returns the body of a 200 reply.
+func httpBody(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v\n%s", url, resp.Status, err, b)
+	}
+	return string(b)
 }
 
 // mcYAML is a one-pool memcached config named "mc" on listen over servers,

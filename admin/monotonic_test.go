@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -361,19 +360,4 @@ func readRESP(r *bufio.Reader) (string, error) {
 		return l + string(b), nil
 	}
 	return l, nil
-}
-
-// httpBody GETs url and returns the body of a 200 reply.
-func httpBody(t testing.TB, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s %v\n%s", url, resp.Status, err, b)
-	}
-	return string(b)
 }
