@@ -73,7 +73,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 			vi = i
 		}
 	}
-	stale := pageGet(t, base+"/")
+	stale := httpBody(t, base+"/")
 	for _, name := range f.addrs {
 		if got := rowState(stale, name); got != "up" {
 			t.Fatalf("before the failure, server %s is %q on the page", name, got)
@@ -98,7 +98,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 
 	// The page shows the newest sample, taken once a second: wait for one
 	// taken after the proxy marked the server bad.
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(pageGet(t, base+"/status"), `"ejected"`); {
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(httpBody(t, base+"/status"), `"ejected"`); {
 		if time.Now().After(deadline) {
 			t.Fatal("no sample shows the killed server ejected")
 		}
@@ -118,7 +118,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Errorf("the page's script did not report an update:\n%s", dom)
 	}
 	// Without the script, a fresh load renders the same state.
-	if got := rowState(pageGet(t, base+"/"), victim); got != "ejected" {
+	if got := rowState(httpBody(t, base+"/"), victim); got != "ejected" {
 		t.Errorf("a fresh load shows server %s as %q, want ejected", victim, got)
 	}
 
@@ -192,20 +192,6 @@ func runChromium(t *testing.T, bin string, args ...string) string {
 		t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, errs.Bytes())
 	}
 	return out.String()
-}
-
-func pageGet(t *testing.T, u string) string {
-	t.Helper()
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %v\n%s", u, resp.StatusCode, err, b)
-	}
-	return string(b)
 }
 
 // freeAddr is a free loopback address (in SHARDPROXY_PORT_RANGE if set).

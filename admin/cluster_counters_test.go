@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"shardproxy/admin"
 	"shardproxy/internal/testserver"
 )
 
@@ -102,16 +101,8 @@ func TestClusterCounters(t *testing.T) {
 	fmt.Fprintf(&yaml, "dead:\n  listen: 127.0.0.1:0\n  redis: true\n  redis_cluster: true\n  cluster_refresh: 100\n  servers:\n    - 127.0.0.1:%d:1\n",
 		testserver.FreePort(t))
 	srv := startProxy(t, writeConfig(t, filepath.Join(t.TempDir(), "conf.yml"), yaml.String()))
-	web := admin.NewHTTP(srv, admin.HTTPConfig{Logger: testLogger(t)})
-	if err := web.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer web.Close()
-	stats := admin.NewStats(srv, admin.StatsConfig{Interval: 20 * time.Millisecond, Logger: testLogger(t)})
-	if err := stats.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer stats.Close()
+	web := startHTTP(t, srv)
+	stats := startStats(t, srv, 20*time.Millisecond)
 	addr := srv.Addr("rc").String()
 
 	// The slot of tag {m}, its owner (testserver gives master i the i-th

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,6 +55,45 @@ func startProxy(t testing.TB, cfg *config.Config) *proxy.Server {
 		}
 	})
 	return srv
+}
+
+// startHTTP serves src's admin endpoints on a loopback port until the test
+// ends.
+func startHTTP(t testing.TB, src admin.Source) *admin.HTTPServer {
+	t.Helper()
+	web := admin.NewHTTP(src, admin.HTTPConfig{Logger: testLogger(t)})
+	if err := web.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { web.Close() })
+	return web
+}
+
+// startStats serves src's stats port on a loopback port, aggregated every
+// interval, until the test ends.
+func startStats(t testing.TB, src admin.Source, interval time.Duration) *admin.StatsServer {
+	t.Helper()
+	stats := admin.NewStats(src, admin.StatsConfig{Interval: interval, Logger: testLogger(t)})
+	if err := stats.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stats.Close() })
+	return stats
+}
+
+// httpBody GETs url and returns the body of a 200 reply.
+func httpBody(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v\n%s", url, resp.Status, err, b)
+	}
+	return string(b)
 }
 
 // mcYAML is a one-pool memcached config named "mc" on listen over servers,

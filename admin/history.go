@@ -214,14 +214,18 @@ func serverPoint(s, prev *proxy.ServerStats, dt time.Duration) point {
 	}
 }
 
-// rate is the change from old to v per second over dt seconds; NaN when a
-// counter went backwards (a reload replaced it).
-func rate(v, old int64, dt float64) float32 {
+// perSecond is the change from old to v per second over dt seconds; NaN
+// when a counter went backwards (a reload replaced it) or dt is not
+// positive.
+func perSecond(v, old int64, dt float64) float64 {
 	if v < old || dt <= 0 {
-		return float32(math.NaN())
+		return math.NaN()
 	}
-	return float32(float64(v-old) / dt)
+	return float64(v-old) / dt
 }
+
+// rate is perSecond as a graph point stores it.
+func rate(v, old int64, dt float64) float32 { return float32(perSecond(v, old, dt)) }
 
 func errorSum(c [3]countKind) int64 { return c[0].Value + c[1].Value + c[2].Value }
 

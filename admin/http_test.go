@@ -107,11 +107,7 @@ next:
 // traffic and checks the main series.
 func TestMetrics(t *testing.T) {
 	f := newFixture(t, 2, "")
-	web := admin.NewHTTP(f.srv, admin.HTTPConfig{Logger: testLogger(t)})
-	if err := web.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer web.Close()
+	web := startHTTP(t, f.srv)
 	c := dialMC(t, f.srv.Addr("mc").String())
 	for i := range 10 {
 		key := "k" + strconv.Itoa(i)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,7 +17,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"shardproxy/admin"
 	"shardproxy/config"
 	"shardproxy/internal/testserver"
 )
@@ -104,16 +102,8 @@ func TestMetricsMonotonic(t *testing.T) {
 	}
 	path := filepath.Join(dir, "conf.yml")
 	srv := startProxy(t, writeConfig(t, path, yaml(steps[0])))
-	web := admin.NewHTTP(srv, admin.HTTPConfig{Logger: testLogger(t)})
-	if err := web.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer web.Close()
-	stats := admin.NewStats(srv, admin.StatsConfig{Interval: 10 * time.Millisecond, Logger: testLogger(t)})
-	if err := stats.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer stats.Close()
+	web := startHTTP(t, srv)
+	stats := startStats(t, srv, 10*time.Millisecond)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -279,10 +269,11 @@ func labelText(ls []*dto.LabelPair) string {
 	return "{" + strings.Join(parts, ",") + "}"
 }
 
-// mcLoad sets and gets keys on a memcached pool until stop closes,
+// load sets and gets keys through the proxy at addr until stop closes,
 // redialling after any error (a reload may close nothing, but the test
-// does not judge replies).
-func mcLoad(addr string, stop <-chan struct{}, ops *atomic.Int64) {
+// does not judge replies). pair sends one set and one get of key and
+// reads both replies; it returns false when the connection is no good.
+func load(addr string, stop <-chan struct{}, ops *atomic.Int64, pair func(nc net.Conn, r *bufio.Reader, key string) bool) {
 	for i := 0; ; {
 		nc, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
@@ -302,17 +293,23 @@ func mcLoad(addr string, stop <-chan struct{}, ops *atomic.Int64) {
 			default:
 			}
 			nc.SetDeadline(time.Now().Add(5 * time.Second))
-			key := "k" + strconv.Itoa(i%200)
-			if _, err := fmt.Fprintf(nc, "set %s 0 0 1\r\nv\r\nget %s\r\n", key, key); err != nil {
-				break
-			}
-			if !readUntil(r, "STORED", "SERVER_ERROR", "ERROR") || !readUntil(r, "END", "SERVER_ERROR", "ERROR") {
+			if !pair(nc, r, "k"+strconv.Itoa(i%200)) {
 				break
 			}
 			ops.Add(2)
 		}
 		nc.Close()
 	}
+}
+
+// mcLoad sets and gets keys on a memcached pool until stop closes.
+func mcLoad(addr string, stop <-chan struct{}, ops *atomic.Int64) {
+	load(addr, stop, ops, func(nc net.Conn, r *bufio.Reader, key string) bool {
+		if _, err := fmt.Fprintf(nc, "set %s 0 0 1\r\nv\r\nget %s\r\n", key, key); err != nil {
+			return false
+		}
+		return readUntil(r, "STORED", "SERVER_ERROR", "ERROR") && readUntil(r, "END", "SERVER_ERROR", "ERROR")
+	})
 }
 
 // readUntil reads lines until one starts with an end word.
@@ -332,40 +329,17 @@ func readUntil(r *bufio.Reader, ends ...string) bool {
 
 // redisLoad sets and gets keys through a Redis pool until stop closes.
 func redisLoad(addr string, stop <-chan struct{}, ops *atomic.Int64) {
-	for i := 0; ; {
-		nc, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-				continue
-			}
+	load(addr, stop, ops, func(nc net.Conn, r *bufio.Reader, key string) bool {
+		if _, err := fmt.Fprintf(nc, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$1\r\nv\r\n*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n",
+			len(key), key, len(key), key); err != nil {
+			return false
 		}
-		r := bufio.NewReader(nc)
-		for ; ; i++ {
-			select {
-			case <-stop:
-				nc.Close()
-				return
-			default:
-			}
-			nc.SetDeadline(time.Now().Add(5 * time.Second))
-			key := "k" + strconv.Itoa(i%200)
-			if _, err := fmt.Fprintf(nc, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$1\r\nv\r\n*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n",
-				len(key), key, len(key), key); err != nil {
-				break
-			}
-			if _, err := readRESP(r); err != nil {
-				break
-			}
-			if _, err := readRESP(r); err != nil {
-				break
-			}
-			ops.Add(2)
+		if _, err := readRESP(r); err != nil {
+			return false
 		}
-		nc.Close()
-	}
+		_, err := readRESP(r)
+		return err == nil
+	})
 }
 
 // readRESP reads one simple, error, integer or bulk reply.
@@ -386,19 +360,4 @@ func readRESP(r *bufio.Reader) (string, error) {
 		return l + string(b), nil
 	}
 	return l, nil
-}
-
-// httpBody GETs url and returns the body of a 200 reply.
-func httpBody(t testing.TB, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s %v\n%s", url, resp.Status, err, b)
-	}
-	return string(b)
 }

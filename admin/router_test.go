@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"shardproxy/admin"
 	"shardproxy/internal/testserver"
 )
 
@@ -46,11 +45,7 @@ func TestRouterStats(t *testing.T) {
 		}
 	}
 
-	web := admin.NewHTTP(srv, admin.HTTPConfig{Logger: testLogger(t)})
-	if err := web.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer web.Close()
+	web := startHTTP(t, srv)
 	resp, err := http.Get("http://" + web.Addr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -131,11 +126,7 @@ func TestRouterStats(t *testing.T) {
 	// The stats port keeps twemproxy's shape, which exporters parse: the
 	// nodes are the pool's servers, and the pool object has nutcracker's
 	// counters only (an unknown number in a pool object breaks them).
-	stats := admin.NewStats(srv, admin.StatsConfig{Interval: 50 * time.Millisecond, Logger: testLogger(t)})
-	if err := stats.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer stats.Close()
+	stats := startStats(t, srv, 50*time.Millisecond)
 	var pool map[string]any
 	eventually(t, "the stats port shows the cluster's nodes", func() bool {
 		doc := statsDoc(t, readStats(t, stats.Addr().String()))

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"shardproxy/config"
 	"shardproxy/proxy"
 )
 
@@ -68,7 +69,7 @@ func clusterFields(p proxy.PoolStats) []int64 {
 }
 
 // clusterKind is PoolStats.Kind of a Redis Cluster pool.
-const clusterKind = "redis_cluster"
+const clusterKind = string(config.KindCluster)
 
 // server writes one server object; cl, when not nil, are its pool's
 // clusterFields, after the server's redirect counts.

@@ -145,8 +145,8 @@ func (h *history) poolView(p, old *proxy.PoolStats, pc *config.Pool, dt float64)
 		c := errorCount{Kind: r.Name, Total: r.Value, PerSec: optFloat(math.NaN())}
 		if r.Kind == proxy.RouterCounter && old != nil {
 			for _, o := range old.Router {
-				if o.Name == r.Name && r.Value >= o.Value && dt > 0 {
-					c.PerSec = optFloat(float64(r.Value-o.Value) / dt)
+				if o.Name == r.Name {
+					c.PerSec = optFloat(perSecond(r.Value, o.Value, dt))
 				}
 			}
 		}
@@ -210,8 +210,8 @@ func perSec(now, old [3]countKind, haveOld bool, dt float64) []errorCount {
 	out := make([]errorCount, len(now))
 	for i, c := range now {
 		out[i] = errorCount{Kind: c.Kind, Total: c.Value, PerSec: optFloat(math.NaN())}
-		if haveOld && dt > 0 && c.Value >= old[i].Value {
-			out[i].PerSec = optFloat(float64(c.Value-old[i].Value) / dt)
+		if haveOld {
+			out[i].PerSec = optFloat(perSecond(c.Value, old[i].Value, dt))
 		}
 	}
 	return out
@@ -224,9 +224,7 @@ func windowRates(req, oldReq int64, errs []errorCount, lat, oldLat proxy.Latency
 	if !haveOld || dt <= 0 {
 		return r
 	}
-	if req >= oldReq {
-		r.RPS = optFloat(float64(req-oldReq) / dt)
-	}
+	r.RPS = optFloat(perSecond(req, oldReq, dt))
 	r.EPS = 0
 	for _, e := range errs {
 		r.EPS += e.PerSec

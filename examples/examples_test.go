@@ -19,7 +19,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -242,7 +241,7 @@ type run struct {
 	ports   []int
 	dir     string // RUN_DIR
 	command string // what the script said to run
-	out     *syncBuffer
+	out     *testserver.Buffer
 	done    chan error
 }
 
@@ -266,7 +265,7 @@ func start(t *testing.T, bin, name string, env []string) *run {
 func tryStart(t *testing.T, bin, name string, env []string) (*run, error) {
 	t.Helper()
 	r := &run{name: name, ports: freePorts(t), dir: filepath.Join(t.TempDir(), "run"),
-		out: &syncBuffer{}, done: make(chan error, 1)}
+		out: &testserver.Buffer{}, done: make(chan error, 1)}
 	r.cmd = exec.Command("bash", "scripts/example.sh", name)
 	r.cmd.Dir = root
 	r.cmd.Env = append(os.Environ(), append(env, "BIN="+bin, "PORTS="+portList(r.ports), "RUN_DIR="+r.dir)...)
@@ -284,7 +283,7 @@ func tryStart(t *testing.T, bin, name string, env []string) (*run, error) {
 		next := false
 		for sc.Scan() {
 			line := sc.Text()
-			r.out.WriteString(line + "\n")
+			fmt.Fprintln(r.out, line)
 			switch {
 			case strings.TrimSpace(line) == "Talk to it:":
 				next = true
@@ -436,22 +435,4 @@ func roundTrip(t *testing.T, port int, req string) string {
 		t.Fatal(err)
 	}
 	return string(buf[:n])
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and many readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) WriteString(p string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.b.WriteString(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

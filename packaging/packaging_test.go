@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -191,7 +190,7 @@ func TestUnitFlags(t *testing.T) {
 		t.Fatalf("ExecStartPre: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin, args(svc["ExecStart"][0])...)
-	var logs syncBuffer
+	var logs testserver.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -218,7 +217,7 @@ func TestUnitFlags(t *testing.T) {
 }
 
 // waitFor waits up to 10 s for text in logs.
-func waitFor(t *testing.T, logs *syncBuffer, text string, done <-chan error) {
+func waitFor(t *testing.T, logs *testserver.Buffer, text string, done <-chan error) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(logs.String(), text) {
@@ -373,22 +372,4 @@ func TestDockerBuild(t *testing.T) {
 func lastLine(b []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return lines[len(lines)-1]
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and many readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

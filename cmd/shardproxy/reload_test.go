@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,30 +29,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer is a bytes.Buffer that a process may write while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startProxy starts the binary with args, its log kept for the test; the
 // process is killed when the test ends. fail stops the test with the log.
-func startProxy(t *testing.T, bin string, args ...string) (cmd *exec.Cmd, logs *syncBuffer, fail func(string, ...any)) {
+func startProxy(t *testing.T, bin string, args ...string) (cmd *exec.Cmd, logs *testserver.Buffer, fail func(string, ...any)) {
 	t.Helper()
 	cmd = exec.Command(bin, args...)
-	logs = &syncBuffer{}
+	logs = &testserver.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -310,7 +291,7 @@ func TestThreads(t *testing.T) {
 		if n, err := strconv.Atoi(cmp.Or(tt.flag, tt.env)); err == nil {
 			threads = n
 		}
-		logs := &syncBuffer{}
+		logs := &testserver.Buffer{}
 		cmd.Stderr = logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -19,7 +19,8 @@
 //
 // Shardproxy builds the proxy's own binary once per test process, for the
 // tests that run it as an operator would (cmd/shardproxy, examples,
-// packaging); their TestMain removes it with RemoveShardproxy.
+// packaging); their TestMain removes it with RemoveShardproxy. Buffer
+// collects such a process's output while the test reads it.
 //
 // Fake serves scripted stand-ins for backends a real server cannot play
 // (hanging, slow, failing), one goroutine per connection, stopped when the
