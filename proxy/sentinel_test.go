@@ -192,38 +192,16 @@ func TestSentinelFailover(t *testing.T) {
 	old, heir := f.Servers[victim][0], f.Servers[victim][1]
 	killed := time.Now()
 	old.Stop()
-	var firstFail, back time.Duration
-	probeErrs := map[string]int{}
-	for back == 0 {
-		r, err := p.do("GET", probeKey)
-		since := time.Since(killed)
-		switch {
-		case err != nil:
-			stop()
-			t.Fatalf("GET %s %v after the kill: %v (a hang?)", probeKey, since, err)
-		case r == bulk("before"):
-			if firstFail != 0 || since > time.Second && serverAddr(srv, "rs", "shard1") == heir.Addr {
-				back = since
+	firstFail, back, probeErrs := failoverProbe{c: p, key: probeKey, killed: killed, allowed: allowed, stop: stop, what: "shard1",
+		servedEarly: func(since time.Duration) bool {
+			return since > time.Second && serverAddr(srv, "rs", "shard1") == heir.Addr
+		},
+		each: func(since time.Duration) {
+			if r, err := p.do("GET", otherKey); err != nil || r != bulk("before") {
+				stop()
+				t.Fatalf("GET %s (shard0) %v after the kill: %q %v", otherKey, since, r, err)
 			}
-		case allowed(r):
-			if firstFail == 0 {
-				firstFail = since
-			}
-			probeErrs[strings.TrimSpace(r[:min(len(r), 72)])]++
-		default:
-			stop()
-			t.Fatalf("GET %s %v after the kill: %q", probeKey, since, r)
-		}
-		if since > 30*time.Second {
-			stop()
-			t.Fatalf("shard1 not served 30s after the kill (errors %v)", probeErrs)
-		}
-		if r, err := p.do("GET", otherKey); err != nil || r != bulk("before") {
-			stop()
-			t.Fatalf("GET %s (shard0) %v after the kill: %q %v", otherKey, since, r, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		}}.run(t)
 	waitFor(t, 5*time.Second, "shard1 on the promoted replica", func() bool { return serverAddr(srv, "rs", "shard1") == heir.Addr })
 	time.Sleep(500 * time.Millisecond) // the workers run on the new master
 	stop()
