@@ -78,10 +78,7 @@ func readReplies(t *testing.T, r *bufio.Reader, want ...string) {
 			t.Fatalf("reply %d: %v after %d bytes", i, err, len(got))
 		}
 		if string(got) != w {
-			at := 0
-			for at < len(w) && got[at] == w[at] {
-				at++
-			}
+			at := mismatchAt(string(got), w)
 			t.Fatalf("reply %d differs at byte %d of %d: got %.80q, want %.80q", i, at, len(w), got[at:], w[at:])
 		}
 	}
