@@ -464,6 +464,59 @@ func (ls *loadStats) errorReply(r string, allowed func(string) bool) {
 	}
 }
 
+// failoverProbe watches a failover from one client: after killed, it GETs
+// key (set to "before" beforehand) every 5ms until the value is served again.
+type failoverProbe struct {
+	c       *clConn
+	key     string
+	killed  time.Time
+	allowed func(string) bool // the error replies expected meanwhile
+	stop    func()            // ends the load before the test fails
+	what    string            // what key stands for, in the 30s failure
+	// servedEarly, if set, takes the value as served again although the
+	// probe saw no error yet (the switch fell between two probes).
+	servedEarly func(since time.Duration) bool
+	each        func(since time.Duration) // if set, one more check every round
+}
+
+// run returns when the probe saw its first error and when the value was
+// served again, both since killed, and the error replies it saw by their
+// first 72 bytes.
+func (fp failoverProbe) run(t *testing.T) (firstFail, back time.Duration, errs map[string]int) {
+	t.Helper()
+	errs = map[string]int{}
+	for back == 0 {
+		r, err := fp.c.do("GET", fp.key)
+		since := time.Since(fp.killed)
+		switch {
+		case err != nil:
+			fp.stop()
+			t.Fatalf("GET %s %v after the kill: %v (a hang?)", fp.key, since, err)
+		case r == bulk("before"):
+			if firstFail != 0 || fp.servedEarly != nil && fp.servedEarly(since) {
+				back = since
+			}
+		case fp.allowed(r):
+			if firstFail == 0 {
+				firstFail = since
+			}
+			errs[strings.TrimSpace(r[:min(len(r), 72)])]++
+		default:
+			fp.stop()
+			t.Fatalf("GET %s %v after the kill: %q", fp.key, since, r)
+		}
+		if since > 30*time.Second {
+			fp.stop()
+			t.Fatalf("%s not served 30s after the kill (errors %v)", fp.what, errs)
+		}
+		if fp.each != nil {
+			fp.each(since)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return firstFail, back, errs
+}
+
 // runClusterLoad starts workers that each SET then GET their own keys
 // (and, every fifth round, MSET then MGET a group of keys sharing a slot),
 // checking every value they read against what they wrote. allowed says
@@ -797,34 +850,8 @@ func testClusterFailover(t *testing.T, rc *testserver.Cluster, srv *proxy.Server
 	}
 	killed := time.Now()
 	victim.Stop()
-	var firstFail, back time.Duration
-	probeErrs := map[string]int{} // error replies by their first 64 bytes
-	for back == 0 {
-		r, err := p.do("GET", probeKey)
-		since := time.Since(killed)
-		switch {
-		case err != nil:
-			stop()
-			t.Fatalf("GET %s %v after the kill: %v (a hang?)", probeKey, since, err)
-		case r == bulk("before"):
-			if firstFail != 0 {
-				back = since
-			}
-		case allowed(r):
-			if firstFail == 0 {
-				firstFail = since
-			}
-			probeErrs[strings.TrimSpace(r[:min(len(r), 64)])]++
-		default:
-			stop()
-			t.Fatalf("GET %s %v after the kill: %q", probeKey, since, r)
-		}
-		if since > 30*time.Second {
-			stop()
-			t.Fatalf("the dead master's slots are not served 30s after the kill (errors %v)", probeErrs)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	firstFail, back, probeErrs := failoverProbe{c: p, key: probeKey, killed: killed, allowed: allowed, stop: stop,
+		what: "the dead master's slots"}.run(t)
 	waitRole(t, heir, "master", 5*time.Second)
 	time.Sleep(500 * time.Millisecond) // the workers run on the new map
 	stop()

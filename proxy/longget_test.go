@@ -54,7 +54,7 @@ func longGetReply(n int) string {
 
 // storeLong stores the even keys of longGetLine through addr with noreply
 // sets, and checks one.
-func storeLong(t *testing.T, addr string, n int) {
+func storeLong(t testing.TB, addr string, n int) {
 	t.Helper()
 	var b strings.Builder
 	for i := 0; i < n; i += 2 {
@@ -78,10 +78,7 @@ func readReplies(t *testing.T, r *bufio.Reader, want ...string) {
 			t.Fatalf("reply %d: %v after %d bytes", i, err, len(got))
 		}
 		if string(got) != w {
-			at := 0
-			for at < len(w) && got[at] == w[at] {
-				at++
-			}
+			at := mismatchAt(string(got), w)
 			t.Fatalf("reply %d differs at byte %d of %d: got %.80q, want %.80q", i, at, len(w), got[at:], w[at:])
 		}
 	}
@@ -357,7 +354,7 @@ func BenchmarkLongGet(b *testing.B) {
 		{"proxy-3-servers", viaThree, viaThree},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			storeLongB(b, bc.store)
+			storeLong(b, bc.store, longGetKeys)
 			c := dial(b, bc.addr)
 			got := make([]byte, len(want))
 			b.SetBytes(int64(len(want)))
@@ -371,20 +368,5 @@ func BenchmarkLongGet(b *testing.B) {
 				}
 			}
 		})
-	}
-}
-
-// storeLongB is storeLong for a benchmark.
-func storeLongB(b *testing.B, addr string) {
-	b.Helper()
-	var sb strings.Builder
-	for i := 0; i < longGetKeys; i += 2 {
-		v := longValue(i)
-		fmt.Fprintf(&sb, "set %s 0 0 %d noreply\r\n%s\r\n", longKey(i), len(v), v)
-	}
-	c := dial(b, addr)
-	go c.nc.Write([]byte(sb.String() + "get " + longKey(2) + "\r\n"))
-	if r := c.reply(); !strings.HasPrefix(r, "VALUE ") {
-		b.Fatalf("after the sets: %q", r)
 	}
 }

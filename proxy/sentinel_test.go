@@ -49,17 +49,6 @@ func serverAddr(srv *proxy.Server, pool, name string) string {
 	return ""
 }
 
-func waitUntil(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // lyingSentinel is a fake Sentinel that names addr for every master, and
 // sends one +switch-master to addr on every subscription.
 func lyingSentinel(t *testing.T, addr string) string {
@@ -141,8 +130,8 @@ func TestSentinelFailover(t *testing.T) {
 			t.Fatalf("%s is at %s, want the master %s", name, got, want)
 		}
 	}
-	waitUntil(t, "4 subscriptions", 5*time.Second, func() bool { return routerStat(t, srv, "rs", "sentinel_subscribed") == 4 })
-	waitUntil(t, "the liar's event refused", 5*time.Second, func() bool { return routerStat(t, srv, "rs", "sentinel_rejected") >= 1 })
+	waitFor(t, 5*time.Second, "4 subscriptions", func() bool { return routerStat(t, srv, "rs", "sentinel_subscribed") == 4 })
+	waitFor(t, 5*time.Second, "the liar's event refused", func() bool { return routerStat(t, srv, "rs", "sentinel_rejected") >= 1 })
 
 	// Where each key belongs: ketama over the shard names.
 	ring, err := sharding.New(sharding.Config{Servers: []sharding.Server{{Name: "shard0", Weight: 1}, {Name: "shard1", Weight: 1}},
@@ -192,7 +181,7 @@ func TestSentinelFailover(t *testing.T) {
 			t.Fatalf("SET %s: %q", k, r)
 		}
 	}
-	waitUntil(t, "the probe key replicated", 5*time.Second, func() bool {
+	waitFor(t, 5*time.Second, "the probe key replicated", func() bool {
 		c := mustDial(t, f.Servers[victim][1].Addr)
 		defer c.close()
 		return mustDo(t, c, "GET", probeKey) == bulk("before")
@@ -203,39 +192,17 @@ func TestSentinelFailover(t *testing.T) {
 	old, heir := f.Servers[victim][0], f.Servers[victim][1]
 	killed := time.Now()
 	old.Stop()
-	var firstFail, back time.Duration
-	probeErrs := map[string]int{}
-	for back == 0 {
-		r, err := p.do("GET", probeKey)
-		since := time.Since(killed)
-		switch {
-		case err != nil:
-			stop()
-			t.Fatalf("GET %s %v after the kill: %v (a hang?)", probeKey, since, err)
-		case r == bulk("before"):
-			if firstFail != 0 || since > time.Second && serverAddr(srv, "rs", "shard1") == heir.Addr {
-				back = since
+	firstFail, back, probeErrs := failoverProbe{c: p, key: probeKey, killed: killed, allowed: allowed, stop: stop, what: "shard1",
+		servedEarly: func(since time.Duration) bool {
+			return since > time.Second && serverAddr(srv, "rs", "shard1") == heir.Addr
+		},
+		each: func(since time.Duration) {
+			if r, err := p.do("GET", otherKey); err != nil || r != bulk("before") {
+				stop()
+				t.Fatalf("GET %s (shard0) %v after the kill: %q %v", otherKey, since, r, err)
 			}
-		case allowed(r):
-			if firstFail == 0 {
-				firstFail = since
-			}
-			probeErrs[strings.TrimSpace(r[:min(len(r), 72)])]++
-		default:
-			stop()
-			t.Fatalf("GET %s %v after the kill: %q", probeKey, since, r)
-		}
-		if since > 30*time.Second {
-			stop()
-			t.Fatalf("shard1 not served 30s after the kill (errors %v)", probeErrs)
-		}
-		if r, err := p.do("GET", otherKey); err != nil || r != bulk("before") {
-			stop()
-			t.Fatalf("GET %s (shard0) %v after the kill: %q %v", otherKey, since, r, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	waitUntil(t, "shard1 on the promoted replica", 5*time.Second, func() bool { return serverAddr(srv, "rs", "shard1") == heir.Addr })
+		}}.run(t)
+	waitFor(t, 5*time.Second, "shard1 on the promoted replica", func() bool { return serverAddr(srv, "rs", "shard1") == heir.Addr })
 	time.Sleep(500 * time.Millisecond) // the workers run on the new master
 	stop()
 
@@ -334,14 +301,14 @@ func TestSentinelReload(t *testing.T) {
 	if got := serverAddr(srv, "rs", "shard0"); got != f.Servers[0][0].Addr {
 		t.Fatalf("shard0 at %s after the reload", got)
 	}
-	waitUntil(t, "the new generation subscribed", 5*time.Second, func() bool { return routerStat(t, srv, "rs", "sentinel_subscribed") == 3 })
+	waitFor(t, 5*time.Second, "the new generation subscribed", func() bool { return routerStat(t, srv, "rs", "sentinel_subscribed") == 3 })
 	f.Servers[0][0].Stop()
 	heir := f.Servers[0][1]
-	waitUntil(t, "the switch", 30*time.Second, func() bool { return serverAddr(srv, "rs", "shard0") == heir.Addr })
+	waitFor(t, 30*time.Second, "the switch", func() bool { return serverAddr(srv, "rs", "shard0") == heir.Addr })
 	if got := routerStat(t, srv, "rs", "sentinel_switches"); got != 1 {
 		t.Errorf("sentinel_switches = %d", got)
 	}
-	waitUntil(t, "GET served by the new master", 5*time.Second, func() bool { return mustDo(t, c, "GET", "k") == bulk("v1") })
+	waitFor(t, 5*time.Second, "GET served by the new master", func() bool { return mustDo(t, c, "GET", "k") == bulk("v1") })
 }
 
 // With no Sentinel to ask, the pool still starts; a request for a shard
