@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"shardproxy/route"
 )
@@ -125,4 +126,31 @@ func (rc *routerCounters) apply(st []route.Stat) []route.Stat {
 		out[i] = s
 	}
 	return out
+}
+
+// cacheHolds is shared by the caches a reload may hand on to the next
+// router of a pool (internalCache, nearCache): how many routers hold the
+// cache, and the pool's counters, which count it until the last lets go.
+type cacheHolds struct {
+	refs atomic.Int32
+	rc   *routerCounters
+}
+
+// start makes its caller the one holder of s, whose holds h are, and has
+// rc count s.
+func (h *cacheHolds) start(rc *routerCounters, s counterSource) {
+	h.refs.Store(1)
+	h.rc = rc
+	rc.add(s)
+}
+
+// hold takes one more hold.
+func (h *cacheHolds) hold() { h.refs.Add(1) }
+
+// drop gives back a hold of s; the last calls close and retires s.
+func (h *cacheHolds) drop(s counterSource, close func()) {
+	if h.refs.Add(-1) == 0 {
+		close()
+		h.rc.retire(s)
+	}
 }

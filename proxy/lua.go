@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"sync/atomic"
-
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/lua"
@@ -58,30 +56,27 @@ func (l luaRouter) Close() {
 // its storage across a reload of its proxy's routes. The last router to
 // close closes it.
 type internalCache struct {
-	s    *store.Store
-	mib  int // lua_internal_cache
-	refs atomic.Int32
-	rc   *routerCounters // the pool's, which counts the cache until it closes
+	s   *store.Store
+	mib int // lua_internal_cache
+	cacheHolds
 }
 
 // cacheFor returns the cache of a pool of lua_internal_cache mib: old's,
 // if it has one of that size, else a new one, counted by rc.
 func cacheFor(old route.Router, mib, itemSizeMax int, rc *routerCounters) *internalCache {
 	if o, ok := old.(luaRouter); ok && o.cache != nil && o.cache.mib == mib {
-		o.cache.refs.Add(1)
+		o.cache.hold()
 		return o.cache
 	}
-	c := &internalCache{s: store.New(store.Config{MaxBytes: int64(mib) << 20, ItemSizeMax: itemSizeMax}), mib: mib, rc: rc}
-	c.refs.Store(1)
-	rc.add(c)
+	c := &internalCache{s: store.New(store.Config{MaxBytes: int64(mib) << 20, ItemSizeMax: itemSizeMax}), mib: mib}
+	c.start(rc, c)
 	return c
 }
 
 // release drops a router's hold on c.
 func (c *internalCache) release() {
-	if c != nil && c.refs.Add(-1) == 0 {
-		c.s.Close()
-		c.rc.retire(c)
+	if c != nil {
+		c.drop(c, c.s.Close)
 	}
 }
 

@@ -68,7 +68,7 @@ import (
 // is the bound on staleness.
 //
 // The store lives as long as some router holds it: a reload that keeps
-// the pool's near_cache and near_cache_ttl hands it on (nearCache.refs),
+// the pool's near_cache and near_cache_ttl hands it on (nearCache.cacheHolds),
 // with its stripes, so old and new routers share one coherent cache while
 // the old one drains. A reload that changes them starts a new cache,
 // which does not see the writes the old pool's sessions still route while
@@ -95,7 +95,7 @@ type nearCache struct {
 	itemSize int           // the largest item: the pool's item_size_max and room for the key
 	store    atomic.Pointer[store.Store]
 	seed     maphash.Seed
-	refs     atomic.Int32
+	cacheHolds
 
 	// flushing counts the flush_all calls in flight: no fill lands while
 	// one is.
@@ -106,12 +106,10 @@ type nearCache struct {
 	hits, misses, fills, invalidations, flushes atomic.Int64
 	gone                                        atomic.Int64 // evictions of the stores flushes replaced
 	swap                                        sync.Mutex   // held to replace the store and count its evictions in gone
-
-	rc *routerCounters // the pool's, which counts c until it closes
 }
 
-// newNearCache makes pc's near cache, empty, held once.
-func newNearCache(pc *config.Pool) *nearCache {
+// newNearCache makes pc's near cache, empty, held once and counted by rc.
+func newNearCache(pc *config.Pool, rc *routerCounters) *nearCache {
 	c := &nearCache{
 		size:     int64(pc.NearCache) << 20,
 		ttl:      pc.NearCacheTTL,
@@ -119,7 +117,7 @@ func newNearCache(pc *config.Pool) *nearCache {
 		seed:     maphash.MakeSeed(),
 	}
 	c.store.Store(c.newStore())
-	c.refs.Store(1)
+	c.start(rc, c)
 	return c
 }
 
@@ -137,18 +135,9 @@ func (c *nearCache) keeps(pc *config.Pool) bool {
 	return c.size == int64(pc.NearCache)<<20 && c.ttl == pc.NearCacheTTL
 }
 
-// acquire takes one more hold of c.
-func (c *nearCache) acquire() *nearCache {
-	c.refs.Add(1)
-	return c
-}
-
 // release gives back a hold; the last closes the store.
 func (c *nearCache) release() {
-	if c.refs.Add(-1) == 0 {
-		c.store.Load().Close()
-		c.rc.retire(c)
-	}
+	c.drop(c, func() { c.store.Load().Close() })
 }
 
 // stripe returns key's stripe number.

@@ -92,7 +92,7 @@ func (nopOwner) Answered(*route.Exchange)      {}
 // storage has grown.
 func TestNearHitAllocs(t *testing.T) {
 	pc := &config.Pool{NearCache: 1, NearCacheTTL: time.Minute, ItemSizeMax: 1 << 20}
-	r := &nearRouter{cache: newNearCache(pc)}
+	r := &nearRouter{cache: newNearCache(pc, nil)}
 	defer r.cache.release()
 	r.cache.fill([]byte("k"), []byte("a value"), 3, r.cache.ticket([]byte("k")))
 	d, _ := codec.Lookup("memcache")

@@ -28,11 +28,10 @@ var _ route.Router = (*nearRouter)(nil)
 func newNearRouter(inner *shardRouter, old route.Router, pc *config.Pool, rc *routerCounters) *nearRouter {
 	r := &nearRouter{inner: inner}
 	if o, ok := old.(*nearRouter); ok && o.cache.keeps(pc) {
-		r.cache = o.cache.acquire()
+		o.cache.hold()
+		r.cache = o.cache
 	} else {
-		r.cache = newNearCache(pc)
-		r.cache.rc = rc
-		rc.add(r.cache)
+		r.cache = newNearCache(pc, rc)
 	}
 	switch pc.NearCacheFill {
 	case config.NearCacheFillGetGets:

@@ -129,15 +129,9 @@ func (s *session) routeDedicated(p *pending) bool {
 
 // routeBlocking sends a blocking command on a connection of its own.
 func (s *session) routeBlocking(p *pending, dd dedicator) {
-	b, _, refusal := dd.place(&p.Req, s.id)
-	if refusal != nil {
-		s.answerRaw(p, string(refusal))
-		return
-	}
 	dp := dd.dedicated()
-	d, refusal := dp.take(b, s.p.dialect)
-	if refusal != nil {
-		s.answerRaw(p, string(refusal))
+	d, _ := s.dedicate(p, dd, dp)
+	if d == nil {
 		return
 	}
 	if !s.admit(p, len(p.Req.Keys)) {
@@ -151,6 +145,22 @@ func (s *session) routeBlocking(p *pending, dd dedicator) {
 		s.blocked.remove(d)
 		dp.give(d, c.Reply.Err == nil)
 	})
+}
+
+// dedicate takes a connection of dp to the server of p's keys (any
+// server when it has none) and returns it with the keys' place
+// (dedicator.place). When the keys cannot be placed or no connection is
+// free, it answers p with the refusal and returns nil.
+func (s *session) dedicate(p *pending, dd dedicator, dp *dedicatedPool) (*backend.Dedicated, int) {
+	b, where, refusal := dd.place(&p.Req, s.id)
+	if refusal == nil {
+		var d *backend.Dedicated
+		if d, refusal = dp.take(b, s.p.dialect); refusal == nil {
+			return d, where
+		}
+	}
+	s.answerRaw(p, string(refusal))
+	return nil, where
 }
 
 // blockTimeout is the timeout of a call that may block for wait (see
@@ -176,15 +186,9 @@ func (s *session) routePinStart(p *pending, dd dedicator) {
 		s.pin.dp.pinned.Add(1)
 		s.answerRaw(p, replyOK)
 	case codec.PinWatch:
-		b, where, refusal := dd.place(&p.Req, s.id)
-		if refusal != nil {
-			s.answerRaw(p, string(refusal))
-			return
-		}
 		dp := dd.dedicated()
-		d, refusal := dp.take(b, s.p.dialect)
-		if refusal != nil {
-			s.answerRaw(p, string(refusal))
+		d, where := s.dedicate(p, dd, dp)
+		if d == nil {
 			return
 		}
 		s.pin = &pinState{dp: dp, d: d, where: where}
@@ -361,16 +365,12 @@ func (s *session) connectPin(p *pending, dd dedicator) bool {
 	if pin.d != nil {
 		return true
 	}
-	b, w, refusal := dd.place(&p.Req, s.id)
-	if refusal == nil {
-		pin.d, refusal = pin.dp.take(b, s.p.dialect)
-	}
-	if refusal != nil {
+	d, w := s.dedicate(p, dd, pin.dp)
+	if d == nil {
 		pin.abort = true
-		s.answerRaw(p, string(refusal))
 		return false
 	}
-	pin.where = w
+	pin.d, pin.where = d, w
 	if pin.multi && !pin.sent {
 		pin.sent = true
 		s.sendQuiet(multiWire)

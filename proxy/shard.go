@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -389,18 +390,10 @@ func (r *shardRouter) dedicated() *dedicatedPool { return r.ded }
 // of a pool with sentinels whose master is not known yet.
 func (r *shardRouter) Backends() []*backend.Backend {
 	bs := r.backends()
-	for i, b := range bs {
-		if b == nil {
-			out := append([]*backend.Backend(nil), bs[:i]...)
-			for _, b := range bs[i+1:] {
-				if b != nil {
-					out = append(out, b)
-				}
-			}
-			return out
-		}
+	if !slices.Contains(bs, nil) {
+		return bs
 	}
-	return bs
+	return slices.DeleteFunc(slices.Clone(bs), func(b *backend.Backend) bool { return b == nil })
 }
 
 // Close implements route.Router: a Redis pool closes its idle dedicated
