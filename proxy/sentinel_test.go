@@ -317,7 +317,7 @@ func TestSentinelNoneAnswers(t *testing.T) {
 	down := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
 	srv, addr := startProxy(t, sentinelYAML([]string{"m1", "m2"}, []string{down}, "  connect_timeout: 200\n"), "rs")
 	c := mustDial(t, addr)
-	for _, cmd := range [][]string{{"GET", "k"}, {"MGET", "a", "b", "c"}, {"PING"}, {"INFO"}} {
+	for _, cmd := range [][]string{{"GET", "k"}, {"MGET", "a", "b", "c"}, {"PING"}, {"INFO"}, {"BLPOP", "k", "1"}, {"WATCH", "k"}} {
 		r := mustDo(t, c, cmd...)
 		if cmd[0] == "PING" {
 			if r != "+PONG\r\n" {

@@ -190,11 +190,17 @@ func (r *shardRouter) Backend(i int) *backend.Backend {
 func (r *shardRouter) usable(x *route.Exchange, targets ...int) bool {
 	for _, i := range targets {
 		if r.Backend(i) == nil {
-			r.fail(x, "no master known for shard "+r.shard.Servers()[i].Name+" (sentinel)")
+			r.fail(x, r.noMaster(i))
 			return false
 		}
 	}
 	return true
+}
+
+// noMaster is the refusal of a request for shard i while no Sentinel has
+// named its master.
+func (r *shardRouter) noMaster(i int) string {
+	return "no master known for shard " + r.shard.Servers()[i].Name + " (sentinel)"
 }
 
 // Route implements route.Router.
@@ -376,11 +382,16 @@ func (r *shardRouter) place(req *codec.Request, hint uint32) (*backend.Backend, 
 		}
 		where = idx
 	}
-	if where < 0 {
-		bs := r.backends()
-		return bs[int(hint)%len(bs)], -1, nil
+	idx := where
+	if idx < 0 { // no key: any server
+		idx = int(hint) % len(r.backends())
 	}
-	return r.Backend(where), where, nil
+	b := r.Backend(idx)
+	if b == nil { // a pool with sentinels, before its master is known
+		r.stats.ForwardError.Add(1)
+		return nil, 0, r.dialect.AppendError(nil, codec.ErrServer, r.noMaster(idx))
+	}
+	return b, where, nil
 }
 
 // dedicated implements dedicator.
