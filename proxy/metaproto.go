@@ -106,10 +106,10 @@ func (s *Server) logMetaSummaries(gen *generation) {
 }
 
 // autoRouter returns p's router when p is a native memcache pool with
-// server_protocol auto.
+// server_protocol auto, with or without a near cache.
 func autoRouter(p *pool) (*shardRouter, bool) {
-	r, ok := p.router.(*shardRouter)
-	return r, ok && p.cfg.ServerProtocol == config.ServerProtocolAuto && !p.cfg.Redis
+	r := asShard(p.router)
+	return r, r != nil && p.cfg.ServerProtocol == config.ServerProtocolAuto && !p.cfg.Redis
 }
 
 // metaSetting is the pool's "stats settings" line of what an auto pool's

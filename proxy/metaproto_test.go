@@ -255,3 +255,22 @@ func TestServerProtocolAutoMemcached(t *testing.T) {
 		t.Errorf("server_protocol_uses %q, want meta n/3", got)
 	}
 }
+
+// TestServerProtocolAutoNearCache checks that a pool with a near cache,
+// whose router wraps the sharded one, says what its servers speak as any
+// auto pool does.
+func TestServerProtocolAutoNearCache(t *testing.T) {
+	lines := make(chan string, 16)
+	addr := probeServer(t, always("MN\r\n"), nil, lines)
+	srv, logs := startLoggedProxy(t, "mc:\n  listen: 127.0.0.1:0\n  timeout: 2000\n  near_cache: 1\n  servers:\n    - "+addr+":1\n", "x.yml")
+	c := dial(t, srv.Addr("mc").String())
+	if got := c.do("get foo\r\n"); got != oneByteHits("foo") {
+		t.Fatalf("get foo: %q", got)
+	}
+	if got := settingOf(t, c, "server_protocol_uses"); got != "meta 1/1" {
+		t.Errorf("server_protocol_uses %q, want meta 1/1", got)
+	}
+	if !strings.Contains(logs.String(), `msg="server protocol" pool=mc server_protocol=auto uses=meta `) {
+		t.Errorf("log lacks the pool's protocol:\n%s", logs)
+	}
+}
