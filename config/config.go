@@ -18,6 +18,11 @@ const (
 	DefaultBacklog            = 512
 	DefaultServerConnections  = 1
 	DefaultServerRetryTimeout = 30 * time.Second
+	// DefaultHealthCheckInterval is how often a pool probes its bad
+	// servers and checks its idle server sockets.
+	DefaultHealthCheckInterval = time.Second
+	// DefaultHealthCheckTimeout bounds one probe.
+	DefaultHealthCheckTimeout = time.Second
 	DefaultServerFailureLimit = 2
 	// DefaultBlockingConnections is how many dedicated connections (Redis
 	// blocking commands and transactions) a Redis pool opens to each
@@ -195,6 +200,15 @@ type Pool struct {
 	// server_retry_timeout, in milliseconds, default 30s). Parse keeps an
 	// explicit 0; for a Pool built by hand 0 means the default.
 	ServerRetryTimeout time.Duration
+	// HealthCheckInterval is how often the pool probes a server marked bad
+	// (memcached version, Redis PING) and checks its idle server sockets
+	// (key health_check_interval, in milliseconds, default 1s; 0 turns
+	// the checks off, and a bad server then comes back on a client's
+	// request after ServerRetryTimeout, as in twemproxy).
+	HealthCheckInterval time.Duration
+	// HealthCheckTimeout bounds one probe (key health_check_timeout, in
+	// milliseconds, default 1s).
+	HealthCheckTimeout time.Duration
 	// ServerFailureLimit is the number of consecutive failures that eject a
 	// server (key server_failure_limit, default 2). Parse keeps an explicit
 	// 0; for a Pool built by hand 0 means the default.

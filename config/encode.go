@@ -65,6 +65,12 @@ func (p *Pool) node() *yaml.Node {
 	add("server_connections", num(strconv.Itoa(p.ServerConnections)))
 	add("server_retry_timeout", num(millis(p.ServerRetryTimeout)))
 	add("server_failure_limit", num(strconv.Itoa(p.ServerFailureLimit)))
+	if p.HealthCheckInterval != DefaultHealthCheckInterval {
+		add("health_check_interval", num(millis(p.HealthCheckInterval)))
+	}
+	if p.HealthCheckTimeout != DefaultHealthCheckTimeout {
+		add("health_check_timeout", num(millis(p.HealthCheckTimeout)))
+	}
 	if p.TCPKeepalive {
 		add("tcpkeepalive", boolean(true))
 	}
@@ -250,6 +256,7 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%d %d %q %t\n", p.LuaMaxAlloc, p.LuaInternalCache, p.DefaultVersion, p.AllowRedisFlushAll)
 	fmt.Fprintf(h, "%d %d %q\n", p.NearCache, p.NearCacheTTL, p.NearCacheFill)
 	fmt.Fprintf(h, "%d %d %d %d\n", p.ActiveReqLimit, p.BufferMemoryLimit, p.MaxKeys, p.BlockingConnections)
+	fmt.Fprintf(h, "%d %d\n", p.HealthCheckInterval, p.HealthCheckTimeout)
 	fmt.Fprintf(h, "%t %q %d\n", p.RedisCluster, p.ReadFrom, p.ClusterRefresh)
 	fmt.Fprintf(h, "%q %q %q %q\n", p.RedisAuthUser, p.TLSCert, p.TLSKey, p.TLSClientCA)
 	fmt.Fprintf(h, "%t %q %q %q %q %t\n", p.ServerTLS, p.ServerTLSCA, p.ServerTLSCert, p.ServerTLSKey,

@@ -125,6 +125,8 @@ func newPool(name string, line int) *Pool {
 		Backlog:             DefaultBacklog,
 		ServerConnections:   DefaultServerConnections,
 		ServerRetryTimeout:  DefaultServerRetryTimeout,
+		HealthCheckInterval: DefaultHealthCheckInterval,
+		HealthCheckTimeout:  DefaultHealthCheckTimeout,
 		ServerFailureLimit:  DefaultServerFailureLimit,
 		ItemSizeMax:         DefaultItemSizeMax,
 		MaxRequestLine:      DefaultMaxRequestLine,
