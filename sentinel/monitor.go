@@ -94,11 +94,11 @@ type Monitor struct {
 	subs    map[string]*conn  // subscriber connections, for Close
 	closed  bool
 
-	queries map[string]*conn  // the resolver's connection per Sentinel
-	refused map[string]string // master -> the address last refused, logged once
+	queries map[string]*conn    // the resolver's connection per Sentinel
+	refused map[string]string   // master -> the address last refused, logged once
 	reps    map[string][]string // master -> replicas last reported to OnReplicas
-	known   chan struct{}     // closed once every master has an address
-	kick    chan struct{}     // wakes the resolver; capacity 1
+	known   chan struct{}       // closed once every master has an address
+	kick    chan struct{}       // wakes the resolver; capacity 1
 	stop    chan struct{}
 	wg      sync.WaitGroup
 
