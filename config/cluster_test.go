@@ -67,8 +67,10 @@ func TestClusterPoolErrors(t *testing.T) {
 			`config: testdata/x.yml:5: pool "alpha": read_from: unknown value "slave"; want master, prefer_replica or replica`},
 		{"cluster_refresh too small", clusterPool("  cluster_refresh: 10\n"),
 			`config: testdata/x.yml:5: pool "alpha": cluster_refresh: 10 is out of range [100, 2147483647]`},
-		{"read_from without cluster", pool("  redis: true\n  read_from: replica\n"),
-			`config: testdata/x.yml:4: pool "alpha": read_from: is only valid for a redis_cluster pool (redis_cluster: true)`},
+		{"read_from without replicas", pool("  redis: true\n  read_from: replica\n"),
+			`config: testdata/x.yml:4: pool "alpha": read_from: needs replicas (or sentinels, which name them) to read from`},
+		{"replicas on a cluster", clusterPool("  replicas:\n   - 127.0.0.1:7001 127.0.0.1:7000\n"),
+			`config: testdata/x.yml:5: pool "alpha": replicas: does not apply to a redis_cluster pool: the slot map names each master's replicas`},
 		{"cluster_refresh without cluster", pool("  cluster_refresh: 1000\n"),
 			`config: testdata/x.yml:3: pool "alpha": cluster_refresh: is only valid for a redis_cluster pool (redis_cluster: true)`},
 		{"failover to a cluster pool", pool("  redis: true\n  auto_eject_hosts: true\n  eject_policy: failover\n  failover_pool: beta\n") +

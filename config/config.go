@@ -69,7 +69,7 @@ const (
 	DefaultNearCacheTTL = 5 * time.Second
 	// DefaultNearCacheFill fills a near cache from the replies to get.
 	DefaultNearCacheFill = NearCacheFillGet
-	// DefaultReadFrom sends a redis_cluster pool's reads to the masters.
+	// DefaultReadFrom sends a Redis pool's reads to the masters.
 	DefaultReadFrom = ReadFromMaster
 	// DefaultVersion is what a memcache pool answers to "version" until a
 	// server has told its own (key default_version): the memcached release
@@ -83,8 +83,8 @@ const (
 // (2^31 slots would be hundreds of gigabytes).
 const MaxServerConnections = 4096
 
-// Values of Pool.ReadFrom: where a redis_cluster pool sends read-only
-// commands.
+// Values of Pool.ReadFrom: where a redis_cluster pool or a sharded redis
+// pool sends read-only commands.
 const (
 	ReadFromMaster        = "master"
 	ReadFromPreferReplica = "prefer_replica"
@@ -336,12 +336,21 @@ type Pool struct {
 	// hash_tag, distribution, hash_seed, auto_eject_hosts and a redis_db
 	// other than 0 are refused. redis_auth authenticates to every node.
 	RedisCluster bool
-	// ReadFrom says where a redis_cluster pool sends read-only commands
-	// (key read_from): ReadFromMaster (the default), ReadFromPreferReplica
-	// (a healthy replica of the slot's master, else the master) or
-	// ReadFromReplica (replicas only). Parse sets ReadFromMaster for a
-	// cluster pool and leaves "" for any other pool, which may not set it.
+	// ReadFrom says where a redis_cluster pool or a sharded redis pool
+	// sends read-only commands (key read_from): ReadFromMaster (the
+	// default), ReadFromPreferReplica (a healthy replica of the slot's
+	// master or of the key's shard, else the master) or ReadFromReplica
+	// (replicas only). A sharded pool's replicas are Replicas, or those
+	// its Sentinels name. Parse sets ReadFromMaster for a cluster pool and
+	// leaves "" (which means master) for a sharded pool without the key;
+	// a Lua or memcache pool may not set it.
 	ReadFrom string
+	// Replicas are the replicas of a sharded redis pool's shards (key
+	// replicas, a list of "host:port[:weight] shard" lines, a shardproxy
+	// extension), which serve reads under ReadFrom. A pool with
+	// sentinels learns the replicas of each shard that has none listed
+	// from the Sentinels. Only a sharded redis pool may set it.
+	Replicas []Replica
 	// ClusterRefresh is how often a redis_cluster pool reads the slot map
 	// when no MOVED reply or node failure asks for it sooner (key
 	// cluster_refresh, in milliseconds, at least 100). Parse sets

@@ -12,7 +12,8 @@
 // rejects it. A few keys are shardproxy extensions (item_size_max,
 // max_request_line, flush_all, redis_flushall, connect_timeout, hash_seed, the hashes xxhash,
 // murmur3 and xxh3, the distributions jump and ring, and redis_cluster with
-// read_from and cluster_refresh for pools that front a Redis Cluster, and
+// read_from and cluster_refresh for pools that front a Redis Cluster,
+// replicas and read_from for sharded redis pools (pool_replica.go), and
 // lua, lua_arg, lua_timeout and lua_max_alloc for pools routed by a Lua file);
 // twemproxy would refuse a file that uses them.
 //

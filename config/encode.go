@@ -131,11 +131,11 @@ func (p *Pool) node() *yaml.Node {
 			add("near_cache_fill", str(p.NearCacheFill))
 		}
 	}
+	if p.ReadFrom != DefaultReadFrom && p.ReadFrom != "" {
+		add("read_from", str(p.ReadFrom))
+	}
 	if p.RedisCluster {
 		add("redis_cluster", boolean(true))
-		if p.ReadFrom != DefaultReadFrom && p.ReadFrom != "" {
-			add("read_from", str(p.ReadFrom))
-		}
 		if p.ClusterRefresh != DefaultClusterRefresh && p.ClusterRefresh != 0 {
 			add("cluster_refresh", num(millis(p.ClusterRefresh)))
 		}
@@ -160,7 +160,19 @@ func (p *Pool) node() *yaml.Node {
 	if len(seq.Content) > 0 {
 		add("servers", seq)
 	}
+	if len(p.Replicas) > 0 {
+		reps := &yaml.Node{Kind: yaml.SequenceNode}
+		for _, r := range p.Replicas {
+			reps.Content = append(reps.Content, str(r.text()))
+		}
+		add("replicas", reps)
+	}
 	return m
+}
+
+// text is the replicas line that reads back as r.
+func (r Replica) text() string {
+	return r.Addr + ":" + strconv.Itoa(r.Weight) + " " + r.Shard
 }
 
 // addSecurity adds the ACL and TLS keys that are set, in the order of the
@@ -264,6 +276,9 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%q %q %q\n", p.Sentinels, p.SentinelAuth, p.SentinelAuthUser)
 	for _, s := range p.Servers {
 		fmt.Fprintf(h, "%q %q %q %d %d %q %q\n", s.Network, s.Addr, s.Host, s.Port, s.Weight, s.Name, s.Master)
+	}
+	for _, r := range p.Replicas {
+		fmt.Fprintf(h, "replica %q %q %q %d %d %q\n", r.Network, r.Addr, r.Host, r.Port, r.Weight, r.Shard)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -158,6 +158,23 @@ func TestChecksumCoversEveryField(t *testing.T) {
 			if p.Checksum() == sum {
 				t.Error("checksum ignores the number of servers")
 			}
+		case reflect.TypeFor[[]Replica]():
+			one := Replica{Network: "tcp", Addr: "127.0.0.1:1", Host: "127.0.0.1", Port: 1, Weight: 1, Shard: "s", Line: 9}
+			withOne := *base
+			withOne.Replicas = []Replica{one}
+			if withOne.Checksum() == sum {
+				t.Error("checksum ignores Replicas")
+			}
+			rt := reflect.TypeFor[Replica]()
+			for j := range rt.NumField() {
+				p := withOne
+				p.Replicas = []Replica{one}
+				rv := reflect.ValueOf(&p.Replicas[0]).Elem().Field(j)
+				rv.Set(mutate(t, rv))
+				if changed := p.Checksum() != withOne.Checksum(); changed != (rt.Field(j).Name != "Line") {
+					t.Errorf("checksum and Replica.%s: changed %v", rt.Field(j).Name, changed)
+				}
+			}
 		default:
 			p := *base
 			fv := reflect.ValueOf(&p).Elem().Field(i)

@@ -35,11 +35,12 @@ type poolKey struct {
 // conf_commands, with tcpkeepalive and reuseport of later versions) and the
 // shardproxy extensions, each in the table of the file that owns it: keys
 // every pool reads (pool_common.go), the keys of a native sharded pool
-// (pool_native.go) and its near cache (pool_near.go), of a redis_cluster pool (pool_cluster.go), of a Lua pool
+// (pool_native.go) and its near cache (pool_near.go), of a redis_cluster pool (pool_cluster.go), the
+// replica keys of both Redis kinds (pool_replica.go), of a Lua pool
 // (pool_lua.go), the TLS and ACL keys (security.go), and the Sentinel keys
 // of a sharded redis pool (pool_sentinel.go). Each kind's
 // validate says what it does with the keys of the others.
-var poolKeys = joinKeys(commonKeys, nativeKeys, nearKeys, clusterKeys, luaKeys, securityKeys, sentinelKeys)
+var poolKeys = joinKeys(commonKeys, nativeKeys, nearKeys, clusterKeys, replicaKeys, luaKeys, securityKeys, sentinelKeys)
 
 // joinKeys merges key tables; a key in two of them is a programming error.
 func joinKeys(tables ...map[string]poolKey) map[string]poolKey {

@@ -6,16 +6,16 @@ import (
 )
 
 // clusterKeys are the keys of a redis_cluster pool. The other kinds refuse
-// read_from and cluster_refresh (refuseClusterKeys) and read redis_cluster:
-// false as any pool does.
+// cluster_refresh (refuseClusterKeys) and read redis_cluster: false as any
+// pool does. A cluster pool's read_from is in replicaKeys, which a sharded
+// redis pool shares.
 var clusterKeys = map[string]poolKey{
 	"redis_cluster":   boolKey(func(p *Pool) *bool { return &p.RedisCluster }),
-	"read_from":       stringKey(func(p *Pool) *string { return &p.ReadFrom }, checkReadFrom),
 	"cluster_refresh": msKey(func(p *Pool) *time.Duration { return &p.ClusterRefresh }, 100),
 }
 
 // clusterOnly are the keys only a redis_cluster pool may set.
-var clusterOnly = []string{"read_from", "cluster_refresh"}
+var clusterOnly = []string{"cluster_refresh"}
 
 // clusterRefused are the keys a redis_cluster pool refuses: the cluster's
 // slot map, not the proxy, decides where keys go.
@@ -43,6 +43,9 @@ func (clusterKind) validate(pp *poolParser) {
 	}
 	pp.refuseLuaKeys()
 	pp.refuseSentinelKeys()
+	if l, ok := pp.keys["replicas"]; ok {
+		pp.fail(l, "replicas", "does not apply to a redis_cluster pool: the slot map names each master's replicas")
+	}
 	for _, s := range p.Servers {
 		if s.Network != "tcp" {
 			pp.fail(s.Line, "servers", fmt.Sprintf("%q: a cluster seed must be host:port", s.Name))
@@ -81,14 +84,4 @@ func (clusterKind) provision(p *Pool) {
 // redis_cluster pool may set.
 func (pp *poolParser) refuseClusterKeys() {
 	pp.refuseKeys(clusterOnly, "redis_cluster", "is only valid for a redis_cluster pool (redis_cluster: true)")
-}
-
-// checkReadFrom wants read_from: master, prefer_replica or replica.
-func checkReadFrom(s string) string {
-	switch s {
-	case ReadFromMaster, ReadFromPreferReplica, ReadFromReplica:
-		return ""
-	}
-	return fmt.Sprintf("unknown value %q; want %s, %s or %s", s,
-		ReadFromMaster, ReadFromPreferReplica, ReadFromReplica)
 }

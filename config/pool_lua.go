@@ -41,6 +41,7 @@ func (luaKind) validate(pp *poolParser) {
 		pp.refuseAutoOnLua()
 	}
 	pp.refuseClusterKeys()
+	pp.refuseReplicaKeys()
 	pp.refuseSentinelKeys()
 	pp.refuseNearKeys("is only valid for a native memcache pool (servers, no lua); " +
 		"a route file answers from the proxy's cache with mcp.internal")

@@ -28,7 +28,7 @@ var _ kind = nativeKind{}
 
 // validate checks that hash_seed seeds something, that server_protocol:
 // meta is on a memcache pool, refuses the redis_cluster keys, and checks
-// the near cache keys.
+// the near cache, Sentinel and replica keys.
 func (nativeKind) validate(pp *poolParser) {
 	pp.validateHashSeed()
 	pp.refuseMetaOnRedis()
@@ -36,6 +36,7 @@ func (nativeKind) validate(pp *poolParser) {
 	pp.refuseClusterKeys()
 	pp.refuseLuaKeys()
 	pp.validateSentinel()
+	pp.validateReplicas()
 }
 
 // provision fills the near cache's defaults when the pool has one; newPool

@@ -143,6 +143,7 @@ var builtKeys = map[string]func(p *Pool){
 
 	"redis_cluster":   func(p *Pool) { p.RedisCluster = true },
 	"read_from":       func(p *Pool) { p.ReadFrom = ReadFromReplica },
+	"replicas":        func(p *Pool) { p.Replicas = []Replica{{Addr: "127.0.0.1:1"}} },
 	"cluster_refresh": func(p *Pool) { p.ClusterRefresh = time.Second },
 
 	"lua":                func(p *Pool) { p.Lua = "r.lua" },
@@ -213,7 +214,7 @@ func TestPoolKinds(t *testing.T) {
 	}{
 		{"native", pool("  hash: murmur3\n  hash_seed: 9\n  server_protocol: meta\n  redis_cluster: false\n"), ""},
 		{"native read_from", pool("  read_from: replica\n"),
-			at + `3: pool "alpha": read_from: is only valid for a redis_cluster pool (redis_cluster: true)`},
+			at + `3: pool "alpha": read_from: is only valid for a redis pool (redis: true)`},
 		{"native hash_seed without effect", pool("  hash_seed: 1\n"),
 			at + `3: pool "alpha": hash_seed: has no effect with hash fnv1a_64 and distribution ketama; it seeds the hashes xxhash, murmur3, xxh3 and the distribution random`},
 		{"native redis meta", pool("  redis: true\n  server_protocol: meta\n"),
@@ -291,7 +292,7 @@ func TestPoolKindErrorOrder(t *testing.T) {
 	want := []string{
 		`config: testdata/x.yml:1: pool "alpha": listen: is missing`,
 		`config: testdata/x.yml:3: pool "alpha": redis_auth: is only valid for a redis pool (redis: true)`,
-		`config: testdata/x.yml:4: pool "alpha": read_from: is only valid for a redis_cluster pool (redis_cluster: true)`,
+		`config: testdata/x.yml:4: pool "alpha": read_from: is only valid for a sharded redis pool or a redis_cluster pool; a route file picks its own backends`,
 		`config: testdata/x.yml:5: pool "alpha": server_tls: a Lua pool's backends come from its route file, which cannot use TLS yet`,
 		`config: testdata/x.yml:6: pool "alpha": tls_cert: is missing; tls_key needs it`,
 	}

@@ -75,7 +75,7 @@ func (r *shardRouter) startSentinel(k *kindEnv, byName map[string]config.Server)
 	if k.b.check {
 		return nil
 	}
-	mon, err := sentinel.New(sentinel.Config{
+	mc := sentinel.Config{
 		Sentinels:  pc.Sentinels,
 		Masters:    masters,
 		Auth:       sentinel.Auth{Username: pc.SentinelAuthUser, Password: pc.SentinelAuth},
@@ -85,7 +85,11 @@ func (r *shardRouter) startSentinel(k *kindEnv, byName map[string]config.Server)
 		Start:      start,
 		OnSwitch:   s.switched,
 		Logger:     k.p.log,
-	})
+	}
+	if r.replicas != nil {
+		mc.OnReplicas = s.replicasNamed
+	}
+	mon, err := sentinel.New(mc)
 	if err != nil {
 		return err
 	}
@@ -125,6 +129,12 @@ func (s *sentinelShards) switched(master, addr, _ string) {
 			s.lease.Put(old[i])
 		}
 	}
+}
+
+// replicasNamed is the Monitor's OnReplicas: the replicas of every
+// shard that names master, unless the file lists the shard's own.
+func (s *sentinelShards) replicasNamed(master string, addrs []string) {
+	s.r.replicas.learnt(s.slots[master], addrs)
 }
 
 // stateChanged asks the Sentinels again when one of the pool's masters is

@@ -21,7 +21,9 @@ import (
 // leaves the distribution (eject_policy remap) or hands its keys to the
 // failover pool (eject_policy failover). A pool with sentinels follows its
 // shards' masters (sentinel.go): a shard's backend is replaced when
-// Sentinel promotes another server, and its keys stay on the shard.
+// Sentinel promotes another server, and its keys stay on the shard. A
+// redis pool with read_from sends a shard's reads to its replicas
+// (replica.go).
 type shardRouter struct {
 	cfg      *config.Pool
 	dialect  codec.Dialect
@@ -35,6 +37,7 @@ type shardRouter struct {
 	table    atomic.Pointer[[]*backend.Backend]
 	failover *shardRouter    // eject_policy failover: takes a bad server's keys
 	sentinel *sentinelShards // the pool's masters through Sentinel, or nil
+	replicas *replicaSet     // read_from prefer_replica or replica: the shards' replicas (replica.go); else nil
 	log      *slog.Logger
 	ded      *dedicatedPool  // a Redis pool's dedicated connections; nil for memcached
 	rc       *routerCounters // the pool's, which counts ded until it closes
@@ -85,8 +88,12 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 			return nil, err
 		}
 	}
+	if err := r.startReplicas(k); err != nil {
+		return nil, err
+	}
 	if len(pc.Sentinels) > 0 {
 		if err := r.startSentinel(k, byName); err != nil {
+			r.Close()
 			return nil, err
 		}
 		return r, nil
@@ -241,8 +248,35 @@ func (r *shardRouter) routeKey(x *route.Exchange) bool {
 	if !r.usable(x, idx) {
 		return false
 	}
+	if t := r.readTable(x); t != nil {
+		n, ok := r.readTarget(t, x, idx)
+		if ok {
+			x.Send(t.Backend(n))
+		}
+		return ok
+	}
 	x.Send(r.Backend(idx))
 	return true
+}
+
+// readTable returns the replicas x may be read from, or nil when x goes
+// to its masters: the pool reads from masters, or x is no read.
+func (r *shardRouter) readTable(x *route.Exchange) *replicaTable {
+	if r.replicas == nil || !isRead(x.Req.Name) {
+		return nil
+	}
+	return r.replicas.tab.Load()
+}
+
+// readTarget returns the server of t that serves x's read of target
+// (replicaSet.target), or answers x with the refusal and returns false.
+func (r *shardRouter) readTarget(t *replicaTable, x *route.Exchange, target int) (int, bool) {
+	n, refusal := r.replicas.target(t, target, x.Hint)
+	if refusal != "" {
+		r.fail(x, refusal)
+		return 0, false
+	}
+	return n, true
 }
 
 func (r *shardRouter) routeMulti(x *route.Exchange) {
@@ -264,13 +298,29 @@ func (r *shardRouter) routeMulti(x *route.Exchange) {
 	if !r.usable(x, targets...) {
 		return
 	}
+	var bs route.Backends = r
+	if t := r.readTable(x); t != nil {
+		// Each run of a shard's keys goes to one server of the shard.
+		bs = t
+		prev, to := -1, 0
+		for i, target := range targets {
+			if target != prev {
+				var ok bool
+				if to, ok = r.readTarget(t, x, target); !ok {
+					return
+				}
+				prev = target
+			}
+			targets[i] = to
+		}
+	}
 	if same { // every key on one server: no need to split
-		x.Send(r.Backend(targets[0]))
+		x.Send(bs.Backend(targets[0]))
 		return
 	}
 	subs, subTargets := x.Split(r.dialect, targets)
 	r.stats.Fragments.Add(int64(len(subs)))
-	x.FanOut(r, subTargets)
+	x.FanOut(bs, subTargets)
 }
 
 // routeSame sends x to the one backend that owns every key, or refuses it.
@@ -294,6 +344,12 @@ func (r *shardRouter) routeSame(x *route.Exchange) {
 		target = int(x.Hint) % len(r.backends())
 	}
 	if !r.usable(x, target) {
+		return
+	}
+	if t := r.readTable(x); t != nil {
+		if n, ok := r.readTarget(t, x, target); ok {
+			x.Send(t.Backend(n))
+		}
 		return
 	}
 	x.Send(r.Backend(target))
@@ -363,6 +419,9 @@ func (r *shardRouter) Stats() []route.Stat {
 	if r.sentinel != nil {
 		st = append(st, r.sentinel.counters()...)
 	}
+	if r.replicas != nil {
+		st = append(st, r.replicas.counters()...)
+	}
 	return st
 }
 
@@ -398,10 +457,13 @@ func (r *shardRouter) place(req *codec.Request, hint uint32) (*backend.Backend, 
 func (r *shardRouter) dedicated() *dedicatedPool { return r.ded }
 
 // Backends implements route.Router: the shards' backends, but for shards
-// of a pool with sentinels whose master is not known yet.
+// of a pool with sentinels whose master is not known yet, then the
+// replicas read from.
 func (r *shardRouter) Backends() []*backend.Backend {
 	bs := r.backends()
-	if !slices.Contains(bs, nil) {
+	if r.replicas != nil {
+		bs = slices.Concat(bs, r.replicas.backends())
+	} else if !slices.Contains(bs, nil) {
 		return bs
 	}
 	return slices.DeleteFunc(slices.Clone(bs), func(b *backend.Backend) bool { return b == nil })
@@ -410,6 +472,10 @@ func (r *shardRouter) Backends() []*backend.Backend {
 // Close implements route.Router: a Redis pool closes its idle dedicated
 // connections; a pool with sentinels stops following them.
 func (r *shardRouter) Close() {
+	if r.replicas != nil {
+		r.replicas.close()
+		r.rc.retire(r.replicas)
+	}
 	if r.sentinel != nil {
 		r.sentinel.close()
 		r.rc.retire(r.sentinel)

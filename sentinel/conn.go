@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -28,12 +29,17 @@ type conn struct {
 }
 
 // dial connects to addr within timeout (TLS when tc is set: a copy of tc
-// naming addr's host when it names no server) and authenticates.
+// naming addr's host when it names no server) and authenticates. An addr
+// starting with '/' is a unix socket (a replica's, as a pool lists it).
 func dial(addr string, auth Auth, tc *tls.Config, timeout time.Duration) (*conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	network := "tcp"
+	if strings.HasPrefix(addr, "/") {
+		network = "unix"
+	}
+	nc, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}

@@ -33,10 +33,16 @@
 //
 // # What it does not do
 //
+// With Config.OnReplicas, every resolve also asks the Sentinels for each
+// master's replicas (SENTINEL REPLICAS), and the subscriptions add +slave,
+// +sdown and -sdown, an event about a followed master's replica asking for
+// a resolve. A Prober checks that a server is a replica with its link to
+// its master up (ROLE), for the proxy's replica reads.
+//
 // It does not route requests or hold connections to the masters: the
 // proxy's backends do (a new address is a new backend). It does not
-// discover Sentinels (no SENTINEL sentinels) or replicas. It speaks RESP2
-// only, and reads its replies with bounded sizes (see readValue).
+// discover Sentinels (no SENTINEL sentinels). It speaks RESP2 only, and
+// reads its replies with bounded sizes (see readValue).
 //
 // # Concurrency
 //

@@ -12,7 +12,13 @@ var (
 	// ErrNotMaster is returned when the server a Sentinel named does not
 	// say "master" to ROLE: a replica, a Sentinel, or a lie.
 	ErrNotMaster = errors.New("sentinel: server is not a master")
-	// ErrClosed is returned by a Monitor's methods after Close.
+	// ErrNotReplica is returned by Prober.CheckReplica for a server whose
+	// ROLE is not "slave".
+	ErrNotReplica = errors.New("sentinel: server is not a replica")
+	// ErrLinkDown is returned by Prober.CheckReplica for a replica whose
+	// link to its master is not up (ROLE's state is not "connected").
+	ErrLinkDown = errors.New("sentinel: replica's link to its master is down")
+	// ErrClosed is returned by a Monitor's or Prober's methods after Close.
 	ErrClosed = errors.New("sentinel: monitor closed")
 	// errBadReply is a reply this package cannot read.
 	errBadReply = errors.New("sentinel: malformed reply")

@@ -65,6 +65,14 @@ type Config struct {
 	// "master"; from is "" the first time. It must not block, nor call
 	// Close.
 	OnSwitch func(master, addr, from string)
+	// OnReplicas, when set, makes the monitor learn each master's
+	// replicas: every resolve asks the Sentinels (SENTINEL REPLICAS, the
+	// first that answers) and OnReplicas hears of a master's replicas
+	// that no Sentinel flags down or disconnected, sorted, the first time
+	// and whenever they change. It is called on the monitor's goroutine,
+	// after OnSwitch, and must not block nor call Close. The addresses
+	// are not checked: a Sentinel's view of a replica lags.
+	OnReplicas func(master string, addrs []string)
 	// Logger receives switches (Info), refused answers and lost
 	// subscriptions (Warn); default slog.Default().
 	Logger *slog.Logger
@@ -86,10 +94,11 @@ type Monitor struct {
 	subs    map[string]*conn  // subscriber connections, for Close
 	closed  bool
 
-	queries map[string]*conn  // the resolver's connection per Sentinel
-	refused map[string]string // master -> the address last refused, logged once
-	known   chan struct{}     // closed once every master has an address
-	kick    chan struct{}     // wakes the resolver; capacity 1
+	queries map[string]*conn    // the resolver's connection per Sentinel
+	refused map[string]string   // master -> the address last refused, logged once
+	reps    map[string][]string // master -> replicas last reported to OnReplicas
+	known   chan struct{}       // closed once every master has an address
+	kick    chan struct{}       // wakes the resolver; capacity 1
 	stop    chan struct{}
 	wg      sync.WaitGroup
 
@@ -142,7 +151,7 @@ func New(cfg Config) (*Monitor, error) {
 	}
 	m := &Monitor{
 		cfg: cfg, log: cfg.Logger, addrs: map[string]string{}, subs: map[string]*conn{},
-		queries: map[string]*conn{}, refused: map[string]string{}, known: make(chan struct{}), kick: make(chan struct{}, 1),
+		queries: map[string]*conn{}, refused: map[string]string{}, reps: map[string][]string{}, known: make(chan struct{}), kick: make(chan struct{}, 1),
 		stop: make(chan struct{}),
 	}
 	for _, name := range cfg.Masters {
@@ -295,7 +304,9 @@ func (m *Monitor) run() {
 		m.events, m.resolve = nil, false
 		m.mu.Unlock()
 		for _, ev := range evs {
-			if !m.follow(ev) {
+			// A failover changes the replicas too: the old master comes
+			// back as one, the promoted one is none any more.
+			if !m.follow(ev) || m.cfg.OnReplicas != nil {
 				full = true
 			}
 		}
@@ -353,6 +364,9 @@ func (m *Monitor) resolveAll() error {
 		if err := m.choose(name, answers[name]); err != nil {
 			errs = append(errs, name+": "+err.Error())
 		}
+	}
+	if m.cfg.OnReplicas != nil {
+		m.learnReplicas()
 	}
 	if len(errs) == 0 {
 		return nil
@@ -508,4 +522,36 @@ func (m *Monitor) checkKnown() {
 		}
 	}
 	close(m.known)
+}
+
+// learnReplicas asks the Sentinels for every master's replicas, the first
+// Sentinel that answers for each, and reports the lists that changed. A
+// master's own address is left out (a Sentinel may list a promoted
+// replica until it notices).
+func (m *Monitor) learnReplicas() {
+	for _, name := range m.cfg.Masters {
+		for _, s := range m.cfg.Sentinels {
+			c := m.queries[s]
+			if c == nil {
+				continue // ask dialled it, and it failed: down
+			}
+			addrs, err := c.replicas(name, m.cfg.Timeout)
+			var re *ReplyError
+			if err != nil {
+				if !errors.As(err, &re) {
+					c.close()
+					delete(m.queries, s)
+				}
+				continue
+			}
+			master := m.Addr(name)
+			addrs = slices.DeleteFunc(addrs, func(a string) bool { return a == master })
+			if old, ok := m.reps[name]; !ok || !slices.Equal(old, addrs) {
+				m.reps[name] = addrs
+				m.log.Info("sentinel replicas", "master", name, "replicas", strings.Join(addrs, ","), "via", s)
+				m.cfg.OnReplicas(name, addrs)
+			}
+			break
+		}
+	}
 }

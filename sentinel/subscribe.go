@@ -5,6 +5,10 @@ import (
 	"time"
 )
 
+// replicaChannels are the Sentinel events about replicas a Monitor with
+// Config.OnReplicas subscribes to as well: one found, one down, one back.
+var replicaChannels = []string{"+slave", "+sdown", "-sdown"}
+
 const (
 	// switchChannel is the Sentinel event a failover ends with:
 	// "<master> <old-ip> <old-port> <new-ip> <new-port>".
@@ -63,7 +67,11 @@ func (m *Monitor) subscribeOnce(s string) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := c.do(m.cfg.Timeout, "SUBSCRIBE", switchChannel)
+	args := []string{"SUBSCRIBE", switchChannel}
+	if m.cfg.OnReplicas != nil {
+		args = append(args, replicaChannels...)
+	}
+	v, err := c.do(m.cfg.Timeout, args...)
 	if err == nil {
 		err = v.err()
 	}
@@ -122,8 +130,15 @@ func (m *Monitor) listen(s string, c *conn) error {
 			return err
 		}
 		f, ok := v.strings()
-		if !ok || len(f) != 3 || f[0] != "message" || f[1] != switchChannel {
+		if !ok || len(f) != 3 || f[0] != "message" {
 			continue // pong, or another confirmation
+		}
+		if f[1] != switchChannel {
+			// A replica added, down or back: ask the Sentinels again.
+			if master, ok := replicaEvent(f[2]); ok && m.follows(master) {
+				m.Refresh()
+			}
+			continue
 		}
 		if ev, ok := parseSwitch(f[2]); ok && m.follows(ev.master) {
 			ev.sentinel = s
@@ -144,6 +159,17 @@ func parseSwitch(payload string) (event, bool) {
 		return event{}, false
 	}
 	return event{master: f[0], addr: addr}, true
+}
+
+// replicaEvent reads the master name of a +slave, +sdown or -sdown
+// payload about a replica: "slave <name> <ip> <port> @ <master> <ip>
+// <port>".
+func replicaEvent(payload string) (string, bool) {
+	f := strings.Fields(payload)
+	if len(f) != 8 || f[0] != "slave" || f[4] != "@" {
+		return "", false
+	}
+	return f[5], true
 }
 
 // follows reports whether name is one of the masters followed.

@@ -1,0 +1,181 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// replicaKeys are the keys that send a Redis pool's reads to replicas:
+// read_from (a redis_cluster pool or a sharded redis pool) and replicas (a
+// sharded redis pool). A Lua pool and a memcache pool refuse both
+// (refuseReplicaKeys, validateReplicas).
+var replicaKeys = map[string]poolKey{
+	"read_from": stringKey(func(p *Pool) *string { return &p.ReadFrom }, checkReadFrom),
+	"replicas":  {set: (*poolParser).setReplicas, given: func(p *Pool) bool { return len(p.Replicas) > 0 }},
+}
+
+// replicaForms is how a replicas line is written.
+const replicaForms = `want "host:port[:weight] shard" or "/path/to/socket[:weight] shard" (shard: a servers line's name or address)`
+
+// Replica is one line of a sharded redis pool's replicas list: a server
+// that replicates one shard and may serve its reads (see Pool.ReadFrom).
+type Replica struct {
+	// Network is "tcp" or "unix".
+	Network string
+	// Addr is the address to dial: "host:port" (IPv6 hosts in brackets)
+	// or the socket's path. It is also the replica's name in the stats.
+	Addr string
+	// Host is the host as written, without IPv6 brackets, or the path.
+	Host string
+	// Port is the TCP port, 0 for a unix socket.
+	Port int
+	// Weight is the replica's share of its shard's reads among the
+	// shard's replicas (> 0; 1 when the line has none).
+	Weight int
+	// Shard is the Name of the servers line the replica belongs to. The
+	// line may name it by its name or by its address as written
+	// ("host:port" or "host:port:weight"); Parse stores the name.
+	Shard string
+	// Line is the line of the replica in the source, for messages.
+	Line int
+}
+
+// setReplicas reads the replicas list; shards are matched to servers in
+// validateReplicas, once every key is read.
+func (pp *poolParser) setReplicas(key string, v *yaml.Node) {
+	if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
+		pp.fail(v.Line, key, "must be a non-empty list of \"host:port[:weight] shard\" lines")
+		return
+	}
+	for _, item := range v.Content {
+		if !pp.b.plain(item, pp.p.Name, key) {
+			pp.bad[key] = true
+			continue
+		}
+		if item.Kind != yaml.ScalarNode {
+			pp.fail(item.Line, key, "a replica must be one \"host:port[:weight] shard\" line, not "+kindName(item))
+			continue
+		}
+		r, msg := parseReplica(item.Value)
+		if msg != "" {
+			pp.fail(item.Line, key, msg)
+			continue
+		}
+		r.Line = item.Line
+		pp.p.Replicas = append(pp.p.Replicas, r)
+	}
+}
+
+// parseReplica reads one replicas line, "host:port[:weight] shard": the
+// address as a servers line writes it, its weight optional, and the shard
+// after the last space. A host:port with two colons outside brackets has a
+// weight; an IPv6 host without a weight must be in brackets.
+func parseReplica(s string) (Replica, string) {
+	body, shard, ok := cutLast(s, ' ')
+	if !ok || shard == "" {
+		return Replica{}, fmt.Sprintf("%q names no shard; %s", s, replicaForms)
+	}
+	if body == "" {
+		return Replica{}, fmt.Sprintf("%q has no address; %s", s, replicaForms)
+	}
+	if !hasWeight(body) {
+		body += ":1"
+	}
+	srv, msg := parseServer(body)
+	if msg != "" {
+		return Replica{}, strings.Replace(msg, serverForms, replicaForms, 1)
+	}
+	return Replica{Network: srv.Network, Addr: srv.Addr, Host: srv.Host, Port: srv.Port, Weight: srv.Weight, Shard: shard}, ""
+}
+
+// hasWeight reports whether an address as a replicas line writes it ends
+// in a weight: a path with a ':', a "[v6]:port:weight", a host:port:weight.
+func hasWeight(addr string) bool {
+	if strings.HasPrefix(addr, "/") {
+		return strings.Contains(addr, ":")
+	}
+	if i := strings.LastIndexByte(addr, ']'); strings.HasPrefix(addr, "[") && i > 0 {
+		return strings.Count(addr[i:], ":") >= 2
+	}
+	return strings.Count(addr, ":") >= 2
+}
+
+// validateReplicas checks a sharded pool's replica keys: they need a
+// redis pool; read_from other than master needs replicas to read from
+// (listed, or learnt from the sentinels); every replica names one shard,
+// once, and is not one of the servers.
+func (pp *poolParser) validateReplicas() {
+	p := pp.p
+	if !p.Redis {
+		if !pp.bad["redis"] {
+			pp.refuseKeys([]string{"read_from", "replicas"}, "", "is only valid for a redis pool (redis: true)")
+		}
+		return
+	}
+	if l, ok := pp.keys["read_from"]; ok && !pp.bad["read_from"] && p.ReadFrom != ReadFromMaster &&
+		!pp.has("replicas") && !pp.has("sentinels") {
+		pp.fail(l, "read_from", "needs replicas (or sentinels, which name them) to read from")
+	}
+	if pp.bad["servers"] {
+		return
+	}
+	seen := map[string]int{}
+	for i, r := range p.Replicas {
+		shard, ok := pp.shardNamed(r.Shard)
+		switch {
+		case !ok:
+			pp.fail(r.Line, "replicas", fmt.Sprintf("replica %s names no shard %q; want a servers line's name or address", r.Addr, r.Shard))
+		case seen[r.Addr] != 0:
+			pp.fail(r.Line, "replicas", fmt.Sprintf("duplicate replica %s (first at line %d)", r.Addr, seen[r.Addr]))
+		case pp.isServer(r.Addr):
+			pp.fail(r.Line, "replicas", fmt.Sprintf("replica %s is one of the pool's servers", r.Addr))
+		default:
+			seen[r.Addr] = r.Line
+			p.Replicas[i].Shard = shard
+		}
+	}
+}
+
+// shardNamed returns the name of the server that ref names: its name, or
+// else its address ("host:port", or "host:port:weight" as its line has it).
+func (pp *poolParser) shardNamed(ref string) (string, bool) {
+	for _, s := range pp.p.Servers {
+		if s.Name == ref {
+			return s.Name, true
+		}
+	}
+	for _, s := range pp.p.Servers {
+		if s.Master == "" && (ref == s.Addr || ref == s.Addr+fmt.Sprintf(":%d", s.Weight)) {
+			return s.Name, true
+		}
+	}
+	return "", false
+}
+
+// isServer reports whether addr is a servers line's address or name.
+func (pp *poolParser) isServer(addr string) bool {
+	for _, s := range pp.p.Servers {
+		if s.Addr == addr || s.Name == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseReplicaKeys refuses both replica keys in a pool routed by Lua.
+func (pp *poolParser) refuseReplicaKeys() {
+	pp.refuseKeys([]string{"read_from", "replicas"}, "", "is only valid for a sharded redis pool or a redis_cluster pool; "+
+		"a route file picks its own backends")
+}
+
+// checkReadFrom wants read_from: master, prefer_replica or replica.
+func checkReadFrom(s string) string {
+	switch s {
+	case ReadFromMaster, ReadFromPreferReplica, ReadFromReplica:
+		return ""
+	}
+	return fmt.Sprintf("unknown value %q; want %s, %s or %s", s,
+		ReadFromMaster, ReadFromPreferReplica, ReadFromReplica)
+}
