@@ -29,7 +29,7 @@ const (
 var (
 	numberValue = regexp.MustCompile(`":-?[0-9]+`)
 	stringValue = regexp.MustCompile(`"(source|version)":"[^"]*"`)
-	extraField  = regexp.MustCompile(`, "(ejects|state|failures|retry_at)":N`)
+	extraField  = regexp.MustCompile(`, "(ejects|state|failures|retry_at|probing|probes|probe_failures|restores|idle_checks|idle_replaced)":N`)
 )
 
 // normalize replaces every number by N and the host and version strings by
@@ -116,7 +116,8 @@ func TestStatsGolden(t *testing.T) {
 		t.Errorf("stats differ from nutcracker's beyond values:\ngot:  %s\nwant: %s", ours, want)
 	}
 	// The extras are there, after nutcracker's 13 fields, in every server.
-	if n, want := strings.Count(string(got), `"out_queue_bytes":0, "ejects":0, "state":0, "failures":0, "retry_at":0}`), 3; n != want {
+	if n, want := strings.Count(string(got), `"out_queue_bytes":0, "ejects":0, "state":0, "failures":0, "retry_at":0, `+
+		`"probing":0, "probes":0, "probe_failures":0, "restores":0, "idle_checks":0, "idle_replaced":0}`), 3; n != want {
 		t.Errorf("%d servers end with the extra fields, want %d:\n%s", n, want, got)
 	}
 	if !strings.Contains(string(got), `"uptime":3, "timestamp":`+strconv.FormatInt(st.Now.Unix(), 10)+", ") {
