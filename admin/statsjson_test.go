@@ -227,3 +227,21 @@ func TestWriteDescription(t *testing.T) {
 		}
 	}
 }
+
+// A server waiting for a health probe is bad (state 2) and probing, its
+// retry_at the next probe's time, and its health counters are there.
+func TestStatsProbing(t *testing.T) {
+	next := time.Unix(20, 5000)
+	st := proxy.Stats{Version: "v", Start: time.Unix(10, 0), Now: time.Unix(10, 0), Pools: []proxy.PoolStats{{
+		Name: "p", Servers: []proxy.ServerStats{{
+			Name: "s", Probes: 4, ProbeFailures: 3, Restores: 1, IdleChecks: 9, IdleReplaced: 2,
+			State: backend.State{Bad: true, Probing: true, RetryAt: next},
+		}},
+	}}}
+	got := string(admin.AppendStats(nil, st, "h"))
+	want := `"state":2, "failures":0, "retry_at":20000005, "probing":1, "probes":4, "probe_failures":3, ` +
+		`"restores":1, "idle_checks":9, "idle_replaced":2}`
+	if !strings.Contains(got, want) {
+		t.Fatalf("got %s\nwant it to contain %s", got, want)
+	}
+}
