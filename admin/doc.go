@@ -24,7 +24,11 @@
 //     are all integers: "ejects" (times marked bad), "state" (0 up, 1 failing:
 //     has consecutive failures but still serves, 2 bad: ejected, failing
 //     fast), "failures" (consecutive failures), "retry_at" (usec since the
-//     epoch when a bad server is tried again, else 0). A redis_cluster pool's
+//     epoch when a bad server is tried again, else 0; while it is probed,
+//     when the next probe starts), "probing" (1 while a bad server waits
+//     for a health probe to succeed), and the health checks' counters
+//     "probes", "probe_failures", "restores", "idle_checks" and
+//     "idle_replaced". A redis_cluster pool's
 //     nodes add "moved", "ask", "tryagain" (those replies the node sent) and
 //     the pool's "slot_map_refreshes", "slot_map_refresh_failures" and
 //     "slot_map_age" (seconds, -1 before the first map), the same in every

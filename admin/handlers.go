@@ -89,7 +89,7 @@ type poolReply struct {
 type backendReply struct {
 	Name        string     `json:"name"`
 	Addr        string     `json:"addr"`
-	State       string     `json:"state"` // up, failing, bad
+	State       string     `json:"state"` // up, failing, bad, probing
 	Failures    int        `json:"failures"`
 	LastCause   string     `json:"last_cause"`
 	RetryAt     *time.Time `json:"retry_at"` // null unless bad

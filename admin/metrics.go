@@ -30,7 +30,7 @@ type descs struct {
 
 	beRequests, beRequestBytes, beResponses, beResponseBytes, beErrors       *prometheus.Desc
 	beConns, beInQueue, beOutQueue, beEjections, beUp, beFailures, beLatency *prometheus.Desc
-	beRedirects                                                              *prometheus.Desc
+	beRedirects, beChecks, beCheckFailures, beRestores, beProbing            *prometheus.Desc
 }
 
 // NewCollector returns a Collector reading src.
@@ -69,6 +69,10 @@ func NewCollector(src Source) *Collector {
 		beFailures:      d("backend_consecutive_failures", "Consecutive failures; 0 once the backend answers again.", be...),
 		beLatency:       d("backend_latency_seconds", "Backend reply latency: from sending a request to its reply.", be...),
 		beRedirects:     d("backend_redirects_total", "Redis Cluster replies the node sent, by kind: moved, ask (followed), tryagain (retried). Only redis_cluster pools.", "pool", "backend", "kind"),
+		beChecks:        d("backend_health_checks_total", "Health checks sent, by kind: probe (a bad backend's new socket put through the handshake), idle (the validation request on an idle socket).", "pool", "backend", "kind"),
+		beCheckFailures: d("backend_health_check_failures_total", "Health checks that failed, by kind: probe (the backend stays bad), idle (the socket was dropped and is dialled anew).", "pool", "backend", "kind"),
+		beRestores:      d("backend_restores_total", "Times a bad backend was brought back by a successful probe.", be...),
+		beProbing:       d("backend_probing", "1 while a bad backend past its retry time waits for a probe to succeed, else 0.", be...),
 	}}
 }
 
@@ -79,7 +83,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.d.poolRequests, c.d.poolErrors, c.d.poolClientEOF, c.d.poolClients, c.d.poolFragments, c.d.poolLatency,
 		c.d.beRequests, c.d.beRequestBytes, c.d.beResponses, c.d.beResponseBytes, c.d.beErrors,
 		c.d.beConns, c.d.beInQueue, c.d.beOutQueue, c.d.beEjections, c.d.beUp, c.d.beFailures, c.d.beLatency,
-		c.d.beRedirects,
+		c.d.beRedirects, c.d.beChecks, c.d.beCheckFailures, c.d.beRestores, c.d.beProbing,
 	} {
 		ch <- d
 	}
@@ -181,6 +185,12 @@ func (c *Collector) collectBackend(m emitter, pool string, s proxy.ServerStats) 
 	m.gauge(c.d.beUp, up, l...)
 	m.gauge(c.d.beFailures, float64(s.State.Failures), l...)
 	m.histogram(c.d.beLatency, s.Latency, l...)
+	m.counter(c.d.beChecks, s.Probes, pool, s.Name, "probe")
+	m.counter(c.d.beChecks, s.IdleChecks, pool, s.Name, "idle")
+	m.counter(c.d.beCheckFailures, s.ProbeFailures, pool, s.Name, "probe")
+	m.counter(c.d.beCheckFailures, s.IdleReplaced, pool, s.Name, "idle")
+	m.counter(c.d.beRestores, s.Restores, l...)
+	m.gauge(c.d.beProbing, float64(b2i(s.State.Probing)), l...)
 }
 
 // emitter sends const metrics. A label value that is not valid UTF-8 (a

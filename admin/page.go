@@ -24,6 +24,7 @@ var pageTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
 	"latency":     fmtLatency,
 	"since":       fmtSince,
 	"retry":       fmtRetry,
+	"probe":       fmtProbe,
 	"graphLen":    func() int { return graphLen },
 	"graphHeight": func() int { return graphHeight },
 	"graph":       graphOf,

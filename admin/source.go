@@ -18,6 +18,9 @@ const (
 	stateUp      = "up"      // serving, no recent failure
 	stateFailing = "failing" // consecutive failures below the eject limit
 	stateBad     = "bad"     // marked bad: fails fast until RetryAt
+	// stateProbing is bad past its retry time: it fails fast until a
+	// health probe succeeds (the next one at RetryAt).
+	stateProbing = "probing"
 	// stateEjected is bad in a pool that takes bad servers out of its
 	// distribution (auto_eject_hosts, eject_policy remap); the status page
 	// shows it.
@@ -27,6 +30,8 @@ const (
 // state names a server's health.
 func state(s proxy.ServerStats) string {
 	switch {
+	case s.State.Probing:
+		return stateProbing
 	case s.State.Bad:
 		return stateBad
 	case s.State.Failures > 0:
@@ -38,7 +43,7 @@ func state(s proxy.ServerStats) string {
 // stateCode is state as the stats port's integer "state" field.
 func stateCode(s proxy.ServerStats) int64 {
 	switch state(s) {
-	case stateBad:
+	case stateBad, stateProbing:
 		return 2
 	case stateFailing:
 		return 1

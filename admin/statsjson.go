@@ -97,6 +97,12 @@ func (e *statsEncoder) server(s proxy.ServerStats, cl []int64) {
 		retry = s.State.RetryAt.UnixMicro()
 	}
 	e.num("retry_at", retry)
+	e.num("probing", b2i(s.State.Probing))
+	e.num("probes", s.Probes)
+	e.num("probe_failures", s.ProbeFailures)
+	e.num("restores", s.Restores)
+	e.num("idle_checks", s.IdleChecks)
+	e.num("idle_replaced", s.IdleReplaced)
 	if cl != nil {
 		e.num("moved", s.Moved)
 		e.num("ask", s.Ask)
@@ -239,4 +245,12 @@ func WriteDescription(w io.Writer) error {
 	}
 	_, err := w.Write(b)
 	return err
+}
+
+// b2i is 1 for true, 0 for false: the stats port's fields are integers.
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

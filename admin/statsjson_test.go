@@ -29,7 +29,7 @@ const (
 var (
 	numberValue = regexp.MustCompile(`":-?[0-9]+`)
 	stringValue = regexp.MustCompile(`"(source|version)":"[^"]*"`)
-	extraField  = regexp.MustCompile(`, "(ejects|state|failures|retry_at)":N`)
+	extraField  = regexp.MustCompile(`, "(ejects|state|failures|retry_at|probing|probes|probe_failures|restores|idle_checks|idle_replaced)":N`)
 )
 
 // normalize replaces every number by N and the host and version strings by
@@ -116,7 +116,8 @@ func TestStatsGolden(t *testing.T) {
 		t.Errorf("stats differ from nutcracker's beyond values:\ngot:  %s\nwant: %s", ours, want)
 	}
 	// The extras are there, after nutcracker's 13 fields, in every server.
-	if n, want := strings.Count(string(got), `"out_queue_bytes":0, "ejects":0, "state":0, "failures":0, "retry_at":0}`), 3; n != want {
+	if n, want := strings.Count(string(got), `"out_queue_bytes":0, "ejects":0, "state":0, "failures":0, "retry_at":0, `+
+		`"probing":0, "probes":0, "probe_failures":0, "restores":0, "idle_checks":0, "idle_replaced":0}`), 3; n != want {
 		t.Errorf("%d servers end with the extra fields, want %d:\n%s", n, want, got)
 	}
 	if !strings.Contains(string(got), `"uptime":3, "timestamp":`+strconv.FormatInt(st.Now.Unix(), 10)+", ") {
@@ -224,5 +225,23 @@ func TestWriteDescription(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("description lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// A server waiting for a health probe is bad (state 2) and probing, its
+// retry_at the next probe's time, and its health counters are there.
+func TestStatsProbing(t *testing.T) {
+	next := time.Unix(20, 5000)
+	st := proxy.Stats{Version: "v", Start: time.Unix(10, 0), Now: time.Unix(10, 0), Pools: []proxy.PoolStats{{
+		Name: "p", Servers: []proxy.ServerStats{{
+			Name: "s", Probes: 4, ProbeFailures: 3, Restores: 1, IdleChecks: 9, IdleReplaced: 2,
+			State: backend.State{Bad: true, Probing: true, RetryAt: next},
+		}},
+	}}}
+	got := string(admin.AppendStats(nil, st, "h"))
+	want := `"state":2, "failures":0, "retry_at":20000005, "probing":1, "probes":4, "probe_failures":3, ` +
+		`"restores":1, "idle_checks":9, "idle_replaced":2}`
+	if !strings.Contains(got, want) {
+		t.Fatalf("got %s\nwant it to contain %s", got, want)
 	}
 }

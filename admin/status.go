@@ -49,8 +49,9 @@ type poolView struct {
 type serverView struct {
 	Name string `json:"name"`
 	Addr string `json:"addr"`
-	// State is up, failing (failures below the limit), bad (failing fast)
-	// or ejected (bad, and out of the pool's distribution).
+	// State is up, failing (failures below the limit), bad (failing fast),
+	// ejected (bad, and out of the pool's distribution) or probing (bad
+	// past its retry time, until a health probe succeeds).
 	State     string       `json:"state"`
 	Failures  int          `json:"failures"`
 	LastCause string       `json:"last_cause,omitempty"`
@@ -342,6 +343,15 @@ func fmtRetry(now time.Time, t *time.Time) string {
 	}
 	in := t.Sub(now).Round(100 * time.Millisecond)
 	return "retrying at " + t.Format("15:04:05 MST") + " (in " + in.String() + ")"
+}
+
+// fmtProbe tells when a probing server's next health probe starts.
+func fmtProbe(now time.Time, t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	in := max(t.Sub(now).Round(100*time.Millisecond), 0)
+	return "failing fast until a health probe succeeds; next at " + t.Format("15:04:05 MST") + " (in " + in.String() + ")"
 }
 
 // graphPath draws a graph's values (picked by f) as an SVG path in a box

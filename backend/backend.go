@@ -22,6 +22,10 @@ const (
 	// Config.RetryTimeout is 0: twemproxy's server_retry_timeout default,
 	// pinned to config.DefaultServerRetryTimeout the same way.
 	DefaultRetryTimeout = 30 * time.Second
+	// DefaultHealthTimeout bounds one health probe when
+	// Config.HealthTimeout is 0; pinned to config.DefaultHealthCheckTimeout
+	// by a test in config, as the others.
+	DefaultHealthTimeout = time.Second
 )
 
 // Config describes one backend server. A zero Config is not usable: Addr and
@@ -48,6 +52,19 @@ type Config struct {
 	// RetryTimeout is how long a bad backend fails fast; 0 means
 	// DefaultRetryTimeout (30s).
 	RetryTimeout time.Duration
+	// HealthInterval, when not 0, turns on active health checks
+	// (health.go): a backend marked bad comes back only once a probe (a
+	// new socket's whole handshake) succeeds, tried RetryTimeout after it
+	// was marked bad and every HealthInterval from then on; and a shared
+	// socket that carried nothing for HealthInterval is sent the
+	// dialect's validation request before it carries a call again. 0 (the
+	// default) keeps twemproxy's rule: the first request after
+	// RetryTimeout tries the server again.
+	HealthInterval time.Duration
+	// HealthTimeout bounds one probe: dial and handshake of a bad
+	// backend's, the reply to an idle socket's; 0 means
+	// DefaultHealthTimeout (1s).
+	HealthTimeout time.Duration
 	// TCPKeepalive enables SO_KEEPALIVE on sockets.
 	TCPKeepalive bool
 	// TLS, when set, makes every socket a TLS client connection with this
@@ -73,7 +90,8 @@ type Config struct {
 	Preconnect bool
 	// OnStateChange, if set, is called (on its own goroutine's time, never
 	// under a lock) when the backend is marked bad (bad=true) and when its
-	// retry time arrives (bad=false).
+	// retry time arrives (bad=false); with HealthInterval set, when a
+	// probe restores it (bad=false).
 	OnStateChange func(b *Backend, bad bool)
 	// Logger receives state changes; default slog.Default().
 	Logger *slog.Logger
@@ -96,6 +114,7 @@ type Call struct {
 	// the request's own form.
 	MetaRewrite bool
 
+	probe    bool      // an idle socket's health check (health.go), not a client's
 	deadline time.Time // zero: none
 	start    time.Time
 	owned    []byte // the recycled buffer Reply.Raw lives in, if any
@@ -135,8 +154,15 @@ type Backend struct {
 	failing   atomic.Bool // failures != 0, read without the lock
 	lastCause Cause
 	bad       bool
+	probing   bool      // bad, and its retry time passed: a probe brings it back (health.go)
+	nextProbe time.Time // while probing: when the next probe starts
 	closed    bool
 	timer     *time.Timer
+
+	// checks are the idle-socket checks by what the socket's handshake
+	// told (health.go): [0] for a text socket, [1] for a meta one; nil
+	// without HealthInterval.
+	checks [2]*codec.Request
 
 	stats Stats
 }
@@ -156,10 +182,17 @@ func New(cfg Config) *Backend {
 	if cfg.RetryTimeout <= 0 {
 		cfg.RetryTimeout = DefaultRetryTimeout
 	}
+	if cfg.HealthTimeout <= 0 {
+		cfg.HealthTimeout = DefaultHealthTimeout
+	}
+	if cfg.HealthInterval < 0 {
+		cfg.HealthInterval = 0
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	b := &Backend{cfg: cfg, log: cfg.Logger.With("backend", cfg.Name, "addr", cfg.Addr)}
+	b.checks = idleChecks(cfg)
 	b.conns = make([]*conn, cfg.Conns)
 	for i := range b.conns {
 		b.conns[i] = newConn(b)
@@ -338,7 +371,7 @@ func (b *Backend) Close() {
 
 // finish completes a call that got no reply.
 func (b *Backend) finish(c *Call, cause Cause) {
-	if cause == CauseTimeout {
+	if cause == CauseTimeout && !c.probe {
 		b.stats.Timeouts.Add(1)
 	}
 	c.Reply = codec.Reply{Err: errs[cause]}
@@ -391,11 +424,17 @@ func (b *Backend) failed(cause Cause) {
 	}
 }
 
-// retry ends a bad period: the next request may dial again.
+// retry ends a bad period: the next request may dial again. With
+// health checks on, it probes instead (health.go).
 func (b *Backend) retry() {
 	b.mu.Lock()
 	if b.closed || !b.bad {
 		b.mu.Unlock()
+		return
+	}
+	if b.cfg.HealthInterval > 0 {
+		b.mu.Unlock()
+		b.probe()
 		return
 	}
 	b.bad = false

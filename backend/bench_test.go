@@ -141,3 +141,35 @@ func BenchmarkHugeReply(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkIdleRefresh compares the two ways to refresh an idle socket
+// (health.go): Check, the validation request on the open socket, which
+// the idle check sends, and Redial, a new socket dialled and validated
+// (TCP connect, "version", close) before the same request, which closing
+// and redialling an idle socket would cost every interval.
+func BenchmarkIdleRefresh(b *testing.B) {
+	srv := testserver.StartMemcached(b)
+	version := request(b, "version\r\n")
+	b.Run("Check", func(b *testing.B) {
+		be := backend.New(backend.Config{Addr: srv.Addr, Dialect: mc, Timeout: 5 * time.Second})
+		defer be.Close()
+		roundTrip(b, be, version)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			if r := roundTrip(b, be, version); r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+	})
+	b.Run("Redial", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			be := backend.New(backend.Config{Addr: srv.Addr, Dialect: mc, Timeout: 5 * time.Second})
+			if r := roundTrip(b, be, version); r.Err != nil {
+				b.Fatal(r.Err)
+			}
+			be.Close()
+		}
+	})
+}

@@ -17,6 +17,7 @@ import (
 type conn struct {
 	b       *Backend
 	wake    chan struct{}  // cap 1: work is queued or the conn is closing
+	checked chan checked   // cap 1: the idle check's outcome (health.go)
 	started atomic.Bool    // the writer goroutine runs (from the first kick on)
 	redial  atomic.Bool    // dial again with no call waiting (a backend connected at start)
 	stopped chan struct{}  // closed when the writer returns
@@ -39,7 +40,7 @@ type conn struct {
 }
 
 func newConn(b *Backend) *conn {
-	return &conn{b: b, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	return &conn{b: b, wake: make(chan struct{}, 1), checked: make(chan checked, 1), stopped: make(chan struct{})}
 }
 
 // kick wakes the writer, starting it on first use: an idle backend (most of
@@ -140,6 +141,9 @@ type dialResult struct {
 // The socket is the writer's own: it learns of a failure from the
 // socket's dead flag, drops it, and dials for the next batch. Calls it
 // has handed to the socket's reader are the reader's to complete.
+//
+// With health checks on, it also checks the socket when it has been idle
+// (health.go), holding new calls until the check's reply.
 func (c *conn) writeLoop() {
 	var (
 		s          *sock // written to; nil: none yet, or it failed
@@ -150,9 +154,22 @@ func (c *conn) writeLoop() {
 		timer      = time.NewTimer(time.Hour)
 		preconnect = c.b.cfg.Preconnect && !c.once // until the first socket is up
 		warned     bool                            // a failed connect at start was logged
+
+		interval  = c.b.cfg.HealthInterval
+		idle      *time.Timer      // fires to look whether s is idle; nil: no checks
+		idleC     <-chan time.Time // idle's channel, or nil
+		lastWrite time.Time        // when s was last written to (a call's start)
+		checking  *Call            // the idle check in flight, whose outcome is awaited
+		checkOn   *sock            // the socket it checks
 	)
 	timer.Stop()
 	defer timer.Stop()
+	if interval > 0 && !c.once && c.b.checks != [2]*codec.Request{} {
+		idle = time.NewTimer(interval)
+		idle.Stop()
+		idleC = idle.C
+		defer idle.Stop()
+	}
 	defer close(c.stopped)
 	for {
 		select {
@@ -184,9 +201,37 @@ func (c *conn) writeLoop() {
 			} else {
 				s = r.s
 				preconnect = false
+				if idle != nil {
+					lastWrite = time.Now()
+					idle.Reset(interval)
+				}
 			}
 		case <-timer.C:
 			attempt, waiting = c.expire(attempt), c.expire(waiting)
+		case <-idleC:
+			if s == nil || s.dead.Load() || checking != nil {
+				break // a new socket or the check's outcome re-arms it
+			}
+			if wait := interval - time.Since(lastWrite); wait > 0 || s.pending.Load() > 0 {
+				idle.Reset(max(wait, interval/4))
+				break
+			}
+			if checking = c.check(s); checking != nil {
+				checkOn = s
+				lastWrite = checking.start
+			}
+			idle.Reset(interval)
+		case r := <-c.checked:
+			if r.call != checking {
+				break
+			}
+			checking, checkOn = nil, nil
+			if !r.ok {
+				c.checkFailed(r.s)
+				if r.s == s {
+					s = nil // the held calls dial a new one
+				}
+			}
 		}
 		c.mu.Lock()
 		if c.closed {
@@ -209,6 +254,12 @@ func (c *conn) writeLoop() {
 
 		if s != nil && s.dead.Load() {
 			s = nil // never written again: the next batch dials
+		}
+		if s != nil && s == checkOn {
+			// Checked now: the calls wait for the outcome, which
+			// wakes the writer, or for their own deadlines.
+			armEarliest(timer, attempt, waiting)
+			continue
 		}
 		if s == nil && c.once && c.spent.Load() != 0 {
 			// A dedicated slot's socket is gone, and with it the
@@ -236,6 +287,7 @@ func (c *conn) writeLoop() {
 			clear(waiting)
 			waiting = waiting[:0]
 			var sent bool
+			lastWrite = attempt[len(attempt)-1].start
 			if bufs, sent = s.write(attempt, bufs[:0]); sent {
 				clear(attempt)
 				attempt = attempt[:0]

@@ -18,8 +18,11 @@
 // resets the count. At Config.FailureLimit consecutive failures the backend
 // is marked bad: requests are answered at once with CauseMarkedBad until
 // Config.RetryTimeout has passed, then the next request tries again (a
-// further failure marks it bad again at once). Config.OnStateChange hears of
-// both transitions, so a pool can eject and restore the server.
+// further failure marks it bad again at once). With Config.HealthInterval
+// set, the retry time starts probes instead, and only a successful probe
+// ends the bad period; idle sockets are checked too (health.go).
+// Config.OnStateChange hears of both transitions, so a pool can eject and
+// restore the server.
 //
 // Concurrency: all methods of Backend are safe for concurrent use. A Call
 // belongs to the backend from Send until its Done function runs; Done runs

@@ -47,7 +47,9 @@ func (s *sock) readLoop() {
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				if s.expired() {
-					s.kill(CauseTimeout, true)
+					// An idle check's timeout is the path's, not
+					// the server's: it does not count (health.go).
+					s.kill(CauseTimeout, !s.inflight[0].probe)
 					return
 				}
 				continue
@@ -212,7 +214,9 @@ func (s *sock) deliver(r *reader) bool {
 			copy(raw, buf[start:start+n])
 		}
 		start += n
-		bytes += int64(n)
+		if !call.probe {
+			bytes += int64(n)
+		}
 		call.Reply = codec.Reply{Raw: raw, Kind: kind}
 		done = append(done, call)
 		if kind == codec.ReplyFatal {
@@ -255,10 +259,12 @@ func (s *sock) complete(done []*Call, bytes int64) {
 	n := int64(len(done))
 	s.pending.Add(-n)
 	b.stats.OutQueue.Add(-n)
-	b.stats.Responses.Add(n)
-	b.stats.ResponseBytes.Add(bytes)
 	var lat observations
 	for _, call := range done {
+		if call.probe { // an idle check: its Done judges the reply
+			n--
+			continue
+		}
 		lat.observe(now.Sub(call.start))
 		switch call.Reply.Kind {
 		case codec.ReplyFailure:
@@ -268,6 +274,8 @@ func (s *sock) complete(done []*Call, bytes int64) {
 			b.succeeded()
 		}
 	}
+	b.stats.Responses.Add(n)
+	b.stats.ResponseBytes.Add(bytes)
 	lat.addTo(&b.stats.Latency)
 	for i, call := range done {
 		call.Done(call)

@@ -63,6 +63,7 @@ type registryKey struct {
 	handshake               codec.HandshakeOptions
 	conns                   int
 	connect, timeout, retry time.Duration
+	health, healthTimeout   time.Duration
 	failureLimit            int
 	keepalive, preconnect   bool
 	tls                     *tls.Config
@@ -154,6 +155,7 @@ func (r *Registry) get(scope string, cfg Config) (*Backend, bool) {
 		scope: scope, name: cfg.Name, addr: cfg.Addr, dialect: cfg.Dialect,
 		handshake: cfg.Handshake, conns: cfg.Conns, connect: cfg.ConnectTimeout,
 		timeout: cfg.Timeout, retry: cfg.RetryTimeout, failureLimit: cfg.FailureLimit,
+		health: cfg.HealthInterval, healthTimeout: cfg.HealthTimeout,
 		keepalive: cfg.TCPKeepalive, preconnect: cfg.Preconnect, tls: cfg.TLS,
 		watched: cfg.OnStateChange != nil,
 	}

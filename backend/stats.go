@@ -25,6 +25,14 @@ type Stats struct {
 	// kinds this server sent that a cluster router followed; package
 	// cluster counts them, the backend never does.
 	Moved, Ask, TryAgain atomic.Int64
+	// Probes counts the probes of the backend while it was bad
+	// (Config.HealthInterval), ProbeFailures those that failed, and
+	// Restores the times a probe brought it back.
+	Probes, ProbeFailures, Restores atomic.Int64
+	// IdleChecks counts the checks of idle sockets, IdleReplaced the
+	// sockets dropped because their check failed (a new one is dialled
+	// for the next call).
+	IdleChecks, IdleReplaced atomic.Int64
 	// Latency counts replies by the time from Send to the reply.
 	Latency Histogram
 }
@@ -91,6 +99,10 @@ type State struct {
 	Failures int
 	// LastCause is the cause of the last failure, if any.
 	LastCause string
+	// Probing is true while a bad backend's retry time has passed and it
+	// waits for a probe to succeed (Config.HealthInterval); RetryAt is
+	// then when the next probe starts.
+	Probing bool
 }
 
 // State returns the backend's health now.
@@ -101,7 +113,11 @@ func (b *Backend) State() State {
 	if b.failures > 0 || b.bad {
 		st.LastCause = b.lastCause.String()
 	}
-	if until := b.badUntil.Load(); until != 0 && time.Now().UnixNano() < until {
+	switch until := b.badUntil.Load(); {
+	case b.probing:
+		st.Bad, st.Probing = true, true
+		st.RetryAt = b.nextProbe
+	case until != 0 && time.Now().UnixNano() < until:
 		st.Bad = true
 		st.RetryAt = time.Unix(0, until)
 	}

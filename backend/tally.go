@@ -33,6 +33,9 @@ type Counts struct {
 	// Moved, Ask and TryAgain count the Redis Cluster replies of those
 	// kinds the server sent and a cluster router followed (Stats).
 	Moved, Ask, TryAgain int64
+	// Probes, ProbeFailures, Restores, IdleChecks and IdleReplaced are
+	// the health checks' (Stats).
+	Probes, ProbeFailures, Restores, IdleChecks, IdleReplaced int64
 	// Latency is Histogram's counts; LatencySum its sum in nanoseconds.
 	Latency    [len(LatencyBuckets) + 1]int64
 	LatencySum int64
@@ -48,6 +51,8 @@ func (s *Stats) Counts() Counts {
 		Timeouts: s.Timeouts.Load(), EOF: s.EOF.Load(), Errors: s.Errors.Load(),
 		Failures: s.Failures.Load(), Ejects: s.Ejects.Load(),
 		Moved: s.Moved.Load(), Ask: s.Ask.Load(), TryAgain: s.TryAgain.Load(),
+		Probes: s.Probes.Load(), ProbeFailures: s.ProbeFailures.Load(), Restores: s.Restores.Load(),
+		IdleChecks: s.IdleChecks.Load(), IdleReplaced: s.IdleReplaced.Load(),
 		LatencySum: s.Latency.Sum.Load(),
 	}
 	for i := range c.Latency {
@@ -70,6 +75,11 @@ func (c *Counts) Add(o Counts) {
 	c.Moved += o.Moved
 	c.Ask += o.Ask
 	c.TryAgain += o.TryAgain
+	c.Probes += o.Probes
+	c.ProbeFailures += o.ProbeFailures
+	c.Restores += o.Restores
+	c.IdleChecks += o.IdleChecks
+	c.IdleReplaced += o.IdleReplaced
 	for i := range c.Latency {
 		c.Latency[i] += o.Latency[i]
 	}

@@ -19,6 +19,7 @@ func TestDefaultsMatchTheirPackages(t *testing.T) {
 	}{
 		{"backend.DefaultConnectTimeout", DefaultConnectTimeout, backend.DefaultConnectTimeout},
 		{"backend.DefaultRetryTimeout", DefaultServerRetryTimeout, backend.DefaultRetryTimeout},
+		{"backend.DefaultHealthTimeout", DefaultHealthCheckTimeout, backend.DefaultHealthTimeout},
 		{"cluster.DefaultRefreshInterval", DefaultClusterRefresh, cluster.DefaultRefreshInterval},
 		{"lua.DefaultMaxRun", DefaultLuaTimeout, lua.DefaultMaxRun},
 	} {

@@ -244,6 +244,8 @@ func (r *Router) backendFor(s *beSpec, prefix string, reg map[string]*beRef) *be
 		Timeout:        s.tun.read,
 		FailureLimit:   s.tun.failureLimit,
 		RetryTimeout:   s.tun.retry,
+		HealthInterval: r.cfg.HealthInterval,
+		HealthTimeout:  r.cfg.HealthTimeout,
 		TCPKeepalive:   s.tun.keepalive,
 		Preconnect:     r.cfg.Preconnect && !s.down,
 		Logger:         r.cfg.Logger,

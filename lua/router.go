@@ -109,6 +109,9 @@ type Config struct {
 	// watch.go); default a Hub of the router's own. A reload passes the
 	// running router's, so its watchers stay.
 	Hub *route.Hub
+	// HealthInterval and HealthTimeout are every backend's
+	// (backend.Config): the pool's health checks; 0 turns them off.
+	HealthInterval, HealthTimeout time.Duration
 	// Backends hands out the backends the script declares and takes them
 	// back at Close; default backend.Direct (each router's own, closed at
 	// Close). A reload passes a source shared with the next router, so

@@ -63,6 +63,8 @@ func (k *kindEnv) backendConfig(addr string) backend.Config {
 		Timeout:        pc.Timeout,
 		FailureLimit:   pc.ServerFailureLimit,
 		RetryTimeout:   pc.ServerRetryTimeout,
+		HealthInterval: pc.HealthCheckInterval,
+		HealthTimeout:  pc.HealthCheckTimeout,
 		TCPKeepalive:   pc.TCPKeepalive,
 		Preconnect:     pc.Preconnect && !k.b.check,
 		Logger:         k.p.log,

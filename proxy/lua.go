@@ -176,7 +176,10 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		Preconnect:   (pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect")) && !k.b.check,
 		Logger:       k.p.log,
 		Backends:     k.lease,
-		Internal:     internal,
+		// The pool's health checks, as its backends' in every kind.
+		HealthInterval: pc.HealthCheckInterval,
+		HealthTimeout:  pc.HealthCheckTimeout,
+		Internal:       internal,
 	})
 	if err != nil {
 		cache.release()

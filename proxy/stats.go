@@ -91,8 +91,14 @@ type ServerStats struct {
 	// Moved, Ask and TryAgain count the Redis Cluster replies of those
 	// kinds the server sent (a redis_cluster pool's; 0 for any other).
 	Moved, Ask, TryAgain int64
-	State                backend.State
-	Latency              LatencySnapshot
+	// Probes counts the probes of the server while it was bad,
+	// ProbeFailures those that failed, Restores the times a probe
+	// brought it back; IdleChecks the checks of its idle sockets,
+	// IdleReplaced the sockets dropped by a failed check
+	// (health_check_interval).
+	Probes, ProbeFailures, Restores, IdleChecks, IdleReplaced int64
+	State                                                     backend.State
+	Latency                                                   LatencySnapshot
 }
 
 // LatencyBuckets are the upper bounds of LatencySnapshot's buckets.
@@ -167,6 +173,11 @@ func (p *pool) snapshot() PoolStats {
 			Moved:             c.Moved,
 			Ask:               c.Ask,
 			TryAgain:          c.TryAgain,
+			Probes:            c.Probes,
+			ProbeFailures:     c.ProbeFailures,
+			Restores:          c.Restores,
+			IdleChecks:        c.IdleChecks,
+			IdleReplaced:      c.IdleReplaced,
 			State:             b.State(),
 			Latency:           latencyOf(c),
 		})

@@ -3,7 +3,8 @@
 // bandwidth cap, a blackhole (bytes dropped) or a hold (bytes kept until it
 // ends), a reset or a close after N bytes, writes split into small slices,
 // garbage bytes at a position or at once, a slow close, dropping or
-// resetting every connection, and a backend restart (the listener stops,
+// resetting every connection, losing every live connection silently
+// (LoseAll: a path that died with no FIN or RST), and a backend restart (the listener stops,
 // so new connects are refused, and starts again on the same address).
 //
 // It is test code: _test.go files import it, and so does soak, the long

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,6 +21,7 @@ type link struct {
 	done     chan struct{} // closed by teardown
 	once     sync.Once
 	wmu      [2]sync.Mutex // per direction: one writer at a time (the pump, InjectNow)
+	lost     atomic.Bool   // LoseAll: every byte is dropped, both ways
 }
 
 func newLink(p *Proxy, client, upstream *net.TCPConn) *link {
@@ -189,7 +191,7 @@ func (l *link) forward(dir Direction, st *stream, data []byte, readAt time.Time,
 		return broken
 	}
 	t, delay := l.p.snapshot(dir)
-	if t.Blackhole {
+	if t.Blackhole || l.lost.Load() {
 		return forwarded
 	}
 	if !l.sleep(time.Until(readAt.Add(delay))) {

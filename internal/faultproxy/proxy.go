@@ -195,6 +195,20 @@ func (p *Proxy) ResetAll() int {
 	return len(links)
 }
 
+// LoseAll makes every live connection lose its bytes from now on, in
+// both directions, for the rest of its life, and returns how many there
+// were: a path that died silently (a NAT or firewall that forgot the
+// flow, a cable pulled) without a FIN or RST to either end. Unlike
+// Blackhole it spares the connections accepted later. A close still
+// passes, so that the test's ends can be torn down.
+func (p *Proxy) LoseAll() int {
+	links := p.live()
+	for _, l := range links {
+		l.lost.Store(true)
+	}
+	return len(links)
+}
+
 // InjectNow writes b into dir's stream of every live connection at once,
 // between two chunks (a chunk being written is finished first), and
 // returns how many connections took it. A receiver that takes nothing for

@@ -230,6 +230,27 @@ func TestBlackhole(t *testing.T) {
 	expectSilence(t, nc2, 150*time.Millisecond)
 }
 
+// LoseAll silences the live connections for good, both ways, and spares
+// the ones accepted after it.
+func TestLoseAll(t *testing.T) {
+	r := startRecorder(t)
+	p := New(t, r.ln.Addr().String())
+	nc := dialProxy(t, p)
+	roundTrip(t, nc, "1")
+	if n := p.LoseAll(); n != 1 {
+		t.Fatalf("LoseAll: %d connections, want 1", n)
+	}
+	send(t, nc, "2")
+	expectSilence(t, nc, 150*time.Millisecond)
+	nc2 := dialProxy(t, p)
+	roundTrip(t, nc2, "3") // a new connection passes
+	send(t, nc, "4")
+	expectSilence(t, nc, 150*time.Millisecond)
+	if got := r.received(); got != "13" {
+		t.Fatalf("upstream received %q, want %q: a lost connection's bytes reached it", got, "13")
+	}
+}
+
 func TestResetAfter(t *testing.T) {
 	r := startRecorder(t)
 	p := New(t, r.ln.Addr().String())
