@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"shardproxy/codec"
@@ -101,4 +102,38 @@ func FuzzReadPush(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestParsePubSub checks the routes and keys of the pub/sub commands:
+// the channels or patterns are the keys, PUBLISH goes by its channel.
+func TestParsePubSub(t *testing.T) {
+	tests := []struct {
+		in    string
+		route codec.Route
+		sub   codec.Sub
+		keys  []string
+	}{
+		{mb("SUBSCRIBE", "a", "b"), codec.RouteSubscribe, codec.SubSubscribe, []string{"a", "b"}},
+		{mb("unsubscribe"), codec.RouteSubscribe, codec.SubUnsubscribe, nil},
+		{mb("PSUBSCRIBE", "p*"), codec.RouteSubscribe, codec.SubPsubscribe, []string{"p*"}},
+		{mb("PUNSUBSCRIBE", "p*", "q*"), codec.RouteSubscribe, codec.SubPunsubscribe, []string{"p*", "q*"}},
+		{mb("SSUBSCRIBE", "{t}a", "{t}b"), codec.RouteSubscribe, codec.SubSsubscribe, []string{"{t}a", "{t}b"}},
+		{mb("SUNSUBSCRIBE"), codec.RouteSubscribe, codec.SubSunsubscribe, nil},
+		{mb("PUBLISH", "ch", "msg"), codec.RouteKey, codec.SubNone, []string{"ch"}},
+		{mb("SPUBLISH", "ch", "msg"), codec.RouteKey, codec.SubNone, []string{"ch"}},
+		{mb("PUBSUB", "NUMSUB", "a"), codec.RouteAll, codec.SubNone, nil},
+	}
+	for _, tc := range tests {
+		req, n, err := parse(t, codec.Options{}, tc.in)
+		if err != nil {
+			t.Fatalf("%q refused: %s", tc.in, describeRequest(req, n, err))
+		}
+		var keys []string
+		for _, k := range req.Keys {
+			keys = append(keys, string(k))
+		}
+		if req.Route != tc.route || req.Sub != tc.sub || strings.Join(keys, " ") != strings.Join(tc.keys, " ") {
+			t.Errorf("%q: %s sub %d", tc.in, describeRequest(req, n, nil), req.Sub)
+		}
+	}
 }
