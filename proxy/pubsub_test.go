@@ -1,11 +1,14 @@
 package proxy_test
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Pub/sub through a sharded Redis pool of three real redis-servers:
@@ -242,7 +245,31 @@ func TestRedisPubSub(t *testing.T) {
 		})
 	})
 
+	t.Run("go-redis", func(t *testing.T) {
+		ctx := context.Background()
+		rdb := newGoRedis(t, &redis.Options{Addr: addr})
+		ps := rdb.Subscribe(ctx, chans...)
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil { // the first confirmation
+			t.Fatal(err)
+		}
+		ps.PSubscribe(ctx, "gr*")
+		for _, ch := range append(chans, "gr1") {
+			if err := rdb.Publish(ctx, ch, "hi "+ch).Err(); err != nil {
+				t.Fatal(err)
+			}
+			msg, err := ps.ReceiveMessage(ctx)
+			if err != nil || msg.Channel != ch || msg.Payload != "hi "+ch {
+				t.Fatalf("ReceiveMessage: %+v %v, want %s", msg, err, ch)
+			}
+		}
+		if err := ps.Ping(ctx); err != nil {
+			t.Fatalf("PubSub Ping: %v", err)
+		}
+	})
+
 	t.Run("limit exhausted", func(t *testing.T) {
+		waitFor(t, 5*time.Second, "earlier clients gone", func() bool { return stat("dedicated_connections") == 0 })
 		var held []*respClient
 		for range 3 {
 			c := respDial(t, addr)
