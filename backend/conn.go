@@ -37,6 +37,9 @@ type conn struct {
 	// dies or cannot be opened; from then on every call fails at once.
 	once  bool
 	spent atomic.Int32
+	// push, set before first use, puts a dedicated slot in push mode
+	// (DedicatePush): frames go to it, calls complete once written.
+	push PushFunc
 }
 
 func newConn(b *Backend) *conn {

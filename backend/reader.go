@@ -28,6 +28,9 @@ func (s *sock) readLoop() {
 		}
 		s.dropArena()
 		s.failInFlight()
+		if s.c.push != nil {
+			s.pushGone()
+		}
 		s.c.forget(s)
 		s.c.readers.Done()
 	}()
@@ -157,6 +160,9 @@ func (r *reader) replace(size, keep int) {
 // recycles, see Call.Release, when it starts the buffer): the bytes after
 // it move to a new buffer.
 func (s *sock) deliver(r *reader) bool {
+	if s.c.push != nil {
+		return s.deliverPush(r)
+	}
 	if s.dead.Load() {
 		return false // killed elsewhere: what is in flight fails
 	}

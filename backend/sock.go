@@ -60,6 +60,9 @@ func newSock(c *conn, nc net.Conn) *sock {
 // from then on the reader may complete the calls, and their owners reuse
 // them. Only the writer calls it.
 func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
+	if s.c.push != nil {
+		return s.writePush(batch, bufs)
+	}
 	b := s.c.b
 	var deadline time.Time
 	for _, call := range batch {

@@ -51,6 +51,25 @@ const (
 	// to go next; a Target the pool has no server for is answered with
 	// the dialect's ErrClient error ErrNoTarget.
 	RouteServer
+	// RouteSubscribe subscribes or unsubscribes the client (Redis
+	// SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE and their UNSUBSCRIBEs): Sub
+	// says which, Keys are the channels or patterns it names. The proxy
+	// serves it on server connections of the client's own, which carry
+	// the messages back.
+	RouteSubscribe
+)
+
+// Sub names a RouteSubscribe request.
+type Sub uint8
+
+const (
+	SubNone         Sub = iota
+	SubSubscribe        // SUBSCRIBE channel...: each on the server of its name
+	SubUnsubscribe      // UNSUBSCRIBE [channel...]: none means every channel
+	SubPsubscribe       // PSUBSCRIBE pattern...
+	SubPunsubscribe     // PUNSUBSCRIBE [pattern...]
+	SubSsubscribe       // SSUBSCRIBE shardchannel...: one server (slot) for all
+	SubSunsubscribe     // SUNSUBSCRIBE [shardchannel...]
 )
 
 // Pin names a RoutePin request.
@@ -196,6 +215,8 @@ type Request struct {
 	// arrives, negative that the argument is no valid timeout (the
 	// server answers at once with an error).
 	Block time.Duration
+	// Sub says what a RouteSubscribe request does.
+	Sub Sub
 }
 
 // Reset clears r for reuse, keeping its storage.

@@ -48,6 +48,19 @@ func (r clusterRouter) place(req *codec.Request, hint uint32) (*backend.Backend,
 // dedicated implements dedicator.
 func (r clusterRouter) dedicated() *dedicatedPool { return r.ded }
 
+// patternServers implements subscriber: one node, the master of slot 0.
+// Redis Cluster carries every PUBLISH to every node, so a pattern
+// subscribed on one node sees every channel, and on two it would see
+// each message twice. One node for every client's patterns keeps PUBSUB
+// NUMPAT (the largest count of the masters) exact.
+func (r clusterRouter) patternServers() ([]*backend.Backend, []byte) {
+	b, _, refusal := r.c.Place(&codec.Request{Keys: [][]byte{{}}}, 0)
+	if refusal != nil {
+		return nil, refusal
+	}
+	return []*backend.Backend{b}, nil
+}
+
 // Stats implements route.Router: redirects followed, refreshes, the map in
 // use, the dedicated connections.
 func (r clusterRouter) Stats() []route.Stat {

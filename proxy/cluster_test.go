@@ -196,6 +196,7 @@ func TestCluster(t *testing.T) {
 	t.Run("commands", func(t *testing.T) { testClusterCommands(t, addr) })
 	t.Run("info", func(t *testing.T) { testClusterInfo(t, rc, addr) })
 	t.Run("blocking and transactions", func(t *testing.T) { testClusterDedicated(t, rc, srv, addr) })
+	t.Run("pub/sub", func(t *testing.T) { testClusterPubSub(t, rc, srv, addr) })
 	t.Run("reload", func(t *testing.T) { testClusterReload(t, srv, yaml, addr) })
 	if t.Failed() {
 		return

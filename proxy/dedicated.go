@@ -12,7 +12,8 @@ import (
 
 // dedicator is a router whose clients may have a server connection of
 // their own: Redis blocking commands and transactions (codec.RouteBlock,
-// codec.RoutePin; see pin.go). Sharded and cluster Redis pools are.
+// codec.RoutePin; see pin.go), and subscriptions (pubsub.go). Sharded and
+// cluster Redis pools are.
 type dedicator interface {
 	// place returns the backend every key of req lives on and where that
 	// is: a number that keys on the same server (a cluster: in the same
@@ -23,6 +24,9 @@ type dedicator interface {
 	place(req *codec.Request, hint uint32) (b *backend.Backend, where int, refusal []byte)
 	// dedicated returns the router's dedicated connections.
 	dedicated() *dedicatedPool
+	// patternServers returns the servers a pattern subscription goes
+	// to, or the error reply the client gets.
+	patternServers() ([]*backend.Backend, []byte)
 }
 
 // dedicatedPool holds a Redis pool's dedicated connections: for each
@@ -41,6 +45,10 @@ type dedicatedPool struct {
 	pinned  atomic.Int64 // gauge: clients in a transaction (WATCH, MULTI)
 	blocked atomic.Int64 // gauge: blocking commands waiting for their reply
 	refused atomic.Int64 // counter: requests refused at the limit
+
+	subscribed    atomic.Int64 // gauge: clients in subscribed mode
+	subscriptions atomic.Int64 // gauge: their channels, patterns and shard channels
+	subDropped    atomic.Int64 // counter: subscribers disconnected (slow, or a server lost)
 }
 
 // dedicatedSet is one server's dedicated connections.
@@ -102,6 +110,35 @@ func (dp *dedicatedPool) take(b *backend.Backend, d codec.Dialect) (*backend.Ded
 	return ded, nil
 }
 
+// takePush returns a push-mode connection to b (backend.DedicatePush)
+// for one client's subscriptions, counted against the same limit as
+// take's, or the error reply the client gets. Give it back with reuse
+// false: a subscribed connection is never kept.
+func (dp *dedicatedPool) takePush(b *backend.Backend, d codec.Dialect, fn backend.PushFunc) (*backend.Dedicated, []byte) {
+	dp.mu.Lock()
+	set := dp.servers[b]
+	if set == nil {
+		set = &dedicatedSet{}
+		dp.servers[b] = set
+	}
+	if set.inUse >= dp.limit || dp.closed {
+		dp.mu.Unlock()
+		dp.refused.Add(1)
+		return nil, d.AppendError(nil, codec.ErrServer, "no dedicated connection free for server "+b.Name()+
+			": "+strconv.Itoa(dp.limit)+" in use (blocking_connections)")
+	}
+	ded := b.DedicatePush(fn)
+	if ded != nil {
+		set.inUse++
+		dp.inUse.Add(1)
+	}
+	dp.mu.Unlock()
+	if ded == nil {
+		return nil, d.AppendError(nil, codec.ErrServer, backend.ErrorFor(backend.CauseClosed).Error())
+	}
+	return ded, nil
+}
+
 // give takes back a connection take returned. One that is clean (reuse:
 // the client left no state on it) and not spent is kept for the next
 // client; any other is closed. It never blocks: backends call it from
@@ -149,5 +186,8 @@ func (dp *dedicatedPool) counters() []route.Stat {
 		{Name: "pinned_clients", Kind: g, Value: dp.pinned.Load(), Help: "Clients in a transaction (after WATCH or MULTI)."},
 		{Name: "blocked_clients", Kind: g, Value: dp.blocked.Load(), Help: "Blocking commands waiting for their reply."},
 		{Name: "dedicated_refused", Kind: c, Value: dp.refused.Load(), Help: "Requests refused because blocking_connections were in use."},
+		{Name: "subscribed_clients", Kind: g, Value: dp.subscribed.Load(), Help: "Clients in pub/sub subscribed mode."},
+		{Name: "subscriptions", Kind: g, Value: dp.subscriptions.Load(), Help: "Channels, patterns and shard channels the subscribed clients hold."},
+		{Name: "subscribers_dropped", Kind: c, Value: dp.subDropped.Load(), Help: "Subscribed clients disconnected: too slow to read their messages, or a server connection lost."},
 	}
 }

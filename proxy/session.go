@@ -51,6 +51,7 @@ type session struct {
 	watcher  *route.Watcher // set by a watch request: the session streams its lines (watch.go)
 	free     []*pending     // written pendings to reuse (reader only; see newPending)
 	pin      *pinState      // the client's transaction, if any (reader only; pin.go)
+	sub      *subState      // the client's subscriptions, if any (pubsub.go)
 	unpinned bool           // a pin just ended: the next request waits for its last reply (reader only)
 	blocked  blockedConns   // dedicated connections blocked for the client (pin.go)
 	line     partLine       // the request being cut into parts (reader only)
@@ -158,6 +159,7 @@ func (s *session) heldWait() {
 func (s *session) serve() {
 	s.readLoop()
 	s.blocked.closeAll() // the client left: nothing will unblock them for it
+	s.endSub()           // nor read its messages
 	s.quiesce()
 	s.endPin(false)
 	if s.watcher != nil {
@@ -198,7 +200,7 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 			s.unpinned = false
 			s.drainWait()
 		}
-		if cur := s.l.pool.Load(); cur != s.p && s.pin == nil && !s.inPart() {
+		if cur := s.l.pool.Load(); cur != s.p && s.pin == nil && s.sub == nil && !s.inPart() {
 			s.switchPool(cur)
 		}
 		p := s.newPending()
@@ -304,7 +306,7 @@ func (s *session) enter(p *pending) {
 			s.entered = s.p
 		}
 		cur := s.l.pool.Load()
-		if cur == s.p || s.pin != nil || s.inPart() { // a pinned client, or a line being cut, keeps its pool
+		if cur == s.p || s.pin != nil || s.sub != nil || s.inPart() { // a pinned or subscribed client, or a line being cut, keeps its pool
 			return
 		}
 		s.leave()
@@ -343,6 +345,13 @@ func (s *session) route(p *pending) {
 	pl := s.p
 	if p.Req.Route == codec.RouteWatch {
 		s.startWatch(p)
+		return
+	}
+	if s.sub != nil && s.routeSubscribed(p) {
+		return
+	}
+	if p.Req.Route == codec.RouteSubscribe {
+		s.routeSub(p)
 		return
 	}
 	if s.routeDedicated(p) {

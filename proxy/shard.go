@@ -456,6 +456,20 @@ func (r *shardRouter) place(req *codec.Request, hint uint32) (*backend.Backend, 
 // dedicated implements dedicator.
 func (r *shardRouter) dedicated() *dedicatedPool { return r.ded }
 
+// patternServers implements subscriber: a pattern may match a channel of
+// any server, so it is subscribed on every one (never the failover
+// pool's: PUBLISH goes to the channel's own server).
+func (r *shardRouter) patternServers() ([]*backend.Backend, []byte) {
+	bs := r.backends()
+	for i, b := range bs {
+		if b == nil {
+			r.stats.ForwardError.Add(1)
+			return nil, r.dialect.AppendError(nil, codec.ErrServer, r.noMaster(i))
+		}
+	}
+	return bs, nil
+}
+
 // Backends implements route.Router: the shards' backends, but for shards
 // of a pool with sentinels whose master is not known yet, then the
 // replicas read from.

@@ -36,6 +36,9 @@ const (
 	// classServer commands go to the server the request names (SCAN, by
 	// its cursor): codec.RouteServer.
 	classServer
+	// classSub commands subscribe or unsubscribe the client (SUBSCRIBE,
+	// PUNSUBSCRIBE, ...): codec.RouteSubscribe, command.sub.
+	classSub
 )
 
 // blockRule says where a blocking command's timeout is.
@@ -68,6 +71,12 @@ const (
 	// STORE and first STOREDIST option from argument keyArg on, as its key
 	// specs give them.
 	keysGeo
+	// keysChannel: PUBLISH's channel, argument 1, which the proxy routes
+	// as a key so that PUBLISH meets SUBSCRIBE on the channel's server.
+	keysChannel
+	// keysAllArgs: every argument after the name, the channels or
+	// patterns of (P)SUBSCRIBE and (P)UNSUBSCRIBE.
+	keysAllArgs
 )
 
 // localCmd names a command the proxy answers itself.
@@ -120,6 +129,8 @@ type command struct {
 	block blockRule
 	// pin is what a classPin command does.
 	pin codec.Pin
+	// sub is what a classSub command does.
+	sub codec.Sub
 }
 
 // The command names' hash table, in place of a map: open addressing over
@@ -237,6 +248,13 @@ func (c *command) keyPositions(dst []int, a argView) (_ []int, blocked bool) {
 		return sortPositions(dst, a), false
 	case keysGeo:
 		return geoPositions(dst, a, c.keyArg), false
+	case keysChannel:
+		return append(dst, 1), false
+	case keysAllArgs:
+		for i := 1; i < argc; i++ {
+			dst = append(dst, i)
+		}
+		return dst, false
 	}
 	return c.keyRange(dst, argc), false
 }

@@ -50,7 +50,11 @@
 // connection (BLPOP, BLMOVE, BZMPOP, ..., XREAD and XREADGROUP with BLOCK:
 // RouteBlock, with the timeout its arguments give in Request.Block); keeps
 // state on the connection (MULTI, EXEC, DISCARD, WATCH, UNWATCH, WAIT:
-// RoutePin, Request.Pin says which); or not carried (pub/sub, server
+// RoutePin, Request.Pin says which); subscribes the client ((P|S)SUBSCRIBE
+// and their UNSUBSCRIBEs: RouteSubscribe, Request.Sub says which, Keys are
+// the channels or patterns; PUBLISH goes by its channel as RouteKey, and
+// PUBSUB's counts are merged, see pubsub.go, which also holds every frame
+// of subscribed mode the proxy makes or reads); or not carried (server
 // administration, and the keyspace commands without Options.Keyspace).
 // INFO goes to every server instead (RouteAll with WithLocal) when the
 // pool's kind sets Options.ServerInfo and the client asks for more than

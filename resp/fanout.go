@@ -116,7 +116,9 @@ func indexOf(s []int, v int) int {
 // at random among those that have one, SCRIPT EXISTS 1 for a script only
 // when every server has it (EVALSHA goes to the server of its keys, so a
 // script is there for every key only then), FUNCTION LIST the libraries
-// when every server has the same (mergeLibraries); the others (FLUSHDB,
+// when every server has the same (mergeLibraries), PUBSUB CHANNELS and
+// SHARDCHANNELS every channel once, NUMSUB and SHARDNUMSUB the sum per
+// channel, NUMPAT the largest count (mergeNumpat); the others (FLUSHDB,
 // FLUSHALL, SCRIPT LOAD and FLUSH, FUNCTION LOAD, DELETE and FLUSH)
 // answer what every server answered, and an error when they disagree.
 // INFO is the exception to failing as a whole: it answers what the
@@ -156,6 +158,12 @@ func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, o
 		dst, ok = mergeRandom(dst, replies)
 	case req.Cmd == cmdFuncList:
 		dst, ok = mergeLibraries(dst, replies)
+	case req.Cmd == cmdPubsubChannels || req.Cmd == cmdPubsubShardCh:
+		dst, ok = mergeChannels(dst, replies)
+	case req.Cmd == cmdPubsubNumsub || req.Cmd == cmdPubsubShardNum:
+		dst, ok = mergeNumsub(dst, replies)
+	case req.Cmd == cmdPubsubNumpat:
+		dst, ok = mergeNumpat(dst, replies)
 	case c.class == classAll:
 		dst, ok = mergeSame(dst, replies)
 	}

@@ -273,7 +273,6 @@ func TestParityDivergences(t *testing.T) {
 		{"count over 1M", "*1048577\r\n", "", "-ERR Protocol error: invalid multibulk length\r\n"},
 		// Commands that need every server or a connection of their own.
 		{"keys", "KEYS *\r\n", "*", "-ERR KEYS is not supported by shardproxy: it needs every server\r\n"},
-		{"subscribe", "SUBSCRIBE c\r\n", "*3\r\n$9\r\nsubscribe\r\n", "-ERR SUBSCRIBE is not supported by shardproxy: pub/sub needs"},
 		// twemproxy's wording, which drop-in clients know.
 		{"auth without password", "AUTH x\r\n", "-ERR AUTH <password> called without any password configured", "-ERR Client sent AUTH, but no password is set\r\n"},
 		// RESP2 only.

@@ -170,7 +170,6 @@ func TestParseRequestErrors(t *testing.T) {
 		{"mset odd", mb("MSET", "a", "1", "b"), "-ERR wrong number of arguments for 'mset' command\r\n", false},
 		{"ping too many", mb("PING", "a", "b"), "-ERR wrong number of arguments for 'ping' command\r\n", false},
 		{"keys", mb("KEYS", "*"), "-ERR KEYS is not supported by shardproxy: it needs every server\r\n", false},
-		{"subscribe", mb("SUBSCRIBE", "c"), "-ERR SUBSCRIBE is not supported by shardproxy: pub/sub needs a server connection of its own\r\n", false},
 		{"config get", mb("CONFIG", "GET", "save"), "-ERR CONFIG GET is not supported by shardproxy: it administers a single server\r\n", false},
 		{"client reply", mb("CLIENT", "REPLY", "OFF"), "-ERR CLIENT REPLY is not supported by shardproxy: it changes the shared server connection\r\n", false},
 		{"client list", mb("CLIENT", "LIST"), "-ERR CLIENT LIST is not supported by shardproxy: it administers a single server\r\n", false},

@@ -71,6 +71,8 @@ func (p *parser) request(frame []byte, req *codec.Request) (int, error) {
 		if c.block != blockNone {
 			req.Block = p.blockTimeout(c)
 		}
+	case cls == classSub:
+		req.Sub = c.sub
 	}
 	return n, nil
 }
@@ -91,6 +93,8 @@ func routeOf(cls class, nkeys int) codec.Route {
 		return codec.RouteAll
 	case classPin:
 		return codec.RoutePin
+	case classSub:
+		return codec.RouteSubscribe
 	}
 	return codec.RouteKey
 }

@@ -21,6 +21,7 @@ const (
 	container   class = "classContainer"   // dispatched on its subcommand
 	block       class = "classBlock"       // may block: a dedicated connection, codec.RouteBlock
 	pin         class = "classPin"         // connection state: the client's pinned connection, codec.RoutePin
+	sub         class = "classSub"         // pub/sub: the client's subscriber connections, codec.RouteSubscribe
 )
 
 // blockRule names where a blocking command's timeout is.
@@ -41,6 +42,8 @@ const (
 	keysStreams keyRule = "keysStreams" // XREAD/XREADGROUP: half the arguments after STREAMS
 	keysSort    keyRule = "keysSort"    // SORT: key 1 and the last STORE destination
 	keysGeo     keyRule = "keysGeo"     // GEORADIUS*: key 1, the first STORE and STOREDIST destinations from keyArg on
+	keysChannel keyRule = "keysChannel" // PUBLISH: the channel, argument 1, routed as a key
+	keysAllArgs keyRule = "keysAllArgs" // (P)SUBSCRIBE, (P)UNSUBSCRIBE: every argument, channels or patterns
 )
 
 // Why a command is not carried; the client sees
@@ -69,6 +72,7 @@ type override struct {
 	bare      class     // a container that is valid without a subcommand (COMMAND): that class
 	block     blockRule // classBlock, and WAIT: where the timeout is
 	pin       string    // classPin: the codec.Pin constant
+	sub       string    // classSub: the codec.Sub constant
 	// every marks a command that spans every server's keys: carried only
 	// by pools whose kind can reach every server (codec.Options.Keyspace),
 	// refused with reason elsewhere.
@@ -160,6 +164,17 @@ var overrides = map[string]override{
 	"watch":   {class: pin, pin: "codec.PinWatch"},
 	"unwatch": {class: pin, pin: "codec.PinUnwatch"},
 
+	// Pub/sub: a channel lives on the server (slot) of its name, as a key
+	// would; the subscriptions on connections of the client's own.
+	"publish":      {class: key, keys: keysChannel},
+	"spublish":     {class: key},
+	"subscribe":    {class: sub, keys: keysAllArgs, sub: "codec.SubSubscribe"},
+	"unsubscribe":  {class: sub, keys: keysAllArgs, sub: "codec.SubUnsubscribe"},
+	"psubscribe":   {class: sub, keys: keysAllArgs, sub: "codec.SubPsubscribe"},
+	"punsubscribe": {class: sub, keys: keysAllArgs, sub: "codec.SubPunsubscribe"},
+	"ssubscribe":   {class: sub, sub: "codec.SubSsubscribe"},
+	"sunsubscribe": {class: sub, sub: "codec.SubSunsubscribe"},
+
 	// Containers, their carried subcommands, and why the others are not.
 	"command":                 {class: container, bare: anyServer, subReason: rAdmin},
 	"command|count":           {class: anyServer},
@@ -201,6 +216,11 @@ var overrides = map[string]override{
 	"function|list":           {class: all, every: true, reason: rEvery},
 	"cluster":                 {class: container, subReason: rCluster},
 	"pubsub":                  {class: container, subReason: rPubSub},
+	"pubsub|channels":         {class: all},
+	"pubsub|numsub":           {class: all},
+	"pubsub|numpat":           {class: all},
+	"pubsub|shardchannels":    {class: all},
+	"pubsub|shardnumsub":      {class: all},
 	"acl":                     {class: container, subReason: rAdmin},
 	"config":                  {class: container, subReason: rAdmin},
 	"latency":                 {class: container, subReason: rAdmin},

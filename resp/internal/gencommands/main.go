@@ -333,6 +333,9 @@ func render(version string, rows []row) ([]byte, error) {
 		if r.o.pin != "" {
 			fmt.Fprintf(&b, ", pin: %s", r.o.pin)
 		}
+		if r.o.sub != "" {
+			fmt.Fprintf(&b, ", sub: %s", r.o.sub)
+		}
 		if r.o.reason != "" {
 			fmt.Fprintf(&b, ", reason: %q", r.o.reason)
 		}

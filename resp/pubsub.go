@@ -1,0 +1,263 @@
+package resp
+
+import (
+	"errors"
+
+	"github.com/tidwall/redcon"
+
+	"shardproxy/codec"
+)
+
+// This file holds what the proxy says and reads in Redis's subscribed
+// mode (RESP2), in one place so that a RESP3 client's push frames ('>'
+// in place of '*') can be added beside it: the confirmations the proxy
+// makes ([kind, name, count]), the PING reply, the messages it passes
+// on, and the reading of what a subscribed server connection sends.
+
+// Kinds of the frames of subscribed mode, as a server names them.
+const (
+	PushSubscribe    = "subscribe"
+	PushUnsubscribe  = "unsubscribe"
+	PushPsubscribe   = "psubscribe"
+	PushPunsubscribe = "punsubscribe"
+	PushSsubscribe   = "ssubscribe"
+	PushSunsubscribe = "sunsubscribe"
+	PushMessage      = "message"
+	PushPmessage     = "pmessage"
+	PushSmessage     = "smessage"
+	PushPong         = "pong"
+)
+
+// ErrPush is the error of ReadPush for a frame that is no frame of
+// subscribed mode.
+var ErrPush = errors.New("resp: not a pub/sub frame")
+
+// Push is a frame a subscribed server connection sent, as ReadPush reads
+// it. Its slices point into the frame.
+type Push struct {
+	// Kind is one of the Push* names; empty for an error reply.
+	Kind string
+	// Name is the channel or pattern a confirmation names (nil when the
+	// server had none to unsubscribe), the channel of a message or
+	// smessage, the pattern of a pmessage.
+	Name []byte
+	// Channel is a pmessage's channel.
+	Channel []byte
+	// Count is a confirmation's subscription count.
+	Count int64
+	// Error is an error reply's line without its '-'.
+	Error []byte
+}
+
+// pushKinds are the kinds a server sends, with their element counts.
+var pushKinds = [...]struct {
+	name  string
+	elems int
+}{
+	{PushMessage, 3}, {PushPmessage, 4}, {PushSmessage, 3},
+	{PushSubscribe, 3}, {PushUnsubscribe, 3}, {PushPsubscribe, 3},
+	{PushPunsubscribe, 3}, {PushSsubscribe, 3}, {PushSunsubscribe, 3},
+	{PushPong, 2},
+}
+
+// ReadPush reads one whole frame of subscribed mode (as a backend framed
+// it): a message, a confirmation, a pong, or an error reply. Anything
+// else is ErrPush.
+func ReadPush(frame []byte) (Push, error) {
+	n, v := redcon.ReadNextRESP(frame)
+	if n != len(frame) || n == 0 {
+		return Push{}, ErrPush
+	}
+	if v.Type == redcon.Error {
+		return Push{Error: v.Data}, nil
+	}
+	if v.Type != redcon.Array || v.Count < 2 {
+		return Push{}, ErrPush
+	}
+	var elems [4]redcon.RESP
+	i := 0
+	v.ForEach(func(e redcon.RESP) bool {
+		if i < len(elems) {
+			elems[i] = e
+		}
+		i++
+		return i <= len(elems)
+	})
+	if elems[0].Type != redcon.Bulk || elems[0].Data == nil {
+		return Push{}, ErrPush
+	}
+	kind := ""
+	for _, k := range pushKinds {
+		if equalFold(elems[0].Data, k.name) && v.Count == k.elems {
+			kind = k.name
+		}
+	}
+	if kind == "" {
+		return Push{}, ErrPush
+	}
+	p := Push{Kind: kind, Name: elems[1].Data}
+	switch kind {
+	case PushMessage, PushSmessage, PushPong:
+		if elems[1].Type != redcon.Bulk || elems[2].Type != redcon.Bulk && kind != PushPong {
+			return Push{}, ErrPush
+		}
+	case PushPmessage:
+		if elems[1].Type != redcon.Bulk || elems[2].Type != redcon.Bulk || elems[3].Type != redcon.Bulk {
+			return Push{}, ErrPush
+		}
+		p.Channel = elems[2].Data
+	default: // a confirmation: the name may be nil
+		if elems[1].Type != redcon.Bulk || elems[2].Type != redcon.Integer {
+			return Push{}, ErrPush
+		}
+		p.Count = elems[2].Int()
+	}
+	return p, nil
+}
+
+// AppendSubscription appends a confirmation of subscribed mode: kind
+// (PushSubscribe ...), the channel or pattern (nil: "$-1", when there was
+// none to unsubscribe), and the client's count after it.
+func AppendSubscription(dst []byte, kind string, name []byte, count int) []byte {
+	dst = append(dst, "*3\r\n"...)
+	dst = redcon.AppendBulkString(dst, kind)
+	if name == nil {
+		dst = append(dst, "$-1\r\n"...)
+	} else {
+		dst = redcon.AppendBulk(dst, name)
+	}
+	return redcon.AppendInt(dst, int64(count))
+}
+
+// AppendPong appends the reply to PING in subscribed mode: ["pong", arg],
+// arg "" when the PING had none. req is the PING.
+func AppendPong(dst []byte, req *codec.Request) []byte {
+	var arg []byte
+	if _, args, _, _, err := redcon.ReadNextCommand(req.Wire, nil); err == nil && len(args) > 1 {
+		arg = args[1]
+	}
+	dst = append(dst, "*2\r\n"...)
+	dst = redcon.AppendBulkString(dst, PushPong)
+	return redcon.AppendBulk(dst, arg)
+}
+
+// AppendMessage appends a message, pmessage or smessage frame a server
+// sent, as the client sees it: a RESP2 client, as it is.
+func AppendMessage(dst, frame []byte) []byte { return append(dst, frame...) }
+
+// AppendSubscribedOnly appends redis-server's refusal of command name
+// (codec.Request.Name) in subscribed mode.
+func AppendSubscribedOnly(dst []byte, name string) []byte {
+	return redcon.AppendError(dst, "ERR Can't execute '"+name+
+		"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
+}
+
+// EncodeCommand returns the wire form of a command the proxy sends on a
+// subscribed connection: name and then args.
+func EncodeCommand(name string, args [][]byte) []byte {
+	size := bulkSize(len(name)) + 1 + digits(1+len(args)) + 2
+	for _, a := range args {
+		size += bulkSize(len(a))
+	}
+	b := make([]byte, 0, size)
+	b = redcon.AppendArray(b, 1+len(args))
+	b = redcon.AppendBulkString(b, name)
+	for _, a := range args {
+		b = redcon.AppendBulk(b, a)
+	}
+	return b
+}
+
+// Cmd numbers of the PUBSUB subcommands Merge reads.
+var (
+	cmdPubsubChannels = lookup("pubsub|channels")
+	cmdPubsubShardCh  = lookup("pubsub|shardchannels")
+	cmdPubsubNumsub   = lookup("pubsub|numsub")
+	cmdPubsubShardNum = lookup("pubsub|shardnumsub")
+	cmdPubsubNumpat   = lookup("pubsub|numpat")
+)
+
+// mergeChannels answers PUBSUB CHANNELS and SHARDCHANNELS: every channel
+// some server has, once, in order of first appearance.
+func mergeChannels(dst []byte, replies []codec.Reply) ([]byte, bool) {
+	seen := map[string]bool{}
+	var names [][]byte
+	for _, r := range replies {
+		m, v := redcon.ReadNextRESP(r.Raw)
+		if m == 0 || v.Type != redcon.Array {
+			return dst, false
+		}
+		ok := true
+		v.ForEach(func(e redcon.RESP) bool {
+			if ok = e.Type == redcon.Bulk && e.Data != nil; ok && !seen[string(e.Data)] {
+				seen[string(e.Data)] = true
+				names = append(names, e.Data)
+			}
+			return ok
+		})
+		if !ok {
+			return dst, false
+		}
+	}
+	dst = redcon.AppendArray(dst, len(names))
+	for _, n := range names {
+		dst = redcon.AppendBulk(dst, n)
+	}
+	return dst, true
+}
+
+// mergeNumsub answers PUBSUB NUMSUB and SHARDNUMSUB: each server lists
+// the channels asked for, in the client's order, with its count; the
+// answer sums the counts per position.
+func mergeNumsub(dst []byte, replies []codec.Reply) ([]byte, bool) {
+	var names [][]byte
+	var counts []int64
+	for i, r := range replies {
+		m, v := redcon.ReadNextRESP(r.Raw)
+		if m == 0 || v.Type != redcon.Array || v.Count%2 != 0 || (i > 0 && v.Count != 2*len(names)) {
+			return dst, false
+		}
+		j, ok := 0, true
+		v.ForEach(func(e redcon.RESP) bool {
+			k := j / 2
+			switch {
+			case j%2 == 0 && e.Type == redcon.Bulk && i == 0:
+				names = append(names, e.Data)
+				counts = append(counts, 0)
+			case j%2 == 0 && e.Type == redcon.Bulk:
+				ok = string(e.Data) == string(names[k])
+			case j%2 == 1 && e.Type == redcon.Integer:
+				counts[k] += e.Int()
+			default:
+				ok = false
+			}
+			j++
+			return ok
+		})
+		if !ok {
+			return dst, false
+		}
+	}
+	dst = redcon.AppendArray(dst, 2*len(names))
+	for k, n := range names {
+		dst = redcon.AppendBulk(dst, n)
+		dst = redcon.AppendInt(dst, counts[k])
+	}
+	return dst, true
+}
+
+// mergeNumpat answers PUBSUB NUMPAT: the largest count. The proxy
+// subscribes a client's pattern on every server of a sharded pool (and
+// on one node of a cluster), so each server counts all of them: the
+// largest count is the patterns subscribed through the proxy.
+func mergeNumpat(dst []byte, replies []codec.Reply) ([]byte, bool) {
+	var most int64
+	for _, r := range replies {
+		m, v := redcon.ReadNextRESP(r.Raw)
+		if m == 0 || v.Type != redcon.Integer {
+			return dst, false
+		}
+		most = max(most, v.Int())
+	}
+	return redcon.AppendInt(dst, most), true
+}
