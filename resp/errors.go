@@ -54,7 +54,6 @@ const (
 	replyDBRange         = "-ERR DB index is out of range\r\n"
 	replyProtoVersion    = "-ERR Protocol version is not an integer or out of range\r\n"
 	replyNoProto         = "-NOPROTO unsupported protocol version\r\n"
-	replyNoProto3        = "-NOPROTO sorry, this protocol version is not supported.\r\n"
 	replyHelloNoAuth     = "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\r\n"
 	replyBadClientName   = "-ERR Client names cannot contain spaces, newlines or special characters.\r\n"
 	replyTooBigInline    = "-ERR Protocol error: too big inline request\r\n"
