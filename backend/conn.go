@@ -36,6 +36,10 @@ type conn struct {
 	// dies or cannot be opened; from then on every call fails at once.
 	once  bool
 	spent atomic.Int32
+
+	// proto is the protocol version its sockets ask for in the handshake
+	// (HandshakeOptions.Proto): 0 for the backend's first slots.
+	proto uint8
 }
 
 func newConn(b *Backend) *conn {
@@ -336,6 +340,9 @@ func (c *conn) connect() (*sock, Cause) {
 	}
 	deadline := time.Now().Add(b.cfg.ConnectTimeout)
 	o := b.cfg.Handshake
+	if c.proto != 0 {
+		o.Proto = c.proto
+	}
 	var (
 		nc  net.Conn
 		hs  shake

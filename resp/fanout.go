@@ -72,7 +72,7 @@ func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScr
 		b = redcon.AppendBulkString(b, req.Name)
 		buf = buf[:start+sizes[j]]
 		s := &reqs[j]
-		*s = codec.Request{Name: req.Name, Cmd: req.Cmd, Mode: req.Mode, Buf: b}
+		*s = codec.Request{Name: req.Name, Cmd: req.Cmd, Mode: req.Mode, Proto: req.Proto, Buf: b}
 		s.Keys, keys = keys[:0:counts[j]], keys[counts[j]:]
 		subs[j] = s
 	}
