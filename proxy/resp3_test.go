@@ -6,6 +6,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"shardproxy/cluster"
+	"shardproxy/config"
+	"shardproxy/internal/testserver"
 )
 
 // The RESP3 tests: clients that send HELLO 3 to a real 3-server pool
@@ -284,4 +288,85 @@ func TestRedisRESP3(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestClusterRESP3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs a real Redis Cluster")
+	}
+	rc := testserver.StartRedisCluster(t, 3, 1)
+	cfg, err := config.Parse([]byte(clusterYAML("rc", rc.Addrs()[:1], "  timeout: 2000\n")), "cluster.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := startProxyCfg(t, cfg)
+	addr := srv.Addr("rc").String()
+	owner := func(key string) string {
+		m := clusterShards(t, rc.Addrs()[0])
+		return m.Shards[m.Owner(cluster.Slot([]byte(key)))].Master.Addr
+	}
+	c3, c2 := respDial(t, addr), respDial(t, addr)
+	hello3(t, c3)
+
+	keys := keysAcrossSlots(6, "r3")
+	masters := map[string]bool{}
+	for _, k := range keys {
+		masters[owner(k)] = true
+		// Hash-tag the key's companions to its slot.
+		tagged := "{" + k + "}"
+		fillResp3(t, c3, tagged)
+		for _, proto := range []string{"3", "2"} {
+			c := c3
+			if proto == "2" {
+				c = c2
+			}
+			direct := directRedis(t, owner(k), "", 0)
+			direct.do("HELLO", proto)
+			for _, cmd := range resp3Commands(tagged) {
+				switch cmd[0] {
+				case "ZINCRBY", "INCRBYFLOAT", "HRANDFIELD": // writes and random picks: the sharded test compares them
+					continue
+				}
+				if got, want := c.do(cmd...), direct.do(cmd...); got != want {
+					t.Errorf("cluster RESP%s %q: proxy %q, node %q", proto, cmd, got, want)
+				}
+			}
+		}
+	}
+	if len(masters) < 2 {
+		t.Fatalf("keys on %d masters, want several", len(masters))
+	}
+
+	args := []string{"MGET"}
+	want := fmt.Sprintf("*%d\r\n", 2*len(keys))
+	for _, k := range keys {
+		c2.do("SET", k, "v"+k)
+		args = append(args, k, k+"none")
+		want += bulk("v"+k) + "_\r\n"
+	}
+	if got := c3.do(args...); got != want {
+		t.Errorf("cluster RESP3 MGET across slots: %q, want %q", got, want)
+	}
+	if got, want2 := c2.do(args...), strings.ReplaceAll(want, "_\r\n", "$-1\r\n"); got != want2 {
+		t.Errorf("cluster RESP2 MGET across slots: %q, want %q", got, want2)
+	}
+	if got := c3.do("INFO", "keyspace"); !strings.HasPrefix(got, "=") {
+		t.Errorf("cluster RESP3 INFO: %q, want a verbatim string", got)
+	}
+
+	// Blocking commands and transactions on the nodes' dedicated connections.
+	tagged := "{" + keys[0] + "}"
+	if got := c3.do("BLPOP", tagged+":q", "0.05"); got != "_\r\n" {
+		t.Errorf("cluster RESP3 BLPOP timed out: %q", got)
+	}
+	c3.do("WATCH", tagged+":h")
+	c3.do("MULTI")
+	c3.do("HGETALL", tagged+":h")
+	c3.do("SMEMBERS", tagged+":s")
+	if got := c3.do("EXEC"); !strings.HasPrefix(got, "*2\r\n%2\r\n") || !strings.Contains(got, "~3\r\n") {
+		t.Errorf("cluster RESP3 EXEC: %q, want a map and a set", got)
+	}
+	if got := c2.do("HGETALL", tagged+":h"); !strings.HasPrefix(got, "*4\r\n") {
+		t.Errorf("cluster RESP2 HGETALL beside a RESP3 client: %q", got)
+	}
 }
