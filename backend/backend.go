@@ -140,9 +140,10 @@ func (c *Call) Release() {
 
 // Backend is one server with its sockets and health state.
 type Backend struct {
-	cfg   Config
-	conns []*conn
-	log   *slog.Logger
+	cfg    Config
+	conns  []*conn
+	conns3 atomic.Pointer[[]*conn] // the slots for requests of Proto 3, made on first use
+	log    *slog.Logger
 
 	badUntil atomic.Int64 // unix nanos; 0 when not bad
 	version  atomic.Pointer[string]
@@ -270,10 +271,44 @@ func (b *Backend) Config() Config { return b.cfg }
 // Send queues c for the backend. hint picks the socket (hint % Conns), so
 // one client's requests keep their order on one socket. If the backend is
 // marked bad or closed, c completes at once, on the caller's goroutine.
+//
+// A request of another protocol version (codec.Request.Proto not 0: a
+// RESP3 client's) goes on a second set of Conns slots whose handshake
+// asks the server for that version (HandshakeOptions.Proto), made on the
+// first such request; a backend holds one such set, for the first
+// version asked (RESP has one other than its first).
 func (b *Backend) Send(c *Call, hint uint32) {
 	if b.prepare(c, time.Now()) {
-		b.conns[int(hint%uint32(len(b.conns)))].enqueue(c)
+		slots := b.conns
+		if c.Req != nil && c.Req.Proto != 0 {
+			slots = b.protoSlots(c.Req.Proto)
+		}
+		slots[int(hint%uint32(len(slots)))].enqueue(c)
 	}
+}
+
+// protoSlots returns the slots for requests of protocol version proto
+// (not 0), made on first use. Once b is closed it returns the closed
+// first slots, which fail every call.
+func (b *Backend) protoSlots(proto uint8) []*conn {
+	if p := b.conns3.Load(); p != nil {
+		return *p
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p := b.conns3.Load(); p != nil {
+		return *p
+	}
+	if b.closed {
+		return b.conns
+	}
+	slots := make([]*conn, len(b.conns))
+	for i := range slots {
+		slots[i] = newConn(b)
+		slots[i].proto = proto
+	}
+	b.conns3.Store(&slots)
+	return slots
 }
 
 // prepare stamps c for sending at now, or completes it at once when the
@@ -321,7 +356,11 @@ func (b *Backend) Stage(c *Call, hint uint32, bt *Batch) {
 	if !b.prepare(c, bt.now) {
 		return
 	}
-	bt.add(b.conns[int(hint%uint32(len(b.conns)))], c)
+	slots := b.conns
+	if c.Req != nil && c.Req.Proto != 0 {
+		slots = b.protoSlots(c.Req.Proto)
+	}
+	bt.add(slots[int(hint%uint32(len(slots)))], c)
 }
 
 // add stages c for socket slot cn.
@@ -360,8 +399,15 @@ func (b *Backend) Close() {
 	}
 	dedicated := b.dedicated
 	b.dedicated = nil
+	var conns3 []*conn
+	if p := b.conns3.Load(); p != nil {
+		conns3 = *p
+	}
 	b.mu.Unlock()
 	for _, c := range b.conns {
+		c.close()
+	}
+	for _, c := range conns3 {
 		c.close()
 	}
 	for c := range dedicated {

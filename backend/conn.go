@@ -40,6 +40,10 @@ type conn struct {
 	// push, set before first use, puts a dedicated slot in push mode
 	// (DedicatePush): frames go to it, calls complete once written.
 	push PushFunc
+
+	// proto is the protocol version its sockets ask for in the handshake
+	// (HandshakeOptions.Proto): 0 for the backend's first slots.
+	proto uint8
 }
 
 func newConn(b *Backend) *conn {
@@ -391,6 +395,9 @@ func (c *conn) connect() (*sock, Cause) {
 	}
 	deadline := time.Now().Add(b.cfg.ConnectTimeout)
 	o := b.cfg.Handshake
+	if c.proto != 0 {
+		o.Proto = c.proto
+	}
 	var (
 		nc  net.Conn
 		hs  shake

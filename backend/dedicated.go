@@ -23,10 +23,14 @@ type Dedicated struct {
 }
 
 // Dedicate returns a new dedicated socket slot of b, or nil when b is
-// closed. Close it when done: b's Close closes those still open.
-func (b *Backend) Dedicate() *Dedicated {
+// closed. Its handshake asks the server for protocol version proto
+// (HandshakeOptions.Proto; 0: the dialect's first), whatever the Proto of
+// the requests sent on it. Close it when done: b's Close closes those
+// still open.
+func (b *Backend) Dedicate(proto uint8) *Dedicated {
 	c := newConn(b)
 	c.once = true
+	c.proto = proto
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -38,6 +42,9 @@ func (b *Backend) Dedicate() *Dedicated {
 	b.dedicated[c] = struct{}{}
 	return &Dedicated{b: b, c: c}
 }
+
+// Proto returns the protocol version d's handshake asks for.
+func (d *Dedicated) Proto() uint8 { return d.c.proto }
 
 // Backend returns the backend d belongs to.
 func (d *Dedicated) Backend() *Backend { return d.b }

@@ -59,6 +59,12 @@
 //   - Close fails the queue, kills the current socket, and waits for the
 //     writer and the readers to finish.
 //
+// A request of another protocol version (codec.Request.Proto: a RESP3
+// client's) goes on a second set of Config.Conns slots, made when the
+// first such request is sent, whose handshake asks for that version
+// (HandshakeOptions.Proto); the first set never sees such a request, and
+// a backend no RESP3 client uses has no second set.
+//
 // A Dedicated (Backend.Dedicate) is one more socket slot of the same
 // kind, outside the shared ones, for one client at a time (Redis blocking
 // commands and transactions): same dial, handshake and health counting,

@@ -25,7 +25,7 @@ type PushFunc func(frame []byte, err error)
 // silent for as long as it lives. Otherwise it is a Dedicated like
 // Dedicate's: dialled once, closed with Close.
 func (b *Backend) DedicatePush(fn PushFunc) *Dedicated {
-	d := b.Dedicate()
+	d := b.Dedicate(0)
 	if d != nil {
 		d.c.push = fn
 	}

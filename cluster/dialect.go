@@ -93,6 +93,6 @@ func splitAsking(raw []byte) ([]byte, error) {
 // dst's own storage.
 func setAsking(dst, req *codec.Request) {
 	buf := append(append(dst.Buf[:0], askingWire...), req.Wire...)
-	*dst = codec.Request{Name: req.Name, Cmd: askingCmd, Route: req.Route, Mode: req.Mode,
+	*dst = codec.Request{Name: req.Name, Cmd: askingCmd, Route: req.Route, Mode: req.Mode, Proto: req.Proto,
 		Wire: buf, Buf: buf, Keys: req.Keys}
 }

@@ -210,6 +210,14 @@ type Request struct {
 	Buf []byte
 	// Pin says what a RoutePin request does.
 	Pin Pin
+	// Proto is the version of the protocol the client speaks when the
+	// dialect has more than one (RESP: 3 after the client's HELLO 3; 0
+	// means the dialect's first, RESP2). The parser sets it on every
+	// request; a backend writes the request on sockets whose handshake
+	// asked the server for the same version, so that the reply comes in
+	// it, and a request the proxy makes from it (a split, a redirect)
+	// keeps it.
+	Proto uint8
 	// Block is how long a RouteBlock request (or PinWait) may hold its
 	// server connection by its own timeout argument; 0 means until data
 	// arrives, negative that the argument is no valid timeout (the
@@ -315,6 +323,10 @@ type HandshakeOptions struct {
 	// Meta asks a memcache backend to prove it speaks the meta protocol
 	// (mn) before it is used: the pool sends it meta requests.
 	Meta bool
+	// Proto, when not 0, is the version of the protocol the socket must
+	// speak (RESP: 3 asks the server for RESP3 with HELLO 3). 0 is the
+	// dialect's first.
+	Proto uint8
 	// MetaProbe asks a memcache backend whether it speaks the meta
 	// protocol (mn) without requiring it: the dialect puts the probe last
 	// among its handshake requests, and a reply other than ReplyOK to it

@@ -51,10 +51,21 @@ type dedicatedPool struct {
 	subDropped    atomic.Int64 // counter: subscribers disconnected (slow, or a server lost)
 }
 
-// dedicatedSet is one server's dedicated connections.
+// dedicatedSet is one server's dedicated connections. Idle ones are kept
+// apart by the protocol version their handshake asked for (RESP2, RESP3):
+// a client gets one that speaks its own. The limit counts both.
 type dedicatedSet struct {
 	inUse int
 	idle  []*backend.Dedicated
+	idle3 []*backend.Dedicated // Proto 3
+}
+
+// idleOf returns the idle list for connections of protocol proto.
+func (set *dedicatedSet) idleOf(proto uint8) *[]*backend.Dedicated {
+	if proto != 0 {
+		return &set.idle3
+	}
+	return &set.idle
 }
 
 func newDedicatedPool(limit int) *dedicatedPool {
@@ -64,9 +75,10 @@ func newDedicatedPool(limit int) *dedicatedPool {
 	return &dedicatedPool{limit: limit, servers: map[*backend.Backend]*dedicatedSet{}}
 }
 
-// take returns a connection to b for one client, or the error reply the
-// client gets when b already has limit connections in use or is closed.
-func (dp *dedicatedPool) take(b *backend.Backend, d codec.Dialect) (*backend.Dedicated, []byte) {
+// take returns a connection to b speaking protocol version proto for one
+// client, or the error reply the client gets when b already has limit
+// connections in use or is closed.
+func (dp *dedicatedPool) take(b *backend.Backend, proto uint8, d codec.Dialect) (*backend.Dedicated, []byte) {
 	dp.mu.Lock()
 	set := dp.servers[b]
 	if set == nil {
@@ -81,11 +93,12 @@ func (dp *dedicatedPool) take(b *backend.Backend, d codec.Dialect) (*backend.Ded
 	}
 	var ded *backend.Dedicated
 	var spent []*backend.Dedicated
-	for len(set.idle) > 0 && ded == nil {
-		n := len(set.idle) - 1
-		c := set.idle[n]
-		set.idle[n] = nil
-		set.idle = set.idle[:n]
+	idle := set.idleOf(proto)
+	for len(*idle) > 0 && ded == nil {
+		n := len(*idle) - 1
+		c := (*idle)[n]
+		(*idle)[n] = nil
+		*idle = (*idle)[:n]
 		dp.idle.Add(-1)
 		if c.Spent() { // its socket died while idle (a server restart, its idle timeout)
 			spent = append(spent, c)
@@ -94,7 +107,7 @@ func (dp *dedicatedPool) take(b *backend.Backend, d codec.Dialect) (*backend.Ded
 		}
 	}
 	if ded == nil {
-		ded = b.Dedicate()
+		ded = b.Dedicate(proto)
 	}
 	if ded != nil {
 		set.inUse++
@@ -148,8 +161,9 @@ func (dp *dedicatedPool) give(ded *backend.Dedicated, reuse bool) {
 	if set := dp.servers[ded.Backend()]; set != nil {
 		set.inUse--
 		dp.inUse.Add(-1)
-		if reuse && !dp.closed && !ded.Spent() && len(set.idle) < dp.limit {
-			set.idle = append(set.idle, ded)
+		idle := set.idleOf(ded.Proto())
+		if reuse && !dp.closed && !ded.Spent() && len(*idle) < dp.limit {
+			*idle = append(*idle, ded)
 			dp.idle.Add(1)
 			ded = nil
 		}
@@ -166,9 +180,9 @@ func (dp *dedicatedPool) close() {
 	dp.closed = true
 	var idle []*backend.Dedicated
 	for _, set := range dp.servers {
-		idle = append(idle, set.idle...)
-		dp.idle.Add(-int64(len(set.idle)))
-		set.idle = nil
+		idle = append(append(idle, set.idle...), set.idle3...)
+		dp.idle.Add(-int64(len(set.idle) + len(set.idle3)))
+		set.idle, set.idle3 = nil, nil
 	}
 	dp.mu.Unlock()
 	for _, d := range idle {

@@ -93,7 +93,8 @@ func respCommand(args ...string) string {
 // respBulk is s as a RESP bulk string.
 func respBulk(s string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(s), s) }
 
-// readRESP reads one RESP2 reply, whole, nested arrays included.
+// readRESP reads one RESP2 or RESP3 reply, whole, nested aggregates
+// included.
 func readRESP(r *bufio.Reader) (string, error) {
 	var b strings.Builder
 	for pending := 1; pending > 0; pending-- {
@@ -107,7 +108,7 @@ func readRESP(r *bufio.Reader) (string, error) {
 		}
 		n, _ := strconv.Atoi(line[1 : len(line)-2])
 		switch line[0] {
-		case '$':
+		case '$', '!', '=': // RESP3's blob error and verbatim string are framed as bulk strings
 			if n >= 0 {
 				data := make([]byte, n+2)
 				if _, err := io.ReadFull(r, data); err != nil {
@@ -115,8 +116,12 @@ func readRESP(r *bufio.Reader) (string, error) {
 				}
 				b.Write(data)
 			}
-		case '*':
+		case '*', '~', '>':
 			pending += max(n, 0)
+		case '%': // a RESP3 map: pairs
+			pending += 2 * max(n, 0)
+		case '|': // a RESP3 attribute: pairs, then the reply it annotates
+			pending += 2*max(n, 0) + 1
 		}
 	}
 	return b.String(), nil

@@ -36,6 +36,8 @@ import (
 var (
 	multiWire   = []byte("*1\r\n$5\r\nMULTI\r\n")
 	discardWire = []byte("*1\r\n$7\r\nDISCARD\r\n")
+	hello2Wire  = []byte("*2\r\n$5\r\nHELLO\r\n$1\r\n2\r\n")
+	hello3Wire  = []byte("*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n")
 )
 
 // Replies the proxy gives in a transaction's place, as redis-server words
@@ -60,7 +62,17 @@ type pinState struct {
 	held      [][]byte           // keyless commands queued before the server was known
 	heldBytes int                // their size
 	abort     bool               // a command of the transaction was refused: EXEC aborts
+	proto     uint8              // the protocol d speaks now (a HELLO while pinned changes it)
 }
+
+// setConn gives the pin its connection d.
+func (pin *pinState) setConn(d *backend.Dedicated, where int) {
+	pin.d, pin.where, pin.proto = d, where, d.Proto()
+}
+
+// reusable reports whether the pin's connection, its transaction over,
+// may serve another client: it speaks the protocol it was made for.
+func (pin *pinState) reusable() bool { return pin.d != nil && pin.proto == pin.d.Proto() }
 
 // blockedConns are the dedicated connections with a blocking command of
 // the session's in flight: the reader closes them when the client leaves.
@@ -155,7 +167,7 @@ func (s *session) dedicate(p *pending, dd dedicator, dp *dedicatedPool) (*backen
 	b, where, refusal := dd.place(&p.Req, s.id)
 	if refusal == nil {
 		var d *backend.Dedicated
-		if d, refusal = dp.take(b, s.p.dialect); refusal == nil {
+		if d, refusal = dp.take(b, p.Req.Proto, s.p.dialect); refusal == nil {
 			return d, where
 		}
 	}
@@ -191,7 +203,8 @@ func (s *session) routePinStart(p *pending, dd dedicator) {
 		if d == nil {
 			return
 		}
-		s.pin = &pinState{dp: dp, d: d, where: where}
+		s.pin = &pinState{dp: dp}
+		s.pin.setConn(d, where)
 		dp.pinned.Add(1)
 		s.sendPinned(p, 0, false)
 	case codec.PinExec:
@@ -326,6 +339,16 @@ func (s *session) routePinnedLocal(p *pending, dd dedicator) {
 		s.endPin(false)
 		s.answerLocal(p)
 	case !pin.multi:
+		if p.Req.Name == "hello" && pin.d != nil && p.Req.Proto != pin.proto {
+			// The client switched protocol (HELLO 3 or 2 after WATCH):
+			// so does its connection, whose replies it reads as they are.
+			pin.proto = p.Req.Proto
+			wire := hello2Wire
+			if pin.proto != 0 {
+				wire = hello3Wire
+			}
+			s.sendQuiet(wire)
+		}
 		s.answerLocal(p)
 	case p.Req.Name == "ping" || p.Req.Name == "echo":
 		if pin.d == nil {
@@ -370,7 +393,7 @@ func (s *session) connectPin(p *pending, dd dedicator) bool {
 		pin.abort = true
 		return false
 	}
-	pin.d, pin.where = d, w
+	pin.setConn(d, w)
 	if pin.multi && !pin.sent {
 		pin.sent = true
 		s.sendQuiet(multiWire)
@@ -400,11 +423,11 @@ func (s *session) sendPinned(p *pending, timeout time.Duration, last bool) {
 	var after func(*backend.Call)
 	switch {
 	case last:
-		dp := pin.dp
+		dp, reuse := pin.dp, pin.reusable()
 		s.pin = nil
 		s.unpinned = true
 		dp.pinned.Add(-1)
-		after = func(c *backend.Call) { dp.give(d, c.Reply.Err == nil) }
+		after = func(c *backend.Call) { dp.give(d, reuse && c.Reply.Err == nil) }
 	case timeout != 0:
 		after = func(*backend.Call) { s.blocked.remove(d) }
 	}
@@ -424,10 +447,10 @@ func (s *session) abortPin(p *pending) {
 	if pin.d != nil && pin.sent {
 		// The server has the commands that were not refused queued:
 		// DISCARD them, and give the connection back once it is clean.
-		dp, d := pin.dp, pin.d
+		dp, d, reuse := pin.dp, pin.d, pin.reusable()
 		req := &codec.Request{Name: "discard", Route: codec.RoutePin, Wire: discardWire, Buf: discardWire}
 		d.Stage(&backend.Call{Req: req, Done: func(c *backend.Call) {
-			dp.give(d, c.Reply.Err == nil)
+			dp.give(d, reuse && c.Reply.Err == nil)
 			c.Release()
 		}}, &s.batch)
 		pin.d = nil
@@ -457,7 +480,7 @@ func (s *session) endPin(reuse bool) {
 	s.pin = nil
 	pin.dp.pinned.Add(-1)
 	if pin.d != nil {
-		pin.dp.give(pin.d, reuse)
+		pin.dp.give(pin.d, reuse && pin.reusable())
 	}
 }
 

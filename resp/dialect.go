@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"cmp"
 	"strconv"
 
 	"github.com/tidwall/redcon"
@@ -41,10 +42,18 @@ func (*Dialect) NewRequestParser(o codec.Options) codec.RequestParser {
 
 // Handshake returns what a new backend socket sends before use: AUTH
 // [username] password when a password is set, SELECT db when db is not 0,
-// then PING. Each gets ReplyOK from a healthy server.
+// then PING. A RESP3 socket (o.Proto 3) starts with HELLO 3 instead,
+// which authenticates too (HELLO 3 AUTH username password, the username
+// "default" when none is set). Each gets ReplyOK from a healthy server.
 func (*Dialect) Handshake(o codec.HandshakeOptions) []*codec.Request {
 	var reqs []*codec.Request
-	if o.Password != "" {
+	if o.Proto == proto3 {
+		hello := []string{"3"}
+		if o.Password != "" {
+			hello = append(hello, "auth", cmp.Or(o.Username, "default"), o.Password)
+		}
+		reqs = append(reqs, newRequest("hello", hello...))
+	} else if o.Password != "" {
 		if o.Username != "" {
 			reqs = append(reqs, newRequest("auth", o.Username, o.Password))
 		} else {

@@ -1,7 +1,9 @@
-// Package resp is the Redis protocol (RESP2) as a codec.Dialect, registered
-// as "redis". It frames client requests (multibulk arrays and inline
-// commands) and backend replies (simple strings, errors, integers, bulk and
-// null bulk strings, arrays, nested and null arrays), words errors as
+// Package resp is the Redis protocol (RESP2, and RESP3 for clients that
+// ask for it) as a codec.Dialect, registered as "redis". It frames client
+// requests (multibulk arrays and inline commands) and backend replies
+// (RESP2's simple strings, errors, integers, bulk and null bulk strings,
+// arrays; RESP3's maps, sets, doubles, booleans, nulls, big numbers,
+// verbatim strings, blob errors, attributes and pushes), words errors as
 // redis-server 7.0 does, routes every Redis 7.0 command by its keys, answers
 // the connection commands itself, and splits multi-key commands per backend
 // and merges their replies.
@@ -70,15 +72,28 @@
 // authenticated (Options.Password), its name and its id. AUTH, HELLO,
 // SELECT, RESET and CLIENT are decided while parsing, in the client's
 // order, so nothing a client sends before authenticating is forwarded.
-// HELLO speaks RESP2 only: "HELLO 3" is refused with -NOPROTO, and clients
-// that try RESP3 first fall back to RESP2.
+// HELLO 3 switches the session to RESP3 and HELLO 2 (or RESET) back, once
+// HELLO's options are accepted; every request then carries the protocol
+// (codec.Request.Proto 3), so that a backend sends it on sockets that
+// speak RESP3 (Handshake with HandshakeOptions.Proto 3 starts with HELLO
+// 3) and the server's reply passes through as it is. The proxy's own
+// replies follow: HELLO's is a map (a flat array in RESP2), a null is
+// "_", INFO is a verbatim string; merges read either version's replies
+// (nextValue, readString: redcon's reader knows RESP2 only).
 //
 // # Replies
 //
-// ParseReply frames exactly one reply, nested arrays included, without
-// recursion, and classifies it: -LOADING, -BUSY and -OOM as ReplyFailure
-// (the server is unhealthy), other errors as ReplyError, null bulk strings
-// and null arrays as ReplyMiss, everything else as ReplyOK. A malformed
+// ParseReply frames exactly one reply of either version, nested
+// aggregates included, without recursion, and classifies it: -LOADING,
+// -BUSY and -OOM (simple or blob errors) as ReplyFailure (the server is
+// unhealthy), other errors as ReplyError, null bulk strings, null arrays
+// and RESP3 nulls as ReplyMiss, everything else as ReplyOK. A map counts
+// two elements a pair, an attribute its pairs and the reply after it. The
+// streamed forms of RESP3 (a "?" length, ";" chunks, "." end) are a
+// broken stream: redis-server 7.0 never sends them. A push (">", IsPush)
+// is framed as an array; on a shared socket none arrives, because the
+// commands that subscribe a connection or turn client tracking on are
+// not carried. A malformed
 // reply, a line over MaxReplyLine or a bulk string over MaxReplyBulk is an
 // error (the sentinels in errors.go): the backend stream is out of step.
 // ResumeReply frames a reply that arrives in pieces in linear time: it

@@ -12,7 +12,8 @@ import (
 // (quoted, cut to 64 bytes); match them with errors.Is. Each one means the
 // backend stream cannot be trusted any more.
 var (
-	// ErrReplyType reports a reply that starts with no RESP2 type byte.
+	// ErrReplyType reports a reply that starts with no RESP2 or RESP3
+	// type byte.
 	ErrReplyType = errors.New("resp: unexpected reply type")
 	// ErrReplyLineTooLong reports a reply line longer than MaxReplyLine.
 	ErrReplyLineTooLong = errors.New("resp: reply line too long")
@@ -23,6 +24,12 @@ var (
 	ErrReplyLength = errors.New("resp: bad length in reply")
 	// ErrReplyInteger reports an integer reply that is no integer.
 	ErrReplyInteger = errors.New("resp: bad integer reply")
+	// ErrReplyScalar reports a RESP3 null, double, boolean or big
+	// number whose line is not one.
+	ErrReplyScalar = errors.New("resp: bad RESP3 scalar reply")
+	// ErrReplyVerbatim reports a RESP3 verbatim string without its
+	// three-letter format and ':'.
+	ErrReplyVerbatim = errors.New("resp: bad RESP3 verbatim string")
 	// ErrReplyBulkEnding reports bulk data not followed by "\r\n".
 	ErrReplyBulkEnding = errors.New("resp: bulk data not followed by \\r\\n")
 )
@@ -47,7 +54,6 @@ const (
 	replyDBRange         = "-ERR DB index is out of range\r\n"
 	replyProtoVersion    = "-ERR Protocol version is not an integer or out of range\r\n"
 	replyNoProto         = "-NOPROTO unsupported protocol version\r\n"
-	replyNoProto3        = "-NOPROTO sorry, this protocol version is not supported.\r\n"
 	replyHelloNoAuth     = "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\r\n"
 	replyBadClientName   = "-ERR Client names cannot contain spaces, newlines or special characters.\r\n"
 	replyTooBigInline    = "-ERR Protocol error: too big inline request\r\n"

@@ -72,7 +72,7 @@ func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScr
 		b = redcon.AppendBulkString(b, req.Name)
 		buf = buf[:start+sizes[j]]
 		s := &reqs[j]
-		*s = codec.Request{Name: req.Name, Cmd: req.Cmd, Mode: req.Mode, Buf: b}
+		*s = codec.Request{Name: req.Name, Cmd: req.Cmd, Mode: req.Mode, Proto: req.Proto, Buf: b}
 		s.Keys, keys = keys[:0:counts[j]], keys[counts[j]:]
 		subs[j] = s
 	}
@@ -155,7 +155,7 @@ func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, o
 	case req.Cmd == cmdDBSIZE:
 		dst, ok = mergeCounts(dst, replies)
 	case req.Cmd == cmdRANDOMKEY:
-		dst, ok = mergeRandom(dst, replies)
+		dst, ok = mergeRandom(dst, req.Proto, replies)
 	case req.Cmd == cmdFuncList:
 		dst, ok = mergeLibraries(dst, replies)
 	case req.Cmd == cmdPubsubChannels || req.Cmd == cmdPubsubShardCh:
@@ -193,18 +193,18 @@ func mergeValues(dst []byte, req *codec.Request, subs []*codec.Request, owners [
 		rest = make([][]byte, 0, n)
 	}
 	for j := range n {
-		m, r := redcon.ReadNextRESP(replies[j].Raw)
-		if m == 0 || r.Type != redcon.Array || r.Count != len(subs[j].Keys) {
+		count, elems, ok := readArray(replies[j].Raw)
+		if !ok || count != len(subs[j].Keys) {
 			return dst, false
 		}
-		rest = append(rest, r.Data)
+		rest = append(rest, elems)
 	}
 	dst = redcon.AppendArray(dst, len(req.Keys))
 	for _, j := range owners {
 		if uint(j) >= uint(n) {
 			return dst, false
 		}
-		m, _ := redcon.ReadNextRESP(rest[j])
+		m := nextValue(rest[j]) // RESP3's null "_" too
 		if m == 0 {
 			return dst, false
 		}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/big"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -259,9 +261,15 @@ func FuzzReply(f *testing.F) {
 		if !ok {
 			return
 		}
-		// redcon's reader, which Merge uses on framed replies, agrees.
-		if m, r := redcon.ReadNextRESP(data[:n]); m != n || r.Type == 0 {
-			t.Fatalf("redcon reads %d bytes of the %d-byte reply %q", m, n, data[:n])
+		// A reference framer written apart (recursive, for shallow
+		// replies) agrees; redcon's reader, which Merge uses on framed
+		// RESP2 replies, agrees on those.
+		if m, resp3, ok := refFrame(data[:n], 0); ok && m != n {
+			t.Fatalf("%q: the reference frames %d bytes, ParseReply %d", data[:n], m, n)
+		} else if ok && !resp3 {
+			if m, r := redcon.ReadNextRESP(data[:n]); m != n || r.Type == 0 {
+				t.Fatalf("redcon reads %d bytes of the %d-byte reply %q", m, n, data[:n])
+			}
 		}
 		if shown := dialect.AppendReply(nil, nil, data[:n], kind); !bytes.Equal(shown, data[:n]) {
 			t.Fatalf("AppendReply shows %q of %q", shown, data[:n])
@@ -270,13 +278,84 @@ func FuzzReply(f *testing.F) {
 		switch {
 		case data[0] == '-':
 			wantKind = errorKind(data[1 : n-2])
-		case bytes.HasPrefix(data, []byte("$-1\r\n")) || bytes.HasPrefix(data, []byte("*-1\r\n")):
+		case data[0] == '!':
+			wantKind = errorKind(data[bytes.IndexByte(data, '\n')+1 : n-2])
+		case bytes.HasPrefix(data, []byte("$-1\r\n")) || bytes.HasPrefix(data, []byte("*-1\r\n")) ||
+			bytes.HasPrefix(data, []byte("_\r\n")):
 			wantKind = codec.ReplyMiss
 		}
 		if kind != wantKind {
 			t.Fatalf("%q: kind %s, want %s", data[:n], kindNames[kind], kindNames[wantKind])
 		}
 	})
+}
+
+// refFrame is a reference framer for FuzzReply, written apart from
+// parseReply: recursive, up to depth 100 (ok false deeper, or on any
+// malformed or cut reply). It returns the reply's length and whether it
+// holds a RESP3 type.
+func refFrame(b []byte, depth int) (n int, resp3, ok bool) {
+	i := bytes.Index(b, []byte("\r\n"))
+	if depth > 100 || i < 1 || bytes.IndexByte(b[:i], '\n') >= 0 {
+		return 0, false, false
+	}
+	t, line, n := b[0], string(b[1:i]), i+2
+	resp3 = strings.IndexByte("+-:$*", t) < 0
+	size, err := strconv.ParseInt(line, 10, 64)
+	if err == nil && (line != "0" && strings.HasPrefix(line, "0") || strings.HasPrefix(line, "-0") || strings.HasPrefix(line, "+")) {
+		err = strconv.ErrSyntax
+	}
+	switch t {
+	case '+', '-':
+		return n, false, true
+	case ':':
+		return n, false, err == nil
+	case '_':
+		return n, true, line == ""
+	case '#':
+		return n, true, line == "t" || line == "f"
+	case ',':
+		_, ferr := strconv.ParseFloat(line, 64)
+		return n, true, ferr == nil || errors.Is(ferr, strconv.ErrRange)
+	case '(':
+		_, bok := new(big.Int).SetString(line, 10)
+		return n, true, bok && !strings.HasPrefix(line, "+")
+	case '$', '!', '=':
+		if err != nil || size == -1 && t == '$' {
+			return n, resp3, err == nil
+		}
+		if size < 0 || int64(len(b)) < int64(n)+size+2 || string(b[n+int(size):n+int(size)+2]) != "\r\n" {
+			return 0, false, false
+		}
+		if t == '=' && (size < 4 || b[n+3] != ':') {
+			return 0, false, false
+		}
+		return n + int(size) + 2, resp3, true
+	case '*', '~', '%', '|', '>':
+		if err != nil || size == -1 && t == '*' {
+			return n, resp3, err == nil
+		}
+		if size < 0 || size > int64(len(b)) {
+			return 0, false, false
+		}
+		count := size
+		switch t {
+		case '%':
+			count = 2 * size
+		case '|':
+			count = 2*size + 1
+		}
+		for range count {
+			m, r3, ok := refFrame(b[n:], depth+1)
+			if !ok {
+				return 0, false, false
+			}
+			n += m
+			resp3 = resp3 || r3
+		}
+		return n, resp3, true
+	}
+	return 0, false, false
 }
 
 // FuzzHeader checks shortHeader, the one-pass read of a count or length

@@ -125,7 +125,7 @@ func mergeInfo(dst []byte, req *codec.Request, replies []codec.Reply) []byte {
 		proxy.lines = appendFailures(proxy.lines, len(replies), failed)
 		merged = append(merged, proxy)
 	}
-	return redcon.AppendBulk(dst, appendSections(nil, merged))
+	return appendText(dst, req.Proto, appendSections(nil, merged))
 }
 
 // infoText returns the text of an INFO reply, or why there is none.
@@ -133,16 +133,17 @@ func infoText(r codec.Reply) (text []byte, failure string) {
 	if r.Err != nil {
 		return nil, r.Err.Error()
 	}
-	n, v := redcon.ReadNextRESP(r.Raw)
-	switch {
-	case n == 0:
-		return nil, "unreadable reply"
-	case v.Type == redcon.Error:
+	if n, v := redcon.ReadNextRESP(r.Raw); n > 0 && v.Type == redcon.Error {
 		return nil, string(v.Data)
-	case v.Type != redcon.Bulk:
+	}
+	text, null, ok := readString(r.Raw) // a bulk string, or RESP3's verbatim one
+	switch {
+	case !ok && nextValue(r.Raw) == 0:
+		return nil, "unreadable reply"
+	case !ok || null:
 		return nil, "unexpected reply to INFO"
 	}
-	return v.Data, ""
+	return text, ""
 }
 
 // appendFailures adds to the Proxy section's lines how many servers INFO

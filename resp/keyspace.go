@@ -34,23 +34,23 @@ func mergeArrays(dst []byte, replies []codec.Reply) ([]byte, bool) {
 }
 
 // mergeRandom answers RANDOMKEY: the key of one of the servers that
-// returned one, each as likely; nil ("$-1") when none did (every server
-// empty). A key is not picked uniformly from all keys: a server with few
-// keys gives each of them a larger chance.
-func mergeRandom(dst []byte, replies []codec.Reply) ([]byte, bool) {
+// returned one, each as likely; nil ("$-1", in RESP3 "_") when none did
+// (every server empty). A key is not picked uniformly from all keys: a
+// server with few keys gives each of them a larger chance.
+func mergeRandom(dst []byte, proto uint8, replies []codec.Reply) ([]byte, bool) {
 	var have [16]int
 	some := have[:0]
 	for i, r := range replies {
-		m, v := redcon.ReadNextRESP(r.Raw)
-		if m == 0 || v.Type != redcon.Bulk {
+		_, null, ok := readString(r.Raw)
+		if !ok || r.Raw[0] != '$' && !null {
 			return dst, false
 		}
-		if v.Data != nil {
+		if !null {
 			some = append(some, i)
 		}
 	}
 	if len(some) == 0 {
-		return append(dst, "$-1\r\n"...), true
+		return appendNull(dst, proto), true
 	}
 	return append(dst, replies[some[rand.IntN(len(some))]].Raw...), true
 }
@@ -82,51 +82,100 @@ func mergeLibraries(dst []byte, replies []codec.Reply) ([]byte, bool) {
 // canonicalLibraries returns a FUNCTION LIST reply's libraries as
 // strings that two servers with the same libraries give alike: each
 // library's fields in order, its functions sorted; the libraries sorted.
+// A library is a flat array of fields and values in RESP2, a map in
+// RESP3.
 func canonicalLibraries(raw []byte) ([]string, bool) {
-	m, v := redcon.ReadNextRESP(raw)
-	if m == 0 || v.Type != redcon.Array {
+	count, elems, ok := readArray(raw)
+	if !ok {
 		return nil, false
 	}
-	libs := make([]string, 0, v.Count)
-	ok := true
-	v.ForEach(func(lib redcon.RESP) bool {
-		var s string
-		if s, ok = canonicalLibrary(lib); ok {
-			libs = append(libs, s)
+	libs := make([]string, 0, min(count, len(elems)))
+	for range count {
+		m := nextValue(elems)
+		if m == 0 {
+			return nil, false
 		}
-		return ok
-	})
+		s, ok := canonicalLibrary(elems[:m])
+		if !ok {
+			return nil, false
+		}
+		libs = append(libs, s)
+		elems = elems[m:]
+	}
 	slices.Sort(libs)
-	return libs, ok
+	return libs, true
 }
 
 // canonicalLibrary is one library of canonicalLibraries: its field-value
 // pairs as they are, but the value of "functions" with its elements
 // sorted.
-func canonicalLibrary(lib redcon.RESP) (string, bool) {
-	if lib.Type != redcon.Array || lib.Count%2 != 0 {
+func canonicalLibrary(lib []byte) (string, bool) {
+	fields, rest, ok := readFields(lib)
+	if !ok {
 		return "", false
 	}
 	var b strings.Builder
-	field := ""
-	i := 0
-	lib.ForEach(func(e redcon.RESP) bool {
-		if i%2 == 0 {
-			field = string(e.Data)
-			b.Write(e.Raw)
-		} else if field == "functions" && e.Type == redcon.Array {
-			var fns []string
-			e.ForEach(func(f redcon.RESP) bool {
-				fns = append(fns, string(f.Raw))
-				return true
-			})
-			slices.Sort(fns)
+	for range fields {
+		k := nextValue(rest)
+		if k == 0 {
+			return "", false
+		}
+		name, _, _ := readString(rest[:k])
+		b.Write(rest[:k])
+		rest = rest[k:]
+		v := nextValue(rest)
+		if v == 0 {
+			return "", false
+		}
+		fns, ok := []string(nil), false
+		if string(name) == "functions" {
+			fns, ok = sortedElements(rest[:v])
+		}
+		if ok {
 			b.WriteString(strings.Join(fns, ""))
 		} else {
-			b.Write(e.Raw)
+			b.Write(rest[:v])
 		}
-		i++
-		return true
-	})
+		rest = rest[v:]
+	}
 	return b.String(), true
+}
+
+// readFields reads the header of a field-value aggregate: a RESP2 array
+// of an even count, or a RESP3 map. It returns the pairs and the bytes
+// after the header.
+func readFields(raw []byte) (pairs int, rest []byte, ok bool) {
+	if len(raw) == 0 || raw[0] != '*' && raw[0] != '%' {
+		return 0, nil, false
+	}
+	line, next, err := replyLine(raw, 0)
+	n, nok := parseInt(line)
+	switch {
+	case err != nil || !nok || n < 0:
+		return 0, nil, false
+	case raw[0] == '%':
+		return int(n), raw[next:], true
+	case n%2 != 0:
+		return 0, nil, false
+	}
+	return int(n / 2), raw[next:], true
+}
+
+// sortedElements returns an array's elements, each whole, sorted.
+func sortedElements(raw []byte) ([]string, bool) {
+	count, elems, ok := readArray(raw)
+	if !ok {
+		return nil, false
+	}
+	var out []string
+	for range count {
+		m := nextValue(elems)
+		if m == 0 {
+			return nil, false
+		}
+		out = append(out, string(elems[:m]))
+		elems = elems[m:]
+	}
+	slices.Sort(out)
+	return out, true
 }

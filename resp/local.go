@@ -60,6 +60,7 @@ func (p *parser) local(frame []byte, req *codec.Request, cmd int, c *command) (i
 	case localReset:
 		p.authed = p.password == ""
 		p.name = p.name[:0]
+		p.proto = 0 // RESET goes back to RESP2, as in Redis
 		out = append(out, "+RESET\r\n"...)
 	case localClientSetname:
 		if !validName(p.arg(2)) {
@@ -70,7 +71,7 @@ func (p *parser) local(frame []byte, req *codec.Request, cmd int, c *command) (i
 		}
 	case localClientGetname:
 		if len(p.name) == 0 {
-			out = redcon.AppendNull(out)
+			out = appendNull(out, p.proto)
 		} else {
 			out = redcon.AppendBulk(out, p.name)
 		}
@@ -153,10 +154,11 @@ func (p *parser) credentialsOK(user, pass []byte) bool {
 }
 
 // hello runs HELLO [protover [AUTH username password] [SETNAME name]] as
-// Redis 7.0 does, for RESP2 only: HELLO 3 is refused, so clients that try
-// RESP3 first (go-redis, redis-py 5) fall back to RESP2.
+// Redis 7.0 does: protover 2 or 3 switches the session to that protocol
+// once every option is accepted (a refused HELLO changes nothing), and
+// later requests carry it (codec.Request.Proto).
 func (p *parser) hello() string {
-	next := 1
+	next, proto := 1, p.proto
 	if p.argc() >= 2 {
 		next = 2
 		ver, ok := parseInt(p.arg(1))
@@ -164,8 +166,10 @@ func (p *parser) hello() string {
 		case !ok:
 			return replyProtoVersion
 		case ver == 3:
-			return replyNoProto3
-		case ver != 2:
+			proto = 3
+		case ver == 2:
+			proto = 0
+		default:
 			return replyNoProto
 		}
 	}
@@ -192,6 +196,7 @@ func (p *parser) hello() string {
 	if !p.authed {
 		return replyHelloNoAuth
 	}
+	p.proto = proto
 	return ""
 }
 
@@ -219,35 +224,41 @@ func clientSetinfo(attr, value []byte) string {
 }
 
 // AppendLocal implements codec.Dialect for RouteLocal requests: the reply
-// the parser decided on; for HELLO the RESP2 map (as a flat array) with
-// server "shardproxy", env's version, proto 2 and the client's id; for INFO
-// a bulk string with one "# Proxy" section of env's counters.
+// the parser decided on; for HELLO the map (in RESP2 a flat array) with
+// server "shardproxy", env's version, the protocol the client now speaks
+// and its id; for INFO a bulk string (in RESP3 a verbatim string of
+// format "txt", as Redis answers) with one "# Proxy" section of env's
+// counters.
 func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byte {
 	c := commandOf(req.Cmd)
 	switch {
 	case c == nil:
 	case c.local == localHello:
-		return appendHello(dst, req.Arg, env)
+		return appendHello(dst, req.Arg, req.Proto, env)
 	case c.local == localInfo:
-		return appendInfo(dst, env)
+		return appendInfo(dst, req.Proto, env)
 	case req.Arg > 0 && req.Arg < len(req.Buf):
 		return append(dst, req.Buf[req.Arg:]...)
 	}
 	return redcon.AppendError(dst, "ERR no local answer for "+req.Name)
 }
 
-func appendHello(dst []byte, id int, env codec.Env) []byte {
+func appendHello(dst []byte, id int, proto uint8, env codec.Env) []byte {
 	version := "unknown"
 	if env != nil {
 		version = env.Version()
 	}
-	dst = redcon.AppendArray(dst, 14)
+	if proto == 3 {
+		dst = appendMapHeader(dst, 7)
+	} else {
+		dst = redcon.AppendArray(dst, 14)
+	}
 	dst = redcon.AppendBulkString(dst, "server")
 	dst = redcon.AppendBulkString(dst, "shardproxy")
 	dst = redcon.AppendBulkString(dst, "version")
 	dst = redcon.AppendBulkString(dst, version)
 	dst = redcon.AppendBulkString(dst, "proto")
-	dst = redcon.AppendInt(dst, 2)
+	dst = redcon.AppendInt(dst, int64(max(proto, 2)))
 	dst = redcon.AppendBulkString(dst, "id")
 	dst = redcon.AppendInt(dst, int64(id))
 	dst = redcon.AppendBulkString(dst, "mode")
@@ -259,9 +270,9 @@ func appendHello(dst []byte, id int, env codec.Env) []byte {
 }
 
 // appendInfo writes "# Proxy\r\n" and the proxy's lines (appendProxyLines)
-// as one bulk string.
-func appendInfo(dst []byte, env codec.Env) []byte {
-	return redcon.AppendBulk(dst, appendProxyLines([]byte("# Proxy\r\n"), env))
+// as one bulk string (appendText).
+func appendInfo(dst []byte, proto uint8, env codec.Env) []byte {
+	return appendText(dst, proto, appendProxyLines([]byte("# Proxy\r\n"), env))
 }
 
 // appendProxyLines writes a "name:value\r\n" line per counter (env's

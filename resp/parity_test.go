@@ -275,8 +275,8 @@ func TestParityDivergences(t *testing.T) {
 		{"keys", "KEYS *\r\n", "*", "-ERR KEYS is not supported by shardproxy: it needs every server\r\n"},
 		// twemproxy's wording, which drop-in clients know.
 		{"auth without password", "AUTH x\r\n", "-ERR AUTH <password> called without any password configured", "-ERR Client sent AUTH, but no password is set\r\n"},
-		// RESP2 only.
-		{"hello 3", "HELLO 3\r\n", "%7\r\n", "-NOPROTO sorry, this protocol version is not supported.\r\n"},
+		// RESP3 with the proxy's identity.
+		{"hello 3", "HELLO 3\r\n", "%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n", "%7\r\n$6\r\nserver\r\n$10\r\nshardproxy\r\n"},
 		// One database per pool.
 		{"select another db", "SELECT 1\r\n", "+OK\r\n", "-ERR SELECT 1 is not supported by shardproxy: this pool serves db 0 only\r\n"},
 		// The proxy's own identity.

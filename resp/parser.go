@@ -45,6 +45,7 @@ type parser struct {
 	authed bool
 	id     int64
 	name   []byte // CLIENT SETNAME
+	proto  uint8  // 3 after HELLO 3, else 0 (RESP2): codec.Request.Proto
 
 	// The request being parsed: its arguments are src[args[i].start:args[i].end].
 	src       []byte
@@ -144,6 +145,7 @@ func (p *parser) ParseRequest(buf []byte, req *codec.Request) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		req.Proto = p.proto
 		return skipped + n, nil
 	}
 }

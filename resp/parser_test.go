@@ -177,7 +177,7 @@ func TestParseRequestErrors(t *testing.T) {
 		{"select not a number", mb("SELECT", "x"), "-ERR value is not an integer or out of range\r\n", false},
 		{"select negative", mb("SELECT", "-1"), "-ERR DB index is out of range\r\n", false},
 		{"auth without password", mb("AUTH", "x"), "-ERR Client sent AUTH, but no password is set\r\n", false},
-		{"hello 3", mb("HELLO", "3"), "-NOPROTO sorry, this protocol version is not supported.\r\n", false},
+		{"hello 4", mb("HELLO", "4"), "-NOPROTO unsupported protocol version\r\n", false},
 		{"hello 4", mb("HELLO", "4"), "-NOPROTO unsupported protocol version\r\n", false},
 		{"hello x", mb("HELLO", "x"), "-ERR Protocol version is not an integer or out of range\r\n", false},
 		{"hello bad option", mb("HELLO", "2", "foo"), "-ERR Syntax error in HELLO option 'foo'\r\n", false},
@@ -312,13 +312,24 @@ func TestSession(t *testing.T) {
 			"-> " + mb("GET", "k"),
 		}},
 		{"hello without auth", auth, "HELLO\r\nHELLO 2\r\n", []string{replyHelloNoAuth, replyHelloNoAuth}},
-		{"hello 3 refused before auth is tried", auth, "HELLO 3 AUTH default sekret\r\nGET k\r\n", []string{
-			"-NOPROTO sorry, this protocol version is not supported.\r\n",
+		{"hello 3 auth, then 2", auth, "HELLO 3 AUTH default nope\r\nCLIENT GETNAME\r\n" +
+			"HELLO 3 AUTH default sekret\r\nCLIENT GETNAME\r\nINFO proxy\r\nHELLO 4\r\nCLIENT GETNAME\r\n" +
+			"HELLO 2\r\nCLIENT GETNAME\r\nHELLO 3\r\nRESET\r\nAUTH sekret\r\nCLIENT GETNAME\r\n", []string{
+			"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
 			"-NOAUTH Authentication required.\r\n",
+			string(appendHello(nil, 0, 3, testEnv{})),
+			"_\r\n",
+			string(appendInfo(nil, 3, testEnv{})),
+			"-NOPROTO unsupported protocol version\r\n",
+			"_\r\n", // a refused HELLO leaves the protocol as it was
+			string(appendHello(nil, 0, 0, testEnv{})),
+			"$-1\r\n",
+			string(appendHello(nil, 0, 3, testEnv{})),
+			"+RESET\r\n", "+OK\r\n", "$-1\r\n", // RESET goes back to RESP2
 		}},
 		{"hello auth", auth, "HELLO 2 AUTH default nope\r\nHELLO 2 AUTH default sekret SETNAME app\r\nCLIENT GETNAME\r\n", []string{
 			"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
-			string(appendHello(nil, 0, testEnv{})), // the id is the parser's; checked below
+			string(appendHello(nil, 0, 0, testEnv{})), // the id is the parser's; checked below
 			"$3\r\napp\r\n",
 		}},
 		{"unauthenticated big count", auth, "*11\r\n", []string{"-ERR Protocol error: unauthenticated multibulk length\r\n", "closed"}},
@@ -337,8 +348,11 @@ func TestSession(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := parseAll(t, tc.o, tc.in)
 			for i := range got {
-				if strings.HasPrefix(got[i], "*14\r\n$6\r\nserver") { // HELLO: blank out the id
-					got[i] = string(appendHello(nil, 0, testEnv{}))
+				switch { // HELLO: blank out the id
+				case strings.HasPrefix(got[i], "*14\r\n$6\r\nserver"):
+					got[i] = string(appendHello(nil, 0, 0, testEnv{}))
+				case strings.HasPrefix(got[i], "%7\r\n$6\r\nserver"):
+					got[i] = string(appendHello(nil, 0, 3, testEnv{}))
 				}
 			}
 			if !slices.Equal(got, tc.want) {

@@ -19,13 +19,16 @@ const (
 	MaxReplyElements = 1 << 32
 )
 
-// ParseReply implements codec.Dialect. It frames one RESP2 reply of any
-// type, arrays nested to any depth, without recursion: it counts the
-// elements still to read. The kind comes from the top level: an error
-// whose code is LOADING, BUSY or OOM is ReplyFailure (the server is
-// unhealthy, as twemproxy counts it), any other error ReplyError, a null
-// bulk string or null array ReplyMiss, anything else ReplyOK. req is not
-// needed: RESP2 replies frame themselves.
+// ParseReply implements codec.Dialect. It frames one reply of any RESP2
+// or RESP3 type, aggregates nested to any depth, without recursion: it
+// counts the elements still to read. The kind comes from the top level:
+// an error (simple or blob) whose code is LOADING, BUSY or OOM is
+// ReplyFailure (the server is unhealthy, as twemproxy counts it), any
+// other error ReplyError, a null bulk string, null array or RESP3 null
+// ReplyMiss, anything else ReplyOK (a reply with an attribute before it
+// too, whatever follows the attribute). req is not needed: RESP replies
+// frame themselves, and a RESP3 socket's replies are framed by the same
+// rules as a RESP2 socket's.
 func (*Dialect) ParseReply(buf []byte, _ *codec.Request) (int, codec.ReplyKind, error) {
 	return parseReply(buf, 0, 1, nil)
 }
@@ -81,10 +84,10 @@ func parseReply(buf []byte, pos int, pending int64, st *codec.ReplyState) (int, 
 			if _, ok := parseInt(line); !ok {
 				return 0, 0, replyErr(ErrReplyInteger, buf[pos:next])
 			}
-		case '$':
+		case '$', '!', '=':
 			size, ok := parseInt(line)
 			switch {
-			case ok && size == -1:
+			case ok && size == -1 && buf[pos] == '$':
 				if top {
 					kind = codec.ReplyMiss
 				}
@@ -101,19 +104,36 @@ func parseReply(buf []byte, pos int, pending int64, st *codec.ReplyState) (int, 
 				if buf[end] != '\r' || buf[end+1] != '\n' {
 					return 0, 0, replyErr(ErrReplyBulkEnding, buf[end:end+2])
 				}
+				switch {
+				case buf[pos] == '=' && (size < 4 || buf[next+3] != ':'):
+					return 0, 0, replyErr(ErrReplyVerbatim, buf[pos:min(end, next+64)])
+				case buf[pos] == '!' && top:
+					kind = errorKind(buf[next:end])
+				}
 				next = end + 2
 			}
-		case '*':
+		case '*', '~', '%', '|', '>':
 			count, ok := parseInt(line)
 			switch {
-			case ok && count == -1:
+			case ok && count == -1 && buf[pos] == '*':
 				if top {
 					kind = codec.ReplyMiss
 				}
 			case !ok || count < 0 || count > MaxReplyElements:
 				return 0, 0, replyErr(ErrReplyLength, buf[pos:next])
 			default:
-				pending += count
+				pending += elements(buf[pos], count)
+			}
+		case '_':
+			if len(line) != 0 {
+				return 0, 0, replyErr(ErrReplyScalar, buf[pos:next])
+			}
+			if top {
+				kind = codec.ReplyMiss
+			}
+		case ',', '#', '(':
+			if !validScalar(buf[pos], line) {
+				return 0, 0, replyErr(ErrReplyScalar, buf[pos:next])
 			}
 		}
 		pos = next
@@ -121,10 +141,69 @@ func parseReply(buf []byte, pos int, pending int64, st *codec.ReplyState) (int, 
 	return pos, kind, nil
 }
 
-// isReplyType reports whether c starts a RESP2 reply.
-func isReplyType(c byte) bool {
-	return c == '+' || c == '-' || c == ':' || c == '$' || c == '*'
+// isReplyType reports whether c starts a RESP2 or RESP3 reply.
+func isReplyType(c byte) bool { return replyTypes[c] }
+
+// replyTypes marks the type bytes of RESP2 (+ - : $ *) and RESP3: null
+// "_", double ",", boolean "#", big number "(", blob error "!", verbatim
+// string "=", map "%", set "~", attribute "|" and push ">". The streamed
+// forms (a "?" length, ";" chunks, "." end) are not among them: Redis
+// 7.0 never sends them, and a reply using them is a broken stream.
+var replyTypes = [256]bool{
+	'+': true, '-': true, ':': true, '$': true, '*': true,
+	'_': true, ',': true, '#': true, '(': true, '!': true, '=': true,
+	'%': true, '~': true, '|': true, '>': true,
 }
+
+// elements is how many elements an aggregate of type t and count entries
+// adds to those still to frame: a map's pairs are two each, and an
+// attribute (a map) is followed by the reply it annotates.
+func elements(t byte, count int64) int64 {
+	switch t {
+	case '%':
+		return 2 * count
+	case '|':
+		return 2*count + 1
+	}
+	return count
+}
+
+// validScalar reports whether line is a RESP3 double (",": digits, sign,
+// point, exponent, or inf, -inf, nan), boolean ("#": t or f) or big
+// number ("(": an optional minus and digits).
+func validScalar(t byte, line []byte) bool {
+	switch t {
+	case '#':
+		return len(line) == 1 && (line[0] == 't' || line[0] == 'f')
+	case '(':
+		digits := line
+		if len(digits) > 0 && digits[0] == '-' {
+			digits = digits[1:]
+		}
+		for _, c := range digits {
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+		return len(digits) > 0
+	}
+	switch string(line) {
+	case "inf", "-inf", "nan":
+		return true
+	}
+	for _, c := range line {
+		if (c < '0' || c > '9') && c != '-' && c != '+' && c != '.' && c != 'e' && c != 'E' {
+			return false
+		}
+	}
+	return len(line) > 0
+}
+
+// IsPush reports whether reply, a reply ParseReply framed, is a RESP3
+// push (">"): data the server sends out of turn on a RESP3 socket
+// (pub/sub messages, client tracking invalidations), no answer to any
+// request.
+func IsPush(reply []byte) bool { return len(reply) > 0 && reply[0] == '>' }
 
 // replyLine returns the line at buf[pos:] after its type byte, without
 // "\r\n", and the offset after it.

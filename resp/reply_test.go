@@ -41,6 +41,32 @@ var validReplies = []struct {
 	{"array with an error", "*2\r\n+OK\r\n-ERR x\r\n", codec.ReplyOK},
 	{"nested arrays", "*2\r\n*2\r\n:1\r\n*1\r\n$1\r\nx\r\n*0\r\n", codec.ReplyOK},
 	{"deep nesting", strings.Repeat("*1\r\n", 10000) + ":1\r\n", codec.ReplyOK},
+
+	// RESP3, as redis-server 7.0.15 sends each type to a client after
+	// HELLO 3 (HGETALL, SMEMBERS, ZSCORE, GET of no key, INFO, EVAL with
+	// redis.setresp(3), DEBUG PROTOCOL attrib|push|bignum|verbatim).
+	{"map", "%2\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n", codec.ReplyOK},
+	{"empty map", "%0\r\n", codec.ReplyOK},
+	{"set", "~2\r\n$1\r\nx\r\n$1\r\ny\r\n", codec.ReplyOK},
+	{"double", ",1.5\r\n", codec.ReplyOK},
+	{"double exponent", ",1.2e+30\r\n", codec.ReplyOK},
+	{"double inf", ",-inf\r\n", codec.ReplyOK},
+	{"double nan", ",nan\r\n", codec.ReplyOK},
+	{"true", "#t\r\n", codec.ReplyOK},
+	{"false", "#f\r\n", codec.ReplyOK},
+	{"null", "_\r\n", codec.ReplyMiss},
+	{"big number", "(1234567999999999999999999999999999999\r\n", codec.ReplyOK},
+	{"negative big number", "(-12345678901234567890\r\n", codec.ReplyOK},
+	{"verbatim", "=29\r\ntxt:This is a verbatim\nstring\r\n", codec.ReplyOK},
+	{"verbatim empty text", "=4\r\ntxt:\r\n", codec.ReplyOK},
+	{"blob error", "!21\r\nSYNTAX invalid syntax\r\n", codec.ReplyError},
+	{"blob error loading", "!7\r\nLOADING\r\n", codec.ReplyFailure},
+	{"attribute then reply", "|1\r\n$14\r\nkey-popularity\r\n*2\r\n$7\r\nkey:123\r\n:90\r\n" +
+		"$39\r\nSome real reply following the attribute\r\n", codec.ReplyOK},
+	{"push", ">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n", codec.ReplyOK},
+	{"map of sets and booleans", "%2\r\n:0\r\n~1\r\n#t\r\n_\r\n%1\r\n,3.141\r\n#f\r\n", codec.ReplyOK},
+	{"array with RESP3 null", "*2\r\n$1\r\nv\r\n_\r\n", codec.ReplyOK},
+	{"deep maps", strings.Repeat("%1\r\n+k\r\n", 5000) + "_\r\n", codec.ReplyOK},
 }
 
 func TestParseReply(t *testing.T) {
@@ -67,8 +93,25 @@ var invalidReplies = []struct {
 	err  error
 }{
 	{"unknown type", "?x\r\n", ErrReplyType},
-	{"RESP3 map", "%1\r\n+a\r\n+b\r\n", ErrReplyType},
-	{"nested unknown type", "*1\r\n!x\r\n", ErrReplyType},
+	{"nested unknown type", "*1\r\n?x\r\n", ErrReplyType},
+	{"streamed string", "$?\r\n;4\r\nHell\r\n;0\r\n", ErrReplyLength},
+	{"streamed array", "*?\r\n:1\r\n.\r\n", ErrReplyLength},
+	{"streamed chunk", ";4\r\nHell\r\n", ErrReplyType},
+	{"null with data", "_x\r\n", ErrReplyScalar},
+	{"boolean other", "#x\r\n", ErrReplyScalar},
+	{"boolean empty", "#\r\n", ErrReplyScalar},
+	{"double empty", ",\r\n", ErrReplyScalar},
+	{"double word", ",one\r\n", ErrReplyScalar},
+	{"big number empty", "(\r\n", ErrReplyScalar},
+	{"big number minus only", "(-\r\n", ErrReplyScalar},
+	{"big number letters", "(12a\r\n", ErrReplyScalar},
+	{"verbatim without format", "=2\r\nhi\r\n", ErrReplyVerbatim},
+	{"verbatim without colon", "=5\r\ntxt-x\r\n", ErrReplyVerbatim},
+	{"verbatim null", "=-1\r\n", ErrReplyLength},
+	{"blob error null", "!-1\r\n", ErrReplyLength},
+	{"map null", "%-1\r\n", ErrReplyLength},
+	{"set count -2", "~-2\r\n", ErrReplyLength},
+	{"map in map bad", "%1\r\n+k\r\n#y\r\n", ErrReplyScalar},
 	{"bare LF", "+OK\n", ErrReplyLineEnding},
 	{"type then LF", "+\n", ErrReplyLineEnding},
 	{"integer not a number", ":x\r\n", ErrReplyInteger},
