@@ -39,6 +39,11 @@ done
 
 range=${SHARDPROXY_PORT_RANGE:-30000-30999}
 lo=${range%-*}
+hi=${range#*-}
+if [ $((hi - lo + 1)) -lt $((200 * ${#targets[@]})) ]; then
+	say "SHARDPROXY_PORT_RANGE=$range is too small: ${#targets[@]} target(s) need 200 ports each"
+	exit 2
+fi
 out=$(mkdir -p "${SUITE_OUT:-suite-results}" && cd "${SUITE_OUT:-suite-results}" && pwd)
 read -r -a default_args <<<'--singledb --durable --tags -slow --ignore-encoding --ignore-digest'
 if [ -n "${RUNTEST_ARGS:-}" ]; then
