@@ -21,7 +21,7 @@ APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools
 	memccapable:libmemcached-tools /usr/lib/python3/dist-packages/pymemcache:python3-pymemcache chromium:chromium \
 	nc:netcat-openbsd openssl:openssl systemd-analyze:systemd
 
-.PHONY: help build run test lint bench bench-go fuzz deps clean soak
+.PHONY: help build run test lint bench bench-go fuzz deps clean soak redis-suite
 
 help:
 	@echo 'make build   build bin/shardproxy'
@@ -34,6 +34,8 @@ help:
 	@echo 'make bench   shardproxy vs nutcracker vs direct (~13 min; BENCH_QUICK=1 ~1 min) -> bench/report/'
 	@echo 'make soak    DURATION=$(DURATION): proxy under memcached+Redis load, faults and reloads; checks every reply'
 	@echo 'make bench-go  go test -bench of every package with -benchmem'
+	@echo 'make redis-suite REDIS_SRC=DIR  Redis'"'"'s own tests (runtest, tests/ of a Redis tree) against redis-server,'
+	@echo '             shardproxy and nutcracker over 3 servers -> suite-results/ (scripts/redis-suite.sh)'
 	@echo 'make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME) each'
 	@echo 'make deps    install memcached, redis-server, redis-sentinel, nutcracker, chromium, the client suites, staticcheck when missing'
 	@echo 'make clean   remove bin/'
@@ -91,6 +93,17 @@ SOAK_ARGS ?=
 soak: deps build
 	$(GO) build -o bin/soak ./soak
 	bin/soak -duration $(DURATION) -proxy bin/shardproxy $(SOAK_ARGS)
+
+# Runs Redis's own test suite (REDIS_SRC: a Redis source tree with runtest
+# and tests/, e.g. tag 7.0.15) against redis-server direct, shardproxy over
+# 3 redis-server, and nutcracker over 3 (plain, and with the servers flushed
+# directly); counts per target in suite-results/summary.txt. SUITE_TARGETS
+# picks targets; SHARDPROXY_PORT_RANGE=LO-HI places the ports (800 needed).
+REDIS_SRC     ?=
+SUITE_TARGETS ?=
+redis-suite: deps build
+	@[ -n "$(REDIS_SRC)" ] || { echo 'redis-suite: set REDIS_SRC to a Redis source tree (runtest, tests/)'; exit 2; }
+	SUITE_PARALLEL=1 scripts/redis-suite.sh $(REDIS_SRC) $(SUITE_TARGETS)
 
 # The hot-path micro-benchmarks (parse, encode, pick a server, loopback).
 bench-go:

@@ -835,6 +835,28 @@ func testClusterFailover(t *testing.T, rc *testserver.Cluster, srv *proxy.Server
 		return strings.HasPrefix(r, "-ERR ") || strings.HasPrefix(r, "-CLUSTERDOWN ")
 	}
 	ls, stop := runClusterLoad(t, addr, workers, keysOf, allowed, inDead)
+	// Dedicated work beside it (fault_dedicated_test.go): transactions and
+	// blocking pops on both sides, and clients blocked on and pinned to
+	// the master about to die.
+	var deadKeys, liveKeys []string
+	for _, k := range keysAcrossSlots(64, "fd:") {
+		if inDead(k) {
+			deadKeys = append(deadKeys, k)
+		} else {
+			liveKeys = append(liveKeys, k)
+		}
+	}
+	// The live masters answer -CLUSTERDOWN too from when the cluster
+	// marks the master failed until its replica takes over
+	// (cluster-require-full-coverage), not an error of the proxy's.
+	clusterDown := func(r string) bool { return strings.HasPrefix(r, "-CLUSTERDOWN ") }
+	ded, stopDed := runDedicatedLoad(t, addr, [][2]string{{liveKeys[0], liveKeys[1]}, {liveKeys[2], liveKeys[3]}}, clusterDown)
+	dedDead, stopDedDead := runDedicatedLoad(t, addr, [][2]string{{deadKeys[0], deadKeys[1]}, {deadKeys[2], deadKeys[3]}}, allowed)
+	stopAll := func() { stop(); stopDed(); stopDedDead() }
+	ded.waitRounds(t, 10, 10*time.Second, "dedicated load on the live masters")
+	dedDead.waitRounds(t, 10, 10*time.Second, "dedicated load on the master to be killed")
+	held := holdDedicated(t, addr, deadKeys[4:8])
+	waitFor(t, 5*time.Second, "clients blocked", func() bool { return infoInt(t, victim.Addr, "blocked_clients") >= 2 })
 	time.Sleep(300 * time.Millisecond)
 
 	// A prober measures when the dead master's slots are served again.
@@ -851,11 +873,19 @@ func testClusterFailover(t *testing.T, rc *testserver.Cluster, srv *proxy.Server
 	}
 	killed := time.Now()
 	victim.Stop()
-	firstFail, back, probeErrs := failoverProbe{c: p, key: probeKey, killed: killed, allowed: allowed, stop: stop,
+	slowest := checkHeld(t, held, killed)
+	firstFail, back, probeErrs := failoverProbe{c: p, key: probeKey, killed: killed, allowed: allowed, stop: stopAll,
 		what: "the dead master's slots"}.run(t)
 	waitRole(t, heir, "master", 5*time.Second)
+	dedDead.waitRounds(t, 10, 10*time.Second, "transactions and blocking pops on the promoted replica")
+	checkHeldTail(t, held)
 	time.Sleep(500 * time.Millisecond) // the workers run on the new map
-	stop()
+	stopAll()
+	waitFor(t, 2*time.Second, "dedicated gauges back to 0", func() bool { return dedicatedGauges(t, srv, "rc") == [3]int64{} })
+	t.Logf("clients blocked on and pinned to the killed master: the slowest error came %v after the kill (or after its next command)",
+		slowest.Round(time.Millisecond))
+	ded.checkClean(t, "dedicated load on the live masters")
+	dedDead.checkClean(t, "dedicated load on the killed master's slots")
 
 	st, _ := srv.ClusterStats("rc")
 	ls.mu.Lock()

@@ -35,8 +35,9 @@ type Cluster struct {
 // with its own free cluster bus port, via --cluster-port) plus replicas
 // replicas of each master, spreads the slots evenly over the masters, joins
 // the nodes, and returns once every node reports cluster_state:ok and knows
-// every other node. args go to every node. The nodes are stopped when the
-// test ends; a restarted node rejoins from its nodes.conf.
+// every other node, and every replica has synced with its master. args go
+// to every node. The nodes are stopped when the test ends; a restarted node
+// rejoins from its nodes.conf.
 func StartRedisCluster(t testing.TB, masters, replicas int, args ...string) *Cluster {
 	t.Helper()
 	if masters < 1 || replicas < 0 {
@@ -104,7 +105,30 @@ func (c *Cluster) form() error {
 			return err
 		}
 	}
-	return c.waitOK(deadline)
+	if err := c.waitOK(deadline); err != nil {
+		return err
+	}
+	return c.waitSynced(deadline)
+}
+
+// waitSynced polls every replica until its link to its master is up: a
+// replica that never finished its first sync refuses to fail over (its
+// data counts as too old), so a test that kills a master right after
+// StartRedisCluster would wait for a failover that never comes.
+func (c *Cluster) waitSynced(deadline time.Time) error {
+	for _, r := range c.Replicas {
+		for {
+			info, err := RedisDo(r.Addr, "INFO", "replication")
+			if err == nil && strings.Contains(info, "master_link_status:up") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("replica %s not synced with its master within %v: %q %v", r.Addr, clusterTimeout, info, err)
+			}
+			time.Sleep(pollInterval)
+		}
+	}
+	return nil
 }
 
 // attach makes r a replica of m, retrying while r has not yet heard of m.
