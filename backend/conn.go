@@ -165,6 +165,7 @@ func (c *conn) writeLoop() {
 		interval  = c.b.cfg.HealthInterval
 		idle      *time.Timer      // fires to look whether s is idle; nil: no checks
 		idleC     <-chan time.Time // idle's channel, or nil
+		checkedC  <-chan checked   // c.checked, or nil without checks
 		lastWrite time.Time        // when s was last written to (a call's start)
 		checking  *Call            // the idle check in flight, whose outcome is awaited
 		checkOn   *sock            // the socket it checks
@@ -174,7 +175,7 @@ func (c *conn) writeLoop() {
 	if interval > 0 && !c.once && c.b.checks != [2]*codec.Request{} {
 		idle = time.NewTimer(interval)
 		idle.Stop()
-		idleC = idle.C
+		idleC, checkedC = idle.C, c.checked
 		defer idle.Stop()
 	}
 	defer close(c.stopped)
@@ -228,7 +229,7 @@ func (c *conn) writeLoop() {
 				lastWrite = checking.start
 			}
 			idle.Reset(interval)
-		case r := <-c.checked:
+		case r := <-checkedC:
 			if r.call != checking {
 				break
 			}

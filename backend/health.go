@@ -144,8 +144,9 @@ func (c *conn) check(s *sock) *Call {
 	call.Done = func(call *Call) {
 		ok := call.Reply.Err == nil && call.Reply.Kind == codec.ReplyOK
 		call.Release()
-		c.checked <- checked{call: call, s: s, ok: ok} // cap 1: one check at a time
-		c.kick()
+		// Cap 1: one check at a time. The writer selects on checked, so
+		// receiving it is its wake-up; no kick.
+		c.checked <- checked{call: call, s: s, ok: ok}
 	}
 	b.stats.IdleChecks.Add(1)
 	b.stats.InQueue.Add(1) // write moves it to OutQueue, as any call

@@ -16,6 +16,10 @@ var replicaKeys = map[string]poolKey{
 	"replicas":  {set: (*poolParser).setReplicas, given: func(p *Pool) bool { return len(p.Replicas) > 0 }},
 }
 
+// replicaOnly are the replica keys, which the pools that may not read
+// from replicas refuse.
+var replicaOnly = []string{"read_from", "replicas"}
+
 // replicaForms is how a replicas line is written.
 const replicaForms = `want "host:port[:weight] shard" or "/path/to/socket[:weight] shard" (shard: a servers line's name or address)`
 
@@ -110,7 +114,7 @@ func (pp *poolParser) validateReplicas() {
 	p := pp.p
 	if !p.Redis {
 		if !pp.bad["redis"] {
-			pp.refuseKeys([]string{"read_from", "replicas"}, "", "is only valid for a redis pool (redis: true)")
+			pp.refuseKeys(replicaOnly, "", "is only valid for a redis pool (redis: true)")
 		}
 		return
 	}
@@ -166,7 +170,7 @@ func (pp *poolParser) isServer(addr string) bool {
 
 // refuseReplicaKeys refuses both replica keys in a pool routed by Lua.
 func (pp *poolParser) refuseReplicaKeys() {
-	pp.refuseKeys([]string{"read_from", "replicas"}, "", "is only valid for a sharded redis pool or a redis_cluster pool; "+
+	pp.refuseKeys(replicaOnly, "", "is only valid for a sharded redis pool or a redis_cluster pool; "+
 		"a route file picks its own backends")
 }
 

@@ -40,9 +40,8 @@ const (
 
 // replica is one replica of one shard.
 type replica struct {
-	b      *backend.Backend
-	addr   string
-	slot   int // the shard's place in the router's table
+	b      *backend.Backend // its address is the replica's
+	slot   int              // the shard's place in the router's table
 	weight int
 	listed bool         // from the replicas key, not a Sentinel
 	state  atomic.Int32 // replicaUnchecked, replicaUp, replicaDown
@@ -154,7 +153,7 @@ func (r *shardRouter) startReplicas(k *kindEnv) error {
 	if o != nil && o.replicas != nil {
 		old = map[string]*replica{}
 		for _, rep := range o.replicas.tab.Load().flat {
-			old[rep.addr] = rep
+			old[rep.b.Addr()] = rep
 		}
 	}
 	var flat []*replica
@@ -169,7 +168,7 @@ func (r *shardRouter) startReplicas(k *kindEnv) error {
 		for _, rep := range o.replicas.tab.Load().flat {
 			slot, ok := slotOf[o.shard.Servers()[rep.slot].Name]
 			if !rep.listed && ok && !s.listed[slot] {
-				flat = append(flat, s.newReplica(rep.addr, slot, 1, false, rep))
+				flat = append(flat, s.newReplica(rep.b.Addr(), slot, 1, false, rep))
 			}
 		}
 	}
@@ -194,7 +193,7 @@ func (r *shardRouter) startReplicas(k *kindEnv) error {
 func (s *replicaSet) newReplica(addr string, slot, weight int, listed bool, prev *replica) *replica {
 	cfg := s.tmpl
 	cfg.Addr, cfg.Name = addr, addr
-	rep := &replica{b: s.lease.Get(cfg), addr: addr, slot: slot, weight: weight, listed: listed}
+	rep := &replica{b: s.lease.Get(cfg), slot: slot, weight: weight, listed: listed}
 	switch {
 	case s.every <= 0:
 		rep.state.Store(replicaUp) // no checks: the backend's failures alone
@@ -240,17 +239,18 @@ func (s *replicaSet) checkAll(fresh bool) {
 // check asks rep's server whether it is a replica with its link up, and
 // logs a change.
 func (s *replicaSet) check(rep *replica) {
-	err := s.prober.CheckReplica(rep.addr)
+	addr := rep.b.Addr()
+	err := s.prober.CheckReplica(addr)
 	shard := s.r.shard.Servers()[rep.slot].Name
 	if err == nil {
 		if rep.state.Swap(replicaUp) != replicaUp {
-			s.log.Info("replica usable", "server", rep.addr, "shard", shard)
+			s.log.Info("replica usable", "server", addr, "shard", shard)
 		}
 		return
 	}
 	s.checkFails.Add(1)
 	if rep.state.Swap(replicaDown) != replicaDown {
-		s.log.Warn("replica skipped", "server", rep.addr, "shard", shard, "err", err)
+		s.log.Warn("replica skipped", "server", addr, "shard", shard, "err", err)
 	}
 }
 
@@ -281,7 +281,7 @@ func (s *replicaSet) learnt(slots []int, addrs []string) {
 		for _, addr := range addrs {
 			var kept *replica
 			for _, j := range old.slots[slot] {
-				if old.flat[j].addr == addr {
+				if old.flat[j].b.Addr() == addr {
 					kept = old.flat[j]
 				}
 			}
@@ -291,14 +291,14 @@ func (s *replicaSet) learnt(slots []int, addrs []string) {
 			flat = append(flat, kept)
 		}
 		for _, j := range old.slots[slot] {
-			if !slices.Contains(addrs, old.flat[j].addr) {
+			if !slices.Contains(addrs, old.flat[j].b.Addr()) {
 				gone = append(gone, old.flat[j])
 			}
 		}
 	}
 	s.tab.Store(newReplicaTable(s.r, flat, len(old.slots)))
 	for _, rep := range gone {
-		s.prober.Forget(rep.addr)
+		s.prober.Forget(rep.b.Addr())
 		s.lease.Put(rep.b)
 	}
 	if added {

@@ -248,14 +248,22 @@ func (r *shardRouter) routeKey(x *route.Exchange) bool {
 	if !r.usable(x, idx) {
 		return false
 	}
+	return r.send(x, idx)
+}
+
+// send sends x to the server that serves shard target for it: one of the
+// shard's replicas for a read under read_from (readTable), else the
+// shard's backend. It reports false when x was answered with a refusal
+// instead (readTarget).
+func (r *shardRouter) send(x *route.Exchange, target int) bool {
 	if t := r.readTable(x); t != nil {
-		n, ok := r.readTarget(t, x, idx)
+		n, ok := r.readTarget(t, x, target)
 		if ok {
 			x.Send(t.Backend(n))
 		}
 		return ok
 	}
-	x.Send(r.Backend(idx))
+	x.Send(r.Backend(target))
 	return true
 }
 
@@ -346,13 +354,7 @@ func (r *shardRouter) routeSame(x *route.Exchange) {
 	if !r.usable(x, target) {
 		return
 	}
-	if t := r.readTable(x); t != nil {
-		if n, ok := r.readTarget(t, x, target); ok {
-			x.Send(t.Backend(n))
-		}
-		return
-	}
-	x.Send(r.Backend(target))
+	r.send(x, target)
 }
 
 // routeServer sends x to the server it names (a SCAN's cursor): this

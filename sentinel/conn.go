@@ -144,10 +144,11 @@ func (c *conn) role(timeout time.Duration) (string, error) {
 	if err := v.err(); err != nil {
 		return "", err
 	}
-	if v.kind != '*' || v.null || len(v.arr) == 0 || (v.arr[0].kind != '$' && v.arr[0].kind != '+') {
+	role, ok := v.arrayHead()
+	if !ok {
 		return "", badReply("ROLE: want an array starting with the role")
 	}
-	return v.arr[0].str, nil
+	return role, nil
 }
 
 // joinAddr checks ip and port as a Sentinel gives them and joins them.

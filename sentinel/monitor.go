@@ -445,16 +445,23 @@ func (m *Monitor) ask(s, name string) (string, error) {
 		m.queries[s] = c
 	}
 	addr, err := c.masterAddr(name, m.cfg.Timeout)
-	var re *ReplyError
-	switch {
-	case errors.Is(err, ErrNoMaster) || errors.As(err, &re):
+	if err != nil {
 		m.stats.queryFailures.Add(1)
-	case err != nil:
-		m.stats.queryFailures.Add(1)
-		c.close()
-		delete(m.queries, s)
+		m.dropBroken(s, c, err)
 	}
 	return addr, err
+}
+
+// dropBroken closes and forgets c, the resolver's connection to Sentinel
+// s, when err says the connection broke; an error reply or ErrNoMaster
+// leaves it usable.
+func (m *Monitor) dropBroken(s string, c *conn, err error) {
+	var re *ReplyError
+	if err == nil || errors.Is(err, ErrNoMaster) || errors.As(err, &re) {
+		return
+	}
+	c.close()
+	delete(m.queries, s)
 }
 
 func (m *Monitor) closeQueries() {
@@ -536,12 +543,8 @@ func (m *Monitor) learnReplicas() {
 				continue // ask dialled it, and it failed: down
 			}
 			addrs, err := c.replicas(name, m.cfg.Timeout)
-			var re *ReplyError
 			if err != nil {
-				if !errors.As(err, &re) {
-					c.close()
-					delete(m.queries, s)
-				}
+				m.dropBroken(s, c, err)
 				continue
 			}
 			master := m.Addr(name)
