@@ -3,6 +3,7 @@ package backend
 import (
 	"crypto/tls"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -457,6 +458,12 @@ func (b *Backend) failed(cause Cause) {
 		b.bad = true
 		until := time.Now().Add(b.cfg.RetryTimeout)
 		b.badUntil.Store(until.UnixNano())
+		if b.cfg.HealthInterval > 0 {
+			// Bad until a probe succeeds: the retry time starts the
+			// probes (health.go), it does not let requests through.
+			b.badUntil.Store(math.MaxInt64)
+			b.nextProbe = until
+		}
 		b.stats.Ejects.Add(1)
 		b.stats.EjectedAt.Store(time.Now().UnixMicro())
 		b.timer = time.AfterFunc(b.cfg.RetryTimeout, b.retry)

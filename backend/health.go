@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"math"
 	"time"
 
 	"shardproxy/codec"
@@ -67,8 +66,6 @@ func (b *Backend) probe() {
 	}
 	first := !b.probing
 	b.probing = true
-	// Past the retry time, still failing fast: until a probe succeeds.
-	b.badUntil.Store(math.MaxInt64)
 	last := b.lastCause
 	b.mu.Unlock()
 	if first {

@@ -92,7 +92,7 @@ func TestProbeKeepsSilentServerBad(t *testing.T) {
 	var mu sync.Mutex
 	var events []bool
 	b := backend.New(backend.Config{
-		Addr: addr, Dialect: mc, Timeout: time.Second, ConnectTimeout: 100 * time.Millisecond,
+		Addr: addr, Dialect: mc, Timeout: time.Second, ConnectTimeout: 400 * time.Millisecond,
 		FailureLimit: 1, RetryTimeout: 100 * time.Millisecond,
 		HealthInterval: 100 * time.Millisecond, HealthTimeout: 100 * time.Millisecond,
 		OnStateChange: func(_ *backend.Backend, bad bool) { mu.Lock(); events = append(events, bad); mu.Unlock() },
@@ -102,12 +102,12 @@ func TestProbeKeepsSilentServerBad(t *testing.T) {
 		t.Fatalf("first call: cause %q, want readvalidate", got)
 	}
 	// Past several retry times, every request still fails at once.
-	for end := time.Now().Add(700 * time.Millisecond); time.Now().Before(end); {
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
 		start := time.Now()
 		if got := causeOf(call(t, b, request(t, "get k\r\n"))); got != "markedbad" {
 			t.Fatalf("call while probing: cause %q, want markedbad", got)
 		}
-		if d := time.Since(start); d > 50*time.Millisecond {
+		if d := time.Since(start); d > 200*time.Millisecond { // a dial would wait the 400ms connect timeout
 			t.Fatalf("a call while probing took %v: it waited for the server", d)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -137,6 +137,8 @@ func TestProbeKeepsSilentServerBad(t *testing.T) {
 	if n := st.Restores.Load(); n != 1 {
 		t.Fatalf("restores %d, want 1", n)
 	}
+	// OnStateChange runs after the backend is restored: wait for it.
+	waitFor(t, time.Second, "the restore's state change", func() bool { mu.Lock(); defer mu.Unlock(); return len(events) >= 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(events) != 2 || !events[0] || events[1] {
@@ -297,7 +299,7 @@ func TestIdleCheckHoldsCalls(t *testing.T) {
 	n := st.IdleChecks.Load()
 	p.LoseAll()
 	// The next check is written after the loss: it is lost too.
-	waitFor(t, time.Second, "a check on the lost socket", func() bool { return st.IdleChecks.Load() > n })
+	waitFor(t, 3*time.Second, "a check on the lost socket", func() bool { return st.IdleChecks.Load() > n })
 	start := time.Now()
 	r := call(t, b, request(t, "get held\r\n"))
 	if string(r.Raw) != "VALUE held 0 1\r\nv\r\nEND\r\n" {
@@ -315,20 +317,20 @@ func TestIdleCheckSkipsBusySocket(t *testing.T) {
 	srv := testserver.StartMemcached(t)
 	b := backend.New(backend.Config{
 		Addr: srv.Addr, Dialect: mc, Timeout: time.Second,
-		HealthInterval: 100 * time.Millisecond, HealthTimeout: 100 * time.Millisecond,
+		HealthInterval: 400 * time.Millisecond, HealthTimeout: 100 * time.Millisecond,
 	})
 	defer b.Close()
 	st := b.Stats()
 	var sent int64
-	for end := time.Now().Add(600 * time.Millisecond); time.Now().Before(end); {
+	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); {
 		call(t, b, request(t, "get busy\r\n"))
 		sent++
 		time.Sleep(10 * time.Millisecond)
 	}
 	if n := st.IdleChecks.Load(); n != 0 {
-		t.Fatalf("%d checks on a socket used every 10ms (interval 100ms)", n)
+		t.Fatalf("%d checks on a socket used every 10ms (interval 400ms)", n)
 	}
-	waitFor(t, time.Second, "checks of the idle socket", func() bool { return st.IdleChecks.Load() >= 2 })
+	waitFor(t, 3*time.Second, "checks of the idle socket", func() bool { return st.IdleChecks.Load() >= 2 })
 	var observed int64
 	for i := range st.Latency.Counts {
 		observed += st.Latency.Counts[i].Load()

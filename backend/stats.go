@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -116,6 +117,9 @@ func (b *Backend) State() State {
 	switch until := b.badUntil.Load(); {
 	case b.probing:
 		st.Bad, st.Probing = true, true
+		st.RetryAt = b.nextProbe
+	case until == math.MaxInt64: // waiting for the first probe
+		st.Bad = true
 		st.RetryAt = b.nextProbe
 	case until != 0 && time.Now().UnixNano() < until:
 		st.Bad = true
