@@ -280,12 +280,18 @@ func (b *Backend) Config() Config { return b.cfg }
 // version asked (RESP has one other than its first).
 func (b *Backend) Send(c *Call, hint uint32) {
 	if b.prepare(c, time.Now()) {
-		slots := b.conns
-		if c.Req != nil && c.Req.Proto != 0 {
-			slots = b.protoSlots(c.Req.Proto)
-		}
-		slots[int(hint%uint32(len(slots)))].enqueue(c)
+		b.slot(c, hint).enqueue(c)
 	}
+}
+
+// slot returns the socket slot for c: hint % Conns among the slots of
+// c's protocol version.
+func (b *Backend) slot(c *Call, hint uint32) *conn {
+	slots := b.conns
+	if c.Req != nil && c.Req.Proto != 0 {
+		slots = b.protoSlots(c.Req.Proto)
+	}
+	return slots[int(hint%uint32(len(slots)))]
 }
 
 // protoSlots returns the slots for requests of protocol version proto
@@ -357,11 +363,7 @@ func (b *Backend) Stage(c *Call, hint uint32, bt *Batch) {
 	if !b.prepare(c, bt.now) {
 		return
 	}
-	slots := b.conns
-	if c.Req != nil && c.Req.Proto != 0 {
-		slots = b.protoSlots(c.Req.Proto)
-	}
-	bt.add(slots[int(hint%uint32(len(slots)))], c)
+	bt.add(b.slot(c, hint), c)
 }
 
 // add stages c for socket slot cn.

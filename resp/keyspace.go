@@ -89,18 +89,15 @@ func canonicalLibraries(raw []byte) ([]string, bool) {
 	if !ok {
 		return nil, false
 	}
-	libs := make([]string, 0, min(count, len(elems)))
-	for range count {
-		m := nextValue(elems)
-		if m == 0 {
+	vals, ok := splitValues(elems, count)
+	if !ok {
+		return nil, false
+	}
+	libs := make([]string, len(vals))
+	for i, lib := range vals {
+		if libs[i], ok = canonicalLibrary(lib); !ok {
 			return nil, false
 		}
-		s, ok := canonicalLibrary(elems[:m])
-		if !ok {
-			return nil, false
-		}
-		libs = append(libs, s)
-		elems = elems[m:]
 	}
 	slices.Sort(libs)
 	return libs, true
@@ -110,33 +107,25 @@ func canonicalLibraries(raw []byte) ([]string, bool) {
 // pairs as they are, but the value of "functions" with its elements
 // sorted.
 func canonicalLibrary(lib []byte) (string, bool) {
-	fields, rest, ok := readFields(lib)
+	pairs, rest, ok := readFields(lib)
+	if !ok {
+		return "", false
+	}
+	vals, ok := splitValues(rest, 2*pairs)
 	if !ok {
 		return "", false
 	}
 	var b strings.Builder
-	for range fields {
-		k := nextValue(rest)
-		if k == 0 {
-			return "", false
+	for i := 0; i < len(vals); i += 2 {
+		field, value := vals[i], vals[i+1]
+		b.Write(field)
+		if name, _, _ := readString(field); string(name) == "functions" {
+			if fns, ok := sortedElements(value); ok {
+				b.WriteString(strings.Join(fns, ""))
+				continue
+			}
 		}
-		name, _, _ := readString(rest[:k])
-		b.Write(rest[:k])
-		rest = rest[k:]
-		v := nextValue(rest)
-		if v == 0 {
-			return "", false
-		}
-		fns, ok := []string(nil), false
-		if string(name) == "functions" {
-			fns, ok = sortedElements(rest[:v])
-		}
-		if ok {
-			b.WriteString(strings.Join(fns, ""))
-		} else {
-			b.Write(rest[:v])
-		}
-		rest = rest[v:]
+		b.Write(value)
 	}
 	return b.String(), true
 }
@@ -145,20 +134,14 @@ func canonicalLibrary(lib []byte) (string, bool) {
 // of an even count, or a RESP3 map. It returns the pairs and the bytes
 // after the header.
 func readFields(raw []byte) (pairs int, rest []byte, ok bool) {
-	if len(raw) == 0 || raw[0] != '*' && raw[0] != '%' {
+	if pairs, rest, ok = readHeader(raw, '%'); ok {
+		return pairs, rest, true
+	}
+	count, rest, ok := readArray(raw)
+	if !ok || count%2 != 0 {
 		return 0, nil, false
 	}
-	line, next, err := replyLine(raw, 0)
-	n, nok := parseInt(line)
-	switch {
-	case err != nil || !nok || n < 0:
-		return 0, nil, false
-	case raw[0] == '%':
-		return int(n), raw[next:], true
-	case n%2 != 0:
-		return 0, nil, false
-	}
-	return int(n / 2), raw[next:], true
+	return count / 2, rest, true
 }
 
 // sortedElements returns an array's elements, each whole, sorted.
@@ -167,14 +150,13 @@ func sortedElements(raw []byte) ([]string, bool) {
 	if !ok {
 		return nil, false
 	}
-	var out []string
-	for range count {
-		m := nextValue(elems)
-		if m == 0 {
-			return nil, false
-		}
-		out = append(out, string(elems[:m]))
-		elems = elems[m:]
+	vals, ok := splitValues(elems, count)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		out[i] = string(v)
 	}
 	slices.Sort(out)
 	return out, true

@@ -166,7 +166,7 @@ func (p *parser) hello() string {
 		case !ok:
 			return replyProtoVersion
 		case ver == 3:
-			proto = 3
+			proto = proto3
 		case ver == 2:
 			proto = 0
 		default:
@@ -248,7 +248,7 @@ func appendHello(dst []byte, id int, proto uint8, env codec.Env) []byte {
 	if env != nil {
 		version = env.Version()
 	}
-	if proto == 3 {
+	if proto == proto3 {
 		dst = appendMapHeader(dst, 7)
 	} else {
 		dst = redcon.AppendArray(dst, 14)

@@ -81,7 +81,15 @@ func readString(raw []byte) (data []byte, null, ok bool) {
 // count and the bytes of its elements (and of whatever follows them).
 // ok is false for any other reply, a null array included.
 func readArray(raw []byte) (count int, elems []byte, ok bool) {
-	if len(raw) == 0 || raw[0] != '*' {
+	return readHeader(raw, '*')
+}
+
+// readHeader reads the header of the aggregate reply of type t ('*' an
+// array, '%' a map) at the start of raw, as readArray does: its count (a
+// map's pairs) and the bytes after the header. ok is false for a reply
+// of any other type or a null.
+func readHeader(raw []byte, t byte) (count int, rest []byte, ok bool) {
+	if len(raw) == 0 || raw[0] != t {
 		return 0, nil, false
 	}
 	line, next, err := replyLine(raw, 0)
@@ -90,4 +98,19 @@ func readArray(raw []byte) (count int, elems []byte, ok bool) {
 		return 0, nil, false
 	}
 	return int(n), raw[next:], true
+}
+
+// splitValues cuts the first count whole replies (of any RESP2 or RESP3
+// type) off b, each its own slice of b; ok is false when b holds fewer.
+// What follows them is left.
+func splitValues(b []byte, count int) (vals [][]byte, ok bool) {
+	for range count {
+		m := nextValue(b)
+		if m == 0 {
+			return nil, false
+		}
+		vals = append(vals, b[:m])
+		b = b[m:]
+	}
+	return vals, true
 }
