@@ -249,7 +249,15 @@ func (s *sock) deliver(r *reader) bool {
 		r.replace(min(r.need, exactUpTo), len(rest))
 		return true
 	}
-	// The unfinished reply moves to the front; its ReplyState holds.
+	// The unfinished reply moves to the front; its ReplyState holds. A
+	// big one that will not fit moves straight to a buffer of its
+	// announced length: moving it to the front first, and then again
+	// when grow makes room, copied it twice.
+	if start > 0 && r.need > cap(buf) && r.need <= exactUpTo {
+		r.buf = buf
+		r.replace(r.need, len(buf)-start)
+		return true
+	}
 	r.buf = buf[:copy(buf, buf[start:])]
 	return true
 }

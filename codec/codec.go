@@ -428,6 +428,18 @@ type PartParser interface {
 	InPart() bool
 }
 
+// LookupCounter is implemented by a dialect whose servers count their
+// lookups and hits (memcached's cmd_get, get_hits, get_misses, cmd_set):
+// the proxy counts its clients' the same way, from what they are sent.
+type LookupCounter interface {
+	// Lookups returns how many keys req looks up (0: none) and whether it
+	// is a storage request.
+	Lookups(req *Request) (keys int, store bool)
+	// Hits returns how many of req's keys reply, the bytes its client is
+	// sent (or their start: the head of a big reply), found.
+	Hits(req *Request, reply []byte) int
+}
+
 // PartReplier is implemented by a dialect whose parser is a PartParser.
 type PartReplier interface {
 	// TrimPart returns how many bytes of reply, the client's reply to a

@@ -73,9 +73,11 @@ func (p *parser) proxyWords(buf []byte, req *codec.Request, n int, err error) (i
 	case pe.Close:
 		return 0, rejectFatal("", pe.N)
 	// kept as they are: a too-long key, a malformed multiget, a watch of
-	// an unknown stream ("ERROR"), a command the proxy does not carry
+	// an unknown stream ("ERROR"), a command the proxy does not carry, a
+	// value over the limit (memcached's proxy passes on its server's
+	// word for it)
 	case pe.Reply == "" || pe.Reply == replyBadFormat && p.keyTooLong(), pe.Reply == replyMalformed,
-		string(verb) == "watch", strings.HasSuffix(pe.Reply, replyNotCarried):
+		string(verb) == "watch", strings.HasSuffix(pe.Reply, replyNotCarried), pe.Reply == replyTooLarge:
 		return 0, pe
 	}
 	return 0, &codec.ProtocolError{Reply: replyParsing, N: pe.N, Discard: pe.Discard}

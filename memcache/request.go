@@ -145,11 +145,13 @@ func (p *parser) storage(l *line, req *codec.Request) (int, error) {
 	if r := p.denied(l.cmd); r != "" {
 		return 0, rejectData(quiet(r, noreply), n, vlen)
 	}
+	// memcached's proxy forwards a too-large request: the server answers
+	// it, noreply or not, and a set drops the key's old value there.
 	switch {
-	case vlen > p.maxValue && l.cmd == CmdSet && !p.proxy:
-		return 0, p.invalidate(l, req, toks[1], false, noreply, vlen)
+	case vlen > p.maxValue && l.cmd == CmdSet:
+		return 0, p.invalidate(l, req, toks[1], false, noreply && !p.proxy, vlen)
 	case vlen > p.maxValue:
-		return 0, rejectData(quiet(replyTooLarge, noreply), n, vlen)
+		return 0, rejectData(quiet(replyTooLarge, noreply && !p.proxy), n, vlen)
 	}
 	total, err := p.valueEnd(l, vlen, noreply)
 	if err != nil {
@@ -195,7 +197,10 @@ func (p *parser) valueEnd(l *line, vlen int, noreply bool) (int, error) {
 // noreply hides it), the value swallowed, and the key's old value dropped,
 // so that a failed write never leaves stale data behind. memcached drops
 // it for set and for ms in every mode, and keeps it for add, replace,
-// append, prepend and cas (observed on 1.6.18).
+// append, prepend and cas (observed on 1.6.18). memcached's proxy
+// forwards the request, and its server answers and drops alike; the
+// delete goes the same way, through the route a Lua pool picks by the
+// client's command (req.Name).
 //
 // req becomes the delete sent to the key's server ("delete <key>", for ms
 // "md <key>" with its "b" flag): Cmd CmdDelete or CmdMetaDelete, Name the
@@ -457,10 +462,8 @@ func (p *parser) metaSet(l *line, req *codec.Request) (int, error) {
 	}
 	quietMode, b64 := p.metaFlags(l, 3)
 	switch {
-	case vlen > p.maxValue && !p.proxy:
-		return 0, p.invalidate(l, req, toks[1], b64, false, vlen) // q shows errors
 	case vlen > p.maxValue:
-		return 0, rejectData(replyTooLarge, n, vlen)
+		return 0, p.invalidate(l, req, toks[1], b64, false, vlen) // q shows errors
 	}
 	total, err := p.valueEnd(l, vlen, false)
 	if err != nil {

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -119,4 +120,52 @@ func mismatchAt(a, b string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestMemcacheBigSetAllocation sends 100 KB sets one at a time, each line
+// and value in pieces as a client's writes reach a socket, and checks
+// what the proxy allocates per set. The value's length, known once the
+// line is in, sizes the session's read buffer and the request's copy
+// from recycled buffers: growing the buffer by doubling, and a fresh
+// buffer for each request's copy, cost over three times the value in
+// garbage per set.
+func TestMemcacheBigSetAllocation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real memcached")
+	}
+	_, yaml := memcachedPool(t, 2, "  timeout: 20000\n")
+	_, addr := startProxy(t, yaml, "mc")
+	c := dial(t, addr)
+	const sets, size = 100, 100 << 10
+	value := []byte(strings.Repeat("v", size) + "\r\n")
+	lines := make([][]byte, sets)
+	for i := range lines {
+		lines[i] = fmt.Appendf(nil, "set bigalloc:%d 0 0 %d\r\n", i%10, size)
+	}
+	set := func(i int) {
+		c.send(string(lines[i]))
+		for off := 0; off < len(value); off += 16 << 10 {
+			c.nc.Write(value[off:min(off+16<<10, len(value))])
+		}
+		if got := c.line(); got != "STORED" {
+			t.Fatalf("set %d: %q", i, got)
+		}
+	}
+	for i := range 10 { // buffers in the pools
+		set(i)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range sets {
+		set(i)
+	}
+	runtime.ReadMemStats(&after)
+	per := (after.TotalAlloc - before.TotalAlloc) / sets
+	t.Logf("%d bytes allocated per %d-byte set", per, size)
+	if raceEnabled() {
+		return // the race detector's sync.Pool drops a share of what is put back
+	}
+	if per > size/4 {
+		t.Errorf("%d bytes allocated per %d-byte set; want under %d", per, size, size/4)
+	}
 }

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"errors"
+
 	"shardproxy/codec"
 )
 
@@ -75,12 +77,22 @@ func (s *session) partWait() {
 // whole line first). Once the buffer is full the part is cut and the
 // reader waits for the client to read (parse's partWait), as for any
 // request.
+//
+// When nothing is cut, err itself is returned: it may announce the
+// request's length (a storage request's value on its way), which
+// ParsePart's plain ErrIncomplete does not. Without it the reader would
+// grow its buffer by doubling, and the parser could not copy the request
+// into a recycled buffer.
 func (s *session) cutPart(buf []byte, start int, p *pending, err error) (int, error) {
 	full := start == 0 && len(buf) == cap(buf) && cap(buf) >= s.maxBuffer()
 	if !full && !s.partRoom() {
 		return 0, err
 	}
-	return s.parts.ParsePart(buf[start:], &p.Req)
+	n, perr := s.parts.ParsePart(buf[start:], &p.Req)
+	if errors.Is(perr, codec.ErrIncomplete) && codec.Needed(perr) == 0 {
+		return 0, err
+	}
+	return n, perr
 }
 
 // errorPart is the Part of a rejected request: inside a request being cut

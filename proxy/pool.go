@@ -31,7 +31,8 @@ type pool struct {
 	srv      *Server
 	kind     *poolKind
 	dialect  codec.Dialect
-	tls      *tls.Config // what the listener serves; nil: plain
+	lookups  codec.LookupCounter // the dialect's, when its servers count hits
+	tls      *tls.Config         // what the listener serves; nil: plain
 	limits   codec.Options
 	router   route.Router
 	lease    *backend.Lease // the backends the router holds
@@ -53,6 +54,11 @@ type poolStats struct {
 	Requests          atomic.Int64
 	ProtocolErrors    atomic.Int64
 	cmds              sync.Map // command name -> *atomic.Int64 (memcached's cmd_*)
+	// Lookups as memcached counts them (codec.LookupCounter): keys looked
+	// up, those found, storage requests; counted as replies are written.
+	GetCmds atomic.Int64
+	GetHits atomic.Int64
+	SetCmds atomic.Int64
 	// In flight, counted only when the pool has an active_req_limit or a
 	// buffer_memory_limit.
 	Active    atomic.Int64 // requests sent to servers, not yet answered
@@ -116,6 +122,7 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 			MetaGets: pc.ServerProtocol == config.ServerProtocolMeta,
 		},
 	}
+	p.lookups, _ = d.(codec.LookupCounter)
 	if old != nil {
 		p.stats = old.stats // counters are cumulative across reloads
 	} else if ps := srv.removedStats(pc.Name); ps != nil && !b.check {
@@ -173,6 +180,14 @@ func (p *pool) Stats() []codec.Stat {
 		{Name: "protocol_errors", Value: since("protocol_errors")},
 		{Name: "server_ejects", Value: since("server_ejects")},
 	}
+	if p.lookups != nil {
+		gets, hits := p.stats.shown("get_keys", raw["get_keys"]), p.stats.shown("get_hits", raw["get_hits"])
+		stats = append(stats,
+			codec.Stat{Name: "cmd_get", Value: itoa(gets)},
+			codec.Stat{Name: "cmd_set", Value: since("set_cmds")},
+			codec.Stat{Name: "get_hits", Value: itoa(hits)},
+			codec.Stat{Name: "get_misses", Value: itoa(max(0, gets-hits))})
+	}
 	for _, st := range p.routerStats() { // a Lua pool's counters and mcp.add_stat's, a cluster's
 		stats = append(stats, codec.Stat{Name: st.Name, Value: itoa(st.Value)})
 	}
@@ -201,6 +216,13 @@ func (p *pool) resettable() map[string]int64 {
 		c["cmd_"+k.(string)] = v.(*atomic.Int64).Load()
 		return true
 	})
+	// stats shows these as cmd_get and cmd_set: keys looked up and
+	// storage requests, where stats proxy's are requests by command.
+	if p.lookups != nil {
+		c["get_keys"] = p.stats.GetCmds.Load()
+		c["get_hits"] = p.stats.GetHits.Load()
+		c["set_cmds"] = p.stats.SetCmds.Load()
+	}
 	return c
 }
 

@@ -199,6 +199,7 @@ func (s *session) writeReady(blocking bool) {
 		w.mu.Unlock()
 
 		outHolder, out := getOut()
+		var tally lookupTally
 		var heldDone int64
 		var pl *pool // the pool of the last run of batch, and its length
 		var inPool, parts int64
@@ -207,9 +208,16 @@ func (s *session) writeReady(blocking bool) {
 				parts++
 			}
 			if !broken {
+				mark := len(out)
 				if p.Req.Part != codec.PartWhole {
 					out = s.appendPart(out, p)
+					tally.count(p, out[mark:])
 				} else if head, big, tail := p.BigReply(out, p.pool.dialect); big != nil {
+					if len(head) > mark {
+						tally.count(p, head[mark:])
+					} else {
+						tally.count(p, big)
+					}
 					if blocking {
 						broken = s.writeBig(head, big)
 					} else {
@@ -218,6 +226,7 @@ func (s *session) writeReady(blocking bool) {
 					out = append(head[:0], tail...)
 				} else {
 					out = s.appendReply(out, p)
+					tally.count(p, out[mark:])
 				}
 				if p.Req.Close {
 					// quit: its reply goes out, nothing after it.
@@ -243,6 +252,7 @@ func (s *session) writeReady(blocking bool) {
 		if pl != nil {
 			pl.inflight.Add(-inPool)
 		}
+		tally.flush()
 		// Once per batch: both counters are shared with the reader's core.
 		s.held.Add(-heldDone)
 		if parts > 0 {
@@ -392,4 +402,50 @@ func (s *session) quiesce() {
 	}
 	s.mu.Unlock()
 	s.waiting.Store(false)
+}
+
+// lookupTally adds up the lookups, hits and storage requests of a batch's
+// replies (codec.LookupCounter), to be added to their pool's counters
+// once per run of one pool rather than once per reply.
+type lookupTally struct {
+	pl                 *pool
+	gets, hits, stores int64
+}
+
+// count counts p, whose client is sent reply (or its start).
+func (t *lookupTally) count(p *pending, reply []byte) {
+	lc := p.pool.lookups
+	if lc == nil {
+		return
+	}
+	keys, store := lc.Lookups(&p.Req)
+	if keys == 0 && !store {
+		return
+	}
+	if p.pool != t.pl {
+		t.flush()
+		t.pl = p.pool
+	}
+	if store {
+		t.stores++
+		return
+	}
+	t.gets += int64(keys)
+	t.hits += int64(lc.Hits(&p.Req, reply))
+}
+
+// flush adds the counts to their pool's counters.
+func (t *lookupTally) flush() {
+	if t.pl == nil {
+		return
+	}
+	st := t.pl.stats
+	if t.gets > 0 {
+		st.GetCmds.Add(t.gets)
+		st.GetHits.Add(t.hits)
+	}
+	if t.stores > 0 {
+		st.SetCmds.Add(t.stores)
+	}
+	*t = lookupTally{}
 }
