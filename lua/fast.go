@@ -133,6 +133,10 @@ func (fc *fastCall) done(*backend.Call) {
 	if reply.Err != nil {
 		fc.r.watchBackend(fc.be, reply.Err)
 	}
+	// out is a copy: the reply's buffer goes back to the backend's
+	// reader, which would otherwise make a new 64 KiB chunk every few
+	// hundred replies and leave the old ones to the garbage collector.
+	fc.call.Release()
 	r, c, bytes := fc.r, fc.c, fc.bytes
 	if cap(out) <= 64<<10 {
 		fc.out = out[:0]
