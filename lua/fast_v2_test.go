@@ -213,3 +213,28 @@ func TestFastPoolPartOfLongGet(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandNumber checks the shortcut of mcCommandNumber against the
+// command table, for every name and one that is none.
+func TestCommandNumber(t *testing.T) {
+	for i, name := range mcCommands {
+		if name == "" {
+			continue
+		}
+		if got := mcCommandNumber(name); got != i {
+			t.Errorf("mcCommandNumber(%q) = %d, want %d", name, got, i)
+		}
+	}
+	if got := mcCommandNumber("nope"); got != 0 {
+		t.Errorf("mcCommandNumber(\"nope\") = %d, want 0", got)
+	}
+}
+
+func BenchmarkCommandNumber(b *testing.B) {
+	names := []string{"get", "set", "mg", "gets", "incr"}
+	n := 0
+	for i := 0; b.Loop(); i++ {
+		n += mcCommandNumber(names[i%len(names)])
+	}
+	_ = n
+}
