@@ -88,8 +88,28 @@ var mcCommandIndex = func() map[string]int {
 	return m
 }()
 
-// mcCommandNumber returns the CMD_* number of a memcache request name, or 0.
-func mcCommandNumber(name string) int { return mcCommandIndex[name] }
+// mcCommandNumber returns the CMD_* number of a memcache request name, or
+// 0. Every request asks it (hooks, the lock-free way): the commonest names
+// are compared first, which costs less than hashing for the map.
+func mcCommandNumber(name string) int {
+	switch name {
+	case "get":
+		return cmdGET
+	case "set":
+		return cmdSET
+	case "mg":
+		return cmdMG
+	case "ms":
+		return cmdMS
+	case "gets":
+		return cmdGETS
+	case "delete":
+		return cmdDELETE
+	case "md":
+		return cmdMD
+	}
+	return mcCommandIndex[name]
+}
 
 // Response codes (mcmc.h MCMC_CODE_*), status values (MCMC_OK, MCMC_ERR)
 // and P_OK.

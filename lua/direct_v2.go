@@ -95,16 +95,17 @@ func inspectV2Handler(fn *glua.LFunction) v2Direct {
 }
 
 // v2DirectBackend returns the backend rc's handler would send req to now,
-// or nil when the handler must run in Lua. The caller holds the state.
-func (w *worker) v2DirectBackend(rc *rctx, req *codec.Request) *beRef {
+// and its pool, or nil when the handler must run in Lua. The caller holds
+// the state.
+func (w *worker) v2DirectBackend(rc *rctx, req *codec.Request) (*beRef, *pool) {
 	fn, d := rc.fn, rc.dir
 	if !d.ok {
-		return nil
+		return nil, nil
 	}
 	if fn.Upvalues[d.ctxUp].Value() != rc.ud || rc.ud.Metatable != w.v2.rctxMT ||
 		w.v2.rctxMT.RawGetString("__index") != w.v2.rctxIndex ||
 		w.v2.rctxIndex.RawGetString("enqueue_and_wait") != w.v2.enqueueAndWait {
-		return nil
+		return nil, nil
 	}
 	hv := d.handle
 	if d.handleUp >= 0 {
@@ -113,31 +114,39 @@ func (w *worker) v2DirectBackend(rc *rctx, req *codec.Request) *beRef {
 	n, ok := hv.(glua.LNumber)
 	h := int(n)
 	if !ok || glua.LNumber(h) != n || h < 0 || h >= len(rc.slots) {
-		return nil
+		return nil, nil
 	}
 	key := keyOf(req, w.r.cfg.Redis)
 	if key == nil || req.Route == codec.RouteSame {
-		return nil
+		return nil, nil
 	}
 	s := &rc.slots[h]
 	if s.pool == nil || s.cb != nil { // a sub-generator, or a callback to run
-		return nil
+		return nil, nil
 	}
 	be, err := s.pool.pick(key)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	return be
+	return be, s.pool
 }
 
 // sendDirectV2 sends a client's request straight to its backend when rc's
-// handler is a direct V2 handler, frees rc, and reports whether it did.
-func (w *worker) sendDirectV2(rc *rctx, req *codec.Request, hint uint32, c Completion, bytes int64, bt *backend.Batch) bool {
-	be := w.v2DirectBackend(rc, req)
+// handler is a direct V2 handler, gives rc back, and reports whether it
+// did. hook is what req's command is attached to: when it is rc's
+// generator itself (not a router, which picks a generator by key), the
+// pool is remembered for the command, and the command's next requests
+// take the lock-free way (fast.go) until Lua code runs or a context is
+// freed.
+func (w *worker) sendDirectV2(hook *glua.LFunction, rc *rctx, req *codec.Request, hint uint32, c Completion, bytes int64, bt *backend.Batch) bool {
+	be, p := w.v2DirectBackend(rc, req)
 	if be == nil {
 		return false
 	}
-	w.putRctx(rc)
+	w.untakeRctx(rc)
+	if rc.fg.entry == hook {
+		w.remember(req, p) // before the send: once sent, req may be answered and reused
+	}
 	w.r.sendFast(be, req, hint, c, bytes, bt)
 	return true
 }

@@ -547,8 +547,11 @@
 // request the context's own handler is checked again (its context, the
 // context's enqueue_and_wait, the handle); anything else takes the Lua
 // way. The context is free again at once rather than when the reply comes,
-// which is what a handler in Lua gives when requests do not overlap. Such
-// requests still take the state's lock (the lock-free way above is V1's).
+// which is what a handler in Lua gives when requests do not overlap. When
+// the generator is attached to the command itself (not picked by a
+// router), the lock-free way above serves the command's next requests
+// too, until Lua code runs or a request context of the state is freed
+// (the next request might take another context, whose handler differs).
 //
 // A request a direct handler (V1 or V2) sends on the session's goroutine
 // joins the session's batch of the client's read (route.Exchange.Batch,

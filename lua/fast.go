@@ -8,15 +8,19 @@ import (
 	"shardproxy/codec"
 )
 
-// A direct handler (direct.go) needs the Lua state only to read which pool
-// its upvalue holds, and that can only change while Lua code runs. So each
-// worker counts its Lua runs (luaGen), and when a request of a memcache
-// command is routed directly under the state's lock, the pool it found is
-// remembered for that command with the count. A later request of the
-// command finds it there, and while no Lua code has run since and no
+// A direct handler (direct.go, direct_v2.go) needs the Lua state only to
+// read which pool it sends to, and that can only change while Lua code
+// runs, or, for a V2 handler, when a request context is freed (the next
+// request may then take another context of its generator, whose handler
+// may differ). So each worker counts both (luaGen), and when a request of
+// a memcache command is routed directly under the state's lock, the pool
+// it found is remembered for that command with the count. A later request
+// of the command finds it there, and while the count has not moved and no
 // request is queued for the state, it is sent without taking the state at
-// all, and its reply goes to the client from the backend's goroutine. Anything else - a change, a multi-key request,
-// a Redis pool - takes the locked way.
+// all, and its reply goes to the client from the backend's goroutine.
+// Anything else - a change, a multi-key request or a part of a long get
+// line, a V2 router (which picks a generator by key), a Redis pool -
+// takes the locked way.
 
 // fastEntry is a command's direct pool as of Lua run gen.
 type fastEntry struct {
@@ -46,7 +50,7 @@ func (w *worker) remember(req *codec.Request, p *pool) {
 
 // fastPool returns the remembered direct pool for req, or nil.
 func (w *worker) fastPool(req *codec.Request) *pool {
-	if w.r.cfg.Redis || (req.Route != codec.RouteKey) || len(req.Keys) == 0 {
+	if w.r.cfg.Redis || req.Route != codec.RouteKey || len(req.Keys) == 0 || req.Part != codec.PartWhole {
 		return nil
 	}
 	n := mcCommandNumber(req.Name)
@@ -129,6 +133,10 @@ func (fc *fastCall) done(*backend.Call) {
 	if reply.Err != nil {
 		fc.r.watchBackend(fc.be, reply.Err)
 	}
+	// out is a copy: the reply's buffer goes back to the backend's
+	// reader, which would otherwise make a new 64 KiB chunk every few
+	// hundred replies and leave the old ones to the garbage collector.
+	fc.call.Release()
 	r, c, bytes := fc.r, fc.c, fc.bytes
 	if cap(out) <= 64<<10 {
 		fc.out = out[:0]

@@ -259,11 +259,26 @@ func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 // handler.
 const errNoFunction = wireError("function generator didn't return a function")
 
-// putRctx returns rc, idle, to its generator's free list.
+// putRctx returns rc, idle, to its generator's free list. The context
+// the generator's next request takes may then be another, whose handler
+// may route elsewhere: the pools remembered for the lock-free way
+// (fast.go) are forgotten, as when Lua code runs.
 func (w *worker) putRctx(rc *rctx) {
 	rc.reset()
 	fg := rc.fg
 	if len(fg.free) < maxFreeRctx {
+		fg.free = append(fg.free, rc)
+	}
+	w.luaGen.Add(1)
+}
+
+// untakeRctx gives back rc, which takeRctx has just returned and nothing
+// has used, to the top of its generator's free list: the free list is as
+// it was (but for a context the generator has just made, which is new
+// anyway), so the next request takes rc again and what the lock-free way
+// remembers stays true.
+func (w *worker) untakeRctx(rc *rctx) {
+	if fg := rc.fg; len(fg.free) < maxFreeRctx {
 		fg.free = append(fg.free, rc)
 	}
 }

@@ -137,7 +137,7 @@ type worker struct {
 
 	// Read by the direct way of Route (fast.go).
 	_      [64]byte
-	luaGen atomic.Uint64 // Lua runs so far
+	luaGen atomic.Uint64 // Lua runs and request contexts freed so far
 	fast   fastTable
 }
 

@@ -52,13 +52,15 @@ func (p *parser) parseProxy(buf []byte, req *codec.Request) (int, error) {
 // proxyWords words the outcome of parsing buf into req as memcached's
 // proxy does.
 func (p *parser) proxyWords(buf []byte, req *codec.Request, n int, err error) (int, error) {
-	var pe *codec.ProtocolError
 	if err == nil {
 		if !proxyKnows(req.Cmd) {
 			return 0, rejectFatal("", n)
 		}
 		return n, nil
 	}
+	// Declared here, not above: errors.As takes its address, which puts it
+	// on the heap, and a request that parses should cost no allocation.
+	var pe *codec.ProtocolError
 	if !errors.As(err, &pe) {
 		return n, err
 	}

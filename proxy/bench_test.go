@@ -27,6 +27,40 @@ func benchPipelineWith(b *testing.B, conns, depth int, direct bool, extra string
 		_, addr = startProxy(b, fmt.Sprintf("mc:\n  listen: 127.0.0.1:0\n  timeout: 5000\n%s  servers:\n    - %s:1\n",
 			extra, mc.Addr), "mc")
 	}
+	benchGets(b, addr, conns, depth)
+}
+
+// benchV2Route is the bench's V2 route (bench/fleet.go): one function
+// generator whose handler enqueue_and_waits every key command to the pool
+// of one memcached (%d is its port).
+const benchV2Route = `function mcp_config_pools()
+    return { main = mcp.pool({ mcp.backend("b1", "127.0.0.1", %d) }) }
+end
+local function direct_gen(rctx, handle)
+    return function(r)
+        return rctx:enqueue_and_wait(r, handle)
+    end
+end
+function mcp_config_routes(pools)
+    local fgen = mcp.funcgen_new()
+    local handle = fgen:new_handle(pools.main)
+    fgen:ready({ n = "direct", f = direct_gen, a = handle })
+    mcp.attach(mcp.CMD_ANY_STORAGE, fgen)
+end
+`
+
+// benchLuaV2 is benchPipeline through a Lua pool running benchV2Route,
+// with extra keys in the pool.
+func benchLuaV2(b *testing.B, depth int, extra string) {
+	mc := testserver.StartMemcached(b)
+	file := writeLua(b, fmt.Sprintf(benchV2Route, mc.Port))
+	_, addr := startProxy(b, fmt.Sprintf("lv2:\n  listen: 127.0.0.1:0\n  timeout: 5000\n  lua: %s\n%s", file, extra), "lv2")
+	benchGets(b, addr, 50, depth)
+}
+
+// benchGets runs b.N gets of a 100-byte value against addr over conns
+// connections, depth requests per batch.
+func benchGets(b *testing.B, addr string, conns, depth int) {
 	val := strings.Repeat("v", 100)
 	setup, _ := net.Dial("tcp", addr)
 	fmt.Fprintf(setup, "set bench 0 0 %d\r\n%s\r\n", len(val), val)
@@ -76,3 +110,10 @@ func BenchmarkGetNearP16(b *testing.B)   { benchPipelineWith(b, 50, 16, false, "
 func BenchmarkGetProxyP1(b *testing.B)   { benchPipeline(b, 50, 1, false) }
 func BenchmarkGetDirectP16(b *testing.B) { benchPipeline(b, 50, 16, true) }
 func BenchmarkGetProxyP16(b *testing.B)  { benchPipeline(b, 50, 16, false) }
+
+// A Lua pool running the bench's V2 route, its gets sent as the client
+// wrote them (a Lua pool's default) or as meta gets.
+func BenchmarkGetLuaV2P1(b *testing.B)      { benchLuaV2(b, 1, "") }
+func BenchmarkGetLuaV2MetaP1(b *testing.B)  { benchLuaV2(b, 1, "  server_protocol: meta\n") }
+func BenchmarkGetLuaV2P16(b *testing.B)     { benchLuaV2(b, 16, "") }
+func BenchmarkGetLuaV2MetaP16(b *testing.B) { benchLuaV2(b, 16, "  server_protocol: meta\n") }
