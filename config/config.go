@@ -388,11 +388,12 @@ type Pool struct {
 	// answer "mn" is marked bad. ServerProtocolAuto (the default of a
 	// native pool) asks each new socket's server "mn" and sends meta gets
 	// on the sockets whose server answered it, text on the others. On a
-	// memcache pool with lua the default is text, and meta applies only
-	// to the one-key gets a route forwards untouched, without reading the
-	// reply (lua.Config.ForwardAs); the route still sees the client's get;
-	// auto is refused there. A redis pool may not set meta (it ignores
-	// the key); a failover_pool must speak the same.
+	// memcache pool with lua the default is text, what the route sends,
+	// as memcached's proxy does; meta and auto apply only to the one-key
+	// gets a route forwards untouched, without reading the reply
+	// (lua.Config.MetaRewrite), and the route still sees the client's get.
+	// A redis pool may not set meta (it ignores the key); a failover_pool
+	// must speak the same.
 	ServerProtocol string
 
 	// DefaultVersion is what a memcache pool answers to "version" while no

@@ -37,9 +37,7 @@ var _ kind = luaKind{}
 func (luaKind) validate(pp *poolParser) {
 	p := pp.p
 	pp.validateHashSeed()
-	if !pp.refuseMetaOnRedis() {
-		pp.refuseAutoOnLua()
-	}
+	pp.refuseMetaOnRedis()
 	pp.refuseClusterKeys()
 	pp.refuseReplicaKeys()
 	pp.refuseSentinelKeys()
@@ -65,14 +63,6 @@ func (luaKind) provision(p *Pool) {
 	}
 	if !p.IsSet("lua_internal_cache") {
 		p.LuaInternalCache = DefaultLuaInternalCache
-	}
-}
-
-// refuseAutoOnLua refuses server_protocol: auto on a Lua pool, whose
-// route decides what its servers are sent: text unless meta is asked for.
-func (pp *poolParser) refuseAutoOnLua() {
-	if line, ok := pp.keys["server_protocol"]; ok && pp.p.ServerProtocol == ServerProtocolAuto {
-		pp.fail(line, "server_protocol", "auto is only valid for a native pool; a Lua pool sends what its route sends (text), or meta")
 	}
 }
 

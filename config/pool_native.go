@@ -57,14 +57,13 @@ func (pp *poolParser) validateHashSeed() {
 }
 
 // refuseMetaOnRedis refuses server_protocol: meta on a redis pool, of any
-// kind: meta is memcached's protocol. It reports whether it did.
-func (pp *poolParser) refuseMetaOnRedis() bool {
+// kind: meta is memcached's protocol.
+func (pp *poolParser) refuseMetaOnRedis() {
 	line, ok := pp.keys["server_protocol"]
 	if !ok || pp.p.ServerProtocol != ServerProtocolMeta || !pp.p.Redis || pp.bad["redis"] {
-		return false
+		return
 	}
 	pp.fail(line, "server_protocol", "meta is only valid for a memcache pool")
-	return true
 }
 
 // checkHashTag wants two bytes, as twemproxy's conf_set_hashtag checks the

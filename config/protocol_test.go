@@ -44,14 +44,15 @@ func TestServerProtocol(t *testing.T) {
 	if got := lua.Pools[0].ServerProtocol; got != ServerProtocolText {
 		t.Errorf("a Lua pool's default server_protocol: got %q, want text (what the route sends)", got)
 	}
+	if c := mustParse(t, "alpha:\n  listen: 127.0.0.1:22121\n  server_protocol: auto\n  lua: routes.lua\n"); c.Pools[0].ServerProtocol != ServerProtocolAuto {
+		t.Errorf("a Lua pool's server_protocol: got %q, want auto", c.Pools[0].ServerProtocol)
+	}
 	if text, _ := lua.Marshal(); strings.Contains(string(text), "server_protocol") {
 		t.Errorf("a Lua pool's default server_protocol is marshaled:\n%s", text)
 	}
 	for _, tt := range []struct{ name, text, want string }{
 		{"unknown", pool("  server_protocol: binary\n"),
 			`config: testdata/x.yml:3: pool "alpha": server_protocol: unknown value "binary"; want auto, text or meta`},
-		{"auto on a Lua pool", "alpha:\n  listen: 127.0.0.1:22121\n  server_protocol: auto\n  lua: routes.lua\n",
-			`config: testdata/x.yml:3: pool "alpha": server_protocol: auto is only valid for a native pool; a Lua pool sends what its route sends (text), or meta`},
 		{"redis", pool("  redis: true\n  server_protocol: meta\n"),
 			`config: testdata/x.yml:4: pool "alpha": server_protocol: meta is only valid for a memcache pool`},
 		{"failover to a text pool", failover("  server_protocol: meta\n", ""),

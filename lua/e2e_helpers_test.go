@@ -458,20 +458,27 @@ func newTap(t testing.TB, addr string) *tap {
 	return tp
 }
 
+// withoutChecks drops from what a backend received the proxy's socket
+// validations: "version\r\n", followed by "mn\r\n" where the pool asks
+// whether the server speaks meta (server_protocol auto, the default).
+func withoutChecks(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "version\r\nmn\r\n", ""), "version\r\n", "")
+}
+
 // sent returns what the backend received, without the proxy's
-// "version\r\n" checks.
+// validations.
 func (tp *tap) sent() string {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
-	return strings.ReplaceAll(tp.up.String(), "version\r\n", "")
+	return withoutChecks(tp.up.String())
 }
 
 // take returns what the backend received since the last take or reset,
-// without the version checks, and forgets it.
+// without the validations, and forgets it.
 func (tp *tap) take() string {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
-	s := strings.ReplaceAll(tp.up.String(), "version\r\n", "")
+	s := withoutChecks(tp.up.String())
 	tp.up.Reset()
 	return s
 }

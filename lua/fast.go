@@ -113,12 +113,10 @@ func (r *Router) routeFast(w *worker, req *codec.Request, hint uint32, c Complet
 // reply goes to c from the backend's goroutine, without the state. bytes
 // is what Route counted for req in bufferUsed.
 func (r *Router) sendFast(be *beRef, req *codec.Request, hint uint32, c Completion, bytes int64, bt *backend.Batch) {
-	if r.cfg.ForwardAs != nil {
-		r.cfg.ForwardAs(req)
-	}
 	fc := newFastCall()
 	fc.r, fc.be, fc.req, fc.c, fc.bytes = r, be, req, c, bytes
 	fc.call.Req = req
+	fc.call.MetaRewrite = r.cfg.MetaRewrite != nil
 	if bt != nil {
 		be.stage(&fc.call, hint, bt)
 		return

@@ -239,6 +239,7 @@ func (r *Router) backendFor(s *beSpec, prefix string, reg map[string]*beRef) *be
 		Name:           s.name(),
 		Dialect:        r.cfg.Dialect,
 		Handshake:      r.cfg.Handshake,
+		MetaRewrite:    r.cfg.MetaRewrite,
 		Conns:          s.tun.conns,
 		ConnectTimeout: s.tun.connect,
 		Timeout:        s.tun.read,

@@ -51,15 +51,19 @@ type Config struct {
 	// Password and Deny are ignored: route code is the operator's own.
 	Options codec.Options
 	// Handshake is what every backend socket is told first (Redis AUTH and
-	// SELECT; a memcached server's "mn" when ForwardAs rewrites to meta).
+	// SELECT; a memcached server's "mn" with Meta or MetaProbe, for
+	// MetaRewrite).
 	Handshake codec.HandshakeOptions
-	// ForwardAs, if not nil, may rewrite a request the route forwards
-	// untouched, without reading its reply (the handlers run without
-	// entering Lua: see direct.go, direct_v2.go, fast.go), into a cheaper
-	// wire form whose reply the dialect gives the client in the words it
-	// asked in (memcache.MetaGet: a one-key get sent as mg). A request a
-	// route handles in Lua goes as the route sends it.
-	ForwardAs func(*codec.Request) bool
+	// MetaRewrite, if not nil, is the backends' backend.Config.MetaRewrite:
+	// it may rewrite a request the route forwards untouched, without
+	// reading its reply (the handlers run without entering Lua: see
+	// direct.go, direct_v2.go, fast.go), into a cheaper wire form whose
+	// reply the dialect gives the client in the words it asked in
+	// (memcache.MetaGet: a one-key get sent as mg), on the sockets whose
+	// server speaks meta (Handshake.Meta: all; Handshake.MetaProbe: those
+	// whose server answered "mn"). A request a route handles in Lua goes
+	// as the route sends it.
+	MetaRewrite func(*codec.Request) bool
 	// Internal is the proxy's own cache of a memcache pool (internal.go):
 	// what mcp.internal and mcp.internal_handler reach, and what answers
 	// the commands no handler is attached for. The caller owns it (a

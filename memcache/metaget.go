@@ -34,7 +34,7 @@ func metaGet(l *line, req *codec.Request, s span) {
 // MetaGets made it, into the meta get that option would have made, and
 // reports whether it did. A router that forwards a request untouched and
 // gives its reply to the client as it comes (a Lua pool's direct
-// handlers: lua.Config.ForwardAs) sends gets as mg this way while its
+// handlers: lua.Config.MetaRewrite) sends gets as mg this way while its
 // route still sees the client's get.
 func MetaGet(req *codec.Request) bool {
 	if req.Mode != codec.ModeNormal || req.Route != codec.RouteKey || len(req.Keys) != 1 ||

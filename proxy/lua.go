@@ -3,6 +3,7 @@ package proxy
 import (
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/config"
 	"shardproxy/lua"
 	"shardproxy/memcache"
 	"shardproxy/route"
@@ -122,15 +123,20 @@ func (l luaRouter) Watch(streams int) (*route.Watcher, error) { return l.r.Watch
 // are parsed with its words for protocol errors (codec.Options.ProxyErrors)
 // and its forms of quiet and noreply requests on the wire
 // (codec.Options.ProxyWire). Its clients' gets are parsed as they come
-// even with server_protocol: meta, which sends as mg only the one-key gets
-// the route forwards untouched (lua.Config.ForwardAs), and has the
-// backends validated with "mn".
+// whatever server_protocol says; meta and auto send as mg only the
+// one-key gets the route forwards untouched
+// (lua.Config.MetaRewrite): meta to every backend, which must answer "mn"
+// when validated, auto to the backends whose socket's server answered it.
 func newLuaRouter(k *kindEnv) (route.Router, error) {
 	pc := k.p.cfg
 	k.p.limits.ProxyErrors, k.p.limits.ProxyWire = !pc.Redis, !pc.Redis
-	var forwardAs func(*codec.Request) bool
-	if k.p.limits.MetaGets {
-		forwardAs, k.p.limits.MetaGets = memcache.MetaGet, false
+	k.p.limits.MetaGets = false
+	hs := codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB}
+	var metaRewrite func(*codec.Request) bool
+	if !pc.Redis && pc.ServerProtocol != config.ServerProtocolText {
+		metaRewrite = memcache.MetaGet
+		hs.Meta = pc.ServerProtocol == config.ServerProtocolMeta
+		hs.MetaProbe = !hs.Meta
 	}
 	d := lua.Defaults{
 		ReadTimeout:  pc.Timeout,
@@ -159,16 +165,15 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		internal = cache.s
 	}
 	r, err := lua.New(lua.Config{
-		Hub:     hub,
-		Path:    k.p.src.Path(pc.Lua), // relative to the config file's directory
-		Dialect: k.p.dialect,
-		Redis:   pc.Redis,
-		Options: k.p.limits,
-		Handshake: codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB,
-			Meta: forwardAs != nil},
-		ForwardAs: forwardAs,
-		Defaults:  d,
-		StartArg:  pc.LuaArg,
+		Hub:         hub,
+		Path:        k.p.src.Path(pc.Lua), // relative to the config file's directory
+		Dialect:     k.p.dialect,
+		Redis:       pc.Redis,
+		Options:     k.p.limits,
+		Handshake:   hs,
+		MetaRewrite: metaRewrite,
+		Defaults:    d,
+		StartArg:    pc.LuaArg,
 		// the file it names, for dofile(mcp.start_arg), as the lua path
 		StartArgFile: k.p.src.Path(pc.LuaArg),
 		MaxRun:       pc.LuaTimeout,

@@ -505,3 +505,49 @@ end
 		}
 	}
 }
+
+// TestLuaServerProtocolAuto checks server_protocol: auto on a Lua pool: a
+// get the route forwards untouched goes as mg to a backend whose server
+// answered "mn", and as the client wrote it to one that answered ERROR
+// (memcached before 1.6); the client reads the same text reply from both.
+func TestLuaServerProtocolAuto(t *testing.T) {
+	metaLines, textLines := make(chan string, 16), make(chan string, 16)
+	meta := metaServer(t, "MN\r\n", map[string]string{"mg m/foo k f v\r\n": "VA 3 km/foo f5\r\nbar\r\n"}, metaLines)
+	text := metaServer(t, "ERROR\r\n", map[string]string{"get t/foo\r\n": "VALUE t/foo 5 3\r\nbar\r\nEND\r\n"}, textLines)
+	_, mport, _ := net.SplitHostPort(meta)
+	_, tport, _ := net.SplitHostPort(text)
+	routes := writeLua(t, `
+function mcp_config_pools()
+  return { m = mcp.pool({ mcp.backend("m", "127.0.0.1", `+mport+`) }),
+           t = mcp.pool({ mcp.backend("t", "127.0.0.1", `+tport+`) }) }
+end
+function mcp_config_routes(p)
+  local fm, ft = mcp.funcgen_new(), mcp.funcgen_new()
+  local hm, ht = fm:new_handle(p.m), ft:new_handle(p.t)
+  fm:ready({ n = "m", f = function(rctx) return function(r) return rctx:enqueue_and_wait(r, hm) end end })
+  ft:ready({ n = "t", f = function(rctx) return function(r) return rctx:enqueue_and_wait(r, ht) end end })
+  mcp.attach(mcp.CMD_ANY_STORAGE, mcp.router_new({ map = { m = fm, t = ft }, mode = "prefix", stop = "/" }))
+end
+`)
+	srv, _ := startProxy(t, "lp:\n  listen: 127.0.0.1:0\n  server_protocol: auto\n  lua: "+routes+"\n", "lp")
+	c := dial(t, srv.Addr("lp").String())
+	for _, s := range []struct {
+		req, sent, want string
+		lines           chan string
+	}{
+		{"get m/foo\r\n", "mg m/foo k f v\r\n", "VALUE m/foo 5 3\r\nbar\r\nEND\r\n", metaLines},
+		{"get t/foo\r\n", "get t/foo\r\n", "VALUE t/foo 5 3\r\nbar\r\nEND\r\n", textLines},
+	} {
+		if got := c.do(s.req); got != s.want {
+			t.Errorf("%q: got %q, want %q", s.req, got, s.want)
+		}
+		select {
+		case sent := <-s.lines:
+			if sent != s.sent {
+				t.Errorf("%q: the server was sent %q, want %q", s.req, sent, s.sent)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%q: the server was sent nothing", s.req)
+		}
+	}
+}
