@@ -254,7 +254,6 @@ func (s *sock) deliver(r *reader) bool {
 	// announced length: moving it to the front first, and then again
 	// when grow makes room, copied it twice.
 	if start > 0 && r.need > cap(buf) && r.need <= exactUpTo {
-		r.buf = buf
 		r.replace(r.need, len(buf)-start)
 		return true
 	}

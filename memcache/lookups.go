@@ -23,15 +23,22 @@ func (*Dialect) Lookups(req *codec.Request) (int, bool) {
 
 // Hits implements codec.LookupCounter: the VALUE blocks of a text reply
 // (walked by their lengths: a block whose data runs past the end of
-// reply, the head of a big reply, counts), or a meta reply's VA or HD
-// line. A miss, an error, or nothing
-// (a quiet mg's miss) counts none.
+// reply, the head of a big reply, counts; a one-key request's reply is
+// a hit when it starts with one), or a meta reply's VA or HD line. A
+// miss, an error, or nothing (a quiet mg's miss) counts none.
 func (*Dialect) Hits(req *codec.Request, reply []byte) int {
 	if req.Cmd == CmdMetaGet {
 		if bytes.HasPrefix(reply, []byte("VA ")) || bytes.HasPrefix(reply, []byte("HD")) {
 			return 1
 		}
 		return 0
+	}
+	if !bytes.HasPrefix(reply, []byte("VALUE ")) {
+		return 0
+	}
+	if len(req.Keys) == 1 {
+		// The usual get: one block at most, its line not worth reading.
+		return 1
 	}
 	hits, off := 0, 0
 	for off < len(reply) && bytes.HasPrefix(reply[off:], []byte("VALUE ")) {

@@ -204,6 +204,13 @@ func (s *session) writeReady(blocking bool) {
 		var pl *pool // the pool of the last run of batch, and its length
 		var inPool, parts int64
 		for _, p := range batch {
+			if p.pool != pl {
+				if pl != nil {
+					pl.inflight.Add(-inPool)
+					tally.flush(pl)
+				}
+				pl, inPool = p.pool, 0
+			}
 			if p.Req.Part != codec.PartWhole {
 				parts++
 			}
@@ -239,20 +246,14 @@ func (s *session) writeReady(blocking bool) {
 			}
 			release(p)
 			heldDone += p.ReplyBytes()
-			if p.pool != pl {
-				if pl != nil {
-					pl.inflight.Add(-inPool)
-				}
-				pl, inPool = p.pool, 0
-			}
 			inPool++
 			p.ReleaseReplies() // written or copied: their buffers can go
 			p.reset()
 		}
 		if pl != nil {
 			pl.inflight.Add(-inPool)
+			tally.flush(pl)
 		}
-		tally.flush()
 		// Once per batch: both counters are shared with the reader's core.
 		s.held.Add(-heldDone)
 		if parts > 0 {
@@ -406,9 +407,9 @@ func (s *session) quiesce() {
 
 // lookupTally adds up the lookups, hits and storage requests of a batch's
 // replies (codec.LookupCounter), to be added to their pool's counters
-// once per run of one pool rather than once per reply.
+// once per run of one pool rather than once per reply: the batch loop
+// flushes it where it ends a run.
 type lookupTally struct {
-	pl                 *pool
 	gets, hits, stores int64
 }
 
@@ -418,28 +419,19 @@ func (t *lookupTally) count(p *pending, reply []byte) {
 	if lc == nil {
 		return
 	}
-	keys, store := lc.Lookups(&p.Req)
-	if keys == 0 && !store {
-		return
-	}
-	if p.pool != t.pl {
-		t.flush()
-		t.pl = p.pool
-	}
-	if store {
+	switch keys, store := lc.Lookups(&p.Req); {
+	case store:
 		t.stores++
-		return
+	case keys > 0:
+		t.gets += int64(keys)
+		t.hits += int64(lc.Hits(&p.Req, reply))
 	}
-	t.gets += int64(keys)
-	t.hits += int64(lc.Hits(&p.Req, reply))
 }
 
-// flush adds the counts to their pool's counters.
-func (t *lookupTally) flush() {
-	if t.pl == nil {
-		return
-	}
-	st := t.pl.stats
+// flush adds the counts to pl's counters, the pool of the replies
+// counted.
+func (t *lookupTally) flush(pl *pool) {
+	st := pl.stats
 	if t.gets > 0 {
 		st.GetCmds.Add(t.gets)
 		st.GetHits.Add(t.hits)
