@@ -100,7 +100,10 @@ func TestRedisPubSubRESP3(t *testing.T) {
 		}
 		// Normal commands while subscribed, with RESP3 replies.
 		pub.do("HSET", "h3", "f", "1")
-		for _, tc := range []struct{ args []string; want string }{
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
 			{[]string{"PING"}, "+PONG\r\n"},
 			{[]string{"PING", "hi"}, bulk("hi")},
 			{[]string{"GET", "nokey"}, "_\r\n"},
@@ -211,4 +214,89 @@ func TestRedisPubSubRESP3(t *testing.T) {
 		}
 		idle(t)
 	})
+}
+
+// TestRedisPubSubRefused: a server's error reply to a subscribe command
+// (an ACL user that may use channels "ok*" only: -NOPERM) refuses all of
+// it, as redis-server refuses a whole command: the client holds none of
+// its channels, not even those another server took, and nothing is
+// counted.
+func TestRedisPubSubRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	servers, yaml := redisPool(t, 3, "  redis_auth: pw\n  redis_auth_user: limited\n  blocking_connections: 4\n")
+	for _, s := range servers {
+		if got := directRedis(t, s.Addr, "", 0).do("ACL", "SETUSER", "limited", "reset", "on", ">pw", "~*", "+@all",
+			"resetchannels", "&ok*"); got != "+OK\r\n" {
+			t.Fatalf("ACL SETUSER on %s: %q", s.Addr, got)
+		}
+	}
+	srv, addr := startProxy(t, yaml, "rd")
+	where := redisPlacement(t, addrsOf(servers), "")
+	stat := func(name string) int64 { return routerStat(t, srv, "rd", name) }
+	ok0, bad1 := keysOn(where, servers[0].Addr, "ok", 1)[0], keysOn(where, servers[1].Addr, "bad", 1)[0]
+	ok2 := keysOn(where, servers[2].Addr, "ok", 1)[0]
+	const noperm = "-NOPERM this user has no permissions to access one of the channels used as arguments\r\n"
+	login := func(proto3 bool) *respClient {
+		c := respDial(t, addr)
+		if got := c.do("AUTH", "limited", "pw"); got != "+OK\r\n" {
+			t.Fatalf("AUTH: %q", got)
+		}
+		if proto3 {
+			hello3(t, c)
+		}
+		return c
+	}
+	pub := login(false)
+	for _, proto3 := range []bool{false, true} {
+		t.Run("RESP3 "+strconv.FormatBool(proto3), func(t *testing.T) {
+			sub := login(proto3)
+			sr := subReply
+			if proto3 {
+				sr = subReply3
+			}
+			// ok0 on server 0 is taken, bad1 on server 1 refused.
+			if got := sub.do("SUBSCRIBE", ok0, bad1); got != noperm {
+				t.Fatalf("SUBSCRIBE %s %s: %q, want %q", ok0, bad1, got, noperm)
+			}
+			waitFor(t, 5*time.Second, "nothing held, nothing counted, server 0's subscription undone", func() bool {
+				return stat("subscriptions") == 0 && stat("subscribed_clients") == 0 && stat("dedicated_connections") == 0 &&
+					pubsubNumsub(t, servers[0].Addr, ok0) == "*2\r\n"+bulk(ok0)+":0\r\n"
+			})
+			if got := pub.do("PUBLISH", ok0, "lost"); got != ":0\r\n" {
+				t.Fatalf("PUBLISH %s: %q, want no subscriber", ok0, got)
+			}
+			if got := sub.do("PING"); got != "+PONG\r\n" {
+				t.Fatalf("PING after the refusal: %q (subscribed, or a message?)", got)
+			}
+			if got, want := sub.do("SUBSCRIBE", ok0), sr("subscribe", ok0, 1); got != want {
+				t.Fatalf("SUBSCRIBE %s: %q, want %q", ok0, got, want)
+			}
+			// Refused while subscribed: every server refuses "o*".
+			if got := sub.do("PSUBSCRIBE", "o*"); got != noperm {
+				t.Fatalf("PSUBSCRIBE o*: %q, want %q", got, noperm)
+			}
+			if got, want := sub.do("SUBSCRIBE", ok2), sr("subscribe", ok2, 2); got != want {
+				t.Fatalf("SUBSCRIBE %s after the refused pattern: %q, want %q", ok2, got, want)
+			}
+			if got := stat("subscriptions"); got != 2 {
+				t.Errorf("subscriptions %d, want 2", got)
+			}
+			if got := pub.do("PUBLISH", ok2, "heard"); got != ":1\r\n" {
+				t.Fatalf("PUBLISH %s: %q", ok2, got)
+			}
+			want := message(ok2, "heard")
+			if proto3 {
+				want = push3(want)
+			}
+			if got := sub.reply(); got != want {
+				t.Fatalf("message: %q, want %q", got, want)
+			}
+			sub.nc.Close()
+			waitFor(t, 5*time.Second, "gauges back to 0", func() bool {
+				return stat("subscriptions") == 0 && stat("subscribed_clients") == 0 && stat("dedicated_connections") == 0
+			})
+		})
+	}
 }
