@@ -69,9 +69,9 @@
 // kind, outside the shared ones, for one client at a time (Redis blocking
 // commands and transactions): same dial, handshake and health counting,
 // but it dials once; after its socket fails every call fails at once.
-// In push mode (Backend.DedicatePush: Redis subscribed mode) its reader
-// frames whatever the server sends and hands each frame to a PushFunc,
-// and its calls complete once written.
+// In push mode (Backend.DedicatePush: Redis subscribed mode, always in
+// RESP2) its reader frames whatever the server sends and hands each
+// frame to a PushFunc, and its calls complete once written.
 //
 // InQueue counts calls from Send until they are handed to a reader (or
 // failed); OutQueue from the hand-off until they complete. A call moves

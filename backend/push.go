@@ -24,6 +24,13 @@ type PushFunc func(frame []byte, err error)
 // goes to fn. There is no read timeout: a subscribed connection may stay
 // silent for as long as it lives. Otherwise it is a Dedicated like
 // Dedicate's: dialled once, closed with Close.
+//
+// Its handshake is RESP2's whatever the protocol of the client it
+// serves: a subscribed connection carries only the (un)subscribe
+// commands, whose frames a RESP3 client gets as push frames made from
+// RESP2's (the proxy's resp dialect), so one kind of socket and one
+// reading of its frames serve both, and a client that switches protocol
+// while subscribed keeps its connections.
 func (b *Backend) DedicatePush(fn PushFunc) *Dedicated {
 	d := b.Dedicate(0)
 	if d != nil {

@@ -401,6 +401,16 @@ type RequestParser interface {
 	ParseRequest(buf []byte, req *Request) (n int, err error)
 }
 
+// StateUndoer is implemented by a RequestParser whose requests change the
+// client's connection state as they are parsed (Redis: AUTH, HELLO,
+// CLIENT SETNAME). The session calls UndoState when it refuses, after
+// parsing it, the request ParseRequest returned last (a Redis client in
+// subscribed mode may send neither), so that a refused request changes
+// nothing, as on the server.
+type StateUndoer interface {
+	UndoState()
+}
+
 // PartParser is implemented by a RequestParser that cuts a request too
 // long to buffer whole (a memcache multi-get line of any length) into
 // parts as it streams in: each part is a request of its own (Part set),

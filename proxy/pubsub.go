@@ -32,20 +32,30 @@ import (
 // queued behind the client's earlier replies, each whole, in the order
 // its server sent them.
 //
-// The client is in subscribed mode while it holds anything: then, as
-// redis-server 7.0 does for a RESP2 client, only the (un)subscribe
-// commands, PING (answered ["pong", arg]), QUIT and RESET are served, the
-// others refused with redis-server's error. A connection whose last
-// subscription ended is closed: it carries no state worth keeping.
+// A RESP2 client is in subscribed mode while it holds anything: then,
+// as redis-server 7.0 does, only the (un)subscribe commands, PING
+// (answered ["pong", arg]), QUIT and RESET are served, the others
+// refused with redis-server's error, and a refused command (HELLO, AUTH)
+// changes nothing (codec.StateUndoer). A RESP3 client has no such mode:
+// its confirmations and messages are push frames, and its other
+// commands are routed as ever, their replies in order with the pushes
+// between them. What the client sees is in the protocol it speaks when
+// it is queued: a HELLO 2 of a RESP3 subscriber puts it in subscribed
+// mode, and the messages behind the HELLO's reply are RESP2's
+// (subState.proto). The server connections speak RESP2 whatever the
+// client's protocol (see backend.DedicatePush); resp/pubsub.go makes a
+// RESP3 client's push frames from their frames.
 //
-// When a server connection fails (the server died, a reload retired the
-// pool), the client gets "-ERR pub/sub connection to server ... lost"
-// and then its connection is closed: a client library resubscribes on a
-// new connection, where it would not notice a subscription silently
-// gone. A client that lets more than maxHeld bytes of replies and
-// messages wait unread is disconnected, as redis-server disconnects a
-// subscriber past its client-output-buffer-limit.
-
+// A connection whose last subscription ended is closed: it carries no
+// state worth keeping. A server may end a subscription by itself: a
+// cluster node that loses a shard channel's slot sends a sunsubscribe
+// for it; the proxy drops the channel and passes the sunsubscribe on,
+// with the client's count. A server that refuses a subscribe command
+// (an error reply, such as -NOPERM for a channel the ACL user may not
+// use, or -MOVED) refuses all of it: the client gets the error and holds
+// none of the command's new channels, as redis-server refuses a whole
+// command; the parts other servers accepted are unsubscribed again.
+//
 // subState is a session's subscriptions. The reader changes them; the
 // connections' readers (subconn.go) read them, under mu.
 type subState struct {
@@ -61,6 +71,15 @@ type subState struct {
 	shards   map[string]*subConn   // SSUBSCRIBE
 	closing  bool                  // the proxy closes the connections (the client left, RESET)
 	lost     bool                  // a connection failed: the client is being disconnected
+	// proto is the protocol of what the client sees next from the
+	// connections' readers: that of its latest request handed to the
+	// writer (handOver), so that a message queued behind a HELLO's reply
+	// is in the protocol the HELLO chose.
+	proto uint8
+	// spoke is the protocol of the client's latest request routed
+	// (reader only), which decides whether the next is in subscribed
+	// mode.
+	spoke uint8
 }
 
 // count is what a confirmation of kind reports (as redis-server 7.0):
@@ -88,15 +107,28 @@ func (s *session) subscribed() bool {
 	return s.sub.total() > 0
 }
 
-// routeSubscribed serves p for a client in subscribed mode and reports
-// whether it did: PING, QUIT and RESET are answered, (un)subscribe
-// commands passed on (false), the rest refused.
+// routeSubscribed serves p for a client that holds subscriptions and
+// reports whether it did. RESP3: RESET is served, the rest routed as
+// ever (false). RESP2 (subscribed mode): PING, QUIT and RESET are
+// answered, (un)subscribe commands passed on (false), the rest refused.
 func (s *session) routeSubscribed(p *pending) bool {
+	// The mode is the protocol's before p: a HELLO 3 is parsed (and
+	// switches the parser) before it is refused here.
+	was := s.sub.spoke
+	s.sub.spoke = p.Req.Proto
 	if !s.subscribed() {
-		if s.sub != nil && s.sub.idle() {
+		if s.sub.idle() {
 			s.sub = nil // nothing held, nothing under way: the pool may change again
 		}
 		return false
+	}
+	if !resp.HasSubscribedMode(was) {
+		if p.Req.Name != "reset" {
+			return false
+		}
+		s.endSub()
+		s.answerLocal(p)
+		return true
 	}
 	switch {
 	case p.Req.Route == codec.RouteSubscribe:
@@ -109,9 +141,32 @@ func (s *session) routeSubscribed(p *pending) bool {
 	case p.Req.Close: // QUIT
 		s.answerLocal(p)
 	default:
+		if u, ok := s.parser.(codec.StateUndoer); ok {
+			u.UndoState() // a refused HELLO 3 leaves the client in RESP2
+			s.sub.spoke = was
+		}
 		s.answerRaw(p, string(resp.AppendSubscribedOnly(nil, p.Req.Name)))
 	}
 	return true
+}
+
+// handOver hands the staged requests ps to the writer, as push does,
+// and takes the protocol of the latest of them as the one the client
+// sees messages in: both under mu, so that a message queued by a
+// connection's reader (queueMessage) finds its place and its protocol
+// agree. Reader only.
+func (sub *subState) handOver(ps []*pending) {
+	sub.mu.Lock()
+	for _, p := range ps {
+		if p.Req.Name != "" { // a request the parser read (a refused frame has none)
+			sub.proto = p.Req.Proto
+		}
+	}
+	ready := sub.s.queue(ps)
+	sub.mu.Unlock()
+	if ready {
+		sub.s.flush()
+	}
 }
 
 // idle reports whether the client holds nothing and no connection is
@@ -135,7 +190,7 @@ func (s *session) routeSub(p *pending) {
 		return
 	}
 	if s.sub == nil {
-		s.sub = &subState{s: s, pool: s.p, dd: dd, dp: dd.dedicated(),
+		s.sub = &subState{s: s, pool: s.p, dd: dd, dp: dd.dedicated(), proto: p.Req.Proto, spoke: p.Req.Proto,
 			conns: map[*backend.Backend]*subConn{}, channels: map[string]*subConn{},
 			patterns: map[string][]*subConn{}, shards: map[string]*subConn{}}
 	}
@@ -160,15 +215,19 @@ func (s *session) routeSub(p *pending) {
 // subWait is one (un)subscribe command of the client: its confirmations,
 // answered once every server it was sent to has confirmed its part.
 type subWait struct {
-	p    *pending
-	out  []byte // the confirmations, with the client's counts
-	left int    // server confirmations still to come
-	err  []byte // an error reply in place of out (a server refused, or was lost)
+	p     *pending
+	kind  string // the command: PushSubscribe ... (as its confirmations name it)
+	proto uint8  // the client's protocol, of out
+	sends []subSend
+	out   []byte // the confirmations, with the client's counts
+	left  int    // server confirmations still to come
+	err   []byte // an error reply in place of out (a server refused, or was lost)
 }
 
 // subSend is what one command sends on one connection.
 type subSend struct {
 	c    *subConn
+	cmd  string // the proxy's own command (undo's); "" for the client's
 	args [][]byte
 }
 
@@ -181,7 +240,7 @@ func (sub *subState) route(p *pending) (*subWait, []subSend, []byte) {
 		return nil, nil, sub.pool.dialect.AppendError(nil, codec.ErrServer, "pub/sub connection lost")
 	}
 	before := sub.total()
-	w := &subWait{p: p}
+	w := &subWait{p: p, kind: p.Req.Name, proto: p.Req.Proto}
 	var sends []subSend
 	var refusal []byte
 	switch p.Req.Sub {
@@ -202,9 +261,17 @@ func (sub *subState) route(p *pending) (*subWait, []subSend, []byte) {
 		sub.dropUnused()
 		return nil, nil, refusal
 	}
+	w.sends = sends
 	for _, sd := range sends {
-		sd.c.expect(w, len(sd.args))
+		sd.c.expect(w, sd.args)
 	}
+	sub.counted(before)
+	return w, sends, nil
+}
+
+// counted brings the gauges to the client's subscriptions, which were
+// before before a change. Under mu.
+func (sub *subState) counted(before int) {
 	after := sub.total()
 	sub.dp.subscriptions.Add(int64(after - before))
 	switch {
@@ -213,7 +280,6 @@ func (sub *subState) route(p *pending) (*subWait, []subSend, []byte) {
 	case before > 0 && after == 0:
 		sub.dp.subscribed.Add(-1)
 	}
-	return w, sends, nil
 }
 
 // conn returns the client's connection to b, taking one when it has none.
@@ -283,7 +349,7 @@ func (sub *subState) subscribe(w *subWait, channels [][]byte) ([]subSend, []byte
 			c.subs++
 			sends = addSend(sends, c, ch)
 		}
-		w.out = resp.AppendSubscription(w.out, resp.PushSubscribe, ch, sub.count(resp.PushSubscribe))
+		w.out = resp.AppendSubscription(w.out, resp.PushSubscribe, ch, sub.count(resp.PushSubscribe), w.proto)
 	}
 	return sends, nil
 }
@@ -302,7 +368,7 @@ func (sub *subState) ssubscribe(w *subWait, req *codec.Request) ([]subSend, []by
 			c.subs++
 			sends = addSend(sends, c, ch)
 		}
-		w.out = resp.AppendSubscription(w.out, resp.PushSsubscribe, ch, sub.count(resp.PushSsubscribe))
+		w.out = resp.AppendSubscription(w.out, resp.PushSsubscribe, ch, sub.count(resp.PushSsubscribe), w.proto)
 	}
 	return sends, nil
 }
@@ -337,7 +403,7 @@ func (sub *subState) psubscribe(w *subWait, patterns [][]byte) ([]subSend, []byt
 				sends = addSend(sends, c, pat)
 			}
 		}
-		w.out = resp.AppendSubscription(w.out, resp.PushPsubscribe, pat, sub.count(resp.PushPsubscribe))
+		w.out = resp.AppendSubscription(w.out, resp.PushPsubscribe, pat, sub.count(resp.PushPsubscribe), w.proto)
 	}
 	return sends, nil
 }
@@ -349,7 +415,7 @@ func (sub *subState) unsubscribe(w *subWait, names [][]byte, held map[string]*su
 	if len(names) == 0 {
 		names = sortedNames(held)
 		if len(names) == 0 {
-			w.out = resp.AppendSubscription(w.out, kind, nil, sub.count(kind))
+			w.out = resp.AppendSubscription(w.out, kind, nil, sub.count(kind), w.proto)
 			return nil
 		}
 	}
@@ -360,7 +426,7 @@ func (sub *subState) unsubscribe(w *subWait, names [][]byte, held map[string]*su
 			c.subs--
 			sends = addSend(sends, c, ch)
 		}
-		w.out = resp.AppendSubscription(w.out, kind, ch, sub.count(kind))
+		w.out = resp.AppendSubscription(w.out, kind, ch, sub.count(kind), w.proto)
 	}
 	return sends
 }
@@ -370,7 +436,7 @@ func (sub *subState) punsubscribe(w *subWait, names [][]byte) []subSend {
 	if len(names) == 0 {
 		names = sortedNames(sub.patterns)
 		if len(names) == 0 {
-			w.out = resp.AppendSubscription(w.out, resp.PushPunsubscribe, nil, sub.count(resp.PushPunsubscribe))
+			w.out = resp.AppendSubscription(w.out, resp.PushPunsubscribe, nil, sub.count(resp.PushPunsubscribe), w.proto)
 			return nil
 		}
 	}
@@ -381,7 +447,7 @@ func (sub *subState) punsubscribe(w *subWait, names [][]byte) []subSend {
 			sends = addSend(sends, c, pat)
 		}
 		delete(sub.patterns, string(pat))
-		w.out = resp.AppendSubscription(w.out, resp.PushPunsubscribe, pat, sub.count(resp.PushPunsubscribe))
+		w.out = resp.AppendSubscription(w.out, resp.PushPunsubscribe, pat, sub.count(resp.PushPunsubscribe), w.proto)
 	}
 	return sends
 }

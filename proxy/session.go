@@ -107,7 +107,11 @@ func (s *session) pushStaged() {
 	}
 	s.outstanding.Add(int64(len(s.staged)))
 	s.p.inflight.Add(int64(len(s.staged))) // staged requests are all s.p's (switchPool drains first)
-	s.push(s.staged)
+	if s.sub != nil {
+		s.sub.handOver(s.staged) // its messages take the protocol of the latest
+	} else {
+		s.push(s.staged)
+	}
 	clear(s.staged)
 	s.staged = s.staged[:0]
 }

@@ -16,21 +16,53 @@ type subConn struct {
 	d        *backend.Dedicated
 	subs     int         // the client's channels, patterns and shard channels on it
 	waits    []subExpect // confirmations expected, oldest first
+	ignore   []subIgnore // confirmations of the proxy's own commands (undo's), to swallow
 	released bool        // given back: what it still reports is ignored
 }
 
-// subExpect is a command's part on one connection: how many frames
-// confirm it.
-type subExpect struct {
-	w      *subWait
-	frames int
+// subIgnore is a confirmation the proxy's own command will get, which
+// the client must not see. It is matched by kind and name, not by its
+// place: undo sends its commands from a connection's reader, outside the
+// order the session's reader stages the client's in.
+type subIgnore struct {
+	kind string
+	name []byte
 }
 
-// expect records that w's command sends n channels or patterns on c,
-// each confirmed by one frame. Under mu.
-func (c *subConn) expect(w *subWait, n int) {
-	c.waits = append(c.waits, subExpect{w: w, frames: n})
-	w.left += n
+// subExpect is a command's part on one connection: the channels or
+// patterns it sent there, each confirmed by one frame in order.
+type subExpect struct {
+	w      *subWait
+	names  [][]byte // valid while w waits (they point into its request)
+	frames int      // confirmations still to come: names[len(names)-frames] is next
+}
+
+// expect records that w's command sends names on c. Under mu.
+func (c *subConn) expect(w *subWait, names [][]byte) {
+	c.waits = append(c.waits, subExpect{w: w, names: names, frames: len(names)})
+	w.left += len(names)
+}
+
+// confirms reports whether ps, a confirmation, is the one c's oldest
+// command waits for next. Under mu.
+func (c *subConn) confirms(ps *resp.Push) bool {
+	if len(c.waits) == 0 {
+		return false
+	}
+	e := &c.waits[0]
+	return e.w.kind == ps.Kind && string(e.names[len(e.names)-e.frames]) == string(ps.Name)
+}
+
+// ignores reports whether ps, a confirmation, is one the proxy's own
+// command waits for, and forgets it if so. Under mu.
+func (c *subConn) ignores(ps *resp.Push) bool {
+	for i, ig := range c.ignore {
+		if ig.kind == ps.Kind && string(ig.name) == string(ps.Name) {
+			c.ignore = append(c.ignore[:i], c.ignore[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // stage stages name with args on c, in bt, which the session flushes
@@ -78,9 +110,10 @@ func (c *subConn) drop(ready []*subWait, err []byte) []*subWait {
 func answerWaits(ready []*subWait) {
 	for _, w := range ready {
 		p := w.p
-		if w.err != nil {
+		switch {
+		case w.err != nil:
 			p.Answer(append(p.Out(), w.err...))
-		} else {
+		default:
 			p.Answer(append(p.Out(), w.out...))
 		}
 	}
@@ -100,34 +133,29 @@ func (c *subConn) push(frame []byte, err error) {
 		return
 	}
 	var ready []*subWait
+	var undo []subSend
 	var msg *pending
+	var out []byte // msg's bytes, when not the frame's
 	sub.mu.Lock()
-	switch ps.Kind {
-	case "": // an error reply: the server refused the oldest command
-		if len(c.waits) > 0 {
-			e := c.waits[0]
-			c.waits = c.waits[1:]
-			e.w.err = append(append([]byte{'-'}, ps.Error...), "\r\n"...)
-			if e.w.left -= e.frames; e.w.left == 0 {
-				ready = append(ready, e.w)
-			}
-		}
-	case resp.PushMessage, resp.PushPmessage, resp.PushSmessage:
+	proto := sub.proto
+	switch {
+	case ps.Kind == "": // an error reply: the server refused the oldest command
+		ready, undo = c.refused(ps.Error)
+	case ps.Kind == resp.PushMessage || ps.Kind == resp.PushPmessage || ps.Kind == resp.PushSmessage:
 		if sub.holds(c, &ps) {
 			msg = sub.s.queueMessage(sub)
 		}
-	case resp.PushPong:
-	default: // a confirmation
-		if len(c.waits) > 0 {
-			e := &c.waits[0]
-			e.w.left--
-			if e.frames--; e.frames == 0 {
-				c.waits = c.waits[1:]
-			}
-			if e.w.left == 0 {
-				ready = append(ready, e.w)
-			}
+	case ps.Kind == resp.PushPong:
+	case c.confirms(&ps):
+		ready = c.confirmed(ready)
+	case c.ignores(&ps):
+	case ps.Kind == resp.PushSunsubscribe:
+		// Unsolicited: the node lost the channel's slot.
+		if out = sub.dropShard(c, ps.Name); out != nil {
+			msg = sub.s.queueMessage(sub)
 		}
+	default: // a confirmation out of place: counted as one
+		ready = c.confirmed(ready)
 	}
 	if c.subs == 0 && len(c.waits) == 0 && !c.released {
 		delete(sub.conns, c.b)
@@ -135,8 +163,145 @@ func (c *subConn) push(frame []byte, err error) {
 	}
 	sub.mu.Unlock()
 	answerWaits(ready)
+	sendAll(undo)
 	if msg != nil {
-		msg.Complete(resp.AppendMessage(nil, frame))
+		if out == nil {
+			out = resp.AppendMessage(nil, frame, proto)
+		}
+		msg.Complete(out)
+	}
+}
+
+// confirmed counts a confirmation against c's oldest command, and adds
+// that command to ready once it has all of them. Under mu.
+func (c *subConn) confirmed(ready []*subWait) []*subWait {
+	if len(c.waits) == 0 {
+		return ready
+	}
+	e := &c.waits[0]
+	e.w.left--
+	if e.frames--; e.frames == 0 {
+		c.waits = c.waits[1:]
+	}
+	if e.w.left == 0 {
+		ready = append(ready, e.w)
+	}
+	return ready
+}
+
+// refused fails c's oldest command with the server's error line. A
+// subscribe command refused by one server is refused whole: the client
+// holds none of the names it added, and the parts other servers took
+// are unsubscribed again (undo, for the caller to send after mu). Under
+// mu.
+func (c *subConn) refused(line []byte) (ready []*subWait, undo []subSend) {
+	if len(c.waits) == 0 {
+		return nil, nil
+	}
+	e := c.waits[0]
+	c.waits = c.waits[1:]
+	w := e.w
+	if w.err == nil {
+		w.err = append(append([]byte{'-'}, line...), "\r\n"...)
+		undo = c.sub.undo(w, c)
+	}
+	if w.left -= e.frames; w.left == 0 {
+		ready = append(ready, w)
+	}
+	return ready, undo
+}
+
+// undoKinds names the command that takes back what a subscribe command
+// did.
+var undoKinds = map[string]string{
+	resp.PushSubscribe:  resp.PushUnsubscribe,
+	resp.PushPsubscribe: resp.PushPunsubscribe,
+	resp.PushSsubscribe: resp.PushSunsubscribe,
+}
+
+// undo takes back the subscriptions w added, which the server behind
+// refuser refused: the client's record drops them, and the commands that
+// unsubscribe them on the other connections are returned. Under mu.
+func (sub *subState) undo(w *subWait, refuser *subConn) []subSend {
+	kind, ok := undoKinds[w.kind]
+	if !ok || sub.closing || sub.lost {
+		return nil
+	}
+	before := sub.total()
+	var undo []subSend
+	for _, sd := range w.sends {
+		var names [][]byte
+		for _, name := range sd.args {
+			if sub.forget(w.kind, sd.c, name) && sd.c != refuser && !sd.c.released {
+				names = append(names, append([]byte(nil), name...)) // outlives w's request
+			}
+		}
+		if len(names) > 0 {
+			for _, name := range names {
+				sd.c.ignore = append(sd.c.ignore, subIgnore{kind: kind, name: name})
+			}
+			undo = append(undo, subSend{c: sd.c, cmd: kind, args: names})
+		}
+	}
+	sub.counted(before)
+	return undo
+}
+
+// forget drops name, of a subscribe command of kind, from the client's
+// record of c, and reports whether c held it. Under mu.
+func (sub *subState) forget(kind string, c *subConn, name []byte) bool {
+	switch kind {
+	case resp.PushSubscribe, resp.PushSsubscribe:
+		held := sub.channels
+		if kind == resp.PushSsubscribe {
+			held = sub.shards
+		}
+		if held[string(name)] != c {
+			return false
+		}
+		delete(held, string(name))
+		c.subs--
+		return true
+	}
+	conns, held := sub.patterns[string(name)], false
+	for _, pc := range conns {
+		held = held || pc == c
+	}
+	if held {
+		for _, pc := range conns {
+			pc.subs--
+		}
+		delete(sub.patterns, string(name))
+		return true
+	}
+	// Dropped already (by the part of another connection): c's part is
+	// still to unsubscribe.
+	return true
+}
+
+// dropShard ends the client's shard channel name on c, which the server
+// unsubscribed by itself, and returns the sunsubscribe the client gets
+// (with its own count), or nil when the client does not hold it there.
+// Under mu.
+func (sub *subState) dropShard(c *subConn, name []byte) []byte {
+	if sub.closing || sub.lost || sub.shards[string(name)] != c {
+		return nil
+	}
+	before := sub.total()
+	delete(sub.shards, string(name))
+	c.subs--
+	sub.counted(before)
+	return resp.AppendSubscription(nil, resp.PushSunsubscribe, name, sub.count(resp.PushSunsubscribe), sub.proto)
+}
+
+// sendAll sends the proxy's own commands (undo's) on their connections.
+// Not under mu: a connection that has failed fails the call at once,
+// and its Done (lose) takes mu.
+func sendAll(sends []subSend) {
+	for _, sd := range sends {
+		wire := resp.EncodeCommand(sd.cmd, sd.args)
+		req := &codec.Request{Name: sd.cmd, Route: codec.RouteSubscribe, Wire: wire, Buf: wire}
+		sd.c.d.Send(&backend.Call{Req: req, Timeout: -1, Done: sd.c.sent})
 	}
 }
 

@@ -85,6 +85,16 @@ func (w *writer) init(nc net.Conn) {
 
 // push appends ps to the requests awaiting their replies, in order.
 func (s *session) push(ps []*pending) {
+	if s.queue(ps) {
+		s.flush()
+	}
+}
+
+// queue appends ps to the writer's queue and reports whether one of them
+// was answered before it was queued (by the proxy itself, or by a fast
+// backend): nobody wrote it, since it was not queued, so the caller
+// flushes.
+func (s *session) queue(ps []*pending) bool {
 	w := &s.w
 	w.mu.Lock()
 	if w.fifo == nil {
@@ -94,13 +104,10 @@ func (s *session) push(ps []*pending) {
 	w.mu.Unlock()
 	for _, p := range ps {
 		if p.ready.Load() {
-			// Answered before it was queued (by the proxy itself,
-			// or by a fast backend): nobody wrote it, since it was
-			// not queued.
-			s.flush()
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // flush writes the replies that are ready at the head, unless someone

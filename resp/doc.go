@@ -55,8 +55,9 @@
 // RoutePin, Request.Pin says which); subscribes the client ((P|S)SUBSCRIBE
 // and their UNSUBSCRIBEs: RouteSubscribe, Request.Sub says which, Keys are
 // the channels or patterns; PUBLISH goes by its channel as RouteKey, and
-// PUBSUB's counts are merged, see pubsub.go, which also holds every frame
-// of subscribed mode the proxy makes or reads); or not carried (server
+// PUBSUB's counts are merged, see pubsub.go, which also holds every
+// pub/sub frame the proxy makes or reads, RESP2's and a RESP3 client's
+// push frames); or not carried (server
 // administration, and the keyspace commands without Options.Keyspace).
 // INFO goes to every server instead (RouteAll with WithLocal) when the
 // pool's kind sets Options.ServerInfo and the client asks for more than
@@ -79,7 +80,9 @@
 // 3) and the server's reply passes through as it is. The proxy's own
 // replies follow: HELLO's is a map (a flat array in RESP2), a null is
 // "_", INFO is a verbatim string; merges read either version's replies
-// (nextValue, readString: redcon's reader knows RESP2 only).
+// (nextValue, readString: redcon's reader knows RESP2 only). A parser
+// is a codec.StateUndoer: a HELLO, AUTH or CLIENT SETNAME the session
+// refuses after parsing it (RESP2's subscribed mode) is undone.
 //
 // # Replies
 //
@@ -92,8 +95,8 @@
 // streamed forms of RESP3 (a "?" length, ";" chunks, "." end) are a
 // broken stream: redis-server 7.0 never sends them. A push (">", IsPush)
 // is framed as an array; on a shared socket none arrives, because the
-// commands that subscribe a connection or turn client tracking on are
-// not carried. A malformed
+// commands that subscribe a connection go on connections of the
+// client's own, and client tracking is not carried. A malformed
 // reply, a line over MaxReplyLine or a bulk string over MaxReplyBulk is an
 // error (the sentinels in errors.go): the backend stream is out of step.
 // ResumeReply frames a reply that arrives in pieces in linear time: it

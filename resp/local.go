@@ -52,17 +52,21 @@ func (p *parser) local(frame []byte, req *codec.Request, cmd int, c *command) (i
 			out = redcon.AppendOK(out)
 		}
 	case localAuth:
+		p.save()
 		if errReply = p.auth(); errReply == "" {
 			out = redcon.AppendOK(out)
 		}
 	case localHello:
+		p.save()
 		errReply = p.hello()
 	case localReset:
+		p.save()
 		p.authed = p.password == ""
 		p.name = p.name[:0]
 		p.proto = 0 // RESET goes back to RESP2, as in Redis
 		out = append(out, "+RESET\r\n"...)
 	case localClientSetname:
+		p.save()
 		if !validName(p.arg(2)) {
 			errReply = replyBadClientName
 		} else {

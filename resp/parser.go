@@ -47,6 +47,12 @@ type parser struct {
 	name   []byte // CLIENT SETNAME
 	proto  uint8  // 3 after HELLO 3, else 0 (RESP2): codec.Request.Proto
 
+	// The state before the last request changed it (saved), for UndoState.
+	saved      bool
+	savedAuth  bool
+	savedProto uint8
+	savedName  []byte
+
 	// The request being parsed: its arguments are src[args[i].start:args[i].end].
 	src       []byte
 	args      []span
@@ -57,7 +63,25 @@ type parser struct {
 	lower     [64]byte // a command name in lower case
 }
 
-var _ codec.RequestParser = (*parser)(nil)
+var (
+	_ codec.RequestParser = (*parser)(nil)
+	_ codec.StateUndoer   = (*parser)(nil)
+)
+
+// save keeps the session's state before a local command changes it.
+func (p *parser) save() {
+	p.saved, p.savedAuth, p.savedProto = true, p.authed, p.proto
+	p.savedName = append(p.savedName[:0], p.name...)
+}
+
+// UndoState implements codec.StateUndoer: the authentication, protocol
+// and name the last request changed are as they were before it.
+func (p *parser) UndoState() {
+	if p.saved {
+		p.saved, p.authed, p.proto = false, p.savedAuth, p.savedProto
+		p.name = append(p.name[:0], p.savedName...)
+	}
+}
 
 // clientIDs numbers sessions for CLIENT ID and HELLO.
 var clientIDs atomic.Int64
@@ -124,6 +148,7 @@ func (p *parser) arg(i int) []byte { s := p.args[i]; return p.src[s.start:s.end]
 // never buffered.
 func (p *parser) ParseRequest(buf []byte, req *codec.Request) (int, error) {
 	defer p.trim()
+	p.saved = false
 	skipped := 0
 	for {
 		if skipped > p.maxLine {

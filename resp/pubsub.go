@@ -8,11 +8,18 @@ import (
 	"shardproxy/codec"
 )
 
-// This file holds what the proxy says and reads in Redis's subscribed
-// mode (RESP2), in one place so that a RESP3 client's push frames ('>'
-// in place of '*') can be added beside it: the confirmations the proxy
-// makes ([kind, name, count]), the PING reply, the messages it passes
-// on, and the reading of what a subscribed server connection sends.
+// This file holds what the proxy says and reads in Redis pub/sub, in one
+// place: the confirmations the proxy makes ([kind, name, count]), the
+// PING reply of RESP2's subscribed mode, the messages it passes on, and
+// the reading of what a subscribed server connection sends.
+//
+// The proxy's subscribed server connections always speak RESP2; what
+// they send is read by ReadPush alone. A RESP3 client (codec.Request.Proto
+// 3) gets the same frames as push types, as redis-server 7.0 sends them
+// to a RESP3 client: '>' in place of the array's '*', and "_" for a null
+// name. The elements of every pub/sub frame are bulk strings and
+// integers, which both versions write alike, so the rest of the bytes
+// are the server's own.
 
 // Kinds of the frames of subscribed mode, as a server names them.
 const (
@@ -115,21 +122,34 @@ func ReadPush(frame []byte) (Push, error) {
 	return p, nil
 }
 
-// AppendSubscription appends a confirmation of subscribed mode: kind
-// (PushSubscribe ...), the channel or pattern (nil: "$-1", when there was
-// none to unsubscribe), and the client's count after it.
-func AppendSubscription(dst []byte, kind string, name []byte, count int) []byte {
-	dst = append(dst, "*3\r\n"...)
+// HasSubscribedMode reports whether a client of protocol version proto
+// (codec.Request.Proto) enters Redis's subscribed mode while it holds a
+// subscription: a RESP2 client does (only the (un)subscribe commands,
+// PING, QUIT and RESET are served); a RESP3 client does not, since its
+// messages are push frames no reply can be taken for.
+func HasSubscribedMode(proto uint8) bool { return proto != proto3 }
+
+// AppendSubscription appends a confirmation in the client's protocol
+// proto (codec.Request.Proto): kind (PushSubscribe ...), the channel or
+// pattern (nil, when there was none to unsubscribe: "$-1" in RESP2, "_"
+// in RESP3), and the client's count after it. RESP3's is a push frame.
+func AppendSubscription(dst []byte, kind string, name []byte, count int, proto uint8) []byte {
+	if proto == proto3 {
+		dst = append(dst, ">3\r\n"...)
+	} else {
+		dst = append(dst, "*3\r\n"...)
+	}
 	dst = redcon.AppendBulkString(dst, kind)
 	if name == nil {
-		dst = append(dst, "$-1\r\n"...)
+		dst = appendNull(dst, proto)
 	} else {
 		dst = redcon.AppendBulk(dst, name)
 	}
 	return redcon.AppendInt(dst, int64(count))
 }
 
-// AppendPong appends the reply to PING in subscribed mode: ["pong", arg],
+// AppendPong appends the reply to PING in RESP2's subscribed mode
+// (a RESP3 client's PING is answered as ever): ["pong", arg],
 // arg "" when the PING had none. req is the PING.
 func AppendPong(dst []byte, req *codec.Request) []byte {
 	var arg []byte
@@ -141,9 +161,16 @@ func AppendPong(dst []byte, req *codec.Request) []byte {
 	return redcon.AppendBulk(dst, arg)
 }
 
-// AppendMessage appends a message, pmessage or smessage frame a server
-// sent, as the client sees it: a RESP2 client, as it is.
-func AppendMessage(dst, frame []byte) []byte { return append(dst, frame...) }
+// AppendMessage appends a frame a subscribed server connection sent
+// (RESP2: a message, pmessage or smessage, as ReadPush read it) as a client of protocol proto sees it: a RESP2
+// client, as it is; a RESP3 client, as a push frame, its '*' made '>'.
+func AppendMessage(dst, frame []byte, proto uint8) []byte {
+	if proto == proto3 && len(frame) > 0 && frame[0] == '*' {
+		dst = append(dst, '>')
+		return append(dst, frame[1:]...)
+	}
+	return append(dst, frame...)
+}
 
 // AppendSubscribedOnly appends redis-server's refusal of command name
 // (codec.Request.Name) in subscribed mode.

@@ -41,15 +41,43 @@ func TestReadPush(t *testing.T) {
 }
 
 func TestAppendSubscription(t *testing.T) {
-	if got, want := string(AppendSubscription(nil, PushUnsubscribe, nil, 0)), "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n"; got != want {
+	if got, want := string(AppendSubscription(nil, PushUnsubscribe, nil, 0, 0)), "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n"; got != want {
 		t.Errorf("nil name: %q, want %q", got, want)
 	}
-	if got, want := string(AppendSubscription(nil, PushPsubscribe, []byte("p*"), 3)), "*3\r\n$10\r\npsubscribe\r\n$2\r\np*\r\n:3\r\n"; got != want {
+	if got, want := string(AppendSubscription(nil, PushPsubscribe, []byte("p*"), 3, 0)), "*3\r\n$10\r\npsubscribe\r\n$2\r\np*\r\n:3\r\n"; got != want {
 		t.Errorf("%q, want %q", got, want)
+	}
+	// RESP3, as redis-server 7.0.15 sends them after HELLO 3 (observed).
+	if got, want := string(AppendSubscription(nil, PushUnsubscribe, nil, 0, proto3)), ">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n"; got != want {
+		t.Errorf("RESP3 nil name: %q, want %q", got, want)
+	}
+	if got, want := string(AppendSubscription(nil, PushSsubscribe, []byte("sc"), 1, proto3)), ">3\r\n$10\r\nssubscribe\r\n$2\r\nsc\r\n:1\r\n"; got != want {
+		t.Errorf("RESP3: %q, want %q", got, want)
 	}
 	req := &codec.Request{Wire: []byte("*2\r\n$4\r\nPING\r\n$2\r\nhi\r\n")}
 	if got, want := string(AppendPong(nil, req)), "*2\r\n$4\r\npong\r\n$2\r\nhi\r\n"; got != want {
 		t.Errorf("PING hi: %q, want %q", got, want)
+	}
+}
+
+// TestAppendMessage: a RESP3 client gets a server's RESP2 frame as the
+// push frame redis-server 7.0.15 sends a RESP3 client (observed).
+func TestAppendMessage(t *testing.T) {
+	tests := []struct{ frame, resp3 string }{
+		{"*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$2\r\nm1\r\n", ">3\r\n$7\r\nmessage\r\n$1\r\na\r\n$2\r\nm1\r\n"},
+		{"*4\r\n$8\r\npmessage\r\n$2\r\nx*\r\n$2\r\nxy\r\n$2\r\nm2\r\n", ">4\r\n$8\r\npmessage\r\n$2\r\nx*\r\n$2\r\nxy\r\n$2\r\nm2\r\n"},
+		{"*3\r\n$8\r\nsmessage\r\n$2\r\nsc\r\n$2\r\nm3\r\n", ">3\r\n$8\r\nsmessage\r\n$2\r\nsc\r\n$2\r\nm3\r\n"},
+	}
+	for _, tc := range tests {
+		if got := string(AppendMessage(nil, []byte(tc.frame), 0)); got != tc.frame {
+			t.Errorf("RESP2 %q: %q", tc.frame, got)
+		}
+		if got := string(AppendMessage(nil, []byte(tc.frame), proto3)); got != tc.resp3 {
+			t.Errorf("RESP3 %q: %q, want %q", tc.frame, got, tc.resp3)
+		}
+	}
+	if HasSubscribedMode(proto3) || !HasSubscribedMode(0) {
+		t.Error("HasSubscribedMode: only RESP2 has a subscribed mode")
 	}
 }
 
@@ -82,7 +110,9 @@ func TestMergePubsub(t *testing.T) {
 
 // FuzzReadPush: no panic; a frame read as a confirmation is written
 // back by AppendSubscription as the same bytes, when the server wrote it
-// in the canonical form.
+// in the canonical form; a RESP3 client's form of any frame ReadPush
+// takes (AppendSubscription's, AppendMessage's) is one whole push frame
+// of the same elements.
 func FuzzReadPush(f *testing.F) {
 	for _, tc := range pushFrames {
 		f.Add([]byte(tc.frame))
@@ -95,11 +125,14 @@ func FuzzReadPush(f *testing.F) {
 		}
 		switch p.Kind {
 		case PushSubscribe, PushUnsubscribe, PushPsubscribe, PushPunsubscribe, PushSsubscribe, PushSunsubscribe:
-			again := AppendSubscription(nil, p.Kind, p.Name, int(p.Count))
+			again := AppendSubscription(nil, p.Kind, p.Name, int(p.Count), 0)
 			q, err := ReadPush(again)
 			if err != nil || q.Kind != p.Kind || !bytes.Equal(q.Name, p.Name) || q.Count != p.Count {
 				t.Fatalf("round trip of %q: %q -> %+v %v", frame, again, q, err)
 			}
+			checkPush(t, AppendSubscription(nil, p.Kind, p.Name, int(p.Count), proto3), again, p.Name == nil)
+		case PushMessage, PushPmessage, PushSmessage:
+			checkPush(t, AppendMessage(nil, frame, proto3), frame, false)
 		}
 	})
 }
@@ -135,5 +168,58 @@ func TestParsePubSub(t *testing.T) {
 		if req.Route != tc.route || req.Sub != tc.sub || strings.Join(keys, " ") != strings.Join(tc.keys, " ") {
 			t.Errorf("%q: %s sub %d", tc.in, describeRequest(req, n, nil), req.Sub)
 		}
+	}
+}
+
+// checkPush checks that push, a RESP3 client's form of the RESP2 frame
+// resp2, is one whole push frame of the same elements: the bytes after
+// its header are resp2's, but for its null name (null).
+func checkPush(t *testing.T, push, resp2 []byte, null bool) {
+	t.Helper()
+	n, kind, err := (&Dialect{}).ParseReply(push, nil)
+	if err != nil || n != len(push) || kind == codec.ReplyError || !IsPush(push) {
+		t.Fatalf("%q (of %q): not one push frame: %d %v %v", push, resp2, n, kind, err)
+	}
+	want := resp2[1:]
+	if null {
+		want = bytes.Replace(want, []byte("$-1\r\n"), []byte("_\r\n"), 1) // the name is the first null
+	}
+	if !bytes.Equal(push[1:], want) {
+		t.Fatalf("%q is not %q as a push", push, resp2)
+	}
+}
+
+// TestUndoState: a HELLO, AUTH or CLIENT SETNAME the session refuses
+// after parsing it (RESP2's subscribed mode) changes nothing; UndoState
+// reaches back only to the last request.
+func TestUndoState(t *testing.T) {
+	p := newParser(codec.Options{Password: "pw"})
+	step := func(in string) *codec.Request {
+		t.Helper()
+		var req codec.Request
+		if _, err := p.ParseRequest([]byte(in), &req); err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		return &req
+	}
+	step(mb("AUTH", "pw"))
+	step(mb("CLIENT", "SETNAME", "first"))
+	step(mb("HELLO", "3", "SETNAME", "second"))
+	p.UndoState()
+	if req := step(mb("PING")); req.Proto != 0 || string(p.name) != "first" || !p.authed {
+		t.Fatalf("after an undone HELLO 3: proto %d, name %q, authed %t", req.Proto, p.name, p.authed)
+	}
+	p.UndoState() // PING changed nothing: nothing to undo
+	if string(p.name) != "first" || !p.authed {
+		t.Fatalf("UndoState after PING: name %q, authed %t", p.name, p.authed)
+	}
+	step(mb("HELLO", "3"))
+	if req := step(mb("PING")); req.Proto != proto3 {
+		t.Fatalf("HELLO 3 kept: proto %d", req.Proto)
+	}
+	step(mb("RESET"))
+	p.UndoState()
+	if req := step(mb("PING")); req.Proto != proto3 || !p.authed {
+		t.Fatalf("after an undone RESET: proto %d, authed %t", req.Proto, p.authed)
 	}
 }
