@@ -310,6 +310,12 @@ type Options struct {
 	// pool's kind sets it (sharded and Redis Cluster pools); the memcache
 	// parser ignores it.
 	Keyspace bool
+	// RESP2Only refuses "HELLO 3" with -NOPROTO, so clients stay on
+	// RESP2 as with a Redis 5 server; without it HELLO 3 switches a
+	// session to RESP3 (requests then carry Request.Proto 3). The pool's
+	// kind sets it (Lua pools, whose routes build requests and read
+	// replies in RESP2); the memcache parser ignores it.
+	RESP2Only bool
 }
 
 // HandshakeOptions describe what a new backend socket must be told.

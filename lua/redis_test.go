@@ -158,6 +158,9 @@ end`, map[string]int{"A": rs[0].Port, "B": rs[1].Port}, "  redis: true\n")
 		{[]string{"MGET", "k", "missing", "k"}, "*3 [$2 v1 $-1 $2 v1]"},
 		{[]string{"ECHO", "hi"}, "$2 hi"}, // answered by the proxy, not routed
 		{[]string{"PING"}, "+PONG"},
+		// routes build requests and read replies in RESP2: the session stays there
+		{[]string{"HELLO", "3"}, "-NOPROTO unsupported protocol version"},
+		{[]string{"HGET", "k", "x"}, "+ok=true hit=true code=15 vlen=2 line=$2"},
 	} {
 		if got := c.do(tc.args...); got != tc.want {
 			t.Errorf("%v: got %q, want %q", tc.args, got, tc.want)

@@ -131,6 +131,7 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 	pc := k.p.cfg
 	k.p.limits.ProxyErrors, k.p.limits.ProxyWire = !pc.Redis, !pc.Redis
 	k.p.limits.MetaGets = false
+	k.p.limits.RESP2Only = pc.Redis // routes build requests and read replies in RESP2
 	hs := codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB}
 	var metaRewrite func(*codec.Request) bool
 	if !pc.Redis && pc.ServerProtocol != config.ServerProtocolText {

@@ -169,7 +169,7 @@ func (p *parser) hello() string {
 		switch {
 		case !ok:
 			return replyProtoVersion
-		case ver == 3:
+		case ver == 3 && !p.resp2Only:
 			proto = proto3
 		case ver == 2:
 			proto = 0

@@ -41,6 +41,7 @@ type parser struct {
 	deny       []bool // by Cmd
 	serverInfo bool   // INFO goes to the servers (codec.Options.ServerInfo)
 	keyspace   bool   // SCAN, KEYS, ... are carried (codec.Options.Keyspace)
+	resp2Only  bool   // HELLO 3 is refused (codec.Options.RESP2Only)
 
 	authed bool
 	id     int64
@@ -98,6 +99,7 @@ func newParser(o codec.Options) *parser {
 
 		serverInfo: o.ServerInfo,
 		keyspace:   o.Keyspace,
+		resp2Only:  o.RESP2Only,
 	}
 	p.maxRequest = p.maxValue + p.maxLine + requestSlack
 	p.authed = p.password == ""

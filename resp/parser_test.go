@@ -272,6 +272,7 @@ func TestParseRequestPrefixes(t *testing.T) {
 // session keeps (authentication, name) and the order of checks.
 func TestSession(t *testing.T) {
 	auth := codec.Options{Password: "sekret", DB: 2}
+	auth2 := codec.Options{Password: "sekret", DB: 2, RESP2Only: true}
 	acl := codec.Options{Password: "sekret", Username: "app"}
 	tests := []struct {
 		name string
@@ -312,6 +313,10 @@ func TestSession(t *testing.T) {
 			"-> " + mb("GET", "k"),
 		}},
 		{"hello without auth", auth, "HELLO\r\nHELLO 2\r\n", []string{replyHelloNoAuth, replyHelloNoAuth}},
+		{"hello 3 on RESP2 only", auth2, "HELLO 3 AUTH default sekret\r\nCLIENT GETNAME\r\n", []string{
+			"-NOPROTO unsupported protocol version\r\n", // a Lua pool's sessions stay on RESP2
+			"-NOAUTH Authentication required.\r\n",
+		}},
 		{"hello 3 auth, then 2", auth, "HELLO 3 AUTH default nope\r\nCLIENT GETNAME\r\n" +
 			"HELLO 3 AUTH default sekret\r\nCLIENT GETNAME\r\nINFO proxy\r\nHELLO 4\r\nCLIENT GETNAME\r\n" +
 			"HELLO 2\r\nCLIENT GETNAME\r\nHELLO 3\r\nRESET\r\nAUTH sekret\r\nCLIENT GETNAME\r\n", []string{
