@@ -164,6 +164,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer op.close()
+	// Signals are caught from here on: a SIGHUP sent as soon as the pid
+	// file or the "started" line appears reloads, it does not kill.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if o.pidFile != "" {
 		if err := os.WriteFile(o.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			log.Error("cannot write pid file", "file", o.pidFile, "err", err)
@@ -174,8 +178,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log.Info("shardproxy started", "version", proxy.Version, "conf", o.conf, "pid", os.Getpid(),
 		"threads", runtime.GOMAXPROCS(0))
 
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
 			op.reload("sighup")
