@@ -122,22 +122,19 @@ func (s *session) routeSubscribed(p *pending) bool {
 		}
 		return false
 	}
-	if !resp.HasSubscribedMode(was) {
-		if p.Req.Name != "reset" {
-			return false
-		}
+	if p.Req.Name == "reset" { // in either protocol
 		s.endSub()
 		s.answerLocal(p)
 		return true
+	}
+	if !resp.HasSubscribedMode(was) {
+		return false
 	}
 	switch {
 	case p.Req.Route == codec.RouteSubscribe:
 		return false
 	case p.Req.Name == "ping":
 		s.answerRaw(p, string(resp.AppendPong(nil, &p.Req)))
-	case p.Req.Name == "reset":
-		s.endSub()
-		s.answerLocal(p)
 	case p.Req.Close: // QUIT
 		s.answerLocal(p)
 	default:
