@@ -248,9 +248,9 @@ func (sub *subState) route(p *pending) (*subWait, []subSend, []byte) {
 	case codec.SubPsubscribe:
 		sends, refusal = sub.psubscribe(w, p.Req.Keys)
 	case codec.SubUnsubscribe:
-		sends = sub.unsubscribe(w, p.Req.Keys, sub.channels, resp.PushUnsubscribe)
+		sends = sub.unsubscribe(w, p.Req.Keys, sub.channels)
 	case codec.SubSunsubscribe:
-		sends = sub.unsubscribe(w, p.Req.Keys, sub.shards, resp.PushSunsubscribe)
+		sends = sub.unsubscribe(w, p.Req.Keys, sub.shards)
 	case codec.SubPunsubscribe:
 		sends = sub.punsubscribe(w, p.Req.Keys)
 	}
@@ -314,6 +314,12 @@ func (sub *subState) place(keys ...[]byte) (*subConn, []byte) {
 	return sub.conn(b)
 }
 
+// confirm appends to w's confirmations the one for name (nil: there was
+// none to unsubscribe), with the client's count after it. Under mu.
+func (sub *subState) confirm(w *subWait, name []byte) {
+	w.out = resp.AppendSubscription(w.out, w.kind, name, sub.count(w.kind), w.proto)
+}
+
 // addSend adds arg to what goes on c.
 func addSend(sends []subSend, c *subConn, arg []byte) []subSend {
 	for i := range sends {
@@ -346,7 +352,7 @@ func (sub *subState) subscribe(w *subWait, channels [][]byte) ([]subSend, []byte
 			c.subs++
 			sends = addSend(sends, c, ch)
 		}
-		w.out = resp.AppendSubscription(w.out, resp.PushSubscribe, ch, sub.count(resp.PushSubscribe), w.proto)
+		sub.confirm(w, ch)
 	}
 	return sends, nil
 }
@@ -365,7 +371,7 @@ func (sub *subState) ssubscribe(w *subWait, req *codec.Request) ([]subSend, []by
 			c.subs++
 			sends = addSend(sends, c, ch)
 		}
-		w.out = resp.AppendSubscription(w.out, resp.PushSsubscribe, ch, sub.count(resp.PushSsubscribe), w.proto)
+		sub.confirm(w, ch)
 	}
 	return sends, nil
 }
@@ -400,7 +406,7 @@ func (sub *subState) psubscribe(w *subWait, patterns [][]byte) ([]subSend, []byt
 				sends = addSend(sends, c, pat)
 			}
 		}
-		w.out = resp.AppendSubscription(w.out, resp.PushPsubscribe, pat, sub.count(resp.PushPsubscribe), w.proto)
+		sub.confirm(w, pat)
 	}
 	return sends, nil
 }
@@ -408,11 +414,11 @@ func (sub *subState) psubscribe(w *subWait, patterns [][]byte) ([]subSend, []byt
 // unsubscribe unsubscribes channels (shard channels) of held, every one
 // when names is empty. A name the client does not hold is confirmed by
 // the proxy alone, as a server confirms it.
-func (sub *subState) unsubscribe(w *subWait, names [][]byte, held map[string]*subConn, kind string) []subSend {
+func (sub *subState) unsubscribe(w *subWait, names [][]byte, held map[string]*subConn) []subSend {
 	if len(names) == 0 {
 		names = sortedNames(held)
 		if len(names) == 0 {
-			w.out = resp.AppendSubscription(w.out, kind, nil, sub.count(kind), w.proto)
+			sub.confirm(w, nil)
 			return nil
 		}
 	}
@@ -423,7 +429,7 @@ func (sub *subState) unsubscribe(w *subWait, names [][]byte, held map[string]*su
 			c.subs--
 			sends = addSend(sends, c, ch)
 		}
-		w.out = resp.AppendSubscription(w.out, kind, ch, sub.count(kind), w.proto)
+		sub.confirm(w, ch)
 	}
 	return sends
 }
@@ -433,7 +439,7 @@ func (sub *subState) punsubscribe(w *subWait, names [][]byte) []subSend {
 	if len(names) == 0 {
 		names = sortedNames(sub.patterns)
 		if len(names) == 0 {
-			w.out = resp.AppendSubscription(w.out, resp.PushPunsubscribe, nil, sub.count(resp.PushPunsubscribe), w.proto)
+			sub.confirm(w, nil)
 			return nil
 		}
 	}
@@ -444,7 +450,7 @@ func (sub *subState) punsubscribe(w *subWait, names [][]byte) []subSend {
 			sends = addSend(sends, c, pat)
 		}
 		delete(sub.patterns, string(pat))
-		w.out = resp.AppendSubscription(w.out, resp.PushPunsubscribe, pat, sub.count(resp.PushPunsubscribe), w.proto)
+		sub.confirm(w, pat)
 	}
 	return sends
 }
