@@ -480,13 +480,11 @@ func (s *session) endSub() {
 	s.sub = nil
 	sub.mu.Lock()
 	sub.closing = true
-	if n := sub.total(); n > 0 {
-		sub.dp.subscriptions.Add(-int64(n))
-		sub.dp.subscribed.Add(-1)
-	}
+	before := sub.total()
 	clear(sub.channels)
 	clear(sub.patterns)
 	clear(sub.shards)
+	sub.counted(before)
 	var ready []*subWait
 	for b, c := range sub.conns {
 		ready = c.drop(ready, nil)
