@@ -341,9 +341,7 @@ func (s *session) queueMessage(sub *subState) *pending {
 	p.Req.Name = "message"
 	s.outstanding.Add(1)
 	sub.pool.inflight.Add(1)
-	s.w.mu.Lock()
-	s.w.fifo = append(s.w.fifo, p)
-	s.w.mu.Unlock()
+	s.queue([]*pending{p}) // not ready yet: the caller completes it
 	return p
 }
 
