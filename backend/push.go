@@ -54,17 +54,7 @@ func (s *sock) writePush(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 	for _, call := range batch {
 		bufs = append(bufs, call.Req.Wire)
 	}
-	var err error
-	if s.raw != nil {
-		err = s.raw.writeAll(bufs)
-	} else {
-		w := bufs // WriteTo consumes its receiver
-		_, err = w.WriteTo(s.nc)
-	}
-	s.mu.Lock()
-	s.writing = false
-	s.wrote.Broadcast()
-	s.mu.Unlock()
+	err := s.writeOut(bufs)
 	b.stats.InQueue.Add(-int64(len(batch)))
 	cause := Cause(0)
 	if err != nil {

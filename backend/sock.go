@@ -108,6 +108,21 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 	s.mu.Unlock()
 
 	s.nc.SetWriteDeadline(deadline)
+	if err := s.writeOut(bufs); err != nil {
+		cause := CauseWriting
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			cause = CauseTimeout
+		}
+		s.kill(cause, true)
+	}
+	clear(bufs)
+	return bufs[:0], true
+}
+
+// writeOut writes bufs, with s.writing set by the caller under mu, and
+// clears s.writing once the system call has returned. Only the writer
+// calls it.
+func (s *sock) writeOut(bufs net.Buffers) error {
 	var err error
 	if s.raw != nil {
 		err = s.raw.writeAll(bufs)
@@ -122,15 +137,7 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 	s.writing = false
 	s.wrote.Broadcast()
 	s.mu.Unlock()
-	if err != nil {
-		cause := CauseWriting
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			cause = CauseTimeout
-		}
-		s.kill(cause, true)
-	}
-	clear(bufs)
-	return bufs[:0], true
+	return err
 }
 
 // kill marks the socket dead and closes it, the first time: nothing more

@@ -122,22 +122,19 @@ func (s *session) routeSubscribed(p *pending) bool {
 		}
 		return false
 	}
-	if !resp.HasSubscribedMode(was) {
-		if p.Req.Name != "reset" {
-			return false
-		}
+	if p.Req.Name == "reset" { // in either protocol
 		s.endSub()
 		s.answerLocal(p)
 		return true
+	}
+	if !resp.HasSubscribedMode(was) {
+		return false
 	}
 	switch {
 	case p.Req.Route == codec.RouteSubscribe:
 		return false
 	case p.Req.Name == "ping":
 		s.answerRaw(p, string(resp.AppendPong(nil, &p.Req)))
-	case p.Req.Name == "reset":
-		s.endSub()
-		s.answerLocal(p)
 	case p.Req.Close: // QUIT
 		s.answerLocal(p)
 	default:
@@ -251,9 +248,9 @@ func (sub *subState) route(p *pending) (*subWait, []subSend, []byte) {
 	case codec.SubPsubscribe:
 		sends, refusal = sub.psubscribe(w, p.Req.Keys)
 	case codec.SubUnsubscribe:
-		sends = sub.unsubscribe(w, p.Req.Keys, sub.channels, resp.PushUnsubscribe)
+		sends = sub.unsubscribe(w, p.Req.Keys, sub.channels)
 	case codec.SubSunsubscribe:
-		sends = sub.unsubscribe(w, p.Req.Keys, sub.shards, resp.PushSunsubscribe)
+		sends = sub.unsubscribe(w, p.Req.Keys, sub.shards)
 	case codec.SubPunsubscribe:
 		sends = sub.punsubscribe(w, p.Req.Keys)
 	}
@@ -317,6 +314,12 @@ func (sub *subState) place(keys ...[]byte) (*subConn, []byte) {
 	return sub.conn(b)
 }
 
+// confirm appends to w's confirmations the one for name (nil: there was
+// none to unsubscribe), with the client's count after it. Under mu.
+func (sub *subState) confirm(w *subWait, name []byte) {
+	w.out = resp.AppendSubscription(w.out, w.kind, name, sub.count(w.kind), w.proto)
+}
+
 // addSend adds arg to what goes on c.
 func addSend(sends []subSend, c *subConn, arg []byte) []subSend {
 	for i := range sends {
@@ -349,7 +352,7 @@ func (sub *subState) subscribe(w *subWait, channels [][]byte) ([]subSend, []byte
 			c.subs++
 			sends = addSend(sends, c, ch)
 		}
-		w.out = resp.AppendSubscription(w.out, resp.PushSubscribe, ch, sub.count(resp.PushSubscribe), w.proto)
+		sub.confirm(w, ch)
 	}
 	return sends, nil
 }
@@ -368,7 +371,7 @@ func (sub *subState) ssubscribe(w *subWait, req *codec.Request) ([]subSend, []by
 			c.subs++
 			sends = addSend(sends, c, ch)
 		}
-		w.out = resp.AppendSubscription(w.out, resp.PushSsubscribe, ch, sub.count(resp.PushSsubscribe), w.proto)
+		sub.confirm(w, ch)
 	}
 	return sends, nil
 }
@@ -403,7 +406,7 @@ func (sub *subState) psubscribe(w *subWait, patterns [][]byte) ([]subSend, []byt
 				sends = addSend(sends, c, pat)
 			}
 		}
-		w.out = resp.AppendSubscription(w.out, resp.PushPsubscribe, pat, sub.count(resp.PushPsubscribe), w.proto)
+		sub.confirm(w, pat)
 	}
 	return sends, nil
 }
@@ -411,11 +414,11 @@ func (sub *subState) psubscribe(w *subWait, patterns [][]byte) ([]subSend, []byt
 // unsubscribe unsubscribes channels (shard channels) of held, every one
 // when names is empty. A name the client does not hold is confirmed by
 // the proxy alone, as a server confirms it.
-func (sub *subState) unsubscribe(w *subWait, names [][]byte, held map[string]*subConn, kind string) []subSend {
+func (sub *subState) unsubscribe(w *subWait, names [][]byte, held map[string]*subConn) []subSend {
 	if len(names) == 0 {
 		names = sortedNames(held)
 		if len(names) == 0 {
-			w.out = resp.AppendSubscription(w.out, kind, nil, sub.count(kind), w.proto)
+			sub.confirm(w, nil)
 			return nil
 		}
 	}
@@ -426,7 +429,7 @@ func (sub *subState) unsubscribe(w *subWait, names [][]byte, held map[string]*su
 			c.subs--
 			sends = addSend(sends, c, ch)
 		}
-		w.out = resp.AppendSubscription(w.out, kind, ch, sub.count(kind), w.proto)
+		sub.confirm(w, ch)
 	}
 	return sends
 }
@@ -436,7 +439,7 @@ func (sub *subState) punsubscribe(w *subWait, names [][]byte) []subSend {
 	if len(names) == 0 {
 		names = sortedNames(sub.patterns)
 		if len(names) == 0 {
-			w.out = resp.AppendSubscription(w.out, resp.PushPunsubscribe, nil, sub.count(resp.PushPunsubscribe), w.proto)
+			sub.confirm(w, nil)
 			return nil
 		}
 	}
@@ -447,7 +450,7 @@ func (sub *subState) punsubscribe(w *subWait, names [][]byte) []subSend {
 			sends = addSend(sends, c, pat)
 		}
 		delete(sub.patterns, string(pat))
-		w.out = resp.AppendSubscription(w.out, resp.PushPunsubscribe, pat, sub.count(resp.PushPunsubscribe), w.proto)
+		sub.confirm(w, pat)
 	}
 	return sends
 }
@@ -477,13 +480,11 @@ func (s *session) endSub() {
 	s.sub = nil
 	sub.mu.Lock()
 	sub.closing = true
-	if n := sub.total(); n > 0 {
-		sub.dp.subscriptions.Add(-int64(n))
-		sub.dp.subscribed.Add(-1)
-	}
+	before := sub.total()
 	clear(sub.channels)
 	clear(sub.patterns)
 	clear(sub.shards)
+	sub.counted(before)
 	var ready []*subWait
 	for b, c := range sub.conns {
 		ready = c.drop(ready, nil)

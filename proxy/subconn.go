@@ -70,9 +70,15 @@ func (c *subConn) ignores(ps *resp.Push) bool {
 // subscription can be queued before the confirmation it follows. Not
 // under mu.
 func (c *subConn) stage(name string, args [][]byte, bt *backend.Batch) {
+	c.d.Stage(c.call(name, args), bt)
+}
+
+// call returns the call that sends name with args on c, completed (sent)
+// once written.
+func (c *subConn) call(name string, args [][]byte) *backend.Call {
 	wire := resp.EncodeCommand(name, args)
 	req := &codec.Request{Name: name, Route: codec.RouteSubscribe, Wire: wire, Buf: wire}
-	c.d.Stage(&backend.Call{Req: req, Timeout: -1, Done: c.sent}, bt)
+	return &backend.Call{Req: req, Timeout: -1, Done: c.sent}
 }
 
 // sent is the Done of a command sent on c: written, or failed.
@@ -299,9 +305,7 @@ func (sub *subState) dropShard(c *subConn, name []byte) []byte {
 // and its Done (lose) takes mu.
 func sendAll(sends []subSend) {
 	for _, sd := range sends {
-		wire := resp.EncodeCommand(sd.cmd, sd.args)
-		req := &codec.Request{Name: sd.cmd, Route: codec.RouteSubscribe, Wire: wire, Buf: wire}
-		sd.c.d.Send(&backend.Call{Req: req, Timeout: -1, Done: sd.c.sent})
+		sd.c.d.Send(sd.c.call(sd.cmd, sd.args))
 	}
 }
 
@@ -337,9 +341,7 @@ func (s *session) queueMessage(sub *subState) *pending {
 	p.Req.Name = "message"
 	s.outstanding.Add(1)
 	sub.pool.inflight.Add(1)
-	s.w.mu.Lock()
-	s.w.fifo = append(s.w.fifo, p)
-	s.w.mu.Unlock()
+	s.queue([]*pending{p}) // not ready yet: the caller completes it
 	return p
 }
 
