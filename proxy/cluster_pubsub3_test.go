@@ -30,6 +30,15 @@ func TestClusterPubSubRESP3(t *testing.T) {
 	}
 	srv, _ := startProxyCfg(t, cfg)
 	addr := srv.Addr("rc").String()
+	// The pool serves before its first slot map: wait for it, or the
+	// first SUBSCRIBE may get -CLUSTERDOWN.
+	probe := respDial(t, addr)
+	for deadline := time.Now().Add(10 * time.Second); strings.HasPrefix(probe.do("GET", "probe"), "-CLUSTERDOWN"); {
+		if time.Now().After(deadline) {
+			t.Fatal("no slot map within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	stat := func(name string) int64 { return routerStat(t, srv, "rc", name) }
 	owner := func(key string) string {
 		m := clusterShards(t, rc.Addrs()[0])
