@@ -310,6 +310,14 @@ type Options struct {
 	// pool's kind sets it (sharded and Redis Cluster pools); the memcache
 	// parser ignores it.
 	Keyspace bool
+	// ServerConfig asks the RESP parser to carry CONFIG GET, SET,
+	// RESETSTAT and REWRITE to every server (RouteAll); CONFIG SET of a
+	// setting the proxy depends on (requirepass, port, tls-*, ...) is
+	// still refused. Without it they are refused as commands that
+	// administer a single server. The pool's kind sets it from the
+	// pool's redis_config key (sharded and Redis Cluster pools); the
+	// memcache parser ignores it.
+	ServerConfig bool
 }
 
 // HandshakeOptions describe what a new backend socket must be told.

@@ -41,6 +41,7 @@ type parser struct {
 	deny       []bool // by Cmd
 	serverInfo bool   // INFO goes to the servers (codec.Options.ServerInfo)
 	keyspace   bool   // SCAN, KEYS, ... are carried (codec.Options.Keyspace)
+	config     bool   // CONFIG GET, SET, ... are carried (codec.Options.ServerConfig)
 
 	authed bool
 	id     int64
@@ -74,6 +75,7 @@ func newParser(o codec.Options) *parser {
 
 		serverInfo: o.ServerInfo,
 		keyspace:   o.Keyspace,
+		config:     o.ServerConfig,
 	}
 	p.maxRequest = p.maxValue + p.maxLine + requestSlack
 	p.authed = p.password == ""
