@@ -139,7 +139,7 @@ func TestMergeConfigGet(t *testing.T) {
 		{"RESP3 nothing matched", 3, []codec.Reply{ok("%0\r\n"), ok("%0\r\n")}, "%0\r\n"},
 		{"an error reply is passed on", 0, []codec.Reply{a, {Raw: []byte("-ERR nope\r\n"), Kind: codec.ReplyError}}, "-ERR nope\r\n"},
 		{"a failed server is named", 0, []codec.Reply{a, {Err: errors.New("backend failure: connecting"), Server: "127.0.0.1:7002"}},
-			"-ERR backend failure: connecting (server 127.0.0.1:7002)\r\n"},
+			"-ERR server 127.0.0.1:7002: backend failure: connecting\r\n"},
 		{"odd array", 0, []codec.Reply{ok("*1\r\n$2\r\nhz\r\n")}, "-ERR the servers' replies to CONFIG GET disagree or are not what it answers\r\n"},
 		{"short array", 0, []codec.Reply{ok("*4\r\n$2\r\nhz\r\n$2\r\n10\r\n")}, "-ERR the servers' replies to CONFIG GET disagree or are not what it answers\r\n"},
 		{"a name that is no string", 0, []codec.Reply{ok("*2\r\n:1\r\n$2\r\n10\r\n")}, "-ERR the servers' replies to CONFIG GET disagree or are not what it answers\r\n"},
@@ -174,7 +174,7 @@ func TestMergeConfigSet(t *testing.T) {
 		}{
 			{[]codec.Reply{okr, okr, okr}, "+OK\r\n"},
 			{[]codec.Reply{okr, bad, other}, "-ERR CONFIG SET failed\r\n"},
-			{[]codec.Reply{okr, other, down}, "-ERR backend failure: timeout (server s3)\r\n"},
+			{[]codec.Reply{okr, other, down}, "-ERR server s3: backend failure: timeout\r\n"},
 		} {
 			if got := string(dialect.Merge(nil, req, nil, nil, tc.replies)); got != tc.want {
 				t.Errorf("%q: got %q, want %q", in, got, tc.want)

@@ -134,7 +134,9 @@ func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, o
 		if r.Err != nil {
 			msg := r.Err.Error()
 			if c != nil && c.serverConfig && r.Server != "" {
-				msg += " (server " + r.Server + ")" // some servers may have applied it: say which did not
+				// Some servers may have applied it: say which did not, as
+				// a cluster pool says which node failed.
+				msg = "server " + r.Server + ": " + msg
 			}
 			return d.AppendError(dst, codec.ErrServer, msg)
 		}

@@ -4,7 +4,8 @@
 #
 #   direct      one redis-server
 #   proxy       bin/shardproxy in front of a pool of 3 redis-server
-#               (ketama, redis_flushall: true so the suite can flush)
+#               (ketama, redis_flushall: true so the suite can flush,
+#               redis_config: true so it can CONFIG SET)
 #   nutcracker  nutcracker in front of the same kind of pool
 #   nutcracker-flush  the same, but the suite's copy empties the servers
 #               directly before each test group (nutcracker refuses
@@ -122,7 +123,7 @@ run_target() {
 			flush_servers_directly "$dir" $((base + 1)) $((base + 2)) $((base + 3))
 		fi
 		if [ "$name" = proxy ]; then
-			pool_yaml suite "$port" 'redis_flushall: true' $((base + 1)) $((base + 2)) $((base + 3)) >"$dir/pool.yml"
+			pool_yaml suite "$port" $'redis_flushall: true\n  redis_config: true' $((base + 1)) $((base + 2)) $((base + 3)) >"$dir/pool.yml"
 			"$root/bin/shardproxy" -c "$dir/pool.yml" -a 127.0.0.1 -s $((base + 11)) \
 				-admin 127.0.0.1:$((base + 12)) -o "$dir/proxy.log" &
 		else
