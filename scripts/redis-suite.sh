@@ -144,10 +144,25 @@ run_target() {
 	# One run per unit: a closed connection is an exception that ends the
 	# suite's run, and should cost only the unit it happens in.
 	for unit in $(cd "$dir" && ./runtest --list-tests); do
+		kill_scripts "$name" "$base"
 		(cd "$dir" && ./runtest --host 127.0.0.1 --port "$port" --baseport $((base + 150)) --portcount 40 \
 			--timeout "${UNIT_TIMEOUT:-300}" "${default_args[@]}" --single "$unit") >>"$out/$name.log" 2>&1 </dev/null || true
 	done
 	count "$name" $((SECONDS - started))
+}
+
+# kill_scripts NAME BASE: before each unit of a target behind a proxy, kill
+# a script or function a unit left running on a server, directly, as an
+# operator would: the proxy refuses SCRIPT KILL and FUNCTION KILL (a busy
+# server reads no more from the socket that sent the script, which the
+# proxy shares), and a server left busy fails every later unit.
+kill_scripts() {
+	[ "$1" != direct ] || return 0
+	local p
+	for p in $(($2 + 1)) $(($2 + 2)) $(($2 + 3)); do
+		redis-cli -p "$p" SCRIPT KILL >/dev/null 2>&1 || true
+		redis-cli -p "$p" FUNCTION KILL >/dev/null 2>&1 || true
+	done
 }
 
 # flush_servers_directly DIR PORT...: for nutcracker-flush, the copy's
