@@ -316,6 +316,14 @@ type Options struct {
 	// kind sets it (Lua pools, whose routes build requests and read
 	// replies in RESP2); the memcache parser ignores it.
 	RESP2Only bool
+	// ServerConfig asks the RESP parser to carry CONFIG GET, SET,
+	// RESETSTAT and REWRITE to every server (RouteAll); CONFIG SET of a
+	// setting the proxy depends on (requirepass, port, tls-*, ...) is
+	// still refused. Without it they are refused as commands that
+	// administer a single server. The pool's kind sets it from the
+	// pool's redis_config key (sharded and Redis Cluster pools); the
+	// memcache parser ignores it.
+	ServerConfig bool
 }
 
 // HandshakeOptions describe what a new backend socket must be told.

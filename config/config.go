@@ -247,6 +247,13 @@ type Pool struct {
 	// FLUSHDB, which empties the pool's own database, takes flush_all
 	// alone.
 	AllowRedisFlushAll bool
+	// AllowRedisConfig lets clients of a Redis pool send CONFIG GET, SET,
+	// RESETSTAT and REWRITE, which go to every server (key redis_config,
+	// a shardproxy extension; sharded and Redis Cluster pools; default
+	// false: clients may not reconfigure the servers unless the operator
+	// says so). CONFIG SET of a setting the proxy depends on (requirepass,
+	// port, tls-*, maxclients, ...) is refused even then.
+	AllowRedisConfig bool
 	// ConnectTimeout bounds one connect to a server (key connect_timeout, in
 	// milliseconds, > 0, a shardproxy extension). When the key is absent,
 	// Parse uses Timeout if the pool has one (twemproxy's timeout covers the

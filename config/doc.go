@@ -10,7 +10,7 @@
 // it; where twemproxy accepts something it cannot use (garbage after a unix
 // socket's permission, an empty server host, a key given twice) this package
 // rejects it. A few keys are shardproxy extensions (item_size_max,
-// max_request_line, flush_all, redis_flushall, connect_timeout, hash_seed, the hashes xxhash,
+// max_request_line, flush_all, redis_flushall, redis_config, connect_timeout, hash_seed, the hashes xxhash,
 // murmur3 and xxh3, the distributions jump and ring, and redis_cluster with
 // read_from and cluster_refresh for pools that front a Redis Cluster,
 // replicas and read_from for sharded redis pools (pool_replica.go), and

@@ -89,6 +89,9 @@ func (p *Pool) node() *yaml.Node {
 	if p.AllowRedisFlushAll {
 		add("redis_flushall", boolean(true))
 	}
+	if p.AllowRedisConfig {
+		add("redis_config", boolean(true))
+	}
 	if p.ConnectTimeout != defaultConnectTimeout(p.Timeout) {
 		add("connect_timeout", num(millis(p.ConnectTimeout)))
 	}
@@ -265,7 +268,7 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%d %d %d %t %t\n", p.ServerConnections, p.ServerRetryTimeout, p.ServerFailureLimit, p.TCPKeepalive, p.Reuseport)
 	fmt.Fprintf(h, "%d %d %t %d %d\n", p.ItemSizeMax, p.MaxRequestLine, p.AllowFlushAll, p.ConnectTimeout, p.HashSeed)
 	fmt.Fprintf(h, "%q %q %q %q %q %d\n", p.EjectPolicy, p.FailoverPool, p.Lua, p.LuaArg, p.ServerProtocol, p.LuaTimeout)
-	fmt.Fprintf(h, "%d %d %q %t\n", p.LuaMaxAlloc, p.LuaInternalCache, p.DefaultVersion, p.AllowRedisFlushAll)
+	fmt.Fprintf(h, "%d %d %q %t %t\n", p.LuaMaxAlloc, p.LuaInternalCache, p.DefaultVersion, p.AllowRedisFlushAll, p.AllowRedisConfig)
 	fmt.Fprintf(h, "%d %d %q\n", p.NearCache, p.NearCacheTTL, p.NearCacheFill)
 	fmt.Fprintf(h, "%d %d %d %d\n", p.ActiveReqLimit, p.BufferMemoryLimit, p.MaxKeys, p.BlockingConnections)
 	fmt.Fprintf(h, "%d %d\n", p.HealthCheckInterval, p.HealthCheckTimeout)

@@ -33,6 +33,7 @@ var commonKeys = map[string]poolKey{
 	"max_request_line": intKey(func(p *Pool) *int { return &p.MaxRequestLine }, 2048, 64<<20),
 	"flush_all":        boolKey(func(p *Pool) *bool { return &p.AllowFlushAll }),
 	"redis_flushall":   boolKey(func(p *Pool) *bool { return &p.AllowRedisFlushAll }),
+	"redis_config":     boolKey(func(p *Pool) *bool { return &p.AllowRedisConfig }),
 	"connect_timeout":  msKey(func(p *Pool) *time.Duration { return &p.ConnectTimeout }, 1),
 	"eject_policy":     stringKey(func(p *Pool) *string { return &p.EjectPolicy }, checkEjectPolicy),
 	// failover_pool's pool is checked once every pool is read
@@ -57,6 +58,14 @@ func (pp *poolParser) validateCommon() {
 	}
 	if line, ok := pp.keys["redis_flushall"]; ok && p.AllowRedisFlushAll && !p.Redis && !pp.bad["redis"] {
 		pp.fail(line, "redis_flushall", "is only valid for a redis pool (redis: true)")
+	}
+	if line, ok := pp.keys["redis_config"]; ok && p.AllowRedisConfig {
+		switch {
+		case !p.Redis && !pp.bad["redis"]:
+			pp.fail(line, "redis_config", "is only valid for a redis pool (redis: true)")
+		case pp.has("lua"):
+			pp.fail(line, "redis_config", "a Lua pool does not carry CONFIG")
+		}
 	}
 	if line, ok := pp.keys["default_version"]; ok && p.Redis && !pp.bad["redis"] && !pp.bad["default_version"] {
 		pp.fail(line, "default_version", "is only valid for a memcache pool")

@@ -125,6 +125,7 @@ func newClusterRouter(k *kindEnv) (route.Router, error) {
 	pc := k.p.cfg
 	k.p.limits.ServerInfo = true // INFO merges the masters' sections
 	k.p.limits.Keyspace = true   // SCAN walks the masters, KEYS ... fan out
+	k.p.limits.ServerConfig = pc.AllowRedisConfig
 	readFrom, err := cluster.ParseReadFrom(pc.ReadFrom)
 	if err != nil {
 		return nil, err

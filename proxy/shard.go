@@ -55,6 +55,7 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 	pc := k.p.cfg
 	k.p.limits.ServerInfo = true // INFO merges the servers' sections
 	k.p.limits.Keyspace = true   // SCAN walks the servers, KEYS ... fan out
+	k.p.limits.ServerConfig = pc.Redis && pc.AllowRedisConfig
 	servers := make([]sharding.Server, len(pc.Servers))
 	byName := make(map[string]config.Server, len(pc.Servers))
 	for i, s := range pc.Servers {

@@ -123,6 +123,10 @@ type command struct {
 	// every commands span every server's keys: a parser without
 	// codec.Options.Keyspace refuses them with reason.
 	every bool
+	// serverConfig commands (CONFIG GET, SET, RESETSTAT, REWRITE) read or
+	// change every server's settings: a parser without
+	// codec.Options.ServerConfig refuses them with reason.
+	serverConfig bool
 	// noAuth commands run before AUTH (AUTH, HELLO, QUIT, RESET).
 	noAuth bool
 	// block says where the timeout of a classBlock command (and WAIT) is.

@@ -45,7 +45,9 @@
 // LMOVE, PFMERGE, EVAL with keys, ...: RouteSame); any one server (COMMAND,
 // TIME, *|HELP: RouteAny); every server (FLUSHDB, SCRIPT LOAD|EXISTS|FLUSH,
 // and with Options.Keyspace KEYS, DBSIZE, RANDOMKEY, FLUSHALL, FUNCTION
-// LOAD|DELETE|FLUSH|LIST: RouteAll, merged as Merge says); the server a
+// LOAD|DELETE|FLUSH|LIST, with Options.ServerConfig CONFIG
+// GET|SET|RESETSTAT|REWRITE, see config.go: RouteAll, merged as Merge
+// says); the server a
 // cursor names (SCAN, with Options.Keyspace: RouteServer, see scan.go);
 // answered by the proxy (PING, ECHO, QUIT, SELECT, AUTH, HELLO, RESET,
 // INFO, CLIENT SETNAME|GETNAME|ID|SETINFO: RouteLocal); may block its
@@ -57,8 +59,9 @@
 // the channels or patterns; PUBLISH goes by its channel as RouteKey, and
 // PUBSUB's counts are merged, see pubsub.go, which also holds every
 // pub/sub frame the proxy makes or reads, RESP2's and a RESP3 client's
-// push frames); or not carried (server
-// administration, and the keyspace commands without Options.Keyspace).
+// push frames); or not carried (server administration, the keyspace
+// commands without Options.Keyspace, CONFIG without Options.ServerConfig,
+// and CONFIG SET of a setting the proxy depends on).
 // INFO goes to every server instead (RouteAll with WithLocal) when the
 // pool's kind sets Options.ServerInfo and the client asks for more than
 // the proxy's section: Merge merges the servers' sections by the rules in

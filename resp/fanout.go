@@ -118,18 +118,27 @@ func indexOf(s []int, v int) int {
 // script is there for every key only then), FUNCTION LIST the libraries
 // when every server has the same (mergeLibraries), PUBSUB CHANNELS and
 // SHARDCHANNELS every channel once, NUMSUB and SHARDNUMSUB the sum per
-// channel, NUMPAT the largest count (mergeNumpat); the others (FLUSHDB,
-// FLUSHALL, SCRIPT LOAD and FLUSH, FUNCTION LOAD, DELETE and FLUSH)
-// answer what every server answered, and an error when they disagree.
+// channel, NUMPAT the largest count (mergeNumpat), CONFIG GET every
+// parameter once (mergeConfigGet); the others (FLUSHDB, FLUSHALL, SCRIPT
+// LOAD and FLUSH, FUNCTION LOAD, DELETE and FLUSH, CONFIG SET, RESETSTAT
+// and REWRITE) answer what every server answered, and an error when they
+// disagree. A CONFIG request's failed fragment names its server.
 // INFO is the exception to failing as a whole: it answers what the
 // servers that answered said, and names the others (mergeInfo).
 func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, owners []int, replies []codec.Reply) []byte {
 	if req.Cmd == cmdINFO {
 		return mergeInfo(dst, req, replies)
 	}
+	c := commandOf(req.Cmd)
 	for _, r := range replies {
 		if r.Err != nil {
-			return d.AppendError(dst, codec.ErrServer, r.Err.Error())
+			msg := r.Err.Error()
+			if c != nil && c.serverConfig && r.Server != "" {
+				// Some servers may have applied it: say which did not, as
+				// a cluster pool says which node failed.
+				msg = "server " + r.Server + ": " + msg
+			}
+			return d.AppendError(dst, codec.ErrServer, msg)
 		}
 	}
 	for _, r := range replies {
@@ -137,7 +146,6 @@ func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, o
 			return append(dst, r.Raw...)
 		}
 	}
-	c := commandOf(req.Cmd)
 	start := len(dst)
 	var ok bool
 	switch {
@@ -164,6 +172,8 @@ func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, o
 		dst, ok = mergeNumsub(dst, replies)
 	case req.Cmd == cmdPubsubNumpat:
 		dst, ok = mergeNumpat(dst, replies)
+	case req.Cmd == cmdConfigGet:
+		dst, ok = mergeConfigGet(dst, req.Proto, replies)
 	case c.class == classAll:
 		dst, ok = mergeSame(dst, replies)
 	}

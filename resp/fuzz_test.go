@@ -21,7 +21,7 @@ import (
 var fuzzOptions = []codec.Options{
 	{},
 	{MaxKey: 8, MaxLine: 64, MaxValue: 32, Deny: []string{"flush_all", "getdel", "client|id"}, Password: "pw", DB: 1},
-	{Keyspace: true, Deny: []string{"flushall"}},
+	{Keyspace: true, Deny: []string{"flushall"}, ServerConfig: true},
 }
 
 func FuzzRequest(f *testing.F) {
@@ -41,6 +41,8 @@ func FuzzRequest(f *testing.F) {
 	f.Add([]byte(mb("SCAN", "8194", "MATCH", "k*", "COUNT", "10", "TYPE", "string")))
 	f.Add([]byte("SCAN -1 COUNT 5\r\n"))
 	f.Add([]byte(mb("FUNCTION", "LIST", "WITHCODE")))
+	f.Add([]byte(mb("CONFIG", "SET", "hz", "10", "tls-port", "1")))
+	f.Add([]byte("config get maxmemory*\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, o := range fuzzOptions {
 			checkRequest(t, o, data)
@@ -116,7 +118,7 @@ func checkWire(t *testing.T, o codec.Options, req *codec.Request, n int) {
 		return // its answer depends on the session's state
 	}
 	var fwd codec.Request
-	fo := codec.Options{MaxValue: o.MaxValue, MaxKey: o.MaxKey, Keyspace: o.Keyspace} // a backend connection is authenticated
+	fo := codec.Options{MaxValue: o.MaxValue, MaxKey: o.MaxKey, Keyspace: o.Keyspace, ServerConfig: o.ServerConfig} // a backend connection is authenticated
 	m, err := dialect.NewRequestParser(fo).ParseRequest(req.Wire, &fwd)
 	if err != nil || m != len(req.Wire) || fwd.Name != req.Name || fwd.Route != req.Route || !equalKeys(fwd.Keys, req.Keys) {
 		t.Fatalf("wire %q parses as %s, the request was %s", req.Wire, describeRequest(&fwd, m, err), describeRequest(req, n, nil))

@@ -42,6 +42,7 @@ type parser struct {
 	serverInfo bool   // INFO goes to the servers (codec.Options.ServerInfo)
 	keyspace   bool   // SCAN, KEYS, ... are carried (codec.Options.Keyspace)
 	resp2Only  bool   // HELLO 3 is refused (codec.Options.RESP2Only)
+	config     bool   // CONFIG GET, SET, ... are carried (codec.Options.ServerConfig)
 
 	authed bool
 	id     int64
@@ -100,6 +101,7 @@ func newParser(o codec.Options) *parser {
 		serverInfo: o.ServerInfo,
 		keyspace:   o.Keyspace,
 		resp2Only:  o.RESP2Only,
+		config:     o.ServerConfig,
 	}
 	p.maxRequest = p.maxValue + p.maxLine + requestSlack
 	p.authed = p.password == ""

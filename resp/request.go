@@ -36,8 +36,13 @@ func (p *parser) request(frame []byte, req *codec.Request) (int, error) {
 	if cls == classContainer {
 		cls = c.bare
 	}
-	if c.every && !p.keyspace {
+	if c.every && !p.keyspace || c.serverConfig && !p.config {
 		return 0, reject(notSupported(c.name, c.reason), n)
+	}
+	if cmd == cmdConfigSet {
+		if reply := p.refuseConfigSet(); reply != "" {
+			return 0, reject(reply, n)
+		}
 	}
 	switch cls {
 	case classUnsupported:

@@ -4,7 +4,8 @@
 #
 #   direct      one redis-server
 #   proxy       bin/shardproxy in front of a pool of 3 redis-server
-#               (ketama, redis_flushall: true so the suite can flush)
+#               (ketama, redis_flushall: true so the suite can flush,
+#               redis_config: true so it can CONFIG SET)
 #   nutcracker  nutcracker in front of the same kind of pool
 #   nutcracker-flush  the same, but the suite's copy empties the servers
 #               directly before each test group (nutcracker refuses
@@ -12,8 +13,9 @@
 #
 # Usage: scripts/redis-suite.sh REDIS_SRC [TARGET...]   (default: all four)
 #
-# Each target gets fresh servers and its own copy of the suite (the suite
-# writes into tests/tmp), so targets may run at once (SUITE_PARALLEL=1).
+# Each target gets fresh servers for every unit and its own copy of the
+# suite (the suite writes into tests/tmp), so targets may run at once
+# (SUITE_PARALLEL=1).
 # Ports come from SHARDPROXY_PORT_RANGE=LO-HI (default 30000-30999): target i
 # uses LO+200*i .. LO+200*i+199. Results go to SUITE_OUT (default
 # suite-results/): per target the full log, the failing tests, and a line
@@ -53,8 +55,18 @@ fi
 work=$(mktemp -d /tmp/redis-suite.XXXXXX)
 pids=() # the servers and proxies this shell started
 stop_started() {
+	local pid
 	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+	for pid in "${pids[@]}"; do
+		# A redis-server running an endless script a unit left behind
+		# does not stop on TERM.
+		for _ in $(seq 50); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
 }
 trap 'stop_started; rm -rf "$work"' EXIT
 export TERM=dumb # the suite colours its [ok] lines on an xterm
@@ -111,42 +123,52 @@ run_target() {
 	# every port stays in the range.
 	sed -i 's/\[expr \$port+10000\]/0/' "$dir/tests/support/util.tcl"
 	case $name in
-	direct)
-		port=$base
-		start_redis "$port" "$dir/r0"
-		;;
-	proxy | nutcracker | nutcracker-flush)
-		port=$((base + 10))
-		for i in 1 2 3; do start_redis $((base + i)) "$dir/r$i"; done
-		if [ "$name" = nutcracker-flush ]; then
-			flush_servers_directly "$dir" $((base + 1)) $((base + 2)) $((base + 3))
-		fi
-		if [ "$name" = proxy ]; then
-			pool_yaml suite "$port" 'redis_flushall: true' $((base + 1)) $((base + 2)) $((base + 3)) >"$dir/pool.yml"
-			"$root/bin/shardproxy" -c "$dir/pool.yml" -a 127.0.0.1 -s $((base + 11)) \
-				-admin 127.0.0.1:$((base + 12)) -o "$dir/proxy.log" &
-		else
-			pool_yaml suite "$port" '' $((base + 1)) $((base + 2)) $((base + 3)) >"$dir/pool.yml"
-			nutcracker -c "$dir/pool.yml" -a 127.0.0.1 -s $((base + 11)) -o "$dir/proxy.log" &
-		fi
-		pids+=($!)
-		await "$port" "$name"
-		;;
+	direct) port=$base ;;
+	proxy | nutcracker | nutcracker-flush) port=$((base + 10)) ;;
 	*)
 		say "unknown target $name"
 		return 2
 		;;
 	esac
+	if [ "$name" = nutcracker-flush ]; then
+		flush_servers_directly "$dir" $((base + 1)) $((base + 2)) $((base + 3))
+	fi
 	say "$name: suite against 127.0.0.1:$port (log $out/$name.log)"
 	local started=$SECONDS unit
 	: >"$out/$name.log"
-	# One run per unit: a closed connection is an exception that ends the
-	# suite's run, and should cost only the unit it happens in.
+	# One run per unit, on fresh servers (and a fresh proxy): a closed
+	# connection is an exception that ends the suite's run, and a unit that
+	# leaves a server changed (a setting, a script still running) when one
+	# of its tests fails halfway: either should cost only that unit.
 	for unit in $(cd "$dir" && ./runtest --list-tests); do
+		stop_started
+		pids=()
+		start_fleet "$name" "$base" "$dir"
 		(cd "$dir" && ./runtest --host 127.0.0.1 --port "$port" --baseport $((base + 150)) --portcount 40 \
 			--timeout "${UNIT_TIMEOUT:-300}" "${default_args[@]}" --single "$unit") >>"$out/$name.log" 2>&1 </dev/null || true
 	done
 	count "$name" $((SECONDS - started))
+}
+
+# start_fleet NAME BASE DIR: the servers of target NAME, and the proxy in
+# front of them; they start empty (no snapshots are saved).
+start_fleet() {
+	local name=$1 base=$2 dir=$3 port=$(($2 + 10))
+	if [ "$name" = direct ]; then
+		start_redis "$base" "$dir/r0"
+		return
+	fi
+	for i in 1 2 3; do start_redis $((base + i)) "$dir/r$i"; done
+	if [ "$name" = proxy ]; then
+		pool_yaml suite "$port" $'redis_flushall: true\n  redis_config: true' $((base + 1)) $((base + 2)) $((base + 3)) >"$dir/pool.yml"
+		"$root/bin/shardproxy" -c "$dir/pool.yml" -a 127.0.0.1 -s $((base + 11)) \
+			-admin 127.0.0.1:$((base + 12)) -o "$dir/proxy.log" &
+	else
+		pool_yaml suite "$port" '' $((base + 1)) $((base + 2)) $((base + 3)) >"$dir/pool.yml"
+		nutcracker -c "$dir/pool.yml" -a 127.0.0.1 -s $((base + 11)) -o "$dir/proxy.log" &
+	fi
+	pids+=($!)
+	await "$port" "$name"
 }
 
 # flush_servers_directly DIR PORT...: for nutcracker-flush, the copy's

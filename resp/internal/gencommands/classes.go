@@ -77,6 +77,11 @@ type override struct {
 	// by pools whose kind can reach every server (codec.Options.Keyspace),
 	// refused with reason elsewhere.
 	every bool
+	// serverConfig marks a CONFIG subcommand that reads or changes every
+	// server's settings: carried only by pools whose operator allows it
+	// (codec.Options.ServerConfig, key redis_config), refused with reason
+	// elsewhere.
+	serverConfig bool
 }
 
 // overrides are keyed by the full lower-case name.
@@ -223,6 +228,10 @@ var overrides = map[string]override{
 	"pubsub|shardnumsub":      {class: all},
 	"acl":                     {class: container, subReason: rAdmin},
 	"config":                  {class: container, subReason: rAdmin},
+	"config|get":              {class: all, serverConfig: true, reason: rAdmin},
+	"config|set":              {class: all, serverConfig: true, reason: rAdmin},
+	"config|resetstat":        {class: all, serverConfig: true, reason: rAdmin},
+	"config|rewrite":          {class: all, serverConfig: true, reason: rAdmin},
 	"latency":                 {class: container, subReason: rAdmin},
 	"module":                  {class: container, subReason: rAdmin},
 	"slowlog":                 {class: container, subReason: rAdmin},

@@ -342,6 +342,9 @@ func render(version string, rows []row) ([]byte, error) {
 		if r.o.every {
 			b.WriteString(", every: true")
 		}
+		if r.o.serverConfig {
+			b.WriteString(", serverConfig: true")
+		}
 		if r.has("no_auth") {
 			b.WriteString(", noAuth: true")
 		}
