@@ -18,9 +18,11 @@
 # (SUITE_PARALLEL=1).
 # Ports come from SHARDPROXY_PORT_RANGE=LO-HI (default 30000-30999): target i
 # uses LO+200*i .. LO+200*i+199. Results go to SUITE_OUT (default
-# suite-results/): per target the full log, the failing tests, and a line
+# suite-results/): per target the full log, the failing tests, a line per
+# unit (TARGET.units: UNIT passed=N failed=N cut=N), and a line
 #   TARGET passed=N failed=N exceptions=N
-# in summary.txt. RUNTEST_ARGS replaces the suite's arguments (default below).
+# in summary.txt. RUNTEST_ARGS replaces the suite's arguments (default below);
+# SUITE_UNITS, a grep -E pattern, picks the units to run (default: all).
 # Nothing of the Redis tree is changed or copied into this repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -140,13 +142,20 @@ run_target() {
 	# connection is an exception that ends the suite's run, and a unit that
 	# leaves a server changed (a setting, a script still running) when one
 	# of its tests fails halfway: either should cost only that unit.
-	for unit in $(cd "$dir" && ./runtest --list-tests); do
+	: >"$out/$name.units"
+	for unit in $(cd "$dir" && ./runtest --list-tests | grep -E "${SUITE_UNITS:-.}"); do
 		stop_started
 		pids=()
 		start_fleet "$name" "$base" "$dir"
 		(cd "$dir" && ./runtest --host 127.0.0.1 --port "$port" --baseport $((base + 150)) --portcount 40 \
-			--timeout "${UNIT_TIMEOUT:-300}" "${default_args[@]}" --single "$unit") >>"$out/$name.log" 2>&1 </dev/null || true
+			--timeout "${UNIT_TIMEOUT:-300}" "${default_args[@]}" --single "$unit") >"$out/$name.unit.log" 2>&1 </dev/null || true
+		cat "$out/$name.unit.log" >>"$out/$name.log"
+		printf '%s passed=%d failed=%d cut=%d\n' "$unit" \
+			"$(grep -c '^\[ok\]' "$out/$name.unit.log" || true)" \
+			"$(grep -c '^\[err\]' "$out/$name.unit.log" || true)" \
+			"$(grep -cE '^\[(exception\]|TIMEOUT\])' "$out/$name.unit.log" || true)" >>"$out/$name.units"
 	done
+	rm -f "$out/$name.unit.log"
 	count "$name" $((SECONDS - started))
 }
 
