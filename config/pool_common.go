@@ -185,15 +185,7 @@ func (pp *poolParser) setServers(key string, v *yaml.Node) {
 		return
 	}
 	names := make(map[string]int)
-	for _, item := range v.Content {
-		if !pp.b.plain(item, pp.p.Name, key) {
-			pp.bad[key] = true
-			continue
-		}
-		if item.Kind != yaml.ScalarNode {
-			pp.fail(item.Line, key, "a server must be one \"host:port:weight [name]\" line, not "+kindName(item))
-			continue
-		}
+	pp.eachLine(key, v, "a server", "host:port:weight [name]", func(item *yaml.Node) {
 		parse := parseServer
 		if pp.sentinel {
 			parse = parseMaster
@@ -201,15 +193,32 @@ func (pp *poolParser) setServers(key string, v *yaml.Node) {
 		s, msg := parse(item.Value)
 		if msg != "" {
 			pp.fail(item.Line, key, msg)
-			continue
+			return
 		}
 		if line, dup := names[s.Name]; dup {
 			pp.fail(item.Line, key, fmt.Sprintf("duplicate server name %q (first at line %d)", s.Name, line))
-			continue
+			return
 		}
 		names[s.Name] = item.Line
 		s.Line = item.Line
 		pp.p.Servers = append(pp.p.Servers, s)
+	})
+}
+
+// eachLine calls read for each item of v, a list of one-line entries
+// (servers, replicas), that is a plain scalar; an item that is not is
+// reported as what ("a server") in the form its line takes.
+func (pp *poolParser) eachLine(key string, v *yaml.Node, what, form string, read func(item *yaml.Node)) {
+	for _, item := range v.Content {
+		if !pp.b.plain(item, pp.p.Name, key) {
+			pp.bad[key] = true
+			continue
+		}
+		if item.Kind != yaml.ScalarNode {
+			pp.fail(item.Line, key, what+" must be one \""+form+"\" line, not "+kindName(item))
+			continue
+		}
+		read(item)
 	}
 }
 

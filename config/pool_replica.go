@@ -53,23 +53,15 @@ func (pp *poolParser) setReplicas(key string, v *yaml.Node) {
 		pp.fail(v.Line, key, "must be a non-empty list of \"host:port[:weight] shard\" lines")
 		return
 	}
-	for _, item := range v.Content {
-		if !pp.b.plain(item, pp.p.Name, key) {
-			pp.bad[key] = true
-			continue
-		}
-		if item.Kind != yaml.ScalarNode {
-			pp.fail(item.Line, key, "a replica must be one \"host:port[:weight] shard\" line, not "+kindName(item))
-			continue
-		}
+	pp.eachLine(key, v, "a replica", "host:port[:weight] shard", func(item *yaml.Node) {
 		r, msg := parseReplica(item.Value)
 		if msg != "" {
 			pp.fail(item.Line, key, msg)
-			continue
+			return
 		}
 		r.Line = item.Line
 		pp.p.Replicas = append(pp.p.Replicas, r)
-	}
+	})
 }
 
 // parseReplica reads one replicas line, "host:port[:weight] shard": the
