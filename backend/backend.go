@@ -459,12 +459,13 @@ func (b *Backend) failed(cause Cause) {
 	if markBad {
 		b.bad = true
 		until := time.Now().Add(b.cfg.RetryTimeout)
-		b.badUntil.Store(until.UnixNano())
 		if b.cfg.HealthInterval > 0 {
 			// Bad until a probe succeeds: the retry time starts the
 			// probes (health.go), it does not let requests through.
 			b.badUntil.Store(math.MaxInt64)
 			b.nextProbe = until
+		} else {
+			b.badUntil.Store(until.UnixNano())
 		}
 		b.stats.Ejects.Add(1)
 		b.stats.EjectedAt.Store(time.Now().UnixMicro())
