@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	glua "github.com/yuin/gopher-lua"
 
@@ -86,35 +85,20 @@ end`)})
 	}
 	defer r.Close()
 	w := r.workers[0]
-	routeOne := func(s string) string {
-		req := &codec.Request{}
-		if n, err := d.NewRequestParser(codec.Options{}).ParseRequest([]byte(s), req); err != nil || n != len(s) {
-			t.Fatalf("parse %q: %d %v", s, n, err)
-		}
-		c := make(chanCompletion, 1)
-		r.Route(req, 1, c)
-		select {
-		case out := <-c:
-			return out
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%q: no answer", s)
-			return ""
-		}
-	}
 	coroutines := func() int {
 		w.state.Lock()
 		defer w.state.Unlock()
 		return len(w.coFree)
 	}
 	for _, s := range []string{"get k\r\n", "get k\r\n", "set k 0 0 1\r\nx\r\n"} {
-		if out := routeOne(s); !strings.HasPrefix(out, "SERVER_ERROR") {
+		if out := routeOne(t, r, d, s); !strings.HasPrefix(out, "SERVER_ERROR") {
 			t.Errorf("%q to a backend that is down: %q", s, out)
 		}
 	}
 	if n := coroutines(); n != 0 {
 		t.Errorf("%d coroutine(s) made: a direct handler entered Lua", n)
 	}
-	if out := routeOne("touch k 10\r\n"); !strings.HasPrefix(out, "SERVER_ERROR") {
+	if out := routeOne(t, r, d, "touch k 10\r\n"); !strings.HasPrefix(out, "SERVER_ERROR") {
 		t.Errorf("touch: %q", out)
 	}
 	if n := coroutines(); n != 1 {

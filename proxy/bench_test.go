@@ -30,30 +30,11 @@ func benchPipelineWith(b *testing.B, conns, depth int, direct bool, extra string
 	benchGets(b, addr, conns, depth)
 }
 
-// benchV2Route is the bench's V2 route (bench/fleet.go): one function
-// generator whose handler enqueue_and_waits every key command to the pool
-// of one memcached (%d is its port).
-const benchV2Route = `function mcp_config_pools()
-    return { main = mcp.pool({ mcp.backend("b1", "127.0.0.1", %d) }) }
-end
-local function direct_gen(rctx, handle)
-    return function(r)
-        return rctx:enqueue_and_wait(r, handle)
-    end
-end
-function mcp_config_routes(pools)
-    local fgen = mcp.funcgen_new()
-    local handle = fgen:new_handle(pools.main)
-    fgen:ready({ n = "direct", f = direct_gen, a = handle })
-    mcp.attach(mcp.CMD_ANY_STORAGE, fgen)
-end
-`
-
-// benchLuaV2 is benchPipeline through a Lua pool running benchV2Route,
-// with extra keys in the pool.
+// benchLuaV2 is benchPipeline through a Lua pool running v2DirectRoute
+// (the bench's V2 route, bench/fleet.go), with extra keys in the pool.
 func benchLuaV2(b *testing.B, depth int, extra string) {
 	mc := testserver.StartMemcached(b)
-	file := writeLua(b, fmt.Sprintf(benchV2Route, mc.Port))
+	file := v2DirectRoute(b, mc)
 	_, addr := startProxy(b, fmt.Sprintf("lv2:\n  listen: 127.0.0.1:0\n  timeout: 5000\n  lua: %s\n%s", file, extra), "lv2")
 	benchGets(b, addr, 50, depth)
 }

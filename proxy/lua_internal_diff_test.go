@@ -39,7 +39,7 @@ func TestLuaInternalDifferential(t *testing.T) {
 		var history []string // the last requests and replies, for a failure's message
 		for i := range 3000 {
 			r := g.Next()
-			if hasLongToken(r.Wire) {
+			if r.LongToken() {
 				// How a line with a too-long key is framed is the
 				// proxy parser's business (tested in memcache), not the
 				// cache's.
@@ -116,16 +116,4 @@ func proxyRefusal(reply []byte) bool {
 		return true
 	}
 	return bytes.HasPrefix(reply, []byte("CLIENT_ERROR key too long\r\n")) && bytes.HasSuffix(reply, []byte("END\r\n"))
-}
-
-// hasLongToken reports whether a request's command line has a token
-// longer than memcached's longest key (250 bytes).
-func hasLongToken(wire []byte) bool {
-	line, _, _ := bytes.Cut(wire, []byte("\n"))
-	for _, tok := range bytes.Fields(line) {
-		if len(tok) > 250 {
-			return true
-		}
-	}
-	return false
 }

@@ -54,6 +54,26 @@ func luaFileWith(t testing.TB, handler string, servers ...*testserver.Server) st
 	return writeLua(t, b.String())
 }
 
+// v2DirectRoute writes a V2 route file: one function generator whose
+// handler enqueue_and_waits every key command to one pool of srv (the
+// route bench/fleet.go measures).
+func v2DirectRoute(t testing.TB, srv *testserver.Server) string {
+	t.Helper()
+	return writeLua(t, fmt.Sprintf(`function mcp_config_pools()
+    return { main = mcp.pool({ mcp.backend("b1", "127.0.0.1", %d) }) }
+end
+local function direct_gen(rctx, handle)
+    return function(r) return rctx:enqueue_and_wait(r, handle) end
+end
+function mcp_config_routes(pools)
+    local fgen = mcp.funcgen_new()
+    local handle = fgen:new_handle(pools.main)
+    fgen:ready({ n = "direct", f = direct_gen, a = handle })
+    mcp.attach(mcp.CMD_ANY_STORAGE, fgen)
+end
+`, srv.Port))
+}
+
 func writeLua(t testing.TB, src string) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "routes.lua")

@@ -1,31 +1,11 @@
 package proxy_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
 	"shardproxy/internal/testserver"
 )
-
-// v2DirectRoute is a V2 route file: one function generator whose handler
-// sends every key command to one pool of srv.
-func v2DirectRoute(t *testing.T, srv *testserver.Server) string {
-	t.Helper()
-	return writeLua(t, fmt.Sprintf(`function mcp_config_pools()
-    return { main = mcp.pool({ mcp.backend("b1", "127.0.0.1", %d) }) }
-end
-local function direct_gen(rctx, handle)
-    return function(r) return rctx:enqueue_and_wait(r, handle) end
-end
-function mcp_config_routes(pools)
-    local fgen = mcp.funcgen_new()
-    local handle = fgen:new_handle(pools.main)
-    fgen:ready({ n = "direct", f = direct_gen, a = handle })
-    mcp.attach(mcp.CMD_ANY_STORAGE, fgen)
-end
-`, srv.Port))
-}
 
 // TestLuaTooLargeDropsOldValue checks that a Lua pool answers a storage
 // request over item_size_max as memcached's proxy does (observed on
