@@ -85,11 +85,7 @@ func mergeLibraries(dst []byte, replies []codec.Reply) ([]byte, bool) {
 // A library is a flat array of fields and values in RESP2, a map in
 // RESP3.
 func canonicalLibraries(raw []byte) ([]string, bool) {
-	count, elems, ok := readArray(raw)
-	if !ok {
-		return nil, false
-	}
-	vals, ok := splitValues(elems, count)
+	vals, ok := readElements(raw)
 	if !ok {
 		return nil, false
 	}
@@ -146,11 +142,7 @@ func readFields(raw []byte) (pairs int, rest []byte, ok bool) {
 
 // sortedElements returns an array's elements, each whole, sorted.
 func sortedElements(raw []byte) ([]string, bool) {
-	count, elems, ok := readArray(raw)
-	if !ok {
-		return nil, false
-	}
-	vals, ok := splitValues(elems, count)
+	vals, ok := readElements(raw)
 	if !ok {
 		return nil, false
 	}

@@ -84,6 +84,16 @@ func readArray(raw []byte) (count int, elems []byte, ok bool) {
 	return readHeader(raw, '*')
 }
 
+// readElements reads the array reply at the start of raw: its elements,
+// each whole, as splitValues cuts them. ok is false for any other reply.
+func readElements(raw []byte) ([][]byte, bool) {
+	count, elems, ok := readArray(raw)
+	if !ok {
+		return nil, false
+	}
+	return splitValues(elems, count)
+}
+
 // readHeader reads the header of the aggregate reply of type t ('*' an
 // array, '%' a map) at the start of raw, as readArray does: its count (a
 // map's pairs) and the bytes after the header. ok is false for a reply
