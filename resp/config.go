@@ -105,11 +105,7 @@ func mergeConfigGet(dst []byte, proto uint8, replies []codec.Reply) ([]byte, boo
 	var names, values [][]byte
 	seen := map[string]bool{}
 	for _, r := range replies {
-		pairs, rest, ok := readFields(r.Raw)
-		if !ok {
-			return dst, false
-		}
-		vals, ok := splitValues(rest, 2*pairs)
+		vals, ok := readFields(r.Raw)
 		if !ok {
 			return dst, false
 		}

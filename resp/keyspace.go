@@ -103,11 +103,7 @@ func canonicalLibraries(raw []byte) ([]string, bool) {
 // pairs as they are, but the value of "functions" with its elements
 // sorted.
 func canonicalLibrary(lib []byte) (string, bool) {
-	pairs, rest, ok := readFields(lib)
-	if !ok {
-		return "", false
-	}
-	vals, ok := splitValues(rest, 2*pairs)
+	vals, ok := readFields(lib)
 	if !ok {
 		return "", false
 	}
@@ -124,20 +120,6 @@ func canonicalLibrary(lib []byte) (string, bool) {
 		b.Write(value)
 	}
 	return b.String(), true
-}
-
-// readFields reads the header of a field-value aggregate: a RESP2 array
-// of an even count, or a RESP3 map. It returns the pairs and the bytes
-// after the header.
-func readFields(raw []byte) (pairs int, rest []byte, ok bool) {
-	if pairs, rest, ok = readHeader(raw, '%'); ok {
-		return pairs, rest, true
-	}
-	count, rest, ok := readArray(raw)
-	if !ok || count%2 != 0 {
-		return 0, nil, false
-	}
-	return count / 2, rest, true
 }
 
 // sortedElements returns an array's elements, each whole, sorted.

@@ -94,6 +94,21 @@ func readElements(raw []byte) ([][]byte, bool) {
 	return splitValues(elems, count)
 }
 
+// readFields reads the field-value aggregate reply at the start of raw,
+// a RESP2 array of an even count or a RESP3 map: its fields and values in
+// turn, each whole. ok is false for any other reply.
+func readFields(raw []byte) (vals [][]byte, ok bool) {
+	pairs, rest, ok := readHeader(raw, '%')
+	if !ok {
+		var count int
+		if count, rest, ok = readArray(raw); !ok || count%2 != 0 {
+			return nil, false
+		}
+		pairs = count / 2
+	}
+	return splitValues(rest, 2*pairs)
+}
+
 // readHeader reads the header of the aggregate reply of type t ('*' an
 // array, '%' a map) at the start of raw, as readArray does: its count (a
 // map's pairs) and the bytes after the header. ok is false for a reply
