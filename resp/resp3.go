@@ -21,8 +21,14 @@ func appendNull(dst []byte, proto uint8) []byte {
 	return append(dst, "$-1\r\n"...)
 }
 
-// appendMapHeader appends a RESP3 map's header, "%<pairs>\r\n".
-func appendMapHeader(dst []byte, pairs int) []byte {
+// appendFieldsHeader appends the header of a field-value aggregate of
+// pairs pairs, as Redis answers one (readFields reads it): a map in RESP3,
+// "%<pairs>\r\n"; a flat array of fields and values in RESP2,
+// "*<2*pairs>\r\n".
+func appendFieldsHeader(dst []byte, pairs int, proto uint8) []byte {
+	if proto != proto3 {
+		return redcon.AppendArray(dst, 2*pairs)
+	}
 	dst = append(dst, '%')
 	dst = strconv.AppendInt(dst, int64(pairs), 10)
 	return append(dst, '\r', '\n')
