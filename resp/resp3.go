@@ -83,6 +83,17 @@ func readString(raw []byte) (data []byte, null, ok bool) {
 	return nil, false, false
 }
 
+// readInt reads the integer reply at the start of raw; ok is false for
+// any other reply.
+func readInt(raw []byte) (n int64, ok bool) {
+	if len(raw) == 0 || raw[0] != ':' {
+		return 0, false
+	}
+	line, _, err := replyLine(raw, 0)
+	n, ok = parseInt(line)
+	return n, ok && err == nil
+}
+
 // readArray reads the header of the array reply at the start of raw: its
 // count and the bytes of its elements (and of whatever follows them).
 // ok is false for any other reply, a null array included.
