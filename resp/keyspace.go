@@ -16,19 +16,21 @@ import (
 // is not is worse than none.
 
 // mergeArrays answers KEYS: every server's elements, server by server.
+// A reply is one whole value (the backend framed it), so its elements
+// are the bytes after its header: only the headers are read.
 func mergeArrays(dst []byte, replies []codec.Reply) ([]byte, bool) {
 	n := 0
 	for _, r := range replies {
-		m, v := redcon.ReadNextRESP(r.Raw)
-		if m == 0 || v.Type != redcon.Array {
+		count, _, ok := readArray(r.Raw)
+		if !ok {
 			return dst, false
 		}
-		n += v.Count
+		n += count
 	}
 	dst = redcon.AppendArray(dst, n)
 	for _, r := range replies {
-		_, v := redcon.ReadNextRESP(r.Raw)
-		dst = append(dst, v.Data...)
+		_, elems, _ := readArray(r.Raw)
+		dst = append(dst, elems...)
 	}
 	return dst, true
 }
