@@ -97,6 +97,7 @@ func ReadPush(frame []byte) (Push, error) {
 	for _, k := range pushKinds {
 		if equalFold(elems[0].Data, k.name) && v.Count == k.elems {
 			kind = k.name
+			break
 		}
 	}
 	if kind == "" {
