@@ -3,8 +3,6 @@ package resp
 import (
 	"strings"
 
-	"github.com/tidwall/redcon"
-
 	"shardproxy/codec"
 )
 
@@ -105,11 +103,7 @@ func mergeConfigGet(dst []byte, proto uint8, replies []codec.Reply) ([]byte, boo
 	var names, values [][]byte
 	seen := map[string]bool{}
 	for _, r := range replies {
-		pairs, rest, ok := readFields(r.Raw)
-		if !ok {
-			return dst, false
-		}
-		vals, ok := splitValues(rest, 2*pairs)
+		vals, ok := readFields(r.Raw)
 		if !ok {
 			return dst, false
 		}
@@ -125,11 +119,7 @@ func mergeConfigGet(dst []byte, proto uint8, replies []codec.Reply) ([]byte, boo
 			names, values = append(names, vals[i]), append(values, vals[i+1])
 		}
 	}
-	if proto == proto3 {
-		dst = appendMapHeader(dst, len(names))
-	} else {
-		dst = redcon.AppendArray(dst, 2*len(names))
-	}
+	dst = appendFieldsHeader(dst, len(names), proto)
 	for i := range names {
 		dst = append(dst, names[i]...)
 		dst = append(dst, values[i]...)

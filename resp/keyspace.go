@@ -16,19 +16,21 @@ import (
 // is not is worse than none.
 
 // mergeArrays answers KEYS: every server's elements, server by server.
+// A reply is one whole value (the backend framed it), so its elements
+// are the bytes after its header: only the headers are read.
 func mergeArrays(dst []byte, replies []codec.Reply) ([]byte, bool) {
 	n := 0
 	for _, r := range replies {
-		m, v := redcon.ReadNextRESP(r.Raw)
-		if m == 0 || v.Type != redcon.Array {
+		count, _, ok := readArray(r.Raw)
+		if !ok {
 			return dst, false
 		}
-		n += v.Count
+		n += count
 	}
 	dst = redcon.AppendArray(dst, n)
 	for _, r := range replies {
-		_, v := redcon.ReadNextRESP(r.Raw)
-		dst = append(dst, v.Data...)
+		_, elems, _ := readArray(r.Raw)
+		dst = append(dst, elems...)
 	}
 	return dst, true
 }
@@ -85,11 +87,7 @@ func mergeLibraries(dst []byte, replies []codec.Reply) ([]byte, bool) {
 // A library is a flat array of fields and values in RESP2, a map in
 // RESP3.
 func canonicalLibraries(raw []byte) ([]string, bool) {
-	count, elems, ok := readArray(raw)
-	if !ok {
-		return nil, false
-	}
-	vals, ok := splitValues(elems, count)
+	vals, ok := readElements(raw)
 	if !ok {
 		return nil, false
 	}
@@ -107,11 +105,7 @@ func canonicalLibraries(raw []byte) ([]string, bool) {
 // pairs as they are, but the value of "functions" with its elements
 // sorted.
 func canonicalLibrary(lib []byte) (string, bool) {
-	pairs, rest, ok := readFields(lib)
-	if !ok {
-		return "", false
-	}
-	vals, ok := splitValues(rest, 2*pairs)
+	vals, ok := readFields(lib)
 	if !ok {
 		return "", false
 	}
@@ -130,27 +124,9 @@ func canonicalLibrary(lib []byte) (string, bool) {
 	return b.String(), true
 }
 
-// readFields reads the header of a field-value aggregate: a RESP2 array
-// of an even count, or a RESP3 map. It returns the pairs and the bytes
-// after the header.
-func readFields(raw []byte) (pairs int, rest []byte, ok bool) {
-	if pairs, rest, ok = readHeader(raw, '%'); ok {
-		return pairs, rest, true
-	}
-	count, rest, ok := readArray(raw)
-	if !ok || count%2 != 0 {
-		return 0, nil, false
-	}
-	return count / 2, rest, true
-}
-
 // sortedElements returns an array's elements, each whole, sorted.
 func sortedElements(raw []byte) ([]string, bool) {
-	count, elems, ok := readArray(raw)
-	if !ok {
-		return nil, false
-	}
-	vals, ok := splitValues(elems, count)
+	vals, ok := readElements(raw)
 	if !ok {
 		return nil, false
 	}

@@ -252,11 +252,7 @@ func appendHello(dst []byte, id int, proto uint8, env codec.Env) []byte {
 	if env != nil {
 		version = env.Version()
 	}
-	if proto == proto3 {
-		dst = appendMapHeader(dst, 7)
-	} else {
-		dst = redcon.AppendArray(dst, 14)
-	}
+	dst = appendFieldsHeader(dst, 7, proto)
 	dst = redcon.AppendBulkString(dst, "server")
 	dst = redcon.AppendBulkString(dst, "shardproxy")
 	dst = redcon.AppendBulkString(dst, "version")

@@ -97,6 +97,7 @@ func ReadPush(frame []byte) (Push, error) {
 	for _, k := range pushKinds {
 		if equalFold(elems[0].Data, k.name) && v.Count == k.elems {
 			kind = k.name
+			break
 		}
 	}
 	if kind == "" {
@@ -210,20 +211,19 @@ func mergeChannels(dst []byte, replies []codec.Reply) ([]byte, bool) {
 	seen := map[string]bool{}
 	var names [][]byte
 	for _, r := range replies {
-		m, v := redcon.ReadNextRESP(r.Raw)
-		if m == 0 || v.Type != redcon.Array {
-			return dst, false
-		}
-		ok := true
-		v.ForEach(func(e redcon.RESP) bool {
-			if ok = e.Type == redcon.Bulk && e.Data != nil; ok && !seen[string(e.Data)] {
-				seen[string(e.Data)] = true
-				names = append(names, e.Data)
-			}
-			return ok
-		})
+		vals, ok := readElements(r.Raw)
 		if !ok {
 			return dst, false
+		}
+		for _, v := range vals {
+			name, null, ok := readString(v)
+			if !ok || null {
+				return dst, false
+			}
+			if !seen[string(name)] {
+				seen[string(name)] = true
+				names = append(names, name)
+			}
 		}
 	}
 	dst = redcon.AppendArray(dst, len(names))
@@ -240,29 +240,23 @@ func mergeNumsub(dst []byte, replies []codec.Reply) ([]byte, bool) {
 	var names [][]byte
 	var counts []int64
 	for i, r := range replies {
-		m, v := redcon.ReadNextRESP(r.Raw)
-		if m == 0 || v.Type != redcon.Array || v.Count%2 != 0 || (i > 0 && v.Count != 2*len(names)) {
+		vals, ok := readFields(r.Raw)
+		if !ok || (i > 0 && len(vals) != 2*len(names)) {
 			return dst, false
 		}
-		j, ok := 0, true
-		v.ForEach(func(e redcon.RESP) bool {
-			k := j / 2
+		for k := range len(vals) / 2 {
+			name, _, ok := readString(vals[2*k])
+			count, cok := readInt(vals[2*k+1])
 			switch {
-			case j%2 == 0 && e.Type == redcon.Bulk && i == 0:
-				names = append(names, e.Data)
-				counts = append(counts, 0)
-			case j%2 == 0 && e.Type == redcon.Bulk:
-				ok = string(e.Data) == string(names[k])
-			case j%2 == 1 && e.Type == redcon.Integer:
-				counts[k] += e.Int()
+			case !ok || !cok:
+				return dst, false
+			case i == 0:
+				names, counts = append(names, name), append(counts, count)
+			case string(name) != string(names[k]):
+				return dst, false
 			default:
-				ok = false
+				counts[k] += count
 			}
-			j++
-			return ok
-		})
-		if !ok {
-			return dst, false
 		}
 	}
 	dst = redcon.AppendArray(dst, 2*len(names))

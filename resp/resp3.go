@@ -21,8 +21,14 @@ func appendNull(dst []byte, proto uint8) []byte {
 	return append(dst, "$-1\r\n"...)
 }
 
-// appendMapHeader appends a RESP3 map's header, "%<pairs>\r\n".
-func appendMapHeader(dst []byte, pairs int) []byte {
+// appendFieldsHeader appends the header of a field-value aggregate of
+// pairs pairs, as Redis answers one (readFields reads it): a map in RESP3,
+// "%<pairs>\r\n"; a flat array of fields and values in RESP2,
+// "*<2*pairs>\r\n".
+func appendFieldsHeader(dst []byte, pairs int, proto uint8) []byte {
+	if proto != proto3 {
+		return redcon.AppendArray(dst, 2*pairs)
+	}
 	dst = append(dst, '%')
 	dst = strconv.AppendInt(dst, int64(pairs), 10)
 	return append(dst, '\r', '\n')
@@ -77,11 +83,47 @@ func readString(raw []byte) (data []byte, null, ok bool) {
 	return nil, false, false
 }
 
+// readInt reads the integer reply at the start of raw; ok is false for
+// any other reply.
+func readInt(raw []byte) (n int64, ok bool) {
+	if len(raw) == 0 || raw[0] != ':' {
+		return 0, false
+	}
+	line, _, err := replyLine(raw, 0)
+	n, ok = parseInt(line)
+	return n, ok && err == nil
+}
+
 // readArray reads the header of the array reply at the start of raw: its
 // count and the bytes of its elements (and of whatever follows them).
 // ok is false for any other reply, a null array included.
 func readArray(raw []byte) (count int, elems []byte, ok bool) {
 	return readHeader(raw, '*')
+}
+
+// readElements reads the array reply at the start of raw: its elements,
+// each whole, as splitValues cuts them. ok is false for any other reply.
+func readElements(raw []byte) ([][]byte, bool) {
+	count, elems, ok := readArray(raw)
+	if !ok {
+		return nil, false
+	}
+	return splitValues(elems, count)
+}
+
+// readFields reads the field-value aggregate reply at the start of raw,
+// a RESP2 array of an even count or a RESP3 map: its fields and values in
+// turn, each whole. ok is false for any other reply.
+func readFields(raw []byte) (vals [][]byte, ok bool) {
+	pairs, rest, ok := readHeader(raw, '%')
+	if !ok {
+		var count int
+		if count, rest, ok = readArray(raw); !ok || count%2 != 0 {
+			return nil, false
+		}
+		pairs = count / 2
+	}
+	return splitValues(rest, 2*pairs)
 }
 
 // readHeader reads the header of the aggregate reply of type t ('*' an
