@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"sort"
 	"sync"
 
@@ -378,23 +379,19 @@ func (sub *subState) ssubscribe(w *subWait, req *codec.Request) ([]subSend, []by
 
 // psubscribe subscribes patterns on the pool's pattern servers.
 func (sub *subState) psubscribe(w *subWait, patterns [][]byte) ([]subSend, []byte) {
+	// The servers' connections once, and only for a pattern not yet held.
 	var conns []*subConn
-	for _, pat := range patterns {
-		if sub.patterns[string(pat)] != nil {
-			continue
+	if slices.ContainsFunc(patterns, func(pat []byte) bool { return sub.patterns[string(pat)] == nil }) {
+		bs, refusal := sub.dd.patternServers()
+		if refusal != nil {
+			return nil, refusal
 		}
-		if conns == nil {
-			bs, refusal := sub.dd.patternServers()
+		for _, b := range bs {
+			c, refusal := sub.conn(b)
 			if refusal != nil {
 				return nil, refusal
 			}
-			for _, b := range bs {
-				c, refusal := sub.conn(b)
-				if refusal != nil {
-					return nil, refusal
-				}
-				conns = append(conns, c)
-			}
+			conns = append(conns, c)
 		}
 	}
 	var sends []subSend
