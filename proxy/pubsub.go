@@ -1,8 +1,8 @@
 package proxy
 
 import (
+	"maps"
 	"slices"
-	"sort"
 	"sync"
 
 	"shardproxy/backend"
@@ -454,11 +454,7 @@ func (sub *subState) punsubscribe(w *subWait, names [][]byte) []subSend {
 
 // sortedNames returns m's keys in order, as arguments.
 func sortedNames[V any](m map[string]V) [][]byte {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	names := make([][]byte, len(keys))
 	for i, k := range keys {
 		names[i] = []byte(k)
