@@ -349,16 +349,12 @@ func (s *session) queueMessage(sub *subState) *pending {
 // read is dropped (the socket is reset on close, its kernel buffers
 // dropped too), and a write blocked on it returns.
 func (s *session) dropSlow() {
-	s.w.mu.Lock()
-	s.w.broken, s.w.failed = true, true
-	s.w.mu.Unlock()
-	s.closing.Store(true)
+	// Before writeFailed wakes the reader, which may close the socket.
 	if tc, ok := s.nc.(interface{ SetLinger(int) error }); ok {
 		tc.SetLinger(0) // reset: what the kernel holds for it goes too
 	}
-	now := time.Now()
-	s.nc.SetWriteDeadline(now)
-	s.nc.SetReadDeadline(now)
+	s.nc.SetWriteDeadline(time.Now())
+	s.writeFailed()
 }
 
 // lose handles the failure of c's connection (err): unless the proxy
