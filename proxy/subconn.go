@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"time"
 
 	"shardproxy/backend"
@@ -269,11 +270,8 @@ func (sub *subState) forget(kind string, c *subConn, name []byte) bool {
 		c.subs--
 		return true
 	}
-	conns, held := sub.patterns[string(name)], false
-	for _, pc := range conns {
-		held = held || pc == c
-	}
-	if held {
+	conns := sub.patterns[string(name)]
+	if slices.Contains(conns, c) {
 		for _, pc := range conns {
 			pc.subs--
 		}
