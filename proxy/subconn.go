@@ -116,13 +116,11 @@ func (c *subConn) drop(ready []*subWait, err []byte) []*subWait {
 // answerWaits answers the commands whose parts are all confirmed.
 func answerWaits(ready []*subWait) {
 	for _, w := range ready {
-		p := w.p
-		switch {
-		case w.err != nil:
-			p.Answer(append(p.Out(), w.err...))
-		default:
-			p.Answer(append(p.Out(), w.out...))
+		out := w.out
+		if w.err != nil {
+			out = w.err
 		}
+		w.p.Answer(append(w.p.Out(), out...))
 	}
 }
 
