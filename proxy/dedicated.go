@@ -79,6 +79,43 @@ func newDedicatedPool(limit int) *dedicatedPool {
 // client, or the error reply the client gets when b already has limit
 // connections in use or is closed.
 func (dp *dedicatedPool) take(b *backend.Backend, proto uint8, d codec.Dialect) (*backend.Dedicated, []byte) {
+	return dp.acquire(b, d, func(set *dedicatedSet) (ded *backend.Dedicated, spent []*backend.Dedicated) {
+		idle := set.idleOf(proto)
+		for len(*idle) > 0 && ded == nil {
+			n := len(*idle) - 1
+			c := (*idle)[n]
+			(*idle)[n] = nil
+			*idle = (*idle)[:n]
+			dp.idle.Add(-1)
+			if c.Spent() { // its socket died while idle (a server restart, its idle timeout)
+				spent = append(spent, c)
+			} else {
+				ded = c
+			}
+		}
+		if ded == nil {
+			ded = b.Dedicate(proto)
+		}
+		return ded, spent
+	})
+}
+
+// takePush returns a push-mode connection to b (backend.DedicatePush)
+// for one client's subscriptions, counted against the same limit as
+// take's, or the error reply the client gets. Give it back with reuse
+// false: a subscribed connection is never kept.
+func (dp *dedicatedPool) takePush(b *backend.Backend, d codec.Dialect, fn backend.PushFunc) (*backend.Dedicated, []byte) {
+	return dp.acquire(b, d, func(*dedicatedSet) (*backend.Dedicated, []*backend.Dedicated) {
+		return b.DedicatePush(fn), nil
+	})
+}
+
+// acquire is take's and takePush's common part: it refuses when b has
+// limit connections in use or the pool is closed, else calls open with
+// mu held and b's set, and counts the connection open returns (nil when
+// b is closed) as in use. The spent connections open returns are closed
+// after mu is released.
+func (dp *dedicatedPool) acquire(b *backend.Backend, d codec.Dialect, open func(*dedicatedSet) (*backend.Dedicated, []*backend.Dedicated)) (*backend.Dedicated, []byte) {
 	dp.mu.Lock()
 	set := dp.servers[b]
 	if set == nil {
@@ -91,24 +128,7 @@ func (dp *dedicatedPool) take(b *backend.Backend, proto uint8, d codec.Dialect) 
 		return nil, d.AppendError(nil, codec.ErrServer, "no dedicated connection free for server "+b.Name()+
 			": "+strconv.Itoa(dp.limit)+" in use (blocking_connections)")
 	}
-	var ded *backend.Dedicated
-	var spent []*backend.Dedicated
-	idle := set.idleOf(proto)
-	for len(*idle) > 0 && ded == nil {
-		n := len(*idle) - 1
-		c := (*idle)[n]
-		(*idle)[n] = nil
-		*idle = (*idle)[:n]
-		dp.idle.Add(-1)
-		if c.Spent() { // its socket died while idle (a server restart, its idle timeout)
-			spent = append(spent, c)
-		} else {
-			ded = c
-		}
-	}
-	if ded == nil {
-		ded = b.Dedicate(proto)
-	}
+	ded, spent := open(set)
 	if ded != nil {
 		set.inUse++
 		dp.inUse.Add(1)
@@ -117,35 +137,6 @@ func (dp *dedicatedPool) take(b *backend.Backend, proto uint8, d codec.Dialect) 
 	for _, c := range spent {
 		go c.Close()
 	}
-	if ded == nil {
-		return nil, d.AppendError(nil, codec.ErrServer, backend.ErrorFor(backend.CauseClosed).Error())
-	}
-	return ded, nil
-}
-
-// takePush returns a push-mode connection to b (backend.DedicatePush)
-// for one client's subscriptions, counted against the same limit as
-// take's, or the error reply the client gets. Give it back with reuse
-// false: a subscribed connection is never kept.
-func (dp *dedicatedPool) takePush(b *backend.Backend, d codec.Dialect, fn backend.PushFunc) (*backend.Dedicated, []byte) {
-	dp.mu.Lock()
-	set := dp.servers[b]
-	if set == nil {
-		set = &dedicatedSet{}
-		dp.servers[b] = set
-	}
-	if set.inUse >= dp.limit || dp.closed {
-		dp.mu.Unlock()
-		dp.refused.Add(1)
-		return nil, d.AppendError(nil, codec.ErrServer, "no dedicated connection free for server "+b.Name()+
-			": "+strconv.Itoa(dp.limit)+" in use (blocking_connections)")
-	}
-	ded := b.DedicatePush(fn)
-	if ded != nil {
-		set.inUse++
-		dp.inUse.Add(1)
-	}
-	dp.mu.Unlock()
 	if ded == nil {
 		return nil, d.AppendError(nil, codec.ErrServer, backend.ErrorFor(backend.CauseClosed).Error())
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
 	"sort"
 	"strconv"
@@ -78,9 +77,6 @@ func TestKeyspaceSharded(t *testing.T) {
 func TestKeyspaceCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs a real Redis Cluster")
-	}
-	if _, err := exec.LookPath("redis-cli"); err != nil {
-		t.Fatalf("redis-cli not found: install it (apt-get install redis-tools): %v", err)
 	}
 	rc := testserver.StartRedisCluster(t, 3, 1)
 	yaml := clusterYAML("rc", rc.Addrs()[:1], "  read_from: prefer_replica\n") +

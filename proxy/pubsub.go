@@ -1,7 +1,8 @@
 package proxy
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 
 	"shardproxy/backend"
@@ -378,23 +379,19 @@ func (sub *subState) ssubscribe(w *subWait, req *codec.Request) ([]subSend, []by
 
 // psubscribe subscribes patterns on the pool's pattern servers.
 func (sub *subState) psubscribe(w *subWait, patterns [][]byte) ([]subSend, []byte) {
+	// The servers' connections once, and only for a pattern not yet held.
 	var conns []*subConn
-	for _, pat := range patterns {
-		if sub.patterns[string(pat)] != nil {
-			continue
+	if slices.ContainsFunc(patterns, func(pat []byte) bool { return sub.patterns[string(pat)] == nil }) {
+		bs, refusal := sub.dd.patternServers()
+		if refusal != nil {
+			return nil, refusal
 		}
-		if conns == nil {
-			bs, refusal := sub.dd.patternServers()
+		for _, b := range bs {
+			c, refusal := sub.conn(b)
 			if refusal != nil {
 				return nil, refusal
 			}
-			for _, b := range bs {
-				c, refusal := sub.conn(b)
-				if refusal != nil {
-					return nil, refusal
-				}
-				conns = append(conns, c)
-			}
+			conns = append(conns, c)
 		}
 	}
 	var sends []subSend
@@ -457,11 +454,7 @@ func (sub *subState) punsubscribe(w *subWait, names [][]byte) []subSend {
 
 // sortedNames returns m's keys in order, as arguments.
 func sortedNames[V any](m map[string]V) [][]byte {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	names := make([][]byte, len(keys))
 	for i, k := range keys {
 		names[i] = []byte(k)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"time"
 
 	"shardproxy/backend"
@@ -115,13 +116,11 @@ func (c *subConn) drop(ready []*subWait, err []byte) []*subWait {
 // answerWaits answers the commands whose parts are all confirmed.
 func answerWaits(ready []*subWait) {
 	for _, w := range ready {
-		p := w.p
-		switch {
-		case w.err != nil:
-			p.Answer(append(p.Out(), w.err...))
-		default:
-			p.Answer(append(p.Out(), w.out...))
+		out := w.out
+		if w.err != nil {
+			out = w.err
 		}
+		w.p.Answer(append(w.p.Out(), out...))
 	}
 }
 
@@ -269,11 +268,8 @@ func (sub *subState) forget(kind string, c *subConn, name []byte) bool {
 		c.subs--
 		return true
 	}
-	conns, held := sub.patterns[string(name)], false
-	for _, pc := range conns {
-		held = held || pc == c
-	}
-	if held {
+	conns := sub.patterns[string(name)]
+	if slices.Contains(conns, c) {
 		for _, pc := range conns {
 			pc.subs--
 		}
@@ -349,16 +345,12 @@ func (s *session) queueMessage(sub *subState) *pending {
 // read is dropped (the socket is reset on close, its kernel buffers
 // dropped too), and a write blocked on it returns.
 func (s *session) dropSlow() {
-	s.w.mu.Lock()
-	s.w.broken, s.w.failed = true, true
-	s.w.mu.Unlock()
-	s.closing.Store(true)
+	// Before writeFailed wakes the reader, which may close the socket.
 	if tc, ok := s.nc.(interface{ SetLinger(int) error }); ok {
 		tc.SetLinger(0) // reset: what the kernel holds for it goes too
 	}
-	now := time.Now()
-	s.nc.SetWriteDeadline(now)
-	s.nc.SetReadDeadline(now)
+	s.nc.SetWriteDeadline(time.Now())
+	s.writeFailed()
 }
 
 // lose handles the failure of c's connection (err): unless the proxy
