@@ -116,6 +116,7 @@ type Call struct {
 	MetaRewrite bool
 
 	probe    bool      // an idle socket's health check (health.go), not a client's
+	joined   bool      // written joined with the calls after it, which end the joined reply (join.go)
 	deadline time.Time // zero: none
 	start    time.Time
 	owned    []byte // the recycled buffer Reply.Raw lives in, if any
@@ -165,6 +166,9 @@ type Backend struct {
 	// told (health.go): [0] for a text socket, [1] for a meta one; nil
 	// without HealthInterval.
 	checks [2]*codec.Request
+	// joiner is the dialect's codec.Joiner, if it is one: a socket joins
+	// the calls of a batch it may join (join.go).
+	joiner codec.Joiner
 
 	stats Stats
 }
@@ -195,6 +199,7 @@ func New(cfg Config) *Backend {
 	}
 	b := &Backend{cfg: cfg, log: cfg.Logger.With("backend", cfg.Name, "addr", cfg.Addr)}
 	b.checks = idleChecks(cfg)
+	b.joiner, _ = cfg.Dialect.(codec.Joiner)
 	b.conns = make([]*conn, cfg.Conns)
 	for i := range b.conns {
 		b.conns[i] = newConn(b)

@@ -183,7 +183,18 @@ func (s *sock) deliver(r *reader) bool {
 			break
 		}
 		call := s.inflight[0]
-		n, kind, err := dialect.ResumeReply(buf[start:], call.Req, &s.st)
+		var (
+			n, part int    // the reply's bytes in buf; of them, the call's own
+			tail    string // what the call's reply has after them
+			kind    codec.ReplyKind
+			err     error
+		)
+		if call.joined {
+			n, part, tail, kind, err = s.parseJoined(buf[start:])
+		} else {
+			n, kind, err = dialect.ResumeReply(buf[start:], call.Req, &s.st)
+			part = n
+		}
 		if err != nil {
 			if errors.Is(err, codec.ErrIncomplete) {
 				r.need = codec.Needed(err)
@@ -199,6 +210,8 @@ func (s *sock) deliver(r *reader) bool {
 		// re-arms it for the head (or clears it) if nothing is late.
 		var raw []byte
 		switch {
+		case call.joined:
+			raw = s.joinedReply(buf[start:start+part], tail, call)
 		case n <= arenaMax:
 			raw, call.arena = s.carve(n)
 			copy(raw, buf[start:start+n])
@@ -259,6 +272,44 @@ func (s *sock) deliver(r *reader) bool {
 	}
 	r.buf = buf[:copy(buf, buf[start:])]
 	return true
+}
+
+// parseJoined frames the part of a joined reply at buf's start that
+// answers the call at the head, a joined one (join.go): see
+// codec.Joiner.ParseJoined. The requests of its run, up to the last, which
+// was handed over with them, are in s.run while any of them is at the
+// head but the last.
+func (s *sock) parseJoined(buf []byte) (n, part int, tail string, kind codec.ReplyKind, err error) {
+	if len(s.run) == 0 {
+		run := s.runBuf[:0]
+		for _, call := range s.inflight {
+			run = append(run, call.Req)
+			if !call.joined {
+				break
+			}
+		}
+		s.run, s.runBuf = run, run[:0]
+	}
+	if n, part, tail, kind, err = s.c.b.joiner.ParseJoined(buf, s.run); err == nil {
+		if s.run = s.run[1:]; len(s.run) == 1 {
+			s.run = s.run[:0] // the last call's part is framed as its own
+		}
+	}
+	return n, part, tail, kind, err
+}
+
+// joinedReply returns a copy of part followed by tail: the reply of call,
+// a joined one, which a copy lets outlive the read buffer.
+func (s *sock) joinedReply(part []byte, tail string, call *Call) []byte {
+	size := len(part) + len(tail)
+	var raw []byte
+	if size <= arenaMax {
+		raw, call.arena = s.carve(size)
+	} else {
+		raw = make([]byte, size)
+	}
+	copy(raw[copy(raw, part):], tail)
+	return raw
 }
 
 // complete counts the replies of one read and runs their calls' Done, in

@@ -46,6 +46,12 @@ type sock struct {
 	st       codec.ReplyState // how far the reply to inflight[0] is framed
 	arena    *arena           // small replies are carved from it
 	done     []*Call          // deliver's scratch
+	run      []*codec.Request // the joined calls' requests at the head, while a joined call is (join.go)
+	runBuf   []*codec.Request // run's storage
+
+	// The writer's own: join's scratch.
+	joinBuf  []byte
+	joinReqs []*codec.Request
 }
 
 func newSock(c *conn, nc net.Conn) *sock {
@@ -79,17 +85,24 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 	// Rewritten only now that this socket takes them (under mu, before
 	// the hand-off): calls a dead socket gives back go out on the next
 	// one as they came, whatever its server speaks.
-	rewrite := s.meta && b.cfg.MetaRewrite != nil
-	for _, call := range batch {
-		if rewrite && call.MetaRewrite {
-			was := len(call.Req.Wire)
-			if b.cfg.MetaRewrite(call.Req) {
-				// RequestBytes counted the request as it was queued;
-				// it counts what the server is sent.
-				b.stats.RequestBytes.Add(int64(len(call.Req.Wire) - was))
+	if s.meta && b.cfg.MetaRewrite != nil {
+		for _, call := range batch {
+			if call.MetaRewrite {
+				was := len(call.Req.Wire)
+				if b.cfg.MetaRewrite(call.Req) {
+					// RequestBytes counted the request as it was queued;
+					// it counts what the server is sent.
+					b.stats.RequestBytes.Add(int64(len(call.Req.Wire) - was))
+				}
 			}
 		}
-		bufs = append(bufs, call.Req.Wire)
+	}
+	if b.joiner != nil {
+		bufs = s.join(batch, bufs)
+	} else {
+		for _, call := range batch {
+			bufs = append(bufs, call.Req.Wire)
+		}
 	}
 	s.handoff = append(s.handoff, batch...)
 	s.writing = true

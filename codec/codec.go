@@ -536,6 +536,31 @@ type ReplyState struct {
 	Index int
 }
 
+// Joiner is implemented by a dialect whose server sends the reply to some
+// requests the moment it has it, one send per request however many a
+// batch holds, but answers one request naming several keys with one send:
+// memcached's text get. A backend socket joins a run of such requests in
+// one batch into one request, and frames the joined reply back into the
+// replies each would have had alone.
+type Joiner interface {
+	// JoinClass returns req's class: requests of one nonzero class may be
+	// joined (and their keys, req.Keys[0], are what is joined). 0: req
+	// is never joined.
+	JoinClass(req *Request) int
+	// AppendJoined appends to dst the one request that asks, in order,
+	// for the keys of reqs, all of one class and two or more.
+	AppendJoined(dst []byte, reqs []*Request) []byte
+	// ParseJoined frames, at buf's start, the part of a joined reply that
+	// answers run[0], a joined request other than the last (whose part
+	// ends the joined reply and is framed by ResumeReply as its own);
+	// run[1:] are the requests joined after it, the last included. It
+	// returns how many bytes of buf the part takes, n, and run[0]'s own
+	// reply: buf[:raw] followed by tail. A part may take no bytes (n ==
+	// 0: a miss, or an error that ends the joined reply and so answers
+	// every request left in it). Errors are as ResumeReply's.
+	ParseJoined(buf []byte, run []*Request) (n, raw int, tail string, kind ReplyKind, err error)
+}
+
 // BigReplier is implemented by a dialect that rewrites replies
 // (ModeRewrite), so that the proxy can write a big one without copying its
 // data, as it does a ModeNormal reply.

@@ -30,12 +30,15 @@ type faultProto struct {
 	// multiGet and multiHit are a request for several keys (split over
 	// servers by the proxy) and its reply when each holds its value.
 	multiGet, multiHit func(keys ...string) string
+	// served is what the server sends for gets of keys that were written
+	// in one batch, each key holding its value.
+	served func(keys ...string) string
 }
 
 var memcacheProto = &faultProto{
 	// The faults land at offsets of the text replies (valueOffset, the
-	// lengths of hit): the servers must be sent gets as the clients
-	// wrote them, not as mg, which the default (auto) sends to memcached.
+	// lengths of served): the servers must be sent text gets, not mg,
+	// which the default (auto) sends to memcached.
 	poolOpts: "  server_protocol: text\n",
 	get:      func(k string) string { return "get " + k + "\r\n" },
 	hit:      hit,
@@ -52,6 +55,8 @@ var memcacheProto = &faultProto{
 	extra:      "END\r\n",
 	multiGet:   func(keys ...string) string { return "get " + strings.Join(keys, " ") + "\r\n" },
 	multiHit:   multiHit,
+	// A socket joins one-key gets written together into one multi-get.
+	served: multiHit,
 }
 
 // respProto speaks RESP2 to a pool with "redis: true".
@@ -73,6 +78,13 @@ var respProto = &faultProto{
 	multiGet:   func(keys ...string) string { return respCommand(append([]string{"MGET"}, keys...)...) },
 	multiHit: func(keys ...string) string {
 		s := fmt.Sprintf("*%d\r\n", len(keys))
+		for _, k := range keys {
+			s += respBulk(value(k))
+		}
+		return s
+	},
+	served: func(keys ...string) string {
+		var s string
 		for _, k := range keys {
 			s += respBulk(value(k))
 		}

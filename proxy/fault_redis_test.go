@@ -25,7 +25,7 @@ var redisOnlyFaults = []backendFault{
 		name: "integer that is not one",
 		arm: func(r *faultRig) {
 			inFlight(r)
-			r.fp.InjectAt(fp.Downstream, replyLen(r, r.keysA[0]), []byte(":12x\r\n"))
+			r.fp.InjectAt(fp.Downstream, firstLen(r), []byte(":12x\r\n"))
 		},
 		want:      firstHit("parsing"),
 		disarm:    clearFP,

@@ -81,8 +81,11 @@ func startFP(r *faultRig) {
 	}
 }
 
-// replyLen is the length of the reply to a get of key.
-func replyLen(r *faultRig, key string) int64 { return int64(len(r.proto.hit(key))) }
+// firstLen is where the server's part for the first of the three gets in
+// flight ends (a memcache socket joins them into one multi-get), and
+// allLen where the part for all three does.
+func firstLen(r *faultRig) int64 { return allLen(r) - int64(len(r.proto.served(r.keysA[1:3]...))) }
+func allLen(r *faultRig) int64   { return int64(len(r.proto.served(r.keysA[:3]...))) }
 
 var backendFaults = []backendFault{
 	{
@@ -170,7 +173,7 @@ var backendFaults = []backendFault{
 		name: "garbage mid-pipeline",
 		arm: func(r *faultRig) {
 			inFlight(r)
-			r.fp.InjectAt(fp.Downstream, replyLen(r, r.keysA[0]), []byte("GARBAGE\r\n"))
+			r.fp.InjectAt(fp.Downstream, firstLen(r), []byte("GARBAGE\r\n"))
 		},
 		want:      firstHit("parsing"),
 		disarm:    clearFP,
@@ -203,9 +206,7 @@ var backendFaults = []backendFault{
 		name: "trailing data",
 		arm: func(r *faultRig) {
 			inFlight(r)
-			a := r.keysA
-			n := replyLen(r, a[0]) + replyLen(r, a[1]) + replyLen(r, a[2])
-			r.fp.InjectAt(fp.Downstream, n, []byte(r.proto.extra))
+			r.fp.InjectAt(fp.Downstream, allLen(r), []byte(r.proto.extra))
 		},
 		want:      hits, // complete replies are delivered; the socket is then dropped
 		after:     afterHit,
@@ -226,7 +227,7 @@ var backendFaults = []backendFault{
 		name: "closed after a complete reply",
 		arm: func(r *faultRig) {
 			inFlight(r)
-			r.fp.CloseAfter(fp.Downstream, replyLen(r, r.keysA[0])+2)
+			r.fp.CloseAfter(fp.Downstream, firstLen(r)+2)
 		},
 		want:      firstHit("disconnected"),
 		disarm:    clearFP,
@@ -236,7 +237,7 @@ var backendFaults = []backendFault{
 		name: "reset mid-reply",
 		arm: func(r *faultRig) {
 			inFlight(r)
-			r.fp.ResetAfter(fp.Downstream, replyLen(r, r.keysA[0])+r.proto.valueOffset(r.keysA[1])+3)
+			r.fp.ResetAfter(fp.Downstream, firstLen(r)+r.proto.valueOffset(r.keysA[1])+3)
 		},
 		want:      firstHit("disconnected"),
 		disarm:    clearFP,
