@@ -9,7 +9,10 @@
 // server speaks memcached's meta protocol, which Backend.Meta keeps and
 // which lets Config.MetaRewrite rewrite the calls written on that socket)
 // -> ready (requests are written in batches by one writer goroutine and their
-// replies matched in FIFO order by one reader goroutine) -> failed (timeout,
+// replies matched in FIFO order by one reader goroutine; a codec.Joiner
+// dialect's joinable requests in a batch go as one, memcache's one-key text
+// gets as one multi-get, whose reply is framed back into each call's:
+// join.go) -> failed (timeout,
 // disconnect, desync: every request written on that socket is answered
 // exactly once with an *Error naming the cause, and the socket is dropped).
 // The next request dials again.
