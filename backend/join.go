@@ -24,7 +24,7 @@ const (
 // run). The joined requests live in s.joinBuf until the next batch. Only
 // the writer calls it, before the hand-off.
 func (s *sock) join(batch []*Call, bufs net.Buffers) net.Buffers {
-	j, b := s.c.b.joiner, s.c.b
+	j := s.c.b.joiner
 	s.joinBuf = s.joinBuf[:0]
 	if cap(s.joinBuf) > 64<<10 {
 		s.joinBuf = nil // one huge batch is not kept for good
@@ -37,19 +37,18 @@ func (s *sock) join(batch []*Call, bufs net.Buffers) net.Buffers {
 			i++
 			continue
 		}
-		reqs, was := s.joinReqs[:0], 0
+		reqs := s.joinReqs[:0]
 		for _, call := range batch[i : i+n] {
 			call.joined = true
 			reqs = append(reqs, call.Req)
-			was += len(call.Req.Wire)
 		}
 		batch[i+n-1].joined = false
 		at := len(s.joinBuf)
 		s.joinBuf = j.AppendJoined(s.joinBuf, reqs)
 		bufs = append(bufs, s.joinBuf[at:len(s.joinBuf):len(s.joinBuf)])
-		// RequestBytes counted the requests as they were queued; it
-		// counts what the server is sent.
-		b.stats.RequestBytes.Add(int64(len(s.joinBuf) - at - was))
+		// RequestBytes keeps counting each request as it was queued: how
+		// many others it met in a batch is timing, and a request's count
+		// does not depend on it.
 		clear(reqs)
 		s.joinReqs = reqs[:0]
 		i += n
