@@ -99,17 +99,25 @@ func sendAll(t *testing.T, b *backend.Backend, reqs ...string) []codec.Reply {
 	for i := range calls {
 		b.Send(&calls[i], 0)
 	}
+	out := replies(t, &wg, calls)
+	for i, o := range order {
+		if o != i {
+			t.Fatalf("calls completed out of order: %v", order)
+		}
+	}
+	return out
+}
+
+// replies waits until wg says every call completed and returns their
+// replies in order.
+func replies(t *testing.T, wg *sync.WaitGroup, calls []backend.Call) []codec.Reply {
+	t.Helper()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("calls not completed")
-	}
-	for i, o := range order {
-		if o != i {
-			t.Fatalf("calls completed out of order: %v", order)
-		}
 	}
 	out := make([]codec.Reply, len(calls))
 	for i := range calls {

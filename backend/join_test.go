@@ -71,18 +71,7 @@ func stageAll(t *testing.T, b *backend.Backend, reqs ...string) []codec.Reply {
 		b.Stage(&calls[i], 0, &bt)
 	}
 	bt.Flush()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("calls not completed")
-	}
-	out := make([]codec.Reply, len(calls))
-	for i := range calls {
-		out[i] = calls[i].Reply
-	}
-	return out
+	return replies(t, &wg, calls)
 }
 
 // directly sends each request alone to memcached at addr and returns
