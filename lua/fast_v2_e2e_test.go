@@ -13,23 +13,6 @@ import (
 	"shardproxy/proxy"
 )
 
-// v2WayRoute is a V2 route file of one generator sending every key
-// command to the one backend b1 at {{PORT}}; {{BODY}} is its handler's
-// body, {{VERSION}} a comment a reload changes.
-const v2WayRoute = `-- {{VERSION}}
-function mcp_config_pools()
-  return { main = mcp.pool({ mcp.backend("b1", "127.0.0.1", {{PORT}}) }) }
-end
-function mcp_config_routes(p)
-  local fg = mcp.funcgen_new()
-  local h = fg:new_handle(p.main)
-  fg:ready({ n = "way", a = h, f = function(rctx, h)
-    return function(r) {{BODY}} end
-  end })
-  mcp.attach(mcp.CMD_ANY_STORAGE, fg)
-end
-`
-
 // Handler bodies: one the router sends without entering Lua (and, from
 // a command's second request on, without the state's lock), one that
 // runs in Lua and answers the same.
@@ -66,8 +49,10 @@ func TestV2DirectSameAsLua(t *testing.T) {
 		t.Helper()
 		for i, p := range pools {
 			p.file = fmt.Sprintf("%s/%s.lua", dir, p.name)
-			src := strings.NewReplacer("{{PORT}}", fmt.Sprint(ports[i]), "{{BODY}}", p.body,
-				"{{VERSION}}", fmt.Sprintf("version %d", version)).Replace(v2WayRoute)
+			// A comment a reload changes, then the one generator sending
+			// every key command to b1.
+			src := fmt.Sprintf("-- version %d", version) +
+				strings.ReplaceAll(v2Handler("function(r) "+p.body+" end"), "{{mc}}", fmt.Sprint(ports[i]))
 			if err := os.WriteFile(p.file, []byte(src), 0o644); err != nil {
 				t.Fatal(err)
 			}
