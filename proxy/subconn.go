@@ -89,13 +89,19 @@ func (c *subConn) sent(call *backend.Call) {
 	}
 }
 
-// release gives c's connection back, closed. Under mu.
+// release gives c's connection back, closed, and drops it from the
+// client's connections. Under mu.
 func (c *subConn) release() {
 	if !c.released {
 		c.released = true
+		delete(c.sub.conns, c.b)
 		c.sub.dp.give(c.d, false)
 	}
 }
+
+// unused reports whether c carries no subscription and no command
+// waits on it: nothing left to keep it for. Under mu.
+func (c *subConn) unused() bool { return c.subs == 0 && len(c.waits) == 0 }
 
 // drop ends every wait of c: each command's part counts as confirmed
 // (err nil) or failed with err. It appends the commands that have all
@@ -162,8 +168,7 @@ func (c *subConn) push(frame []byte, err error) {
 	default: // a confirmation out of place: counted as one
 		ready = c.confirmed(ready)
 	}
-	if c.subs == 0 && len(c.waits) == 0 && !c.released {
-		delete(sub.conns, c.b)
+	if c.unused() {
 		c.release()
 	}
 	sub.mu.Unlock()
@@ -366,7 +371,6 @@ func (sub *subState) lose(c *subConn, err error) {
 	msg := "pub/sub connection to server " + c.b.Name() + " lost: " + err.Error()
 	reply := sub.pool.dialect.AppendError(nil, codec.ErrServer, msg)
 	ready := c.drop(nil, reply)
-	delete(sub.conns, c.b)
 	c.release()
 	var bye *pending
 	if !sub.lost {
