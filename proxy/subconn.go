@@ -258,7 +258,8 @@ func (sub *subState) undo(w *subWait, refuser *subConn) []subSend {
 }
 
 // forget drops name, of a subscribe command of kind, from the client's
-// record of c, and reports whether c held it. Under mu.
+// record of c, and reports whether c held it (a pattern's part: always).
+// Under mu.
 func (sub *subState) forget(kind string, c *subConn, name []byte) bool {
 	switch kind {
 	case resp.PushSubscribe, resp.PushSsubscribe:
@@ -273,16 +274,14 @@ func (sub *subState) forget(kind string, c *subConn, name []byte) bool {
 		c.subs--
 		return true
 	}
-	conns := sub.patterns[string(name)]
-	if slices.Contains(conns, c) {
+	// A pattern is on several connections: the first of its parts
+	// drops it from them all; c's part is to unsubscribe all the same.
+	if conns := sub.patterns[string(name)]; slices.Contains(conns, c) {
 		for _, pc := range conns {
 			pc.subs--
 		}
 		delete(sub.patterns, string(name))
-		return true
 	}
-	// Dropped already (by the part of another connection): c's part is
-	// still to unsubscribe.
 	return true
 }
 
