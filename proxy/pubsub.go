@@ -298,9 +298,8 @@ func (sub *subState) conn(b *backend.Backend) (*subConn, []byte) {
 // dropUnused gives back the connections a refused command took and left
 // without a subscription. Under mu.
 func (sub *subState) dropUnused() {
-	for b, c := range sub.conns {
-		if c.subs == 0 && len(c.waits) == 0 {
-			delete(sub.conns, b)
+	for _, c := range sub.conns {
+		if c.unused() {
 			c.release()
 		}
 	}
@@ -479,9 +478,8 @@ func (s *session) endSub() {
 	clear(sub.shards)
 	sub.counted(before)
 	var ready []*subWait
-	for b, c := range sub.conns {
+	for _, c := range sub.conns {
 		ready = c.drop(ready, nil)
-		delete(sub.conns, b)
 		c.release()
 	}
 	sub.mu.Unlock()

@@ -42,15 +42,10 @@ func TestRedisPubSubRESP3(t *testing.T) {
 	srv, addr := startProxy(t, yaml, "rd")
 	where := redisPlacement(t, addrsOf(servers), "")
 	stat := func(name string) int64 { return routerStat(t, srv, "rd", name) }
-	var chans []string
-	for _, s := range servers {
-		chans = append(chans, keysOn(where, s.Addr, "ch", 1)[0])
-	}
+	chans := keyEach(where, servers, "ch")
 	idle := func(t *testing.T) {
 		t.Helper()
-		waitFor(t, 5*time.Second, "subscribers gone", func() bool {
-			return stat("dedicated_connections") == 0 && stat("subscribed_clients") == 0 && stat("subscriptions") == 0
-		})
+		waitFor(t, 5*time.Second, "subscribers gone", func() bool { return subsGone(stat) })
 	}
 
 	t.Run("push frames from every server", func(t *testing.T) {
@@ -261,8 +256,7 @@ func TestRedisPubSubRefused(t *testing.T) {
 				t.Fatalf("SUBSCRIBE %s %s: %q, want %q", ok0, bad1, got, noperm)
 			}
 			waitFor(t, 5*time.Second, "nothing held, nothing counted, server 0's subscription undone", func() bool {
-				return stat("subscriptions") == 0 && stat("subscribed_clients") == 0 && stat("dedicated_connections") == 0 &&
-					pubsubNumsub(t, servers[0].Addr, ok0) == "*2\r\n"+bulk(ok0)+":0\r\n"
+				return subsGone(stat) && pubsubNumsub(t, servers[0].Addr, ok0) == "*2\r\n"+bulk(ok0)+":0\r\n"
 			})
 			if got := pub.do("PUBLISH", ok0, "lost"); got != ":0\r\n" {
 				t.Fatalf("PUBLISH %s: %q, want no subscriber", ok0, got)
@@ -294,9 +288,7 @@ func TestRedisPubSubRefused(t *testing.T) {
 				t.Fatalf("message: %q, want %q", got, want)
 			}
 			sub.nc.Close()
-			waitFor(t, 5*time.Second, "gauges back to 0", func() bool {
-				return stat("subscriptions") == 0 && stat("subscribed_clients") == 0 && stat("dedicated_connections") == 0
-			})
+			waitFor(t, 5*time.Second, "gauges back to 0", func() bool { return subsGone(stat) })
 		})
 	}
 }

@@ -27,10 +27,7 @@ func TestRedisPubSubLoad(t *testing.T) {
 	srv, addr := startProxy(t, yaml, "rd")
 	where := redisPlacement(t, addrsOf(servers), "")
 	stat := func(name string) int64 { return routerStat(t, srv, "rd", name) }
-	var chans []string // chans[i] on servers[i]
-	for _, s := range servers {
-		chans = append(chans, keysOn(where, s.Addr, "load", 1)[0])
-	}
+	chans := keyEach(where, servers, "load")               // chans[i] on servers[i]
 	kload := keysOn(where, servers[1].Addr, "kload", 1)[0] // on a server that lives
 	respDial(t, addr).do("SET", kload, "value")
 	const (
@@ -252,7 +249,5 @@ func TestRedisPubSubLoad(t *testing.T) {
 		s.c.nc.Close()
 	}
 	wg.Wait()
-	waitFor(t, 5*time.Second, "gauges back to 0", func() bool {
-		return stat("subscribed_clients") == 0 && stat("subscriptions") == 0 && stat("dedicated_connections") == 0
-	})
+	waitFor(t, 5*time.Second, "gauges back to 0", func() bool { return subsGone(stat) })
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"shardproxy/internal/testserver"
 )
 
 // Pub/sub through a sharded Redis pool of three real redis-servers:
@@ -53,6 +55,22 @@ func pubsubNumsub(t testing.TB, addr, ch string) string {
 	return c.do("PUBSUB", "NUMSUB", ch)
 }
 
+// keyEach returns a key with prefix for each of servers, in order: the
+// first the pool places on it.
+func keyEach(where func(string) string, servers []*testserver.Server, prefix string) []string {
+	keys := make([]string, len(servers))
+	for i, s := range servers {
+		keys[i] = keysOn(where, s.Addr, prefix, 1)[0]
+	}
+	return keys
+}
+
+// subsGone reports whether a pool's gauges (stat) show no subscriber
+// left: no dedicated connection, no subscribed client, no subscription.
+func subsGone(stat func(string) int64) bool {
+	return stat("dedicated_connections") == 0 && stat("subscribed_clients") == 0 && stat("subscriptions") == 0
+}
+
 func TestRedisPubSub(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs real redis-server")
@@ -61,11 +79,7 @@ func TestRedisPubSub(t *testing.T) {
 	srv, addr := startProxy(t, yaml, "rd")
 	where := redisPlacement(t, addrsOf(servers), "")
 	stat := func(name string) int64 { return routerStat(t, srv, "rd", name) }
-	// One channel on each server.
-	var chans []string
-	for _, s := range servers {
-		chans = append(chans, keysOn(where, s.Addr, "ch", 1)[0])
-	}
+	chans := keyEach(where, servers, "ch") // one channel on each server
 
 	t.Run("subscribe meets publish on every server", func(t *testing.T) {
 		sub, pub := respDial(t, addr), respDial(t, addr)
@@ -119,9 +133,7 @@ func TestRedisPubSub(t *testing.T) {
 		if got := sub.do("SET", "after", "1"); got != "+OK\r\n" {
 			t.Fatalf("SET after UNSUBSCRIBE: %q", got)
 		}
-		waitFor(t, 5*time.Second, "subscriber connections given back", func() bool {
-			return stat("dedicated_connections") == 0 && stat("subscribed_clients") == 0 && stat("subscriptions") == 0
-		})
+		waitFor(t, 5*time.Second, "subscriber connections given back", func() bool { return subsGone(stat) })
 	})
 
 	t.Run("psubscribe on every server", func(t *testing.T) {

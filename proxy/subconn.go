@@ -89,13 +89,19 @@ func (c *subConn) sent(call *backend.Call) {
 	}
 }
 
-// release gives c's connection back, closed. Under mu.
+// release gives c's connection back, closed, and drops it from the
+// client's connections. Under mu.
 func (c *subConn) release() {
 	if !c.released {
 		c.released = true
+		delete(c.sub.conns, c.b)
 		c.sub.dp.give(c.d, false)
 	}
 }
+
+// unused reports whether c carries no subscription and no command
+// waits on it: nothing left to keep it for. Under mu.
+func (c *subConn) unused() bool { return c.subs == 0 && len(c.waits) == 0 }
 
 // drop ends every wait of c: each command's part counts as confirmed
 // (err nil) or failed with err. It appends the commands that have all
@@ -162,8 +168,7 @@ func (c *subConn) push(frame []byte, err error) {
 	default: // a confirmation out of place: counted as one
 		ready = c.confirmed(ready)
 	}
-	if c.subs == 0 && len(c.waits) == 0 && !c.released {
-		delete(sub.conns, c.b)
+	if c.unused() {
 		c.release()
 	}
 	sub.mu.Unlock()
@@ -253,7 +258,8 @@ func (sub *subState) undo(w *subWait, refuser *subConn) []subSend {
 }
 
 // forget drops name, of a subscribe command of kind, from the client's
-// record of c, and reports whether c held it. Under mu.
+// record of c, and reports whether c held it (a pattern's part: always).
+// Under mu.
 func (sub *subState) forget(kind string, c *subConn, name []byte) bool {
 	switch kind {
 	case resp.PushSubscribe, resp.PushSsubscribe:
@@ -268,16 +274,14 @@ func (sub *subState) forget(kind string, c *subConn, name []byte) bool {
 		c.subs--
 		return true
 	}
-	conns := sub.patterns[string(name)]
-	if slices.Contains(conns, c) {
+	// A pattern is on several connections: the first of its parts
+	// drops it from them all; c's part is to unsubscribe all the same.
+	if conns := sub.patterns[string(name)]; slices.Contains(conns, c) {
 		for _, pc := range conns {
 			pc.subs--
 		}
 		delete(sub.patterns, string(name))
-		return true
 	}
-	// Dropped already (by the part of another connection): c's part is
-	// still to unsubscribe.
 	return true
 }
 
@@ -366,7 +370,6 @@ func (sub *subState) lose(c *subConn, err error) {
 	msg := "pub/sub connection to server " + c.b.Name() + " lost: " + err.Error()
 	reply := sub.pool.dialect.AppendError(nil, codec.ErrServer, msg)
 	ready := c.drop(nil, reply)
-	delete(sub.conns, c.b)
 	c.release()
 	var bye *pending
 	if !sub.lost {
