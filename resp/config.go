@@ -100,7 +100,7 @@ func (p *parser) refuseConfigSet() string {
 // do, and any setting changed on one server directly. A flat array of
 // names and values in RESP2, a map in RESP3, as redis-server answers.
 func mergeConfigGet(dst []byte, proto uint8, replies []codec.Reply) ([]byte, bool) {
-	var names, values [][]byte
+	var fields [][]byte // names and values in turn, each whole
 	seen := map[string]bool{}
 	for _, r := range replies {
 		vals, ok := readFields(r.Raw)
@@ -116,13 +116,12 @@ func mergeConfigGet(dst []byte, proto uint8, replies []codec.Reply) ([]byte, boo
 				continue
 			}
 			seen[string(name)] = true
-			names, values = append(names, vals[i]), append(values, vals[i+1])
+			fields = append(fields, vals[i], vals[i+1])
 		}
 	}
-	dst = appendFieldsHeader(dst, len(names), proto)
-	for i := range names {
-		dst = append(dst, names[i]...)
-		dst = append(dst, values[i]...)
+	dst = appendFieldsHeader(dst, len(fields)/2, proto)
+	for _, f := range fields {
+		dst = append(dst, f...)
 	}
 	return dst, true
 }

@@ -96,7 +96,7 @@
 // and RESP3 nulls as ReplyMiss, everything else as ReplyOK. A map counts
 // two elements a pair, an attribute its pairs and the reply after it. The
 // streamed forms of RESP3 (a "?" length, ";" chunks, "." end) are a
-// broken stream: redis-server 7.0 never sends them. A push (">", IsPush)
+// broken stream: redis-server 7.0 never sends them. A push (">")
 // is framed as an array; on a shared socket none arrives, because the
 // commands that subscribe a connection go on connections of the
 // client's own, and client tracking is not carried. A malformed

@@ -228,11 +228,11 @@ func mergeValues(dst []byte, req *codec.Request, subs []*codec.Request, owners [
 func mergeCounts(dst []byte, replies []codec.Reply) ([]byte, bool) {
 	var sum int64
 	for _, r := range replies {
-		m, v := redcon.ReadNextRESP(r.Raw)
-		if m == 0 || v.Type != redcon.Integer {
+		n, ok := readInt(r.Raw)
+		if !ok {
 			return dst, false
 		}
-		sum += v.Int()
+		sum += n
 	}
 	return redcon.AppendInt(dst, sum), true
 }

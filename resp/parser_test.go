@@ -178,7 +178,6 @@ func TestParseRequestErrors(t *testing.T) {
 		{"select negative", mb("SELECT", "-1"), "-ERR DB index is out of range\r\n", false},
 		{"auth without password", mb("AUTH", "x"), "-ERR Client sent AUTH, but no password is set\r\n", false},
 		{"hello 4", mb("HELLO", "4"), "-NOPROTO unsupported protocol version\r\n", false},
-		{"hello 4", mb("HELLO", "4"), "-NOPROTO unsupported protocol version\r\n", false},
 		{"hello x", mb("HELLO", "x"), "-ERR Protocol version is not an integer or out of range\r\n", false},
 		{"hello bad option", mb("HELLO", "2", "foo"), "-ERR Syntax error in HELLO option 'foo'\r\n", false},
 		{"client bad name", mb("CLIENT", "SETNAME", "a b"), "-ERR Client names cannot contain spaces, newlines or special characters.\r\n", false},

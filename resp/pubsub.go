@@ -274,11 +274,11 @@ func mergeNumsub(dst []byte, replies []codec.Reply) ([]byte, bool) {
 func mergeNumpat(dst []byte, replies []codec.Reply) ([]byte, bool) {
 	var most int64
 	for _, r := range replies {
-		m, v := redcon.ReadNextRESP(r.Raw)
-		if m == 0 || v.Type != redcon.Integer {
+		n, ok := readInt(r.Raw)
+		if !ok {
 			return dst, false
 		}
-		most = max(most, v.Int())
+		most = max(most, n)
 	}
 	return redcon.AppendInt(dst, most), true
 }

@@ -199,12 +199,6 @@ func validScalar(t byte, line []byte) bool {
 	return len(line) > 0
 }
 
-// IsPush reports whether reply, a reply ParseReply framed, is a RESP3
-// push (">"): data the server sends out of turn on a RESP3 socket
-// (pub/sub messages, client tracking invalidations), no answer to any
-// request.
-func IsPush(reply []byte) bool { return len(reply) > 0 && reply[0] == '>' }
-
 // replyLine returns the line at buf[pos:] after its type byte, without
 // "\r\n", and the offset after it.
 func replyLine(buf []byte, pos int) (line []byte, next int, err error) {
