@@ -80,11 +80,12 @@ func newReplicaTable(r *shardRouter, flat []*replica, n int) *replicaTable {
 	return t
 }
 
-// pick returns the index in flat of a usable replica of slot, or -1. The
-// client's hint picks where to start, each replica taking its weight's
-// share of the hints; the next usable one after it serves.
+// pick returns the index in flat of a usable replica of slot (a shard's,
+// not the failover pool's: target sees to that), or -1. The client's hint
+// picks where to start, each replica taking its weight's share of the
+// hints; the next usable one after it serves.
 func (t *replicaTable) pick(slot int, hint uint32) int {
-	if slot >= len(t.slots) || len(t.slots[slot]) == 0 {
+	if len(t.slots[slot]) == 0 {
 		return -1
 	}
 	idx := t.slots[slot]
