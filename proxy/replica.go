@@ -80,11 +80,12 @@ func newReplicaTable(r *shardRouter, flat []*replica, n int) *replicaTable {
 	return t
 }
 
-// pick returns the index in flat of a usable replica of slot, or -1. The
-// client's hint picks where to start, each replica taking its weight's
-// share of the hints; the next usable one after it serves.
+// pick returns the index in flat of a usable replica of slot (a shard's,
+// not the failover pool's: target sees to that), or -1. The client's hint
+// picks where to start, each replica taking its weight's share of the
+// hints; the next usable one after it serves.
 func (t *replicaTable) pick(slot int, hint uint32) int {
-	if slot >= len(t.slots) || len(t.slots[slot]) == 0 {
+	if len(t.slots[slot]) == 0 {
 		return -1
 	}
 	idx := t.slots[slot]
@@ -130,7 +131,7 @@ type replicaSet struct {
 func (r *shardRouter) startReplicas(k *kindEnv) error {
 	pc := k.p.cfg
 	from, err := cluster.ParseReadFrom(pc.ReadFrom)
-	if pc.ReadFrom == "" || err != nil || from == cluster.ReadMaster {
+	if err != nil || from == cluster.ReadMaster { // "" is master
 		return err
 	}
 	s := &replicaSet{
@@ -148,11 +149,15 @@ func (r *shardRouter) startReplicas(k *kindEnv) error {
 	for i, ss := range r.shard.Servers() {
 		slotOf[ss.Name] = i
 	}
+	// One snapshot of the running router's table: its Sentinel may
+	// replace the table while this one is built.
+	var running []*replica
 	var old map[string]*replica
 	o := asShard(k.old)
 	if o != nil && o.replicas != nil {
+		running = o.replicas.tab.Load().flat
 		old = map[string]*replica{}
-		for _, rep := range o.replicas.tab.Load().flat {
+		for _, rep := range running {
 			old[rep.b.Addr()] = rep
 		}
 	}
@@ -165,7 +170,7 @@ func (r *shardRouter) startReplicas(k *kindEnv) error {
 	if len(pc.Sentinels) > 0 && old != nil {
 		// The running router's Sentinel replicas, of shards still here
 		// and still without listed ones, until the Sentinels answer.
-		for _, rep := range o.replicas.tab.Load().flat {
+		for _, rep := range running {
 			slot, ok := slotOf[o.shard.Servers()[rep.slot].Name]
 			if !rep.listed && ok && !s.listed[slot] {
 				flat = append(flat, s.newReplica(rep.b.Addr(), slot, 1, false, rep))

@@ -65,7 +65,7 @@ func replicaState(v value) error {
 		return badReply("ROLE: want an array starting with the role")
 	case role != "slave":
 		return fmt.Errorf("%w: it is a %.32s", ErrNotReplica, role)
-	case len(v.arr) < 4 || (v.arr[3].kind != '$' && v.arr[3].kind != '+'):
+	case len(v.arr) < 4 || !v.arr[3].isString():
 		return badReply("ROLE: want a replica's link state")
 	case v.arr[3].str != "connected":
 		return fmt.Errorf("%w: link state %.32s", ErrLinkDown, v.arr[3].str)

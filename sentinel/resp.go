@@ -168,6 +168,10 @@ func appendValue(dst []byte, v value) []byte {
 	return append(dst, '\r', '\n')
 }
 
+// isString reports whether v is a bulk or simple string (a null bulk
+// string too: check null where it matters).
+func (v value) isString() bool { return v.kind == '$' || v.kind == '+' }
+
 // strings returns the elements of an array of bulk or simple strings, and
 // false for anything else.
 func (v value) strings() ([]string, bool) {
@@ -176,7 +180,7 @@ func (v value) strings() ([]string, bool) {
 	}
 	out := make([]string, len(v.arr))
 	for i, e := range v.arr {
-		if (e.kind != '$' && e.kind != '+') || e.null {
+		if !e.isString() || e.null {
 			return nil, false
 		}
 		out[i] = e.str
@@ -194,7 +198,7 @@ func (v value) err() error {
 
 // arrayHead returns the first element of an array when it is a string.
 func (v value) arrayHead() (string, bool) {
-	if v.kind != '*' || v.null || len(v.arr) == 0 || (v.arr[0].kind != '$' && v.arr[0].kind != '+') {
+	if v.kind != '*' || v.null || len(v.arr) == 0 || !v.arr[0].isString() {
 		return "", false
 	}
 	return v.arr[0].str, true
