@@ -572,6 +572,19 @@ type BigReplier interface {
 	AppendReplyHead(dst []byte, req *Request, reply []byte, kind ReplyKind) (head, data []byte, tail string)
 }
 
+// Splicer is implemented by a dialect whose replies can carry a long
+// value the proxy passes through without reading it into memory (the
+// backend splices it from the server's socket to the client's).
+type Splicer interface {
+	// SpliceSpan reads the start of the reply to req at buf's start.
+	// When the reply is one value block whose header line buf holds, it
+	// returns the offset of the value's first byte, the value's length,
+	// and the exact bytes the reply ends with after the value; the reply
+	// is then those three parts and nothing else, as ParseReply would
+	// frame it. Any other reply, or a header cut short, is not ok.
+	SpliceSpan(buf []byte, req *Request) (data, size int, trailer string, ok bool)
+}
+
 // SplitScratch is storage a Split reuses for its sub-requests, their
 // bytes and keys, and the target list: a 100-key multi-get split in fresh
 // storage made half the proxy's garbage. The caller keeps one per request
