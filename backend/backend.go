@@ -114,6 +114,11 @@ type Call struct {
 	// never for one part of a fan-out, whose replies a merge reads as
 	// the request's own form.
 	MetaRewrite bool
+	// Splice lets the socket splice a long value in the reply instead of
+	// reading it (splice.go): set it for a call whose reply goes to a
+	// client's socket as it came (or as codec.BigReplier rewrites it),
+	// which then writes Reply.Raw, the value in Spliced, and its After.
+	Splice bool
 
 	probe    bool      // an idle socket's health check (health.go), not a client's
 	joined   bool      // written joined with the calls after it, which end the joined reply (join.go)
@@ -121,6 +126,16 @@ type Call struct {
 	start    time.Time
 	owned    []byte // the recycled buffer Reply.Raw lives in, if any
 	arena    *arena // the chunk a small Reply.Raw was carved from, if any
+	body     Spliced
+}
+
+// Spliced returns the part of c's reply that waits in a pipe, or nil
+// when the whole reply is in Reply.Raw. See Call.Splice.
+func (c *Call) Spliced() *Spliced {
+	if c.body.p == nil {
+		return nil
+	}
+	return &c.body
 }
 
 // Release recycles the buffer a reply lives in once its owner is done with
@@ -128,6 +143,9 @@ type Call struct {
 // neither may a copy of c be released. Calling it is optional (an
 // unreleased buffer is left to the garbage collector).
 func (c *Call) Release() {
+	if c.body.p != nil {
+		c.body.release()
+	}
 	switch {
 	case c.owned != nil:
 		PutBuffer(c.owned)
@@ -169,6 +187,8 @@ type Backend struct {
 	// joiner is the dialect's codec.Joiner, if it is one: a socket joins
 	// the calls of a batch it may join (join.go).
 	joiner codec.Joiner
+	// splicer is the dialect's codec.Splicer, if it is one (splice.go).
+	splicer codec.Splicer
 
 	stats Stats
 }
@@ -200,6 +220,7 @@ func New(cfg Config) *Backend {
 	b := &Backend{cfg: cfg, log: cfg.Logger.With("backend", cfg.Name, "addr", cfg.Addr)}
 	b.checks = idleChecks(cfg)
 	b.joiner, _ = cfg.Dialect.(codec.Joiner)
+	b.splicer, _ = cfg.Dialect.(codec.Splicer)
 	b.conns = make([]*conn, cfg.Conns)
 	for i := range b.conns {
 		b.conns[i] = newConn(b)

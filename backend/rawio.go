@@ -54,6 +54,9 @@ type rawConn struct {
 	iov     []syscall.Iovec
 	werr    error
 	writeFn func(fd uintptr) bool
+
+	spl      *splicing
+	spliceFn func(fd uintptr) bool
 }
 
 // newRawConn returns nc's raw socket, or nil when it has none (TLS).
@@ -69,6 +72,7 @@ func newRawConn(nc any) *rawConn {
 	r := &rawConn{rc: rc}
 	r.readFn = r.doRead
 	r.writeFn = r.doWrite
+	r.spliceFn = r.doSplice
 	return r
 }
 

@@ -27,6 +27,7 @@ func (s *sock) readLoop() {
 			PutBuffer(r.buf)
 		}
 		s.dropArena()
+		s.dropSplice()
 		s.failInFlight()
 		if s.c.push != nil {
 			s.pushGone()
@@ -35,12 +36,22 @@ func (s *sock) readLoop() {
 		s.c.readers.Done()
 	}()
 	for {
-		r.grow()
 		var n int
 		var err error
-		if s.raw != nil {
+		switch {
+		case s.spl.left > 0:
+			// The head's value, from the socket to its pipe.
+			if err = s.spliceIn(); errors.Is(err, errCannotSplice) {
+				if err = s.unsplice(&r); err != nil {
+					s.kill(CauseReading, true)
+					return
+				}
+			}
+		case s.raw != nil:
+			r.grow()
 			n, err = s.raw.read(r.buf[len(r.buf):cap(r.buf)])
-		} else {
+		default:
+			r.grow()
 			n, err = s.nc.Read(r.buf[len(r.buf):cap(r.buf)])
 		}
 		r.buf = r.buf[:len(r.buf)+n]
@@ -183,6 +194,25 @@ func (s *sock) deliver(r *reader) bool {
 			break
 		}
 		call := s.inflight[0]
+		if s.spl.call != nil {
+			// Its value is in the pipe: its tail is next.
+			n, ok := s.spliceDone(buf[start:])
+			if !ok {
+				failed = CauseParsing
+				break
+			}
+			if n == 0 {
+				break
+			}
+			start += n
+			s.st = codec.ReplyState{}
+			s.pop()
+			if !call.probe {
+				bytes += int64(len(call.Reply.Raw) + call.body.n + n)
+			}
+			done = append(done, call)
+			continue
+		}
 		var (
 			n, part int    // the reply's bytes in buf; of them, the call's own
 			tail    string // what the call's reply has after them
@@ -198,6 +228,27 @@ func (s *sock) deliver(r *reader) bool {
 		if err != nil {
 			if errors.Is(err, codec.ErrIncomplete) {
 				r.need = codec.Needed(err)
+				if s.startSplice(buf[start:], call, r.need) {
+					// The bytes here go with the reply; the
+					// rest of its value goes to the pipe.
+					raw := buf[start:len(buf):len(buf)]
+					switch {
+					case r.pooled && !taken:
+						// No reply before it kept a slice of
+						// buf: the call can own it whole.
+						call.owned = buf
+						r.pooled = false // replace must not recycle it
+						r.replace(readChunk, 0)
+						buf = r.buf
+					case !taken:
+						taken = true
+					default:
+						raw = append([]byte(nil), raw...)
+					}
+					start = len(buf)
+					call.Reply.Raw = raw
+					r.need = 0
+				}
 			} else {
 				failed = CauseParsing
 			}

@@ -48,6 +48,7 @@ type sock struct {
 	done     []*Call          // deliver's scratch
 	run      []*codec.Request // the joined calls' requests at the head, while a joined call is (join.go)
 	runBuf   []*codec.Request // run's storage
+	spl      splicing         // the head's reply, while its value is spliced (splice.go)
 
 	// The writer's own: join's scratch.
 	joinBuf  []byte

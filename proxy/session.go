@@ -382,6 +382,7 @@ func (s *session) route(p *pending) {
 	}
 	p.Hint = s.id
 	p.Batch = &s.batch
+	p.Splice = s.w.raw != nil
 	pl.router.Route(&p.Exchange)
 }
 

@@ -53,6 +53,21 @@ type writer struct {
 	err     error
 	iov     []syscall.Iovec
 	writeFn func(fd uintptr) bool
+
+	// writeSpliced's, alike: the reply's value in a pipe, whether to wait
+	// for the socket, and the error.
+	spliced  *backend.Spliced
+	wait     bool
+	serr     error
+	spliceFn func(fd uintptr) bool
+}
+
+// spliceOut is spliceFn: it moves the pipe's bytes while the socket takes
+// them, and waits for it when told to.
+func (w *writer) spliceOut(fd uintptr) bool {
+	done, err := w.spliced.SpliceOut(int(fd))
+	w.serr = err
+	return done || err != nil || !w.wait
 }
 
 // rawWrite is writeFn: one write(2) (or writev(2), with big) attempt,
@@ -78,6 +93,7 @@ func (w *writer) init(nc net.Conn) {
 		}
 	}
 	w.writeFn = w.rawWrite
+	w.spliceFn = w.spliceOut
 	w.wake = make(chan struct{}, 1)
 	w.quit = make(chan struct{})
 	w.gone = make(chan struct{})
@@ -226,7 +242,7 @@ func (s *session) writeReady(blocking bool) {
 				if p.Req.Part != codec.PartWhole {
 					out = s.appendPart(out, p)
 					tally.count(p, out[mark:])
-				} else if head, big, tail := p.BigReply(out, p.pool.dialect); big != nil {
+				} else if head, big, spliced, tail := p.BigReply(out, p.pool.dialect); big != nil || spliced != nil {
 					if len(head) > mark {
 						tally.count(p, head[mark:])
 					} else {
@@ -237,7 +253,14 @@ func (s *session) writeReady(blocking bool) {
 					} else {
 						broken = s.writeNB(head, big)
 					}
-					out = append(head[:0], tail...)
+					out = head[:0]
+					if spliced != nil {
+						if !broken {
+							broken = s.writeSpliced(spliced, blocking)
+						}
+						out = append(out, spliced.After...)
+					}
+					out = append(out, tail...)
 				} else {
 					out = s.appendReply(out, p)
 					tally.count(p, out[mark:])
@@ -353,6 +376,55 @@ func (s *session) writeBig(out, big []byte) bool {
 		return true
 	}
 	return false
+}
+
+// writeSpliced writes the part of a reply's value that waits in a pipe
+// (backend.Spliced), after what went before it. Without blocking it moves
+// what the socket takes now; a slow client's rest waits in w.pending, as
+// any reply's does, copied out of the pipe. It reports whether the write
+// failed.
+func (s *session) writeSpliced(sp *backend.Spliced, blocking bool) bool {
+	w := &s.w
+	if !blocking {
+		w.mu.Lock()
+		behind := len(w.pending) > 0
+		w.mu.Unlock()
+		if !behind {
+			if s.spliceOut(sp, false) != nil {
+				s.writeFailed()
+				return true
+			}
+			if sp.Len() == 0 {
+				return false
+			}
+		}
+		w.mu.Lock()
+		var err error
+		w.pending, err = sp.AppendTo(w.pending)
+		w.mu.Unlock()
+		if err != nil {
+			s.writeFailed()
+			return true
+		}
+		return false
+	}
+	if s.spliceOut(sp, true) != nil {
+		s.writeFailed()
+		return true
+	}
+	return false
+}
+
+// spliceOut moves sp's bytes to the client's socket; see writer.spliceOut.
+func (s *session) spliceOut(sp *backend.Spliced, wait bool) error {
+	w := &s.w
+	w.spliced, w.wait = sp, wait
+	err := w.raw.Write(w.spliceFn)
+	if err == nil {
+		err = w.serr
+	}
+	w.spliced, w.serr = nil, nil
+	return err
 }
 
 // writeLeftover sends, blocking, what a non-blocking write left over.

@@ -42,6 +42,11 @@ type Exchange struct {
 	// TapArg is Tap's own word for this request (the near cache keeps the
 	// epoch its get saw); Reset zeroes it.
 	TapArg uint64
+	// Splice lets Send's call splice a long value rather than read it
+	// (backend.Call.Splice) when nothing but the client's socket reads
+	// the reply: the owner sets it when it writes replies to a socket
+	// that takes spliced ones (see BigReply).
+	Splice bool
 
 	owner Owner
 	out   []byte // an answer the router made (Complete)
@@ -134,6 +139,8 @@ func (x *Exchange) Send(b *backend.Backend) {
 	x.call.Done = x.doneFn
 	x.call.Timeout = 0
 	x.call.MetaRewrite = true
+	x.call.Splice = x.Splice && x.Tap == nil &&
+		(x.Req.Mode == codec.ModeNormal || x.Req.Mode == codec.ModeRewrite)
 	x.stage(b, &x.call)
 }
 
@@ -147,6 +154,7 @@ func (x *Exchange) SendOn(d *backend.Dedicated, timeout time.Duration, after fun
 	x.call.Req = &x.Req
 	x.call.Done = x.onDoneFn
 	x.call.Timeout = timeout
+	x.call.Splice = false
 	x.after = after
 	if x.Batch != nil {
 		d.Stage(&x.call, x.Batch)
@@ -288,21 +296,27 @@ const bigWrite = 16 << 10
 // without copying, and can be: d passes a ModeNormal reply through as it
 // is, and a codec.BigReplier says what goes around the data of a
 // ModeRewrite one. out gets what goes before the data; tail is what
-// follows it.
-func (x *Exchange) BigReply(out []byte, d codec.Dialect) (head, big []byte, tail string) {
+// follows it. When the reply's value was spliced, spliced holds the rest
+// of the data, which goes after big, followed by spliced.After: it is not
+// nil then, since only these two modes splice (Send).
+func (x *Exchange) BigReply(out []byte, d codec.Dialect) (head, big []byte, spliced *backend.Spliced, tail string) {
 	r := &x.call.Reply
-	if len(x.subs) > 0 || x.call.Req == nil || r.Err != nil || len(r.Raw) < bigWrite {
-		return out, nil, ""
+	if len(x.subs) > 0 || x.call.Req == nil || r.Err != nil {
+		return out, nil, nil, ""
+	}
+	if spliced = x.call.Spliced(); spliced == nil && len(r.Raw) < bigWrite {
+		return out, nil, nil, ""
 	}
 	switch x.Req.Mode {
 	case codec.ModeNormal:
-		return out, r.Raw, ""
+		return out, r.Raw, spliced, ""
 	case codec.ModeRewrite:
 		if br, ok := d.(codec.BigReplier); ok {
-			return br.AppendReplyHead(out, &x.Req, r.Raw, r.Kind)
+			head, big, tail = br.AppendReplyHead(out, &x.Req, r.Raw, r.Kind)
+			return head, big, spliced, tail
 		}
 	}
-	return out, nil, ""
+	return out, nil, nil, ""
 }
 
 // AppendReply appends what the client sees of x's answer, in d's words.

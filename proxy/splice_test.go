@@ -1,0 +1,105 @@
+package proxy_test
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"shardproxy/backend"
+)
+
+// spliceValue is the value of key i: 150 KB, long enough to be spliced,
+// every byte depending on i.
+func spliceValue(i int) string {
+	seed := fmt.Sprintf("[%d]", i)
+	return strings.Repeat(seed, 150<<10/len(seed)+1)[:150<<10]
+}
+
+// TestSplicedValues: long values a get asks for reach the client whole
+// and in order among small replies and misses, on both server protocols,
+// whether the client reads at once or only after the proxy's writes
+// filled its socket; clients that leave without reading give their pipes
+// back (later values are still spliced).
+func TestSplicedValues(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real memcached")
+	}
+	for _, proto := range []string{"auto", "text"} {
+		t.Run(proto, func(t *testing.T) {
+			_, yaml := memcachedPool(t, 2, "  server_protocol: "+proto+"\n")
+			_, addr := startProxy(t, yaml, "mc")
+			const keys, lateRounds = 8, 6
+			c := dial(t, addr)
+			for i := range keys {
+				v := spliceValue(i)
+				if got := c.do(fmt.Sprintf("set big%d 7 0 %d\r\n%s\r\n", i, len(v), v)); got != "STORED\r\n" {
+					t.Fatalf("set %d: %q", i, got)
+				}
+			}
+			c.do("set small 1 0 2\r\nhi\r\n")
+
+			var req strings.Builder
+			var want []string
+			for i := range keys {
+				fmt.Fprintf(&req, "get big%d\r\nget small\r\nget nope%d\r\n", i, i)
+				want = append(want, fmt.Sprintf("VALUE big%d 7 %d\r\n%s\r\nEND\r\n", i, 150<<10, spliceValue(i)),
+					"VALUE small 1 2\r\nhi\r\nEND\r\n", "END\r\n")
+			}
+			check := func(name string, c *client) {
+				t.Helper()
+				for i, w := range want {
+					if got := c.reply(); got != w {
+						t.Fatalf("%s: reply %d: %d bytes %.60q, want %d bytes %.60q", name, i, len(got), got, len(w), w)
+					}
+				}
+			}
+
+			// One get at a time: each alone on its socket.
+			before := backend.SplicedReplies()
+			for i := range keys {
+				if got, w := c.do(fmt.Sprintf("get big%d\r\n", i)), want[3*i]; got != w {
+					t.Fatalf("get big%d: %d bytes, want %d", i, len(got), len(w))
+				}
+			}
+			if d := backend.SplicedReplies() - before; d < keys/2 {
+				t.Errorf("%d of %d lone gets spliced", d, keys)
+			}
+
+			// Pipelined, read at once.
+			go c.send(req.String())
+			check("pipelined", c)
+
+			// Pipelined, read late: the proxy's writes fill the
+			// client's socket and its own send buffer (up to 4 MB,
+			// tcp_wmem) first, so that the rest of a spliced value
+			// waits in memory, and later ones behind it.
+			slow := dial(t, addr)
+			slow.nc.(*net.TCPConn).SetReadBuffer(32 << 10)
+			go slow.send(strings.Repeat(req.String(), lateRounds))
+			time.Sleep(300 * time.Millisecond)
+			for range lateRounds {
+				check("read late", slow)
+			}
+
+			// Clients that leave with spliced replies unwritten.
+			for range 10 {
+				gone := dial(t, addr)
+				gone.send(req.String())
+				gone.line()
+				gone.nc.Close()
+			}
+			time.Sleep(100 * time.Millisecond)
+			before = backend.SplicedReplies()
+			for i := range keys {
+				if got, w := c.do(fmt.Sprintf("get big%d\r\n", i)), want[3*i]; got != w {
+					t.Fatalf("after the clients left: get big%d: %d bytes, want %d", i, len(got), len(w))
+				}
+			}
+			if d := backend.SplicedReplies() - before; d < keys/2 {
+				t.Errorf("after the clients left, %d of %d lone gets spliced: pipes lost?", d, keys)
+			}
+		})
+	}
+}
