@@ -148,6 +148,7 @@ func TestMetrics(t *testing.T) {
 		{"shardproxy_pool_latency_seconds", []string{"pool", "mc"}, eq(20), "20 observations"},
 		{"shardproxy_config_reloads_total", nil, eq(0), "0"},
 		{"shardproxy_config_reload_failures_total", nil, eq(0), "0"},
+		{"shardproxy_spliced_replies_total", nil, atLeast(0), "present"},
 		{"shardproxy_config_info", []string{"checksum", f.srv.Info().Checksum}, eq(1), "1"},
 		{"go_goroutines", nil, atLeast(1), "> 0"},
 	}

@@ -24,7 +24,7 @@ var _ prometheus.Collector = (*Collector)(nil)
 // descs are the metrics Collector exports. Labels: pool; pool and backend
 // (the server's node name, its key in the stats JSON).
 type descs struct {
-	buildInfo, start, accepted, reloads, reloadFailures, loaded, configInfo *prometheus.Desc
+	buildInfo, start, accepted, reloads, reloadFailures, loaded, configInfo, spliced *prometheus.Desc
 
 	poolRequests, poolErrors, poolClientEOF, poolClients, poolFragments, poolLatency *prometheus.Desc
 
@@ -48,6 +48,7 @@ func NewCollector(src Source) *Collector {
 		reloadFailures: d("config_reload_failures_total", "Reloads refused: the file could not be read, parsed, validated or bound."),
 		loaded:         d("config_loaded_timestamp_seconds", "When the running configuration was loaded, in seconds since the epoch."),
 		configInfo:     d("config_info", "Always 1; the labels tell the running configuration's file and checksum.", "source", "checksum"),
+		spliced:        d("spliced_replies_total", "Replies whose value went from the server's socket to the client's by splice(2), not through the proxy's memory."),
 
 		poolRequests:  d("pool_requests_total", "Requests read from clients.", pool...),
 		poolErrors:    d("pool_errors_total", "Errors by kind: client (twemproxy's client_err), forward (forward_error), protocol (requests that could not be parsed).", "pool", "kind"),
@@ -79,7 +80,7 @@ func NewCollector(src Source) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.d.buildInfo, c.d.start, c.d.accepted, c.d.reloads, c.d.reloadFailures, c.d.loaded, c.d.configInfo,
+		c.d.buildInfo, c.d.start, c.d.accepted, c.d.reloads, c.d.reloadFailures, c.d.loaded, c.d.configInfo, c.d.spliced,
 		c.d.poolRequests, c.d.poolErrors, c.d.poolClientEOF, c.d.poolClients, c.d.poolFragments, c.d.poolLatency,
 		c.d.beRequests, c.d.beRequestBytes, c.d.beResponses, c.d.beResponseBytes, c.d.beErrors,
 		c.d.beConns, c.d.beInQueue, c.d.beOutQueue, c.d.beEjections, c.d.beUp, c.d.beFailures, c.d.beLatency,
@@ -99,6 +100,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	m.counter(c.d.accepted, st.TotalConnections)
 	m.counter(c.d.reloads, st.Reloads)
 	m.counter(c.d.reloadFailures, st.ReloadFailures)
+	m.counter(c.d.spliced, st.SplicedReplies)
 	m.gauge(c.d.loaded, seconds(info.LoadedAt))
 	m.gauge(c.d.configInfo, 1, info.Source, info.Checksum)
 	seen := map[[2]string]bool{} // const metrics must not repeat a label set

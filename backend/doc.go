@@ -12,7 +12,9 @@
 // replies matched in FIFO order by one reader goroutine; a codec.Joiner
 // dialect's joinable requests in a batch go as one, memcache's one-key text
 // gets as one multi-get, whose reply is framed back into each call's:
-// join.go) -> failed (timeout,
+// join.go; a long value in the reply to a Call.Splice call is spliced from
+// the socket into a pipe, not read, and the client's writer splices it on:
+// splice.go) -> failed (timeout,
 // disconnect, desync: every request written on that socket is answered
 // exactly once with an *Error naming the cause, and the socket is dropped).
 // The next request dials again.

@@ -169,7 +169,10 @@ func (r *reader) replace(size, keep int) {
 // Small replies are copied out (see carve). The first reply over arenaMax
 // is handed over as a slice of the buffer itself, which it then owns (and
 // recycles, see Call.Release, when it starts the buffer): the bytes after
-// it move to a new buffer.
+// it move to a new buffer. A reply whose value is spliced (splice.go)
+// keeps the bytes it has here the same way (the whole buffer, when no
+// reply before it kept a slice of it), and its call completes when a
+// later read brings its tail.
 func (s *sock) deliver(r *reader) bool {
 	if s.c.push != nil {
 		return s.deliverPush(r)

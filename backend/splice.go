@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -123,28 +124,22 @@ func (sp *Spliced) SpliceOut(fd int) (bool, error) {
 // AppendTo appends the bytes still in the pipe to dst, emptying it: the
 // rest of a reply that waits in memory for a slow client.
 func (sp *Spliced) AppendTo(dst []byte) ([]byte, error) {
+	dst = slices.Grow(dst, sp.n)
 	for sp.n > 0 {
-		if cap(dst)-len(dst) < sp.n {
-			dst = append(dst[:cap(dst)], make([]byte, sp.n)...)[:len(dst)]
-		}
 		n, err := syscall.Read(sp.p.r, dst[len(dst):len(dst)+sp.n])
-		if err == syscall.EINTR {
+		switch {
+		case err == syscall.EINTR:
 			continue
+		case err == nil && n == 0:
+			err = io.ErrUnexpectedEOF // the pipe holds less than counted
 		}
-		if err != nil || n <= 0 {
-			return dst, os.NewSyscallError("read", errOr(err, io.ErrUnexpectedEOF))
+		if err != nil {
+			return dst, os.NewSyscallError("read", err)
 		}
 		dst = dst[:len(dst)+n]
 		sp.n -= n
 	}
 	return dst, nil
-}
-
-func errOr(err, otherwise error) error {
-	if err != nil {
-		return err
-	}
-	return otherwise
 }
 
 // release gives the pipe back.
@@ -241,10 +236,10 @@ func (r *rawConn) doSplice(fd uintptr) bool {
 // the bytes before it go back to the read buffer, as if read, and the
 // reply is framed as usual from its start.
 func (s *sock) unsplice(r *reader) error {
-	call := s.spl.call
+	call, left, tail := s.spl.call, s.spl.left, s.spl.tail
 	s.spl = splicing{}
 	call.Splice = false
-	buf := GetBuffer(max(len(call.Reply.Raw)+call.body.n+readChunk, readChunk))
+	buf := GetBuffer(len(call.Reply.Raw) + call.body.n + left + len(tail))
 	buf = append(buf, call.Reply.Raw...)
 	buf, err := call.body.AppendTo(buf)
 	call.body.release()

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"shardproxy/backend"
 )
 
 // spliceValue is the value of key i: 150 KB, long enough to be spliced,
@@ -29,7 +27,7 @@ func TestSplicedValues(t *testing.T) {
 	for _, proto := range []string{"auto", "text"} {
 		t.Run(proto, func(t *testing.T) {
 			_, yaml := memcachedPool(t, 2, "  server_protocol: "+proto+"\n")
-			_, addr := startProxy(t, yaml, "mc")
+			srv, addr := startProxy(t, yaml, "mc")
 			const keys, lateRounds = 8, 6
 			c := dial(t, addr)
 			for i := range keys {
@@ -57,13 +55,13 @@ func TestSplicedValues(t *testing.T) {
 			}
 
 			// One get at a time: each alone on its socket.
-			before := backend.SplicedReplies()
+			before := srv.Stats().SplicedReplies
 			for i := range keys {
 				if got, w := c.do(fmt.Sprintf("get big%d\r\n", i)), want[3*i]; got != w {
 					t.Fatalf("get big%d: %d bytes, want %d", i, len(got), len(w))
 				}
 			}
-			if d := backend.SplicedReplies() - before; d < keys/2 {
+			if d := srv.Stats().SplicedReplies - before; d < keys/2 {
 				t.Errorf("%d of %d lone gets spliced", d, keys)
 			}
 
@@ -91,13 +89,13 @@ func TestSplicedValues(t *testing.T) {
 				gone.nc.Close()
 			}
 			time.Sleep(100 * time.Millisecond)
-			before = backend.SplicedReplies()
+			before = srv.Stats().SplicedReplies
 			for i := range keys {
 				if got, w := c.do(fmt.Sprintf("get big%d\r\n", i)), want[3*i]; got != w {
 					t.Fatalf("after the clients left: get big%d: %d bytes, want %d", i, len(got), len(w))
 				}
 			}
-			if d := backend.SplicedReplies() - before; d < keys/2 {
+			if d := srv.Stats().SplicedReplies - before; d < keys/2 {
 				t.Errorf("after the clients left, %d of %d lone gets spliced: pipes lost?", d, keys)
 			}
 		})

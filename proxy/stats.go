@@ -18,6 +18,7 @@ type Stats struct {
 	CurrConnections  int64
 	Reloads          int64 // successful reloads
 	ReloadFailures   int64 // reloads refused (parse, validate, bind)
+	SplicedReplies   int64 // replies whose value was spliced, every pool (backend.SplicedReplies)
 	Pools            []PoolStats
 }
 
@@ -121,6 +122,7 @@ func (s *Server) Stats() Stats {
 		CurrConnections:  s.currConns.Load(),
 		Reloads:          s.reloads.Load(),
 		ReloadFailures:   s.reloadFailures.Load(),
+		SplicedReplies:   backend.SplicedReplies(),
 	}
 	for _, p := range s.currentPools() {
 		st.Pools = append(st.Pools, p.snapshot())

@@ -21,7 +21,8 @@ import (
 // does not wait. Replies that are not at the head wait for the one before
 // them; the goroutine that answers that one sends them too. A reply big
 // enough to go without copying goes in the same write, from the backend's
-// buffer (writev). Only when a write would block (the client reads
+// buffer (writev); a value spliced into a pipe follows it from there
+// (writeSpliced). Only when a write would block (the client reads
 // slowly) or the socket has no file descriptor (TLS), the right passes to
 // the session's writer goroutine, which may block. A request is so usually
 // answered on the goroutine that read its reply, without waking another.
