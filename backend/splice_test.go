@@ -210,29 +210,25 @@ func TestSpliceFaults(t *testing.T) {
 	}
 }
 
-// TestSplicePipeFull: a value the pipe cannot hold (here a pipe of one
-// page) is read after all: what reached the pipe goes back in front of
-// the rest, and the client gets the whole value.
-func TestSplicePipeFull(t *testing.T) {
+// resizePipes closes the free pipes and gives the next ones size bytes.
+func resizePipes(size int) {
 	pipes.mu.Lock()
+	defer pipes.mu.Unlock()
 	for _, p := range pipes.free {
 		p.close()
 	}
 	pipes.open -= len(pipes.free)
 	pipes.free = nil
+	pipeSize = size
+}
+
+// TestSplicePipeFull: a value the pipe cannot hold (here a pipe of one
+// page) is read after all: what reached the pipe goes back in front of
+// the rest, and the client gets the whole value.
+func TestSplicePipeFull(t *testing.T) {
 	size := pipeSize
-	pipeSize = 4096
-	pipes.mu.Unlock()
-	defer func() {
-		pipes.mu.Lock()
-		for _, p := range pipes.free {
-			p.close()
-		}
-		pipes.open -= len(pipes.free)
-		pipes.free = nil
-		pipeSize = size
-		pipes.mu.Unlock()
-	}()
+	resizePipes(4096)
+	defer resizePipes(size)
 	srv := testserver.StartMemcached(t)
 	b := New(Config{Addr: srv.Addr, Dialect: spliceDialect, Timeout: 5 * time.Second})
 	defer b.Close()
