@@ -514,9 +514,9 @@
 // always queued: the goroutines that read and write backend sockets never
 // run Lua, so a handler that runs long after its reply holds up neither
 // the replies behind it on that socket nor other states' clients. (A call
-// that fails while its handler is still sending it, to a backend down or
-// marked bad, is taken by the goroutine sending it once the handler
-// yields.) So a backend's Done never runs Lua, Route runs at most the
+// answered while its handler is still sending it, failed at once by a
+// backend down or marked bad, or answered that fast, is taken by the
+// goroutine sending it once the handler yields.) So a backend's Done never runs Lua, Route runs at most the
 // caller's own request (its CPU time bounded by MaxRun), and neither
 // waits for a lock or a channel. Each request runs in a coroutine (pooled and reused), which yields while
 // it waits for backends, so a state has many requests in flight. A

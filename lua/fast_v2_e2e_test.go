@@ -116,9 +116,12 @@ func TestV2DirectSameAsLua(t *testing.T) {
 		}
 		ta.Close()
 		tb.Close()
-		eventually(t, "no request in flight", func() bool {
+		// Both sessions gone: a session counts its client's EOF before
+		// it leaves, so the counters below are final.
+		eventually(t, "no request in flight and no client connected", func() bool {
 			st := srv.Stats()
-			return routerStat(t, st, a.name, "lua_active") == 0 && routerStat(t, st, b.name, "lua_active") == 0
+			return routerStat(t, st, a.name, "lua_active") == 0 && routerStat(t, st, b.name, "lua_active") == 0 &&
+				poolStats(t, st, a.name).ClientConnections == 0 && poolStats(t, st, b.name).ClientConnections == 0
 		})
 		st := srv.Stats()
 		pa, pb := poolStats(t, st, a.name), poolStats(t, st, b.name)
