@@ -14,19 +14,27 @@ const (
 	fionread       = 0x541b
 )
 
-// newPipe makes a non-blocking pipe that holds pipeSize bytes, or returns
-// nil (no splicing for that reply) when the system refuses one.
+// newPipe makes a non-blocking pipe that holds pipeSize bytes, or half as
+// many, and so on down to 64 KiB (a system whose fs.pipe-max-size is
+// smaller), or returns nil (no splicing for that reply) when the system
+// refuses them all: a pipe left at the size a user over its pipe quota
+// gets (two pages) would fill before nearly every value.
 func newPipe() *pipe {
 	var fds [2]int
 	if err := syscall.Pipe2(fds[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
 		return nil
 	}
-	if _, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(fds[0]), fSetPipeSize, uintptr(pipeSize)); e != 0 {
-		syscall.Close(fds[0])
-		syscall.Close(fds[1])
-		return nil
+	for size := pipeSize; ; size /= 2 {
+		if _, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(fds[0]), fSetPipeSize, uintptr(size)); e == 0 {
+			return &pipe{r: fds[0], w: fds[1]}
+		}
+		if size <= 64<<10 {
+			break
+		}
 	}
-	return &pipe{r: fds[0], w: fds[1]}
+	syscall.Close(fds[0])
+	syscall.Close(fds[1])
+	return nil
 }
 
 func (p *pipe) close() {
