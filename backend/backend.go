@@ -119,6 +119,11 @@ type Call struct {
 	// client's socket as it came (or as codec.BigReplier rewrites it),
 	// which then writes Reply.Raw, the value in Spliced, and its After.
 	Splice bool
+	// Pipes, when not nil, counts the pipes the replies of the call's
+	// client hold (shared by its calls): past MaxClientPipes, its replies
+	// are read as usual, so that a client that does not read cannot hold
+	// every pipe of the process.
+	Pipes *atomic.Int32
 
 	probe    bool      // an idle socket's health check (health.go), not a client's
 	joined   bool      // written joined with the calls after it, which end the joined reply (join.go)

@@ -34,6 +34,9 @@ const (
 	spliceMin = 32 << 10  // fewer value bytes still to come are read
 	spliceMax = 256 << 10 // more are read: a pipe must hold them all
 	maxPipes  = 32
+	// MaxClientPipes is how many pipes one client's replies may hold
+	// (Call.Pipes).
+	MaxClientPipes = 8
 )
 
 // pipeSize is the size each new pipe is given (F_SETPIPE_SZ): a variable
@@ -95,8 +98,9 @@ func putPipe(p *pipe, empty bool) {
 // then After.
 type Spliced struct {
 	p     *pipe
-	n     int    // bytes in the pipe
-	After string // the reply's last bytes, after the value
+	n     int           // bytes in the pipe
+	held  *atomic.Int32 // the client's count it is in (Call.Pipes), or nil
+	After string        // the reply's last bytes, after the value
 }
 
 // Len is how many bytes of the value wait in the pipe.
@@ -145,6 +149,9 @@ func (sp *Spliced) AppendTo(dst []byte) ([]byte, error) {
 // release gives the pipe back.
 func (sp *Spliced) release() {
 	putPipe(sp.p, sp.n == 0)
+	if sp.held != nil {
+		sp.held.Add(-1)
+	}
 	*sp = Spliced{}
 }
 
@@ -174,11 +181,18 @@ func (s *sock) startSplice(reply []byte, call *Call, need int) bool {
 	if left < spliceMin || left > spliceMax {
 		return false
 	}
-	p := getPipe()
-	if p == nil {
+	if call.Pipes != nil && call.Pipes.Add(1) > MaxClientPipes {
+		call.Pipes.Add(-1)
 		return false
 	}
-	call.body = Spliced{p: p, After: tail}
+	p := getPipe()
+	if p == nil {
+		if call.Pipes != nil {
+			call.Pipes.Add(-1)
+		}
+		return false
+	}
+	call.body = Spliced{p: p, held: call.Pipes, After: tail}
 	s.spl = splicing{call: call, left: left, tail: tail}
 	return true
 }

@@ -60,6 +60,7 @@ type session struct {
 	// waits for it to reach zero (see drainWait).
 	outstanding atomic.Int64
 	held        atomic.Int64 // reply bytes received, not yet written
+	pipes       atomic.Int32 // pipes its replies hold (backend.Call.Pipes)
 	partsOut    atomic.Int64 // parts of a request queued, not yet written (parts.go)
 	waiting     atomic.Bool
 	mu          sync.Mutex
@@ -383,6 +384,7 @@ func (s *session) route(p *pending) {
 	p.Hint = s.id
 	p.Batch = &s.batch
 	p.Splice = s.w.raw != nil
+	p.Pipes = &s.pipes
 	pl.router.Route(&p.Exchange)
 }
 

@@ -101,3 +101,51 @@ func TestSplicedValues(t *testing.T) {
 		})
 	}
 }
+
+// TestSplicePipesPerClient: a client that pipelines many long gets and
+// reads nothing holds at most backend.MaxClientPipes pipes, so another
+// client's values are still spliced.
+func TestSplicePipesPerClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real memcached")
+	}
+	_, yaml := memcachedPool(t, 2, "")
+	srv, addr := startProxy(t, yaml, "mc")
+	const keys = 8
+	c := dial(t, addr)
+	for i := range keys {
+		v := spliceValue(i)
+		if got := c.do(fmt.Sprintf("set big%d 7 0 %d\r\n%s\r\n", i, len(v), v)); got != "STORED\r\n" {
+			t.Fatalf("set %d: %q", i, got)
+		}
+	}
+	hog := dial(t, addr)
+	hog.nc.(*net.TCPConn).SetReadBuffer(32 << 10)
+	// Rounds of gets, more than the process's 32 pipes in all: once its
+	// socket is full, the replies that come in wait for the write that
+	// blocks, each holding its pipe.
+	for range 14 { // 112 gets: within a client's 128 in flight
+		var req strings.Builder
+		for i := range keys {
+			fmt.Fprintf(&req, "get big%d\r\n", i)
+		}
+		hog.send(req.String())
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Until its replies stop coming in from the servers.
+	last := int64(-1)
+	for n := srv.Stats().SplicedReplies; n != last; n = srv.Stats().SplicedReplies {
+		last = n
+		time.Sleep(200 * time.Millisecond)
+	}
+	before := srv.Stats().SplicedReplies
+	for i := range keys {
+		want := fmt.Sprintf("VALUE big%d 7 %d\r\n%s\r\nEND\r\n", i, 150<<10, spliceValue(i))
+		if got := c.do(fmt.Sprintf("get big%d\r\n", i)); got != want {
+			t.Fatalf("get big%d: %d bytes, want %d", i, len(got), len(want))
+		}
+	}
+	if d := srv.Stats().SplicedReplies - before; d < keys/2 {
+		t.Errorf("with a client not reading, %d of %d lone gets of another spliced", d, keys)
+	}
+}

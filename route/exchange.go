@@ -47,6 +47,9 @@ type Exchange struct {
 	// the reply: the owner sets it when it writes replies to a socket
 	// that takes spliced ones (see BigReply).
 	Splice bool
+	// Pipes is the client's count of pipes its replies hold
+	// (backend.Call.Pipes), shared by its requests; nil: no limit.
+	Pipes *atomic.Int32
 
 	owner Owner
 	out   []byte // an answer the router made (Complete)
@@ -141,6 +144,7 @@ func (x *Exchange) Send(b *backend.Backend) {
 	x.call.MetaRewrite = true
 	x.call.Splice = x.Splice && x.Tap == nil &&
 		(x.Req.Mode == codec.ModeNormal || x.Req.Mode == codec.ModeRewrite)
+	x.call.Pipes = x.Pipes
 	x.stage(b, &x.call)
 }
 
