@@ -216,6 +216,7 @@ func (s *sock) spliceIn() error {
 func (r *rawConn) doSplice(fd uintptr) bool {
 	sp := r.spl
 	body := &sp.call.body
+	waiting := false // the socket held bytes at the last EAGAIN
 	for sp.left > 0 {
 		n, err := splice(int(fd), body.p.w, sp.left)
 		switch err {
@@ -226,15 +227,21 @@ func (r *rawConn) doSplice(fd uintptr) bool {
 			}
 			sp.left -= n
 			body.n += n
+			waiting = false
 		case syscall.EINTR:
 		case syscall.EAGAIN:
-			// Nothing to move, or no room: a full pipe with bytes
-			// waiting would never be woken for.
-			if unread(int(fd)) > 0 {
+			// Nothing to move, or no room in the pipe: a full pipe with
+			// bytes waiting would never be woken for. Bytes that arrive
+			// just after the splice look the same, so only a second
+			// EAGAIN with bytes waiting before it says the pipe is full.
+			if unread(int(fd)) == 0 {
+				return false
+			}
+			if waiting {
 				r.rerr = errCannotSplice
 				return true
 			}
-			return false
+			waiting = true
 		case syscall.EINVAL, syscall.ENOSYS:
 			r.rerr = errCannotSplice
 			return true
