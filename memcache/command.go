@@ -1,5 +1,7 @@
 package memcache
 
+import "shardproxy/codec"
+
 // Command numbers, stored in codec.Request.Cmd by the parser. Zero is no
 // command.
 const (
@@ -166,6 +168,11 @@ func notCarried(verb []byte) string {
 
 // isRetrieval reports whether cmd is get, gets, gat or gats.
 func isRetrieval(cmd int) bool { return cmd >= CmdGet && cmd <= CmdGats }
+
+// isOneKeyGet reports whether req is a get or gets of one key.
+func isOneKeyGet(req *codec.Request) bool {
+	return len(req.Keys) == 1 && (req.Cmd == CmdGet || req.Cmd == CmdGets)
+}
 
 // isTouching reports whether cmd is gat or gats (exptime before the keys).
 func isTouching(cmd int) bool { return cmd == CmdGat || cmd == CmdGats }

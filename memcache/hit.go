@@ -19,7 +19,7 @@ import (
 // anything that does not read as one of these forms. value is a slice of
 // reply, valid as long as reply is.
 func Hit(req *codec.Request, reply []byte) (value []byte, flags uint32, ok bool) {
-	if len(req.Keys) != 1 || req.Cmd != CmdGet && req.Cmd != CmdGets {
+	if !isOneKeyGet(req) {
 		return nil, 0, false
 	}
 	line, next, err := readLine(reply, 0)

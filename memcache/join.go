@@ -19,8 +19,7 @@ var _ codec.Joiner = (*Dialect)(nil)
 // JoinClass implements codec.Joiner: a one-key get and a one-key gets are
 // each their own class; nothing else is joined.
 func (*Dialect) JoinClass(req *codec.Request) int {
-	if req.Mode != codec.ModeNormal || req.Route != codec.RouteKey || len(req.Keys) != 1 || req.Close ||
-		req.Cmd != CmdGet && req.Cmd != CmdGets {
+	if req.Mode != codec.ModeNormal || req.Route != codec.RouteKey || req.Close || !isOneKeyGet(req) {
 		return 0
 	}
 	return req.Cmd

@@ -37,8 +37,7 @@ func metaGet(l *line, req *codec.Request, s span) {
 // handlers: lua.Config.MetaRewrite) sends gets as mg this way while its
 // route still sees the client's get.
 func MetaGet(req *codec.Request) bool {
-	if req.Mode != codec.ModeNormal || req.Route != codec.RouteKey || len(req.Keys) != 1 ||
-		req.Cmd != CmdGet && req.Cmd != CmdGets {
+	if req.Mode != codec.ModeNormal || req.Route != codec.RouteKey || !isOneKeyGet(req) {
 		return false
 	}
 	buildMetaGet(req, req.Cmd, req.Keys[0])

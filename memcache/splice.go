@@ -26,7 +26,7 @@ func (*Dialect) SpliceSpan(buf []byte, req *codec.Request) (data, size int, trai
 			return 0, 0, "", false
 		}
 		return next, v.size, metaTrailer, true
-	case req.Mode == codec.ModeNormal && (req.Cmd == CmdGet || req.Cmd == CmdGets) && len(req.Keys) == 1:
+	case req.Mode == codec.ModeNormal && isOneKeyGet(req):
 		_, next, size, ok := valueHeader(buf, 0, req.Keys, 0)
 		if !ok {
 			return 0, 0, "", false
