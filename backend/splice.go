@@ -157,9 +157,8 @@ func (sp *Spliced) release() {
 
 // splicing is the reply a socket is splicing, the head call's.
 type splicing struct {
-	call *Call  // nil: none
-	left int    // value bytes still to move from the socket
-	tail string // the bytes the reply must end with
+	call *Call // nil: none
+	left int   // value bytes still to move from the socket
 }
 
 // errCannotSplice reports that the value must be read after all: the
@@ -193,7 +192,7 @@ func (s *sock) startSplice(reply []byte, call *Call, need int) bool {
 		return false
 	}
 	call.body = Spliced{p: p, held: call.Pipes, After: tail}
-	s.spl = splicing{call: call, left: left, tail: tail}
+	s.spl = splicing{call: call, left: left}
 	return true
 }
 
@@ -257,10 +256,10 @@ func (r *rawConn) doSplice(fd uintptr) bool {
 // the bytes before it go back to the read buffer, as if read, and the
 // reply is framed as usual from its start.
 func (s *sock) unsplice(r *reader) error {
-	call, left, tail := s.spl.call, s.spl.left, s.spl.tail
+	call, left := s.spl.call, s.spl.left
 	s.spl = splicing{}
 	call.Splice = false
-	buf := GetBuffer(len(call.Reply.Raw) + call.body.n + left + len(tail))
+	buf := GetBuffer(len(call.Reply.Raw) + call.body.n + left + len(call.body.After))
 	buf = append(buf, call.Reply.Raw...)
 	buf, err := call.body.AppendTo(buf)
 	call.body.release()
@@ -290,7 +289,7 @@ func (s *sock) dropSplice() {
 // returns how many bytes the tail takes (0: not all here yet) and whether
 // they are the tail the header announced.
 func (s *sock) spliceDone(buf []byte) (int, bool) {
-	tail := s.spl.tail
+	tail := s.spl.call.body.After
 	if len(buf) < len(tail) {
 		return 0, tail[:len(buf)] == string(buf)
 	}
