@@ -383,8 +383,10 @@ func (s *session) route(p *pending) {
 	}
 	p.Hint = s.id
 	p.Batch = &s.batch
-	p.Splice = s.w.raw != nil
-	p.Pipes = &s.pipes
+	p.Pipes = nil
+	if s.w.raw != nil {
+		p.Pipes = &s.pipes
+	}
 	pl.router.Route(&p.Exchange)
 }
 

@@ -42,13 +42,12 @@ type Exchange struct {
 	// TapArg is Tap's own word for this request (the near cache keeps the
 	// epoch its get saw); Reset zeroes it.
 	TapArg uint64
-	// Splice lets Send's call splice a long value rather than read it
-	// (backend.Call.Splice) when nothing but the client's socket reads
-	// the reply: the owner sets it when it writes replies to a socket
-	// that takes spliced ones (see BigReply).
-	Splice bool
-	// Pipes is the client's count of pipes its replies hold
-	// (backend.Call.Pipes), shared by its requests; nil: no limit.
+	// Pipes, when not nil, lets Send's call splice a long value rather
+	// than read it (backend.Call.Splice) when nothing but the client's
+	// socket reads the reply, and is the client's count of the pipes its
+	// replies hold (backend.Call.Pipes), shared by its requests: the
+	// owner sets it when it writes replies to a socket that takes
+	// spliced ones (see BigReply).
 	Pipes *atomic.Int32
 
 	owner Owner
@@ -142,7 +141,7 @@ func (x *Exchange) Send(b *backend.Backend) {
 	x.call.Done = x.doneFn
 	x.call.Timeout = 0
 	x.call.MetaRewrite = true
-	x.call.Splice = x.Splice && x.Tap == nil &&
+	x.call.Splice = x.Pipes != nil && x.Tap == nil &&
 		(x.Req.Mode == codec.ModeNormal || x.Req.Mode == codec.ModeRewrite)
 	x.call.Pipes = x.Pipes
 	x.stage(b, &x.call)
