@@ -19,8 +19,11 @@ var bigValueSizes = []int{3 << 10, 20 << 10, 70 << 10, 300 << 10, 1536 << 10}
 // a recycled buffer that another request still used shows up as a wrong
 // byte, never as a plausible value.
 func bigValue(ci, i int) string {
-	n := bigValueSizes[(ci+i)%len(bigValueSizes)]
-	seed := fmt.Sprintf("<%d:%d>", ci, i)
+	return repeatTo(fmt.Sprintf("<%d:%d>", ci, i), bigValueSizes[(ci+i)%len(bigValueSizes)])
+}
+
+// repeatTo returns seed repeated to n bytes.
+func repeatTo(seed string, n int) string {
 	return strings.Repeat(seed, n/len(seed)+1)[:n]
 }
 

@@ -11,8 +11,7 @@ import (
 // spliceValue is the value of key i: 150 KB, long enough to be spliced,
 // every byte depending on i.
 func spliceValue(i int) string {
-	seed := fmt.Sprintf("[%d]", i)
-	return strings.Repeat(seed, 150<<10/len(seed)+1)[:150<<10]
+	return repeatTo(fmt.Sprintf("[%d]", i), 150<<10)
 }
 
 // TestSplicedValues: long values a get asks for reach the client whole
