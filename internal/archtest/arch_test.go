@@ -88,6 +88,9 @@ var layers = map[string]rule{
 	// and check the systemd unit and the Dockerfile.
 	"examples":  {},
 	"packaging": {},
+	// docs is the user documentation; its one test file checks the
+	// links of every Markdown file.
+	"docs": {},
 }
 
 // pkg is what go list tells about one package.
