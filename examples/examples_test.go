@@ -1,7 +1,7 @@
 // Package examples_test runs every example of examples/ as a user would:
 // through scripts/example.sh, the script `make run EXAMPLE=NAME` runs, with
 // real memcached and redis-server. For each it reads the command the script
-// prints, checks that the README shows the same command, runs it, compares
+// prints, checks that its page of docs/ shows the same command, runs it, compares
 // the answer, and stops the script as Ctrl-C would, then checks that every
 // server it started is gone.
 package examples_test
@@ -38,6 +38,7 @@ const defaultPort = 22120
 // example is one example and the answer its command must print.
 type example struct {
 	name string
+	page string // the page of docs/ that shows the example's command
 	want string
 	// check, if set, looks at the servers behind the proxy once the
 	// command ran; ports are the example's, defaultPort+i at ports[i].
@@ -45,8 +46,8 @@ type example struct {
 }
 
 var examples = []example{
-	{name: "memcached", want: "STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n"},
-	{name: "redis", want: "OK\nv\n", check: func(t *testing.T, ports []int) {
+	{name: "memcached", page: "sharded.md", want: "STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n"},
+	{name: "redis", page: "redis.md", want: "OK\nv\n", check: func(t *testing.T, ports []int) {
 		// k lives on exactly one of the two servers
 		n := 0
 		for _, p := range ports[1:3] {
@@ -58,7 +59,7 @@ var examples = []example{
 			t.Errorf("k is on %d of the 2 redis-server, want 1", n)
 		}
 	}},
-	{name: "redis-cluster", want: "OK\n1\n2\n3\n", check: func(t *testing.T, ports []int) {
+	{name: "redis-cluster", page: "redis-cluster.md", want: "OK\n1\n2\n3\n", check: func(t *testing.T, ports []int) {
 		// b, c and a hash to slots 3300, 7365 and 15495: one on each
 		// master, in the order redis-cli --cluster create gave them slots
 		for i, kv := range [][2]string{{"b", "2"}, {"c", "3"}, {"a", "1"}} {
@@ -67,13 +68,13 @@ var examples = []example{
 			}
 		}
 	}},
-	{name: "lua-v1", want: "STORED\r\nSTORED\r\nVALUE session/42 0 2\r\nhi\r\nVALUE k 0 1\r\nv\r\nEND\r\n",
+	{name: "lua-v1", page: "lua.md", want: "STORED\r\nSTORED\r\nVALUE session/42 0 2\r\nhi\r\nVALUE k 0 1\r\nv\r\nEND\r\n",
 		check: sessionsOn(1)},
-	{name: "lua-v2", want: "HD\r\nHD\r\nVA 2\r\nhi\r\nVA 1\r\nv\r\n", check: sessionsOn(1)},
-	{name: "routelib", want: "STORED\r\nVALUE session/42 0 2\r\nhi\r\nEND\r\nSTORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n",
+	{name: "lua-v2", page: "lua.md", want: "HD\r\nHD\r\nVA 2\r\nhi\r\nVA 1\r\nv\r\n", check: sessionsOn(1)},
+	{name: "routelib", page: "lua.md", want: "STORED\r\nVALUE session/42 0 2\r\nhi\r\nEND\r\nSTORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n",
 		check: sessionsOn(3, 4)},
-	{name: "tls", want: "OK\nv\n"},
-	{name: "near-cache", want: "STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\nVALUE k 0 1\r\n" +
+	{name: "tls", page: "configuration.md", want: "OK\nv\n"},
+	{name: "near-cache", page: "caches.md", want: "STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\nVALUE k 0 1\r\n" +
 		"STAT near_cache_hits 1\r\nSTAT near_cache_misses 1\r\n"},
 }
 
@@ -106,7 +107,6 @@ func TestExamples(t *testing.T) {
 		t.Skip("starts real servers; not in -short")
 	}
 	bin := testserver.Shardproxy(t)
-	readme := readREADME(t)
 	for _, ex := range examples {
 		t.Run(ex.name, func(t *testing.T) {
 			env := []string{}
@@ -120,8 +120,8 @@ func TestExamples(t *testing.T) {
 				env = append(env, "SHARDPROXY_ROUTELIB="+lib)
 			}
 			r := start(t, bin, ex.name, env)
-			if !strings.Contains(readme, r.readmeCommand()) {
-				t.Errorf("README.md does not show the command the script printed:\n%s", r.readmeCommand())
+			if page := filepath.Join("docs", ex.page); !strings.Contains(readDoc(t, page), r.docCommand()) {
+				t.Errorf("%s does not show the command the script printed:\n%s", page, r.docCommand())
 			}
 			got := r.try(t)
 			if got != ex.want {
@@ -197,9 +197,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func readREADME(t *testing.T) string {
+// readDoc returns the file at path, relative to the repository root.
+func readDoc(t *testing.T, path string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	b, err := os.ReadFile(filepath.Join(root, path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,9 +306,9 @@ func tryStart(t *testing.T, bin, name string, env []string) (*run, error) {
 	}
 }
 
-// readmeCommand is the command as the README shows it: default ports and
-// the default run directory.
-func (r *run) readmeCommand() string {
+// docCommand is the command as the docs show it: default ports and the
+// default run directory.
+func (r *run) docCommand() string {
 	s := strings.ReplaceAll(r.command, r.dir, "/tmp/shardproxy-example-"+r.name+"-"+strconv.Itoa(defaultPort))
 	for i, p := range r.ports {
 		s = regexp.MustCompile(`\b`+strconv.Itoa(p)+`\b`).ReplaceAllString(s, strconv.Itoa(defaultPort+i))

@@ -24,7 +24,7 @@ import (
 // root is the repository root, seen from this package's directory.
 const root = ".."
 
-// installedBin is where the unit expects the binary (README.md, Install).
+// installedBin is where the unit expects the binary (docs/install.md).
 const installedBin = "/usr/local/bin/shardproxy"
 
 func TestMain(m *testing.M) {

@@ -12,33 +12,36 @@ import (
 	"shardproxy/internal/testserver"
 )
 
-// readmeMetric is a row of README's metrics table.
-type readmeMetric struct {
+// docMetric is a row of the metrics table of docs/operations.md.
+type docMetric struct {
 	names []*regexp.Regexp // the first cell's `names`; * and <name> are wildcards
 	text  string           // the first cell as written
 	typ   string           // the second cell: counter, gauge, histogram or empty
 }
 
-// readmeMetrics reads the table of README's "### Metrics" section.
-func readmeMetrics(t *testing.T) []readmeMetric {
+// metricsDoc is the page whose "## Metrics" section lists every series.
+const metricsDoc = "../docs/operations.md"
+
+// docMetrics reads the table of the "## Metrics" section of metricsDoc.
+func docMetrics(t *testing.T) []docMetric {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile(metricsDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n### Metrics\n")
+	_, section, ok := strings.Cut(string(b), "\n## Metrics\n")
 	if !ok {
-		t.Fatal("README has no ### Metrics section")
+		t.Fatalf("%s has no ## Metrics section", metricsDoc)
 	}
 	section, _, _ = strings.Cut(section, "\n#")
 	quoted := regexp.MustCompile("`([^`]+)`")
-	var rows []readmeMetric
+	var rows []docMetric
 	for _, line := range strings.Split(section, "\n") {
 		if !strings.HasPrefix(line, "| `") {
 			continue
 		}
 		cells := strings.Split(line, "|")
-		row := readmeMetric{text: strings.TrimSpace(cells[1]), typ: strings.TrimSpace(cells[2])}
+		row := docMetric{text: strings.TrimSpace(cells[1]), typ: strings.TrimSpace(cells[2])}
 		for _, m := range quoted.FindAllStringSubmatch(cells[1], -1) {
 			expr := regexp.QuoteMeta(m[1])
 			expr = strings.ReplaceAll(expr, `\*`, `.*`)
@@ -48,7 +51,7 @@ func readmeMetrics(t *testing.T) []readmeMetric {
 		rows = append(rows, row)
 	}
 	if len(rows) < 20 {
-		t.Fatalf("README's metrics table has %d rows; the parser lost it", len(rows))
+		t.Fatalf("%s's metrics table has %d rows; the parser lost it", metricsDoc, len(rows))
 	}
 	return rows
 }
@@ -68,16 +71,16 @@ function mcp_config_routes(p)
 end
 `
 
-// TestREADMEMetrics scrapes /metrics on a proxy with a pool of every kind
+// TestDocsMetrics scrapes /metrics on a proxy with a pool of every kind
 // (sharded, near cache, Lua with its own cache and a counter of the route
 // file's, Redis Cluster) after some traffic, and fails if a series is
-// missing from README's metrics table, has another type there, or if the
+// missing from the metrics table of docs/operations.md, has another type there, or if the
 // table lists a series the proxy does not serve.
-func TestREADMEMetrics(t *testing.T) {
+func TestDocsMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs memcached and a Redis Cluster")
 	}
-	rows := readmeMetrics(t)
+	rows := docMetrics(t)
 	mc := testserver.StartMemcached(t).Addr
 	cl := testserver.StartRedisCluster(t, 3, 0)
 	dir := t.TempDir()
@@ -114,18 +117,18 @@ func TestREADMEMetrics(t *testing.T) {
 				}
 				found, used[i] = true, true
 				if typ := strings.ToLower(f.GetType().String()); row.typ != "" && row.typ != typ {
-					t.Errorf("README says %s is a %s; /metrics serves a %s", name, row.typ, typ)
+					t.Errorf("%s says %s is a %s; /metrics serves a %s", metricsDoc, name, row.typ, typ)
 				}
 			}
 		}
 		if !found {
-			t.Errorf("%s (%s: %s) is missing from README's metrics table", name,
-				strings.ToLower(f.GetType().String()), f.GetHelp())
+			t.Errorf("%s (%s: %s) is missing from the metrics table of %s", name,
+				strings.ToLower(f.GetType().String()), f.GetHelp(), metricsDoc)
 		}
 	}
 	for i, row := range rows {
 		if !used[i] {
-			t.Errorf("README's metrics table lists %s, which /metrics does not serve", row.text)
+			t.Errorf("the metrics table of %s lists %s, which /metrics does not serve", metricsDoc, row.text)
 		}
 	}
 	if _, ok := fams["shardproxy_router_user_seen_total"]; !ok {
