@@ -132,77 +132,50 @@ func (h *harness) runCrosscheck() []*crossRow {
 	return out
 }
 
+// crosscheckOne measures one row: an unrecorded warm-up pair, then the
+// rounds, then the verdict.
 func (h *harness) crosscheckOne(srv *proc.Process, cr *crossRow) error {
 	ratio := "1:0"
 	if cr.Test == "GET" {
 		ratio = "0:1"
 	}
-	args := []string{"-proto", "resp", "-conns", "50", "-pipeline", strconv.Itoa(cr.Pipeline),
-		"-value", "100", "-keys", "10000", "-ratio", ratio}
-	d := h.opt.duration
-	requests := 0
-	runSB := func() error {
-		var s sample
-		ratio, err := counted(srv.Addr(), func() (int64, error) {
-			var err error
-			s, err = h.runShardbench(srv.Addr(), args, nil, []*proc.Process{srv}, d, h.opt.warmup)
-			return s.Answered, err
-		})
-		if err != nil {
-			return err
-		}
-		if s.Errors > 0 {
-			return fmt.Errorf("shardbench: %d wrong replies: %v", s.Errors, s.ErrorNotes)
-		}
-		cr.SBCounted = append(cr.SBCounted, ratio)
-		cr.Shardbench = append(cr.Shardbench, s.OpsPerSec)
-		cr.SBCPU = append(cr.SBCPU, s.ClientCPU)
-		cr.SBServer = append(cr.SBServer, s.BackendCPU)
-		// redis-benchmark takes a request count: as many as shardbench
-		// answered in its measured time, so both run about as long.
-		requests = max(10000, int(s.OpsPerSec*d.Seconds()))
-		return nil
-	}
-	runRB := func() error {
-		before, err := procCPU(srv.Pid())
-		if err != nil {
-			return err
-		}
-		var ops float64
-		var cpu time.Duration
-		ratio, err := counted(srv.Addr(), func() (int64, error) {
-			var err error
-			ops, cpu, err = h.redisBenchmark(srv.Addr(), cr.Test, cr.Pipeline, requests)
-			return int64(requests), err
-		})
-		if err != nil {
-			return err
-		}
-		cr.RBCounted = append(cr.RBCounted, ratio)
-		after, err := procCPU(srv.Pid())
-		if err != nil {
-			return err
-		}
-		cr.RBServer = append(cr.RBServer, float64((after-before).Microseconds())/float64(requests))
-		cr.RedisBenchmark = append(cr.RedisBenchmark, ops)
-		cr.RBCPU = append(cr.RBCPU, float64(cpu.Microseconds())/float64(requests))
-		return nil
-	}
+	run := &crossRun{h: h, srv: srv, cr: cr,
+		args: []string{"-proto", "resp", "-conns", "50", "-pipeline", strconv.Itoa(cr.Pipeline),
+			"-value", "100", "-keys", "10000", "-ratio", ratio}}
 	// A warm-up pair, not recorded: the server's key space and memory are
 	// in place before either tool is measured, so the first one measured
 	// is not penalised.
 	warm := *cr
-	if err := runSB(); err != nil {
+	if err := run.shardbench(); err != nil {
 		return err
 	}
-	if err := runRB(); err != nil {
+	if err := run.redisBenchmark(); err != nil {
 		return err
 	}
 	*cr = warm
-	for round := range h.opt.rounds {
-		first, second := runSB, runRB
+	if err := run.rounds(h.opt.rounds); err != nil {
+		return err
+	}
+	h.judgeCross(cr)
+	return nil
+}
+
+// crossRun is one cross-check row being measured: shardbench and
+// redis-benchmark take turns against srv and add their figures to cr.
+type crossRun struct {
+	h        *harness
+	srv      *proc.Process
+	cr       *crossRow
+	args     []string // shardbench's
+	requests int      // redis-benchmark's: set by the last shardbench run
+}
+
+// rounds runs n rounds, alternating which tool runs first.
+func (run *crossRun) rounds(n int) error {
+	for round := range n {
+		first, second := run.shardbench, run.redisBenchmark
 		if round%2 == 1 {
-			first, second = runRB, runSB
+			first, second = run.redisBenchmark, run.shardbench
 		}
 		if err := first(); err != nil {
 			return err
@@ -211,6 +184,67 @@ func (h *harness) crosscheckOne(srv *proc.Process, cr *crossRow) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// shardbench runs shardbench once and records its figures.
+func (run *crossRun) shardbench() error {
+	h, srv, cr, d := run.h, run.srv, run.cr, run.h.opt.duration
+	var s sample
+	ratio, err := counted(srv.Addr(), func() (int64, error) {
+		var err error
+		s, err = h.runShardbench(srv.Addr(), run.args, nil, []*proc.Process{srv}, d, h.opt.warmup)
+		return s.Answered, err
+	})
+	if err != nil {
+		return err
+	}
+	if s.Errors > 0 {
+		return fmt.Errorf("shardbench: %d wrong replies: %v", s.Errors, s.ErrorNotes)
+	}
+	cr.SBCounted = append(cr.SBCounted, ratio)
+	cr.Shardbench = append(cr.Shardbench, s.OpsPerSec)
+	cr.SBCPU = append(cr.SBCPU, s.ClientCPU)
+	cr.SBServer = append(cr.SBServer, s.BackendCPU)
+	// redis-benchmark takes a request count: as many as shardbench
+	// answered in its measured time, so both run about as long.
+	run.requests = max(10000, int(s.OpsPerSec*d.Seconds()))
+	return nil
+}
+
+// redisBenchmark runs redis-benchmark once and records its figures and
+// the server's CPU over its run.
+func (run *crossRun) redisBenchmark() error {
+	h, srv, cr, requests := run.h, run.srv, run.cr, run.requests
+	before, err := procCPU(srv.Pid())
+	if err != nil {
+		return err
+	}
+	var ops float64
+	var cpu time.Duration
+	ratio, err := counted(srv.Addr(), func() (int64, error) {
+		var err error
+		ops, cpu, err = h.redisBenchmark(srv.Addr(), cr.Test, cr.Pipeline, requests)
+		return int64(requests), err
+	})
+	if err != nil {
+		return err
+	}
+	cr.RBCounted = append(cr.RBCounted, ratio)
+	after, err := procCPU(srv.Pid())
+	if err != nil {
+		return err
+	}
+	cr.RBServer = append(cr.RBServer, float64((after-before).Microseconds())/float64(requests))
+	cr.RedisBenchmark = append(cr.RedisBenchmark, ops)
+	cr.RBCPU = append(cr.RBCPU, float64(cpu.Microseconds())/float64(requests))
+	return nil
+}
+
+// judgeCross takes a measured row's medians and ratio, logs them, and
+// fails the run when a tool's count is off or, outside a quick run, when
+// the tools disagree beyond crossTolerance.
+func (h *harness) judgeCross(cr *crossRow) {
 	cr.SB, cr.RB = medianOf(cr.Shardbench), medianOf(cr.RedisBenchmark)
 	cr.SBCPUMed, cr.RBCPUMed = medianOf(cr.SBCPU), medianOf(cr.RBCPU)
 	cr.SBServerMed, cr.RBServerMed = medianOf(cr.SBServer), medianOf(cr.RBServer)
@@ -233,7 +267,6 @@ func (h *harness) crosscheckOne(srv *proc.Process, cr *crossRow) error {
 		h.fail("cross-check %s -P %d: shardbench %.0f req/s vs redis-benchmark %.0f req/s: off by more than %.0f%%",
 			cr.Test, cr.Pipeline, cr.SB, cr.RB, 100*crossTolerance)
 	}
-	return nil
 }
 
 // redisBenchmark runs redis-benchmark's test (SET or GET) and returns its

@@ -241,6 +241,21 @@ func (h *harness) runLoad(l load, done []*table) *table {
 		}
 		t.Rows = append(t.Rows, r)
 	}
+	h.runRounds(t, tg, backends, args)
+	for _, r := range t.Rows {
+		r.Median = median(r.Samples)
+		if p := tg.proc(r.Target, backends); p != nil && p.Running() {
+			r.PeakKiB, _ = proc.Status(p.Pid(), "VmHWM")
+		}
+	}
+	return t
+}
+
+// runRounds runs the rounds of t's load with args: each target that
+// started runs once a round, the order rotating from round to round, and
+// each run adds a sample to its row or ends the row with an error.
+func (h *harness) runRounds(t *table, tg *targets, backends []*proc.Process, args []string) {
+	name := t.Load.Name
 	for round := range h.opt.rounds {
 		for i := range t.Rows {
 			r := t.Rows[(i+round)%len(t.Rows)]
@@ -250,22 +265,15 @@ func (h *harness) runLoad(l load, done []*table) *table {
 			s, err := h.runTarget(tg, r.Target, backends, args, h.opt.duration, h.opt.warmup)
 			if err != nil {
 				r.Err = err.Error()
-				h.fail("%s: %s: %v", l.Name, r.Target, err)
+				h.fail("%s: %s: %v", name, r.Target, err)
 				continue
 			}
 			if s.Errors > 0 {
-				h.fail("%s: %s: %d wrong replies: %v", l.Name, r.Target, s.Errors, s.ErrorNotes)
+				h.fail("%s: %s: %d wrong replies: %v", name, r.Target, s.Errors, s.ErrorNotes)
 			}
 			r.Samples = append(r.Samples, s)
 		}
 	}
-	for _, r := range t.Rows {
-		r.Median = median(r.Samples)
-		if p := tg.proc(r.Target, backends); p != nil && p.Running() {
-			r.PeakKiB, _ = proc.Status(p.Pid(), "VmHWM")
-		}
-	}
-	return t
 }
 
 // targets are the ways a load reaches the backends.

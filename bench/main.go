@@ -64,24 +64,10 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.quick {
-		if !set["rounds"] {
-			o.rounds = 1
-		}
-		if !set["duration"] {
-			o.duration = 800 * time.Millisecond
-		}
-		if !set["warmup"] {
-			o.warmup = 200 * time.Millisecond
-		}
-		if !set["scale-duration"] {
-			o.scaleDuration = 800 * time.Millisecond
-		}
+		o.quickDefaults(set)
 	}
 	if o.out == "" {
-		o.out = filepath.Join("bench", "report")
-		if o.quick {
-			o.out = filepath.Join(os.TempDir(), "shardproxy-bench-quick")
-		}
+		o.out = o.defaultOut()
 	}
 	var err error
 	if o.only, err = parseList(*only, sections); err != nil {
@@ -94,6 +80,32 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("-rounds, -duration, -scale-duration and -idle-conns must be positive")
 	}
 	return o, nil
+}
+
+// quickDefaults shortens a -quick run: the rounds and times of the flags
+// not in set (the flags given) to a smoke run's.
+func (o *options) quickDefaults(set map[string]bool) {
+	if !set["rounds"] {
+		o.rounds = 1
+	}
+	if !set["duration"] {
+		o.duration = 800 * time.Millisecond
+	}
+	if !set["warmup"] {
+		o.warmup = 200 * time.Millisecond
+	}
+	if !set["scale-duration"] {
+		o.scaleDuration = 800 * time.Millisecond
+	}
+}
+
+// defaultOut is the report directory without -out: bench/report, or a
+// temporary directory for a -quick run.
+func (o *options) defaultOut() string {
+	if o.quick {
+		return filepath.Join(os.TempDir(), "shardproxy-bench-quick")
+	}
+	return filepath.Join("bench", "report")
 }
 
 // parseList parses a comma-separated subset of known.

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// markdown renders the report's README.md.
+// markdown renders the report's README.md, one section after another.
 func (r *report) markdown() string {
 	var b strings.Builder
 	b.WriteString("# shardproxy benchmarks\n\n")
@@ -15,120 +15,158 @@ func (r *report) markdown() string {
 		"(bench/ and cmd/shardbench) to refresh it; `results.json` holds every sample.\n\n", r.Date)
 	b.WriteString("Contents: [goals](#goals) · [loads](#loads) · [idle connections](#idle-connections) · " +
 		"[scaling](#scaling) · [load generator cross-check](#load-generator-cross-check) · [method](#method)\n\n")
+	r.markdownSetup(&b)
+	b.WriteString("\n## Goals\n\nIssue 8's \"done when\" figures, issue 25's speed goals for a V2 Lua route " +
+		"(item 5) and issue 27's goals for shardproxy's defaults (item 8), from this run.\n\n")
+	markdownTable(&b, criteriaHeader, r.criteriaCells())
+	r.markdownLoads(&b)
+	r.markdownIdle(&b)
+	r.markdownScaling(&b)
+	r.markdownCross(&b)
+	b.WriteString(methodText)
+	return b.String()
+}
 
+// markdownSetup writes the Setup section: the settings, the machine, the
+// servers' versions, the noise and the run's failures.
+func (r *report) markdownSetup(b *strings.Builder) {
 	b.WriteString("## Setup\n\n")
-	fmt.Fprintf(&b, "- %s.\n", r.Settings)
+	fmt.Fprintf(b, "- %s.\n", r.Settings)
 	keys := make([]string, 0, len(r.Machine))
 	for k := range r.Machine {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		fmt.Fprintf(&b, "- %s: %s\n", k, r.Machine[k])
+		fmt.Fprintf(b, "- %s: %s\n", k, r.Machine[k])
 	}
 	for _, k := range []string{"shardproxy", "nutcracker", "memcached", "redis-server", "memcached-proxy"} {
-		fmt.Fprintf(&b, "- %s: %s\n", k, r.Versions[k])
+		fmt.Fprintf(b, "- %s: %s\n", k, r.Versions[k])
 	}
 	if r.Noise != "" {
-		fmt.Fprintf(&b, "- %s\n", r.Noise)
+		fmt.Fprintf(b, "- %s\n", r.Noise)
 	}
 	if len(r.Failures) > 0 {
 		b.WriteString("\n**This run had failures** (wrong replies, targets that did not run, or a cross-check off by too much):\n\n")
 		for _, f := range r.Failures {
-			fmt.Fprintf(&b, "- %s\n", short(f, 400))
+			fmt.Fprintf(b, "- %s\n", short(f, 400))
 		}
 	}
+}
 
-	b.WriteString("\n## Goals\n\nIssue 8's \"done when\" figures, issue 25's speed goals for a V2 Lua route " +
-		"(item 5) and issue 27's goals for shardproxy's defaults (item 8), from this run.\n\n")
-	markdownTable(&b, criteriaHeader, r.criteriaCells())
-
-	if len(r.Tables) > 0 {
-		b.WriteString("\n## Loads\n\n")
-		b.WriteString("Each table: the same load against *direct* (the first backend alone), *shardproxy* and " +
-			"*nutcracker* (twemproxy) in front of the backends. × direct is throughput relative to direct. " +
-			"Proxy CPU is the proxy process's utime+stime per request; backend CPU is the backends' together " +
-			"(for direct, the one server's); client CPU is shardbench's own, which runs every connection on one thread " +
-			"(-procs 1), as the issue's measurements did. Peak RSS is the proxy's VmHWM " +
-			"over the load (for direct, the server's). Other load is the CPU that processes outside the benchmark " +
-			"used during the run (the machine's busy time minus the benchmark's own), in cores: where it is " +
-			"high, the row was measured on a busy machine. *shardproxy-defaults* (memcache-p1, memcache-100k) is " +
-			"shardproxy as it comes: no `server_protocol` key (auto) and no `-threads` flag. The lua-v2 tables have other rows: *shardproxy-v2* is " +
-			"shardproxy with a Lua pool running a V2 route file (one function generator, enqueue_and_wait to one pool " +
-			"of the one memcached), *shardproxy-v2-meta* the same with `server_protocol: meta` (the gets its route " +
-			"forwards untouched reach memcached as mg), *shardproxy* its native pool of the same memcached, *shardproxy-text* that pool with " +
-			"`server_protocol: text` (requests reach memcached as sent, as from a Lua pool, whose route decides " +
-			"what it sends; memcached batches meta replies but not text ones), and *memcached-proxy* " +
-			"memcached's own proxy running the same file (only when its binary is given: " +
-			"`make bench MEMCACHED_PROXY=/path/to/memcached`).\n")
-		for _, t := range r.Tables {
-			fmt.Fprintf(&b, "\n### %s\n\n%s.\n\n", t.Load.Title, t.caption())
-			if t.Note != "" {
-				fmt.Fprintf(&b, "%s\n", t.Note)
-				continue
-			}
-			markdownTable(&b, tableHeader, t.cells())
-		}
+// markdownLoads writes the Loads section, a table per load, when the run
+// measured loads.
+func (r *report) markdownLoads(b *strings.Builder) {
+	if len(r.Tables) == 0 {
+		return
 	}
+	b.WriteString("\n## Loads\n\n")
+	b.WriteString(loadsText)
+	for _, t := range r.Tables {
+		fmt.Fprintf(b, "\n### %s\n\n%s.\n\n", t.Load.Title, t.caption())
+		if t.Note != "" {
+			fmt.Fprintf(b, "%s\n", t.Note)
+			continue
+		}
+		markdownTable(b, tableHeader, t.cells())
+	}
+}
+
+// markdownIdle writes the Idle connections section and its Lua worker
+// states, when the run measured them.
+func (r *report) markdownIdle(b *strings.Builder) {
 	if len(r.Idle) > 0 {
 		b.WriteString("\n## Idle connections\n\n")
 		b.WriteString("Idle client connections held open against a fresh proxy (memcache pool over 4 servers): " +
 			"VmRSS once it has settled with no client and again with every client connected, divided by " +
 			"the number of clients.\n\n")
-		markdownTable(&b, idleHeader, idleCells(r.Idle))
+		markdownTable(b, idleHeader, idleCells(r.Idle))
 	}
 	if r.LuaIdle != nil {
 		b.WriteString("\n### Idle Lua worker states\n\nshardproxy with a Lua pool (the lua-v2 route) and no client, " +
 			"started with `-threads 1` and again with more threads (a Lua pool runs one worker state per thread); " +
 			"VmRSS once settled.\n\n" + luaIdleText(*r.LuaIdle))
 	}
-	if len(r.Scaling) > 0 {
-		b.WriteString("\n## Scaling\n\nOne run per point; CPU is the proxy's per request (for direct, the server's).\n")
-		for _, sc := range r.Scaling {
-			fmt.Fprintf(&b, "\n### Throughput and CPU vs %s\n\n%s.\n\n", sc.Title, sc.Load)
-			fmt.Fprintf(&b, "| throughput | CPU per request |\n| --- | --- |\n| ![](%s) | ![](%s) |\n\n",
-				sc.file("ops"), sc.file("cpu"))
-			h, rows := sc.cells()
-			markdownTable(&b, h, rows)
-		}
-	}
-	if len(r.Cross) > 0 {
-		b.WriteString("\n## Load generator cross-check\n\n")
-		b.WriteString("shardbench and redis-benchmark against the same direct redis-server with equivalent " +
-			"settings (50 connections, 100-byte values, 10,000 random keys, one load thread each; SET, then GET): an unrecorded " +
-			"warm-up pair, then rounds alternating which runs first; medians. redis-benchmark is given as many requests as shardbench answered, " +
-			"so both run about as long.\n\n")
-		var rows [][]string
-		for _, cr := range r.Cross {
-			ok := "within"
-			switch {
-			case !cr.OK && r.opt != nil && r.opt.quick:
-				ok = "off (quick run: not asserted)"
-			case !cr.OK:
-				ok = "OFF"
-			}
-			if cr.Err != "" {
-				ok = short(cr.Err, 120)
-			}
-			rows = append(rows, []string{cr.Test, fmt.Sprint(cr.Pipeline), fmtInt(cr.SB), fmtInt(cr.RB),
-				fmt.Sprintf("%.3f", cr.Ratio), ok, fmtFloat(cr.SBCPUMed), fmtFloat(cr.RBCPUMed),
-				fmtFloat(cr.SBServerMed), fmtFloat(cr.RBServerMed),
-				worstCount(cr.SBCounted) + " / " + worstCount(cr.RBCounted)})
-		}
-		markdownTable(&b, []string{"test", "pipeline", "shardbench req/s", "redis-benchmark req/s", "ratio",
-			fmt.Sprintf("±%.0f%%", 100*crossTolerance), "shardbench CPU µs/req", "redis-benchmark CPU µs/req",
-			"server CPU µs/req (shardbench)", "server CPU µs/req (redis-benchmark)",
-			"server's count ÷ tool's (shardbench / redis-benchmark)"}, rows)
-		b.WriteString("\nEach tool's own CPU and the server's, per request: on a machine the tools share with the " +
-			"server, the cheaper tool leaves the server more CPU and reads a higher rate. Server CPU per request " +
-			"that matches under both tools says they send the same traffic. The last column checks each tool's " +
-			"count against redis-server's own (INFO's total_commands_processed over the run, all requests, " +
-			"warm-up included), the round farthest from 1; a run fails beyond " +
-			fmt.Sprintf("%.0f%%", 100*countTolerance) + ".\n")
-	}
-	b.WriteString(methodText)
-	return b.String()
 }
+
+// markdownScaling writes the Scaling section, plots and a table per
+// series, when the run measured one.
+func (r *report) markdownScaling(b *strings.Builder) {
+	if len(r.Scaling) == 0 {
+		return
+	}
+	b.WriteString("\n## Scaling\n\nOne run per point; CPU is the proxy's per request (for direct, the server's).\n")
+	for _, sc := range r.Scaling {
+		fmt.Fprintf(b, "\n### Throughput and CPU vs %s\n\n%s.\n\n", sc.Title, sc.Load)
+		fmt.Fprintf(b, "| throughput | CPU per request |\n| --- | --- |\n| ![](%s) | ![](%s) |\n\n",
+			sc.file("ops"), sc.file("cpu"))
+		h, rows := sc.cells()
+		markdownTable(b, h, rows)
+	}
+}
+
+// markdownCross writes the Load generator cross-check section, when the
+// run made one.
+func (r *report) markdownCross(b *strings.Builder) {
+	if len(r.Cross) == 0 {
+		return
+	}
+	b.WriteString("\n## Load generator cross-check\n\n")
+	b.WriteString("shardbench and redis-benchmark against the same direct redis-server with equivalent " +
+		"settings (50 connections, 100-byte values, 10,000 random keys, one load thread each; SET, then GET): an unrecorded " +
+		"warm-up pair, then rounds alternating which runs first; medians. redis-benchmark is given as many requests as shardbench answered, " +
+		"so both run about as long.\n\n")
+	var rows [][]string
+	for _, cr := range r.Cross {
+		rows = append(rows, []string{cr.Test, fmt.Sprint(cr.Pipeline), fmtInt(cr.SB), fmtInt(cr.RB),
+			fmt.Sprintf("%.3f", cr.Ratio), r.crossVerdict(cr), fmtFloat(cr.SBCPUMed), fmtFloat(cr.RBCPUMed),
+			fmtFloat(cr.SBServerMed), fmtFloat(cr.RBServerMed),
+			worstCount(cr.SBCounted) + " / " + worstCount(cr.RBCounted)})
+	}
+	markdownTable(b, []string{"test", "pipeline", "shardbench req/s", "redis-benchmark req/s", "ratio",
+		fmt.Sprintf("±%.0f%%", 100*crossTolerance), "shardbench CPU µs/req", "redis-benchmark CPU µs/req",
+		"server CPU µs/req (shardbench)", "server CPU µs/req (redis-benchmark)",
+		"server's count ÷ tool's (shardbench / redis-benchmark)"}, rows)
+	b.WriteString("\nEach tool's own CPU and the server's, per request: on a machine the tools share with the " +
+		"server, the cheaper tool leaves the server more CPU and reads a higher rate. Server CPU per request " +
+		"that matches under both tools says they send the same traffic. The last column checks each tool's " +
+		"count against redis-server's own (INFO's total_commands_processed over the run, all requests, " +
+		"warm-up included), the round farthest from 1; a run fails beyond " +
+		fmt.Sprintf("%.0f%%", 100*countTolerance) + ".\n")
+}
+
+// crossVerdict is a cross-check row's tolerance column: within, off, or
+// the error that stopped it.
+func (r *report) crossVerdict(cr *crossRow) string {
+	if cr.Err != "" {
+		return short(cr.Err, 120)
+	}
+	switch {
+	case !cr.OK && r.opt != nil && r.opt.quick:
+		return "off (quick run: not asserted)"
+	case !cr.OK:
+		return "OFF"
+	}
+	return "within"
+}
+
+// loadsText opens the Loads section: what each table's rows and columns are.
+const loadsText = "Each table: the same load against *direct* (the first backend alone), *shardproxy* and " +
+	"*nutcracker* (twemproxy) in front of the backends. × direct is throughput relative to direct. " +
+	"Proxy CPU is the proxy process's utime+stime per request; backend CPU is the backends' together " +
+	"(for direct, the one server's); client CPU is shardbench's own, which runs every connection on one thread " +
+	"(-procs 1), as the issue's measurements did. Peak RSS is the proxy's VmHWM " +
+	"over the load (for direct, the server's). Other load is the CPU that processes outside the benchmark " +
+	"used during the run (the machine's busy time minus the benchmark's own), in cores: where it is " +
+	"high, the row was measured on a busy machine. *shardproxy-defaults* (memcache-p1, memcache-100k) is " +
+	"shardproxy as it comes: no `server_protocol` key (auto) and no `-threads` flag. The lua-v2 tables have other rows: *shardproxy-v2* is " +
+	"shardproxy with a Lua pool running a V2 route file (one function generator, enqueue_and_wait to one pool " +
+	"of the one memcached), *shardproxy-v2-meta* the same with `server_protocol: meta` (the gets its route " +
+	"forwards untouched reach memcached as mg), *shardproxy* its native pool of the same memcached, *shardproxy-text* that pool with " +
+	"`server_protocol: text` (requests reach memcached as sent, as from a Lua pool, whose route decides " +
+	"what it sends; memcached batches meta replies but not text ones), and *memcached-proxy* " +
+	"memcached's own proxy running the same file (only when its binary is given: " +
+	"`make bench MEMCACHED_PROXY=/path/to/memcached`).\n"
 
 // worstCount formats the count ratio farthest from 1, or "–" for none.
 func worstCount(ratios []float64) string {

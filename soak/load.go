@@ -270,37 +270,47 @@ func (c *client) readGet(o op) error {
 			}
 			return nil
 		}
-		f := strings.Fields(l)
-		if len(f) != 4 || f[0] != "VALUE" {
-			return fmt.Errorf("%w: get: %q", errProtocol, abbrev(l))
-		}
-		size, err := strconv.Atoi(f[3])
-		if err != nil || size < 0 || size > 1<<20 {
-			return fmt.Errorf("%w: get: %q", errProtocol, abbrev(l))
-		}
-		data, err := c.readData(size)
+		key, data, err := c.readValue(l)
 		if err != nil {
 			return err
 		}
-		// Hits come in request order; keys in between were misses.
-		pos := -1
-		for j := next; j < len(o.keys); j++ {
-			if o.keys[j] == f[1] {
-				pos = j
-				break
-			}
-		}
+		pos := hitAt(o.keys, next, key)
 		if pos < 0 {
-			wrong = append(wrong, fmt.Sprintf("key %s not asked for, repeated or out of order", f[1]))
+			wrong = append(wrong, fmt.Sprintf("key %s not asked for, repeated or out of order", key))
 			continue
 		}
 		next = pos + 1
-		if err := c.keys.checkHit(f[1], data); err != nil {
+		if err := c.keys.checkHit(key, data); err != nil {
 			wrong = append(wrong, err.Error())
 		}
 	}
 	c.verdict(wrong)
 	return nil
+}
+
+// readValue reads the value whose VALUE line is l.
+func (c *client) readValue(l string) (key, data string, err error) {
+	f := strings.Fields(l)
+	if len(f) != 4 || f[0] != "VALUE" {
+		return "", "", fmt.Errorf("%w: get: %q", errProtocol, abbrev(l))
+	}
+	size, err := strconv.Atoi(f[3])
+	if err != nil || size < 0 || size > 1<<20 {
+		return "", "", fmt.Errorf("%w: get: %q", errProtocol, abbrev(l))
+	}
+	data, err = c.readData(size)
+	return f[1], data, err
+}
+
+// hitAt returns the position of a hit's key among the keys asked for, from
+// next on (hits come in request order; keys in between were misses), or -1.
+func hitAt(keys []string, next int, key string) int {
+	for j := next; j < len(keys); j++ {
+		if keys[j] == key {
+			return j
+		}
+	}
+	return -1
 }
 
 func (c *client) verdict(wrong []string) {
@@ -339,40 +349,9 @@ func (c *client) readRedisGet(o op) error {
 		c.t.fail(errorCause(l))
 		return nil
 	}
-	var values []*string
-	elemErr := ""
-	if len(o.keys) == 1 {
-		v, err := c.bulk(l)
-		if err != nil {
-			return err
-		}
-		values = append(values, v)
-	} else {
-		if !strings.HasPrefix(l, "*") {
-			return fmt.Errorf("%w: MGET: %q", errProtocol, abbrev(l))
-		}
-		n, err := strconv.Atoi(l[1:])
-		if err != nil || n != len(o.keys) {
-			return fmt.Errorf("%w: MGET array of %q for %d keys", errProtocol, l[1:], len(o.keys))
-		}
-		for range n {
-			el, err := c.line()
-			if err != nil {
-				return err
-			}
-			if isErrorLine(true, el) {
-				// An element error (a proxy may answer a failed server's
-				// keys so): counted as that request's error, once.
-				values = append(values, nil)
-				elemErr = errorCause(el)
-				continue
-			}
-			v, err := c.bulk(el)
-			if err != nil {
-				return err
-			}
-			values = append(values, v)
-		}
+	values, elemErr, err := c.readRedisValues(l, len(o.keys))
+	if err != nil {
+		return err
 	}
 	var wrong []string
 	for i, v := range values {
@@ -388,4 +367,43 @@ func (c *client) readRedisGet(o op) error {
 	}
 	c.verdict(wrong)
 	return nil
+}
+
+// readRedisValues reads the values of a GET's reply (nkeys 1) or an MGET's
+// whose first line is l, nil for a miss. elemErr is the cause of an MGET
+// element's error, which leaves that element nil.
+func (c *client) readRedisValues(l string, nkeys int) (values []*string, elemErr string, err error) {
+	if nkeys == 1 {
+		v, err := c.bulk(l)
+		if err != nil {
+			return nil, "", err
+		}
+		return []*string{v}, "", nil
+	}
+	if !strings.HasPrefix(l, "*") {
+		return nil, "", fmt.Errorf("%w: MGET: %q", errProtocol, abbrev(l))
+	}
+	n, err := strconv.Atoi(l[1:])
+	if err != nil || n != nkeys {
+		return nil, "", fmt.Errorf("%w: MGET array of %q for %d keys", errProtocol, l[1:], nkeys)
+	}
+	for range n {
+		el, err := c.line()
+		if err != nil {
+			return nil, "", err
+		}
+		if isErrorLine(true, el) {
+			// An element error (a proxy may answer a failed server's
+			// keys so): counted as that request's error, once.
+			values = append(values, nil)
+			elemErr = errorCause(el)
+			continue
+		}
+		v, err := c.bulk(el)
+		if err != nil {
+			return nil, "", err
+		}
+		values = append(values, v)
+	}
+	return values, elemErr, nil
 }

@@ -64,53 +64,85 @@ func (p *respProto) readGet(r *bufio.Reader, keys [][]byte, hit func(int, []byte
 		return err
 	}
 	if len(keys) == 1 {
-		if len(line) == 0 || line[0] != '$' {
-			return unexpected(r, "GET", line)
-		}
-		data, found, err := p.readBulk(r, line)
-		if found {
-			hit(0, data)
-		}
+		return p.readGetReply(r, line, hit)
+	}
+	return p.readMGetReply(r, line, len(keys), hit)
+}
+
+// readGetReply reads the rest of a GET's reply, whose header is line.
+func (p *respProto) readGetReply(r *bufio.Reader, line []byte, hit func(int, []byte)) error {
+	if len(line) == 0 || line[0] != '$' {
+		return unexpected(r, "GET", line)
+	}
+	data, found, err := p.readBulk(r, line)
+	if found {
+		hit(0, data)
+	}
+	return err
+}
+
+// readMGetReply reads the rest of an MGET's reply for nkeys keys, whose
+// header is line. An array of another length is read to its end, its hits
+// left out: their positions mean nothing.
+func (p *respProto) readMGetReply(r *bufio.Reader, line []byte, nkeys int, hit func(int, []byte)) error {
+	n, err := mgetLength(r, line)
+	if err != nil {
 		return err
 	}
-	if len(line) == 0 || line[0] != '*' {
-		return unexpected(r, "MGET", line)
-	}
-	n, ok := parseUint(line[1:])
-	if !ok {
-		if bytes.Equal(line, []byte("*-1")) {
-			return wrongReply("MGET", line)
-		}
-		return brokenf("MGET: bad array header %q", abbrev(line))
-	}
 	var wrong error
-	misfit := n != len(keys) // then positions mean nothing
+	misfit := n != nkeys
 	if misfit {
 		wrong = wrongReply("MGET: array of "+strconv.Itoa(n)+" for "+
-			strconv.Itoa(len(keys))+" keys", line)
+			strconv.Itoa(nkeys)+" keys", line)
 	}
 	for i := range n {
-		elem, err := readLine(r)
+		data, found, bad, err := p.readMGetElem(r)
 		if err != nil {
 			return err
 		}
-		if len(elem) == 0 || elem[0] != '$' {
-			if err := unexpected(r, "MGET element", elem); !isReplyError(err) {
-				return err
-			} else if wrong == nil {
-				wrong = err
-			}
-			continue
-		}
-		data, found, err := p.readBulk(r, elem)
-		if err != nil {
-			return err
+		if wrong == nil {
+			wrong = bad
 		}
 		if found && !misfit {
 			hit(i, data)
 		}
 	}
 	return wrong
+}
+
+// mgetLength returns the length of the array an MGET's reply header line
+// announces, or the error of a reply that is no array.
+func mgetLength(r *bufio.Reader, line []byte) (int, error) {
+	if len(line) == 0 || line[0] != '*' {
+		return 0, unexpected(r, "MGET", line)
+	}
+	n, ok := parseUint(line[1:])
+	if !ok {
+		if bytes.Equal(line, []byte("*-1")) {
+			return 0, wrongReply("MGET", line)
+		}
+		return 0, brokenf("MGET: bad array header %q", abbrev(line))
+	}
+	return n, nil
+}
+
+// readMGetElem reads one element of an MGET's array: data and found as
+// readBulk returns them, or, for an element that is no bulk string, the
+// *replyError wrong once it is skipped. err is a broken stream.
+func (p *respProto) readMGetElem(r *bufio.Reader) (data []byte, found bool, wrong, err error) {
+	elem, err := readLine(r)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	if len(elem) == 0 || elem[0] != '$' {
+		err := unexpected(r, "MGET element", elem)
+		if isReplyError(err) {
+			return nil, false, err, nil
+		}
+		return nil, false, nil, err
+	}
+	data, found, err = p.readBulk(r, elem)
+	return data, found, nil, err
 }
 
 // readBulk reads the bulk string whose header is line. found is false for

@@ -89,6 +89,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run is the command: it returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
@@ -98,29 +99,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "shardproxy:", err)
 		return 2
 	}
-	if o.showVersion {
-		fmt.Fprintf(stdout, "This is shardproxy-%s\n", proxy.Version)
-		return 0
+	if code, exit := earlyExit(o, stdout, stderr); exit {
+		return code
 	}
-	if o.describe {
-		fmt.Fprintf(stdout, "This is shardproxy-%s\n\n", proxy.Version)
-		admin.WriteDescription(stdout)
-		return 0
+	logOut, closeLog, err := openLog(o.output, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "shardproxy:", err)
+		return 1
 	}
-	if o.daemonize {
-		fmt.Fprintln(stderr, "shardproxy: -d is not supported; run it under systemd or another supervisor")
-		return 2
-	}
-	logOut := stderr
-	if o.output != "" {
-		f, err := os.OpenFile(o.output, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			fmt.Fprintln(stderr, "shardproxy:", err)
-			return 1
-		}
-		defer f.Close()
-		logOut = f
-	}
+	defer closeLog()
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: logLevel(o.verbosity)}))
 	slog.SetDefault(log)
 
@@ -130,37 +117,63 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if o.test {
-		// What start checks, short of binding: pools built and closed
-		// (route files run, TLS files read), addresses resolved.
-		err := proxy.Check(cfg, proxy.Options{Logger: log})
-		if err == nil {
-			err = checkAdmin(o, cfg.Admin)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "shardproxy: configuration file '%s' syntax is invalid: %v\n", o.conf, err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "shardproxy: configuration file '%s' syntax is ok\n", o.conf)
-		return 0
+		return testConfig(o, cfg, log, stdout, stderr)
 	}
-	runtime.GOMAXPROCS(threads(o.threads, os.Getenv("GOMAXPROCS") != "", runtime.GOMAXPROCS(0)))
-	srv, err := proxy.New(cfg, proxy.Options{Logger: log})
+	return serve(o, cfg, log)
+}
+
+// earlyExit answers the flags that end the command before it reads the
+// configuration: -V and -D print, -d is refused.
+func earlyExit(o *options, stdout, stderr io.Writer) (code int, exit bool) {
+	switch {
+	case o.showVersion:
+		fmt.Fprintf(stdout, "This is shardproxy-%s\n", proxy.Version)
+		return 0, true
+	case o.describe:
+		fmt.Fprintf(stdout, "This is shardproxy-%s\n\n", proxy.Version)
+		admin.WriteDescription(stdout)
+		return 0, true
+	case o.daemonize:
+		fmt.Fprintln(stderr, "shardproxy: -d is not supported; run it under systemd or another supervisor")
+		return 2, true
+	}
+	return 0, false
+}
+
+// openLog returns where the log goes: the file named by -o, opened for
+// appending, or stderr; closeLog closes the file.
+func openLog(output string, stderr io.Writer) (w io.Writer, closeLog func(), err error) {
+	if output == "" {
+		return stderr, func() {}, nil
+	}
+	f, err := os.OpenFile(output, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		log.Error("cannot build proxy", "err", err)
+		return nil, nil, err
+	}
+	return f, func() { f.Close() }, nil
+}
+
+// testConfig is -t: what start checks, short of binding: pools built and
+// closed (route files run, TLS files read), addresses resolved.
+func testConfig(o *options, cfg *config.Config, log *slog.Logger, stdout, stderr io.Writer) int {
+	err := proxy.Check(cfg, proxy.Options{Logger: log})
+	if err == nil {
+		err = checkAdmin(o, cfg.Admin)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "shardproxy: configuration file '%s' syntax is invalid: %v\n", o.conf, err)
 		return 1
 	}
-	if err := srv.Start(); err != nil {
-		log.Error("cannot start", "err", err)
-		srv.Shutdown(context.Background())
-		return 1
-	}
-	op := newOperator(o, srv, log)
-	if errs := op.listen(cfg.Admin); len(errs) > 0 {
-		for _, err := range errs {
-			log.Error("cannot start admin", "err", err)
-		}
-		op.close()
-		srv.Shutdown(context.Background())
+	fmt.Fprintf(stdout, "shardproxy: configuration file '%s' syntax is ok\n", o.conf)
+	return 0
+}
+
+// serve runs the proxy until SIGTERM or SIGINT, reloading it on SIGHUP,
+// then lets in-flight requests finish for -shutdown-timeout.
+func serve(o *options, cfg *config.Config, log *slog.Logger) int {
+	runtime.GOMAXPROCS(threads(o.threads, os.Getenv("GOMAXPROCS") != "", runtime.GOMAXPROCS(0)))
+	srv, op, ok := start(o, cfg, log)
+	if !ok {
 		return 1
 	}
 	defer op.close()
@@ -168,13 +181,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// file or the "started" line appears reloads, it does not kill.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	if o.pidFile != "" {
-		if err := os.WriteFile(o.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-			log.Error("cannot write pid file", "file", o.pidFile, "err", err)
-		} else {
-			defer os.Remove(o.pidFile)
-		}
-	}
+	removePidFile := writePidFile(o.pidFile, log)
+	defer removePidFile()
 	log.Info("shardproxy started", "version", proxy.Version, "conf", o.conf, "pid", os.Getpid(),
 		"threads", runtime.GOMAXPROCS(0))
 
@@ -197,4 +205,43 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("shardproxy stopped")
 	return 0
+}
+
+// start builds and starts the proxy and its admin listeners. When it
+// cannot, it logs why, stops what it started and returns false.
+func start(o *options, cfg *config.Config, log *slog.Logger) (*proxy.Server, *operator, bool) {
+	srv, err := proxy.New(cfg, proxy.Options{Logger: log})
+	if err != nil {
+		log.Error("cannot build proxy", "err", err)
+		return nil, nil, false
+	}
+	if err := srv.Start(); err != nil {
+		log.Error("cannot start", "err", err)
+		srv.Shutdown(context.Background())
+		return nil, nil, false
+	}
+	op := newOperator(o, srv, log)
+	if errs := op.listen(cfg.Admin); len(errs) > 0 {
+		for _, err := range errs {
+			log.Error("cannot start admin", "err", err)
+		}
+		op.close()
+		srv.Shutdown(context.Background())
+		return nil, nil, false
+	}
+	return srv, op, true
+}
+
+// writePidFile writes the process id to path (-p), if any; remove removes
+// the file it wrote. A pid file that cannot be written is logged, not
+// fatal.
+func writePidFile(path string, log *slog.Logger) (remove func()) {
+	if path == "" {
+		return func() {}
+	}
+	if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		log.Error("cannot write pid file", "file", path, "err", err)
+		return func() {}
+	}
+	return func() { os.Remove(path) }
 }

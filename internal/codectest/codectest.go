@@ -243,27 +243,12 @@ func CheckSplit(t *testing.T, d codec.Dialect, o codec.Options, req *codec.Reque
 	if req.Route != codec.RouteMulti || len(req.Keys) < 2 {
 		return
 	}
-	targets := make([]int, len(req.Keys))
-	for i, k := range req.Keys {
-		h := len(k)
-		for _, c := range k {
-			h = h*31 + int(c)
-		}
-		targets[i] = (h%3 + 3) % 3
-	}
+	targets := spreadTargets(req.Keys)
 	fresh, freshTargets, freshOwners := d.Split(req, targets, nil)
 	if fresh == nil {
 		return // not a request the dialect splits
 	}
-	var scratch codec.SplitScratch
-	if first, _, err := Parse(t, d, o, dirty); err == nil && first.Route == codec.RouteMulti {
-		ft := make([]int, len(first.Keys))
-		for i := range ft {
-			ft[i] = i % 4
-		}
-		d.Split(first, ft, &scratch)
-	}
-	subs, subTargets, owners := d.Split(req, targets, &scratch)
+	subs, subTargets, owners := d.Split(req, targets, usedScratch(t, d, o, dirty))
 	if !reflect.DeepEqual(subTargets, freshTargets) || len(subs) != len(fresh) {
 		t.Fatalf("split in a used scratch: targets %v, fresh %v", subTargets, freshTargets)
 	}
@@ -273,8 +258,54 @@ func CheckSplit(t *testing.T, d codec.Dialect, o codec.Options, req *codec.Reque
 	if len(owners) != len(req.Keys) {
 		t.Fatalf("split gave %d owners for %d keys", len(owners), len(req.Keys))
 	}
+	routed := checkOwners(t, req.Keys, targets, subs, subTargets, owners)
+	for j, s := range subs {
+		if !reflect.DeepEqual(*s, *fresh[j]) {
+			t.Fatalf("sub-request %d in a used scratch differs from the fresh one:\n%+v\n%+v", j, *s, *fresh[j])
+		}
+		if routed[j] != len(s.Keys) {
+			t.Fatalf("sub-request %d has %d keys, %d were routed to it", j, len(s.Keys), routed[j])
+		}
+		checkParsesBack(t, d, o, s)
+	}
+}
+
+// spreadTargets gives each key one of three targets by its bytes.
+func spreadTargets(keys [][]byte) []int {
+	targets := make([]int, len(keys))
+	for i, k := range keys {
+		h := len(k)
+		for _, c := range k {
+			h = h*31 + int(c)
+		}
+		targets[i] = (h%3 + 3) % 3
+	}
+	return targets
+}
+
+// usedScratch returns a split scratch that splitting the request dirty
+// (parsed with options o) over four targets used first, or a fresh one
+// when dirty is no multi-key request.
+func usedScratch(t *testing.T, d codec.Dialect, o codec.Options, dirty string) *codec.SplitScratch {
+	t.Helper()
+	var scratch codec.SplitScratch
+	if first, _, err := Parse(t, d, o, dirty); err == nil && first.Route == codec.RouteMulti {
+		ft := make([]int, len(first.Keys))
+		for i := range ft {
+			ft[i] = i % 4
+		}
+		d.Split(first, ft, &scratch)
+	}
+	return &scratch
+}
+
+// checkOwners checks that each key, in the client's order, is owned by the
+// sub-request of its target and is that sub-request's next key. It returns
+// the number of keys routed to each sub-request.
+func checkOwners(t *testing.T, keys [][]byte, targets []int, subs []*codec.Request, subTargets, owners []int) []int {
+	t.Helper()
 	next := make([]int, len(subTargets)) // per sub-request: its next key
-	for i, k := range req.Keys {
+	for i, k := range keys {
 		j := slices.Index(subTargets, targets[i])
 		if owners[i] != j {
 			t.Fatalf("key %d %q: owner %d, but its target %d is sub-request %d's", i, k, owners[i], targets[i], j)
@@ -284,21 +315,20 @@ func CheckSplit(t *testing.T, d codec.Dialect, o codec.Options, req *codec.Reque
 		}
 		next[j]++
 	}
-	for j, s := range subs {
-		if !reflect.DeepEqual(*s, *fresh[j]) {
-			t.Fatalf("sub-request %d in a used scratch differs from the fresh one:\n%+v\n%+v", j, *s, *fresh[j])
-		}
-		if next[j] != len(s.Keys) {
-			t.Fatalf("sub-request %d has %d keys, %d were routed to it", j, len(s.Keys), next[j])
-		}
-		again, n, err := Parse(t, d, o, string(s.Wire))
-		if err != nil || n != len(s.Wire) || len(again.Keys) != len(s.Keys) {
-			t.Fatalf("sub-request %q does not parse back: %d keys, %v", s.Wire, len(again.Keys), err)
-		}
-		for i := range s.Keys {
-			if string(again.Keys[i]) != string(s.Keys[i]) {
-				t.Fatalf("sub-request %q parses with key %q at %d, split says %q", s.Wire, again.Keys[i], i, s.Keys[i])
-			}
+	return next
+}
+
+// checkParsesBack checks that sub-request s parses (with options o) as a
+// request for exactly its keys.
+func checkParsesBack(t *testing.T, d codec.Dialect, o codec.Options, s *codec.Request) {
+	t.Helper()
+	again, n, err := Parse(t, d, o, string(s.Wire))
+	if err != nil || n != len(s.Wire) || len(again.Keys) != len(s.Keys) {
+		t.Fatalf("sub-request %q does not parse back: %d keys, %v", s.Wire, len(again.Keys), err)
+	}
+	for i := range s.Keys {
+		if string(again.Keys[i]) != string(s.Keys[i]) {
+			t.Fatalf("sub-request %q parses with key %q at %d, split says %q", s.Wire, again.Keys[i], i, s.Keys[i])
 		}
 	}
 }

@@ -66,31 +66,67 @@ func CheckResume(t testing.TB, d codec.Dialect, req *codec.Request, data []byte,
 	for i, c := range cuts {
 		buf = append(buf, data[len(buf):c]...)
 		off := st.Off
-		n, kind, err := d.ResumeReply(buf, req, &st)
-		if i%compareEvery == 0 || i == len(cuts)-1 || !errors.Is(err, codec.ErrIncomplete) {
-			wn, wkind, werr := d.ParseReply(data[:c], req)
-			if n != wn || kind != wkind || errText(err) != errText(werr) || codec.Needed(err) != codec.Needed(werr) {
-				t.Fatalf("%.200q in pieces, at %d bytes: %d, %d, %v (need %d); ParseReply: %d, %d, %v (need %d)",
-					data, c, n, kind, err, codec.Needed(err), wn, wkind, werr, codec.Needed(werr))
-			}
+		var r framing
+		r.n, r.kind, r.err = d.ResumeReply(buf, req, &st)
+		incomplete := errors.Is(r.err, codec.ErrIncomplete)
+		if i%compareEvery == 0 || i == len(cuts)-1 || !incomplete {
+			checkAsParsed(t, d, req, data, c, r)
 		}
-		if errors.Is(err, codec.ErrIncomplete) {
-			if n != 0 || st.Off < off || st.Off > len(buf) {
-				t.Fatalf("%.200q at %d bytes: incomplete with n=%d, state offset %d after %d", data, c, n, st.Off, off)
-			}
-			for j := off; j < st.Off; j++ {
-				buf[j] = poison
-			}
+		if incomplete {
+			checkPending(t, data, c, r, off, &st)
+			poisonExamined(buf[off:st.Off])
 			continue
 		}
-		if st != (codec.ReplyState{}) {
-			t.Fatalf("%.200q at %d bytes: state %+v left after %d, %v", data, c, st, n, err)
-		}
-		wn, wkind, werr := d.ParseReply(data, req)
-		if n != wn || kind != wkind || (err == nil) != (werr == nil) || errors.Is(werr, codec.ErrIncomplete) {
-			t.Fatalf("%.200q: in pieces %d, %d, %v at %d bytes; whole %d, %d, %v", data, n, kind, err, c, wn, wkind, werr)
-		}
+		checkFramed(t, d, req, data, c, r, st)
 		return
+	}
+}
+
+// framing is what ResumeReply or ParseReply answered.
+type framing struct {
+	n    int
+	kind codec.ReplyKind
+	err  error
+}
+
+// checkAsParsed checks that r, ResumeReply's answer on the first c bytes
+// of data, is ParseReply's on the same bytes.
+func checkAsParsed(t testing.TB, d codec.Dialect, req *codec.Request, data []byte, c int, r framing) {
+	t.Helper()
+	wn, wkind, werr := d.ParseReply(data[:c], req)
+	if r.n != wn || r.kind != wkind || errText(r.err) != errText(werr) || codec.Needed(r.err) != codec.Needed(werr) {
+		t.Fatalf("%.200q in pieces, at %d bytes: %d, %d, %v (need %d); ParseReply: %d, %d, %v (need %d)",
+			data, c, r.n, r.kind, r.err, codec.Needed(r.err), wn, wkind, werr, codec.Needed(werr))
+	}
+}
+
+// checkPending checks an incomplete answer r at c bytes: nothing framed,
+// and the state's offset moved forward from off within the bytes read.
+func checkPending(t testing.TB, data []byte, c int, r framing, off int, st *codec.ReplyState) {
+	t.Helper()
+	if r.n != 0 || st.Off < off || st.Off > c {
+		t.Fatalf("%.200q at %d bytes: incomplete with n=%d, state offset %d after %d", data, c, r.n, st.Off, off)
+	}
+}
+
+// poisonExamined overwrites bytes the state says are examined: a dialect
+// that reads them again misframes.
+func poisonExamined(b []byte) {
+	for j := range b {
+		b[j] = poison
+	}
+}
+
+// checkFramed checks the final answer r, framed or rejected at c bytes:
+// the state is zero and ParseReply on all of data agrees.
+func checkFramed(t testing.TB, d codec.Dialect, req *codec.Request, data []byte, c int, r framing, st codec.ReplyState) {
+	t.Helper()
+	if st != (codec.ReplyState{}) {
+		t.Fatalf("%.200q at %d bytes: state %+v left after %d, %v", data, c, st, r.n, r.err)
+	}
+	wn, wkind, werr := d.ParseReply(data, req)
+	if r.n != wn || r.kind != wkind || (r.err == nil) != (werr == nil) || errors.Is(werr, codec.ErrIncomplete) {
+		t.Fatalf("%.200q: in pieces %d, %d, %v at %d bytes; whole %d, %d, %v", data, r.n, r.kind, r.err, c, wn, wkind, werr)
 	}
 }
 

@@ -197,29 +197,9 @@ func (l *link) forward(dir Direction, st *stream, data []byte, readAt time.Time,
 	if !l.sleep(time.Until(readAt.Add(delay))) {
 		return broken
 	}
-	if t.Cut != st.cut {
-		st.cut, st.cutBase = t.Cut, st.sent
-	}
-	if t.Inject != st.inject {
-		st.inject, st.injBase, st.injected = t.Inject, st.read, false
-	}
-	out := data
-	if in := t.Inject; in != nil && !st.injected {
-		if pos := in.At - (st.read - st.injBase); pos <= int64(len(data)) {
-			// One write, as if the garbage came in the same segment.
-			out = make([]byte, 0, len(data)+len(in.Bytes))
-			out = append(append(append(out, data[:pos]...), in.Bytes...), data[pos:]...)
-			st.injected = true
-		}
-	}
-	st.read += int64(len(data))
-	c := t.Cut
-	cutNow := false
-	if c != nil {
-		if left := c.After - (st.sent - st.cutBase); left <= int64(len(out)) {
-			out, cutNow = out[:max(left, 0)], true
-		}
-	}
+	st.follow(&t)
+	out := st.injectInto(data, t.Inject)
+	out, cutNow := st.cutShort(out, t.Cut)
 	if len(out) > 0 {
 		l.wmu[dir].Lock()
 		err := l.write(dst, out, &t)
@@ -230,10 +210,49 @@ func (l *link) forward(dir Direction, st *stream, data []byte, readAt time.Time,
 		st.sent += int64(len(out))
 	}
 	if cutNow {
-		l.cut(dir, c)
+		l.cut(dir, t.Cut)
 		return cutDone
 	}
 	return forwarded
+}
+
+// follow takes t's Cut and Inject as the stream's own when they changed:
+// a new one counts from the bytes sent or read by now.
+func (st *stream) follow(t *Toxic) {
+	if t.Cut != st.cut {
+		st.cut, st.cutBase = t.Cut, st.sent
+	}
+	if t.Inject != st.inject {
+		st.inject, st.injBase, st.injected = t.Inject, st.read, false
+	}
+}
+
+// injectInto counts data as read and returns it with in's bytes inserted
+// when their place falls in it, once per Inject.
+func (st *stream) injectInto(data []byte, in *Inject) []byte {
+	out := data
+	if in != nil && !st.injected {
+		if pos := in.At - (st.read - st.injBase); pos <= int64(len(data)) {
+			// One write, as if the garbage came in the same segment.
+			out = make([]byte, 0, len(data)+len(in.Bytes))
+			out = append(append(append(out, data[:pos]...), in.Bytes...), data[pos:]...)
+			st.injected = true
+		}
+	}
+	st.read += int64(len(data))
+	return out
+}
+
+// cutShort returns out shortened to what c lets through, and whether c
+// ends the stream with it.
+func (st *stream) cutShort(out []byte, c *Cut) ([]byte, bool) {
+	if c == nil {
+		return out, false
+	}
+	if left := c.After - (st.sent - st.cutBase); left <= int64(len(out)) {
+		return out[:max(left, 0)], true
+	}
+	return out, false
 }
 
 // errTornDown reports a write interrupted because the link went away.

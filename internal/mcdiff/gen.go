@@ -359,21 +359,61 @@ func dedupe(flags []string) []string {
 }
 
 // malformed returns a request a server must refuse, framed so that the
-// server still reads exactly that request.
+// server still reads exactly that request. Its sixteen kinds come in four
+// families, each drawn with its numbers.
 func (g *Gen) malformed() Request {
 	k := g.key()
-	switch g.pick(16) {
+	switch n := g.pick(16); n {
+	case 0, 1, 2:
+		return g.tooLongKey(n, k)
+	case 3, 4:
+		return g.badDataEnd(n, k)
+	case 11, 12, 14:
+		return g.badCommandLine(n, k)
+	default:
+		return g.badMetaFlags(n, k)
+	}
+}
+
+// tooLongKey is malformed's 0 to 2: a key past memcached's 250 bytes.
+func (g *Gen) tooLongKey(n int, k string) Request {
+	switch n {
 	case 0:
 		return Request{Wire: line("get", longKey)}
 	case 1:
 		return Request{Wire: line("get", k, longKey, g.key())}
-	case 2:
+	default:
 		// memcached reads no data block after a refused line
 		return Request{Wire: line(pickOf(g, "set", "ms"), longKey, "0", "0", "1")}
-	case 3: // a data block whose end is not CRLF
+	}
+}
+
+// badDataEnd is malformed's 3 and 4: a data block whose end is not CRLF.
+func (g *Gen) badDataEnd(n int, k string) Request {
+	if n == 3 {
 		return Request{Wire: []byte("set " + k + " 0 0 2\r\nabXY")}
-	case 4:
-		return Request{Wire: []byte("ms " + k + " 2 " + pickOf(g, "", "q ") + "T0\r\nabXY")}
+	}
+	return Request{Wire: []byte("ms " + k + " 2 " + pickOf(g, "", "q ") + "T0\r\nabXY")}
+}
+
+// badCommandLine is malformed's 11, 12 and 14: a command without its key,
+// a storage command with bad numbers, a command memcached does not know.
+func (g *Gen) badCommandLine(n int, k string) Request {
+	switch n {
+	case 11:
+		return Request{Wire: line(pickOf(g, "get", "mg", "ms", "md", "ma", "set", "incr", "touch", "delete", "cas"))}
+	case 12:
+		return Request{Wire: line(pickOf(g, "set", "add", "cas"), k, pickOf(g, "x", "-1", "0"), "0")}
+	default:
+		return Request{Wire: line(pickOf(g, "bogus", "x", "GET", "mx"), k)}
+	}
+}
+
+// badMetaFlags is malformed's 5 to 10, 13 and 15: a meta command with a
+// repeated, unknown, too long or badly formed flag, a key that is no
+// base64, or too many flags.
+func (g *Gen) badMetaFlags(n int, k string) Request {
+	switch n {
 	case 5:
 		return Request{Wire: line("mg", k, "v", "v")}
 	case 6:
@@ -386,14 +426,8 @@ func (g *Gen) malformed() Request {
 		return Request{Wire: line(pickOf(g, "mg", "ma"), k, pickOf(g, "Tabc", "N", "R-", "Mxx", "MZ", "Dabc", "Jx"))}
 	case 10:
 		return Request{Wire: withData(line("ms", k, "1", pickOf(g, "MZ", "Mxx", "Fabc", "Tx", "Cx")), []byte("x"))}
-	case 11:
-		return Request{Wire: line(pickOf(g, "get", "mg", "ms", "md", "ma", "set", "incr", "touch", "delete", "cas"))}
-	case 12:
-		return Request{Wire: line(pickOf(g, "set", "add", "cas"), k, pickOf(g, "x", "-1", "0"), "0")}
 	case 13:
 		return Request{Wire: line("mg", "YQ", "b", "v")} // not a whole base64 block
-	case 14:
-		return Request{Wire: line(pickOf(g, "bogus", "x", "GET", "mx"), k)}
 	default:
 		many := []string{"mg", k}
 		for i := range 20 {
