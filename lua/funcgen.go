@@ -6,6 +6,7 @@ import (
 	glua "github.com/yuin/gopher-lua"
 
 	"shardproxy/codec"
+	"shardproxy/lua/internal/bytecode"
 )
 
 // funcgen is a function generator (memcached's mcp.funcgen): handles (the
@@ -251,7 +252,7 @@ func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 	if !ok {
 		return nil, errNoFunction
 	}
-	rc.fn, rc.dir = fn, inspectV2Handler(fn)
+	rc.fn, rc.dir = fn, bytecode.MatchEnqueueHandler(fn)
 	return rc, nil
 }
 

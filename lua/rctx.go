@@ -6,6 +6,7 @@ import (
 	glua "github.com/yuin/gopher-lua"
 
 	"shardproxy/codec"
+	"shardproxy/lua/internal/bytecode"
 )
 
 // rctx is a request context (memcached's mcp.rcontext): one slot per
@@ -24,9 +25,9 @@ import (
 // WAIT_FASTGOOD sees a good result.
 type rctx struct {
 	fg    *funcgen
-	ud    *glua.LUserData // the context as the generator got it
-	fn    *glua.LFunction // the handler the generator returned for this context
-	dir   v2Direct        // what inspectV2Handler found of fn (direct_v2.go)
+	ud    *glua.LUserData  // the context as the generator got it
+	fn    *glua.LFunction  // the handler the generator returned for this context
+	dir   bytecode.Enqueue // what bytecode.MatchEnqueueHandler found of fn (direct_v2.go)
 	slots []slot
 
 	t       *task // the request being served; nil once its handler finished

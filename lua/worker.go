@@ -11,6 +11,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/lua/internal/bytecode"
 )
 
 // A worker is one Lua state, used by one goroutine at a time (whoever
@@ -84,9 +85,9 @@ type worker struct {
 	reqMT     *glua.LTable
 	resMT     *glua.LTable
 	proxyMT   *glua.LTable
-	proxyCall *glua.LFunction            // proxyMT's __call: pool(r)
-	direct    map[*glua.LFunction]direct // attached handlers that are `return pool(r)`
-	v2        v2State                    // the V2 API's objects (v2.go)
+	proxyCall *glua.LFunction                       // proxyMT's __call: pool(r)
+	direct    map[*glua.LFunction]bytecode.PoolCall // attached handlers that are `return pool(r)`
+	v2        v2State                               // the V2 API's objects (v2.go)
 
 	kick   chan struct{} // cap 1: wakes loop after an enqueue
 	quit   chan struct{} // closed by shutdown: loop returns
