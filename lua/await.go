@@ -228,44 +228,15 @@ func (w *worker) poolCall(L *glua.LState) int {
 func (w *worker) awaitFunc(logErr bool) glua.LGFunction {
 	return func(L *glua.LState) int {
 		rq := checkRequest(L, 1)
-		list := L.CheckTable(2)
-		var pools []*pool
-		list.ForEach(func(_, v glua.LValue) {
-			p, ok := userValue[*pool](v)
-			if !ok {
-				L.RaiseError("mcp.await must be supplied with a pool")
-			}
-			pools = append(pools, p)
-		})
-		if len(pools) == 0 {
-			L.RaiseError("mcp.await arguments must have at least one pool")
-		}
-		mode := awaitGood
-		if n, ok := L.Get(4).(glua.LNumber); ok {
-			mode = int(n)
-			if mode < awaitGood || mode > awaitBackground {
-				L.RaiseError("invalid type argument to mcp.await")
-			}
-		}
-		waitFor := 0
-		if n, ok := L.Get(3).(glua.LNumber); ok {
-			waitFor = min(int(n), len(pools))
-		}
-		if mode == awaitFirst {
-			waitFor = 1
-		}
+		pools := awaitPools(L, L.CheckTable(2))
+		mode, waitFor := awaitMode(L, len(pools))
 		t := w.cur
 		if mode != awaitBackground {
 			t = w.yieldable(L, "mcp.await")
 		} else if t == nil {
 			L.RaiseError("mcp.await can only be called from a route handler")
 		}
-		bes := make([]*beRef, len(pools))
-		for i, p := range pools {
-			if bes[i] = pick(L, p, rq, t.hint); bes[i] == nil {
-				L.RaiseError("%s", crossServer.Error())
-			}
-		}
+		bes := awaitBackends(L, pools, rq, t.hint)
 		countCalls(L, t, len(bes))
 		req := rq.req
 		if !rq.owned { // calls may outlive the client request
@@ -289,6 +260,54 @@ func (w *worker) awaitFunc(logErr bool) glua.LGFunction {
 	}
 }
 
+// awaitPools returns the pools of mcp.await's table argument, raising an
+// error for an item that is not one or an empty table.
+func awaitPools(L *glua.LState, list *glua.LTable) []*pool {
+	var pools []*pool
+	list.ForEach(func(_, v glua.LValue) {
+		p, ok := userValue[*pool](v)
+		if !ok {
+			L.RaiseError("mcp.await must be supplied with a pool")
+		}
+		pools = append(pools, p)
+	})
+	if len(pools) == 0 {
+		L.RaiseError("mcp.await arguments must have at least one pool")
+	}
+	return pools
+}
+
+// awaitMode returns mcp.await's mode (argument 4; default AWAIT_GOOD) and
+// how many responses it waits for (argument 3, at most n; 0 for all).
+func awaitMode(L *glua.LState, n int) (mode, waitFor int) {
+	mode = awaitGood
+	if m, ok := L.Get(4).(glua.LNumber); ok {
+		mode = int(m)
+		if mode < awaitGood || mode > awaitBackground {
+			L.RaiseError("invalid type argument to mcp.await")
+		}
+	}
+	if v, ok := L.Get(3).(glua.LNumber); ok {
+		waitFor = min(int(v), n)
+	}
+	if mode == awaitFirst {
+		waitFor = 1
+	}
+	return mode, waitFor
+}
+
+// awaitBackends returns the backend each pool sends rq to, raising an
+// error when rq's keys span servers.
+func awaitBackends(L *glua.LState, pools []*pool, rq *request, hint uint32) []*beRef {
+	bes := make([]*beRef, len(pools))
+	for i, p := range pools {
+		if bes[i] = pick(L, p, rq, hint); bes[i] == nil {
+			L.RaiseError("%s", crossServer.Error())
+		}
+	}
+	return bes
+}
+
 // reply handles a completed call: it counts the response towards its
 // await and resumes the waiting coroutine when the await is satisfied.
 func (w *worker) reply(c *call) {
@@ -299,11 +318,7 @@ func (w *worker) reply(c *call) {
 	aw := c.aw
 	aw.pending--
 	if t := aw.t; t != nil && t.fast {
-		reply := c.Reply
-		w.putCall(c)
-		t.aw = nil
-		w.putAwait(aw)
-		w.finishReply(t, reply)
+		w.fastReply(c, t)
 		return
 	}
 	res := w.newResponse(c)
@@ -313,38 +328,48 @@ func (w *worker) reply(c *call) {
 		w.r.logRequest(req, res, aw.detail)
 	}
 	if aw.completed {
-		if aw.pending == 0 {
-			if aw.hold {
-				t, v, failure := aw.t, aw.holdV, aw.holdErr
-				w.putAwait(aw)
-				w.finish(t, v, failure)
-				return
-			}
-			w.putAwait(aw)
-		}
+		w.lateReply(aw)
 		return
 	}
+	if aw.count(res, first) {
+		w.resumeAwait(aw)
+	}
+}
+
+// fastReply answers t, a key of a multi-get sent without Lua
+// (routeDirect), with c's reply.
+func (w *worker) fastReply(c *call, t *task) {
+	aw, reply := c.aw, c.Reply
+	w.putCall(c)
+	t.aw = nil
+	w.putAwait(aw)
+	w.finishReply(t, reply)
+}
+
+// lateReply handles a reply that comes after aw's coroutine was resumed
+// (or when it never waited): the last one frees aw and answers a task
+// that finished while its calls were out (await.hold).
+func (w *worker) lateReply(aw *await) {
+	if aw.pending > 0 {
+		return
+	}
+	if aw.hold {
+		t, v, failure := aw.t, aw.holdV, aw.holdErr
+		w.putAwait(aw)
+		w.finish(t, v, failure)
+		return
+	}
+	w.putAwait(aw)
+}
+
+// count adds res, a response to the pool sent to first or not, to aw's
+// results as its mode says, and reports whether aw is now satisfied: its
+// wait_for reached, or every call answered.
+func (aw *await) count(res *response, first bool) bool {
 	valid, completing := true, false
 	if aw.waitFor > 0 {
-		good := false
-		switch aw.mode {
-		case awaitGood:
-			good = res.hit()
-		case awaitAny:
-			good = true
-		case awaitOK:
-			good = res.ok()
-		case awaitFirst:
-			good, valid = first, first
-		case awaitFastGood:
-			if res.ok() {
-				if res.hit() {
-					aw.waitFor = 0
-				} else {
-					good = true
-				}
-			}
-		}
+		var good bool
+		good, valid = aw.tally(res, first)
 		if good {
 			aw.waitFor--
 		}
@@ -356,9 +381,38 @@ func (w *worker) reply(c *call) {
 	if valid {
 		aw.results = append(aw.results, res)
 	}
-	if !completing {
-		return
+	return completing
+}
+
+// tally reports whether res counts towards aw's wait_for in aw's mode,
+// and whether it is one of the results (AWAIT_FIRST keeps the first
+// pool's alone). In AWAIT_FASTGOOD a hit ends the wait at once.
+func (aw *await) tally(res *response, first bool) (good, valid bool) {
+	switch aw.mode {
+	case awaitGood:
+		return res.hit(), true
+	case awaitAny:
+		return true, true
+	case awaitOK:
+		return res.ok(), true
+	case awaitFirst:
+		return first, first
+	case awaitFastGood:
+		if !res.ok() {
+			return false, true
+		}
+		if res.hit() {
+			aw.waitFor = 0
+			return false, true
+		}
+		return true, true
 	}
+	return false, true
+}
+
+// resumeAwait resumes aw's coroutine with its results: the response
+// itself for pool(r), a table of them for mcp.await.
+func (w *worker) resumeAwait(aw *await) {
 	aw.completed = true
 	t := aw.t
 	aw.t = nil
