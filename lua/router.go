@@ -205,45 +205,15 @@ func New(cfg Config) (*Router, error) {
 	if cfg.Dialect == nil {
 		return nil, fmt.Errorf("lua: %s: no dialect", cfg.Path)
 	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = min(runtime.GOMAXPROCS(0), maxWorkers)
-	}
-	if cfg.MaxRun <= 0 {
-		cfg.MaxRun = DefaultMaxRun
-	}
-	if cfg.SetupTimeout <= 0 {
-		cfg.SetupTimeout = DefaultSetupTimeout
-	}
-	if cfg.MaxAlloc <= 0 {
-		cfg.MaxAlloc = DefaultMaxAlloc
-	}
-	if cfg.Queue <= 0 {
-		cfg.Queue = DefaultQueue
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Backends == nil {
-		cfg.Backends = backend.Direct{}
-	}
-	if cfg.Hub == nil {
-		cfg.Hub = &route.Hub{}
-	}
-	cfg.Options.Password, cfg.Options.Username, cfg.Options.Deny = "", "", nil
-	src := cfg.Source
-	if src == nil {
-		b, err := os.ReadFile(cfg.Path)
-		if err != nil {
-			return nil, fmt.Errorf("lua: %w", err)
-		}
-		src = b
-	}
-	r := &Router{cfg: cfg, log: cfg.Logger.With("file", cfg.Path), errSeen: map[string]int{}}
-	proto, err := compile(cfg.Path, src)
+	cfg.setDefaults()
+	src, err := cfg.source()
 	if err != nil {
 		return nil, err
 	}
-	r.proto = proto
+	r := &Router{cfg: cfg, log: cfg.Logger.With("file", cfg.Path), errSeen: map[string]int{}}
+	if r.proto, err = compile(cfg.Path, src); err != nil {
+		return nil, err
+	}
 	r.files = newFiles(&r.cfg)
 	r.internal, r.internalPool = newInternal(&r.cfg)
 	ok := false
@@ -272,6 +242,48 @@ func New(cfg Config) (*Router, error) {
 	ok = true
 	r.log.Info("lua routes loaded", "workers", len(r.workers), "pools", len(r.pools), "backends", len(r.backends))
 	return r, nil
+}
+
+// setDefaults fills in the defaults the fields of Config document, and
+// clears the Options the router ignores (Password, Username, Deny).
+func (cfg *Config) setDefaults() {
+	if cfg.Workers <= 0 {
+		cfg.Workers = min(runtime.GOMAXPROCS(0), maxWorkers)
+	}
+	if cfg.MaxRun <= 0 {
+		cfg.MaxRun = DefaultMaxRun
+	}
+	if cfg.SetupTimeout <= 0 {
+		cfg.SetupTimeout = DefaultSetupTimeout
+	}
+	if cfg.MaxAlloc <= 0 {
+		cfg.MaxAlloc = DefaultMaxAlloc
+	}
+	if cfg.Queue <= 0 {
+		cfg.Queue = DefaultQueue
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Backends == nil {
+		cfg.Backends = backend.Direct{}
+	}
+	if cfg.Hub == nil {
+		cfg.Hub = &route.Hub{}
+	}
+	cfg.Options.Password, cfg.Options.Username, cfg.Options.Deny = "", "", nil
+}
+
+// source returns the route file's contents: Source, or the file at Path.
+func (cfg *Config) source() ([]byte, error) {
+	if cfg.Source != nil {
+		return cfg.Source, nil
+	}
+	b, err := os.ReadFile(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("lua: %w", err)
+	}
+	return b, nil
 }
 
 // Route runs req's handler, on the calling goroutine when the client's Lua
