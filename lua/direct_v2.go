@@ -12,7 +12,7 @@ import (
 // h) end`, where rctx is the request context the generator was given and h
 // a handle (an upvalue, or a number written in the handler). It only sends
 // the request to h's pool and hands the response to the client, so, as for
-// a V1 handler `return pool(r)` (direct.go), the router does exactly that
+// a V1 handler `return pool(r)` (direct_v1.go), the router does exactly that
 // without entering Lua: no coroutine, no request or response object, no
 // copy of the request; the reply goes to the client from the backend's
 // goroutine. The handler is recognised by its bytecode (once per request
@@ -87,7 +87,7 @@ func directHandle(rc *rctx) (int, bool) {
 // did. hook is what req's command is attached to: when it is rc's
 // generator itself (not a router, which picks a generator by key), the
 // pool is remembered for the command, and the command's next requests
-// take the lock-free way (fast.go) until Lua code runs or a context is
+// take the lock-free way (direct_fast.go) until Lua code runs or a context is
 // freed.
 func (w *worker) sendDirectV2(hook *glua.LFunction, rc *rctx, req *codec.Request, hint uint32, c Completion, bytes int64, bt *backend.Batch) bool {
 	be, p := w.v2DirectBackend(rc, req)

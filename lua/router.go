@@ -57,14 +57,14 @@ type Config struct {
 	// MetaRewrite, if not nil, is the backends' backend.Config.MetaRewrite:
 	// it may rewrite a request the route forwards untouched, without
 	// reading its reply (the handlers run without entering Lua: see
-	// direct.go, direct_v2.go, fast.go), into a cheaper wire form whose
+	// direct_v1.go, direct_v2.go, direct_fast.go), into a cheaper wire form whose
 	// reply the dialect gives the client in the words it asked in
 	// (memcache.MetaGet: a one-key get sent as mg), on the sockets whose
 	// server speaks meta (Handshake.Meta: all; Handshake.MetaProbe: those
 	// whose server answered "mn"). A request a route handles in Lua goes
 	// as the route sends it.
 	MetaRewrite func(*codec.Request) bool
-	// Internal is the proxy's own cache of a memcache pool (internal.go):
+	// Internal is the proxy's own cache of a memcache pool (v2_internal.go):
 	// what mcp.internal and mcp.internal_handler reach, and what answers
 	// the commands no handler is attached for. The caller owns it (a
 	// reload may pass it on); nil: those raise an error naming them, and
@@ -100,7 +100,7 @@ type Config struct {
 	// MaxAlloc bounds the bytes each run of route code (a handler's, as
 	// MaxRun counts them, a cron's, a generator's, a setup stage) may
 	// allocate, as the process's allocations during the run (see
-	// guard.go); default DefaultMaxAlloc.
+	// engine_guard.go); default DefaultMaxAlloc.
 	MaxAlloc int64
 	// Queue bounds the requests waiting for each worker; default
 	// DefaultQueue. A request beyond it is answered with an error.
@@ -110,7 +110,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Hub receives the lines memcached's proxy writes to its watchers
 	// (mcp.log, mcp.log_req, route errors, backend failures; see
-	// watch.go); default a Hub of the router's own. A reload passes the
+	// api_watch.go); default a Hub of the router's own. A reload passes the
 	// running router's, so its watchers stay.
 	Hub *route.Hub
 	// HealthInterval and HealthTimeout are every backend's
@@ -159,12 +159,12 @@ type Router struct {
 	cfg      Config
 	log      *slog.Logger
 	proto    *glua.FunctionProto
-	files    *files // what dofile, loadfile and require may read (files.go)
+	files    *files // what dofile, loadfile and require may read (engine_files.go)
 	workers  []*worker
 	backends []*backend.Backend
 	pools    []*pool
 	// internal and internalPool are the proxy's own cache as a backend
-	// and a pool (internal.go); nil without Config.Internal.
+	// and a pool (v2_internal.go); nil without Config.Internal.
 	internal     *beRef
 	internalPool *pool
 
@@ -299,7 +299,7 @@ func (r *Router) Route(req *codec.Request, hint uint32, c Completion) {
 // RouteBatch is Route for a caller that gathers the backend calls of one
 // client read in bt (route.Exchange.Batch) and flushes it when the read
 // is handled; bt belongs to the calling goroutine, and nil makes it Route.
-// A request a direct handler sends (direct.go, direct_v2.go) is staged in
+// A request a direct handler sends (direct_v1.go, direct_v2.go) is staged in
 // bt when its backend is decided on the calling goroutine, so a pipelined
 // read reaches each backend in one write. Any other request flushes bt
 // before it is run or queued: what Lua sends, it sends at once, and it

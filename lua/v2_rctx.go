@@ -55,8 +55,8 @@ const maxKeptClone = 16 << 10
 // slot is one handle's queue entry in a request context.
 type slot struct {
 	pool  *pool           // a pool handle's pool
-	child *funcgen        // a sub-generator handle's generator (subgen.go)
-	cb    *glua.LFunction // rctx:handle_set_cb's callback (rctx_cb.go)
+	child *funcgen        // a sub-generator handle's generator (v2_subgen.go)
+	cb    *glua.LFunction // rctx:handle_set_cb's callback (v2_rctx_cb.go)
 	state uint8
 	flags int
 	rq    *request    // the request queued to it

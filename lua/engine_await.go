@@ -21,7 +21,7 @@ type call struct {
 	elapsed time.Duration
 	doneFn  func(*backend.Call)
 	phase   atomic.Uint32 // see callSent
-	rc      *rctx         // V2: the request context whose slot this call fills (rctx.go)
+	rc      *rctx         // V2: the request context whose slot this call fills (v2_rctx.go)
 	handle  int           // V2: the slot; timerHandle for a wait's timer
 	gen     uint64        // V2 timer: the wait it belongs to
 }

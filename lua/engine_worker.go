@@ -45,7 +45,7 @@ const (
 	evRequest evKind = iota // a client request to route
 	evReply                 // a backend call completed
 	evCron                  // a cron is due (worker 0 only)
-	evStart                 // a sub-generator's task to start (subgen.go)
+	evStart                 // a sub-generator's task to start (v2_subgen.go)
 )
 
 // event is one entry of a worker's queue.
@@ -124,7 +124,7 @@ type worker struct {
 	nested    int  // Go functions that call back into Lua, running now (pcall, ...)
 
 	// The watchdog stops a run that takes longer than MaxRun or
-	// allocates more than MaxAlloc (guard.go): it counts the ticks during
+	// allocates more than MaxAlloc (engine_guard.go): it counts the ticks during
 	// which the same run is in progress. runState is the run's number
 	// times 8, plus runActive while it runs, plus runStopped (and
 	// runMemory when memory was the reason) once the watchdog has
@@ -136,7 +136,7 @@ type worker struct {
 	strikes   int        // the watchdog's: ticks it has seen that run
 	allocBase heapSample // the watchdog's: the process's heap at the first strike
 
-	// Read by the direct way of Route (fast.go).
+	// Read by the direct way of Route (direct_fast.go).
 	_      [64]byte
 	luaGen atomic.Uint64 // Lua runs and request contexts freed so far
 	fast   fastTable

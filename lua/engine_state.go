@@ -117,7 +117,7 @@ func setContext(L *glua.LState) context.CancelFunc {
 }
 
 // runSetup calls fn with args in L, a state being set up, stopping it
-// after SetupTimeout or once it has allocated MaxAlloc bytes (guard.go).
+// after SetupTimeout or once it has allocated MaxAlloc bytes (engine_guard.go).
 func (r *Router) runSetup(L *glua.LState, fn glua.LValue, nret int, args ...glua.LValue) ([]glua.LValue, error) {
 	base := L.Context()
 	ctx, cancel := context.WithTimeout(base, r.cfg.SetupTimeout)
