@@ -10,10 +10,11 @@ import (
 
 // The commonest handler is `function(r) return pool(r) end` (or
 // `return pools.main(r)`), where pool is a pool proxy the handler closes
-// over (bytecode.PoolCall). Such a handler only hands the request to its pool and the pool's
+// over. Such a handler only hands the request to its pool and the pool's
 // response to the client, so the router does exactly that without
 // entering Lua: no coroutine, no request or response object. The handler
-// is recognised by its bytecode when it is attached; at each request the
+// is recognised by its bytecode when it is attached (bytecode.PoolCall,
+// kept in worker.direct); at each request the
 // upvalue (and table field) is read again, and if it is not a pool proxy
 // with the proxy's own __call then, or the request has no key, the handler
 // runs in Lua as any other. The client cannot tell the difference.

@@ -15,8 +15,8 @@ import (
 // a V1 handler `return pool(r)` (direct_v1.go), the router does exactly that
 // without entering Lua: no coroutine, no request or response object, no
 // copy of the request; the reply goes to the client from the backend's
-// goroutine. The handler is recognised by its bytecode (once per request
-// context); at each request the context's own handler is checked again:
+// goroutine. The handler is recognised by its bytecode once per request
+// context (bytecode.MatchEnqueueHandler, kept in rctx.dir); at each request the context's own handler is checked again:
 // its upvalue must still be that context, the context's enqueue_and_wait
 // the API's own, h a handle of the context, and the request one with a key
 // whose backend the pool can pick. Anything else runs in Lua as before.
