@@ -83,7 +83,7 @@ func TestDirectStagedInBatch(t *testing.T) {
 					}
 				}
 			}
-			// Twice: V1's second round takes the lock-free way (fast.go).
+			// Twice: V1's second round takes the lock-free way (direct_fast.go).
 			for round := range 2 {
 				sent := st.Requests.Load()
 				const n = 16

@@ -57,14 +57,14 @@ type Config struct {
 	// MetaRewrite, if not nil, is the backends' backend.Config.MetaRewrite:
 	// it may rewrite a request the route forwards untouched, without
 	// reading its reply (the handlers run without entering Lua: see
-	// direct.go, direct_v2.go, fast.go), into a cheaper wire form whose
+	// direct_v1.go, direct_v2.go, direct_fast.go), into a cheaper wire form whose
 	// reply the dialect gives the client in the words it asked in
 	// (memcache.MetaGet: a one-key get sent as mg), on the sockets whose
 	// server speaks meta (Handshake.Meta: all; Handshake.MetaProbe: those
 	// whose server answered "mn"). A request a route handles in Lua goes
 	// as the route sends it.
 	MetaRewrite func(*codec.Request) bool
-	// Internal is the proxy's own cache of a memcache pool (internal.go):
+	// Internal is the proxy's own cache of a memcache pool (v2_internal.go):
 	// what mcp.internal and mcp.internal_handler reach, and what answers
 	// the commands no handler is attached for. The caller owns it (a
 	// reload may pass it on); nil: those raise an error naming them, and
@@ -100,7 +100,7 @@ type Config struct {
 	// MaxAlloc bounds the bytes each run of route code (a handler's, as
 	// MaxRun counts them, a cron's, a generator's, a setup stage) may
 	// allocate, as the process's allocations during the run (see
-	// guard.go); default DefaultMaxAlloc.
+	// engine_guard.go); default DefaultMaxAlloc.
 	MaxAlloc int64
 	// Queue bounds the requests waiting for each worker; default
 	// DefaultQueue. A request beyond it is answered with an error.
@@ -110,7 +110,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Hub receives the lines memcached's proxy writes to its watchers
 	// (mcp.log, mcp.log_req, route errors, backend failures; see
-	// watch.go); default a Hub of the router's own. A reload passes the
+	// api_watch.go); default a Hub of the router's own. A reload passes the
 	// running router's, so its watchers stay.
 	Hub *route.Hub
 	// HealthInterval and HealthTimeout are every backend's
@@ -159,12 +159,12 @@ type Router struct {
 	cfg      Config
 	log      *slog.Logger
 	proto    *glua.FunctionProto
-	files    *files // what dofile, loadfile and require may read (files.go)
+	files    *files // what dofile, loadfile and require may read (engine_files.go)
 	workers  []*worker
 	backends []*backend.Backend
 	pools    []*pool
 	// internal and internalPool are the proxy's own cache as a backend
-	// and a pool (internal.go); nil without Config.Internal.
+	// and a pool (v2_internal.go); nil without Config.Internal.
 	internal     *beRef
 	internalPool *pool
 
@@ -205,45 +205,15 @@ func New(cfg Config) (*Router, error) {
 	if cfg.Dialect == nil {
 		return nil, fmt.Errorf("lua: %s: no dialect", cfg.Path)
 	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = min(runtime.GOMAXPROCS(0), maxWorkers)
-	}
-	if cfg.MaxRun <= 0 {
-		cfg.MaxRun = DefaultMaxRun
-	}
-	if cfg.SetupTimeout <= 0 {
-		cfg.SetupTimeout = DefaultSetupTimeout
-	}
-	if cfg.MaxAlloc <= 0 {
-		cfg.MaxAlloc = DefaultMaxAlloc
-	}
-	if cfg.Queue <= 0 {
-		cfg.Queue = DefaultQueue
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Backends == nil {
-		cfg.Backends = backend.Direct{}
-	}
-	if cfg.Hub == nil {
-		cfg.Hub = &route.Hub{}
-	}
-	cfg.Options.Password, cfg.Options.Username, cfg.Options.Deny = "", "", nil
-	src := cfg.Source
-	if src == nil {
-		b, err := os.ReadFile(cfg.Path)
-		if err != nil {
-			return nil, fmt.Errorf("lua: %w", err)
-		}
-		src = b
-	}
-	r := &Router{cfg: cfg, log: cfg.Logger.With("file", cfg.Path), errSeen: map[string]int{}}
-	proto, err := compile(cfg.Path, src)
+	cfg.setDefaults()
+	src, err := cfg.source()
 	if err != nil {
 		return nil, err
 	}
-	r.proto = proto
+	r := &Router{cfg: cfg, log: cfg.Logger.With("file", cfg.Path), errSeen: map[string]int{}}
+	if r.proto, err = compile(cfg.Path, src); err != nil {
+		return nil, err
+	}
 	r.files = newFiles(&r.cfg)
 	r.internal, r.internalPool = newInternal(&r.cfg)
 	ok := false
@@ -274,6 +244,48 @@ func New(cfg Config) (*Router, error) {
 	return r, nil
 }
 
+// setDefaults fills in the defaults the fields of Config document, and
+// clears the Options the router ignores (Password, Username, Deny).
+func (cfg *Config) setDefaults() {
+	if cfg.Workers <= 0 {
+		cfg.Workers = min(runtime.GOMAXPROCS(0), maxWorkers)
+	}
+	if cfg.MaxRun <= 0 {
+		cfg.MaxRun = DefaultMaxRun
+	}
+	if cfg.SetupTimeout <= 0 {
+		cfg.SetupTimeout = DefaultSetupTimeout
+	}
+	if cfg.MaxAlloc <= 0 {
+		cfg.MaxAlloc = DefaultMaxAlloc
+	}
+	if cfg.Queue <= 0 {
+		cfg.Queue = DefaultQueue
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Backends == nil {
+		cfg.Backends = backend.Direct{}
+	}
+	if cfg.Hub == nil {
+		cfg.Hub = &route.Hub{}
+	}
+	cfg.Options.Password, cfg.Options.Username, cfg.Options.Deny = "", "", nil
+}
+
+// source returns the route file's contents: Source, or the file at Path.
+func (cfg *Config) source() ([]byte, error) {
+	if cfg.Source != nil {
+		return cfg.Source, nil
+	}
+	b, err := os.ReadFile(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("lua: %w", err)
+	}
+	return b, nil
+}
+
 // Route runs req's handler, on the calling goroutine when the client's Lua
 // state (chosen by hint) is free and nothing of it is queued, and otherwise
 // queued for the state's own goroutine, and returns without waiting for
@@ -287,7 +299,7 @@ func (r *Router) Route(req *codec.Request, hint uint32, c Completion) {
 // RouteBatch is Route for a caller that gathers the backend calls of one
 // client read in bt (route.Exchange.Batch) and flushes it when the read
 // is handled; bt belongs to the calling goroutine, and nil makes it Route.
-// A request a direct handler sends (direct.go, direct_v2.go) is staged in
+// A request a direct handler sends (direct_v1.go, direct_v2.go) is staged in
 // bt when its backend is decided on the calling goroutine, so a pipelined
 // read reaches each backend in one write. Any other request flushes bt
 // before it is run or queued: what Lua sends, it sends at once, and it

@@ -23,7 +23,7 @@ func TestSandbox(t *testing.T) {
 		{"debug", "type(debug)", "nil"},
 		{"package", "type(package)", "nil"},
 		{"module", "type(module)", "nil"},
-		// the loaders work while the file loads only (files_test.go)
+		// the loaders work while the file loads only (engine_files_test.go)
 		{"require", "select(2, pcall(require, 'x')):find('while the route file loads', 1, true) ~= nil", "true"},
 		{"dofile", "select(2, pcall(dofile, 'x.lua')):find('while the route file loads', 1, true) ~= nil", "true"},
 		{"loadfile", "select(2, pcall(loadfile, 'x.lua')):find('while the route file loads', 1, true) ~= nil", "true"},

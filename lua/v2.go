@@ -5,11 +5,11 @@ import (
 )
 
 // The V2 API of memcached's proxy (function generators, request contexts,
-// routers) lives in v2.go (registration), funcgen.go, rctx.go and
-// router_v2.go. It shares the V1 machinery: a request still runs in a
-// pooled coroutine of its worker (task.go), backend calls are calls of
-// await.go sent with worker.sendCall, and their replies come back through
-// worker.reply, which hands them to rctxReply.
+// routers, inspectors and mutators) lives in the v2_*.go files; v2.go
+// registers it. It shares the engine with V1: a request still runs in a
+// pooled coroutine of its worker (engine_task.go), backend calls are calls
+// of engine_await.go sent with worker.sendCall, and their replies come
+// back through worker.reply, which hands them to rctxReply.
 
 // Type names of the V2 userdata, as memcached names them.
 const (
@@ -27,7 +27,7 @@ type v2State struct {
 	mutMT      *glua.LTable
 	insMT      *glua.LTable
 	entries    map[*glua.LFunction]*funcgen // the hook function of each attached generator
-	tbfMT      *glua.LTable                 // mcp.ratelim_tbf's limiters (ratelim.go)
+	tbfMT      *glua.LTable                 // mcp.ratelim_tbf's limiters (v2_ratelim.go)
 	proxyTbfMT *glua.LTable                 // the worker's handles on mcp.ratelim_global_tbf's
 
 	// What a direct V2 handler needs (direct_v2.go): rctxMT's __index

@@ -135,7 +135,9 @@ func (w *worker) inspectorCall(L *glua.LState) int {
 	return n
 }
 
-// flag finds the step's flag in the request or the reply.
+// find returns the token of the step's flag in the request rq or, when rq
+// is nil, in the meta reply res, and whether the flag is there. A reply
+// that is not meta has no flags; hasflag raises an error for it.
 func (s *insStep) find(L *glua.LState, rq *request, res *response) ([]byte, bool) {
 	if rq != nil {
 		tok, i := rq.flagToken(s.flag)

@@ -30,12 +30,12 @@ type task struct {
 	rq    *request   // the request object handed to the handler
 	co    *coroutine
 	aw    *await // what the coroutine waits for
-	rc    *rctx  // V2: the request context running the handler (rctx.go)
-	// V2: for a sub-generator's task (subgen.go), the context and slot its
+	rc    *rctx  // V2: the request context running the handler (v2_rctx.go)
+	// V2: for a sub-generator's task (v2_subgen.go), the context and slot its
 	// result goes to; it has no Completion.
 	parent       *rctx
 	parentHandle int
-	fast         bool // a multi-get's key routed without entering Lua (see direct.go)
+	fast         bool // a multi-get's key routed without entering Lua (see direct_v1.go)
 	state        taskState
 	calls        int   // backend calls made so far
 	bytes        int64 // buffer memory accounted to the request

@@ -118,39 +118,57 @@ func (res *response) parseLine(line []byte) {
 
 // mcCode maps a memcache reply line to mcmc's status and code.
 func mcCode(line []byte) (status, code int) {
-	word, _, _ := bytes.Cut(line, []byte(" "))
 	if len(line) > 0 && line[0] >= '0' && line[0] <= '9' {
 		return mcmcOK, codeOK // incr/decr
 	}
-	switch string(word) {
-	case "EN", "END":
-		return mcmcOK, codeEnd
-	case "EX", "EXISTS":
-		return mcmcOK, codeExists
-	case "HD", "ME", "OK", "VA", "VALUE", "STAT":
-		return mcmcOK, codeOK
-	case "MN":
-		return mcmcOK, codeNop
-	case "NF", "NOT_FOUND":
-		return mcmcOK, codeNotFound
-	case "NS", "NOT_STORED":
-		return mcmcOK, codeNotStored
-	case "STORED":
-		return mcmcOK, codeStored
-	case "DELETED":
-		return mcmcOK, codeDeleted
-	case "TOUCHED":
-		return mcmcOK, codeTouched
-	case "VERSION":
-		return mcmcOK, codeVersion
-	case "ERROR":
-		return mcmcErr, codeError
-	case "CLIENT_ERROR":
-		return mcmcErr, codeClientError
-	case "SERVER_ERROR":
-		return mcmcErr, codeServerError
+	word, _, _ := bytes.Cut(line, []byte(" "))
+	if code := mcErrorCode(word); code != 0 {
+		return mcmcErr, code
+	}
+	if code := mcOKCode(word); code != 0 {
+		return mcmcOK, code
 	}
 	return mcmcErr, 0
+}
+
+// mcOKCode is mcmc's code of a reply word that is not an error, or 0.
+func mcOKCode(word []byte) int {
+	switch string(word) {
+	case "EN", "END":
+		return codeEnd
+	case "EX", "EXISTS":
+		return codeExists
+	case "HD", "ME", "OK", "VA", "VALUE", "STAT":
+		return codeOK
+	case "MN":
+		return codeNop
+	case "NF", "NOT_FOUND":
+		return codeNotFound
+	case "NS", "NOT_STORED":
+		return codeNotStored
+	case "STORED":
+		return codeStored
+	case "DELETED":
+		return codeDeleted
+	case "TOUCHED":
+		return codeTouched
+	case "VERSION":
+		return codeVersion
+	}
+	return 0
+}
+
+// mcErrorCode is mcmc's code of an error reply's word, or 0.
+func mcErrorCode(word []byte) int {
+	switch string(word) {
+	case "ERROR":
+		return codeError
+	case "CLIENT_ERROR":
+		return codeClientError
+	case "SERVER_ERROR":
+		return codeServerError
+	}
+	return 0
 }
 
 // parseRedis classifies a RESP reply: nil is a miss (MCMC_CODE_END, so

@@ -1,4 +1,4 @@
-package lua
+package bytecode
 
 import (
 	"testing"
@@ -6,8 +6,8 @@ import (
 	glua "github.com/yuin/gopher-lua"
 )
 
-// TestInspect checks which handlers the router runs without entering Lua.
-func TestInspect(t *testing.T) {
+// TestMatchPoolCall checks which handlers the router runs without entering Lua.
+func TestMatchPoolCall(t *testing.T) {
 	L := glua.NewState()
 	defer L.Close()
 	if err := L.DoString(`
@@ -29,14 +29,14 @@ handlers = {
 		t.Fatal(err)
 	}
 	hs := L.GetGlobal("handlers").(*glua.LTable)
-	for name, want := range map[string]direct{"plain": {up: 0}, "field": {up: 0, key: "main"}, "bracket": {up: 0, key: "z1"}, "named": {up: 0}} {
-		got, ok := inspect(hs.RawGetString(name).(*glua.LFunction))
+	for name, want := range map[string]PoolCall{"plain": {Up: 0}, "field": {Up: 0, Key: "main"}, "bracket": {Up: 0, Key: "z1"}, "named": {Up: 0}} {
+		got, ok := MatchPoolCall(hs.RawGetString(name).(*glua.LFunction))
 		if !ok || got != want {
 			t.Errorf("%s: got %+v %v, want %+v", name, got, ok, want)
 		}
 	}
 	for _, name := range []string{"local_res", "two_params", "vararg", "other_arg", "global", "nested", "number_key", "extra"} {
-		if d, ok := inspect(hs.RawGetString(name).(*glua.LFunction)); ok {
+		if d, ok := MatchPoolCall(hs.RawGetString(name).(*glua.LFunction)); ok {
 			t.Errorf("%s taken for direct: %+v", name, d)
 		}
 	}

@@ -258,58 +258,78 @@ func (cs *configStage) backendTable(L *glua.LState, t *glua.LTable, s *beSpec) {
 
 // backendOption sets one option of the table form.
 func (cs *configStage) backendOption(L *glua.LState, s *beSpec, name string, v glua.LValue) {
-	str := func() string {
-		switch v := v.(type) {
-		case glua.LString:
-			return string(v)
-		case glua.LNumber:
-			return v.String()
-		}
-		L.RaiseError("backend option %s must be a string, not %s", name, v.Type())
-		return ""
-	}
-	num := func(lo, hi float64) float64 {
-		n, ok := v.(glua.LNumber)
-		if !ok {
-			L.RaiseError("backend option %s must be a number, not %s", name, v.Type())
-		}
-		if float64(n) < lo || float64(n) > hi {
-			L.RaiseError("backend option %s must be from %v to %v, not %v", name, lo, hi, n)
-		}
-		return float64(n)
-	}
-	boolean := func() bool {
-		b, ok := v.(glua.LBool)
-		if !ok {
-			L.RaiseError("backend option %s must be true or false, not %s", name, v.Type())
-		}
-		return bool(b)
-	}
-	secs := func() time.Duration { return time.Duration(num(0, 1e9) * float64(time.Second)) }
+	o := backendOpt{L: L, name: name, v: v}
 	switch name {
 	case "label":
-		s.label = str()
+		s.label = o.str()
 	case "host":
-		s.host = str()
+		s.host = o.str()
 	case "port":
-		s.port = str()
+		s.port = o.str()
 	case "connecttimeout":
-		s.tun.connect = secs()
+		s.tun.connect = o.secs()
 	case "retrytimeout", "retrywaittime":
-		s.tun.retry = secs()
+		s.tun.retry = o.secs()
 	case "readtimeout":
-		s.tun.read = secs()
+		s.tun.read = o.secs()
 	case "failurelimit":
-		s.tun.failureLimit = int(num(0, 1<<31-1))
+		s.tun.failureLimit = int(o.num(0, 1<<31-1))
 	case "tcpkeepalive":
-		s.tun.keepalive = boolean()
+		s.tun.keepalive = o.boolean()
 	case "connections":
-		s.tun.conns = int(num(1, 8))
+		s.tun.conns = int(o.num(1, 8))
 	case "down":
-		s.down = boolean()
+		s.down = o.boolean()
 	case "weight":
-		s.weight = int(num(1, 1<<20))
+		s.weight = int(o.num(1, 1<<20))
 	}
+}
+
+// backendOpt is the value v of option name of mcp.backend's table form,
+// read as the option's type; a value of another type raises an error
+// naming both.
+type backendOpt struct {
+	L    *glua.LState
+	name string
+	v    glua.LValue
+}
+
+// str reads a string; a number is taken as its decimal text.
+func (o backendOpt) str() string {
+	switch v := o.v.(type) {
+	case glua.LString:
+		return string(v)
+	case glua.LNumber:
+		return v.String()
+	}
+	o.L.RaiseError("backend option %s must be a string, not %s", o.name, o.v.Type())
+	return ""
+}
+
+// num reads a number from lo to hi.
+func (o backendOpt) num(lo, hi float64) float64 {
+	n, ok := o.v.(glua.LNumber)
+	if !ok {
+		o.L.RaiseError("backend option %s must be a number, not %s", o.name, o.v.Type())
+	}
+	if float64(n) < lo || float64(n) > hi {
+		o.L.RaiseError("backend option %s must be from %v to %v, not %v", o.name, lo, hi, n)
+	}
+	return float64(n)
+}
+
+// boolean reads true or false.
+func (o backendOpt) boolean() bool {
+	b, ok := o.v.(glua.LBool)
+	if !ok {
+		o.L.RaiseError("backend option %s must be true or false, not %s", o.name, o.v.Type())
+	}
+	return bool(b)
+}
+
+// secs reads a number of seconds, fractions allowed.
+func (o backendOpt) secs() time.Duration {
+	return time.Duration(o.num(0, 1e9) * float64(time.Second))
 }
 
 // poolOptionKeys are the keys mcp.pool's options table may have.
@@ -360,6 +380,21 @@ func (cs *configStage) poolOptions(L *glua.LState, t *glua.LTable, o *poolOption
 			L.RaiseError("pool: unknown option %s", glua.LVAsString(k))
 		}
 	})
+	placementOptions(L, t, o)
+	cs.filterOption(L, t, o)
+	if s, ok := poolString(L, t, "beprefix"); ok {
+		o.beprefix = s
+	}
+	if v := t.RawGetString("iothread"); v != glua.LNil {
+		if _, ok := v.(glua.LBool); !ok {
+			L.RaiseError("pool: iothread must be true or false")
+		}
+	}
+	ringOptions(L, t, o)
+}
+
+// placementOptions reads dist, hash and seed: how keys map to backends.
+func placementOptions(L *glua.LState, t *glua.LTable, o *poolOptions) {
 	if v := t.RawGetString("dist"); v != glua.LNil {
 		d, ok := userValue[*distObj](v)
 		if !ok {
@@ -374,32 +409,15 @@ func (cs *configStage) poolOptions(L *glua.LState, t *glua.LTable, o *poolOption
 		}
 		o.hash = h.name
 	}
-	if v := t.RawGetString("seed"); v != glua.LNil {
-		s, ok := v.(glua.LString)
-		if !ok {
-			L.RaiseError("pool: seed must be a string")
-		}
+	if s, ok := poolString(L, t, "seed"); ok {
 		o.seed = sharding.XXH3([]byte(s), 0) // memcached hashes the seed string
 	}
-	cs.filterOption(L, t, o)
-	if v := t.RawGetString("beprefix"); v != glua.LNil {
-		s, ok := v.(glua.LString)
-		if !ok {
-			L.RaiseError("pool: beprefix must be a string")
-		}
-		o.beprefix = string(s)
-	}
-	if v := t.RawGetString("iothread"); v != glua.LNil {
-		if _, ok := v.(glua.LBool); !ok {
-			L.RaiseError("pool: iothread must be true or false")
-		}
-	}
-	if v := t.RawGetString("omode"); v != glua.LNil {
-		s, ok := v.(glua.LString)
-		if !ok {
-			L.RaiseError("pool: omode must be a string")
-		}
-		o.ringMode = string(s)
+}
+
+// ringOptions reads omode and obuckets, the options of mcp.dist_ring_hash.
+func ringOptions(L *glua.LState, t *glua.LTable, o *poolOptions) {
+	if s, ok := poolString(L, t, "omode"); ok {
+		o.ringMode = s
 	}
 	if v := t.RawGetString("obuckets"); v != glua.LNil {
 		n, ok := v.(glua.LNumber)
@@ -408,6 +426,20 @@ func (cs *configStage) poolOptions(L *glua.LState, t *glua.LTable, o *poolOption
 		}
 		o.ringPts = int(n)
 	}
+}
+
+// poolString returns the string option name of t, and false when t has
+// none; any other value raises an error.
+func poolString(L *glua.LState, t *glua.LTable, name string) (string, bool) {
+	v := t.RawGetString(name)
+	if v == glua.LNil {
+		return "", false
+	}
+	s, ok := v.(glua.LString)
+	if !ok {
+		L.RaiseError("pool: %s must be a string", name)
+	}
+	return string(s), true
 }
 
 // filterOption reads filter and filter_conf.

@@ -55,7 +55,7 @@ func TestReplyLeavesBackendReader(t *testing.T) {
 	spinning, other := make(completion, 1), make(completion, 1)
 	// Routed from a goroutine of its own, as a session's reader would: a
 	// reply that arrives while its handler is still sending the call is
-	// resumed by the goroutine sending it (lua/await.go), which would then
+	// resumed by the goroutine sending it (lua/engine_await.go), which would then
 	// spin here, in the test's goroutine.
 	go r.Route(parseRequest(t, d, "mg spin v\r\n"), 0, spinning) // worker 0
 	eventually(t, "the handler to spin", func() bool { return logs.count("spinning") > 0 })

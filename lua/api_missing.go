@@ -69,7 +69,7 @@ var (
 
 // sandboxAbsent are the globals the sandbox removes (see newState), and
 // osAbsent the functions of os it removes. (dofile, loadfile and require
-// are there, for the files beside the route file: files.go.)
+// are there, for the files beside the route file: engine_files.go.)
 var (
 	sandboxAbsent = map[string]struct {
 		why  string

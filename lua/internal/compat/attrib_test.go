@@ -1,4 +1,4 @@
-package lua
+package compat
 
 import "testing"
 
@@ -17,7 +17,7 @@ func TestStripAttribs(t *testing.T) {
 		{"xlocal y <const> = 1", "xlocal y <const> = 1"},
 		{"local x\n<const> = 1", "local x\n        = 1"},
 	} {
-		if got := string(stripAttribs([]byte(tc.in))); got != tc.want {
+		if got := string(StripAttribs([]byte(tc.in))); got != tc.want {
 			t.Errorf("%q:\n got %q\nwant %q", tc.in, got, tc.want)
 		}
 	}

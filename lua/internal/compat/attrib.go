@@ -1,17 +1,19 @@
-package lua
-
-// memcached embeds Lua 5.4; gopher-lua implements Lua 5.1. Route files
-// written for memcached commonly use one 5.4 feature the 5.1 grammar lacks:
+// Package compat makes the Lua 5.4 that route files written for
+// memcached's proxy use readable by gopher-lua, which implements Lua 5.1.
+// It works on source text only and knows nothing of the proxy API.
+//
+// Route files commonly use one 5.4 feature the 5.1 grammar lacks:
 // attributes on local variables ("local STAT_X <const> = 1"). Both
 // attributes are promises the compiler checks (const) or cleanups that
 // matter for to-be-closed values the proxy API never hands out (close), so
-// dropping them keeps the meaning. stripAttribs blanks them before parsing,
+// dropping them keeps the meaning. StripAttribs blanks them before parsing,
 // keeping every byte offset, so error lines and columns stay right.
+package compat
 
-// stripAttribs returns src with "<const>" and "<close>" after the names of
+// StripAttribs returns src with "<const>" and "<close>" after the names of
 // a local statement replaced by spaces. Strings and comments are left
 // alone. src is not modified.
-func stripAttribs(src []byte) []byte {
+func StripAttribs(src []byte) []byte {
 	out := append([]byte(nil), src...)
 	for i := 0; i < len(out); {
 		c := out[i]

@@ -4,8 +4,8 @@ import (
 	glua "github.com/yuin/gopher-lua"
 )
 
-// What the step lists of mutators and inspectors (mutator.go,
-// inspector.go) share: each constructor argument is a table naming its
+// What the step lists of mutators and inspectors (v2_mutator.go,
+// v2_inspector.go) share: each constructor argument is a table naming its
 // step with t and giving the step's arguments by name. The lists are
 // checked and compiled once, when the object is made, so that a call only
 // runs the compiled steps. Error wording follows memcached 1.6.45 (where

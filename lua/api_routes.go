@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	glua "github.com/yuin/gopher-lua"
+
+	"shardproxy/lua/internal/bytecode"
 )
 
 // Type names of the route stage's userdata, as memcached names them.
@@ -95,7 +97,7 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 	w.proxyMT = L.NewTypeMetatable(typePoolProxy)
 	w.proxyCall = L.NewFunction(w.poolCall)
 	w.proxyMT.RawSetString("__call", w.proxyCall)
-	w.direct = map[*glua.LFunction]direct{}
+	w.direct = map[*glua.LFunction]bytecode.PoolCall{}
 	mcp := r.newMCP(L, w.functions())
 	w.registerV2(mcp)
 	reads.watchMethods(L, w.v2.rctxMT.RawGetString("__index").(*glua.LTable), "rctx", rctxAbsent)
@@ -250,7 +252,7 @@ func (w *worker) attach(L *glua.LState) int {
 	if err := w.hooks.attach(cmd, fn, tag, w.r.cfg.Redis); err != nil {
 		L.RaiseError("%s", err.Error())
 	}
-	if d, ok := inspect(fn); ok {
+	if d, ok := bytecode.MatchPoolCall(fn); ok {
 		w.direct[fn] = d
 	}
 	return 0

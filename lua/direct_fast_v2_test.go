@@ -120,7 +120,7 @@ func routeOne(t *testing.T, r *Router, d codec.Dialect, s string) string {
 }
 
 // TestV2FastWay checks that a direct V2 handler's requests take the
-// lock-free way (fast.go) once one of their command went the locked way,
+// lock-free way (direct_fast.go) once one of their command went the locked way,
 // and that the way follows the route: a handler whose handle Lua code
 // changed sends to the new one, a router's requests and a freed request
 // context take the locked way, and every answer is the one the handle's

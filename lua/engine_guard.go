@@ -137,7 +137,7 @@ func (w *worker) callBounded(fn glua.LValue, nret int, args ...glua.LValue) ([]g
 	L.SetContext(ctx)
 	defer L.SetContext(base)
 	top := L.GetTop()
-	w.luaGen.Add(1) // Lua runs: what a direct handler calls may change (fast.go)
+	w.luaGen.Add(1) // Lua runs: what a direct handler calls may change (direct_fast.go)
 	gen := w.beginRun(&coroutine{cancel: cancel})
 	err := L.CallByParam(glua.P{Fn: fn, NRet: nret, Protect: true}, args...)
 	if stop := w.endRun(gen); stop != nil && err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/lua/internal/bytecode"
 )
 
 // A worker is one Lua state, used by one goroutine at a time (whoever
@@ -44,7 +45,7 @@ const (
 	evRequest evKind = iota // a client request to route
 	evReply                 // a backend call completed
 	evCron                  // a cron is due (worker 0 only)
-	evStart                 // a sub-generator's task to start (subgen.go)
+	evStart                 // a sub-generator's task to start (v2_subgen.go)
 )
 
 // event is one entry of a worker's queue.
@@ -84,9 +85,9 @@ type worker struct {
 	reqMT     *glua.LTable
 	resMT     *glua.LTable
 	proxyMT   *glua.LTable
-	proxyCall *glua.LFunction            // proxyMT's __call: pool(r)
-	direct    map[*glua.LFunction]direct // attached handlers that are `return pool(r)`
-	v2        v2State                    // the V2 API's objects (v2.go)
+	proxyCall *glua.LFunction                       // proxyMT's __call: pool(r)
+	direct    map[*glua.LFunction]bytecode.PoolCall // attached handlers that are `return pool(r)`
+	v2        v2State                               // the V2 API's objects (v2.go)
 
 	kick   chan struct{} // cap 1: wakes loop after an enqueue
 	quit   chan struct{} // closed by shutdown: loop returns
@@ -123,7 +124,7 @@ type worker struct {
 	nested    int  // Go functions that call back into Lua, running now (pcall, ...)
 
 	// The watchdog stops a run that takes longer than MaxRun or
-	// allocates more than MaxAlloc (guard.go): it counts the ticks during
+	// allocates more than MaxAlloc (engine_guard.go): it counts the ticks during
 	// which the same run is in progress. runState is the run's number
 	// times 8, plus runActive while it runs, plus runStopped (and
 	// runMemory when memory was the reason) once the watchdog has
@@ -135,7 +136,7 @@ type worker struct {
 	strikes   int        // the watchdog's: ticks it has seen that run
 	allocBase heapSample // the watchdog's: the process's heap at the first strike
 
-	// Read by the direct way of Route (fast.go).
+	// Read by the direct way of Route (direct_fast.go).
 	_      [64]byte
 	luaGen atomic.Uint64 // Lua runs and request contexts freed so far
 	fast   fastTable

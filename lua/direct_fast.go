@@ -8,7 +8,7 @@ import (
 	"shardproxy/codec"
 )
 
-// A direct handler (direct.go, direct_v2.go) needs the Lua state only to
+// A direct handler (direct_v1.go, direct_v2.go) needs the Lua state only to
 // read which pool it sends to, and that can only change while Lua code
 // runs, or, for a V2 handler, when a request context is freed (the next
 // request may then take another context of its generator, whose handler

@@ -182,7 +182,8 @@ func (r *mutRun) source(i int) (glua.LValue, *request, *response) {
 	return v, nil, res
 }
 
-// piece returns what step s writes.
+// piece returns what step s writes: a set step its own bytes, a copy step
+// what it copies from its source, a string or a request or response.
 func (r *mutRun) piece(s *mutStep) ([]byte, int) {
 	switch s.typ {
 	case mutCmdSet, mutKeySet, mutResCodeSet, mutResErr, mutFlagSet:
@@ -190,16 +191,28 @@ func (r *mutRun) piece(s *mutStep) ([]byte, int) {
 	}
 	v, rq, res := r.source(s.idx)
 	if str, ok := v.(glua.LString); ok {
-		switch s.typ {
-		case mutFlagCopy:
-			return append([]byte{s.flag}, str...), pieceOK
-		case mutValCopy:
-			return r.valcopy([]byte(str))
-		case mutResNull:
-			return nil, pieceFail
-		}
-		return []byte(str), pieceOK
+		return r.stringPiece(s, str)
 	}
+	return r.copyPiece(s, v, rq, res)
+}
+
+// stringPiece is what copy step s writes when its source is the string
+// str: str itself, after the flag for flagcopy; resnull fails.
+func (r *mutRun) stringPiece(s *mutStep, str glua.LString) ([]byte, int) {
+	switch s.typ {
+	case mutFlagCopy:
+		return append([]byte{s.flag}, str...), pieceOK
+	case mutValCopy:
+		return r.valcopy([]byte(str))
+	case mutResNull:
+		return nil, pieceFail
+	}
+	return []byte(str), pieceOK
+}
+
+// copyPiece is what copy step s writes from its source v: the request rq
+// or the response res (at most one is not nil), or another value.
+func (r *mutRun) copyPiece(s *mutStep, v glua.LValue, rq *request, res *response) ([]byte, int) {
 	switch s.typ {
 	case mutCmdCopy:
 		return cmdOf(rq)
@@ -208,27 +221,40 @@ func (r *mutRun) piece(s *mutStep) ([]byte, int) {
 			return rq.key(), pieceOK
 		}
 	case mutResCodeCopy:
-		if res != nil {
-			if _, _, ok := metaFlagsAt(res.raw); ok {
-				return res.raw[:2], pieceOK
-			}
-		}
+		return resCodeOf(res)
 	case mutResNull:
 		return nullReply(rq)
 	case mutFlagCopy:
 		return r.flagcopy(s, v)
 	case mutFlagCopyAll:
-		if res != nil {
-			if _, _, ok := metaFlagsAt(res.raw); ok {
-				if res.parse(); res.line != nil {
-					return res.line, pieceOK
-				}
-			}
-		}
+		return resFlagsOf(res)
 	case mutValCopy:
 		if rq != nil {
 			if val := rq.value(); val != nil {
 				return r.valcopy(val)
+			}
+		}
+	}
+	return nil, pieceFail
+}
+
+// resCodeOf is rescodecopy from a response: its meta reply code.
+func resCodeOf(res *response) ([]byte, int) {
+	if res != nil {
+		if _, _, ok := metaFlagsAt(res.raw); ok {
+			return res.raw[:2], pieceOK
+		}
+	}
+	return nil, pieceFail
+}
+
+// resFlagsOf is flagcopyall from a response: every flag of its meta
+// reply line.
+func resFlagsOf(res *response) ([]byte, int) {
+	if res != nil {
+		if _, _, ok := metaFlagsAt(res.raw); ok {
+			if res.parse(); res.line != nil {
+				return res.line, pieceOK
 			}
 		}
 	}

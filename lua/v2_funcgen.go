@@ -6,6 +6,7 @@ import (
 	glua "github.com/yuin/gopher-lua"
 
 	"shardproxy/codec"
+	"shardproxy/lua/internal/bytecode"
 )
 
 // funcgen is a function generator (memcached's mcp.funcgen): handles (the
@@ -30,7 +31,7 @@ type funcgen struct {
 
 // handle is what a generator's handle sends its requests to: a pool, or
 // another generator (a sub-generator, whose handler's result is the
-// handle's response; see subgen.go).
+// handle's response; see v2_subgen.go).
 type handle struct {
 	pool  *pool
 	child *funcgen
@@ -251,7 +252,7 @@ func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 	if !ok {
 		return nil, errNoFunction
 	}
-	rc.fn, rc.dir = fn, inspectV2Handler(fn)
+	rc.fn, rc.dir = fn, bytecode.MatchEnqueueHandler(fn)
 	return rc, nil
 }
 
@@ -262,7 +263,7 @@ const errNoFunction = wireError("function generator didn't return a function")
 // putRctx returns rc, idle, to its generator's free list. The context
 // the generator's next request takes may then be another, whose handler
 // may route elsewhere: the pools remembered for the lock-free way
-// (fast.go) are forgotten, as when Lua code runs.
+// (direct_fast.go) are forgotten, as when Lua code runs.
 func (w *worker) putRctx(rc *rctx) {
 	rc.reset()
 	fg := rc.fg

@@ -8,6 +8,8 @@ import (
 
 	glua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
+
+	"shardproxy/lua/internal/compat"
 )
 
 // maxRep bounds the strings string.rep builds: route code has no use for
@@ -17,7 +19,7 @@ const maxRep = 16 << 20
 // compile parses and compiles the route file once; every state runs the
 // same prototype.
 func compile(file string, src []byte) (*glua.FunctionProto, error) {
-	chunk, err := parse.Parse(bytes.NewReader(stripAttribs(src)), file)
+	chunk, err := parse.Parse(bytes.NewReader(compat.StripAttribs(src)), file)
 	if err != nil {
 		return nil, syntaxError(file, src, err)
 	}
@@ -115,7 +117,7 @@ func setContext(L *glua.LState) context.CancelFunc {
 }
 
 // runSetup calls fn with args in L, a state being set up, stopping it
-// after SetupTimeout or once it has allocated MaxAlloc bytes (guard.go).
+// after SetupTimeout or once it has allocated MaxAlloc bytes (engine_guard.go).
 func (r *Router) runSetup(L *glua.LState, fn glua.LValue, nret int, args ...glua.LValue) ([]glua.LValue, error) {
 	base := L.Context()
 	ctx, cancel := context.WithTimeout(base, r.cfg.SetupTimeout)

@@ -66,7 +66,7 @@ type beRef struct {
 	host     string
 	port     string
 	down     bool
-	internal *internalBackend // the proxy's own cache (internal.go), in place of b
+	internal *internalBackend // the proxy's own cache (v2_internal.go), in place of b
 }
 
 // send queues c on the backend; a backend configured down fails it at once,
