@@ -35,8 +35,8 @@
 // entering Lua, the handlers that only forward a request (see Concurrency).
 //
 // Route code is bounded per run (Config.MaxRun, Config.MaxAlloc; at setup
-// Config.SetupTimeout): a watchdog goroutine per router (guard.go) cancels
-// the context gopher-lua checks between two VM instructions. guard.go has
+// Config.SetupTimeout): a watchdog goroutine per router (engine_guard.go) cancels
+// the context gopher-lua checks between two VM instructions. engine_guard.go has
 // the measured cost and why memory is counted process-wide (neither Go nor
 // gopher-lua counts it per state). A stopped run raised a Lua error at an
 // instruction boundary, so the state stays consistent and is not rebuilt.
