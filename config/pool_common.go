@@ -62,32 +62,44 @@ func (pp *poolParser) validateCommon() {
 		pp.fail(p.Line, "listen", "is missing")
 	}
 	pp.validateBackends()
-	if line, ok := pp.keys["redis_auth"]; ok && p.RedisAuth != "" && !p.Redis && !pp.bad["redis"] {
-		pp.fail(line, "redis_auth", "is only valid for a redis pool (redis: true)")
-	}
-	if line, ok := pp.keys["redis_flushall"]; ok && p.AllowRedisFlushAll && !p.Redis && !pp.bad["redis"] {
-		pp.fail(line, "redis_flushall", "is only valid for a redis pool (redis: true)")
-	}
-	if line, ok := pp.keys["redis_config"]; ok && p.AllowRedisConfig {
-		switch {
-		case !p.Redis && !pp.bad["redis"]:
-			pp.fail(line, "redis_config", "is only valid for a redis pool (redis: true)")
-		case pp.has("lua"):
-			pp.fail(line, "redis_config", "a Lua pool does not carry CONFIG")
-		}
-	}
+	pp.validateRedisKeys()
 	if line, ok := pp.keys["default_version"]; ok && p.Redis && !pp.bad["redis"] && !pp.bad["default_version"] {
 		pp.fail(line, "default_version", "is only valid for a memcache pool")
 	}
 	if line, ok := pp.keys["blocking_connections"]; ok && !pp.bad["blocking_connections"] {
-		switch {
-		case !p.Redis && !pp.bad["redis"]:
-			pp.fail(line, "blocking_connections", "is only valid for a redis pool (redis: true)")
-		case pp.has("lua"):
-			pp.fail(line, "blocking_connections", "a Lua pool has no dedicated connections")
-		}
+		pp.refuseRedisKey(line, "blocking_connections", !p.Redis && !pp.bad["redis"], "a Lua pool has no dedicated connections")
 	}
 	pp.validateEject()
+}
+
+// onlyRedis is why a memcache pool refuses a Redis key.
+const onlyRedis = "is only valid for a redis pool (redis: true)"
+
+// validateRedisKeys refuses redis_auth, redis_flushall and redis_config on
+// a memcache pool, and redis_config on a Lua pool.
+func (pp *poolParser) validateRedisKeys() {
+	p := pp.p
+	notRedis := !p.Redis && !pp.bad["redis"]
+	if line, ok := pp.keys["redis_auth"]; ok && p.RedisAuth != "" && notRedis {
+		pp.fail(line, "redis_auth", onlyRedis)
+	}
+	if line, ok := pp.keys["redis_flushall"]; ok && p.AllowRedisFlushAll && notRedis {
+		pp.fail(line, "redis_flushall", onlyRedis)
+	}
+	if line, ok := pp.keys["redis_config"]; ok && p.AllowRedisConfig {
+		pp.refuseRedisKey(line, "redis_config", notRedis, "a Lua pool does not carry CONFIG")
+	}
+}
+
+// refuseRedisKey refuses key, set on line, on a pool that is not a redis
+// pool, and with whyLua on a Lua pool.
+func (pp *poolParser) refuseRedisKey(line int, key string, notRedis bool, whyLua string) {
+	switch {
+	case notRedis:
+		pp.fail(line, key, onlyRedis)
+	case pp.has("lua"):
+		pp.fail(line, key, whyLua)
+	}
 }
 
 // validateBackends checks that the pool names its backends in exactly one
