@@ -3,12 +3,15 @@ package backend
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
 	"sync"
 	"time"
+
+	"shardproxy/codec"
 )
 
 // dial opens a socket to cfg.Addr by deadline: TCP, or a unix socket for an
@@ -90,4 +93,147 @@ func clientTLS(c *tls.Config, network, addr string) *tls.Config {
 	c = c.Clone()
 	c.ServerName = host
 	return c
+}
+
+// connect dials and validates a new socket, or reports why it could not.
+// A socket it returns has its reader running. A server that breaks the
+// socket on the meta probe (HandshakeOptions.MetaProbe) rather than
+// answer it is dialled once more without the probe, as a text server.
+func (c *conn) connect() (*sock, Cause) {
+	b := c.b
+	if b.Bad() {
+		return nil, CauseMarkedBad
+	}
+	deadline := time.Now().Add(b.cfg.ConnectTimeout)
+	o := b.cfg.Handshake
+	if c.proto != 0 {
+		o.Proto = c.proto
+	}
+	var (
+		nc  net.Conn
+		hs  shake
+		err error
+	)
+	for {
+		if nc, err = dial(b.cfg, deadline); err != nil {
+			b.failed(CauseConnecting)
+			return nil, CauseConnecting
+		}
+		hs = handshake(nc, b.cfg.Dialect, o, deadline)
+		if hs.ok {
+			break
+		}
+		nc.Close()
+		if !hs.probeBroke || !o.MetaProbe {
+			b.failed(hs.cause)
+			return nil, hs.cause
+		}
+		o.MetaProbe = false
+		deadline = time.Now().Add(b.cfg.ConnectTimeout) // the probe may have run out the first
+	}
+	b.learnVersion(hs.version)
+	b.learnMeta(hs.meta)
+	s := newSock(c, nc)
+	s.meta = hs.meta
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		nc.Close()
+		return nil, CauseClosed
+	}
+	c.cur = s
+	c.readers.Add(1)
+	c.mu.Unlock()
+	b.stats.Connections.Add(1)
+	go s.readLoop()
+	return s, 0
+}
+
+// shake is what a handshake found.
+type shake struct {
+	version    string // the server's version, when a reply told it
+	meta       bool   // the server speaks the meta protocol (answered mn)
+	ok         bool
+	cause      Cause // why not ok
+	probeBroke bool  // not ok: every reply but the meta probe's was OK, and the probe's never came whole
+}
+
+// handshake sends the dialect's validation requests and checks every
+// reply. The server's version comes from a codec.VersionReader dialect;
+// with o.MetaProbe, a well-framed reply other than OK to the last request
+// (the probe) says the server speaks text only.
+func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline time.Time) shake {
+	reqs := d.Handshake(o)
+	if len(reqs) == 0 {
+		return shake{ok: true}
+	}
+	probe := o.MetaProbe && !o.Meta
+	hs := shake{meta: o.Meta || probe}
+	vr, _ := d.(codec.VersionReader)
+	nc.SetDeadline(deadline)
+	defer nc.SetDeadline(time.Time{})
+	if _, err := nc.Write(joinWire(reqs)); err != nil {
+		return shake{cause: CauseWriting}
+	}
+	buf := make([]byte, 0, 512)
+	for i, r := range reqs {
+		probing := probe && i == len(reqs)-1
+		n, kind, cause, ok := readHandshakeReply(nc, d, r, &buf)
+		if !ok {
+			return shake{cause: cause, probeBroke: probing}
+		}
+		switch {
+		case kind == codec.ReplyOK:
+		case probing:
+			hs.meta = false
+		default:
+			return shake{cause: CauseBadValidate}
+		}
+		if vr != nil {
+			if v, ok := vr.ReadVersion(r, buf[:n]); ok {
+				hs.version = v
+			}
+		}
+		buf = buf[:copy(buf, buf[n:])]
+	}
+	if len(buf) != 0 {
+		return shake{cause: CauseBadValidate}
+	}
+	hs.ok = true
+	return hs
+}
+
+// joinWire returns the requests' bytes, one after the other.
+func joinWire(reqs []*codec.Request) []byte {
+	var out []byte
+	for _, r := range reqs {
+		out = append(out, r.Wire...)
+	}
+	return out
+}
+
+// readHandshakeReply reads from nc into *buf until it holds the whole
+// reply to r at its start, and returns the reply's length and kind; or,
+// not ok, the cause: a reply that cannot be framed or passes 64 KB, or a
+// failed read.
+func readHandshakeReply(nc net.Conn, d codec.Dialect, r *codec.Request, buf *[]byte) (n int, kind codec.ReplyKind, cause Cause, ok bool) {
+	b := *buf
+	defer func() { *buf = b }()
+	for {
+		n, kind, err := d.ParseReply(b, r)
+		if err == nil {
+			return n, kind, 0, true
+		}
+		if !errors.Is(err, codec.ErrIncomplete) || len(b) >= 64<<10 {
+			return 0, 0, CauseBadValidate, false
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		m, err := nc.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err != nil && m == 0 {
+			return 0, 0, CauseReadValidate, false
+		}
+	}
 }

@@ -22,69 +22,93 @@ const (
 // the socket dies, whoever found it broken, it fails the rest in order.
 func (s *sock) readLoop() {
 	r := reader{buf: GetBuffer(readChunk), pooled: true}
-	defer func() {
-		if r.pooled {
-			PutBuffer(r.buf)
-		}
-		s.dropArena()
-		s.dropSplice()
-		s.failInFlight()
-		if s.c.push != nil {
-			s.pushGone()
-		}
-		s.c.forget(s)
-		s.c.readers.Done()
-	}()
+	defer s.readerDone(&r)
 	for {
-		var n int
-		var err error
-		switch {
-		case s.spl.left > 0:
-			// The head's value, from the socket to its pipe.
-			if err = s.spliceIn(); errors.Is(err, errCannotSplice) {
-				if err = s.unsplice(&r); err != nil {
-					s.kill(CauseReading, true)
-					return
-				}
-			}
-		case s.raw != nil:
-			r.grow()
-			n, err = s.raw.read(r.buf[len(r.buf):cap(r.buf)])
-		default:
-			r.grow()
-			n, err = s.nc.Read(r.buf[len(r.buf):cap(r.buf)])
-		}
+		n, err := s.readSome(&r)
 		r.buf = r.buf[:len(r.buf)+n]
 		if n > 0 && !s.deliver(&r) {
 			return
 		}
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				if s.expired() {
-					// An idle check's timeout is the path's, not
-					// the server's: it does not count (health.go).
-					s.kill(CauseTimeout, !s.inflight[0].probe)
-					return
-				}
-				continue
-			}
-			cause := CauseReading
-			if errors.Is(err, net.ErrClosed) {
-				cause = CauseClosed // killed elsewhere, which set the cause
-			} else if isEOF(err) {
-				cause = CauseDisconnected
-			}
-			// A server closing an idle socket (an idle timeout, a restart
-			// between requests) failed no request: it does not count
-			// towards marking the backend bad; the next request redials.
-			count := cause != CauseClosed && !(cause == CauseDisconnected && s.pending.Load() == 0)
-			s.kill(cause, count)
+		if err != nil && !s.readFailed(err) {
 			return
 		}
 		if len(r.buf) == 0 && cap(r.buf) > shrinkAbove {
 			r.replace(0, 0)
 		}
 	}
+}
+
+// errUnspliced stops the reader: a spliced value could not be read back
+// (readSome has killed the socket).
+var errUnspliced = errors.New("backend: unsplice failed")
+
+// readSome reads what the server sent next: into the read buffer, or,
+// while the head's value is spliced, from the socket into its pipe.
+func (s *sock) readSome(r *reader) (int, error) {
+	switch {
+	case s.spl.left > 0:
+		// The head's value, from the socket to its pipe.
+		err := s.spliceIn()
+		if errors.Is(err, errCannotSplice) {
+			if err = s.unsplice(r); err != nil {
+				s.kill(CauseReading, true)
+				return 0, errUnspliced
+			}
+		}
+		return 0, err
+	case s.raw != nil:
+		r.grow()
+		return s.raw.read(r.buf[len(r.buf):cap(r.buf)])
+	default:
+		r.grow()
+		return s.nc.Read(r.buf[len(r.buf):cap(r.buf)])
+	}
+}
+
+// readFailed handles a failed read: it reports whether reading goes on
+// (a read deadline with nothing late), or kills the socket with the
+// cause the error names.
+func (s *sock) readFailed(err error) bool {
+	if err == errUnspliced {
+		return false
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if !s.expired() {
+			return true
+		}
+		// An idle check's timeout is the path's, not the server's: it
+		// does not count (health.go).
+		s.kill(CauseTimeout, !s.inflight[0].probe)
+		return false
+	}
+	cause := CauseReading
+	if errors.Is(err, net.ErrClosed) {
+		cause = CauseClosed // killed elsewhere, which set the cause
+	} else if isEOF(err) {
+		cause = CauseDisconnected
+	}
+	// A server closing an idle socket (an idle timeout, a restart between
+	// requests) failed no request: it does not count towards marking the
+	// backend bad; the next request redials.
+	count := cause != CauseClosed && !(cause == CauseDisconnected && s.pending.Load() == 0)
+	s.kill(cause, count)
+	return false
+}
+
+// readerDone is the reader's end: it recycles what it holds, fails what
+// is in flight, and lets the slot forget the socket.
+func (s *sock) readerDone(r *reader) {
+	if r.pooled {
+		PutBuffer(r.buf)
+	}
+	s.dropArena()
+	s.dropSplice()
+	s.failInFlight()
+	if s.c.push != nil {
+		s.pushGone()
+	}
+	s.c.forget(s)
+	s.c.readers.Done()
 }
 
 // failInFlight answers every call handed to the dead socket with the
@@ -180,141 +204,185 @@ func (s *sock) deliver(r *reader) bool {
 	if s.dead.Load() {
 		return false // killed elsewhere: what is in flight fails
 	}
-	b := s.c.b
-	dialect := b.cfg.Dialect
-	buf := r.buf
-	start := 0
-	var (
-		taken  bool  // a reply owns buf
-		failed Cause // why the socket must fail, if it must
-		bytes  int64
-	)
 	r.need = 0
-	done := s.done[:0]
-	for start < len(buf) {
+	d := delivery{buf: r.buf, done: s.done[:0]}
+	for d.start < len(d.buf) {
 		if len(s.inflight) == 0 && !s.take() {
-			failed = CauseTrailingData
+			d.failed = CauseTrailingData
 			break
 		}
-		call := s.inflight[0]
 		if s.spl.call != nil {
-			// Its value is in the pipe: its tail is next.
-			n, ok := s.spliceDone(buf[start:])
-			if !ok {
-				failed = CauseParsing
+			if !s.deliverSpliced(&d) {
 				break
 			}
-			if n == 0 {
-				break
-			}
-			start += n
-			s.st = codec.ReplyState{}
-			s.pop()
-			if !call.probe {
-				bytes += int64(len(call.Reply.Raw) + call.body.n + n)
-			}
-			done = append(done, call)
-			continue
-		}
-		var (
-			n, part int    // the reply's bytes in buf; of them, the call's own
-			tail    string // what the call's reply has after them
-			kind    codec.ReplyKind
-			err     error
-		)
-		if call.joined {
-			n, part, tail, kind, err = s.parseJoined(buf[start:])
-		} else {
-			n, kind, err = dialect.ResumeReply(buf[start:], call.Req, &s.st)
-			part = n
-		}
-		if err != nil {
-			if errors.Is(err, codec.ErrIncomplete) {
-				r.need = codec.Needed(err)
-				if s.startSplice(buf[start:], call, r.need) {
-					// The bytes here go with the reply; the
-					// rest of its value goes to the pipe.
-					raw := buf[start:len(buf):len(buf)]
-					switch {
-					case r.pooled && !taken:
-						// No reply before it kept a slice of
-						// buf: the call can own it whole.
-						call.owned = buf
-						r.pooled = false // replace must not recycle it
-						r.replace(readChunk, 0)
-						buf = r.buf
-					case !taken:
-						taken = true
-					default:
-						raw = append([]byte(nil), raw...)
-					}
-					start = len(buf)
-					call.Reply.Raw = raw
-					r.need = 0
-				}
-			} else {
-				failed = CauseParsing
-			}
-			break
-		}
-		s.st = codec.ReplyState{} // the next reply starts at its first byte
-		s.pop()
-		// The read deadline is left as it is: it belongs to an older call,
-		// so it is never later than the new head's. When it fires, expired
-		// re-arms it for the head (or clears it) if nothing is late.
-		var raw []byte
-		switch {
-		case call.joined:
-			raw = s.joinedReply(buf[start:start+part], tail, call)
-		case n <= arenaMax:
-			raw, call.arena = s.carve(n)
-			copy(raw, buf[start:start+n])
-		case r.pooled && start == 0:
-			// The reply starts a recycled buffer: it takes the buffer
-			// whole, and recycles it once written (Call.Release). The
-			// bytes after it move out now: once the call completes the
-			// buffer may be reused at any time.
-			raw = buf[:n:n]
-			call.owned = buf
-			r.pooled = false // replace must not recycle it
-			r.replace(readChunk, len(buf)-n)
-			buf, start = r.buf, -n
-		case !taken:
-			raw = buf[start : start+n : start+n]
-			taken = true
-		default:
-			raw = make([]byte, n)
-			copy(raw, buf[start:start+n])
-		}
-		start += n
-		if !call.probe {
-			bytes += int64(n)
-		}
-		call.Reply = codec.Reply{Raw: raw, Kind: kind}
-		done = append(done, call)
-		if kind == codec.ReplyFatal {
-			// The server misread the stream: nothing behind this reply
-			// can be trusted.
-			failed = CauseParsing
+		} else if !s.deliverReply(r, &d) {
 			break
 		}
 	}
-	if failed != 0 {
+	if d.failed != 0 {
 		// Dead before the replies go out: their clients may send the
 		// next request at once, and it must not be written on this
 		// socket. The calls behind are failed after them, in order.
-		s.kill(failed, true)
+		s.kill(d.failed, true)
 	}
-	s.complete(done, bytes)
-	s.done = done[:0]
-	if failed != 0 {
+	s.complete(d.done, d.bytes)
+	s.done = d.done[:0]
+	if d.failed != 0 {
 		return false
 	}
-	if taken {
+	s.keepRest(r, &d)
+	return true
+}
+
+// delivery is what deliver has done with one read's bytes so far.
+type delivery struct {
+	buf    []byte  // the read buffer, r.buf or a buffer a reply took
+	start  int     // where the next reply starts in buf
+	taken  bool    // a reply owns buf
+	failed Cause   // why the socket must fail, if it must
+	bytes  int64   // the reply bytes of the calls done, for the stats
+	done   []*Call // completed by this read, in order
+}
+
+// deliverSpliced takes the tail of the head's reply, whose value is in
+// the pipe (splice.go), and reports whether framing goes on.
+func (s *sock) deliverSpliced(d *delivery) bool {
+	call := s.inflight[0]
+	n, ok := s.spliceDone(d.buf[d.start:])
+	if !ok {
+		d.failed = CauseParsing
+		return false
+	}
+	if n == 0 {
+		return false
+	}
+	d.start += n
+	s.st = codec.ReplyState{}
+	s.pop()
+	if !call.probe {
+		d.bytes += int64(len(call.Reply.Raw) + call.body.n + n)
+	}
+	d.done = append(d.done, call)
+	return true
+}
+
+// deliverReply frames the reply to the head call at d.start and completes
+// the call if it is whole; it reports whether framing goes on.
+func (s *sock) deliverReply(r *reader, d *delivery) bool {
+	call := s.inflight[0]
+	var (
+		n, part int    // the reply's bytes in buf; of them, the call's own
+		tail    string // what the call's reply has after them
+		kind    codec.ReplyKind
+		err     error
+	)
+	if call.joined {
+		n, part, tail, kind, err = s.parseJoined(d.buf[d.start:])
+	} else {
+		n, kind, err = s.c.b.cfg.Dialect.ResumeReply(d.buf[d.start:], call.Req, &s.st)
+		part = n
+	}
+	if err != nil {
+		if !errors.Is(err, codec.ErrIncomplete) {
+			d.failed = CauseParsing
+			return false
+		}
+		r.need = codec.Needed(err)
+		if s.startSplice(d.buf[d.start:], call, r.need) {
+			s.holdSpliced(r, d, call)
+		}
+		return false
+	}
+	s.st = codec.ReplyState{} // the next reply starts at its first byte
+	s.pop()
+	// The read deadline is left as it is: it belongs to an older call,
+	// so it is never later than the new head's. When it fires, expired
+	// re-arms it for the head (or clears it) if nothing is late.
+	var raw []byte
+	if call.joined {
+		raw = s.joinedReply(d.buf[d.start:d.start+part], tail, call)
+	} else {
+		raw = s.replyBytes(r, d, call, n)
+	}
+	d.start += n
+	if !call.probe {
+		d.bytes += int64(n)
+	}
+	call.Reply = codec.Reply{Raw: raw, Kind: kind}
+	d.done = append(d.done, call)
+	if kind == codec.ReplyFatal {
+		// The server misread the stream: nothing behind this reply
+		// can be trusted.
+		d.failed = CauseParsing
+		return false
+	}
+	return true
+}
+
+// replyBytes returns the n bytes of the reply at d.start as the call
+// keeps them: small ones copied out of an arena, a big one as a slice of
+// the buffer (the buffer whole when the reply starts a recycled one),
+// and any later big one as a copy.
+func (s *sock) replyBytes(r *reader, d *delivery, call *Call, n int) (raw []byte) {
+	buf, start := d.buf, d.start
+	switch {
+	case n <= arenaMax:
+		raw, call.arena = s.carve(n)
+		copy(raw, buf[start:start+n])
+	case r.pooled && start == 0:
+		// The reply starts a recycled buffer: it takes the buffer
+		// whole, and recycles it once written (Call.Release). The
+		// bytes after it move out now: once the call completes the
+		// buffer may be reused at any time.
+		raw = buf[:n:n]
+		call.owned = buf
+		r.pooled = false // replace must not recycle it
+		r.replace(readChunk, len(buf)-n)
+		d.buf, d.start = r.buf, -n
+	case !d.taken:
+		raw = buf[start : start+n : start+n]
+		d.taken = true
+	default:
+		raw = make([]byte, n)
+		copy(raw, buf[start:start+n])
+	}
+	return raw
+}
+
+// holdSpliced keeps the bytes of the head's reply that came before its
+// spliced value as the call's Raw: the rest of the value goes to the
+// pipe, and nothing after it is in this read.
+func (s *sock) holdSpliced(r *reader, d *delivery, call *Call) {
+	buf := d.buf
+	raw := buf[d.start:len(buf):len(buf)]
+	switch {
+	case r.pooled && !d.taken:
+		// No reply before it kept a slice of buf: the call can own it
+		// whole.
+		call.owned = buf
+		r.pooled = false // replace must not recycle it
+		r.replace(readChunk, 0)
+		buf = r.buf
+		d.buf = buf
+	case !d.taken:
+		d.taken = true
+	default:
+		raw = append([]byte(nil), raw...)
+	}
+	d.start = len(buf)
+	call.Reply.Raw = raw
+	r.need = 0
+}
+
+// keepRest leaves the bytes after the last whole reply, the start of an
+// unfinished one, at the front of the reader's buffer.
+func (s *sock) keepRest(r *reader, d *delivery) {
+	buf, start := d.buf, d.start
+	if d.taken {
 		rest := buf[start:]
 		r.pooled = false // the reply has it; replace must not recycle it
 		r.replace(min(r.need, exactUpTo), len(rest))
-		return true
+		return
 	}
 	// The unfinished reply moves to the front; its ReplyState holds. A
 	// big one that will not fit moves straight to a buffer of its
@@ -322,10 +390,9 @@ func (s *sock) deliver(r *reader) bool {
 	// when grow makes room, copied it twice.
 	if start > 0 && r.need > cap(buf) && r.need <= exactUpTo {
 		r.replace(r.need, len(buf)-start)
-		return true
+		return
 	}
 	r.buf = buf[:copy(buf, buf[start:])]
-	return true
 }
 
 // parseJoined frames the part of a joined reply at buf's start that

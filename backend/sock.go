@@ -71,12 +71,7 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 		return s.writePush(batch, bufs)
 	}
 	b := s.c.b
-	var deadline time.Time
-	for _, call := range batch {
-		if !call.deadline.IsZero() && (deadline.IsZero() || call.deadline.Before(deadline)) {
-			deadline = call.deadline
-		}
-	}
+	deadline := earliest(batch)
 	first, n := batch[0].deadline, int64(len(batch))
 	s.mu.Lock()
 	if s.dead.Load() {
@@ -87,16 +82,7 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 	// the hand-off): calls a dead socket gives back go out on the next
 	// one as they came, whatever its server speaks.
 	if s.meta && b.cfg.MetaRewrite != nil {
-		for _, call := range batch {
-			if call.MetaRewrite {
-				was := len(call.Req.Wire)
-				if b.cfg.MetaRewrite(call.Req) {
-					// RequestBytes counted the request as it was queued;
-					// it counts what the server is sent.
-					b.stats.RequestBytes.Add(int64(len(call.Req.Wire) - was))
-				}
-			}
-		}
+		s.rewriteMeta(batch)
 	}
 	if b.joiner != nil {
 		bufs = s.join(batch, bufs)
@@ -123,14 +109,46 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 
 	s.nc.SetWriteDeadline(deadline)
 	if err := s.writeOut(bufs); err != nil {
-		cause := CauseWriting
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			cause = CauseTimeout
-		}
-		s.kill(cause, true)
+		s.kill(writeCause(err), true)
 	}
 	clear(bufs)
 	return bufs[:0], true
+}
+
+// earliest returns the earliest deadline among the calls, or zero when
+// none has one.
+func earliest(batch []*Call) time.Time {
+	var deadline time.Time
+	for _, call := range batch {
+		if !call.deadline.IsZero() && (deadline.IsZero() || call.deadline.Before(deadline)) {
+			deadline = call.deadline
+		}
+	}
+	return deadline
+}
+
+// rewriteMeta rewrites the calls that ask for it (Call.MetaRewrite) for
+// a server that speaks the meta protocol. Under mu, before the hand-off.
+func (s *sock) rewriteMeta(batch []*Call) {
+	b := s.c.b
+	for _, call := range batch {
+		if call.MetaRewrite {
+			was := len(call.Req.Wire)
+			if b.cfg.MetaRewrite(call.Req) {
+				// RequestBytes counted the request as it was queued;
+				// it counts what the server is sent.
+				b.stats.RequestBytes.Add(int64(len(call.Req.Wire) - was))
+			}
+		}
+	}
+}
+
+// writeCause names why a write failed: its deadline, or anything else.
+func writeCause(err error) Cause {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return CauseTimeout
+	}
+	return CauseWriting
 }
 
 // writeOut writes bufs, with s.writing set by the caller under mu, and

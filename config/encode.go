@@ -38,190 +38,103 @@ func (c *Config) Marshal() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// node returns the pool's mapping.
+// marshalOrder is the order Marshal writes a pool's keys in: twemproxy's
+// (as its conf_commands lists them), then the shardproxy extensions, the
+// TLS and ACL keys, the Sentinel keys, and the two lists last. How each
+// key is written, and when it is left out, is in its entry of poolKeys;
+// TestMarshalOrderHasEveryKey keeps this list and poolKeys in step.
+var marshalOrder = []string{
+	"listen", "hash", "hash_tag", "distribution", "timeout", "backlog",
+	"client_connections", "redis", "redis_auth", "redis_db", "preconnect",
+	"auto_eject_hosts", "server_connections", "server_retry_timeout",
+	"server_failure_limit", "health_check_interval", "health_check_timeout",
+	"tcpkeepalive", "reuseport",
+
+	"item_size_max", "max_request_line", "flush_all", "redis_flushall",
+	"redis_config", "connect_timeout", "hash_seed", "eject_policy",
+	"failover_pool", "lua", "lua_arg", "lua_timeout", "lua_max_alloc",
+	"lua_internal_cache", "server_protocol", "default_version",
+	"near_cache", "near_cache_ttl", "near_cache_fill", "read_from",
+	"redis_cluster", "cluster_refresh", "active_req_limit",
+	"buffer_memory_limit", "max_keys", "blocking_connections",
+
+	"redis_auth_user", "tls_cert", "tls_key", "tls_client_ca",
+	"server_tls", "server_tls_ca", "server_tls_cert", "server_tls_key",
+	"server_tls_server_name", "server_tls_skip_verify",
+
+	"sentinels", "sentinel_auth", "sentinel_auth_user",
+
+	"servers", "replicas",
+}
+
+// node returns the pool's mapping: each key of marshalOrder that its
+// poolKey does not omit, with the value its poolKey encodes.
 func (p *Pool) node() *yaml.Node {
 	m := &yaml.Node{Kind: yaml.MappingNode}
-	add := func(key string, v *yaml.Node) { m.Content = append(m.Content, str(key), v) }
-	add("listen", str(p.Listen.text()))
-	if !p.RedisCluster { // a cluster pool refuses them
-		add("hash", str(p.Hash))
-		if p.HashTag != "" {
-			add("hash_tag", str(p.HashTag))
-		}
-		add("distribution", str(p.Distribution))
-	}
-	if p.Timeout > 0 {
-		add("timeout", num(millis(p.Timeout)))
-	}
-	add("backlog", num(strconv.Itoa(p.Backlog)))
-	add("client_connections", num(strconv.Itoa(p.ClientConnections)))
-	add("redis", boolean(p.Redis))
-	if p.RedisAuth != "" {
-		add("redis_auth", str(p.RedisAuth))
-	}
-	add("redis_db", num(strconv.Itoa(p.RedisDB)))
-	add("preconnect", boolean(p.Preconnect))
-	add("auto_eject_hosts", boolean(p.AutoEjectHosts))
-	add("server_connections", num(strconv.Itoa(p.ServerConnections)))
-	add("server_retry_timeout", num(millis(p.ServerRetryTimeout)))
-	add("server_failure_limit", num(strconv.Itoa(p.ServerFailureLimit)))
-	if p.HealthCheckInterval != DefaultHealthCheckInterval {
-		add("health_check_interval", num(millis(p.HealthCheckInterval)))
-	}
-	if p.HealthCheckTimeout != DefaultHealthCheckTimeout {
-		add("health_check_timeout", num(millis(p.HealthCheckTimeout)))
-	}
-	if p.TCPKeepalive {
-		add("tcpkeepalive", boolean(true))
-	}
-	if p.Reuseport {
-		add("reuseport", boolean(true))
-	}
-	if def := DefaultItemSizeMax; p.Redis && p.ItemSizeMax != DefaultRedisItemSizeMax || !p.Redis && p.ItemSizeMax != def {
-		add("item_size_max", num(strconv.Itoa(p.ItemSizeMax)))
-	}
-	if p.MaxRequestLine != DefaultMaxRequestLine {
-		add("max_request_line", num(strconv.Itoa(p.MaxRequestLine)))
-	}
-	if !p.AllowFlushAll { // DefaultFlushAll is true
-		add("flush_all", boolean(false))
-	}
-	if p.AllowRedisFlushAll {
-		add("redis_flushall", boolean(true))
-	}
-	if p.AllowRedisConfig {
-		add("redis_config", boolean(true))
-	}
-	if p.ConnectTimeout != defaultConnectTimeout(p.Timeout) {
-		add("connect_timeout", num(millis(p.ConnectTimeout)))
-	}
-	if p.HashSeed != 0 {
-		add("hash_seed", num(strconv.FormatUint(p.HashSeed, 10)))
-	}
-	if p.EjectPolicy != DefaultEjectPolicy && p.EjectPolicy != "" {
-		add("eject_policy", str(p.EjectPolicy))
-	}
-	if p.FailoverPool != "" {
-		add("failover_pool", str(p.FailoverPool))
-	}
-	if p.Lua != "" {
-		add("lua", str(p.Lua))
-	}
-	if p.LuaArg != "" {
-		add("lua_arg", str(p.LuaArg))
-	}
-	if p.LuaTimeout != DefaultLuaTimeout && p.LuaTimeout != 0 {
-		add("lua_timeout", num(millis(p.LuaTimeout)))
-	}
-	if p.LuaMaxAlloc != DefaultLuaMaxAlloc && p.LuaMaxAlloc != 0 {
-		add("lua_max_alloc", num(strconv.Itoa(p.LuaMaxAlloc)))
-	}
-	if p.LuaInternalCache != DefaultLuaInternalCache && p.LuaInternalCache != 0 {
-		add("lua_internal_cache", num(strconv.Itoa(p.LuaInternalCache)))
-	}
-	if p.ServerProtocol != DefaultServerProtocol && p.ServerProtocol != "" && !(p.Kind() == KindLua && p.ServerProtocol == ServerProtocolText) {
-		add("server_protocol", str(p.ServerProtocol))
-	}
-	if p.DefaultVersion != DefaultVersion && p.DefaultVersion != "" {
-		add("default_version", str(p.DefaultVersion))
-	}
-	if p.NearCache > 0 {
-		add("near_cache", num(strconv.Itoa(p.NearCache)))
-		if p.NearCacheTTL != DefaultNearCacheTTL && p.NearCacheTTL != 0 {
-			add("near_cache_ttl", num(strconv.FormatInt(int64(p.NearCacheTTL/time.Second), 10)))
-		}
-		if p.NearCacheFill != DefaultNearCacheFill && p.NearCacheFill != "" {
-			add("near_cache_fill", str(p.NearCacheFill))
+	for _, key := range marshalOrder {
+		k := poolKeys[key]
+		if k.omit == nil || !k.omit(p) {
+			m.Content = append(m.Content, str(key), k.value(p))
 		}
 	}
-	if p.ReadFrom != DefaultReadFrom && p.ReadFrom != "" {
-		add("read_from", str(p.ReadFrom))
+	return m
+}
+
+// The conditions some keys are written on.
+
+// notCluster: a redis_cluster pool refuses the hashing keys.
+func notCluster(p *Pool) bool { return !p.RedisCluster }
+
+// isCluster: only a redis_cluster pool reads cluster_refresh.
+func isCluster(p *Pool) bool { return p.RedisCluster }
+
+// hasNearCache: the near cache's keys say nothing without one.
+func hasNearCache(p *Pool) bool { return p.NearCache > 0 }
+
+// serverTLS: the keys of TLS to the servers say nothing without it.
+func serverTLS(p *Pool) bool { return p.ServerTLS }
+
+// withSentinels: the Sentinel keys say nothing without Sentinels.
+func withSentinels(p *Pool) bool { return len(p.Sentinels) > 0 }
+
+// defaultItemSizeMax is the item_size_max of a pool that sets none.
+func defaultItemSizeMax(redis bool) int {
+	if redis {
+		return DefaultRedisItemSizeMax
 	}
-	if p.RedisCluster {
-		add("redis_cluster", boolean(true))
-		if p.ClusterRefresh != DefaultClusterRefresh && p.ClusterRefresh != 0 {
-			add("cluster_refresh", num(millis(p.ClusterRefresh)))
-		}
-	}
-	for _, kv := range []struct {
-		key string
-		v   int
-	}{{"active_req_limit", p.ActiveReqLimit}, {"buffer_memory_limit", p.BufferMemoryLimit}, {"max_keys", p.MaxKeys}} {
-		if kv.v != 0 {
-			add(kv.key, num(strconv.Itoa(kv.v)))
-		}
-	}
-	if p.Redis && p.Lua == "" && p.BlockingConnections != DefaultBlockingConnections && p.BlockingConnections != 0 {
-		add("blocking_connections", num(strconv.Itoa(p.BlockingConnections)))
-	}
-	p.addSecurity(add)
-	p.addSentinel(add)
+	return DefaultItemSizeMax
+}
+
+// serversNode is the servers list.
+func serversNode(p *Pool) *yaml.Node {
 	seq := &yaml.Node{Kind: yaml.SequenceNode}
 	for _, s := range p.Servers {
 		seq.Content = append(seq.Content, str(s.text()))
 	}
-	if len(seq.Content) > 0 {
-		add("servers", seq)
+	return seq
+}
+
+// replicasNode is the replicas list.
+func replicasNode(p *Pool) *yaml.Node {
+	seq := &yaml.Node{Kind: yaml.SequenceNode}
+	for _, r := range p.Replicas {
+		seq.Content = append(seq.Content, str(r.text()))
 	}
-	if len(p.Replicas) > 0 {
-		reps := &yaml.Node{Kind: yaml.SequenceNode}
-		for _, r := range p.Replicas {
-			reps.Content = append(reps.Content, str(r.text()))
-		}
-		add("replicas", reps)
+	return seq
+}
+
+// sentinelsNode is the sentinels list.
+func sentinelsNode(p *Pool) *yaml.Node {
+	seq := &yaml.Node{Kind: yaml.SequenceNode}
+	for _, s := range p.Sentinels {
+		seq.Content = append(seq.Content, str(s))
 	}
-	return m
+	return seq
 }
 
 // text is the replicas line that reads back as r.
 func (r Replica) text() string {
 	return r.Addr + ":" + strconv.Itoa(r.Weight) + " " + r.Shard
-}
-
-// addSecurity adds the ACL and TLS keys that are set, in the order of the
-// README's table.
-func (p *Pool) addSecurity(add func(string, *yaml.Node)) {
-	for _, kv := range []struct{ key, v string }{
-		{"redis_auth_user", p.RedisAuthUser},
-		{"tls_cert", p.TLSCert}, {"tls_key", p.TLSKey}, {"tls_client_ca", p.TLSClientCA},
-	} {
-		if kv.v != "" {
-			add(kv.key, str(kv.v))
-		}
-	}
-	if !p.ServerTLS {
-		return
-	}
-	add("server_tls", boolean(true))
-	for _, kv := range []struct{ key, v string }{
-		{"server_tls_ca", p.ServerTLSCA}, {"server_tls_cert", p.ServerTLSCert},
-		{"server_tls_key", p.ServerTLSKey}, {"server_tls_server_name", p.ServerTLSServerName},
-	} {
-		if kv.v != "" {
-			add(kv.key, str(kv.v))
-		}
-	}
-	if p.ServerTLSSkipVerify {
-		add("server_tls_skip_verify", boolean(true))
-	}
-}
-
-// addSentinel adds the Sentinel keys that are set.
-func (p *Pool) addSentinel(add func(string, *yaml.Node)) {
-	if len(p.Sentinels) == 0 {
-		return
-	}
-	seq := &yaml.Node{Kind: yaml.SequenceNode}
-	for _, s := range p.Sentinels {
-		seq.Content = append(seq.Content, str(s))
-	}
-	add("sentinels", seq)
-	if p.SentinelAuth != "" {
-		add("sentinel_auth", str(p.SentinelAuth))
-	}
-	if p.SentinelAuthUser != "" {
-		add("sentinel_auth_user", str(p.SentinelAuthUser))
-	}
 }
 
 // text is the listen value that parses back to l. A path with a space needs

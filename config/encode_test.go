@@ -22,16 +22,30 @@ func withoutLines(pools []*Pool) []Pool {
 			s.Line = 0
 			q.Servers = append(q.Servers, s)
 		}
+		if p.Replicas != nil {
+			q.Replicas = []Replica{}
+			for _, r := range p.Replicas {
+				r.Line = 0
+				q.Replicas = append(q.Replicas, r)
+			}
+		}
 		out = append(out, q)
 	}
 	return out
 }
 
+// Every configuration in testdata/ and examples/ survives parse ->
+// Marshal -> parse unchanged.
 func TestMarshalRoundTrip(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.yml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no testdata: %v", err)
 	}
+	examples, err := filepath.Glob("../examples/*/*.yml")
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	files = append(files, examples...)
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			c, err := Load(f)
@@ -186,5 +200,146 @@ func TestChecksumCoversEveryField(t *testing.T) {
 	}
 	if base.Timeout != 400*time.Millisecond {
 		t.Fatal("mutations leaked into the parsed pool")
+	}
+}
+
+// Marshal writes the keys in marshalOrder, each as its poolKeys entry
+// says: the list must name every key the parser knows, once, and each
+// key must know how to write its value.
+func TestMarshalOrderHasEveryKey(t *testing.T) {
+	seen := make(map[string]bool)
+	for _, key := range marshalOrder {
+		k, ok := poolKeys[key]
+		switch {
+		case !ok:
+			t.Errorf("marshalOrder has %s, which is no pool key", key)
+		case seen[key]:
+			t.Errorf("marshalOrder has %s twice", key)
+		case k.value == nil:
+			t.Errorf("pool key %s has no value encoder", key)
+		}
+		seen[key] = true
+	}
+	for key := range poolKeys {
+		if !seen[key] {
+			t.Errorf("pool key %s is missing from marshalOrder: Marshal would drop it", key)
+		}
+	}
+}
+
+// everyKey sets every pool key, each at a value other than its default,
+// over the pools that may hold it.
+const everyKey = `mc:
+  listen: 127.0.0.1:22121
+  hash: xxh3
+  hash_tag: "{}"
+  distribution: jump
+  timeout: 250
+  backlog: 100
+  client_connections: 10
+  redis: false
+  preconnect: true
+  auto_eject_hosts: true
+  server_connections: 2
+  server_retry_timeout: 1000
+  server_failure_limit: 3
+  health_check_interval: 2000
+  health_check_timeout: 500
+  tcpkeepalive: true
+  reuseport: true
+  item_size_max: 2097152
+  max_request_line: 131072
+  flush_all: false
+  connect_timeout: 50
+  hash_seed: 7
+  eject_policy: failover
+  failover_pool: spare
+  server_protocol: text
+  default_version: 1.6.21
+  near_cache: 16
+  near_cache_ttl: 10
+  near_cache_fill: gets
+  active_req_limit: 100
+  buffer_memory_limit: 1000
+  max_keys: 50
+  tls_cert: certs/proxy.pem
+  tls_key: certs/proxy.key
+  tls_client_ca: certs/clients.pem
+  server_tls: true
+  server_tls_ca: certs/ca.pem
+  server_tls_cert: certs/client.pem
+  server_tls_key: certs/client.key
+  server_tls_server_name: mc.internal
+  servers:
+   - 127.0.0.1:11211:1 a
+spare:
+  listen: 127.0.0.1:22122
+  server_protocol: text
+  server_tls: true
+  server_tls_skip_verify: true
+  servers:
+   - 127.0.0.1:11212:1
+rd:
+  listen: 127.0.0.1:22123
+  redis: true
+  redis_auth: secret
+  redis_auth_user: alice
+  redis_db: 2
+  redis_flushall: true
+  redis_config: true
+  blocking_connections: 8
+  read_from: replica
+  servers:
+   - 127.0.0.1:6379:1 a
+  replicas:
+   - 127.0.0.1:6380:1 a
+watched:
+  listen: 127.0.0.1:22124
+  redis: true
+  sentinels:
+   - 127.0.0.1:26379
+  sentinel_auth: secret
+  sentinel_auth_user: bob
+  servers:
+   - mymaster:1
+cl:
+  listen: 127.0.0.1:22125
+  redis: true
+  redis_cluster: true
+  cluster_refresh: 1000
+  servers:
+   - 127.0.0.1:7000:1
+routed:
+  listen: 127.0.0.1:22126
+  lua: route.lua
+  lua_arg: x
+  lua_timeout: 50
+  lua_max_alloc: 10
+  lua_internal_cache: 8
+`
+
+// A configuration that sets every key reads back from Marshal with every
+// key written and every value kept: encode and parse stay in step.
+func TestMarshalWritesEveryKey(t *testing.T) {
+	c := mustParse(t, everyKey)
+	text, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse(text, "marshaled")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if got, want := withoutLines(again.Pools), withoutLines(c.Pools); !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip changed the pools\n got %+v\nwant %+v\ntext:\n%s", got, want, text)
+	}
+	for key := range poolKeys {
+		written := false
+		for _, p := range again.Pools {
+			written = written || p.IsSet(key)
+		}
+		if !written {
+			t.Errorf("Marshal did not write %s:\n%s", key, text)
+		}
 	}
 }

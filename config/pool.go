@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -29,6 +30,41 @@ type poolKey struct {
 	// given reports whether a Pool built in Go sets the key: whether the
 	// key's field holds something other than its zero value (see IsSet).
 	given func(*Pool) bool
+	// value is the key's value as Marshal writes it (encode.go).
+	value func(*Pool) *yaml.Node
+	// omit reports whether Marshal leaves the key out: a twemproxy key at
+	// an empty value, an extension at its default, a key the pool's
+	// other keys make meaningless. nil: the key is always written.
+	omit func(*Pool) bool
+}
+
+// encodedAs returns k with value as how Marshal writes it.
+func (k poolKey) encodedAs(value func(*Pool) *yaml.Node) poolKey {
+	k.value = value
+	return k
+}
+
+// omitIf returns k, which Marshal also leaves out when omit says so.
+func (k poolKey) omitIf(omit func(*Pool) bool) poolKey {
+	if prev := k.omit; prev != nil {
+		k.omit = func(p *Pool) bool { return prev(p) || omit(p) }
+	} else {
+		k.omit = omit
+	}
+	return k
+}
+
+// onlyIf returns k, which Marshal writes only where cond holds.
+func (k poolKey) onlyIf(cond func(*Pool) bool) poolKey {
+	return k.omitIf(func(p *Pool) bool { return !cond(p) })
+}
+
+// omitAt returns k, which Marshal leaves out when field holds one of values.
+func omitAt[T comparable](k poolKey, field func(*Pool) *T, values []T) poolKey {
+	if len(values) == 0 {
+		return k
+	}
+	return k.omitIf(func(p *Pool) bool { return slices.Contains(values, *field(p)) })
 }
 
 // poolKeys are the keys a pool may have, twemproxy's (src/nc_conf.c
@@ -268,28 +304,32 @@ func (pp *poolParser) integer(key string, v *yaml.Node, min, max int) (int, bool
 }
 
 // intKey is a key setting an int field to a number within [min, max].
-func intKey(field func(*Pool) *int, min, max int) poolKey {
-	return keyOf(func(pp *poolParser, key string, v *yaml.Node) {
+// Marshal leaves it out when the field holds one of omit.
+func intKey(field func(*Pool) *int, min, max int, omit ...int) poolKey {
+	k := keyOf(func(pp *poolParser, key string, v *yaml.Node) {
 		if n, ok := pp.integer(key, v, min, max); ok {
 			*field(pp.p) = n
 		}
-	}, field)
+	}, field).encodedAs(func(p *Pool) *yaml.Node { return num(strconv.Itoa(*field(p))) })
+	return omitAt(k, field, omit)
 }
 
 // msKey is a key setting a duration field to a number of milliseconds >=
-// min.
-func msKey(field func(*Pool) *time.Duration, min int) poolKey {
-	return keyOf(func(pp *poolParser, key string, v *yaml.Node) {
+// min. Marshal leaves it out when the field holds one of omit.
+func msKey(field func(*Pool) *time.Duration, min int, omit ...time.Duration) poolKey {
+	k := keyOf(func(pp *poolParser, key string, v *yaml.Node) {
 		if n, ok := pp.integer(key, v, min, maxInt32); ok {
 			*field(pp.p) = time.Duration(n) * time.Millisecond
 		}
-	}, field)
+	}, field).encodedAs(func(p *Pool) *yaml.Node { return num(millis(*field(p))) })
+	return omitAt(k, field, omit)
 }
 
 // stringKey is a key setting a string field to a scalar that check
-// accepts: check returns why it refuses a value, or "".
-func stringKey(field func(*Pool) *string, check func(string) string) poolKey {
-	return keyOf(func(pp *poolParser, key string, v *yaml.Node) {
+// accepts: check returns why it refuses a value, or "". Marshal leaves it
+// out when the field holds one of omit.
+func stringKey(field func(*Pool) *string, check func(string) string, omit ...string) poolKey {
+	k := keyOf(func(pp *poolParser, key string, v *yaml.Node) {
 		s, ok := pp.scalar(key, v)
 		if !ok {
 			return
@@ -299,7 +339,8 @@ func stringKey(field func(*Pool) *string, check func(string) string) poolKey {
 			return
 		}
 		*field(pp.p) = s
-	}, field)
+	}, field).encodedAs(func(p *Pool) *yaml.Node { return str(*field(p)) })
+	return omitAt(k, field, omit)
 }
 
 // anyString is a stringKey check that accepts every string.
@@ -327,9 +368,10 @@ func oneOf(what string, names []string) func(string) string {
 }
 
 // boolKey is a key setting a bool field from exactly true or false, as
-// twemproxy's conf_set_bool does (no yes/no/on/off).
-func boolKey(field func(*Pool) *bool) poolKey {
-	return keyOf(func(pp *poolParser, key string, v *yaml.Node) {
+// twemproxy's conf_set_bool does (no yes/no/on/off). Marshal leaves it out
+// when the field holds one of omit.
+func boolKey(field func(*Pool) *bool, omit ...bool) poolKey {
+	k := keyOf(func(pp *poolParser, key string, v *yaml.Node) {
 		s, ok := pp.scalar(key, v)
 		if !ok {
 			return
@@ -342,5 +384,6 @@ func boolKey(field func(*Pool) *bool) poolKey {
 		default:
 			pp.fail(v.Line, key, fmt.Sprintf("%q is not true or false", s))
 		}
-	}, field)
+	}, field).encodedAs(func(p *Pool) *yaml.Node { return boolean(*field(p)) })
+	return omitAt(k, field, omit)
 }

@@ -10,8 +10,8 @@ import (
 // pool does. A cluster pool's read_from is in replicaKeys, which a sharded
 // redis pool shares.
 var clusterKeys = map[string]poolKey{
-	"redis_cluster":   boolKey(func(p *Pool) *bool { return &p.RedisCluster }),
-	"cluster_refresh": msKey(func(p *Pool) *time.Duration { return &p.ClusterRefresh }, 100),
+	"redis_cluster":   boolKey(func(p *Pool) *bool { return &p.RedisCluster }, false),
+	"cluster_refresh": msKey(func(p *Pool) *time.Duration { return &p.ClusterRefresh }, 100, DefaultClusterRefresh, 0).onlyIf(isCluster),
 }
 
 // clusterOnly are the keys only a redis_cluster pool may set.

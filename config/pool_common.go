@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -11,39 +12,47 @@ import (
 // its backends come from, the protocol, the limits and the timeouts, and
 // ejection.
 var commonKeys = map[string]poolKey{
-	"listen":                keyOf((*poolParser).setListen, func(p *Pool) *Listen { return &p.Listen }),
-	"timeout":               keyOf((*poolParser).setTimeout, func(p *Pool) *time.Duration { return &p.Timeout }),
-	"backlog":               intKey(func(p *Pool) *int { return &p.Backlog }, 0, maxInt32),
-	"client_connections":    intKey(func(p *Pool) *int { return &p.ClientConnections }, 0, maxInt32),
-	"redis":                 boolKey(func(p *Pool) *bool { return &p.Redis }),
-	"redis_auth":            stringKey(func(p *Pool) *string { return &p.RedisAuth }, anyString),
-	"redis_db":              intKey(func(p *Pool) *int { return &p.RedisDB }, 0, maxInt32),
-	"preconnect":            boolKey(func(p *Pool) *bool { return &p.Preconnect }),
-	"auto_eject_hosts":      boolKey(func(p *Pool) *bool { return &p.AutoEjectHosts }),
-	"server_connections":    keyOf((*poolParser).setServerConnections, func(p *Pool) *int { return &p.ServerConnections }),
+	"listen": keyOf((*poolParser).setListen, func(p *Pool) *Listen { return &p.Listen }).
+		encodedAs(func(p *Pool) *yaml.Node { return str(p.Listen.text()) }),
+	"timeout": keyOf((*poolParser).setTimeout, func(p *Pool) *time.Duration { return &p.Timeout }).
+		encodedAs(func(p *Pool) *yaml.Node { return num(millis(p.Timeout)) }).
+		omitIf(func(p *Pool) bool { return p.Timeout <= 0 }),
+	"backlog":            intKey(func(p *Pool) *int { return &p.Backlog }, 0, maxInt32),
+	"client_connections": intKey(func(p *Pool) *int { return &p.ClientConnections }, 0, maxInt32),
+	"redis":              boolKey(func(p *Pool) *bool { return &p.Redis }),
+	"redis_auth":         stringKey(func(p *Pool) *string { return &p.RedisAuth }, anyString, ""),
+	"redis_db":           intKey(func(p *Pool) *int { return &p.RedisDB }, 0, maxInt32),
+	"preconnect":         boolKey(func(p *Pool) *bool { return &p.Preconnect }),
+	"auto_eject_hosts":   boolKey(func(p *Pool) *bool { return &p.AutoEjectHosts }),
+	"server_connections": keyOf((*poolParser).setServerConnections, func(p *Pool) *int { return &p.ServerConnections }).
+		encodedAs(func(p *Pool) *yaml.Node { return num(strconv.Itoa(p.ServerConnections)) }),
 	"server_retry_timeout":  msKey(func(p *Pool) *time.Duration { return &p.ServerRetryTimeout }, 0),
-	"health_check_interval": msKey(func(p *Pool) *time.Duration { return &p.HealthCheckInterval }, 0),
-	"health_check_timeout":  msKey(func(p *Pool) *time.Duration { return &p.HealthCheckTimeout }, 1),
+	"health_check_interval": msKey(func(p *Pool) *time.Duration { return &p.HealthCheckInterval }, 0, DefaultHealthCheckInterval),
+	"health_check_timeout":  msKey(func(p *Pool) *time.Duration { return &p.HealthCheckTimeout }, 1, DefaultHealthCheckTimeout),
 	"server_failure_limit":  intKey(func(p *Pool) *int { return &p.ServerFailureLimit }, 0, maxInt32),
-	"tcpkeepalive":          boolKey(func(p *Pool) *bool { return &p.TCPKeepalive }),
-	"reuseport":             boolKey(func(p *Pool) *bool { return &p.Reuseport }),
-	"servers":               {set: (*poolParser).setServers, given: func(p *Pool) bool { return len(p.Servers) > 0 }},
+	"tcpkeepalive":          boolKey(func(p *Pool) *bool { return &p.TCPKeepalive }, false),
+	"reuseport":             boolKey(func(p *Pool) *bool { return &p.Reuseport }, false),
+	"servers": poolKey{set: (*poolParser).setServers, given: func(p *Pool) bool { return len(p.Servers) > 0 }}.
+		encodedAs(serversNode).onlyIf(func(p *Pool) bool { return len(p.Servers) > 0 }),
 
-	"item_size_max":    intKey(func(p *Pool) *int { return &p.ItemSizeMax }, 1024, 1<<30),
-	"max_request_line": intKey(func(p *Pool) *int { return &p.MaxRequestLine }, 2048, 64<<20),
-	"flush_all":        boolKey(func(p *Pool) *bool { return &p.AllowFlushAll }),
-	"redis_flushall":   boolKey(func(p *Pool) *bool { return &p.AllowRedisFlushAll }),
-	"redis_config":     boolKey(func(p *Pool) *bool { return &p.AllowRedisConfig }),
-	"connect_timeout":  msKey(func(p *Pool) *time.Duration { return &p.ConnectTimeout }, 1),
-	"eject_policy":     stringKey(func(p *Pool) *string { return &p.EjectPolicy }, checkEjectPolicy),
+	"item_size_max": intKey(func(p *Pool) *int { return &p.ItemSizeMax }, 1024, 1<<30).
+		omitIf(func(p *Pool) bool { return p.ItemSizeMax == defaultItemSizeMax(p.Redis) }),
+	"max_request_line": intKey(func(p *Pool) *int { return &p.MaxRequestLine }, 2048, 64<<20, DefaultMaxRequestLine),
+	"flush_all":        boolKey(func(p *Pool) *bool { return &p.AllowFlushAll }, DefaultFlushAll),
+	"redis_flushall":   boolKey(func(p *Pool) *bool { return &p.AllowRedisFlushAll }, false),
+	"redis_config":     boolKey(func(p *Pool) *bool { return &p.AllowRedisConfig }, false),
+	"connect_timeout": msKey(func(p *Pool) *time.Duration { return &p.ConnectTimeout }, 1).
+		omitIf(func(p *Pool) bool { return p.ConnectTimeout == defaultConnectTimeout(p.Timeout) }),
+	"eject_policy": stringKey(func(p *Pool) *string { return &p.EjectPolicy }, checkEjectPolicy, DefaultEjectPolicy, ""),
 	// failover_pool's pool is checked once every pool is read
 	// (checkFailovers).
-	"failover_pool":        stringKey(func(p *Pool) *string { return &p.FailoverPool }, nonEmpty("must name a pool")),
-	"active_req_limit":     intKey(func(p *Pool) *int { return &p.ActiveReqLimit }, 0, maxInt32),
-	"buffer_memory_limit":  intKey(func(p *Pool) *int { return &p.BufferMemoryLimit }, 0, maxInt32),
-	"max_keys":             intKey(func(p *Pool) *int { return &p.MaxKeys }, 0, maxInt32),
-	"blocking_connections": intKey(func(p *Pool) *int { return &p.BlockingConnections }, 1, 1<<16),
-	"default_version":      stringKey(func(p *Pool) *string { return &p.DefaultVersion }, checkVersion),
+	"failover_pool":       stringKey(func(p *Pool) *string { return &p.FailoverPool }, nonEmpty("must name a pool"), ""),
+	"active_req_limit":    intKey(func(p *Pool) *int { return &p.ActiveReqLimit }, 0, maxInt32, 0),
+	"buffer_memory_limit": intKey(func(p *Pool) *int { return &p.BufferMemoryLimit }, 0, maxInt32, 0),
+	"max_keys":            intKey(func(p *Pool) *int { return &p.MaxKeys }, 0, maxInt32, 0),
+	"blocking_connections": intKey(func(p *Pool) *int { return &p.BlockingConnections }, 1, 1<<16, DefaultBlockingConnections, 0).
+		onlyIf(func(p *Pool) bool { return p.Redis && p.Lua == "" }), // a Lua pool refuses it
+	"default_version": stringKey(func(p *Pool) *string { return &p.DefaultVersion }, checkVersion, DefaultVersion, ""),
 }
 
 // validateCommon checks the rules every pool follows, whatever its kind.
@@ -53,32 +62,44 @@ func (pp *poolParser) validateCommon() {
 		pp.fail(p.Line, "listen", "is missing")
 	}
 	pp.validateBackends()
-	if line, ok := pp.keys["redis_auth"]; ok && p.RedisAuth != "" && !p.Redis && !pp.bad["redis"] {
-		pp.fail(line, "redis_auth", "is only valid for a redis pool (redis: true)")
-	}
-	if line, ok := pp.keys["redis_flushall"]; ok && p.AllowRedisFlushAll && !p.Redis && !pp.bad["redis"] {
-		pp.fail(line, "redis_flushall", "is only valid for a redis pool (redis: true)")
-	}
-	if line, ok := pp.keys["redis_config"]; ok && p.AllowRedisConfig {
-		switch {
-		case !p.Redis && !pp.bad["redis"]:
-			pp.fail(line, "redis_config", "is only valid for a redis pool (redis: true)")
-		case pp.has("lua"):
-			pp.fail(line, "redis_config", "a Lua pool does not carry CONFIG")
-		}
-	}
+	pp.validateRedisKeys()
 	if line, ok := pp.keys["default_version"]; ok && p.Redis && !pp.bad["redis"] && !pp.bad["default_version"] {
 		pp.fail(line, "default_version", "is only valid for a memcache pool")
 	}
 	if line, ok := pp.keys["blocking_connections"]; ok && !pp.bad["blocking_connections"] {
-		switch {
-		case !p.Redis && !pp.bad["redis"]:
-			pp.fail(line, "blocking_connections", "is only valid for a redis pool (redis: true)")
-		case pp.has("lua"):
-			pp.fail(line, "blocking_connections", "a Lua pool has no dedicated connections")
-		}
+		pp.refuseRedisKey(line, "blocking_connections", !p.Redis && !pp.bad["redis"], "a Lua pool has no dedicated connections")
 	}
 	pp.validateEject()
+}
+
+// onlyRedis is why a memcache pool refuses a Redis key.
+const onlyRedis = "is only valid for a redis pool (redis: true)"
+
+// validateRedisKeys refuses redis_auth, redis_flushall and redis_config on
+// a memcache pool, and redis_config on a Lua pool.
+func (pp *poolParser) validateRedisKeys() {
+	p := pp.p
+	notRedis := !p.Redis && !pp.bad["redis"]
+	if line, ok := pp.keys["redis_auth"]; ok && p.RedisAuth != "" && notRedis {
+		pp.fail(line, "redis_auth", onlyRedis)
+	}
+	if line, ok := pp.keys["redis_flushall"]; ok && p.AllowRedisFlushAll && notRedis {
+		pp.fail(line, "redis_flushall", onlyRedis)
+	}
+	if line, ok := pp.keys["redis_config"]; ok && p.AllowRedisConfig {
+		pp.refuseRedisKey(line, "redis_config", notRedis, "a Lua pool does not carry CONFIG")
+	}
+}
+
+// refuseRedisKey refuses key, set on line, on a pool that is not a redis
+// pool, and with whyLua on a Lua pool.
+func (pp *poolParser) refuseRedisKey(line int, key string, notRedis bool, whyLua string) {
+	switch {
+	case notRedis:
+		pp.fail(line, key, onlyRedis)
+	case pp.has("lua"):
+		pp.fail(line, key, whyLua)
+	}
 }
 
 // validateBackends checks that the pool names its backends in exactly one

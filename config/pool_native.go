@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"gopkg.in/yaml.v3"
 )
@@ -13,11 +14,15 @@ import (
 // redis_cluster pool refuses the hashing keys; a Lua pool ignores them but
 // for hash_seed, and refuses server_protocol: meta.
 var nativeKeys = map[string]poolKey{
-	"hash":            stringKey(func(p *Pool) *string { return &p.Hash }, oneOf("hash", hashes)),
-	"hash_tag":        stringKey(func(p *Pool) *string { return &p.HashTag }, checkHashTag),
-	"distribution":    stringKey(func(p *Pool) *string { return &p.Distribution }, oneOf("distribution", distributions)),
-	"hash_seed":       keyOf((*poolParser).setHashSeed, func(p *Pool) *uint64 { return &p.HashSeed }),
-	"server_protocol": stringKey(func(p *Pool) *string { return &p.ServerProtocol }, checkServerProtocol),
+	"hash":         stringKey(func(p *Pool) *string { return &p.Hash }, oneOf("hash", hashes)).onlyIf(notCluster),
+	"hash_tag":     stringKey(func(p *Pool) *string { return &p.HashTag }, checkHashTag, "").onlyIf(notCluster),
+	"distribution": stringKey(func(p *Pool) *string { return &p.Distribution }, oneOf("distribution", distributions)).onlyIf(notCluster),
+	"hash_seed": keyOf((*poolParser).setHashSeed, func(p *Pool) *uint64 { return &p.HashSeed }).
+		encodedAs(func(p *Pool) *yaml.Node { return num(strconv.FormatUint(p.HashSeed, 10)) }).
+		omitIf(func(p *Pool) bool { return p.HashSeed == 0 }),
+	"server_protocol": stringKey(func(p *Pool) *string { return &p.ServerProtocol }, checkServerProtocol, DefaultServerProtocol, "").
+		// a Lua pool's default is text (luaKind.provision)
+		omitIf(func(p *Pool) bool { return p.Kind() == KindLua && p.ServerProtocol == ServerProtocolText }),
 }
 
 // nativeKind is a pool that shards keys over its servers list with its hash

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,9 +26,16 @@ const MaxNearCacheTTL = time.Hour
 // nearKeys are the keys of a native memcache pool's near cache (see
 // Pool.NearCache); the other kinds refuse them (nearOnly).
 var nearKeys = map[string]poolKey{
-	"near_cache":      intKey(func(p *Pool) *int { return &p.NearCache }, 0, MaxNearCache),
-	"near_cache_ttl":  keyOf((*poolParser).setNearCacheTTL, func(p *Pool) *time.Duration { return &p.NearCacheTTL }),
-	"near_cache_fill": keyOf((*poolParser).setNearCacheFill, func(p *Pool) *string { return &p.NearCacheFill }),
+	"near_cache": intKey(func(p *Pool) *int { return &p.NearCache }, 0, MaxNearCache).
+		onlyIf(hasNearCache),
+	"near_cache_ttl": keyOf((*poolParser).setNearCacheTTL, func(p *Pool) *time.Duration { return &p.NearCacheTTL }).
+		encodedAs(func(p *Pool) *yaml.Node { return num(strconv.FormatInt(int64(p.NearCacheTTL/time.Second), 10)) }).
+		omitIf(func(p *Pool) bool { return p.NearCacheTTL == DefaultNearCacheTTL || p.NearCacheTTL == 0 }).
+		onlyIf(hasNearCache),
+	"near_cache_fill": keyOf((*poolParser).setNearCacheFill, func(p *Pool) *string { return &p.NearCacheFill }).
+		encodedAs(func(p *Pool) *yaml.Node { return str(p.NearCacheFill) }).
+		omitIf(func(p *Pool) bool { return p.NearCacheFill == DefaultNearCacheFill || p.NearCacheFill == "" }).
+		onlyIf(hasNearCache),
 }
 
 // setNearCacheTTL reads whole seconds, 1 to MaxNearCacheTTL.

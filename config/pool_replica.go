@@ -12,8 +12,9 @@ import (
 // sharded redis pool). A Lua pool and a memcache pool refuse both
 // (refuseReplicaKeys, validateReplicas).
 var replicaKeys = map[string]poolKey{
-	"read_from": stringKey(func(p *Pool) *string { return &p.ReadFrom }, checkReadFrom),
-	"replicas":  {set: (*poolParser).setReplicas, given: func(p *Pool) bool { return len(p.Replicas) > 0 }},
+	"read_from": stringKey(func(p *Pool) *string { return &p.ReadFrom }, checkReadFrom, DefaultReadFrom, ""),
+	"replicas": poolKey{set: (*poolParser).setReplicas, given: func(p *Pool) bool { return len(p.Replicas) > 0 }}.
+		encodedAs(replicasNode).onlyIf(func(p *Pool) bool { return len(p.Replicas) > 0 }),
 }
 
 // replicaOnly are the replica keys, which the pools that may not read

@@ -12,9 +12,10 @@ import (
 // sentinelKeys are the keys of a sharded redis pool whose servers are
 // Sentinel master names. The other kinds refuse them (refuseSentinelKeys).
 var sentinelKeys = map[string]poolKey{
-	"sentinels":          {set: (*poolParser).setSentinels, given: func(p *Pool) bool { return len(p.Sentinels) > 0 }},
-	"sentinel_auth":      stringKey(func(p *Pool) *string { return &p.SentinelAuth }, anyString),
-	"sentinel_auth_user": stringKey(func(p *Pool) *string { return &p.SentinelAuthUser }, checkRedisAuthUser),
+	"sentinels": poolKey{set: (*poolParser).setSentinels, given: func(p *Pool) bool { return len(p.Sentinels) > 0 }}.
+		encodedAs(sentinelsNode).onlyIf(withSentinels),
+	"sentinel_auth":      stringKey(func(p *Pool) *string { return &p.SentinelAuth }, anyString, "").onlyIf(withSentinels),
+	"sentinel_auth_user": stringKey(func(p *Pool) *string { return &p.SentinelAuthUser }, checkRedisAuthUser, "").onlyIf(withSentinels),
 }
 
 var sentinelOnly = []string{"sentinels", "sentinel_auth", "sentinel_auth_user"}

@@ -7,22 +7,22 @@ import (
 
 // securityKeys are the TLS and ACL keys, which every kind of pool reads.
 var securityKeys = map[string]poolKey{
-	"redis_auth_user":        stringKey(func(p *Pool) *string { return &p.RedisAuthUser }, checkRedisAuthUser),
+	"redis_auth_user":        stringKey(func(p *Pool) *string { return &p.RedisAuthUser }, checkRedisAuthUser, ""),
 	"tls_cert":               pathKey(func(p *Pool) *string { return &p.TLSCert }),
 	"tls_key":                pathKey(func(p *Pool) *string { return &p.TLSKey }),
 	"tls_client_ca":          pathKey(func(p *Pool) *string { return &p.TLSClientCA }),
-	"server_tls":             boolKey(func(p *Pool) *bool { return &p.ServerTLS }),
-	"server_tls_ca":          pathKey(func(p *Pool) *string { return &p.ServerTLSCA }),
-	"server_tls_cert":        pathKey(func(p *Pool) *string { return &p.ServerTLSCert }),
-	"server_tls_key":         pathKey(func(p *Pool) *string { return &p.ServerTLSKey }),
-	"server_tls_server_name": stringKey(func(p *Pool) *string { return &p.ServerTLSServerName }, checkServerTLSServerName),
-	"server_tls_skip_verify": boolKey(func(p *Pool) *bool { return &p.ServerTLSSkipVerify }),
+	"server_tls":             boolKey(func(p *Pool) *bool { return &p.ServerTLS }, false),
+	"server_tls_ca":          pathKey(func(p *Pool) *string { return &p.ServerTLSCA }).onlyIf(serverTLS),
+	"server_tls_cert":        pathKey(func(p *Pool) *string { return &p.ServerTLSCert }).onlyIf(serverTLS),
+	"server_tls_key":         pathKey(func(p *Pool) *string { return &p.ServerTLSKey }).onlyIf(serverTLS),
+	"server_tls_server_name": stringKey(func(p *Pool) *string { return &p.ServerTLSServerName }, checkServerTLSServerName, "").onlyIf(serverTLS),
+	"server_tls_skip_verify": boolKey(func(p *Pool) *bool { return &p.ServerTLSSkipVerify }, false).onlyIf(serverTLS),
 }
 
 // pathKey is a key setting a string field to a file path, which must not be
-// empty.
+// empty; Marshal leaves it out when it is.
 func pathKey(field func(*Pool) *string) poolKey {
-	return stringKey(field, nonEmpty("must be the path of a PEM file"))
+	return stringKey(field, nonEmpty("must be the path of a PEM file"), "")
 }
 
 // checkRedisAuthUser wants redis_auth_user, a Redis ACL user name: not

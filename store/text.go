@@ -78,7 +78,22 @@ const (
 // memcached does not know gets "ERROR". Bytes after a command that reads no
 // data block, or after a data block, are ignored.
 func (s *Store) Do(dst, wire []byte) []byte {
-	line, data := wire, []byte(nil)
+	line, data := splitRequest(wire)
+	var tk tokens
+	tokenize(line, &tk)
+	if tk.n == 0 || len(tk.t[0]) < 2 {
+		return append(dst, replyError...)
+	}
+	if cmd := tk.t[0]; len(cmd) == 2 && cmd[0] == 'm' {
+		return s.doMeta(dst, &tk, data)
+	}
+	return s.doText(dst, line, &tk, data)
+}
+
+// splitRequest cuts wire into its command line, without "\r\n" and cut
+// at a NUL byte as memcached reads it as a C string, and what follows.
+func splitRequest(wire []byte) (line, data []byte) {
+	line = wire
 	if nl := bytes.IndexByte(wire, '\n'); nl >= 0 {
 		line, data = wire[:nl], wire[nl+1:]
 		if len(line) > 1 && line[len(line)-1] == '\r' {
@@ -86,64 +101,69 @@ func (s *Store) Do(dst, wire []byte) []byte {
 		}
 	}
 	if z := bytes.IndexByte(line, 0); z >= 0 {
-		line = line[:z] // memcached reads the line as a C string
+		line = line[:z]
 	}
-	var tk tokens
-	tokenize(line, &tk)
-	if tk.n == 0 || len(tk.t[0]) < 2 {
-		return append(dst, replyError...)
+	return line, data
+}
+
+// doMeta answers a meta command (a two-letter command starting with m).
+func (s *Store) doMeta(dst []byte, tk *tokens, data []byte) []byte {
+	switch tk.t[0][1] {
+	case 'g':
+		return s.metaGet(dst, tk)
+	case 's':
+		return s.metaSet(dst, tk, data)
+	case 'd':
+		return s.metaDelete(dst, tk)
+	case 'a':
+		return s.metaArithmetic(dst, tk)
+	case 'n':
+		return append(dst, "MN\r\n"...)
+	case 'e':
+		return s.metaDebug(dst, tk)
 	}
+	return append(dst, replyError...)
+}
+
+// doText answers a text command; a command with a number of tokens
+// memcached does not take gets "ERROR", as an unknown one does.
+func (s *Store) doText(dst, line []byte, tk *tokens, data []byte) []byte {
 	cmd := tk.t[0]
 	nt := tk.ntokens()
 	switch string(cmd) {
-	case "mg":
-		return s.metaGet(dst, &tk)
-	case "ms":
-		return s.metaSet(dst, &tk, data)
-	case "md":
-		return s.metaDelete(dst, &tk)
-	case "ma":
-		return s.metaArithmetic(dst, &tk)
-	case "mn":
-		return append(dst, "MN\r\n"...)
-	case "me":
-		return s.metaDebug(dst, &tk)
 	case "get", "gets", "gat", "gats":
-		if nt < 3 {
-			return append(dst, replyError...)
+		if nt >= 3 {
+			return s.textGet(dst, line, tk, cmd[len(cmd)-1] == 's', cmd[1] == 'a')
 		}
-		return s.textGet(dst, line, &tk, cmd[len(cmd)-1] == 's', cmd[1] == 'a')
 	case "set", "add", "append", "replace", "prepend":
-		if nt != 6 && nt != 7 {
-			return append(dst, replyError...)
+		if between(nt, 6, 7) {
+			return s.textStore(dst, tk, storeModes[string(cmd)], data)
 		}
-		return s.textStore(dst, &tk, storeModes[string(cmd)], data)
 	case "cas":
-		if nt != 7 && nt != 8 {
-			return append(dst, replyError...)
+		if between(nt, 7, 8) {
+			return s.textStore(dst, tk, modeCAS, data)
 		}
-		return s.textStore(dst, &tk, modeCAS, data)
 	case "incr", "decr":
-		if nt != 4 && nt != 5 {
-			return append(dst, replyError...)
+		if between(nt, 4, 5) {
+			return s.textArithmetic(dst, tk, cmd[0] == 'i')
 		}
-		return s.textArithmetic(dst, &tk, cmd[0] == 'i')
 	case "touch":
-		if nt != 4 && nt != 5 {
-			return append(dst, replyError...)
+		if between(nt, 4, 5) {
+			return s.textTouch(dst, tk)
 		}
-		return s.textTouch(dst, &tk)
 	case "delete":
-		if nt < 3 || nt > 5 {
-			return append(dst, replyError...)
+		if between(nt, 3, 5) {
+			return s.textDelete(dst, tk)
 		}
-		return s.textDelete(dst, &tk)
 	case "stats", "shutdown", "slabs", "cache_memlimit", "bget", "flush_all", "version", "quit",
 		"lru_crawler", "watch", "verbosity", "lru", "extstore", "refresh_certs", "debugtime", "misbehave":
 		return dst
 	}
 	return append(dst, replyError...)
 }
+
+// between reports whether n is in [lo, hi].
+func between(n, lo, hi int) bool { return lo <= n && n <= hi }
 
 // reply appends a one-line reply unless noreply hides it.
 func reply(dst []byte, noreply bool, line string) []byte {

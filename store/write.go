@@ -68,30 +68,9 @@ func (s *Store) store(w write, data []byte, vlen int, now int64) (res int, it *i
 func (s *Store) storeItem(sh *shard, it *item, w write, now int64) (int, *item) {
 	old := sh.get(w.key, now)
 	if old == nil {
-		switch w.mode {
-		case modeAdd, modeSet:
-			s.link(sh, it, nil, w.casIn, now)
-			return resStored, it
-		case modeCAS:
-			return resNotFound, nil
-		}
-		return resNotStored, nil
+		return s.storeNew(sh, it, w, now)
 	}
-	const (
-		casNone = iota
-		casMatch
-		casStale
-		casBad
-	)
-	casRes := casBad
-	switch {
-	case w.reqCAS == 0:
-		casRes = casNone
-	case w.reqCAS == old.cas:
-		casRes = casMatch
-	case w.setStale && w.reqCAS < old.cas:
-		casRes = casStale
-	}
+	casRes := compareCAS(w, old)
 	switch w.mode {
 	case modeAdd:
 		// add keeps the old item but counts as a use of it
@@ -111,21 +90,63 @@ func (s *Store) storeItem(sh *shard, it *item, w write, now int64) (int, *item) 
 		if casRes != casNone && casRes != casMatch {
 			return resExists, nil
 		}
-		n := len(old.value()) + len(it.value())
-		if itemTotal(len(w.key), old.flags, n) > int64(s.cfg.ItemSizeMax) ||
-			!sh.fits(int64(len(w.key)+n)+ItemOverhead) {
+		if it = s.concat(sh, it, old, w); it == nil {
 			return resNotStored, nil
 		}
-		v := make([]byte, 0, n)
-		if w.mode == modeAppend {
-			v = append(append(v, old.value()...), it.value()...)
-		} else {
-			v = append(append(v, it.value()...), old.value()...)
-		}
-		it = newItem(w.key, v, old.flags, old.exp)
 	}
 	s.link(sh, it, old, w.casIn, now)
 	return resStored, it
+}
+
+// storeNew applies the storage rules to the new item it where the key
+// has none: add and set store it, the other modes do not.
+func (s *Store) storeNew(sh *shard, it *item, w write, now int64) (int, *item) {
+	switch w.mode {
+	case modeAdd, modeSet:
+		s.link(sh, it, nil, w.casIn, now)
+		return resStored, it
+	case modeCAS:
+		return resNotFound, nil
+	}
+	return resNotStored, nil
+}
+
+// How a write's CAS compares with the item it replaces (compareCAS).
+const (
+	casNone  = iota // the write names none
+	casMatch        // the item's
+	casStale        // older than the item's, and ms I takes that as stale
+	casBad          // any other
+)
+
+// compareCAS compares the CAS the write names with old's.
+func compareCAS(w write, old *item) int {
+	switch {
+	case w.reqCAS == 0:
+		return casNone
+	case w.reqCAS == old.cas:
+		return casMatch
+	case w.setStale && w.reqCAS < old.cas:
+		return casStale
+	}
+	return casBad
+}
+
+// concat returns the item append or prepend makes of old and the new
+// item it, or nil when it would be too large or does not fit.
+func (s *Store) concat(sh *shard, it, old *item, w write) *item {
+	n := len(old.value()) + len(it.value())
+	if itemTotal(len(w.key), old.flags, n) > int64(s.cfg.ItemSizeMax) ||
+		!sh.fits(int64(len(w.key)+n)+ItemOverhead) {
+		return nil
+	}
+	v := make([]byte, 0, n)
+	if w.mode == modeAppend {
+		v = append(append(v, old.value()...), it.value()...)
+	} else {
+		v = append(append(v, it.value()...), old.value()...)
+	}
+	return newItem(w.key, v, old.flags, old.exp)
 }
 
 // Results of incr, decr and ma.
