@@ -37,7 +37,7 @@
 //     break them.
 //   - Counters never go backwards across reloads: a server's add up every
 //     backend the pool has had under its name, and the pool's server_ejects
-//     every server it has had (proxy.PoolStats). README's "The stats port
+//     every server it has had (proxy.PoolStats). docs/operations.md's "The stats port
 //     and twemproxy's" says where the counters mean something else than
 //     nutcracker's (total_connections and curr_connections count client
 //     connections only; client_err; fragments).

@@ -98,12 +98,12 @@ func common(proto string, more ...string) []string {
 }
 
 // benchServerProtocol is the server_protocol shardproxy's memcache pools
-// run with: meta, which the README recommends for memcached 1.6 and later.
+// run with: meta, which docs/configuration.md recommends for memcached 1.6 and later.
 const benchServerProtocol = "meta"
 
 // benchThreads is shardproxy's -threads: one, as twemproxy has. The
 // machine's cores are shared with the backends and the load generator; a
-// second thread there mostly spins and steals work (see the README's "Where
+// second thread there mostly spins and steals work (see docs/benchmarks.md, "Where
 // the time goes").
 const benchThreads = 1
 

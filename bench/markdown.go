@@ -191,15 +191,15 @@ const methodText = `
   connection per server, no ejection). Backends are flushed between loads.
 - shardproxy's memcache pools add one key nutcracker does not have, ` + "`server_protocol: meta`" + `:
   it sends a one-key get to memcached as a meta get and shows the client the text reply
-  (README, Configuration). memcached 1.6 sends each text get's reply on its own but batches
+  (docs/configuration.md). memcached 1.6 sends each text get's reply on its own but batches
   meta replies, so this lowers memcached's CPU per request behind a proxy. The
   ` + "`memcache-p1-text`" + ` table runs shardproxy with ` + "`text`" + ` for comparison; the default,
   ` + "`auto`" + `, sends meta gets to servers that answer ` + "`mn`" + ` (the shardproxy-defaults rows).
 - shardproxy runs with ` + "`-threads 1`" + `: one thread runs its goroutines, as twemproxy has one. The
   machine's two cores are shared with the backends and the load generator; a second proxy thread
-  there spends CPU waking, spinning and stealing work (README, Where the time goes). The
+  there spends CPU waking, spinning and stealing work (docs/benchmarks.md, Where the time goes). The
   ` + "`memcache-p1-threads`" + ` table runs shardproxy on every core for comparison; the
-  shardproxy-defaults rows run the default thread count (README, Command line).
+  shardproxy-defaults rows run the default thread count (docs/operations.md, Command line).
 - Each run is a separate shardbench process, so the proxy's CPU is the proxy's alone. Rounds
   alternate the order of the targets; tables show the median of the rounds for each column. A
   goal that compares shardproxy with nutcracker is judged on the median of the rounds' own

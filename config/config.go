@@ -369,7 +369,7 @@ type Pool struct {
 	// a sharded redis pool asks for its masters (key sentinels, a list; a
 	// shardproxy extension). When set, each servers line names a Sentinel
 	// master in place of an address (Server.Master) and the proxy follows
-	// its failovers; see README "Redis Sentinel".
+	// its failovers; see docs/sentinel.md.
 	Sentinels []string
 	// SentinelAuth is the password the proxy sends the Sentinels with AUTH
 	// (key sentinel_auth; the Sentinels' requirepass); "" sends none.

@@ -10,7 +10,7 @@ package main
 // network work for its sockets runs beside it, and on a small host it
 // shares the cores with its servers or clients, where a second thread
 // mostly wakes, spins and steals work from the first (on the 2-core bench
-// box one thread served as many requests at less CPU per request; README,
+// box one thread served as many requests at less CPU per request; docs/operations.md,
 // Command line). On a big host half the cores is still far more than a
 // proxy's load needs: one thread served 100,000 unpipelined requests a
 // second on that box at 0.6 of a core.
