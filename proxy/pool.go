@@ -15,6 +15,7 @@ import (
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/config"
+	"shardproxy/kind"
 	"shardproxy/route"
 
 	// Dialects register themselves with codec.
@@ -24,12 +25,12 @@ import (
 
 // pool is one configured pool at run time: a listener's settings and
 // counters, and the router that answers its requests. What kind of pool it
-// is (see poolKinds) matters only when the router is built.
+// is (a kind.Kind) matters only when the router is built.
 type pool struct {
 	cfg      *config.Pool
 	src      *config.Config // the configuration the pool comes from
 	srv      *Server
-	kind     *poolKind
+	kind     kind.Kind
 	dialect  codec.Dialect
 	lookups  codec.LookupCounter // the dialect's, when its servers count hits
 	tls      *tls.Config         // what the listener serves; nil: plain
@@ -65,8 +66,8 @@ type poolStats struct {
 	Buffered  atomic.Int64 // bytes of their requests and replies
 	LimitHits atomic.Int64 // requests refused by a limit
 
-	// router keeps the router's counters whole across reloads (carry.go).
-	router routerCounters
+	// router keeps the router's counters whole across reloads.
+	router kind.Counters
 
 	// base holds the counters "stats reset" reset, as they were then:
 	// the memcache stats command shows them less these (see shown).
@@ -100,15 +101,15 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 	if !ok {
 		return nil, fmt.Errorf("proxy: pool %q: protocol %q is not supported by this build", pc.Name, dialectName(pc))
 	}
-	kind, err := kindOf(pc)
-	if err != nil {
-		return nil, err
+	kd, ok := kind.Lookup(pc.Kind())
+	if !ok {
+		return nil, fmt.Errorf("proxy: pool %q: kind %q is not supported by this build", pc.Name, pc.Kind())
 	}
 	p := &pool{
 		cfg:     pc,
 		src:     cfg,
 		srv:     srv,
-		kind:    kind,
+		kind:    kd,
 		dialect: d,
 		lease:   lease,
 		log:     srv.log.With("pool", pc.Name),
@@ -128,6 +129,7 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 	} else if ps := srv.removedStats(pc.Name); ps != nil && !b.check {
 		p.stats = ps // a pool a reload removed comes back: it counts on
 	}
+	var err error
 	if p.tls, err = listenTLS(cfg, pc); err != nil {
 		return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
 	}
@@ -141,14 +143,36 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 	if pc.Redis && !pc.AllowRedisFlushAll {
 		p.limits.Deny = append(p.limits.Deny, "flushall")
 	}
-	k := &kindEnv{b: b, p: p, lease: lease, dialTLS: dialTLS}
+	env := b.env(p, dialTLS)
 	if old != nil && old.kind == p.kind {
-		k.old = old.router
+		env.Old = old.router
 	}
-	if p.router, err = p.kind.build(k); err != nil {
+	if p.router, err = p.kind.Build(env); err != nil {
 		return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
 	}
 	return p, nil
+}
+
+// env is what the build of p's router is given (kind.Env): p's
+// configuration, dialect and limits, and the builder's and server's hooks.
+func (b *builder) env(p *pool, dialTLS *tls.Config) *kind.Env {
+	return &kind.Env{
+		Pool:          p.cfg,
+		Source:        p.src,
+		Dialect:       p.dialect,
+		Limits:        &p.limits,
+		Log:           p.log,
+		Lease:         p.lease,
+		DialTLS:       dialTLS,
+		Check:         b.check,
+		Counters:      &p.stats.router,
+		Fragments:     &p.stats.Fragments,
+		ForwardErrors: &p.stats.ForwardError,
+		OnStateChange: b.s.backendStateChanged,
+		OnMeta:        b.s.backendMetaChanged,
+		Watch:         func(f func(*backend.Backend, bool)) { b.watchers = append(b.watchers, f) },
+		Link:          func(f func(map[string]route.Router)) { b.links = append(b.links, f) },
+	}
 }
 
 // Version implements codec.Env.
