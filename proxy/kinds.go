@@ -3,8 +3,9 @@ package proxy
 // The pool kinds register themselves with package kind (kind.Register,
 // from their init): importing them here, in the one place, gives the
 // server, its tests and cmd/shardproxy every kind. A new kind is a
-// package of its own and a line here. (The redis_cluster and lua kinds
-// still register from cluster.go and lua.go.)
+// package of its own and a line here. (The lua kind still registers from
+// lua.go.)
 import (
+	_ "shardproxy/cluster"
 	_ "shardproxy/shard"
 )

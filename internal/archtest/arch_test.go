@@ -52,13 +52,13 @@ var layers = map[string]rule{
 	// kind is the contract between the proxy and its pool kinds: it
 	// knows a pool's configuration and the router contract, no kind.
 	"kind": {parts: []string{"codec", "backend", "route", "config"}},
-	// cluster and lua: route for its one completion contract;
+	// The pool kinds register with kind and build from its Env (config,
+	// kind). cluster and lua: route for its one completion contract;
 	// sharding: CRC16 for slots; store: the cache mcp.internal reaches.
-	"cluster": {parts: []string{"codec", "resp", "backend", "sharding", "route"}},
+	"cluster": {parts: []string{"codec", "resp", "backend", "sharding", "route", "config", "kind"}},
 	"lua": {parts: []string{"codec", "sharding", "backend", "cluster", "route", "store"},
 		external: []string{"github.com/yuin/gopher-lua"}},
-	// The pool kinds register with kind and build from its Env (config,
-	// kind). shard, the sharded kind: sharding's distributions, sentinel's
+	// shard, the sharded kind: sharding's distributions, sentinel's
 	// masters, cluster's read_from and read-only command table for
 	// replica reads, store and memcache for the near cache.
 	"shard": {parts: []string{"codec", "memcache", "backend", "route", "sharding", "sentinel", "cluster",

@@ -1,10 +1,9 @@
-package proxy
+package cluster
 
 import (
 	"time"
 
 	"shardproxy/backend"
-	"shardproxy/cluster"
 	"shardproxy/codec"
 	"shardproxy/config"
 	"shardproxy/kind"
@@ -18,66 +17,66 @@ import (
 // serves until the cluster fails it over.
 const clusterRetryTimeout = time.Second
 
-func init() { kind.Register(config.KindCluster, clusterKind{}) }
+func init() { kind.Register(config.KindCluster, poolKind{}) }
 
-// clusterKind is the Redis Cluster kind (redis_cluster: true).
-type clusterKind struct{}
+// poolKind is the Redis Cluster kind (redis_cluster: true).
+type poolKind struct{}
 
-var _ kind.Kind = clusterKind{}
+var _ kind.Kind = poolKind{}
 
-// Build implements kind.Kind (newClusterRouter).
-func (clusterKind) Build(k *kind.Env) (route.Router, error) { return newClusterRouter(k) }
+// Build implements kind.Kind (newPoolRouter).
+func (poolKind) Build(k *kind.Env) (route.Router, error) { return newPoolRouter(k) }
 
 // Describe implements kind.Kind: the number of seeds.
-func (clusterKind) Describe(pc *config.Pool, _ route.Router) []any {
+func (poolKind) Describe(pc *config.Pool, _ route.Router) []any {
 	return []any{"cluster_seeds", len(pc.Servers)}
 }
 
-// clusterRouter routes a redis_cluster pool by the cluster's slot map (a
-// cluster.Cluster): the pool's router, as the proxy sees it.
-type clusterRouter struct {
-	c   *cluster.Cluster
+// poolRouter routes a redis_cluster pool by the cluster's slot map (a
+// Cluster): the pool's router, as the proxy sees it.
+type poolRouter struct {
+	c   *Cluster
 	ded *kind.DedicatedPool
 	rc  *kind.Counters // the pool's, which counts c until it closes
 }
 
 var (
-	_ route.Router   = clusterRouter{}
-	_ kind.Dedicator = clusterRouter{}
+	_ route.Router   = poolRouter{}
+	_ kind.Dedicator = poolRouter{}
 )
 
 // Route implements route.Router.
-func (r clusterRouter) Route(x *route.Exchange) { r.c.Route(&x.Req, x.Hint, x) }
+func (r poolRouter) Route(x *route.Exchange) { r.c.Route(&x.Req, x.Hint, x) }
 
 // Backends implements route.Router: the nodes of the slot map in use.
-func (r clusterRouter) Backends() []*backend.Backend { return r.c.Backends() }
+func (r poolRouter) Backends() []*backend.Backend { return r.c.Backends() }
 
-// Cluster returns the cluster.Cluster the router routes by, for the proxy's
+// Cluster returns the Cluster the router routes by, for the proxy's
 // stats (the slot map in use, redirects followed).
-func (r clusterRouter) Cluster() *cluster.Cluster { return r.c }
+func (r poolRouter) Cluster() *Cluster { return r.c }
 
 // Close implements route.Router.
-func (r clusterRouter) Close() {
+func (r poolRouter) Close() {
 	r.ded.Close()
 	r.c.Close()
-	r.rc.Retire(clusterSource{r.c})
+	r.rc.Retire(statsSource{r.c})
 	r.rc.Retire(r.ded)
 }
 
 // Place implements kind.Dedicator: the master of the one slot of every key.
-func (r clusterRouter) Place(req *codec.Request, hint uint32) (*backend.Backend, int, []byte) {
+func (r poolRouter) Place(req *codec.Request, hint uint32) (*backend.Backend, int, []byte) {
 	return r.c.Place(req, hint)
 }
 
 // Dedicated implements kind.Dedicator.
-func (r clusterRouter) Dedicated() *kind.DedicatedPool { return r.ded }
+func (r poolRouter) Dedicated() *kind.DedicatedPool { return r.ded }
 
 // PatternServers implements kind.Dedicator: one node, the master of slot 0.
 // Redis Cluster carries every PUBLISH to every node, so a pattern
 // subscribed on one node sees every channel, and on two it would see
 // each message twice. One node for every client's patterns keeps PUBSUB
 // NUMPAT (the largest count of the masters) exact.
-func (r clusterRouter) PatternServers() ([]*backend.Backend, []byte) {
+func (r poolRouter) PatternServers() ([]*backend.Backend, []byte) {
 	b, _, refusal := r.c.Place(&codec.Request{Keys: [][]byte{{}}}, 0)
 	if refusal != nil {
 		return nil, refusal
@@ -87,14 +86,14 @@ func (r clusterRouter) PatternServers() ([]*backend.Backend, []byte) {
 
 // Stats implements route.Router: redirects followed, refreshes, the map in
 // use, the dedicated connections.
-func (r clusterRouter) Stats() []route.Stat {
-	return append(clusterSource{r.c}.Counters(), r.ded.Counters()...)
+func (r poolRouter) Stats() []route.Stat {
+	return append(statsSource{r.c}.Counters(), r.ded.Counters()...)
 }
 
-// clusterSource is a cluster.Cluster as a pool's kind.CounterSource.
-type clusterSource struct{ c *cluster.Cluster }
+// statsSource is a Cluster as a pool's kind.CounterSource.
+type statsSource struct{ c *Cluster }
 
-func (s clusterSource) Counters() []route.Stat {
+func (s statsSource) Counters() []route.Stat {
 	st := s.c.Stats()
 	ready, age := int64(0), int64(-1)
 	if st.Ready {
@@ -125,18 +124,18 @@ func (s clusterSource) Counters() []route.Stat {
 	}
 }
 
-// newClusterRouter builds the router of a redis_cluster pool: its servers
+// newPoolRouter builds the router of a redis_cluster pool: its servers
 // are the seeds, and its timeout, connect_timeout, server_connections,
 // server_failure_limit, server_retry_timeout, tcpkeepalive, preconnect and
 // redis_auth apply to every node. A reload starts from the running pool's
 // slot map, so no request waits for the new pool's first refresh, and
 // nodes both maps use keep their backends (the pool's lease).
-func newClusterRouter(k *kind.Env) (route.Router, error) {
+func newPoolRouter(k *kind.Env) (route.Router, error) {
 	pc := k.Pool
 	k.Limits.ServerInfo = true // INFO merges the masters' sections
 	k.Limits.Keyspace = true   // SCAN walks the masters, KEYS ... fan out
 	k.Limits.ServerConfig = pc.AllowRedisConfig
-	readFrom, err := cluster.ParseReadFrom(pc.ReadFrom)
+	readFrom, err := ParseReadFrom(pc.ReadFrom)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +149,7 @@ func newClusterRouter(k *kind.Env) (route.Router, error) {
 	if !pc.IsSet("server_retry_timeout") {
 		node.RetryTimeout = clusterRetryTimeout
 	}
-	cfg := cluster.Config{
+	cfg := Config{
 		Seeds:           seeds,
 		ReadFrom:        readFrom,
 		RefreshInterval: pc.ClusterRefresh,
@@ -158,20 +157,20 @@ func newClusterRouter(k *kind.Env) (route.Router, error) {
 		Backends:        k.Lease,
 		Logger:          k.Log,
 	}
-	if old, ok := k.Old.(clusterRouter); ok {
+	if old, ok := k.Old.(poolRouter); ok {
 		cfg.Start = old.c.Map()
 		cfg.StartRead = old.c.Stats().LastRefresh
 	}
 	if k.Check { // New would start reading the slot map from the seeds
 		return kind.Checked{}, cfg.Validate()
 	}
-	c, err := cluster.New(cfg)
+	c, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	rc := k.Counters
-	rc.Add(clusterSource{c})
+	rc.Add(statsSource{c})
 	ded := kind.NewDedicatedPool(pc.BlockingConnections)
 	rc.Add(ded)
-	return clusterRouter{c: c, ded: ded, rc: rc}, nil
+	return poolRouter{c: c, ded: ded, rc: rc}, nil
 }
