@@ -54,9 +54,10 @@ var layers = map[string]rule{
 	"kind": {parts: []string{"codec", "backend", "route", "config"}},
 	// The pool kinds register with kind and build from its Env (config,
 	// kind). cluster and lua: route for its one completion contract;
-	// sharding: CRC16 for slots; store: the cache mcp.internal reaches.
+	// sharding: CRC16 for slots; store: the cache mcp.internal reaches;
+	// memcache: a Lua memcache pool's meta gets.
 	"cluster": {parts: []string{"codec", "resp", "backend", "sharding", "route", "config", "kind"}},
-	"lua": {parts: []string{"codec", "sharding", "backend", "cluster", "route", "store"},
+	"lua": {parts: []string{"codec", "sharding", "backend", "cluster", "route", "store", "memcache", "config", "kind"},
 		external: []string{"github.com/yuin/gopher-lua"}},
 	// shard, the sharded kind: sharding's distributions, sentinel's
 	// masters, cluster's read_from and read-only command table for
@@ -66,10 +67,9 @@ var layers = map[string]rule{
 	// sentinel follows Redis masters through Sentinel; it stands alone.
 	"sentinel": {},
 	// proxy imports every kind in one place (kinds.go), and cluster for
-	// a Redis Cluster pool's stats; its Lua adapter, store for the
-	// internal cache.
+	// a Redis Cluster pool's stats.
 	"proxy": {parts: []string{"codec", "memcache", "resp", "backend", "route", "config", "kind",
-		"shard", "cluster", "lua", "store"}},
+		"shard", "cluster", "lua"}},
 	// admin renders the running config (config.Marshal, the admin section)
 	// and tells a config error from other reload failures.
 	"admin":          {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},

@@ -1,49 +1,48 @@
-package proxy
+package lua
 
 import (
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/config"
 	"shardproxy/kind"
-	"shardproxy/lua"
 	"shardproxy/memcache"
 	"shardproxy/route"
 	"shardproxy/store"
 )
 
-func init() { kind.Register(config.KindLua, luaKind{}) }
+func init() { kind.Register(config.KindLua, poolKind{}) }
 
-// luaKind is the kind of the pools a route file routes (lua: file).
-type luaKind struct{}
+// poolKind is the kind of the pools a route file routes (lua: file).
+type poolKind struct{}
 
-var _ kind.Kind = luaKind{}
+var _ kind.Kind = poolKind{}
 
-// Build implements kind.Kind (newLuaRouter).
-func (luaKind) Build(k *kind.Env) (route.Router, error) { return newLuaRouter(k) }
+// Build implements kind.Kind (newPoolRouter).
+func (poolKind) Build(k *kind.Env) (route.Router, error) { return newPoolRouter(k) }
 
 // Describe implements kind.Kind: the route file.
-func (luaKind) Describe(pc *config.Pool, _ route.Router) []any { return []any{"lua", pc.Lua} }
+func (poolKind) Describe(pc *config.Pool, _ route.Router) []any { return []any{"lua", pc.Lua} }
 
-// luaRouter routes a Lua pool through its route file (a lua.Router): the
+// poolRouter routes a Lua pool through its route file (a Router): the
 // pool's router, as the proxy sees it.
-type luaRouter struct {
-	r     *lua.Router
+type poolRouter struct {
+	r     *Router
 	cache *internalCache // a memcache pool's own cache; nil for Redis
 	rc    *kind.Counters // the pool's, which counts r until it closes
 }
 
 var (
-	_ route.Router    = luaRouter{}
-	_ route.Watchable = luaRouter{}
+	_ route.Router    = poolRouter{}
+	_ route.Watchable = poolRouter{}
 )
 
 // Route implements route.Router.
-func (l luaRouter) Route(x *route.Exchange) { l.r.RouteBatch(&x.Req, x.Hint, x, x.Batch) }
+func (l poolRouter) Route(x *route.Exchange) { l.r.RouteBatch(&x.Req, x.Hint, x, x.Batch) }
 
 // Stats implements route.Router: lua_requests, lua_failures, lua_timeouts,
 // lua_memory_stops, lua_active, the script's mcp.add_stat counters
 // (user_*) and the internal cache's (internal_*).
-func (l luaRouter) Stats() []route.Stat {
+func (l poolRouter) Stats() []route.Stat {
 	st := l.r.Counters()
 	if l.cache != nil {
 		st = append(st, l.cache.Counters()...)
@@ -51,22 +50,22 @@ func (l luaRouter) Stats() []route.Stat {
 	return st
 }
 
-// luaSource is a Lua router as a pool's kind.CounterSource.
-type luaSource struct{ r *lua.Router }
+// countersSource is a Lua router as a pool's kind.CounterSource.
+type countersSource struct{ r *Router }
 
-func (s luaSource) Counters() []route.Stat { return s.r.Counters() }
+func (s countersSource) Counters() []route.Stat { return s.r.Counters() }
 
 // Backends implements route.Router.
-func (l luaRouter) Backends() []*backend.Backend { return l.r.Backends() }
+func (l poolRouter) Backends() []*backend.Backend { return l.r.Backends() }
 
 // Close implements route.Router.
-func (l luaRouter) Close() {
+func (l poolRouter) Close() {
 	l.r.Close()
-	l.rc.Retire(luaSource{l.r})
+	l.rc.Retire(countersSource{l.r})
 	l.cache.release()
 }
 
-// internalCache is a Lua memcache pool's own cache (lua.Config.Internal),
+// internalCache is a Lua memcache pool's own cache (Config.Internal),
 // shared by the routers of the pool's successive generations while its
 // size stays the same: a reload keeps what it holds, as memcached keeps
 // its storage across a reload of its proxy's routes. The last router to
@@ -80,7 +79,7 @@ type internalCache struct {
 // cacheFor returns the cache of a pool of lua_internal_cache mib: old's,
 // if it has one of that size, else a new one, counted by rc.
 func cacheFor(old route.Router, mib, itemSizeMax int, rc *kind.Counters) *internalCache {
-	if o, ok := old.(luaRouter); ok && o.cache != nil && o.cache.mib == mib {
+	if o, ok := old.(poolRouter); ok && o.cache != nil && o.cache.mib == mib {
 		o.cache.Hold()
 		return o.cache
 	}
@@ -116,9 +115,9 @@ func appendCacheStats(st []route.Stat, prefix string, s store.Stats) []route.Sta
 
 // Watch implements route.Watchable: memcached's watch proxyreqs,
 // proxyevents and proxyuser.
-func (l luaRouter) Watch(streams int) (*route.Watcher, error) { return l.r.Watch(streams) }
+func (l poolRouter) Watch(streams int) (*route.Watcher, error) { return l.r.Watch(streams) }
 
-// newLuaRouter builds the router of a Lua pool from its route file.
+// newPoolRouter builds the router of a Lua pool from its route file.
 //
 // The pool's YAML sets the defaults of the backends the script makes,
 // where the file sets them at all: timeout (the read timeout),
@@ -140,9 +139,9 @@ func (l luaRouter) Watch(streams int) (*route.Watcher, error) { return l.r.Watch
 // (codec.Options.ProxyWire). Its clients' gets are parsed as they come
 // whatever server_protocol says; meta and auto send as mg only the
 // one-key gets the route forwards untouched
-// (lua.Config.MetaRewrite): meta to every backend, which must answer "mn"
+// (Config.MetaRewrite): meta to every backend, which must answer "mn"
 // when validated, auto to the backends whose socket's server answered it.
-func newLuaRouter(k *kind.Env) (route.Router, error) {
+func newPoolRouter(k *kind.Env) (route.Router, error) {
 	pc := k.Pool
 	k.Limits.ProxyErrors, k.Limits.ProxyWire = !pc.Redis, !pc.Redis
 	k.Limits.MetaGets = false
@@ -154,7 +153,7 @@ func newLuaRouter(k *kind.Env) (route.Router, error) {
 		hs.Meta = pc.ServerProtocol == config.ServerProtocolMeta
 		hs.MetaProbe = !hs.Meta
 	}
-	d := lua.Defaults{
+	d := Defaults{
 		ReadTimeout:  pc.Timeout,
 		TCPKeepalive: pc.TCPKeepalive,
 	}
@@ -171,7 +170,7 @@ func newLuaRouter(k *kind.Env) (route.Router, error) {
 		d.Conns = pc.ServerConnections
 	}
 	var hub *route.Hub // the running router's: its watchers stay
-	if old, ok := k.Old.(luaRouter); ok {
+	if old, ok := k.Old.(poolRouter); ok {
 		hub = old.r.Hub()
 	}
 	var cache *internalCache
@@ -180,7 +179,7 @@ func newLuaRouter(k *kind.Env) (route.Router, error) {
 		cache = cacheFor(k.Old, pc.LuaInternalCache, pc.ItemSizeMax, k.Counters)
 		internal = cache.s
 	}
-	r, err := lua.New(lua.Config{
+	r, err := New(Config{
 		Hub:         hub,
 		Path:        k.Source.Path(pc.Lua), // relative to the config file's directory
 		Dialect:     k.Dialect,
@@ -207,6 +206,6 @@ func newLuaRouter(k *kind.Env) (route.Router, error) {
 		return nil, err
 	}
 	rc := k.Counters
-	rc.Add(luaSource{r})
-	return luaRouter{r: r, cache: cache, rc: rc}, nil
+	rc.Add(countersSource{r})
+	return poolRouter{r: r, cache: cache, rc: rc}, nil
 }
