@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/cluster"
+	"shardproxy/config"
 	"shardproxy/kind"
 	"shardproxy/route"
 	"shardproxy/sentinel"
@@ -135,6 +137,21 @@ func (r *router) startReplicas(k *kind.Env) error {
 	if err != nil || from == cluster.ReadMaster { // "" is master
 		return err
 	}
+	s := newReplicaSet(r, k, from)
+	s.tab.Store(newReplicaTable(r, s.initial(pc, asShard(k.Old)), len(r.shard.Servers())))
+	r.replicas = s
+	if k.Check {
+		return nil
+	}
+	s.start(pc, k.DialTLS)
+	r.rc.Add(s) // retired when the router closes
+	return nil
+}
+
+// newReplicaSet returns r's replica set, reading from, without replicas
+// yet.
+func newReplicaSet(r *router, k *kind.Env, from cluster.ReadFrom) *replicaSet {
+	pc := k.Pool
 	s := &replicaSet{
 		r: r, from: from, lease: k.Lease, every: pc.HealthCheckInterval, log: k.Log,
 		listed: map[int]bool{}, kick: make(chan struct{}, 1), stop: make(chan struct{}),
@@ -146,52 +163,62 @@ func (r *router) startReplicas(k *kind.Env) error {
 		// fast for twemproxy's 30s.
 		s.tmpl.RetryTimeout = s.every
 	}
+	return s
+}
+
+// initial returns the replicas s starts with: the ones pc lists and, in
+// a pool with sentinels, the running router o's Sentinel replicas of
+// shards still here and still without listed ones, until the Sentinels
+// answer. A replica o has at the same address hands on its last check.
+func (s *replicaSet) initial(pc *config.Pool, o *router) []*replica {
 	slotOf := map[string]int{}
-	for i, ss := range r.shard.Servers() {
+	for i, ss := range s.r.shard.Servers() {
 		slotOf[ss.Name] = i
 	}
-	// One snapshot of the running router's table: its Sentinel may
-	// replace the table while this one is built.
-	var running []*replica
-	var old map[string]*replica
-	o := asShard(k.Old)
-	if o != nil && o.replicas != nil {
-		running = o.replicas.tab.Load().flat
-		old = map[string]*replica{}
-		for _, rep := range running {
-			old[rep.b.Addr()] = rep
-		}
-	}
+	running, old := runningReplicas(o)
 	var flat []*replica
 	for _, rc := range pc.Replicas {
 		slot := slotOf[rc.Shard]
 		s.listed[slot] = true
 		flat = append(flat, s.newReplica(rc.Addr, slot, rc.Weight, true, old[rc.Addr]))
 	}
-	if len(pc.Sentinels) > 0 && old != nil {
-		// The running router's Sentinel replicas, of shards still here
-		// and still without listed ones, until the Sentinels answer.
-		for _, rep := range running {
-			slot, ok := slotOf[o.shard.Servers()[rep.slot].Name]
-			if !rep.listed && ok && !s.listed[slot] {
-				flat = append(flat, s.newReplica(rep.b.Addr(), slot, 1, false, rep))
-			}
+	if len(pc.Sentinels) == 0 || old == nil {
+		return flat
+	}
+	for _, rep := range running {
+		slot, ok := slotOf[o.shard.Servers()[rep.slot].Name]
+		if !rep.listed && ok && !s.listed[slot] {
+			flat = append(flat, s.newReplica(rep.b.Addr(), slot, 1, false, rep))
 		}
 	}
-	s.tab.Store(newReplicaTable(r, flat, len(r.shard.Servers())))
-	r.replicas = s
-	if k.Check {
-		return nil
+	return flat
+}
+
+// runningReplicas returns the replicas of o, the running router, from
+// one snapshot of its table (its Sentinel may replace the table while
+// the new one is built), and them by address; nil when o reads none.
+func runningReplicas(o *router) ([]*replica, map[string]*replica) {
+	if o == nil || o.replicas == nil {
+		return nil, nil
 	}
+	running := o.replicas.tab.Load().flat
+	old := map[string]*replica{}
+	for _, rep := range running {
+		old[rep.b.Addr()] = rep
+	}
+	return running, old
+}
+
+// start checks the replicas never checked, within health_check_timeout,
+// and then every replica each health_check_interval (none when it is 0).
+func (s *replicaSet) start(pc *config.Pool, dialTLS *tls.Config) {
 	auth := sentinel.Auth{Username: pc.RedisAuthUser, Password: pc.RedisAuth}
-	s.prober = sentinel.NewProber(auth, k.DialTLS, pc.HealthCheckTimeout)
+	s.prober = sentinel.NewProber(auth, dialTLS, pc.HealthCheckTimeout)
 	if s.every > 0 {
 		s.checkAll(true)
 		s.wg.Add(1)
 		go s.run()
 	}
-	r.rc.Add(s) // retired when the router closes
-	return nil
 }
 
 // newReplica takes a backend for addr; prev, a running router's replica

@@ -59,6 +59,32 @@ func newRouter(k *kind.Env) (route.Router, error) {
 	k.Limits.ServerInfo = true // INFO merges the servers' sections
 	k.Limits.Keyspace = true   // SCAN walks the servers, KEYS ... fan out
 	k.Limits.ServerConfig = pc.Redis && pc.AllowRedisConfig
+	r, byName := makeRouter(k)
+	if err := r.distribute(asShard(k.Old)); err != nil {
+		return nil, err
+	}
+	if err := r.startReplicas(k); err != nil {
+		return nil, err
+	}
+	if len(pc.Sentinels) > 0 {
+		if err := r.startSentinel(k, byName); err != nil {
+			r.Close()
+			return nil, err
+		}
+		return r, nil
+	}
+	r.startServers(k, byName)
+	if pc.NearCache > 0 {
+		return newNearRouter(r, k.Old, pc, k.Counters), nil
+	}
+	return r, nil
+}
+
+// makeRouter returns the router of k's pool, with its distribution's
+// configuration but no distribution nor backends yet, and the pool's
+// servers by name. A Redis pool's router gets its dedicated connections.
+func makeRouter(k *kind.Env) (*router, map[string]config.Server) {
+	pc := k.Pool
 	servers := make([]sharding.Server, len(pc.Servers))
 	byName := make(map[string]config.Server, len(pc.Servers))
 	for i, s := range pc.Servers {
@@ -85,24 +111,27 @@ func newRouter(k *kind.Env) (route.Router, error) {
 		r.rc = k.Counters
 		r.rc.Add(r.ded)
 	}
-	if old := asShard(k.Old); old != nil && reflect.DeepEqual(old.shardCfg, r.shardCfg) {
-		r.shard = old.shard // building a ketama ring is the costly part of a reload
-	} else {
-		var err error
-		if r.shard, err = sharding.New(r.shardCfg); err != nil {
-			return nil, err
-		}
+	return r, byName
+}
+
+// distribute gives r its distribution: old's, the running router's, when
+// it was built from the same configuration (building a ketama ring is
+// the costly part of a reload), else a new one.
+func (r *router) distribute(old *router) error {
+	if old != nil && reflect.DeepEqual(old.shardCfg, r.shardCfg) {
+		r.shard = old.shard
+		return nil
 	}
-	if err := r.startReplicas(k); err != nil {
-		return nil, err
-	}
-	if len(pc.Sentinels) > 0 {
-		if err := r.startSentinel(k, byName); err != nil {
-			r.Close()
-			return nil, err
-		}
-		return r, nil
-	}
+	var err error
+	r.shard, err = sharding.New(r.shardCfg)
+	return err
+}
+
+// startServers fills r's table for a pool without sentinels, a backend
+// per server from the lease, matches the distribution to their health,
+// and asks to hear of their state and of the failover pool.
+func (r *router) startServers(k *kind.Env, byName map[string]config.Server) {
+	pc := k.Pool
 	backends := make([]*backend.Backend, 0, len(pc.Servers))
 	for _, ss := range r.shard.Servers() {
 		s := byName[ss.Name]
@@ -115,8 +144,18 @@ func newRouter(k *kind.Env) (route.Router, error) {
 		backends = append(backends, k.Lease.Get(cfg))
 	}
 	r.table.Store(&backends)
-	// Make the distribution's live set match the backends' health: a kept
-	// backend may be ejected now, a new one is healthy.
+	r.matchHealth(backends)
+	k.Watch(r.stateChanged)
+	k.Link(func(routers map[string]route.Router) {
+		if pc.EjectPolicy == config.EjectFailover {
+			r.failover = asShard(routers[pc.FailoverPool])
+		}
+	})
+}
+
+// matchHealth makes the distribution's live set match the health of
+// backends: a kept backend may be ejected now, a new one is healthy.
+func (r *router) matchHealth(backends []*backend.Backend) {
 	live := r.shard.Live()
 	for i, b := range backends {
 		switch bad := b.Bad() && r.ejects(); {
@@ -126,16 +165,6 @@ func newRouter(k *kind.Env) (route.Router, error) {
 			r.shard.Restore(i)
 		}
 	}
-	k.Watch(r.stateChanged)
-	k.Link(func(routers map[string]route.Router) {
-		if pc.EjectPolicy == config.EjectFailover {
-			r.failover = asShard(routers[pc.FailoverPool])
-		}
-	})
-	if pc.NearCache > 0 {
-		return newNearRouter(r, k.Old, pc, k.Counters), nil
-	}
-	return r, nil
 }
 
 // ejects reports whether the pool takes bad servers out of its distribution.
