@@ -6,9 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"shardproxy/backend"
 	"shardproxy/config"
-	"shardproxy/route"
 )
 
 // Check runs on cfg every check New, Start and a reload run, short of
@@ -50,17 +48,3 @@ func checkListen(l config.Listen) error {
 	_, err := net.ResolveTCPAddr("tcp", l.Addr)
 	return err
 }
-
-// checkedRouter stands in for a router that Check validates without
-// building, because building it starts work in the background (a Redis
-// Cluster pool reads its slot map at once).
-type checkedRouter struct{}
-
-var _ route.Router = checkedRouter{}
-
-// Route implements route.Router; a checked generation never serves, so
-// nothing reaches it.
-func (checkedRouter) Route(x *route.Exchange)      { panic("proxy: a checked router routes nothing") }
-func (checkedRouter) Stats() []route.Stat          { return nil }
-func (checkedRouter) Backends() []*backend.Backend { return nil }
-func (checkedRouter) Close()                       {}

@@ -1,8 +1,12 @@
 // Package proxy runs shardproxy's listeners and client sessions. It builds,
 // from a validated config.Config, one pool per configured pool: a listener,
 // a dialect (codec) and a route.Router. Which router a pool gets is its
-// kind's business (kind.go): a sharded pool (shard.go), a Redis Cluster
-// (cluster.go) or a Lua route file (lua.go); the session never asks.
+// kind's business: each kind is a package that registers itself with
+// package kind (a sharded pool: shard; a Redis Cluster: cluster; a Lua
+// route file: lua), imported in one place (kinds.go); the session never
+// asks which. It asks a router only for what some kinds offer through
+// kind's interfaces (kind.Dedicator for dedicated connections,
+// route.Watchable for watch).
 //
 // A client session has a reader goroutine: it parses requests with the
 // pool's dialect, answers local commands, applies the pool's limits,

@@ -7,26 +7,19 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/config"
-	"shardproxy/memcache"
 )
 
 // server_protocol auto: every new socket of a native memcache pool asks
 // its server "mn" (codec.HandshakeOptions.MetaProbe). A one-key get or
 // gets a client sends goes as a meta get (memcache.MetaGet, applied by the
 // backend as it writes the request: backend.Config.MetaRewrite) on the
-// sockets whose server answered, and as written on the others. The
+// sockets whose server answered, and as written on the others; the
+// sharded kind sets its backends up so (package shard), and tells the
+// server through its OnMeta hook (kind.Env.OnMeta), backendMetaChanged. The
 // decision is per socket, so a fleet that is being upgraded, or a server
 // replaced by an older one at the same address, is served right from its
 // next socket on; the pool's summary (what its servers speak) is logged
 // when it changes and shown by "stats settings".
-
-// autoMeta sets up cfg, a native memcache pool's backend, for
-// server_protocol auto.
-func autoMeta(cfg *backend.Config, srv *Server) {
-	cfg.Handshake.MetaProbe = true
-	cfg.MetaRewrite = memcache.MetaGet
-	cfg.OnMeta = srv.backendMetaChanged
-}
 
 // metaSummary says what an auto pool's servers speak, as the newest
 // socket of each told: "meta" (every server that told speaks it), "text"
@@ -72,7 +65,7 @@ func (s *Server) backendMetaChanged(b *backend.Backend, meta, first bool) {
 		return // New logs the first generation's summaries once it is installed
 	}
 	for _, p := range gen.pools {
-		if r, ok := autoRouter(p); ok && !first && slices.Contains(r.backends(), b) {
+		if bs, ok := autoBackends(p); ok && !first && slices.Contains(bs, b) {
 			p.log.Info("server protocol changed", "server", b.Name(), "meta", meta)
 		}
 	}
@@ -88,11 +81,11 @@ func (s *Server) logMetaSummaries(gen *generation) {
 	s.metaLog.mu.Lock()
 	defer s.metaLog.mu.Unlock()
 	for _, p := range gen.pools {
-		r, ok := autoRouter(p)
+		bs, ok := autoBackends(p)
 		if !ok {
 			continue
 		}
-		uses, meta, text := metaSummary(r.backends())
+		uses, meta, text := metaSummary(bs)
 		if uses == "unknown" || s.metaLog.last[p.cfg.Name] == uses {
 			continue
 		}
@@ -101,25 +94,29 @@ func (s *Server) logMetaSummaries(gen *generation) {
 		}
 		s.metaLog.last[p.cfg.Name] = uses
 		p.log.Info("server protocol", "server_protocol", config.ServerProtocolAuto, "uses", uses,
-			"servers_meta", meta, "servers_text", text, "servers", len(r.backends()))
+			"servers_meta", meta, "servers_text", text, "servers", len(bs))
 	}
 }
 
-// autoRouter returns p's router when p is a native memcache pool with
-// server_protocol auto, with or without a near cache.
-func autoRouter(p *pool) (*shardRouter, bool) {
-	r := asShard(p.router)
-	return r, r != nil && p.cfg.ServerProtocol == config.ServerProtocolAuto && !p.cfg.Redis
+// autoBackends returns the servers of p when p is a native memcache
+// pool (the sharded kind) with server_protocol auto, with or without a
+// near cache: its router's backends, which are the pool's servers in
+// order (a memcache pool has neither Sentinels nor replicas).
+func autoBackends(p *pool) ([]*backend.Backend, bool) {
+	if p.cfg.Kind() != config.KindSharded || p.cfg.ServerProtocol != config.ServerProtocolAuto || p.cfg.Redis {
+		return nil, false
+	}
+	return p.router.Backends(), true
 }
 
 // metaSetting is the pool's "stats settings" line of what an auto pool's
 // servers speak now: "meta 3/3", "mixed 2/3" (servers on meta, of all),
 // "text 0/3", "unknown 0/3".
 func (p *pool) metaSetting() (string, bool) {
-	r, ok := autoRouter(p)
+	bs, ok := autoBackends(p)
 	if !ok {
 		return "", false
 	}
-	uses, meta, _ := metaSummary(r.backends())
-	return fmt.Sprintf("%s %d/%d", uses, meta, len(r.backends())), true
+	uses, meta, _ := metaSummary(bs)
+	return fmt.Sprintf("%s %d/%d", uses, meta, len(bs)), true
 }

@@ -6,10 +6,11 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/kind"
 )
 
 // This file serves the Redis commands that need a server connection of
-// the client's own (a dedicatedPool's), on the session's reader goroutine:
+// the client's own (a kind.DedicatedPool's), on the session's reader goroutine:
 //
 //   - A blocking command (codec.RouteBlock) takes a connection to the
 //     server of its keys for as long as it waits, with its own timeout
@@ -54,9 +55,9 @@ const (
 
 // pinState is a session's transaction (reader only).
 type pinState struct {
-	dp        *dedicatedPool
+	dp        *kind.DedicatedPool
 	d         *backend.Dedicated // nil until a command chose the server
-	where     int                // the place of the keys (dedicator.place), -1 while any
+	where     int                // the place of the keys (kind.Dedicator.Place), -1 while any
 	multi     bool               // the client sent MULTI
 	sent      bool               // MULTI went to the server
 	held      [][]byte           // keyless commands queued before the server was known
@@ -121,8 +122,8 @@ func (s *session) routeDedicated(p *pending) bool {
 	}
 	p.Hint = s.id
 	p.Batch = &s.batch
-	dd, ok := s.p.router.(dedicator)
-	if !ok || dd.dedicated() == nil {
+	dd, ok := s.p.router.(kind.Dedicator)
+	if !ok || dd.Dedicated() == nil {
 		s.answerRaw(p, string(s.p.dialect.AppendError(nil, codec.ErrServer,
 			commandName(p)+" is not supported by this pool")))
 		return true
@@ -140,34 +141,34 @@ func (s *session) routeDedicated(p *pending) bool {
 }
 
 // routeBlocking sends a blocking command on a connection of its own.
-func (s *session) routeBlocking(p *pending, dd dedicator) {
-	dp := dd.dedicated()
+func (s *session) routeBlocking(p *pending, dd kind.Dedicator) {
+	dp := dd.Dedicated()
 	d, _ := s.dedicate(p, dd, dp)
 	if d == nil {
 		return
 	}
 	if !s.admit(p, len(p.Req.Keys)) {
-		dp.give(d, true)
+		dp.Give(d, true)
 		return
 	}
 	s.blocked.add(d)
-	dp.blocked.Add(1)
+	dp.Blocked.Add(1)
 	p.SendOn(d, s.blockTimeout(p.Req.Block), func(c *backend.Call) {
-		dp.blocked.Add(-1)
+		dp.Blocked.Add(-1)
 		s.blocked.remove(d)
-		dp.give(d, c.Reply.Err == nil)
+		dp.Give(d, c.Reply.Err == nil)
 	})
 }
 
 // dedicate takes a connection of dp to the server of p's keys (any
 // server when it has none) and returns it with the keys' place
-// (dedicator.place). When the keys cannot be placed or no connection is
+// (kind.Dedicator.Place). When the keys cannot be placed or no connection is
 // free, it answers p with the refusal and returns nil.
-func (s *session) dedicate(p *pending, dd dedicator, dp *dedicatedPool) (*backend.Dedicated, int) {
-	b, where, refusal := dd.place(&p.Req, s.id)
+func (s *session) dedicate(p *pending, dd kind.Dedicator, dp *kind.DedicatedPool) (*backend.Dedicated, int) {
+	b, where, refusal := dd.Place(&p.Req, s.id)
 	if refusal == nil {
 		var d *backend.Dedicated
-		if d, refusal = dp.take(b, p.Req.Proto, s.p.dialect); refusal == nil {
+		if d, refusal = dp.Take(b, p.Req.Proto, s.p.dialect); refusal == nil {
 			return d, where
 		}
 	}
@@ -191,21 +192,21 @@ func (s *session) blockTimeout(wait time.Duration) time.Duration {
 }
 
 // routePinStart serves a transaction command of a client not pinned.
-func (s *session) routePinStart(p *pending, dd dedicator) {
+func (s *session) routePinStart(p *pending, dd kind.Dedicator) {
 	switch p.Req.Pin {
 	case codec.PinMulti:
-		s.pin = &pinState{dp: dd.dedicated(), where: -1, multi: true}
-		s.pin.dp.pinned.Add(1)
+		s.pin = &pinState{dp: dd.Dedicated(), where: -1, multi: true}
+		s.pin.dp.Pinned.Add(1)
 		s.answerRaw(p, replyOK)
 	case codec.PinWatch:
-		dp := dd.dedicated()
+		dp := dd.Dedicated()
 		d, where := s.dedicate(p, dd, dp)
 		if d == nil {
 			return
 		}
 		s.pin = &pinState{dp: dp}
 		s.pin.setConn(d, where)
-		dp.pinned.Add(1)
+		dp.Pinned.Add(1)
 		s.sendPinned(p, 0, false)
 	case codec.PinExec:
 		s.answerRaw(p, replyExecNoMulti)
@@ -220,7 +221,7 @@ func (s *session) routePinStart(p *pending, dd dedicator) {
 }
 
 // routePinned serves any request of a pinned client.
-func (s *session) routePinned(p *pending, dd dedicator) {
+func (s *session) routePinned(p *pending, dd kind.Dedicator) {
 	pin := s.pin
 	req := &p.Req
 	switch req.Route {
@@ -235,9 +236,9 @@ func (s *session) routePinned(p *pending, dd dedicator) {
 			return
 		}
 	}
-	_, where, refusal := dd.place(req, s.id)
+	_, where, refusal := dd.Place(req, s.id)
 	if refusal == nil && where >= 0 && pin.where >= 0 && where != pin.where {
-		refusal = appendCrossSlot(nil, s.p.dialect)
+		refusal = kind.AppendCrossSlot(nil, s.p.dialect)
 	}
 	if refusal != nil {
 		if pin.multi {
@@ -263,7 +264,7 @@ func (s *session) routePinned(p *pending, dd dedicator) {
 // routePinCommand serves a transaction command of a pinned client, and
 // reports whether it did; false passes it on as a command for the pinned
 // connection.
-func (s *session) routePinCommand(p *pending, dd dedicator) bool {
+func (s *session) routePinCommand(p *pending, dd kind.Dedicator) bool {
 	pin := s.pin
 	switch p.Req.Pin {
 	case codec.PinMulti:
@@ -332,7 +333,7 @@ func (s *session) routePinCommand(p *pending, dd dedicator) bool {
 // QUIT and RESET end the transaction; the other session commands (AUTH,
 // SELECT, CLIENT ...) are refused, which aborts it. Outside MULTI they
 // are answered as usual.
-func (s *session) routePinnedLocal(p *pending, dd dedicator) {
+func (s *session) routePinnedLocal(p *pending, dd kind.Dedicator) {
 	pin := s.pin
 	switch {
 	case p.Req.Name == "reset" || p.Req.Close:
@@ -383,7 +384,7 @@ func (s *session) hold(p *pending) {
 // connectPin gives the pin its connection, to the server of p's keys (any
 // server when it has none), if it has none yet, and sends what MULTI
 // held. It answers p and returns false when no connection is free.
-func (s *session) connectPin(p *pending, dd dedicator) bool {
+func (s *session) connectPin(p *pending, dd kind.Dedicator) bool {
 	pin := s.pin
 	if pin.d != nil {
 		return true
@@ -426,8 +427,8 @@ func (s *session) sendPinned(p *pending, timeout time.Duration, last bool) {
 		dp, reuse := pin.dp, pin.reusable()
 		s.pin = nil
 		s.unpinned = true
-		dp.pinned.Add(-1)
-		after = func(c *backend.Call) { dp.give(d, reuse && c.Reply.Err == nil) }
+		dp.Pinned.Add(-1)
+		after = func(c *backend.Call) { dp.Give(d, reuse && c.Reply.Err == nil) }
 	case timeout != 0:
 		after = func(*backend.Call) { s.blocked.remove(d) }
 	}
@@ -450,7 +451,7 @@ func (s *session) abortPin(p *pending) {
 		dp, d, reuse := pin.dp, pin.d, pin.reusable()
 		req := &codec.Request{Name: "discard", Route: codec.RoutePin, Wire: discardWire, Buf: discardWire}
 		d.Stage(&backend.Call{Req: req, Done: func(c *backend.Call) {
-			dp.give(d, reuse && c.Reply.Err == nil)
+			dp.Give(d, reuse && c.Reply.Err == nil)
 			c.Release()
 		}}, &s.batch)
 		pin.d = nil
@@ -478,9 +479,9 @@ func (s *session) endPin(reuse bool) {
 		return
 	}
 	s.pin = nil
-	pin.dp.pinned.Add(-1)
+	pin.dp.Pinned.Add(-1)
 	if pin.d != nil {
-		pin.dp.give(pin.d, reuse && pin.reusable())
+		pin.dp.Give(pin.d, reuse && pin.reusable())
 	}
 }
 
@@ -516,10 +517,4 @@ func commandName(p *pending) string {
 		}
 	}
 	return string(b)
-}
-
-// appendCrossSlot appends redis-server's refusal of keys in different
-// slots (in a sharded pool: on different servers), in d's words.
-func appendCrossSlot(dst []byte, d codec.Dialect) []byte {
-	return d.AppendError(dst, codec.ErrCrossServer, "Keys in request don't hash to the same slot")
 }

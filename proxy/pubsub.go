@@ -7,6 +7,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/kind"
 	"shardproxy/resp"
 )
 
@@ -14,13 +15,13 @@ import (
 // reader goroutine; subconn.go handles what the servers send back.
 //
 // A client's subscriptions live on server connections of its own (a
-// dedicatedPool's push-mode connections, one per server it subscribed
+// kind.DedicatedPool's push-mode connections, one per server it subscribed
 // on, counted against blocking_connections). A channel (SUBSCRIBE) and a
 // shard channel (SSUBSCRIBE) go to the server the pool places a key of
 // that name on, which is where PUBLISH and SPUBLISH, routed as key
 // commands, send its messages. A pattern (PSUBSCRIBE) goes to every
 // server of a sharded pool, and to one node of a cluster, whose nodes
-// all see every PUBLISH (dedicator.patternServers).
+// all see every PUBLISH (kind.Dedicator.PatternServers).
 //
 // The proxy keeps the client's view: which channels, patterns and shard
 // channels it holds and on which connection, and it makes every
@@ -62,8 +63,8 @@ import (
 type subState struct {
 	s    *session
 	pool *pool // the pool the client subscribed through: its dialect words the replies
-	dd   dedicator
-	dp   *dedicatedPool
+	dd   kind.Dedicator
+	dp   *kind.DedicatedPool
 
 	mu       sync.Mutex
 	conns    map[*backend.Backend]*subConn
@@ -177,8 +178,8 @@ func (sub *subState) idle() bool {
 
 // routeSub serves a (un)subscribe command.
 func (s *session) routeSub(p *pending) {
-	dd, ok := s.p.router.(dedicator)
-	if !ok || dd.dedicated() == nil {
+	dd, ok := s.p.router.(kind.Dedicator)
+	if !ok || dd.Dedicated() == nil {
 		s.answerRaw(p, string(s.p.dialect.AppendError(nil, codec.ErrServer,
 			commandName(p)+" is not supported by this pool")))
 		return
@@ -188,7 +189,7 @@ func (s *session) routeSub(p *pending) {
 		return
 	}
 	if s.sub == nil {
-		s.sub = &subState{s: s, pool: s.p, dd: dd, dp: dd.dedicated(), proto: p.Req.Proto, spoke: p.Req.Proto,
+		s.sub = &subState{s: s, pool: s.p, dd: dd, dp: dd.Dedicated(), proto: p.Req.Proto, spoke: p.Req.Proto,
 			conns: map[*backend.Backend]*subConn{}, channels: map[string]*subConn{},
 			patterns: map[string][]*subConn{}, shards: map[string]*subConn{}}
 	}
@@ -271,12 +272,12 @@ func (sub *subState) route(p *pending) (*subWait, []subSend, []byte) {
 // before before a change. Under mu.
 func (sub *subState) counted(before int) {
 	after := sub.total()
-	sub.dp.subscriptions.Add(int64(after - before))
+	sub.dp.Subscriptions.Add(int64(after - before))
 	switch {
 	case before == 0 && after > 0:
-		sub.dp.subscribed.Add(1)
+		sub.dp.Subscribed.Add(1)
 	case before > 0 && after == 0:
-		sub.dp.subscribed.Add(-1)
+		sub.dp.Subscribed.Add(-1)
 	}
 }
 
@@ -286,7 +287,7 @@ func (sub *subState) conn(b *backend.Backend) (*subConn, []byte) {
 		return c, nil
 	}
 	c := &subConn{sub: sub, b: b}
-	d, refusal := sub.dp.takePush(b, sub.pool.dialect, c.push)
+	d, refusal := sub.dp.TakePush(b, sub.pool.dialect, c.push)
 	if refusal != nil {
 		return nil, refusal
 	}
@@ -307,7 +308,7 @@ func (sub *subState) dropUnused() {
 
 // place returns the connection to the server of keys, all on one.
 func (sub *subState) place(keys ...[]byte) (*subConn, []byte) {
-	b, _, refusal := sub.dd.place(&codec.Request{Keys: keys}, sub.s.id)
+	b, _, refusal := sub.dd.Place(&codec.Request{Keys: keys}, sub.s.id)
 	if refusal != nil {
 		return nil, refusal
 	}
@@ -381,7 +382,7 @@ func (sub *subState) psubscribe(w *subWait, patterns [][]byte) ([]subSend, []byt
 	// The servers' connections once, and only for a pattern not yet held.
 	var conns []*subConn
 	if slices.ContainsFunc(patterns, func(pat []byte) bool { return sub.patterns[string(pat)] == nil }) {
-		bs, refusal := sub.dd.patternServers()
+		bs, refusal := sub.dd.PatternServers()
 		if refusal != nil {
 			return nil, refusal
 		}

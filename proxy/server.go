@@ -13,6 +13,7 @@ import (
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/config"
+	"shardproxy/route"
 )
 
 // Version is shardproxy's version, reported by memcache "version" and stats.
@@ -125,7 +126,7 @@ type builder struct {
 	s        *Server
 	check    bool // a configuration test (Check): build everything, dial nothing
 	watchers []func(b *backend.Backend, bad bool)
-	links    []func(pools map[string]*pool)
+	links    []func(routers map[string]route.Router)
 }
 
 // build makes every pool of cfg, then links them (eject_policy failover
@@ -135,7 +136,7 @@ func (b *builder) build(cfg *config.Config) (*generation, error) {
 		info:      Info{Config: cfg, Source: cfg.Source, LoadedAt: time.Now()},
 		listeners: map[string]*listener{},
 	}
-	byName := map[string]*pool{}
+	byName := map[string]route.Router{}
 	for _, pc := range cfg.Pools {
 		lease := b.s.backends.Lease(pc.Name)
 		p, err := newPool(b, cfg, pc, lease, b.s.pool(pc.Name))
@@ -145,7 +146,7 @@ func (b *builder) build(cfg *config.Config) (*generation, error) {
 			return nil, err
 		}
 		gen.pools = append(gen.pools, p)
-		byName[pc.Name] = p
+		byName[pc.Name] = p.router
 	}
 	for _, link := range b.links {
 		link(byName)
@@ -268,7 +269,7 @@ func (s *Server) activate(gen *generation, bound []*listener) {
 	for _, p := range gen.pools {
 		addr := gen.listeners[p.cfg.Name].ln.Addr().String()
 		attrs := []any{"pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name()}
-		s.log.Info("pool listening", append(attrs, p.kind.describe(p)...)...)
+		s.log.Info("pool listening", append(attrs, p.kind.Describe(p.cfg, p.router)...)...)
 	}
 }
 

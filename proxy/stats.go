@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"shardproxy/backend"
+	"shardproxy/cluster"
 	"shardproxy/config"
 	"shardproxy/route"
 )
@@ -147,8 +148,8 @@ func (p *pool) snapshot() PoolStats {
 		Router:            p.routerStats(),
 		Latency:           latencyOf(tot.All),
 	}
-	if cr, ok := p.router.(clusterRouter); ok {
-		ps.Slots = cr.slots()
+	if cr, ok := p.router.(clustered); ok {
+		ps.Slots = slotRanges(cr.Cluster())
 	}
 	for _, b := range p.router.Backends() {
 		c, ok := tot.Of(b.Name())
@@ -187,14 +188,51 @@ func (p *pool) snapshot() PoolStats {
 	return ps
 }
 
+// clustered is a router that routes by a Redis Cluster's slot map (the
+// redis_cluster kind's).
+type clustered interface {
+	Cluster() *cluster.Cluster
+}
+
+// slotRanges returns the owners of c's slot map in use, nil before the
+// first.
+func slotRanges(c *cluster.Cluster) []SlotRange {
+	m := c.Map()
+	if m == nil {
+		return nil
+	}
+	runs := m.Runs()
+	out := make([]SlotRange, len(runs))
+	for i, run := range runs {
+		out[i] = SlotRange{First: run.First, Last: run.Last, Master: m.Shards[run.Shard].Master.Addr}
+	}
+	return out
+}
+
+// ClusterStats returns the counters and state of the redis_cluster pool
+// called name (MOVED and ASK replies followed, refreshes and their
+// failures, the slot map in use), and false when no such cluster pool
+// runs.
+func (s *Server) ClusterStats(name string) (cluster.Stats, bool) {
+	p := s.pool(name)
+	if p == nil {
+		return cluster.Stats{}, false
+	}
+	r, ok := p.router.(clustered)
+	if !ok {
+		return cluster.Stats{}, false
+	}
+	return r.Cluster().Stats(), true
+}
+
 // latencyOf is c's latency histogram.
 func latencyOf(c backend.Counts) LatencySnapshot {
 	return LatencySnapshot{Counts: c.Latency, Sum: time.Duration(c.LatencySum)}
 }
 
 // routerStats are the router's counters, each whole across the reloads
-// that replaced what counts it (carry.go), and its gauges now.
-func (p *pool) routerStats() []RouterStat { return p.stats.router.apply(p.router.Stats()) }
+// that replaced what counts it (kind.Counters), and its gauges now.
+func (p *pool) routerStats() []RouterStat { return p.stats.router.Apply(p.router.Stats()) }
 
 // Info describes the running configuration.
 type Info struct {

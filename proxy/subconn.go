@@ -95,7 +95,7 @@ func (c *subConn) release() {
 	if !c.released {
 		c.released = true
 		delete(c.sub.conns, c.b)
-		c.sub.dp.give(c.d, false)
+		c.sub.dp.Give(c.d, false)
 	}
 }
 
@@ -331,7 +331,7 @@ func (sub *subState) holds(c *subConn, ps *resp.Push) bool {
 func (s *session) queueMessage(sub *subState) *pending {
 	if s.held.Load() > maxHeld {
 		sub.lost = true
-		sub.dp.subDropped.Add(1)
+		sub.dp.SubDropped.Add(1)
 		sub.pool.log.Info("slow subscriber disconnected", "pool", sub.pool.cfg.Name, "unwritten", s.held.Load())
 		s.dropSlow()
 		return nil
@@ -374,7 +374,7 @@ func (sub *subState) lose(c *subConn, err error) {
 	var bye *pending
 	if !sub.lost {
 		sub.lost = true
-		sub.dp.subDropped.Add(1)
+		sub.dp.SubDropped.Add(1)
 		sub.pool.log.Warn("subscriber disconnected: server connection lost", "pool", sub.pool.cfg.Name,
 			"server", c.b.Name(), "err", err)
 		bye = sub.s.queueMessage(sub)

@@ -47,16 +47,29 @@ var layers = map[string]rule{
 	// route is the Router contract every way of answering a pool's
 	// requests implements, and the Exchange a session hands them.
 	"route": {parts: []string{"codec", "backend"}},
-	// cluster and lua: route for its one completion contract;
-	// sharding: CRC16 for slots; store: the cache mcp.internal reaches.
-	"cluster": {parts: []string{"codec", "resp", "backend", "sharding", "route"}},
-	"lua": {parts: []string{"codec", "sharding", "backend", "cluster", "route", "store"},
-		external: []string{"github.com/yuin/gopher-lua"}},
+	// config reads a configuration into the model every kind reads.
 	"config": {parts: []string{"sharding", "codec"}, external: []string{"gopkg.in/yaml.v3"}},
+	// kind is the contract between the proxy and its pool kinds: it
+	// knows a pool's configuration and the router contract, no kind.
+	"kind": {parts: []string{"codec", "backend", "route", "config"}},
+	// The pool kinds register with kind and build from its Env (config,
+	// kind). cluster and lua: route for its one completion contract;
+	// sharding: CRC16 for slots; store: the cache mcp.internal reaches;
+	// memcache: a Lua memcache pool's meta gets.
+	"cluster": {parts: []string{"codec", "resp", "backend", "sharding", "route", "config", "kind"}},
+	"lua": {parts: []string{"codec", "sharding", "backend", "cluster", "route", "store", "memcache", "config", "kind"},
+		external: []string{"github.com/yuin/gopher-lua"}},
+	// shard, the sharded kind: sharding's distributions, sentinel's
+	// masters, cluster's read_from and read-only command table for
+	// replica reads, store and memcache for the near cache.
+	"shard": {parts: []string{"codec", "memcache", "backend", "route", "sharding", "sentinel", "cluster",
+		"store", "config", "kind"}},
 	// sentinel follows Redis masters through Sentinel; it stands alone.
 	"sentinel": {},
-	"proxy": {parts: []string{"codec", "memcache", "resp", "sharding", "cluster", "backend",
-		"route", "lua", "config", "store", "sentinel"}},
+	// proxy imports every kind in one place (kinds.go), and cluster for
+	// a Redis Cluster pool's stats.
+	"proxy": {parts: []string{"codec", "memcache", "resp", "backend", "route", "config", "kind",
+		"shard", "cluster", "lua"}},
 	// admin renders the running config (config.Marshal, the admin section)
 	// and tells a config error from other reload failures.
 	"admin":          {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},

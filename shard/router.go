@@ -1,4 +1,4 @@
-package proxy
+package shard
 
 import (
 	"bytes"
@@ -11,11 +11,12 @@ import (
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/config"
+	"shardproxy/kind"
 	"shardproxy/route"
 	"shardproxy/sharding"
 )
 
-// shardRouter routes a native pool (twemproxy's kind): each key goes to
+// router routes a native pool (twemproxy's kind): each key goes to
 // the server its hash picks in the pool's distribution; multi-key requests
 // are split per server and merged. Under auto_eject_hosts a bad server
 // leaves the distribution (eject_policy remap) or hands its keys to the
@@ -24,70 +25,43 @@ import (
 // Sentinel promotes another server, and its keys stay on the shard. A
 // redis pool with read_from sends a shard's reads to its replicas
 // (replica.go).
-type shardRouter struct {
-	cfg      *config.Pool
-	dialect  codec.Dialect
-	stats    *poolStats
-	shard    *sharding.Pool
-	shardCfg sharding.Config // what shard was built from; a reload reuses an equal one
+type router struct {
+	cfg     *config.Pool
+	dialect codec.Dialect
+	// The pool's counters of the parts of split requests and of the
+	// requests answered with an error of the router's own.
+	fragments, forwardErrors *atomic.Int64
+	shard                    *sharding.Pool
+	shardCfg                 sharding.Config // what shard was built from; a reload reuses an equal one
 	// table holds the backends in shard.Servers() order. It is replaced
 	// whole (never changed in place) when Sentinel moves a shard; in a
 	// pool with sentinels an entry is nil until the shard's master is
 	// known, and never nil again after.
 	table    atomic.Pointer[[]*backend.Backend]
-	failover *shardRouter    // eject_policy failover: takes a bad server's keys
+	failover *router         // eject_policy failover: takes a bad server's keys
 	sentinel *sentinelShards // the pool's masters through Sentinel, or nil
 	replicas *replicaSet     // read_from prefer_replica or replica: the shards' replicas (replica.go); else nil
 	log      *slog.Logger
-	ded      *dedicatedPool  // a Redis pool's dedicated connections; nil for memcached
-	rc       *routerCounters // the pool's, which counts ded until it closes
+	ded      *kind.DedicatedPool // a Redis pool's dedicated connections; nil for memcached
+	rc       *kind.Counters      // the pool's, which counts ded until it closes
 }
 
 var (
-	_ route.Router   = (*shardRouter)(nil)
-	_ route.Backends = (*shardRouter)(nil)
+	_ route.Router   = (*router)(nil)
+	_ route.Backends = (*router)(nil)
 )
 
-// newShardRouter builds a native pool's router. A reload reuses the
+// newRouter builds a native pool's router. A reload reuses the
 // running router's distribution when it is built from the same servers.
 // A pool with near_cache gets its router wrapped in a nearRouter.
-func newShardRouter(k *kindEnv) (route.Router, error) {
-	pc := k.p.cfg
-	k.p.limits.ServerInfo = true // INFO merges the servers' sections
-	k.p.limits.Keyspace = true   // SCAN walks the servers, KEYS ... fan out
-	k.p.limits.ServerConfig = pc.Redis && pc.AllowRedisConfig
-	servers := make([]sharding.Server, len(pc.Servers))
-	byName := make(map[string]config.Server, len(pc.Servers))
-	for i, s := range pc.Servers {
-		servers[i] = sharding.Server{Name: s.Name, Weight: s.Weight}
-		byName[s.Name] = s
-	}
-	r := &shardRouter{
-		cfg:     pc,
-		dialect: k.p.dialect,
-		stats:   k.p.stats,
-		log:     k.p.log,
-		shardCfg: sharding.Config{
-			Servers:      servers,
-			Hash:         pc.Hash,
-			HashTag:      pc.HashTag,
-			Distribution: pc.Distribution,
-			AutoEject:    pc.AutoEjectHosts,
-			Seed:         pc.HashSeed,
-		},
-	}
-	if pc.Redis {
-		r.ded = newDedicatedPool(pc.BlockingConnections)
-		r.rc = &k.p.stats.router
-		r.rc.add(r.ded)
-	}
-	if old := asShard(k.old); old != nil && reflect.DeepEqual(old.shardCfg, r.shardCfg) {
-		r.shard = old.shard // building a ketama ring is the costly part of a reload
-	} else {
-		var err error
-		if r.shard, err = sharding.New(r.shardCfg); err != nil {
-			return nil, err
-		}
+func newRouter(k *kind.Env) (route.Router, error) {
+	pc := k.Pool
+	k.Limits.ServerInfo = true // INFO merges the servers' sections
+	k.Limits.Keyspace = true   // SCAN walks the servers, KEYS ... fan out
+	k.Limits.ServerConfig = pc.Redis && pc.AllowRedisConfig
+	r, byName := makeRouter(k)
+	if err := r.distribute(asShard(k.Old)); err != nil {
+		return nil, err
 	}
 	if err := r.startReplicas(k); err != nil {
 		return nil, err
@@ -99,20 +73,89 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 		}
 		return r, nil
 	}
+	r.startServers(k, byName)
+	if pc.NearCache > 0 {
+		return newNearRouter(r, k.Old, pc, k.Counters), nil
+	}
+	return r, nil
+}
+
+// makeRouter returns the router of k's pool, with its distribution's
+// configuration but no distribution nor backends yet, and the pool's
+// servers by name. A Redis pool's router gets its dedicated connections.
+func makeRouter(k *kind.Env) (*router, map[string]config.Server) {
+	pc := k.Pool
+	servers := make([]sharding.Server, len(pc.Servers))
+	byName := make(map[string]config.Server, len(pc.Servers))
+	for i, s := range pc.Servers {
+		servers[i] = sharding.Server{Name: s.Name, Weight: s.Weight}
+		byName[s.Name] = s
+	}
+	r := &router{
+		cfg:           pc,
+		dialect:       k.Dialect,
+		fragments:     k.Fragments,
+		forwardErrors: k.ForwardErrors,
+		log:           k.Log,
+		shardCfg: sharding.Config{
+			Servers:      servers,
+			Hash:         pc.Hash,
+			HashTag:      pc.HashTag,
+			Distribution: pc.Distribution,
+			AutoEject:    pc.AutoEjectHosts,
+			Seed:         pc.HashSeed,
+		},
+	}
+	if pc.Redis {
+		r.ded = kind.NewDedicatedPool(pc.BlockingConnections)
+		r.rc = k.Counters
+		r.rc.Add(r.ded)
+	}
+	return r, byName
+}
+
+// distribute gives r its distribution: old's, the running router's, when
+// it was built from the same configuration (building a ketama ring is
+// the costly part of a reload), else a new one.
+func (r *router) distribute(old *router) error {
+	if old != nil && reflect.DeepEqual(old.shardCfg, r.shardCfg) {
+		r.shard = old.shard
+		return nil
+	}
+	var err error
+	r.shard, err = sharding.New(r.shardCfg)
+	return err
+}
+
+// startServers fills r's table for a pool without sentinels, a backend
+// per server from the lease, matches the distribution to their health,
+// and asks to hear of their state and of the failover pool.
+func (r *router) startServers(k *kind.Env, byName map[string]config.Server) {
+	pc := k.Pool
 	backends := make([]*backend.Backend, 0, len(pc.Servers))
 	for _, ss := range r.shard.Servers() {
 		s := byName[ss.Name]
-		cfg := k.backendConfig(s.Addr)
+		cfg := k.BackendConfig(s.Addr)
 		cfg.Name = s.Name
-		cfg.OnStateChange = k.p.srv.backendStateChanged
+		cfg.OnStateChange = k.OnStateChange
 		if pc.ServerProtocol == config.ServerProtocolAuto && !pc.Redis {
-			autoMeta(&cfg, k.p.srv)
+			autoMeta(&cfg, k.OnMeta)
 		}
-		backends = append(backends, k.lease.Get(cfg))
+		backends = append(backends, k.Lease.Get(cfg))
 	}
 	r.table.Store(&backends)
-	// Make the distribution's live set match the backends' health: a kept
-	// backend may be ejected now, a new one is healthy.
+	r.matchHealth(backends)
+	k.Watch(r.stateChanged)
+	k.Link(func(routers map[string]route.Router) {
+		if pc.EjectPolicy == config.EjectFailover {
+			r.failover = asShard(routers[pc.FailoverPool])
+		}
+	})
+}
+
+// matchHealth makes the distribution's live set match the health of
+// backends: a kept backend may be ejected now, a new one is healthy.
+func (r *router) matchHealth(backends []*backend.Backend) {
 	live := r.shard.Live()
 	for i, b := range backends {
 		switch bad := b.Bad() && r.ejects(); {
@@ -122,28 +165,18 @@ func newShardRouter(k *kindEnv) (route.Router, error) {
 			r.shard.Restore(i)
 		}
 	}
-	k.watch(r.stateChanged)
-	k.link(func(pools map[string]*pool) {
-		if pc.EjectPolicy == config.EjectFailover {
-			r.failover = asShard(pools[pc.FailoverPool].router)
-		}
-	})
-	if pc.NearCache > 0 {
-		return newNearRouter(r, k.old, pc, &k.p.stats.router), nil
-	}
-	return r, nil
 }
 
 // ejects reports whether the pool takes bad servers out of its distribution.
-func (r *shardRouter) ejects() bool {
+func (r *router) ejects() bool {
 	return r.cfg.AutoEjectHosts && r.cfg.EjectPolicy == config.EjectRemap
 }
 
 // backends returns the backends now, in shard.Servers() order.
-func (r *shardRouter) backends() []*backend.Backend { return *r.table.Load() }
+func (r *router) backends() []*backend.Backend { return *r.table.Load() }
 
 // stateChanged ejects or restores b if this pool uses it and ejects.
-func (r *shardRouter) stateChanged(b *backend.Backend, bad bool) {
+func (r *router) stateChanged(b *backend.Backend, bad bool) {
 	if !r.ejects() {
 		return
 	}
@@ -164,7 +197,7 @@ func (r *shardRouter) stateChanged(b *backend.Backend, bad bool) {
 // pick returns the number (for Backend) of the server that takes key.
 // Under eject_policy failover, a bad server's keys go to the failover
 // pool, whose servers are numbered after this pool's.
-func (r *shardRouter) pick(key []byte) (int, error) {
+func (r *router) pick(key []byte) (int, error) {
 	idx, err := r.shard.Pick(key)
 	if err != nil {
 		return 0, err
@@ -182,7 +215,7 @@ func (r *shardRouter) pick(key []byte) (int, error) {
 // Backend implements route.Backends: server i as numbered by pick. It is
 // nil for a shard of a pool with sentinels whose master is not known yet
 // (see usable).
-func (r *shardRouter) Backend(i int) *backend.Backend {
+func (r *router) Backend(i int) *backend.Backend {
 	bs := r.backends()
 	if i < len(bs) {
 		return bs[i]
@@ -195,7 +228,7 @@ func (r *shardRouter) Backend(i int) *backend.Backend {
 // sentinels whose master no Sentinel has named yet. A backend once there
 // stays (it is only ever replaced), so what usable saw holds when the
 // request is sent.
-func (r *shardRouter) usable(x *route.Exchange, targets ...int) bool {
+func (r *router) usable(x *route.Exchange, targets ...int) bool {
 	for _, i := range targets {
 		if r.Backend(i) == nil {
 			r.fail(x, r.noMaster(i))
@@ -207,12 +240,12 @@ func (r *shardRouter) usable(x *route.Exchange, targets ...int) bool {
 
 // noMaster is the refusal of a request for shard i while no Sentinel has
 // named its master.
-func (r *shardRouter) noMaster(i int) string {
+func (r *router) noMaster(i int) string {
 	return "no master known for shard " + r.shard.Servers()[i].Name + " (sentinel)"
 }
 
 // Route implements route.Router.
-func (r *shardRouter) Route(x *route.Exchange) {
+func (r *router) Route(x *route.Exchange) {
 	switch x.Req.Route {
 	case codec.RouteKey:
 		r.routeKey(x)
@@ -240,7 +273,7 @@ func (r *shardRouter) Route(x *route.Exchange) {
 
 // routeKey sends x to the server of its first key and reports whether it
 // did; when it did not, x is answered with the error.
-func (r *shardRouter) routeKey(x *route.Exchange) bool {
+func (r *router) routeKey(x *route.Exchange) bool {
 	idx, err := r.pick(x.Req.Keys[0])
 	if err != nil {
 		r.fail(x, err.Error())
@@ -256,7 +289,7 @@ func (r *shardRouter) routeKey(x *route.Exchange) bool {
 // shard's replicas for a read under read_from (readTable), else the
 // shard's backend. It reports false when x was answered with a refusal
 // instead (readTarget).
-func (r *shardRouter) send(x *route.Exchange, target int) bool {
+func (r *router) send(x *route.Exchange, target int) bool {
 	if t := r.readTable(x); t != nil {
 		n, ok := r.readTarget(t, x, target)
 		if ok {
@@ -270,7 +303,7 @@ func (r *shardRouter) send(x *route.Exchange, target int) bool {
 
 // readTable returns the replicas x may be read from, or nil when x goes
 // to its masters: the pool reads from masters, or x is no read.
-func (r *shardRouter) readTable(x *route.Exchange) *replicaTable {
+func (r *router) readTable(x *route.Exchange) *replicaTable {
 	if r.replicas == nil || !isRead(x.Req.Name) {
 		return nil
 	}
@@ -279,7 +312,7 @@ func (r *shardRouter) readTable(x *route.Exchange) *replicaTable {
 
 // readTarget returns the server of t that serves x's read of target
 // (replicaSet.target), or answers x with the refusal and returns false.
-func (r *shardRouter) readTarget(t *replicaTable, x *route.Exchange, target int) (int, bool) {
+func (r *router) readTarget(t *replicaTable, x *route.Exchange, target int) (int, bool) {
 	n, refusal := r.replicas.target(t, target, x.Hint)
 	if refusal != "" {
 		r.fail(x, refusal)
@@ -288,7 +321,7 @@ func (r *shardRouter) readTarget(t *replicaTable, x *route.Exchange, target int)
 	return n, true
 }
 
-func (r *shardRouter) routeMulti(x *route.Exchange) {
+func (r *router) routeMulti(x *route.Exchange) {
 	targets := x.KeyTargets()
 	same := true
 	for _, k := range x.Req.Keys {
@@ -328,12 +361,12 @@ func (r *shardRouter) routeMulti(x *route.Exchange) {
 		return
 	}
 	subs, subTargets := x.Split(r.dialect, targets)
-	r.stats.Fragments.Add(int64(len(subs)))
+	r.fragments.Add(int64(len(subs)))
 	x.FanOut(bs, subTargets)
 }
 
 // routeSame sends x to the one backend that owns every key, or refuses it.
-func (r *shardRouter) routeSame(x *route.Exchange) {
+func (r *router) routeSame(x *route.Exchange) {
 	target := -1
 	for _, k := range x.Req.Keys {
 		idx, err := r.pick(k)
@@ -342,7 +375,7 @@ func (r *shardRouter) routeSame(x *route.Exchange) {
 			return
 		}
 		if target >= 0 && idx != target {
-			r.stats.ForwardError.Add(1)
+			r.forwardErrors.Add(1)
 			x.Answer(r.dialect.AppendError(x.Out(), codec.ErrCrossServer,
 				"keys in request don't hash to the same server"))
 			return
@@ -361,7 +394,7 @@ func (r *shardRouter) routeSame(x *route.Exchange) {
 // routeServer sends x to the server it names (a SCAN's cursor): this
 // pool's servers in their order, never the failover pool's. A number past
 // the last server is answered codec.ErrNoTarget.
-func (r *shardRouter) routeServer(x *route.Exchange) {
+func (r *router) routeServer(x *route.Exchange) {
 	if x.Req.Target < 0 || x.Req.Target >= len(r.backends()) {
 		x.Answer(r.dialect.AppendError(x.Out(), codec.ErrClient, codec.ErrNoTarget))
 		return
@@ -374,7 +407,7 @@ func (r *shardRouter) routeServer(x *route.Exchange) {
 // every server (FLUSHALL, FUNCTION LOAD, KEYS, ...), naming the server:
 // the client gets the error alone, and a change that some servers made
 // and others did not leaves them different.
-func (r *shardRouter) tapAll(x *route.Exchange, c *backend.Call) {
+func (r *router) tapAll(x *route.Exchange, c *backend.Call) {
 	if i := x.CallIndex(c); i >= 0 && i < len(r.backends()) {
 		logFanOutError(r.log, x.Req.Name, r.backends()[i].Name(), c.Reply)
 	}
@@ -402,8 +435,8 @@ func firstLine(raw []byte) string {
 }
 
 // fail answers x with a server error of the proxy's own.
-func (r *shardRouter) fail(x *route.Exchange, msg string) {
-	r.stats.ForwardError.Add(1)
+func (r *router) fail(x *route.Exchange, msg string) {
+	r.forwardErrors.Add(1)
 	out := x.Out()
 	if x.Req.Mode != codec.ModeNoreply {
 		out = r.dialect.AppendError(out, codec.ErrServer, msg)
@@ -414,33 +447,33 @@ func (r *shardRouter) fail(x *route.Exchange, msg string) {
 // Stats implements route.Router: a native pool's counters are the
 // pool's; a Redis pool adds its dedicated connections, a pool with
 // sentinels the Sentinel counters.
-func (r *shardRouter) Stats() []route.Stat {
+func (r *router) Stats() []route.Stat {
 	var st []route.Stat
 	if r.ded != nil {
-		st = r.ded.counters()
+		st = r.ded.Counters()
 	}
 	if r.sentinel != nil {
-		st = append(st, r.sentinel.counters()...)
+		st = append(st, r.sentinel.Counters()...)
 	}
 	if r.replicas != nil {
-		st = append(st, r.replicas.counters()...)
+		st = append(st, r.replicas.Counters()...)
 	}
 	return st
 }
 
-// place implements dedicator: the server of every key, numbered as pick
+// Place implements kind.Dedicator: the server of every key, numbered as pick
 // numbers it.
-func (r *shardRouter) place(req *codec.Request, hint uint32) (*backend.Backend, int, []byte) {
+func (r *router) Place(req *codec.Request, hint uint32) (*backend.Backend, int, []byte) {
 	where := -1
 	for _, k := range req.Keys {
 		idx, err := r.pick(k)
 		if err != nil {
-			r.stats.ForwardError.Add(1)
+			r.forwardErrors.Add(1)
 			return nil, 0, r.dialect.AppendError(nil, codec.ErrServer, err.Error())
 		}
 		if where >= 0 && idx != where {
-			r.stats.ForwardError.Add(1)
-			return nil, 0, appendCrossSlot(nil, r.dialect)
+			r.forwardErrors.Add(1)
+			return nil, 0, kind.AppendCrossSlot(nil, r.dialect)
 		}
 		where = idx
 	}
@@ -450,23 +483,23 @@ func (r *shardRouter) place(req *codec.Request, hint uint32) (*backend.Backend, 
 	}
 	b := r.Backend(idx)
 	if b == nil { // a pool with sentinels, before its master is known
-		r.stats.ForwardError.Add(1)
+		r.forwardErrors.Add(1)
 		return nil, 0, r.dialect.AppendError(nil, codec.ErrServer, r.noMaster(idx))
 	}
 	return b, where, nil
 }
 
-// dedicated implements dedicator.
-func (r *shardRouter) dedicated() *dedicatedPool { return r.ded }
+// Dedicated implements kind.Dedicator.
+func (r *router) Dedicated() *kind.DedicatedPool { return r.ded }
 
-// patternServers implements subscriber: a pattern may match a channel of
+// PatternServers implements kind.Dedicator: a pattern may match a channel of
 // any server, so it is subscribed on every one (never the failover
 // pool's: PUBLISH goes to the channel's own server).
-func (r *shardRouter) patternServers() ([]*backend.Backend, []byte) {
+func (r *router) PatternServers() ([]*backend.Backend, []byte) {
 	bs := r.backends()
 	for i, b := range bs {
 		if b == nil {
-			r.stats.ForwardError.Add(1)
+			r.forwardErrors.Add(1)
 			return nil, r.dialect.AppendError(nil, codec.ErrServer, r.noMaster(i))
 		}
 	}
@@ -476,7 +509,7 @@ func (r *shardRouter) patternServers() ([]*backend.Backend, []byte) {
 // Backends implements route.Router: the shards' backends, but for shards
 // of a pool with sentinels whose master is not known yet, then the
 // replicas read from.
-func (r *shardRouter) Backends() []*backend.Backend {
+func (r *router) Backends() []*backend.Backend {
 	bs := r.backends()
 	if r.replicas != nil {
 		bs = slices.Concat(bs, r.replicas.backends())
@@ -488,17 +521,17 @@ func (r *shardRouter) Backends() []*backend.Backend {
 
 // Close implements route.Router: a Redis pool closes its idle dedicated
 // connections; a pool with sentinels stops following them.
-func (r *shardRouter) Close() {
+func (r *router) Close() {
 	if r.replicas != nil {
 		r.replicas.close()
-		r.rc.retire(r.replicas)
+		r.rc.Retire(r.replicas)
 	}
 	if r.sentinel != nil {
 		r.sentinel.close()
-		r.rc.retire(r.sentinel)
+		r.rc.Retire(r.sentinel)
 	}
 	if r.ded != nil {
-		r.ded.close()
-		r.rc.retire(r.ded)
+		r.ded.Close()
+		r.rc.Retire(r.ded)
 	}
 }

@@ -1,11 +1,12 @@
-package proxy
+package cluster
 
 import (
 	"time"
 
 	"shardproxy/backend"
-	"shardproxy/cluster"
 	"shardproxy/codec"
+	"shardproxy/config"
+	"shardproxy/kind"
 	"shardproxy/route"
 )
 
@@ -16,44 +17,66 @@ import (
 // serves until the cluster fails it over.
 const clusterRetryTimeout = time.Second
 
-// clusterRouter routes a redis_cluster pool by the cluster's slot map
-// (cluster.Cluster).
-type clusterRouter struct {
-	c   *cluster.Cluster
-	ded *dedicatedPool
-	rc  *routerCounters // the pool's, which counts c until it closes
+func init() { kind.Register(config.KindCluster, poolKind{}) }
+
+// poolKind is the Redis Cluster kind (redis_cluster: true).
+type poolKind struct{}
+
+var _ kind.Kind = poolKind{}
+
+// Build implements kind.Kind (newPoolRouter).
+func (poolKind) Build(k *kind.Env) (route.Router, error) { return newPoolRouter(k) }
+
+// Describe implements kind.Kind: the number of seeds.
+func (poolKind) Describe(pc *config.Pool, _ route.Router) []any {
+	return []any{"cluster_seeds", len(pc.Servers)}
 }
 
-var _ route.Router = clusterRouter{}
+// poolRouter routes a redis_cluster pool by the cluster's slot map (a
+// Cluster): the pool's router, as the proxy sees it.
+type poolRouter struct {
+	c   *Cluster
+	ded *kind.DedicatedPool
+	rc  *kind.Counters // the pool's, which counts c until it closes
+}
+
+var (
+	_ route.Router   = poolRouter{}
+	_ kind.Dedicator = poolRouter{}
+)
 
 // Route implements route.Router.
-func (r clusterRouter) Route(x *route.Exchange) { r.c.Route(&x.Req, x.Hint, x) }
+func (r poolRouter) Route(x *route.Exchange) { r.c.Route(&x.Req, x.Hint, x) }
 
 // Backends implements route.Router: the nodes of the slot map in use.
-func (r clusterRouter) Backends() []*backend.Backend { return r.c.Backends() }
+func (r poolRouter) Backends() []*backend.Backend { return r.c.Backends() }
+
+// Cluster returns the Cluster the router routes by, for the proxy's
+// stats (the slot map in use, redirects followed).
+func (r poolRouter) Cluster() *Cluster { return r.c }
 
 // Close implements route.Router.
-func (r clusterRouter) Close() {
-	r.ded.close()
+func (r poolRouter) Close() {
+	r.ded.Close()
 	r.c.Close()
-	r.rc.retire(clusterSource{r.c})
-	r.rc.retire(r.ded)
+	r.rc.Retire(statsSource{r.c})
+	r.rc.Retire(r.ded)
 }
 
-// place implements dedicator: the master of the one slot of every key.
-func (r clusterRouter) place(req *codec.Request, hint uint32) (*backend.Backend, int, []byte) {
+// Place implements kind.Dedicator: the master of the one slot of every key.
+func (r poolRouter) Place(req *codec.Request, hint uint32) (*backend.Backend, int, []byte) {
 	return r.c.Place(req, hint)
 }
 
-// dedicated implements dedicator.
-func (r clusterRouter) dedicated() *dedicatedPool { return r.ded }
+// Dedicated implements kind.Dedicator.
+func (r poolRouter) Dedicated() *kind.DedicatedPool { return r.ded }
 
-// patternServers implements subscriber: one node, the master of slot 0.
+// PatternServers implements kind.Dedicator: one node, the master of slot 0.
 // Redis Cluster carries every PUBLISH to every node, so a pattern
 // subscribed on one node sees every channel, and on two it would see
 // each message twice. One node for every client's patterns keeps PUBSUB
 // NUMPAT (the largest count of the masters) exact.
-func (r clusterRouter) patternServers() ([]*backend.Backend, []byte) {
+func (r poolRouter) PatternServers() ([]*backend.Backend, []byte) {
 	b, _, refusal := r.c.Place(&codec.Request{Keys: [][]byte{{}}}, 0)
 	if refusal != nil {
 		return nil, refusal
@@ -63,14 +86,14 @@ func (r clusterRouter) patternServers() ([]*backend.Backend, []byte) {
 
 // Stats implements route.Router: redirects followed, refreshes, the map in
 // use, the dedicated connections.
-func (r clusterRouter) Stats() []route.Stat {
-	return append(clusterSource{r.c}.counters(), r.ded.counters()...)
+func (r poolRouter) Stats() []route.Stat {
+	return append(statsSource{r.c}.Counters(), r.ded.Counters()...)
 }
 
-// clusterSource is a Cluster as a pool's counterSource.
-type clusterSource struct{ c *cluster.Cluster }
+// statsSource is a Cluster as a pool's kind.CounterSource.
+type statsSource struct{ c *Cluster }
 
-func (s clusterSource) counters() []route.Stat {
+func (s statsSource) Counters() []route.Stat {
 	st := s.c.Stats()
 	ready, age := int64(0), int64(-1)
 	if st.Ready {
@@ -101,32 +124,18 @@ func (s clusterSource) counters() []route.Stat {
 	}
 }
 
-// slots returns the owners of the slot map in use, nil before the first.
-func (r clusterRouter) slots() []SlotRange {
-	m := r.c.Map()
-	if m == nil {
-		return nil
-	}
-	runs := m.Runs()
-	out := make([]SlotRange, len(runs))
-	for i, run := range runs {
-		out[i] = SlotRange{First: run.First, Last: run.Last, Master: m.Shards[run.Shard].Master.Addr}
-	}
-	return out
-}
-
-// newClusterRouter builds the router of a redis_cluster pool: its servers
+// newPoolRouter builds the router of a redis_cluster pool: its servers
 // are the seeds, and its timeout, connect_timeout, server_connections,
 // server_failure_limit, server_retry_timeout, tcpkeepalive, preconnect and
 // redis_auth apply to every node. A reload starts from the running pool's
 // slot map, so no request waits for the new pool's first refresh, and
 // nodes both maps use keep their backends (the pool's lease).
-func newClusterRouter(k *kindEnv) (route.Router, error) {
-	pc := k.p.cfg
-	k.p.limits.ServerInfo = true // INFO merges the masters' sections
-	k.p.limits.Keyspace = true   // SCAN walks the masters, KEYS ... fan out
-	k.p.limits.ServerConfig = pc.AllowRedisConfig
-	readFrom, err := cluster.ParseReadFrom(pc.ReadFrom)
+func newPoolRouter(k *kind.Env) (route.Router, error) {
+	pc := k.Pool
+	k.Limits.ServerInfo = true // INFO merges the masters' sections
+	k.Limits.Keyspace = true   // SCAN walks the masters, KEYS ... fan out
+	k.Limits.ServerConfig = pc.AllowRedisConfig
+	readFrom, err := ParseReadFrom(pc.ReadFrom)
 	if err != nil {
 		return nil, err
 	}
@@ -134,50 +143,34 @@ func newClusterRouter(k *kindEnv) (route.Router, error) {
 	for i, s := range pc.Servers {
 		seeds[i] = s.Addr
 	}
-	node := k.backendConfig("")
+	node := k.BackendConfig("")
 	node.Handshake = codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser}
 	node.Logger = nil
 	if !pc.IsSet("server_retry_timeout") {
 		node.RetryTimeout = clusterRetryTimeout
 	}
-	cfg := cluster.Config{
+	cfg := Config{
 		Seeds:           seeds,
 		ReadFrom:        readFrom,
 		RefreshInterval: pc.ClusterRefresh,
 		Node:            node,
-		Backends:        k.lease,
-		Logger:          k.p.log,
+		Backends:        k.Lease,
+		Logger:          k.Log,
 	}
-	if old, ok := k.old.(clusterRouter); ok {
+	if old, ok := k.Old.(poolRouter); ok {
 		cfg.Start = old.c.Map()
 		cfg.StartRead = old.c.Stats().LastRefresh
 	}
-	if k.b.check { // New would start reading the slot map from the seeds
-		return checkedRouter{}, cfg.Validate()
+	if k.Check { // New would start reading the slot map from the seeds
+		return kind.Checked{}, cfg.Validate()
 	}
-	c, err := cluster.New(cfg)
+	c, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	rc := &k.p.stats.router
-	rc.add(clusterSource{c})
-	ded := newDedicatedPool(pc.BlockingConnections)
-	rc.add(ded)
-	return clusterRouter{c: c, ded: ded, rc: rc}, nil
-}
-
-// ClusterStats returns the counters and state of the redis_cluster pool
-// called name (MOVED and ASK replies followed, refreshes and their
-// failures, the slot map in use), and false when no such cluster pool
-// runs.
-func (s *Server) ClusterStats(name string) (cluster.Stats, bool) {
-	p := s.pool(name)
-	if p == nil {
-		return cluster.Stats{}, false
-	}
-	r, ok := p.router.(clusterRouter)
-	if !ok {
-		return cluster.Stats{}, false
-	}
-	return r.c.Stats(), true
+	rc := k.Counters
+	rc.Add(statsSource{c})
+	ded := kind.NewDedicatedPool(pc.BlockingConnections)
+	rc.Add(ded)
+	return poolRouter{c: c, ded: ded, rc: rc}, nil
 }

@@ -1,4 +1,4 @@
-package proxy
+package shard
 
 import (
 	"sync"
@@ -6,6 +6,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/config"
+	"shardproxy/kind"
 	"shardproxy/route"
 	"shardproxy/sentinel"
 )
@@ -24,7 +25,7 @@ const sentinelRetryTimeout = time.Second
 // its keys, never change; requests routed before the switch finish (or
 // fail) on the old backend, which the lease closes once they are done.
 type sentinelShards struct {
-	r     *shardRouter
+	r     *router
 	lease *backend.Lease
 	mon   *sentinel.Monitor // nil in a configuration check
 	all   []int             // every slot, for RouteAll's check
@@ -41,17 +42,17 @@ type sentinelShards struct {
 // a fresh start waits (up to twice connect_timeout, at least a second) for
 // the Sentinels to name every master, and then serves anyway: a shard
 // still unknown answers "no master known" until a Sentinel names it.
-func (r *shardRouter) startSentinel(k *kindEnv, byName map[string]config.Server) error {
-	pc := k.p.cfg
-	s := &sentinelShards{r: r, lease: k.lease, slots: map[string][]int{}}
+func (r *router) startSentinel(k *kind.Env, byName map[string]config.Server) error {
+	pc := k.Pool
+	s := &sentinelShards{r: r, lease: k.Lease, slots: map[string][]int{}}
 	r.sentinel = s
-	s.tmpl = k.backendConfig("")
-	s.tmpl.OnStateChange = k.p.srv.backendStateChanged
+	s.tmpl = k.BackendConfig("")
+	s.tmpl.OnStateChange = k.OnStateChange
 	if !pc.IsSet("server_retry_timeout") {
 		s.tmpl.RetryTimeout = sentinelRetryTimeout
 	}
 	var start map[string]string
-	if old := asShard(k.old); old != nil && old.sentinel != nil && old.sentinel.mon != nil {
+	if old := asShard(k.Old); old != nil && old.sentinel != nil && old.sentinel.mon != nil {
 		start = old.sentinel.mon.Addrs()
 	}
 	var masters []string
@@ -71,8 +72,8 @@ func (r *shardRouter) startSentinel(k *kindEnv, byName map[string]config.Server)
 		table = append(table, b)
 	}
 	r.table.Store(&table)
-	k.watch(s.stateChanged)
-	if k.b.check {
+	k.Watch(s.stateChanged)
+	if k.Check {
 		return nil
 	}
 	mc := sentinel.Config{
@@ -80,11 +81,11 @@ func (r *shardRouter) startSentinel(k *kindEnv, byName map[string]config.Server)
 		Masters:    masters,
 		Auth:       sentinel.Auth{Username: pc.SentinelAuthUser, Password: pc.SentinelAuth},
 		ServerAuth: sentinel.Auth{Username: pc.RedisAuthUser, Password: pc.RedisAuth},
-		ServerTLS:  k.dialTLS,
+		ServerTLS:  k.DialTLS,
 		Timeout:    pc.ConnectTimeout,
 		Start:      start,
 		OnSwitch:   s.switched,
-		Logger:     k.p.log,
+		Logger:     k.Log,
 	}
 	if r.replicas != nil {
 		mc.OnReplicas = s.replicasNamed
@@ -96,7 +97,7 @@ func (r *shardRouter) startSentinel(k *kindEnv, byName map[string]config.Server)
 	s.mu.Lock()
 	s.mon = mon
 	s.mu.Unlock()
-	r.rc.add(s) // retired when the router closes
+	r.rc.Add(s) // retired when the router closes
 	if len(start) < len(masters) {
 		mon.Wait(max(2*pc.ConnectTimeout, time.Second))
 	}
@@ -166,8 +167,8 @@ func (s *sentinelShards) close() {
 }
 
 // counters are the Sentinel counters of the pool's router; as a
-// counterSource, they outlive the router (carry.go).
-func (s *sentinelShards) counters() []route.Stat {
+// kind.CounterSource, they outlive the router (kind.Counters).
+func (s *sentinelShards) Counters() []route.Stat {
 	s.mu.Lock()
 	mon := s.mon
 	s.mu.Unlock()

@@ -1,57 +1,71 @@
-package proxy
+package lua
 
 import (
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/config"
-	"shardproxy/lua"
+	"shardproxy/kind"
 	"shardproxy/memcache"
 	"shardproxy/route"
 	"shardproxy/store"
 )
 
-// luaRouter routes a Lua pool through its route file (lua.Router).
-type luaRouter struct {
-	r     *lua.Router
-	cache *internalCache  // a memcache pool's own cache; nil for Redis
-	rc    *routerCounters // the pool's, which counts r until it closes
+func init() { kind.Register(config.KindLua, poolKind{}) }
+
+// poolKind is the kind of the pools a route file routes (lua: file).
+type poolKind struct{}
+
+var _ kind.Kind = poolKind{}
+
+// Build implements kind.Kind (newPoolRouter).
+func (poolKind) Build(k *kind.Env) (route.Router, error) { return newPoolRouter(k) }
+
+// Describe implements kind.Kind: the route file.
+func (poolKind) Describe(pc *config.Pool, _ route.Router) []any { return []any{"lua", pc.Lua} }
+
+// poolRouter routes a Lua pool through its route file (a Router): the
+// pool's router, as the proxy sees it.
+type poolRouter struct {
+	r     *Router
+	cache *internalCache // a memcache pool's own cache; nil for Redis
+	rc    *kind.Counters // the pool's, which counts r until it closes
 }
 
 var (
-	_ route.Router    = luaRouter{}
-	_ route.Watchable = luaRouter{}
+	_ route.Router    = poolRouter{}
+	_ route.Watchable = poolRouter{}
 )
 
 // Route implements route.Router.
-func (l luaRouter) Route(x *route.Exchange) { l.r.RouteBatch(&x.Req, x.Hint, x, x.Batch) }
+func (l poolRouter) Route(x *route.Exchange) { l.r.RouteBatch(&x.Req, x.Hint, x, x.Batch) }
 
 // Stats implements route.Router: lua_requests, lua_failures, lua_timeouts,
 // lua_memory_stops, lua_active, the script's mcp.add_stat counters
 // (user_*) and the internal cache's (internal_*).
-func (l luaRouter) Stats() []route.Stat {
+func (l poolRouter) Stats() []route.Stat {
 	st := l.r.Counters()
 	if l.cache != nil {
-		st = append(st, l.cache.counters()...)
+		st = append(st, l.cache.Counters()...)
 	}
 	return st
 }
 
-// luaSource is a Lua router as a pool's counterSource.
-type luaSource struct{ r *lua.Router }
+// countersSource is a Lua router as a pool's kind.CounterSource.
+type countersSource struct{ r *Router }
 
-func (s luaSource) counters() []route.Stat { return s.r.Counters() }
+func (s countersSource) Counters() []route.Stat { return s.r.Counters() }
 
 // Backends implements route.Router.
-func (l luaRouter) Backends() []*backend.Backend { return l.r.Backends() }
+func (l poolRouter) Backends() []*backend.Backend { return l.r.Backends() }
 
 // Close implements route.Router.
-func (l luaRouter) Close() {
+func (l poolRouter) Close() {
 	l.r.Close()
-	l.rc.retire(luaSource{l.r})
+	l.rc.Retire(countersSource{l.r})
 	l.cache.release()
 }
 
-// internalCache is a Lua memcache pool's own cache (lua.Config.Internal),
+// internalCache is a Lua memcache pool's own cache (Config.Internal),
 // shared by the routers of the pool's successive generations while its
 // size stays the same: a reload keeps what it holds, as memcached keeps
 // its storage across a reload of its proxy's routes. The last router to
@@ -59,30 +73,30 @@ func (l luaRouter) Close() {
 type internalCache struct {
 	s   *store.Store
 	mib int // lua_internal_cache
-	cacheHolds
+	kind.Holds
 }
 
 // cacheFor returns the cache of a pool of lua_internal_cache mib: old's,
 // if it has one of that size, else a new one, counted by rc.
-func cacheFor(old route.Router, mib, itemSizeMax int, rc *routerCounters) *internalCache {
-	if o, ok := old.(luaRouter); ok && o.cache != nil && o.cache.mib == mib {
-		o.cache.hold()
+func cacheFor(old route.Router, mib, itemSizeMax int, rc *kind.Counters) *internalCache {
+	if o, ok := old.(poolRouter); ok && o.cache != nil && o.cache.mib == mib {
+		o.cache.Hold()
 		return o.cache
 	}
 	c := &internalCache{s: store.New(store.Config{MaxBytes: int64(mib) << 20, ItemSizeMax: itemSizeMax}), mib: mib}
-	c.start(rc, c)
+	c.Start(rc, c)
 	return c
 }
 
 // release drops a router's hold on c.
 func (c *internalCache) release() {
 	if c != nil {
-		c.drop(c, c.s.Close)
+		c.Drop(c, c.s.Close)
 	}
 }
 
-// counters implements counterSource: the store's figures, internal_*.
-func (c *internalCache) counters() []route.Stat {
+// Counters implements kind.CounterSource: the store's figures, internal_*.
+func (c *internalCache) Counters() []route.Stat {
 	return appendCacheStats(nil, "internal_", c.s.Stats())
 }
 
@@ -101,9 +115,9 @@ func appendCacheStats(st []route.Stat, prefix string, s store.Stats) []route.Sta
 
 // Watch implements route.Watchable: memcached's watch proxyreqs,
 // proxyevents and proxyuser.
-func (l luaRouter) Watch(streams int) (*route.Watcher, error) { return l.r.Watch(streams) }
+func (l poolRouter) Watch(streams int) (*route.Watcher, error) { return l.r.Watch(streams) }
 
-// newLuaRouter builds the router of a Lua pool from its route file.
+// newPoolRouter builds the router of a Lua pool from its route file.
 //
 // The pool's YAML sets the defaults of the backends the script makes,
 // where the file sets them at all: timeout (the read timeout),
@@ -125,13 +139,13 @@ func (l luaRouter) Watch(streams int) (*route.Watcher, error) { return l.r.Watch
 // (codec.Options.ProxyWire). Its clients' gets are parsed as they come
 // whatever server_protocol says; meta and auto send as mg only the
 // one-key gets the route forwards untouched
-// (lua.Config.MetaRewrite): meta to every backend, which must answer "mn"
+// (Config.MetaRewrite): meta to every backend, which must answer "mn"
 // when validated, auto to the backends whose socket's server answered it.
-func newLuaRouter(k *kindEnv) (route.Router, error) {
-	pc := k.p.cfg
-	k.p.limits.ProxyErrors, k.p.limits.ProxyWire = !pc.Redis, !pc.Redis
-	k.p.limits.MetaGets = false
-	k.p.limits.RESP2Only = pc.Redis // routes build requests and read replies in RESP2
+func newPoolRouter(k *kind.Env) (route.Router, error) {
+	pc := k.Pool
+	k.Limits.ProxyErrors, k.Limits.ProxyWire = !pc.Redis, !pc.Redis
+	k.Limits.MetaGets = false
+	k.Limits.RESP2Only = pc.Redis // routes build requests and read replies in RESP2
 	hs := codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB}
 	var metaRewrite func(*codec.Request) bool
 	if !pc.Redis && pc.ServerProtocol != config.ServerProtocolText {
@@ -139,7 +153,7 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		hs.Meta = pc.ServerProtocol == config.ServerProtocolMeta
 		hs.MetaProbe = !hs.Meta
 	}
-	d := lua.Defaults{
+	d := Defaults{
 		ReadTimeout:  pc.Timeout,
 		TCPKeepalive: pc.TCPKeepalive,
 	}
@@ -156,32 +170,32 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		d.Conns = pc.ServerConnections
 	}
 	var hub *route.Hub // the running router's: its watchers stay
-	if old, ok := k.old.(luaRouter); ok {
+	if old, ok := k.Old.(poolRouter); ok {
 		hub = old.r.Hub()
 	}
 	var cache *internalCache
 	var internal *store.Store
 	if !pc.Redis {
-		cache = cacheFor(k.old, pc.LuaInternalCache, pc.ItemSizeMax, &k.p.stats.router)
+		cache = cacheFor(k.Old, pc.LuaInternalCache, pc.ItemSizeMax, k.Counters)
 		internal = cache.s
 	}
-	r, err := lua.New(lua.Config{
+	r, err := New(Config{
 		Hub:         hub,
-		Path:        k.p.src.Path(pc.Lua), // relative to the config file's directory
-		Dialect:     k.p.dialect,
+		Path:        k.Source.Path(pc.Lua), // relative to the config file's directory
+		Dialect:     k.Dialect,
 		Redis:       pc.Redis,
-		Options:     k.p.limits,
+		Options:     *k.Limits,
 		Handshake:   hs,
 		MetaRewrite: metaRewrite,
 		Defaults:    d,
 		StartArg:    pc.LuaArg,
 		// the file it names, for dofile(mcp.start_arg), as the lua path
-		StartArgFile: k.p.src.Path(pc.LuaArg),
+		StartArgFile: k.Source.Path(pc.LuaArg),
 		MaxRun:       pc.LuaTimeout,
 		MaxAlloc:     int64(pc.LuaMaxAlloc) << 20,
-		Preconnect:   (pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect")) && !k.b.check,
-		Logger:       k.p.log,
-		Backends:     k.lease,
+		Preconnect:   (pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect")) && !k.Check,
+		Logger:       k.Log,
+		Backends:     k.Lease,
 		// The pool's health checks, as its backends' in every kind.
 		HealthInterval: pc.HealthCheckInterval,
 		HealthTimeout:  pc.HealthCheckTimeout,
@@ -191,7 +205,7 @@ func newLuaRouter(k *kindEnv) (route.Router, error) {
 		cache.release()
 		return nil, err
 	}
-	rc := &k.p.stats.router
-	rc.add(luaSource{r})
-	return luaRouter{r: r, cache: cache, rc: rc}, nil
+	rc := k.Counters
+	rc.Add(countersSource{r})
+	return poolRouter{r: r, cache: cache, rc: rc}, nil
 }

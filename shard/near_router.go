@@ -1,18 +1,19 @@
-package proxy
+package shard
 
 import (
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/config"
+	"shardproxy/kind"
 	"shardproxy/memcache"
 	"shardproxy/route"
 )
 
 // nearRouter is a native memcache pool with a near cache (near.go): it
 // answers what the cache can and passes the rest to the pool's
-// shardRouter, watching the replies that change the cache.
+// router, watching the replies that change the cache.
 type nearRouter struct {
-	inner *shardRouter
+	inner *router
 	cache *nearCache
 	fill  [2]bool // fill from get, from gets
 
@@ -25,10 +26,10 @@ var _ route.Router = (*nearRouter)(nil)
 // newNearRouter wraps inner with pc's near cache: the running router's,
 // when a reload kept its size and TTL, else a new one.
 // A new cache is counted by rc until it closes.
-func newNearRouter(inner *shardRouter, old route.Router, pc *config.Pool, rc *routerCounters) *nearRouter {
+func newNearRouter(inner *router, old route.Router, pc *config.Pool, rc *kind.Counters) *nearRouter {
 	r := &nearRouter{inner: inner}
 	if o, ok := old.(*nearRouter); ok && o.cache.keeps(pc) {
-		o.cache.hold()
+		o.cache.Hold()
 		r.cache = o.cache
 	} else {
 		r.cache = newNearCache(pc, rc)
@@ -45,11 +46,11 @@ func newNearRouter(inner *shardRouter, old route.Router, pc *config.Pool, rc *ro
 	return r
 }
 
-// asShard returns the shardRouter of a native pool's router, with or
+// asShard returns the sharded router of a native pool's router, with or
 // without a near cache, or nil.
-func asShard(r route.Router) *shardRouter {
+func asShard(r route.Router) *router {
 	switch r := r.(type) {
-	case *shardRouter:
+	case *router:
 		return r
 	case *nearRouter:
 		return r.inner
@@ -144,10 +145,10 @@ func (r *nearRouter) touched(_ *route.Exchange, c *backend.Call) {
 func (r *nearRouter) flushed(*route.Exchange, *backend.Call) { r.cache.flush(-1) }
 
 // Stats implements route.Router: the near cache's counters.
-func (r *nearRouter) Stats() []route.Stat { return r.cache.counters() }
+func (r *nearRouter) Stats() []route.Stat { return r.cache.Counters() }
 
-// counters implements counterSource.
-func (c *nearCache) counters() []route.Stat {
+// counters implements kind.CounterSource.
+func (c *nearCache) Counters() []route.Stat {
 	c.swap.Lock() // gone and the store it counts before, never one without the other
 	st := c.store.Load().Stats()
 	evictions := c.gone.Load() + int64(st.Evictions)

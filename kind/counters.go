@@ -1,4 +1,4 @@
-package proxy
+package kind
 
 import (
 	"sync"
@@ -11,8 +11,8 @@ import (
 // reload builds a new cluster.Cluster and a new lua.Router, and a changed
 // near_cache or lua_internal_cache size a new cache. Reported as they
 // are, those counters would start again from zero at a reload, which
-// Prometheus reads as a reset. routerCounters keeps them whole: each
-// object that counts (a counterSource) is added when it is made and
+// Prometheus reads as a reset. Counters keeps them whole: each
+// object that counts (a CounterSource) is added when it is made and
 // retired when it closes, its final counts then added to a base, and a
 // counter's value is the base plus what every live source counts now. A
 // source that outlives the router that made it (the old generation still
@@ -22,41 +22,42 @@ import (
 // The backends' counters are kept whole the same way by the server's
 // backend.Registry (Totals).
 
-// maxCarriedNames bounds the counter names a pool's routerCounters keeps
+// maxCarriedNames bounds the counter names a pool's Counters keeps
 // the final counts of. Past it, names no live source counts are dropped
 // (a route file's mcp.add_stat names can change at every reload); one
 // that comes back starts again from zero.
 const maxCarriedNames = 1024
 
-// counterSource is an object that counts for a pool's router. Its
+// CounterSource is an object that counts for a pool's router. Its
 // counters (route.Counter) never decrease; its gauges are ignored.
-type counterSource interface {
-	counters() []route.Stat
+type CounterSource interface {
+	Counters() []route.Stat
 }
 
-// routerCounters are a pool's router counters across reloads; poolStats
-// holds them. Safe for concurrent use; the zero value is ready.
-type routerCounters struct {
+// Counters are a pool's router counters across reloads; the proxy keeps
+// one per pool name and hands it to every build of the pool
+// (Env.Counters). Safe for concurrent use; the zero value is ready.
+type Counters struct {
 	mu   sync.Mutex
 	base map[string]int64 // the final counts of retired sources
-	live map[counterSource]struct{}
+	live map[CounterSource]struct{}
 }
 
-// add counts s from now on. A nil *routerCounters ignores it.
-func (rc *routerCounters) add(s counterSource) {
+// Add counts s from now on. A nil *Counters ignores it.
+func (rc *Counters) Add(s CounterSource) {
 	if rc == nil {
 		return
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if rc.live == nil {
-		rc.live = map[counterSource]struct{}{}
+		rc.live = map[CounterSource]struct{}{}
 	}
 	rc.live[s] = struct{}{}
 }
 
-// retire keeps s's final counts; s counts no more.
-func (rc *routerCounters) retire(s counterSource) {
+// Retire keeps s's final counts; s counts no more.
+func (rc *Counters) Retire(s CounterSource) {
 	if rc == nil {
 		return
 	}
@@ -69,7 +70,7 @@ func (rc *routerCounters) retire(s counterSource) {
 	if rc.base == nil {
 		rc.base = map[string]int64{}
 	}
-	for _, st := range s.counters() {
+	for _, st := range s.Counters() {
 		if st.Kind == route.Counter {
 			rc.base[st.Name] += st.Value
 		}
@@ -81,10 +82,10 @@ func (rc *routerCounters) retire(s counterSource) {
 
 // trimLocked drops names no live source counts until at most
 // maxCarriedNames are kept.
-func (rc *routerCounters) trimLocked() {
+func (rc *Counters) trimLocked() {
 	counted := map[string]bool{}
 	for s := range rc.live {
-		for _, st := range s.counters() {
+		for _, st := range s.Counters() {
 			counted[st.Name] = true
 		}
 	}
@@ -98,10 +99,10 @@ func (rc *routerCounters) trimLocked() {
 	}
 }
 
-// apply returns st (a router's Stats) with every counter's value replaced
+// Apply returns st (a router's Stats) with every counter's value replaced
 // by its value across reloads: the retired sources' and the live ones'.
 // Gauges stay as st has them: they describe the router now.
-func (rc *routerCounters) apply(st []route.Stat) []route.Stat {
+func (rc *Counters) Apply(st []route.Stat) []route.Stat {
 	if rc == nil || len(st) == 0 {
 		return st
 	}
@@ -111,7 +112,7 @@ func (rc *routerCounters) apply(st []route.Stat) []route.Stat {
 		sum[name] = v
 	}
 	for s := range rc.live {
-		for _, c := range s.counters() {
+		for _, c := range s.Counters() {
 			if c.Kind == route.Counter {
 				sum[c.Name] += c.Value
 			}
@@ -128,29 +129,30 @@ func (rc *routerCounters) apply(st []route.Stat) []route.Stat {
 	return out
 }
 
-// cacheHolds is shared by the caches a reload may hand on to the next
-// router of a pool (internalCache, nearCache): how many routers hold the
-// cache, and the pool's counters, which count it until the last lets go.
-type cacheHolds struct {
+// Holds is embedded by the caches a reload may hand on to the next
+// router of a pool (a Lua pool's internal cache, a sharded pool's near
+// cache): how many routers hold the cache, and the pool's counters, which
+// count it until the last lets go.
+type Holds struct {
 	refs atomic.Int32
-	rc   *routerCounters
+	rc   *Counters
 }
 
-// start makes its caller the one holder of s, whose holds h are, and has
+// Start makes its caller the one holder of s, whose holds h are, and has
 // rc count s.
-func (h *cacheHolds) start(rc *routerCounters, s counterSource) {
+func (h *Holds) Start(rc *Counters, s CounterSource) {
 	h.refs.Store(1)
 	h.rc = rc
-	rc.add(s)
+	rc.Add(s)
 }
 
-// hold takes one more hold.
-func (h *cacheHolds) hold() { h.refs.Add(1) }
+// Hold takes one more hold.
+func (h *Holds) Hold() { h.refs.Add(1) }
 
-// drop gives back a hold of s; the last calls close and retires s.
-func (h *cacheHolds) drop(s counterSource, close func()) {
+// Drop gives back a hold of s; the last calls close and retires s.
+func (h *Holds) Drop(s CounterSource, close func()) {
 	if h.refs.Add(-1) == 0 {
 		close()
-		h.rc.retire(s)
+		h.rc.Retire(s)
 	}
 }

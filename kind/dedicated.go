@@ -1,4 +1,4 @@
-package proxy
+package kind
 
 import (
 	"strconv"
@@ -10,30 +10,31 @@ import (
 	"shardproxy/route"
 )
 
-// dedicator is a router whose clients may have a server connection of
+// Dedicator is a router whose clients may have a server connection of
 // their own: Redis blocking commands and transactions (codec.RouteBlock,
-// codec.RoutePin; see pin.go), and subscriptions (pubsub.go). Sharded and
-// cluster Redis pools are.
-type dedicator interface {
-	// place returns the backend every key of req lives on and where that
+// codec.RoutePin; the proxy's pin.go), and subscriptions (its pubsub.go).
+// Sharded and cluster Redis pools are. The session asks a router for it
+// with a type assertion; a router that is not one serves none of these.
+type Dedicator interface {
+	// Place returns the backend every key of req lives on and where that
 	// is: a number that keys on the same server (a cluster: in the same
 	// slot) share, -1 for a request without keys, which goes to the
 	// server hint picks. A request it cannot place gets refusal, the
 	// error reply the client sees (keys in different places, no slot
 	// map, every server ejected).
-	place(req *codec.Request, hint uint32) (b *backend.Backend, where int, refusal []byte)
-	// dedicated returns the router's dedicated connections.
-	dedicated() *dedicatedPool
-	// patternServers returns the servers a pattern subscription goes
+	Place(req *codec.Request, hint uint32) (b *backend.Backend, where int, refusal []byte)
+	// Dedicated returns the router's dedicated connections.
+	Dedicated() *DedicatedPool
+	// PatternServers returns the servers a pattern subscription goes
 	// to, or the error reply the client gets.
-	patternServers() ([]*backend.Backend, []byte)
+	PatternServers() ([]*backend.Backend, []byte)
 }
 
-// dedicatedPool holds a Redis pool's dedicated connections: for each
+// DedicatedPool holds a Redis pool's dedicated connections: for each
 // server, at most limit in use (blocking_connections) and those given back
 // in good order kept idle for the next client. It is safe for concurrent
 // use.
-type dedicatedPool struct {
+type DedicatedPool struct {
 	limit int
 
 	mu      sync.Mutex
@@ -42,13 +43,15 @@ type dedicatedPool struct {
 
 	inUse   atomic.Int64 // gauge: connections taken, not given back
 	idle    atomic.Int64 // gauge: connections kept for reuse
-	pinned  atomic.Int64 // gauge: clients in a transaction (WATCH, MULTI)
-	blocked atomic.Int64 // gauge: blocking commands waiting for their reply
 	refused atomic.Int64 // counter: requests refused at the limit
 
-	subscribed    atomic.Int64 // gauge: clients in subscribed mode
-	subscriptions atomic.Int64 // gauge: their channels, patterns and shard channels
-	subDropped    atomic.Int64 // counter: subscribers disconnected (slow, or a server lost)
+	// The session's own figures, which it counts as its clients pin,
+	// block and subscribe; Counters reports them with the pool's.
+	Pinned        atomic.Int64 // gauge: clients in a transaction (WATCH, MULTI)
+	Blocked       atomic.Int64 // gauge: blocking commands waiting for their reply
+	Subscribed    atomic.Int64 // gauge: clients in subscribed mode
+	Subscriptions atomic.Int64 // gauge: their channels, patterns and shard channels
+	SubDropped    atomic.Int64 // counter: subscribers disconnected (slow, or a server lost)
 }
 
 // dedicatedSet is one server's dedicated connections. Idle ones are kept
@@ -68,17 +71,19 @@ func (set *dedicatedSet) idleOf(proto uint8) *[]*backend.Dedicated {
 	return &set.idle
 }
 
-func newDedicatedPool(limit int) *dedicatedPool {
+// NewDedicatedPool returns an empty pool of at most limit connections in
+// use per server; limit <= 0 means 64.
+func NewDedicatedPool(limit int) *DedicatedPool {
 	if limit <= 0 {
 		limit = 64
 	}
-	return &dedicatedPool{limit: limit, servers: map[*backend.Backend]*dedicatedSet{}}
+	return &DedicatedPool{limit: limit, servers: map[*backend.Backend]*dedicatedSet{}}
 }
 
-// take returns a connection to b speaking protocol version proto for one
+// Take returns a connection to b speaking protocol version proto for one
 // client, or the error reply the client gets when b already has limit
 // connections in use or is closed.
-func (dp *dedicatedPool) take(b *backend.Backend, proto uint8, d codec.Dialect) (*backend.Dedicated, []byte) {
+func (dp *DedicatedPool) Take(b *backend.Backend, proto uint8, d codec.Dialect) (*backend.Dedicated, []byte) {
 	return dp.acquire(b, d, func(set *dedicatedSet) (ded *backend.Dedicated, spent []*backend.Dedicated) {
 		idle := set.idleOf(proto)
 		for len(*idle) > 0 && ded == nil {
@@ -100,22 +105,22 @@ func (dp *dedicatedPool) take(b *backend.Backend, proto uint8, d codec.Dialect) 
 	})
 }
 
-// takePush returns a push-mode connection to b (backend.DedicatePush)
+// TakePush returns a push-mode connection to b (backend.DedicatePush)
 // for one client's subscriptions, counted against the same limit as
-// take's, or the error reply the client gets. Give it back with reuse
+// Take's, or the error reply the client gets. Give it back with reuse
 // false: a subscribed connection is never kept.
-func (dp *dedicatedPool) takePush(b *backend.Backend, d codec.Dialect, fn backend.PushFunc) (*backend.Dedicated, []byte) {
+func (dp *DedicatedPool) TakePush(b *backend.Backend, d codec.Dialect, fn backend.PushFunc) (*backend.Dedicated, []byte) {
 	return dp.acquire(b, d, func(*dedicatedSet) (*backend.Dedicated, []*backend.Dedicated) {
 		return b.DedicatePush(fn), nil
 	})
 }
 
-// acquire is take's and takePush's common part: it refuses when b has
+// acquire is Take's and TakePush's common part: it refuses when b has
 // limit connections in use or the pool is closed, else calls open with
 // mu held and b's set, and counts the connection open returns (nil when
 // b is closed) as in use. The spent connections open returns are closed
 // after mu is released.
-func (dp *dedicatedPool) acquire(b *backend.Backend, d codec.Dialect, open func(*dedicatedSet) (*backend.Dedicated, []*backend.Dedicated)) (*backend.Dedicated, []byte) {
+func (dp *DedicatedPool) acquire(b *backend.Backend, d codec.Dialect, open func(*dedicatedSet) (*backend.Dedicated, []*backend.Dedicated)) (*backend.Dedicated, []byte) {
 	dp.mu.Lock()
 	set := dp.servers[b]
 	if set == nil {
@@ -143,11 +148,11 @@ func (dp *dedicatedPool) acquire(b *backend.Backend, d codec.Dialect, open func(
 	return ded, nil
 }
 
-// give takes back a connection take returned. One that is clean (reuse:
+// Give takes back a connection Take or TakePush returned. One that is clean (reuse:
 // the client left no state on it) and not spent is kept for the next
 // client; any other is closed. It never blocks: backends call it from
 // their goroutines.
-func (dp *dedicatedPool) give(ded *backend.Dedicated, reuse bool) {
+func (dp *DedicatedPool) Give(ded *backend.Dedicated, reuse bool) {
 	dp.mu.Lock()
 	if set := dp.servers[ded.Backend()]; set != nil {
 		set.inUse--
@@ -165,8 +170,8 @@ func (dp *dedicatedPool) give(ded *backend.Dedicated, reuse bool) {
 	}
 }
 
-// close closes the idle connections; those in use close when given back.
-func (dp *dedicatedPool) close() {
+// Close closes the idle connections; those in use close when given back.
+func (dp *DedicatedPool) Close() {
 	dp.mu.Lock()
 	dp.closed = true
 	var idle []*backend.Dedicated
@@ -181,18 +186,24 @@ func (dp *dedicatedPool) close() {
 	}
 }
 
-// counters are the pool's figures, for the router's Stats; as a
-// counterSource, its refusals outlive the router (carry.go).
-func (dp *dedicatedPool) counters() []route.Stat {
+// Counters are the pool's figures, for the router's Stats; as a
+// CounterSource, its refusals outlive the router (Counters).
+func (dp *DedicatedPool) Counters() []route.Stat {
 	c, g := route.Counter, route.Gauge
 	return []route.Stat{
 		{Name: "dedicated_connections", Kind: g, Value: dp.inUse.Load(), Help: "Server connections dedicated to one client now (blocking commands, transactions)."},
 		{Name: "dedicated_idle", Kind: g, Value: dp.idle.Load(), Help: "Dedicated server connections kept open for the next client."},
-		{Name: "pinned_clients", Kind: g, Value: dp.pinned.Load(), Help: "Clients in a transaction (after WATCH or MULTI)."},
-		{Name: "blocked_clients", Kind: g, Value: dp.blocked.Load(), Help: "Blocking commands waiting for their reply."},
+		{Name: "pinned_clients", Kind: g, Value: dp.Pinned.Load(), Help: "Clients in a transaction (after WATCH or MULTI)."},
+		{Name: "blocked_clients", Kind: g, Value: dp.Blocked.Load(), Help: "Blocking commands waiting for their reply."},
 		{Name: "dedicated_refused", Kind: c, Value: dp.refused.Load(), Help: "Requests refused because blocking_connections were in use."},
-		{Name: "subscribed_clients", Kind: g, Value: dp.subscribed.Load(), Help: "Clients in pub/sub subscribed mode."},
-		{Name: "subscriptions", Kind: g, Value: dp.subscriptions.Load(), Help: "Channels, patterns and shard channels the subscribed clients hold."},
-		{Name: "subscribers_dropped", Kind: c, Value: dp.subDropped.Load(), Help: "Subscribed clients disconnected: too slow to read their messages, or a server connection lost."},
+		{Name: "subscribed_clients", Kind: g, Value: dp.Subscribed.Load(), Help: "Clients in pub/sub subscribed mode."},
+		{Name: "subscriptions", Kind: g, Value: dp.Subscriptions.Load(), Help: "Channels, patterns and shard channels the subscribed clients hold."},
+		{Name: "subscribers_dropped", Kind: c, Value: dp.SubDropped.Load(), Help: "Subscribed clients disconnected: too slow to read their messages, or a server connection lost."},
 	}
+}
+
+// AppendCrossSlot appends redis-server's refusal of keys in different
+// slots (in a sharded pool: on different servers), in d's words.
+func AppendCrossSlot(dst []byte, d codec.Dialect) []byte {
+	return d.AppendError(dst, codec.ErrCrossServer, "Keys in request don't hash to the same slot")
 }

@@ -1,6 +1,7 @@
-package proxy
+package shard
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"slices"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/cluster"
+	"shardproxy/config"
+	"shardproxy/kind"
 	"shardproxy/route"
 	"shardproxy/sentinel"
 )
@@ -19,7 +22,7 @@ import (
 // one of the shard's replicas: those of the replicas key, or those its
 // Sentinels name. The shard is picked by the key as always; read_from only
 // picks which server of the shard answers. Writes, scripts, keyless and
-// every-server commands, and a pinned client's commands (pin.go) go to the
+// every-server commands, and a pinned client's commands (the proxy's pin.go) go to the
 // master.
 //
 // A replica serves reads while its last check passed (ROLE says slave,
@@ -54,7 +57,7 @@ func (r *replica) usable() bool { return r.state.Load() == replicaUp && !r.b.Bad
 // changed, when a Sentinel names others. As a route.Backends it numbers
 // both the router's servers and, from replicaBase, the replicas.
 type replicaTable struct {
-	r     *shardRouter
+	r     *router
 	flat  []*replica
 	slots [][]int // slot -> indexes in flat
 	total []int   // slot -> sum of the weights of its replicas
@@ -71,7 +74,7 @@ func (t *replicaTable) Backend(i int) *backend.Backend {
 }
 
 // newReplicaTable indexes flat by slot; n is the number of slots.
-func newReplicaTable(r *shardRouter, flat []*replica, n int) *replicaTable {
+func newReplicaTable(r *router, flat []*replica, n int) *replicaTable {
 	t := &replicaTable{r: r, flat: flat, slots: make([][]int, n), total: make([]int, n)}
 	for i, rep := range flat {
 		t.slots[rep.slot] = append(t.slots[rep.slot], i)
@@ -104,7 +107,7 @@ func (t *replicaTable) pick(slot int, hint uint32) int {
 
 // replicaSet holds a router's replicas and checks them.
 type replicaSet struct {
-	r      *shardRouter
+	r      *router
 	from   cluster.ReadFrom
 	lease  *backend.Lease
 	tmpl   backend.Config // a replica's backend, but for Addr and Name
@@ -128,69 +131,94 @@ type replicaSet struct {
 // running router's learnt replicas and every replica's last check, so
 // reads go on where they went; a new replica is checked before the pool
 // serves (within health_check_timeout).
-func (r *shardRouter) startReplicas(k *kindEnv) error {
-	pc := k.p.cfg
+func (r *router) startReplicas(k *kind.Env) error {
+	pc := k.Pool
 	from, err := cluster.ParseReadFrom(pc.ReadFrom)
 	if err != nil || from == cluster.ReadMaster { // "" is master
 		return err
 	}
+	s := newReplicaSet(r, k, from)
+	s.tab.Store(newReplicaTable(r, s.initial(pc, asShard(k.Old)), len(r.shard.Servers())))
+	r.replicas = s
+	if k.Check {
+		return nil
+	}
+	s.start(pc, k.DialTLS)
+	r.rc.Add(s) // retired when the router closes
+	return nil
+}
+
+// newReplicaSet returns r's replica set, reading from, without replicas
+// yet.
+func newReplicaSet(r *router, k *kind.Env, from cluster.ReadFrom) *replicaSet {
+	pc := k.Pool
 	s := &replicaSet{
-		r: r, from: from, lease: k.lease, every: pc.HealthCheckInterval, log: k.p.log,
+		r: r, from: from, lease: k.Lease, every: pc.HealthCheckInterval, log: k.Log,
 		listed: map[int]bool{}, kick: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
-	s.tmpl = k.backendConfig("")
-	s.tmpl.OnStateChange = k.p.srv.backendStateChanged
+	s.tmpl = k.BackendConfig("")
+	s.tmpl.OnStateChange = k.OnStateChange
 	if !pc.IsSet("server_retry_timeout") && s.every > 0 {
 		// The checks guard a replica coming back, so it need not fail
 		// fast for twemproxy's 30s.
 		s.tmpl.RetryTimeout = s.every
 	}
+	return s
+}
+
+// initial returns the replicas s starts with: the ones pc lists and, in
+// a pool with sentinels, the running router o's Sentinel replicas of
+// shards still here and still without listed ones, until the Sentinels
+// answer. A replica o has at the same address hands on its last check.
+func (s *replicaSet) initial(pc *config.Pool, o *router) []*replica {
 	slotOf := map[string]int{}
-	for i, ss := range r.shard.Servers() {
+	for i, ss := range s.r.shard.Servers() {
 		slotOf[ss.Name] = i
 	}
-	// One snapshot of the running router's table: its Sentinel may
-	// replace the table while this one is built.
-	var running []*replica
-	var old map[string]*replica
-	o := asShard(k.old)
-	if o != nil && o.replicas != nil {
-		running = o.replicas.tab.Load().flat
-		old = map[string]*replica{}
-		for _, rep := range running {
-			old[rep.b.Addr()] = rep
-		}
-	}
+	running, old := runningReplicas(o)
 	var flat []*replica
 	for _, rc := range pc.Replicas {
 		slot := slotOf[rc.Shard]
 		s.listed[slot] = true
 		flat = append(flat, s.newReplica(rc.Addr, slot, rc.Weight, true, old[rc.Addr]))
 	}
-	if len(pc.Sentinels) > 0 && old != nil {
-		// The running router's Sentinel replicas, of shards still here
-		// and still without listed ones, until the Sentinels answer.
-		for _, rep := range running {
-			slot, ok := slotOf[o.shard.Servers()[rep.slot].Name]
-			if !rep.listed && ok && !s.listed[slot] {
-				flat = append(flat, s.newReplica(rep.b.Addr(), slot, 1, false, rep))
-			}
+	if len(pc.Sentinels) == 0 || old == nil {
+		return flat
+	}
+	for _, rep := range running {
+		slot, ok := slotOf[o.shard.Servers()[rep.slot].Name]
+		if !rep.listed && ok && !s.listed[slot] {
+			flat = append(flat, s.newReplica(rep.b.Addr(), slot, 1, false, rep))
 		}
 	}
-	s.tab.Store(newReplicaTable(r, flat, len(r.shard.Servers())))
-	r.replicas = s
-	if k.b.check {
-		return nil
+	return flat
+}
+
+// runningReplicas returns the replicas of o, the running router, from
+// one snapshot of its table (its Sentinel may replace the table while
+// the new one is built), and them by address; nil when o reads none.
+func runningReplicas(o *router) ([]*replica, map[string]*replica) {
+	if o == nil || o.replicas == nil {
+		return nil, nil
 	}
+	running := o.replicas.tab.Load().flat
+	old := map[string]*replica{}
+	for _, rep := range running {
+		old[rep.b.Addr()] = rep
+	}
+	return running, old
+}
+
+// start checks the replicas never checked, within health_check_timeout,
+// and then every replica each health_check_interval (none when it is 0).
+func (s *replicaSet) start(pc *config.Pool, dialTLS *tls.Config) {
 	auth := sentinel.Auth{Username: pc.RedisAuthUser, Password: pc.RedisAuth}
-	s.prober = sentinel.NewProber(auth, k.dialTLS, pc.HealthCheckTimeout)
+	s.prober = sentinel.NewProber(auth, dialTLS, pc.HealthCheckTimeout)
 	if s.every > 0 {
 		s.checkAll(true)
 		s.wg.Add(1)
 		go s.run()
 	}
-	r.rc.add(s) // retired when the router closes
-	return nil
 }
 
 // newReplica takes a backend for addr; prev, a running router's replica
@@ -353,8 +381,8 @@ func (s *replicaSet) close() {
 }
 
 // counters are the replica counters of the pool's router; as a
-// counterSource, they outlive the router (carry.go).
-func (s *replicaSet) counters() []route.Stat {
+// kind.CounterSource, they outlive the router (kind.Counters).
+func (s *replicaSet) Counters() []route.Stat {
 	usable := 0
 	t := s.tab.Load()
 	for _, rep := range t.flat {

@@ -1,4 +1,4 @@
-package proxy
+package shard
 
 import (
 	"hash/maphash"
@@ -9,13 +9,14 @@ import (
 
 	"shardproxy/codec"
 	"shardproxy/config"
+	"shardproxy/kind"
 	"shardproxy/memcache"
 	"shardproxy/store"
 )
 
 // A native memcache pool with near_cache answers hot one-key gets from a
 // store in the proxy's memory (nearRouter, wrapping the pool's
-// shardRouter) and keeps that store coherent with the writes the proxy
+// router) and keeps that store coherent with the writes the proxy
 // itself forwards.
 //
 // What it serves and fills:
@@ -68,7 +69,7 @@ import (
 // is the bound on staleness.
 //
 // The store lives as long as some router holds it: a reload that keeps
-// the pool's near_cache and near_cache_ttl hands it on (nearCache.cacheHolds),
+// the pool's near_cache and near_cache_ttl hands it on (nearCache.Holds),
 // with its stripes, so old and new routers share one coherent cache while
 // the old one drains. A reload that changes them starts a new cache,
 // which does not see the writes the old pool's sessions still route while
@@ -95,7 +96,7 @@ type nearCache struct {
 	itemSize int           // the largest item: the pool's item_size_max and room for the key
 	store    atomic.Pointer[store.Store]
 	seed     maphash.Seed
-	cacheHolds
+	kind.Holds
 
 	// flushing counts the flush_all calls in flight: no fill lands while
 	// one is.
@@ -109,7 +110,7 @@ type nearCache struct {
 }
 
 // newNearCache makes pc's near cache, empty, held once and counted by rc.
-func newNearCache(pc *config.Pool, rc *routerCounters) *nearCache {
+func newNearCache(pc *config.Pool, rc *kind.Counters) *nearCache {
 	c := &nearCache{
 		size:     int64(pc.NearCache) << 20,
 		ttl:      pc.NearCacheTTL,
@@ -117,7 +118,7 @@ func newNearCache(pc *config.Pool, rc *routerCounters) *nearCache {
 		seed:     maphash.MakeSeed(),
 	}
 	c.store.Store(c.newStore())
-	c.start(rc, c)
+	c.Start(rc, c)
 	return c
 }
 
@@ -137,7 +138,7 @@ func (c *nearCache) keeps(pc *config.Pool) bool {
 
 // release gives back a hold; the last closes the store.
 func (c *nearCache) release() {
-	c.drop(c, func() { c.store.Load().Close() })
+	c.Drop(c, func() { c.store.Load().Close() })
 }
 
 // stripe returns key's stripe number.

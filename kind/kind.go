@@ -1,0 +1,132 @@
+package kind
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+	"shardproxy/config"
+	"shardproxy/route"
+)
+
+// Kind is one way of answering a pool's requests: it builds the pool's
+// router from the pool's configuration and says what the "pool
+// listening" line shows of it. config decides which kind a pool is
+// (config.Pool.Kind) and validates each kind's keys.
+type Kind interface {
+	// Build makes the router of the pool env describes. It may adjust
+	// env.Limits (what the pool's clients may send) before it returns.
+	Build(env *Env) (route.Router, error)
+	// Describe returns what the "pool listening" line says of pc, whose
+	// router is r, as slog attributes.
+	Describe(pc *config.Pool, r route.Router) []any
+}
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[config.Kind]Kind{}
+)
+
+// Register makes k the kind of the pools config calls name. Kind packages
+// call it from init; it panics if name is registered twice.
+func Register(name config.Kind, k Kind) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("kind: kind registered twice: " + string(name))
+	}
+	registry[name] = k
+}
+
+// Lookup returns the kind registered under name.
+func Lookup(name config.Kind) (Kind, bool) {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	k, ok := registry[name]
+	return k, ok
+}
+
+// Env is what a kind's Build is given: the pool being built, what it may
+// reuse of the running one, and the server's hooks. The proxy fills every
+// field; a test may leave the hooks it does not exercise nil.
+type Env struct {
+	Pool    *config.Pool   // the pool's configuration
+	Source  *config.Config // the configuration it comes from (Source.Path resolves its files)
+	Dialect codec.Dialect  // the pool's protocol
+	// Limits is what the pool's clients may send and how their requests
+	// are parsed; Build may adjust it (a kind that merges INFO sets
+	// ServerInfo).
+	Limits *codec.Options
+	Log    *slog.Logger // the pool's: its records carry the pool's name
+	// Old is the running router of the pool's name and kind, or nil: a
+	// build carries state over a reload from it (a ketama ring, a slot
+	// map, a cache).
+	Old     route.Router
+	Lease   *backend.Lease // where the router's backends come from
+	DialTLS *tls.Config    // how backend sockets dial; nil: plain
+	// Check is set when the build only checks the configuration
+	// (shardproxy -t): build everything, dial nothing, start no
+	// goroutine that outlives Close.
+	Check bool
+	// Counters keeps the router's counters whole across reloads: add
+	// each object that counts when it is made, retire it when it closes.
+	Counters *Counters
+	// Fragments and ForwardErrors are the pool's counters of the parts
+	// of split requests and of requests the router answered with an
+	// error of its own.
+	Fragments, ForwardErrors *atomic.Int64
+
+	// OnStateChange is the server's backend-state callback: a backend a
+	// kind makes sets it as its backend.Config.OnStateChange, so that
+	// the functions given to Watch hear of the backend.
+	OnStateChange func(b *backend.Backend, bad bool)
+	// OnMeta is the server's hook for server_protocol auto
+	// (backend.Config.OnMeta): it logs what the pool's servers speak.
+	OnMeta func(b *backend.Backend, meta, first bool)
+	// Watch asks to hear of every backend state change while the pool's
+	// generation runs.
+	Watch func(f func(b *backend.Backend, bad bool))
+	// Link runs f once every pool of the generation is built, with their
+	// routers by pool name (eject_policy failover names another pool).
+	Link func(f func(routers map[string]route.Router))
+}
+
+// BackendConfig is the template of the pool's backends at addr: the
+// pool's timeouts, limits, handshake and TLS.
+func (e *Env) BackendConfig(addr string) backend.Config {
+	pc := e.Pool
+	return backend.Config{
+		Addr:    addr,
+		Dialect: e.Dialect,
+		Handshake: codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB,
+			Meta: e.Limits.MetaGets},
+		TLS:            e.DialTLS,
+		Conns:          pc.ServerConnections,
+		ConnectTimeout: pc.ConnectTimeout,
+		Timeout:        pc.Timeout,
+		FailureLimit:   pc.ServerFailureLimit,
+		RetryTimeout:   pc.ServerRetryTimeout,
+		HealthInterval: pc.HealthCheckInterval,
+		HealthTimeout:  pc.HealthCheckTimeout,
+		TCPKeepalive:   pc.TCPKeepalive,
+		Preconnect:     pc.Preconnect && !e.Check,
+		Logger:         e.Log,
+	}
+}
+
+// Checked stands in for a router that a configuration check validates
+// without building, because building it starts work in the background (a
+// Redis Cluster pool reads its slot map at once).
+type Checked struct{}
+
+var _ route.Router = Checked{}
+
+// Route implements route.Router; a checked generation never serves, so
+// nothing reaches it.
+func (Checked) Route(x *route.Exchange)      { panic("kind: a checked router routes nothing") }
+func (Checked) Stats() []route.Stat          { return nil }
+func (Checked) Backends() []*backend.Backend { return nil }
+func (Checked) Close()                       {}

@@ -1,0 +1,26 @@
+// Package shard is the sharded pool kind, twemproxy's: each key goes to
+// the server its hash picks in the pool's distribution (sharding), a
+// multi-key request is split per server and its replies merged, a request
+// for every server fans out, and under auto_eject_hosts a bad server
+// leaves the distribution or hands its keys to a failover pool. It
+// registers itself with package kind as config.KindSharded.
+//
+// It owns what only this kind does: following each shard's master through
+// Sentinel (sentinel.go, on package sentinel's Monitor), reading from a
+// shard's replicas under read_from (replica.go), and a native memcache
+// pool's near cache (near.go, near_router.go), which answers hot one-key
+// gets from a store in the proxy's memory and stays coherent with the
+// writes the pool forwards.
+//
+// It must not know the proxy: it sees a pool only through kind.Env, takes
+// its backends only from the Env's lease, and answers every Exchange
+// exactly once (route.Router). Its Route runs on a session's reader and
+// must not block.
+//
+// Concurrency: a router's backend table and replica table are replaced
+// whole (atomic pointers), never changed in place, so Route reads them
+// without a lock; the Sentinel monitor's goroutine swaps the first, the
+// Sentinel monitor and the replica checker the second. The near cache's
+// coherence rests on its stripes' locks and epochs (near.go). Close may
+// be called once, after the pool's last request was routed.
+package shard
