@@ -211,7 +211,7 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 		p := s.newPending()
 		p.pool = s.p
 		p.sess = s
-		if s.need > bigWrite && cap(p.Req.Buf) < s.need {
+		if s.need > bigRequest && cap(p.Req.Buf) < s.need {
 			// A big request: the parser copies it into a recycled buffer.
 			backend.PutBuffer(p.Req.Buf)
 			p.Req.Buf = backend.GetBuffer(s.need)
@@ -433,9 +433,9 @@ func release(p *pending) {
 	st.Buffered.Add(-(int64(len(p.Req.Wire)) + p.ReplyBytes()))
 }
 
-// bigWrite is the request size from which the parser copies a request into
-// a recycled buffer of its own.
-const bigWrite = 16 << 10
+// bigRequest is the announced request size from which the parser copies a
+// request into a recycled buffer of its own.
+const bigRequest = 16 << 10
 
 // appendReply appends what the client sees for p, in the words of the pool
 // that routed it; each failed backend call counts as a forward error.
