@@ -197,7 +197,6 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 	defer s.pushStaged()  // counted, and with the writer, before any reply arrives
 	start := 0
 	for start < len(buf) && !s.closing.Load() {
-		s.heldWait()
 		if s.unpinned {
 			// The pin's last command (EXEC ...) must have run before a
 			// shared connection carries the next one: it may read
