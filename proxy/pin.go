@@ -222,7 +222,6 @@ func (s *session) routePinStart(p *pending, dd kind.Dedicator) {
 
 // routePinned serves any request of a pinned client.
 func (s *session) routePinned(p *pending, dd kind.Dedicator) {
-	pin := s.pin
 	req := &p.Req
 	switch req.Route {
 	case codec.RouteLocal:
@@ -236,7 +235,24 @@ func (s *session) routePinned(p *pending, dd kind.Dedicator) {
 			return
 		}
 	}
-	_, where, refusal := dd.Place(req, s.id)
+	if !s.placePinned(p, dd) || !s.connectPin(p, dd) {
+		return
+	}
+	var timeout time.Duration
+	if req.Route == codec.RouteBlock && !s.pin.multi { // inside MULTI it does not block
+		timeout = s.blockTimeout(req.Block)
+	}
+	s.sendPinned(p, timeout, false)
+}
+
+// placePinned asks the router where p goes, and reports whether it may go
+// on the pinned connection; false when p is answered (refused, or its keys
+// are on another server than the pin's: a transaction whose command is
+// refused is aborted) or held (keyless, before any key: held until the
+// server is known).
+func (s *session) placePinned(p *pending, dd kind.Dedicator) bool {
+	pin := s.pin
+	_, where, refusal := dd.Place(&p.Req, s.id)
 	if refusal == nil && where >= 0 && pin.where >= 0 && where != pin.where {
 		refusal = kind.AppendCrossSlot(nil, s.p.dialect)
 	}
@@ -245,20 +261,13 @@ func (s *session) routePinned(p *pending, dd kind.Dedicator) {
 			pin.abort = true
 		}
 		s.answerRaw(p, string(refusal))
-		return
+		return false
 	}
-	if pin.d == nil && where < 0 { // keyless, before any key: held until the server is known
+	if pin.d == nil && where < 0 {
 		s.hold(p)
-		return
+		return false
 	}
-	if !s.connectPin(p, dd) {
-		return
-	}
-	var timeout time.Duration
-	if req.Route == codec.RouteBlock && !pin.multi { // inside MULTI it does not block
-		timeout = s.blockTimeout(req.Block)
-	}
-	s.sendPinned(p, timeout, false)
+	return true
 }
 
 // routePinCommand serves a transaction command of a pinned client, and
@@ -281,51 +290,77 @@ func (s *session) routePinCommand(p *pending, dd kind.Dedicator) bool {
 		}
 		return false
 	case codec.PinExec:
-		if !pin.multi {
-			s.answerRaw(p, replyExecNoMulti)
-			return true
-		}
-		if pin.abort {
-			s.abortPin(p)
-			return true
-		}
-		if pin.d == nil && !s.connectPin(p, dd) {
-			return true
-		}
-		s.sendPinned(p, 0, true)
+		s.execPinned(p, dd)
 		return true
 	case codec.PinDiscard:
-		if !pin.multi {
-			s.answerRaw(p, replyDiscardNo)
-			return true
-		}
-		if pin.d == nil {
-			s.endPin(false)
-			s.answerRaw(p, replyOK)
-			return true
-		}
-		s.sendPinned(p, 0, true)
+		s.discardPinned(p)
 		return true
 	case codec.PinUnwatch:
-		if pin.d == nil { // MULTI without a server: nothing is watched
-			s.hold(p)
-			return true
-		}
-		s.sendPinned(p, 0, !pin.multi)
+		s.unwatchPinned(p)
 		return true
 	case codec.PinWait:
-		if pin.d == nil {
-			s.hold(p)
-			return true
-		}
-		var timeout time.Duration
-		if !pin.multi {
-			timeout = s.blockTimeout(p.Req.Block)
-		}
-		s.sendPinned(p, timeout, false)
+		s.waitPinned(p)
 		return true
 	}
 	return false
+}
+
+// execPinned serves EXEC: outside MULTI, or after a command of the
+// transaction was refused, the proxy answers it; else it ends the pin on
+// its connection.
+func (s *session) execPinned(p *pending, dd kind.Dedicator) {
+	pin := s.pin
+	if !pin.multi {
+		s.answerRaw(p, replyExecNoMulti)
+		return
+	}
+	if pin.abort {
+		s.abortPin(p)
+		return
+	}
+	if pin.d == nil && !s.connectPin(p, dd) {
+		return
+	}
+	s.sendPinned(p, 0, true)
+}
+
+// discardPinned serves DISCARD: outside MULTI the proxy answers it, and a
+// transaction that never reached a server ends here.
+func (s *session) discardPinned(p *pending) {
+	pin := s.pin
+	if !pin.multi {
+		s.answerRaw(p, replyDiscardNo)
+		return
+	}
+	if pin.d == nil {
+		s.endPin(false)
+		s.answerRaw(p, replyOK)
+		return
+	}
+	s.sendPinned(p, 0, true)
+}
+
+// unwatchPinned serves UNWATCH, which ends a pin outside MULTI.
+func (s *session) unwatchPinned(p *pending) {
+	if s.pin.d == nil { // MULTI without a server: nothing is watched
+		s.hold(p)
+		return
+	}
+	s.sendPinned(p, 0, !s.pin.multi)
+}
+
+// waitPinned serves WAIT, which blocks outside MULTI.
+func (s *session) waitPinned(p *pending) {
+	pin := s.pin
+	if pin.d == nil {
+		s.hold(p)
+		return
+	}
+	var timeout time.Duration
+	if !pin.multi {
+		timeout = s.blockTimeout(p.Req.Block)
+	}
+	s.sendPinned(p, timeout, false)
 }
 
 // routePinnedLocal serves a command the proxy answers itself, for a

@@ -57,9 +57,11 @@ import (
 // use, or -MOVED) refuses all of it: the client gets the error and holds
 // none of the command's new channels, as redis-server refuses a whole
 // command; the parts other servers accepted are unsubscribed again.
-//
-// subState is a session's subscriptions. The reader changes them; the
-// connections' readers (subconn.go) read them, under mu.
+
+// subState is a session's subscriptions: which channels, patterns and
+// shard channels the client holds, on which of its connections. The
+// reader changes them; the connections' readers (subconn.go) read them,
+// under mu.
 type subState struct {
 	s    *session
 	pool *pool // the pool the client subscribed through: its dialect words the replies

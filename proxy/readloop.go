@@ -41,73 +41,101 @@ func (s *session) readLoop() {
 		rc, _ = sc.SyscallConn()
 	}
 	if rc == nil {
-		for {
-			n, err := s.nc.Read(r.buffer())
-			if !r.got(n, err) {
-				return
-			}
-		}
+		r.readConn()
+		return
 	}
-	stop, armed := false, false
-	read := func(fd uintptr) bool {
-		for {
-			b := r.buffer()
-			n, err := backend.RawRead(int(fd), b)
-			switch {
-			case err == syscall.EINTR:
-				continue
-			case err == syscall.EAGAIN:
-				return false // wait for readiness
-			case err != nil:
-				n, err = 0, os.NewSyscallError("read", err)
-			case n == 0:
-				err = io.EOF
-			}
-			if !r.got(n, err) { // always false on an error
-				stop = true
-				return true
-			}
-			if n == len(b) {
-				continue // more may be waiting
-			}
-			if !armed {
-				armed = true
-				s.nc.SetReadDeadline(time.Now().Add(finCheck))
-				if s.closing.Load() { // stop's deadline may be the one replaced
-					stop = true
-					return true
-				}
-			}
-			return false // drained: wait for the next edge
-		}
-	}
-	for !stop {
-		err := rc.Read(read)
-		if stop {
+	r.readRaw(rc)
+}
+
+// readConn reads through net.Conn, for a socket with no file descriptor
+// (TLS).
+func (r *sessionReader) readConn() {
+	for {
+		n, err := r.s.nc.Read(r.buffer())
+		if !r.got(n, err) {
 			return
 		}
-		if armed && errors.Is(err, os.ErrDeadlineExceeded) && !s.closing.Load() {
-			// The FIN check: read again, to EAGAIN (or the EOF it
-			// missed). The session's kept pendings go back to the
-			// pool: a busy session refills its stock at once, a quiet
-			// one keeps none. While replies are still due (their
-			// pendings would refill it) the check stays armed for
-			// another round; else the loop waits with no deadline.
-			s.dropStock()
-			if s.outstanding.Load() > 0 {
-				s.nc.SetReadDeadline(time.Now().Add(finCheck))
-			} else {
-				armed = false
-				s.nc.SetReadDeadline(time.Time{})
-			}
-			if !s.closing.Load() {
-				continue
-			}
+	}
+}
+
+// readRaw reads through rc, the socket's RawConn, until the session ends
+// (see readLoop).
+func (r *sessionReader) readRaw(rc syscall.RawConn) {
+	s := r.s
+	read := r.readFD // made once: RawConn.Read takes a func
+	for !r.stop {
+		err := rc.Read(read)
+		if r.stop {
+			return
+		}
+		if r.armed && errors.Is(err, os.ErrDeadlineExceeded) && !s.closing.Load() && r.checkFIN() {
+			continue
 		}
 		if err != nil && !r.got(0, err) {
 			return
 		}
 	}
+}
+
+// readFD is readRaw's RawConn.Read callback: it reads until the socket is
+// drained (true stops the wait, with r.stop set when reading ends).
+func (r *sessionReader) readFD(fd uintptr) bool {
+	for {
+		b := r.buffer()
+		n, err := backend.RawRead(int(fd), b)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			return false // wait for readiness
+		case err != nil:
+			n, err = 0, os.NewSyscallError("read", err)
+		case n == 0:
+			err = io.EOF
+		}
+		if !r.got(n, err) { // always false on an error
+			r.stop = true
+			return true
+		}
+		if n == len(b) {
+			continue // more may be waiting
+		}
+		return r.drained()
+	}
+}
+
+// drained is called when a read found the socket drained: the first time,
+// it arms the FIN check. It returns readFD's answer: false waits for the
+// next edge.
+func (r *sessionReader) drained() bool {
+	if r.armed {
+		return false
+	}
+	r.armed = true
+	r.s.nc.SetReadDeadline(time.Now().Add(finCheck))
+	if r.s.closing.Load() { // stop's deadline may be the one replaced
+		r.stop = true
+		return true
+	}
+	return false
+}
+
+// checkFIN runs when the FIN check's deadline fired: the loop reads
+// again, to EAGAIN (or the EOF it missed). The session's kept pendings go
+// back to the pool: a busy session refills its stock at once, a quiet one
+// keeps none. While replies are still due (their pendings would refill
+// it) the check stays armed for another round; else the loop waits with
+// no deadline. It returns false when the session is stopping.
+func (r *sessionReader) checkFIN() bool {
+	s := r.s
+	s.dropStock()
+	if s.outstanding.Load() > 0 {
+		s.nc.SetReadDeadline(time.Now().Add(finCheck))
+	} else {
+		r.armed = false
+		s.nc.SetReadDeadline(time.Time{})
+	}
+	return !s.closing.Load()
 }
 
 // sessionReader is the session's read buffer and what it does with each
@@ -119,6 +147,8 @@ type sessionReader struct {
 	free    int   // the room the last read had
 	discard int64 // bytes still to drop (the rest of a refused request)
 	small   int   // reads in a row that would have fit the idle buffer
+	armed   bool  // the FIN check's deadline is set (readRaw)
+	stop    bool  // readFD saw the end of reading (readRaw)
 }
 
 // buffer is where the next read goes: never empty.
@@ -141,7 +171,36 @@ func (r *sessionReader) buffer() []byte {
 // got handles a read of n bytes into buffer's slice and its error; false
 // ends the session's reading.
 func (r *sessionReader) got(n int, err error) bool {
-	s, buf := r.s, r.buf
+	s := r.s
+	r.add(n)
+	if r.discard == 0 && n > 0 {
+		var ok bool
+		r.buf, r.discard, ok = s.parse(r.buf)
+		if !ok {
+			return false
+		}
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			s.p.stats.ClientEOF.Add(1)
+		} else if !s.closing.Load() {
+			s.p.stats.ClientErr.Add(1)
+		}
+		return false
+	}
+	if len(r.buf) == cap(r.buf) && cap(r.buf) >= r.limit {
+		s.p.stats.ClientErr.Add(1)
+		return false // the parser should have refused this request already
+	}
+	r.shrink()
+	return !s.closing.Load()
+}
+
+// add takes a read of n bytes into the buffer: a read that filled a small
+// buffer moves it to a bigger one, and what is left of a refused request
+// is dropped.
+func (r *sessionReader) add(n int) {
+	buf := r.buf
 	if n == r.free && cap(buf) < readChunk {
 		// The read filled the buffer: the client is busy; read more
 		// per system call from now on (a recycled buffer: clients
@@ -161,32 +220,15 @@ func (r *sessionReader) got(n int, err error) bool {
 		r.discard -= d
 	}
 	r.buf = buf
-	if r.discard == 0 && n > 0 {
-		var ok bool
-		buf, r.discard, ok = s.parse(buf)
-		r.buf = buf
-		if !ok {
-			return false
-		}
-	}
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			s.p.stats.ClientEOF.Add(1)
-		} else if !s.closing.Load() {
-			s.p.stats.ClientErr.Add(1)
-		}
-		return false
-	}
-	if len(buf) == cap(buf) && cap(buf) >= r.limit {
-		s.p.stats.ClientErr.Add(1)
-		return false // the parser should have refused this request already
-	}
-	// Back to the small buffer once the client is quiet: idle
-	// connections stay cheap, and a client mixing small and large
-	// requests does not reallocate on every large one.
+}
+
+// shrink goes back to the small buffer once the client is quiet: idle
+// connections stay cheap, and a client mixing small and large requests
+// does not reallocate on every large one.
+func (r *sessionReader) shrink() {
+	buf := r.buf
 	if len(buf) == 0 && (cap(buf) > 4*readChunk || cap(buf) > idleChunk && r.small >= quietReads) {
 		backend.PutBuffer(buf)
 		r.buf = make([]byte, 0, idleChunk)
 	}
-	return !s.closing.Load()
 }

@@ -197,105 +197,151 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 	defer s.pushStaged()  // counted, and with the writer, before any reply arrives
 	start := 0
 	for start < len(buf) && !s.closing.Load() {
-		s.heldWait()
-		if s.unpinned {
-			// The pin's last command (EXEC ...) must have run before a
-			// shared connection carries the next one: it may read
-			// what the transaction wrote.
-			s.unpinned = false
-			s.drainWait()
-		}
-		if cur := s.l.pool.Load(); cur != s.p && s.pin == nil && s.sub == nil && !s.inPart() {
-			s.switchPool(cur)
-		}
-		p := s.newPending()
-		p.pool = s.p
-		p.sess = s
-		if s.need > bigWrite && cap(p.Req.Buf) < s.need {
-			// A big request: the parser copies it into a recycled buffer.
-			backend.PutBuffer(p.Req.Buf)
-			p.Req.Buf = backend.GetBuffer(s.need)
-		}
+		p := s.nextPending()
 		inPart := s.inPart()
-		if !inPart {
-			// Wait for the client to read its replies before taking
-			// more requests. Inside a request cut into parts, only
-			// once a part is cut (see cutPart): its client may send
-			// all of it before it reads.
-			s.heldWait()
-		}
-		n, err := s.parser.ParseRequest(buf[start:], &p.Req)
-		s.need = 0
-		if errors.Is(err, codec.ErrIncomplete) && s.parts != nil {
-			n, err = s.cutPart(buf, start, p, err)
-		}
-		switch {
-		case err == nil && p.Req.Part != codec.PartWhole:
-			s.partWait()
-		case err == nil:
-			s.heldWait()
-		}
+		n, err := s.parseRequest(buf, start, p, inPart)
 		if err != nil {
 			if errors.Is(err, codec.ErrIncomplete) {
 				s.need = codec.Needed(err)
 				s.freePending(p)
 				break
 			}
-			var pe *codec.ProtocolError
-			if !errors.As(err, &pe) {
-				s.freePending(p)
+			next, drop, ok := s.refuse(buf, start, p, err, inPart)
+			if !ok {
 				return nil, 0, false
 			}
-			s.p.stats.ProtocolErrors.Add(1)
-			if pe.Forward { // rejected, but a server must hear of it: routed as p.Req
-				s.enter(p)
-				s.counts.count(s.p.stats, p.Req.Name)
-				s.route(p)
-				s.enqueue(p)
-			} else {
-				if pe.Reply != "" {
-					s.noteRefused()
-				}
-				p.Req.Reset()
-				p.Req.Close = pe.Close
-				p.Req.Part = s.errorPart(inPart)
-				p.Answer(append(p.Out(), pe.Reply...))
-				s.enqueue(p)
-				s.line.done(p.Req.Part)
-				if pe.Close {
-					s.closing.Store(true)
-					return nil, 0, false
-				}
+			if drop > 0 {
+				return buf[:0], drop, true
 			}
-			start += pe.N
-			if rest := int64(len(buf) - start); pe.Discard > 0 {
-				d := min(pe.Discard, rest)
-				start += int(d)
-				if pe.Discard > d {
-					return buf[:0], pe.Discard - d, true
-				}
-			}
+			start = next
 			continue
 		}
 		start += n
-		s.enter(p)
-		if p.Req.Part != codec.PartMore { // a request cut into parts counts once
-			s.counts.count(s.p.stats, p.Req.Name)
-		}
-		s.route(p)
-		closeAfter, part := p.Req.Close, p.Req.Part // p belongs to the writer once queued
-		s.enqueue(p)
-		s.line.done(part)
-		if closeAfter {
-			s.closing.Store(true)
-			return nil, 0, false
-		}
-		if s.watcher != nil { // no more requests: serve streams the watch
+		if !s.take(p) {
 			return nil, 0, false
 		}
 	}
 	rest := copy(buf, buf[start:])
 	return buf[:rest], 0, true
+}
+
+// nextPending returns the pending for the next request, once the reader
+// may take one: the last reply of a pin that just ended has arrived, and
+// the session has moved to the pool a reload put on its listener.
+func (s *session) nextPending() *pending {
+	if s.unpinned {
+		// The pin's last command (EXEC ...) must have run before a
+		// shared connection carries the next one: it may read what the
+		// transaction wrote.
+		s.unpinned = false
+		s.drainWait()
+	}
+	if cur := s.l.pool.Load(); cur != s.p && s.pin == nil && s.sub == nil && !s.inPart() {
+		s.switchPool(cur)
+	}
+	p := s.newPending()
+	p.pool = s.p
+	p.sess = s
+	if s.need > bigRequest && cap(p.Req.Buf) < s.need {
+		// A big request: the parser copies it into a recycled buffer.
+		backend.PutBuffer(p.Req.Buf)
+		p.Req.Buf = backend.GetBuffer(s.need)
+	}
+	return p
+}
+
+// parseRequest parses the request at buf[start:] into p, or cuts a part
+// of a long one, and waits for the client to read its replies before the
+// reader takes it. inPart tells whether the parser was inside a request
+// cut into parts.
+func (s *session) parseRequest(buf []byte, start int, p *pending, inPart bool) (int, error) {
+	if !inPart {
+		// Wait for the client to read its replies before taking more
+		// requests. Inside a request cut into parts, only once a part
+		// is cut (see cutPart): its client may send all of it before
+		// it reads.
+		s.heldWait()
+	}
+	n, err := s.parser.ParseRequest(buf[start:], &p.Req)
+	s.need = 0
+	if errors.Is(err, codec.ErrIncomplete) && s.parts != nil {
+		n, err = s.cutPart(buf, start, p, err)
+	}
+	switch {
+	case err == nil && p.Req.Part != codec.PartWhole:
+		s.partWait()
+	case err == nil:
+		s.heldWait()
+	}
+	return n, err
+}
+
+// take routes p, a request parsed whole or a part of one, and queues it
+// for the writer. It returns false when the session must stop reading.
+func (s *session) take(p *pending) bool {
+	s.enter(p)
+	if p.Req.Part != codec.PartMore { // a request cut into parts counts once
+		s.counts.count(s.p.stats, p.Req.Name)
+	}
+	s.route(p)
+	closeAfter, part := p.Req.Close, p.Req.Part // p belongs to the writer once queued
+	s.enqueue(p)
+	s.line.done(part)
+	if closeAfter {
+		s.closing.Store(true)
+		return false
+	}
+	return s.watcher == nil // no more requests: serve streams the watch
+}
+
+// refuse handles the request at buf[start:] that the parser rejected with
+// err: a protocol error is routed on (a server must hear of it) or
+// answered with its reply, in p. It returns where parsing resumes in buf,
+// how many bytes after buf must be dropped, and false when the session
+// must stop reading.
+func (s *session) refuse(buf []byte, start int, p *pending, err error, inPart bool) (int, int64, bool) {
+	var pe *codec.ProtocolError
+	if !errors.As(err, &pe) {
+		s.freePending(p)
+		return 0, 0, false
+	}
+	s.p.stats.ProtocolErrors.Add(1)
+	if pe.Forward { // rejected, but a server must hear of it: routed as p.Req
+		s.enter(p)
+		s.counts.count(s.p.stats, p.Req.Name)
+		s.route(p)
+		s.enqueue(p)
+	} else if !s.answerRefused(p, pe, inPart) {
+		return 0, 0, false
+	}
+	start += pe.N
+	if pe.Discard > 0 {
+		d := min(pe.Discard, int64(len(buf)-start))
+		start += int(d)
+		if pe.Discard > d {
+			return start, pe.Discard - d, true
+		}
+	}
+	return start, 0, true
+}
+
+// answerRefused answers p, a request the parser refused with pe, with
+// pe's reply, and returns false when that reply closes the connection.
+func (s *session) answerRefused(p *pending, pe *codec.ProtocolError, inPart bool) bool {
+	if pe.Reply != "" {
+		s.noteRefused()
+	}
+	p.Req.Reset()
+	p.Req.Close = pe.Close
+	p.Req.Part = s.errorPart(inPart)
+	p.Answer(append(p.Out(), pe.Reply...))
+	s.enqueue(p)
+	s.line.done(p.Req.Part)
+	if pe.Close {
+		s.closing.Store(true)
+		return false
+	}
+	return true
 }
 
 // enter marks the session as routing with its pool, so that a reload does
@@ -433,9 +479,9 @@ func release(p *pending) {
 	st.Buffered.Add(-(int64(len(p.Req.Wire)) + p.ReplyBytes()))
 }
 
-// bigWrite is the request size from which the parser copies a request into
-// a recycled buffer of its own.
-const bigWrite = 16 << 10
+// bigRequest is the announced request size from which the parser copies a
+// request into a recycled buffer of its own.
+const bigRequest = 16 << 10
 
 // appendReply appends what the client sees for p, in the words of the pool
 // that routed it; each failed backend call counts as a forward error.

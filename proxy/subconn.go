@@ -152,7 +152,7 @@ func (c *subConn) push(frame []byte, err error) {
 	switch {
 	case ps.Kind == "": // an error reply: the server refused the oldest command
 		ready, undo = c.refused(ps.Error)
-	case ps.Kind == resp.PushMessage || ps.Kind == resp.PushPmessage || ps.Kind == resp.PushSmessage:
+	case isMessage(ps.Kind):
 		if sub.holds(c, &ps) {
 			msg = sub.s.queueMessage(sub)
 		}
@@ -180,6 +180,12 @@ func (c *subConn) push(frame []byte, err error) {
 		}
 		msg.Complete(out)
 	}
+}
+
+// isMessage reports whether a push frame of kind is a message the client
+// may have subscribed to: of a channel, a pattern or a shard channel.
+func isMessage(kind string) bool {
+	return kind == resp.PushMessage || kind == resp.PushPmessage || kind == resp.PushSmessage
 }
 
 // confirmed counts a confirmation against c's oldest command, and adds

@@ -192,17 +192,7 @@ func (s *session) handOff() {
 func (s *session) writeReady(blocking bool) {
 	w := &s.w
 	for {
-		ready := 0
-		for ready < len(w.fifo) && w.fifo[ready].ready.Load() {
-			ready++
-		}
-		n := ready
-		if ready < len(w.fifo) && ready < flushAt {
-			// Wait for the rest: the client has them in flight too,
-			// and one write for all of them costs a fraction of one
-			// per reply. Whoever answers the last one writes.
-			n = 0
-		}
+		n := w.readyHead()
 		if n > 0 && !blocking && w.raw == nil {
 			s.handOff() // the goroutine writes TLS sockets
 			return
@@ -215,86 +205,12 @@ func (s *session) writeReady(blocking bool) {
 			}
 			return
 		}
-		batch := append(w.batch[:0], w.fifo[:n]...)
-		m := copy(w.fifo, w.fifo[n:])
-		clear(w.fifo[m:])
-		w.fifo = w.fifo[:m]
+		batch := w.takeHead(n)
 		broken := w.broken
 		w.mu.Unlock()
 
-		outHolder, out := getOut()
-		var tally lookupTally
-		var heldDone int64
-		var pl *pool // the pool of the last run of batch, and its length
-		var inPool, parts int64
-		for _, p := range batch {
-			if p.pool != pl {
-				if pl != nil {
-					pl.inflight.Add(-inPool)
-					tally.flush(pl)
-				}
-				pl, inPool = p.pool, 0
-			}
-			if p.Req.Part != codec.PartWhole {
-				parts++
-			}
-			if !broken {
-				mark := len(out)
-				if p.Req.Part != codec.PartWhole {
-					out = s.appendPart(out, p)
-					tally.count(p, out[mark:])
-				} else if head, big, spliced, tail := p.BigReply(out, p.pool.dialect); big != nil || spliced != nil {
-					if len(head) > mark {
-						tally.count(p, head[mark:])
-					} else {
-						tally.count(p, big)
-					}
-					if blocking {
-						broken = s.writeBig(head, big)
-					} else {
-						broken = s.writeNB(head, big)
-					}
-					out = head[:0]
-					if spliced != nil {
-						if !broken {
-							broken = s.writeSpliced(spliced, blocking)
-						}
-						out = append(out, spliced.After...)
-					}
-					out = append(out, tail...)
-				} else {
-					out = s.appendReply(out, p)
-					tally.count(p, out[mark:])
-				}
-				if p.Req.Close {
-					// quit: its reply goes out, nothing after it.
-					out, broken = s.writeOut(out, blocking), true
-					s.closing.Store(true)
-					if tc, ok := s.nc.(interface{ CloseRead() error }); ok {
-						tc.CloseRead()
-					}
-				}
-			}
-			release(p)
-			heldDone += p.ReplyBytes()
-			inPool++
-			p.ReleaseReplies() // written or copied: their buffers can go
-			p.reset()
-		}
-		if pl != nil {
-			pl.inflight.Add(-inPool)
-			tally.flush(pl)
-		}
-		// Once per batch: both counters are shared with the reader's core.
-		s.held.Add(-heldDone)
-		if parts > 0 {
-			s.partsOut.Add(-parts)
-		}
-		s.written(len(batch))
-		if !broken {
-			out = s.writeOut(out, blocking)
-		}
-		putOut(outHolder, out)
+		broken = s.writeBatch(batch, broken, blocking)
+
 		w.mu.Lock()
 		s.stock(batch)
 		clear(batch)
@@ -305,6 +221,133 @@ func (s *session) writeReady(blocking bool) {
 			return
 		}
 	}
+}
+
+// readyHead returns how many replies at the head to write now: the ready
+// ones, or none while fewer than flushAt are and a later one is not.
+// Under mu.
+func (w *writer) readyHead() int {
+	ready := 0
+	for ready < len(w.fifo) && w.fifo[ready].ready.Load() {
+		ready++
+	}
+	if ready < len(w.fifo) && ready < flushAt {
+		// Wait for the rest: the client has them in flight too, and
+		// one write for all of them costs a fraction of one per
+		// reply. Whoever answers the last one writes.
+		return 0
+	}
+	return ready
+}
+
+// takeHead moves the first n requests of the queue to the holder's batch
+// and returns it. Under mu.
+func (w *writer) takeHead(n int) []*pending {
+	batch := append(w.batch[:0], w.fifo[:n]...)
+	m := copy(w.fifo, w.fifo[n:])
+	clear(w.fifo[m:])
+	w.fifo = w.fifo[:m]
+	return batch
+}
+
+// writeBatch writes the replies of batch, unless the client is gone
+// (broken), and is done with its pendings: their counts, held bytes and
+// buffers are released. It reports whether the client is gone now.
+func (s *session) writeBatch(batch []*pending, broken, blocking bool) bool {
+	outHolder, out := getOut()
+	var tally lookupTally
+	var heldDone int64
+	var pl *pool // the pool of the last run of batch, and its length
+	var inPool, parts int64
+	for _, p := range batch {
+		if p.pool != pl {
+			if pl != nil {
+				pl.inflight.Add(-inPool)
+				tally.flush(pl)
+			}
+			pl, inPool = p.pool, 0
+		}
+		if p.Req.Part != codec.PartWhole {
+			parts++
+		}
+		if !broken {
+			out, broken = s.appendOne(out, p, blocking, &tally)
+		}
+		release(p)
+		heldDone += p.ReplyBytes()
+		inPool++
+		p.ReleaseReplies() // written or copied: their buffers can go
+		p.reset()
+	}
+	if pl != nil {
+		pl.inflight.Add(-inPool)
+		tally.flush(pl)
+	}
+	// Once per batch: both counters are shared with the reader's core.
+	s.held.Add(-heldDone)
+	if parts > 0 {
+		s.partsOut.Add(-parts)
+	}
+	s.written(len(batch))
+	if !broken {
+		out = s.writeOut(out, blocking)
+	}
+	putOut(outHolder, out)
+	return broken
+}
+
+// appendOne appends p's reply to out, or writes what goes before it and
+// the reply itself when it is big (writeBigReply), and counts it in
+// tally. After a quit's reply it writes out and stops the session. It
+// returns out and whether the client is gone.
+func (s *session) appendOne(out []byte, p *pending, blocking bool, tally *lookupTally) ([]byte, bool) {
+	broken := false
+	mark := len(out)
+	if p.Req.Part != codec.PartWhole {
+		out = s.appendPart(out, p)
+		tally.count(p, out[mark:])
+	} else if head, big, spliced, tail := p.BigReply(out, p.pool.dialect); big != nil || spliced != nil {
+		if len(head) > mark {
+			tally.count(p, head[mark:])
+		} else {
+			tally.count(p, big)
+		}
+		out, broken = s.writeBigReply(head, big, spliced, tail, blocking)
+	} else {
+		out = s.appendReply(out, p)
+		tally.count(p, out[mark:])
+	}
+	if p.Req.Close {
+		// quit: its reply goes out, nothing after it.
+		out, broken = s.writeOut(out, blocking), true
+		s.closing.Store(true)
+		if tc, ok := s.nc.(interface{ CloseRead() error }); ok {
+			tc.CloseRead()
+		}
+	}
+	return out, broken
+}
+
+// writeBigReply writes head (the replies before, and the start of this
+// one) and big, the reply's data in the backend's buffer, then the part
+// of its value spliced into a pipe, if any. It returns the write buffer,
+// emptied, with what follows the data (tail) in it, and whether the
+// write failed.
+func (s *session) writeBigReply(head, big []byte, spliced *backend.Spliced, tail string, blocking bool) ([]byte, bool) {
+	var broken bool
+	if blocking {
+		broken = s.writeBig(head, big)
+	} else {
+		broken = s.writeNB(head, big)
+	}
+	out := head[:0]
+	if spliced != nil {
+		if !broken {
+			broken = s.writeSpliced(spliced, blocking)
+		}
+		out = append(out, spliced.After...)
+	}
+	return append(out, tail...), broken
 }
 
 // writeOut writes out; without blocking, what the socket does not take now

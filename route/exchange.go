@@ -291,9 +291,9 @@ func (x *Exchange) ReleaseReplies() {
 	}
 }
 
-// bigWrite is the reply size from which a backend's reply is written from
-// its own buffer instead of being copied.
-const bigWrite = 16 << 10
+// minUncopiedReply is the reply size from which a backend's reply is
+// written from its own buffer instead of being copied.
+const minUncopiedReply = 16 << 10
 
 // BigReply returns x's reply when it is big enough to be worth writing
 // without copying, and can be: d passes a ModeNormal reply through as it
@@ -307,7 +307,7 @@ func (x *Exchange) BigReply(out []byte, d codec.Dialect) (head, big []byte, spli
 	if len(x.subs) > 0 || x.call.Req == nil || r.Err != nil {
 		return out, nil, nil, ""
 	}
-	if spliced = x.call.Spliced(); spliced == nil && len(r.Raw) < bigWrite {
+	if spliced = x.call.Spliced(); spliced == nil && len(r.Raw) < minUncopiedReply {
 		return out, nil, nil, ""
 	}
 	switch x.Req.Mode {
