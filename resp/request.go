@@ -23,49 +23,83 @@ func (p *parser) request(frame []byte, req *codec.Request) (int, error) {
 		return 0, rejectFatal("", n)
 	}
 	cmd, c, reply := p.resolve()
+	if reply == "" {
+		reply = p.refusal(cmd, c)
+	}
 	if reply != "" {
 		return 0, reject(reply, n)
 	}
-	if p.authRequired() && !c.noAuth {
-		return 0, reject(replyNoAuth, n)
-	}
-	if p.deny != nil && (p.deny[cmd] || p.deny[p.containerOf(cmd)]) {
-		return 0, reject(errorLine(displayName(c.name)+" is disabled for this pool"), n)
-	}
-	cls := c.class
-	if cls == classContainer {
-		cls = c.bare
-	}
-	if c.every && !p.keyspace || c.serverConfig && !p.config {
-		return 0, reject(notSupported(c.name, c.reason), n)
-	}
-	if cmd == cmdConfigSet {
-		if reply := p.refuseConfigSet(); reply != "" {
-			return 0, reject(reply, n)
-		}
-	}
+	cls := c.calledClass()
 	switch cls {
-	case classUnsupported:
-		return 0, reject(notSupported(c.name, c.reason), n)
 	case classLocal:
 		return p.local(frame, req, cmd, c)
 	case classServer:
 		return p.scanRequest(n, req, cmd, c)
 	}
+	blocked, reply := p.checkKeys(c)
+	if reply != "" {
+		return 0, reject(reply, n)
+	}
+	p.build(frame, req, cmd, c, 0)
+	req.Route = routeOf(cls, len(p.keyPos))
+	p.routeExtras(req, c, cls, blocked)
+	return n, nil
+}
+
+// calledClass is the class of the command as called: a container called
+// without a subcommand has its bare class.
+func (c *command) calledClass() class {
+	if c.class == classContainer {
+		return c.bare
+	}
+	return c.class
+}
+
+// refusal returns the error reply to a known command the session may not
+// run, in redis-server's order (authentication first), then the proxy's
+// rules: denied for the pool, not supported by it.
+func (p *parser) refusal(cmd int, c *command) string {
+	switch {
+	case p.authRequired() && !c.noAuth:
+		return replyNoAuth
+	case p.deny != nil && (p.deny[cmd] || p.deny[p.containerOf(cmd)]):
+		return errorLine(displayName(c.name) + " is disabled for this pool")
+	case c.every && !p.keyspace || c.serverConfig && !p.config:
+		return notSupported(c.name, c.reason)
+	case cmd == cmdConfigSet:
+		if reply := p.refuseConfigSet(); reply != "" {
+			return reply
+		}
+	}
+	if c.calledClass() == classUnsupported {
+		return notSupported(c.name, c.reason)
+	}
+	return ""
+}
+
+// checkKeys finds the request's keys (into p.keyPos) and returns the
+// error reply to a request whose keys break the pool's rules: MSET's
+// key-value pairs uneven, a key longer than the pool's limit. blocked
+// reports an XREAD with BLOCK.
+func (p *parser) checkKeys(c *command) (blocked bool, reply string) {
 	if c.step == 2 && (p.argc()-1)%2 != 0 { // MSET, MSETNX: key-value pairs
-		return 0, reject(wrongArity(c.name), n)
+		return false, wrongArity(c.name)
 	}
 	keys, blocked := c.keyPositions(p.keyPos[:0], p)
 	p.keyPos = keys
 	if p.maxKey > 0 {
 		for _, i := range keys {
 			if len(p.arg(i)) > p.maxKey {
-				return 0, reject(errorLine("key is longer than "+strconv.Itoa(p.maxKey)+" bytes"), n)
+				return false, errorLine("key is longer than " + strconv.Itoa(p.maxKey) + " bytes")
 			}
 		}
 	}
-	p.build(frame, req, cmd, c, 0)
-	req.Route = routeOf(cls, len(keys))
+	return blocked, ""
+}
+
+// routeExtras sets what a blocking, pinned or subscribing request's
+// route needs besides the route: its timeout, its pin, its subscription.
+func (p *parser) routeExtras(req *codec.Request, c *command, cls class, blocked bool) {
 	switch {
 	case cls == classBlock:
 		blockRoute(req, p.blockTimeout(c))
@@ -79,7 +113,6 @@ func (p *parser) request(frame []byte, req *codec.Request) (int, error) {
 	case cls == classSub:
 		req.Sub = c.sub
 	}
-	return n, nil
 }
 
 // routeOf maps a class to the route of a request with nkeys keys.
