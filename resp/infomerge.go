@@ -188,9 +188,29 @@ func mergeSection(sr sectionRule, secs []*infoSection) infoSection {
 		out.lines = append(out.lines, secs[0].lines...)
 		return out
 	}
-	var keys []string
-	values := map[string][]string{} // by key, one per server that has it, in server order
-	colon := map[string]bool{}
+	f := gatherFields(secs)
+	merged := mergeFields(sr, f)
+	if sr.sortDB {
+		keys := f.keys
+		sort.SliceStable(keys, func(i, j int) bool { return dbLess(keys[i], keys[j]) })
+	}
+	for _, k := range f.keys {
+		out.lines = append(out.lines, infoLine{key: k, value: merged[k], colon: f.colon[k]})
+	}
+	return out
+}
+
+// sectionFields are the fields of one section across the servers.
+type sectionFields struct {
+	keys   []string            // in order of first appearance
+	values map[string][]string // by key, one per server that has it, in server order
+	colon  map[string]bool     // whether any server's line of the key is "key:value"
+}
+
+// gatherFields collects the fields of one section's copies, a server's
+// first line of a key counting, its later ones not.
+func gatherFields(secs []*infoSection) sectionFields {
+	f := sectionFields{values: map[string][]string{}, colon: map[string]bool{}}
 	for _, s := range secs {
 		seen := map[string]bool{}
 		for _, l := range s.lines {
@@ -198,34 +218,35 @@ func mergeSection(sr sectionRule, secs []*infoSection) infoSection {
 				continue // a server's second line of one key: its first counts
 			}
 			seen[l.key] = true
-			if _, ok := values[l.key]; !ok {
-				keys = append(keys, l.key)
+			if _, ok := f.values[l.key]; !ok {
+				f.keys = append(f.keys, l.key)
 			}
-			values[l.key] = append(values[l.key], l.value)
-			colon[l.key] = colon[l.key] || l.colon
+			f.values[l.key] = append(f.values[l.key], l.value)
+			f.colon[l.key] = f.colon[l.key] || l.colon
 		}
 	}
-	merged := make(map[string]string, len(keys))
-	for _, k := range keys {
+	return f
+}
+
+// mergeFields merges each field's values by its rule: the human-readable
+// ones after the others, from their merged numbers, and the section's
+// fixed values last.
+func mergeFields(sr sectionRule, f sectionFields) map[string]string {
+	merged := make(map[string]string, len(f.keys))
+	for _, k := range f.keys {
 		if r := sr.ruleOf(k); r != ruleHuman {
-			merged[k] = combine(r, k, values[k])
+			merged[k] = combine(r, k, f.values[k])
 		}
 	}
-	for _, k := range keys {
+	for _, k := range f.keys {
 		if sr.ruleOf(k) == ruleHuman {
-			merged[k] = human(merged, k, values[k])
+			merged[k] = human(merged, k, f.values[k])
 		}
 		if v, ok := sr.set[k]; ok {
 			merged[k] = v
 		}
 	}
-	if sr.sortDB {
-		sort.SliceStable(keys, func(i, j int) bool { return dbLess(keys[i], keys[j]) })
-	}
-	for _, k := range keys {
-		out.lines = append(out.lines, infoLine{key: k, value: merged[k], colon: colon[k]})
-	}
-	return out
+	return merged
 }
 
 // dbLess orders "db2" before "db10"; other keys after the databases.
