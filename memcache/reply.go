@@ -224,35 +224,55 @@ func valueHeader(buf []byte, off int, keys [][]byte, k int) (kk, next, size int,
 	if len(line) < len("VALUE ") || string(line[:len("VALUE ")]) != "VALUE " {
 		return 0, 0, 0, false
 	}
-	i := len("VALUE ")
-	if kk = k; kk < len(keys) && hasKeyAt(line, i, keys[kk]) {
+	kk, i := k, len("VALUE ")
+	if k < len(keys) && hasKeyAt(line, i, keys[k]) {
 		// The usual block: the next key's, a hit. Comparing it whole
 		// finds the key's end without scanning for it.
-		i += len(keys[kk])
-	} else {
-		for i < len(line) && line[i] != ' ' {
-			if line[i] == '\n' { // the line ends inside the key
-				return 0, 0, 0, false
-			}
-			i++
-		}
-		if i == len("VALUE ") || i == len(line) {
-			return 0, 0, 0, false
-		}
-		key := line[len("VALUE "):i]
-		for ; kk < len(keys) && string(keys[kk]) != string(key); kk++ {
-		}
-		if kk == len(keys) {
-			return 0, 0, 0, false
-		}
+		i += len(keys[k])
+	} else if kk, i, ok = scanKey(line, keys, k); !ok {
+		return 0, 0, 0, false
 	}
-	i++
-	j := i // the flags
-	for i < len(line) && line[i]-'0' <= 9 {
+	i, size, ok = headerNumbers(line, i+1)
+	// line holds at most MaxReplyLine+2 bytes: a line that ends here is
+	// no longer than MaxReplyLine.
+	if !ok || i+1 >= len(line) || line[i] != '\r' || line[i+1] != '\n' {
+		return 0, 0, 0, false
+	}
+	return kk, off + i + 2, size, true
+}
+
+// scanKey finds the key of a VALUE line, which starts after "VALUE ",
+// when it is not keys[k]: it scans for the key's end, then looks for it
+// among keys[k:]. It returns the key's index and the offset after it.
+func scanKey(line []byte, keys [][]byte, k int) (kk, end int, ok bool) {
+	i := len("VALUE ")
+	for i < len(line) && line[i] != ' ' {
+		if line[i] == '\n' { // the line ends inside the key
+			return 0, 0, false
+		}
 		i++
 	}
+	if i == len("VALUE ") || i == len(line) {
+		return 0, 0, false
+	}
+	key := line[len("VALUE "):i]
+	for kk = k; kk < len(keys) && string(keys[kk]) != string(key); kk++ {
+	}
+	if kk == len(keys) {
+		return 0, 0, false
+	}
+	return kk, i, true
+}
+
+// headerNumbers reads a VALUE line's numbers from line[i:]: flags of at
+// most 19 digits, a space, a length of at most 10 digits and no more than
+// MaxReplyValue, and an optional space and cas of at most 19 digits. It
+// returns the offset after them and the length.
+func headerNumbers(line []byte, i int) (end, size int, ok bool) {
+	j := i // the flags
+	i = skipDigits(line, i)
 	if i == j || i-j > 19 || i == len(line) || line[i] != ' ' {
-		return 0, 0, 0, false
+		return 0, 0, false
 	}
 	i++
 	j = i // the length
@@ -261,24 +281,23 @@ func valueHeader(buf []byte, off int, keys [][]byte, k int) (kk, next, size int,
 		i++
 	}
 	if i == j || i-j > 10 || size > MaxReplyValue || i == len(line) {
-		return 0, 0, 0, false
+		return 0, 0, false
 	}
-	if line[i] == ' ' {
+	if line[i] != ' ' {
+		return i, size, true
+	}
+	j = i + 1 // the cas
+	i = skipDigits(line, j)
+	return i, size, i != j && i-j <= 19
+}
+
+// skipDigits returns the offset of the first byte at or after line[i]
+// that is no digit.
+func skipDigits(line []byte, i int) int {
+	for i < len(line) && line[i]-'0' <= 9 {
 		i++
-		j = i // the cas
-		for i < len(line) && line[i]-'0' <= 9 {
-			i++
-		}
-		if i == j || i-j > 19 {
-			return 0, 0, 0, false
-		}
 	}
-	// line holds at most MaxReplyLine+2 bytes: a line that ends here is
-	// no longer than MaxReplyLine.
-	if i+1 >= len(line) || line[i] != '\r' || line[i+1] != '\n' {
-		return 0, 0, 0, false
-	}
-	return kk, off + i + 2, size, true
+	return i
 }
 
 // hasKeyAt reports whether line holds key, which is not empty, at i
