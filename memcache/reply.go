@@ -3,6 +3,7 @@ package memcache
 import (
 	"bytes"
 	"errors"
+	"slices"
 
 	"shardproxy/codec"
 )
@@ -400,21 +401,19 @@ func metaCode(line []byte) string {
 	return ""
 }
 
-// metaAllowed lists the statuses each meta command can answer.
+// metaAllowed reports whether meta command cmd can answer status code.
 func metaAllowed(cmd int, code string) bool {
-	switch cmd {
-	case CmdMetaGet:
-		return code == "VA" || code == "HD" || code == "OK" || code == "EN"
-	case CmdMetaSet:
-		return code == "HD" || code == "OK" || code == "NS" || code == "EX" || code == "NF"
-	case CmdMetaDelete:
-		return code == "HD" || code == "OK" || code == "NF" || code == "EX"
-	case CmdMetaArithmetic:
-		return code == "VA" || code == "HD" || code == "OK" || code == "NF" || code == "NS" || code == "EX"
-	case CmdMetaDebug:
-		return code == "ME" || code == "EN"
-	}
-	return false
+	return uint(cmd) < numCmds && slices.Contains(metaStatuses[cmd], code)
+}
+
+// metaStatuses lists the statuses each meta command can answer ("OK" is
+// "HD" under -o meta_response_old).
+var metaStatuses = [numCmds][]string{
+	CmdMetaGet:        {"VA", "HD", "OK", "EN"},
+	CmdMetaSet:        {"HD", "OK", "NS", "EX", "NF"},
+	CmdMetaDelete:     {"HD", "OK", "NF", "EX"},
+	CmdMetaArithmetic: {"VA", "HD", "OK", "NF", "NS", "EX"},
+	CmdMetaDebug:      {"ME", "EN"},
 }
 
 // parseMetaReply frames one meta reply at buf[off:] and returns the offset
