@@ -107,37 +107,51 @@ func parseLineReply(buf []byte, cmd int) (int, codec.ReplyKind, error) {
 	if isErrorLine(line) {
 		return n, errorKind(line), nil
 	}
-	is := func(word string) bool { return string(line) == word }
-	kind, ok := codec.ReplyOK, false
+	ok, known := lineAnswers(cmd, line)
+	switch {
+	case !known:
+		return 0, 0, ErrNoReply
+	case ok:
+		return n, codec.ReplyOK, nil
+	case string(line) == "NOT_FOUND" && canMiss(cmd):
+		return n, codec.ReplyMiss, nil
+	}
+	return 0, 0, replyErr(ErrUnexpectedReply, line)
+}
+
+// lineAnswers reports whether line is a success reply to cmd; known is
+// false for a command whose reply is not one line.
+func lineAnswers(cmd int, line []byte) (ok, known bool) {
 	switch cmd {
 	case CmdSet, CmdAdd, CmdReplace, CmdAppend, CmdPrepend, CmdCAS:
-		ok = is("STORED") || is("NOT_STORED") || is("EXISTS")
+		l := string(line)
+		return l == "STORED" || l == "NOT_STORED" || l == "EXISTS", true
 	case CmdDelete:
-		ok = is("DELETED")
+		return string(line) == "DELETED", true
 	case CmdTouch:
-		ok = is("TOUCHED")
+		return string(line) == "TOUCHED", true
 	case CmdIncr, CmdDecr:
 		_, ok = parseDecimal(line, 1<<64-1)
+		return ok, true
 	case CmdFlushAll, CmdVerbosity:
-		ok = is("OK")
+		return string(line) == "OK", true
 	case CmdVersion:
-		ok = hasWord(line, "VERSION") && len(line) > len("VERSION ")
+		return hasWord(line, "VERSION") && len(line) > len("VERSION "), true
 	case CmdMetaNoop:
-		ok = is("MN")
-	default:
-		return 0, 0, ErrNoReply
+		return string(line) == "MN", true
 	}
-	if !ok && is("NOT_FOUND") {
-		switch cmd {
-		case CmdSet, CmdAdd, CmdReplace, CmdAppend, CmdPrepend, CmdCAS,
-			CmdDelete, CmdTouch, CmdIncr, CmdDecr:
-			kind, ok = codec.ReplyMiss, true
-		}
+	return false, false
+}
+
+// canMiss reports whether cmd answers NOT_FOUND for a key it did not
+// find: a miss, no error.
+func canMiss(cmd int) bool {
+	switch cmd {
+	case CmdSet, CmdAdd, CmdReplace, CmdAppend, CmdPrepend, CmdCAS,
+		CmdDelete, CmdTouch, CmdIncr, CmdDecr:
+		return true
 	}
-	if !ok {
-		return 0, 0, replyErr(ErrUnexpectedReply, line)
-	}
-	return n, kind, nil
+	return false
 }
 
 // parseRetrieval frames VALUE blocks up to END, from the block at off
@@ -179,15 +193,9 @@ func parseRetrieval(buf []byte, keys [][]byte, off, k int, st *codec.ReplyState)
 		if err != nil {
 			return 0, 0, err
 		}
-		kk := k
-		if len(keys) > 0 { // a request the parser made always has keys
-			for kk < len(keys) && !bytes.Equal(keys[kk], key) {
-				kk++
-			}
-			if kk == len(keys) {
-				return 0, 0, replyErr(ErrUnexpectedReply, line)
-			}
-			kk++
+		kk, err := nextKey(keys, k, key, line)
+		if err != nil {
+			return 0, 0, err
 		}
 		end, err := skipData(buf, off, next, size, len("END\r\n"))
 		if err != nil {
@@ -195,6 +203,23 @@ func parseRetrieval(buf []byte, keys [][]byte, off, k int, st *codec.ReplyState)
 		}
 		off, k = end, kk
 	}
+}
+
+// nextKey finds key, a VALUE block's (line is its VALUE line), among
+// keys[k:] and returns the index after it, where the next block's key is
+// looked for. Without keys (a request the parser made always has them)
+// any key will do.
+func nextKey(keys [][]byte, k int, key, line []byte) (int, error) {
+	if len(keys) == 0 {
+		return k, nil
+	}
+	for k < len(keys) && !bytes.Equal(keys[k], key) {
+		k++
+	}
+	if k == len(keys) {
+		return 0, replyErr(ErrUnexpectedReply, line)
+	}
+	return k + 1, nil
 }
 
 // stopAt returns err, and when it says the reply is unfinished records in
