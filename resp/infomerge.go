@@ -188,29 +188,27 @@ func mergeSection(sr sectionRule, secs []*infoSection) infoSection {
 		out.lines = append(out.lines, secs[0].lines...)
 		return out
 	}
-	f := gatherFields(secs)
-	merged := mergeFields(sr, f)
+	// The maps are made here and filled by helpers that keep no reference
+	// to them, so that they stay off the heap.
+	values := map[string][]string{} // by key, one per server that has it, in server order
+	colon := map[string]bool{}      // whether any server's line of the key is "key:value"
+	keys := gatherFields(secs, values, colon)
+	merged := make(map[string]string, len(keys))
+	mergeFields(sr, keys, values, merged)
 	if sr.sortDB {
-		keys := f.keys
 		sort.SliceStable(keys, func(i, j int) bool { return dbLess(keys[i], keys[j]) })
 	}
-	for _, k := range f.keys {
-		out.lines = append(out.lines, infoLine{key: k, value: merged[k], colon: f.colon[k]})
+	for _, k := range keys {
+		out.lines = append(out.lines, infoLine{key: k, value: merged[k], colon: colon[k]})
 	}
 	return out
 }
 
-// sectionFields are the fields of one section across the servers.
-type sectionFields struct {
-	keys   []string            // in order of first appearance
-	values map[string][]string // by key, one per server that has it, in server order
-	colon  map[string]bool     // whether any server's line of the key is "key:value"
-}
-
-// gatherFields collects the fields of one section's copies, a server's
-// first line of a key counting, its later ones not.
-func gatherFields(secs []*infoSection) sectionFields {
-	f := sectionFields{values: map[string][]string{}, colon: map[string]bool{}}
+// gatherFields collects the fields of one section's copies into values
+// and colon, a server's first line of a key counting, its later ones not,
+// and returns the keys in order of first appearance.
+func gatherFields(secs []*infoSection, values map[string][]string, colon map[string]bool) []string {
+	var keys []string
 	for _, s := range secs {
 		seen := map[string]bool{}
 		for _, l := range s.lines {
@@ -218,35 +216,33 @@ func gatherFields(secs []*infoSection) sectionFields {
 				continue // a server's second line of one key: its first counts
 			}
 			seen[l.key] = true
-			if _, ok := f.values[l.key]; !ok {
-				f.keys = append(f.keys, l.key)
+			if _, ok := values[l.key]; !ok {
+				keys = append(keys, l.key)
 			}
-			f.values[l.key] = append(f.values[l.key], l.value)
-			f.colon[l.key] = f.colon[l.key] || l.colon
+			values[l.key] = append(values[l.key], l.value)
+			colon[l.key] = colon[l.key] || l.colon
 		}
 	}
-	return f
+	return keys
 }
 
-// mergeFields merges each field's values by its rule: the human-readable
-// ones after the others, from their merged numbers, and the section's
-// fixed values last.
-func mergeFields(sr sectionRule, f sectionFields) map[string]string {
-	merged := make(map[string]string, len(f.keys))
-	for _, k := range f.keys {
+// mergeFields merges each field's values into merged by its rule: the
+// human-readable ones after the others, from their merged numbers, and the
+// section's fixed values last.
+func mergeFields(sr sectionRule, keys []string, values map[string][]string, merged map[string]string) {
+	for _, k := range keys {
 		if r := sr.ruleOf(k); r != ruleHuman {
-			merged[k] = combine(r, k, f.values[k])
+			merged[k] = combine(r, k, values[k])
 		}
 	}
-	for _, k := range f.keys {
+	for _, k := range keys {
 		if sr.ruleOf(k) == ruleHuman {
-			merged[k] = human(merged, k, f.values[k])
+			merged[k] = human(merged, k, values[k])
 		}
 		if v, ok := sr.set[k]; ok {
 			merged[k] = v
 		}
 	}
-	return merged
 }
 
 // dbLess orders "db2" before "db10"; other keys after the databases.
