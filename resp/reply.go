@@ -60,7 +60,9 @@ func (*Dialect) ResumeReply(buf []byte, _ *codec.Request, st *codec.ReplyState) 
 // is cut short it records in st, unless st is nil (ParseReply), where to
 // resume. It is the state machine FuzzReply drives: one line per element,
 // checked by its type's family (frameBlob, frameAggregate, checkLine); the
-// top element's kind is the reply's.
+// top element's kind is the reply's. The usual element, a whole bulk
+// string, is read here (a complexity of 16 rather than 13): a call to
+// frameBlob for it cost an array reply a tenth of its time.
 func parseReply(buf []byte, pos int, pending int64, st *codec.ReplyState) (int, codec.ReplyKind, error) {
 	kind := codec.ReplyOK
 	for ; pending > 0; pending-- {
@@ -77,7 +79,14 @@ func parseReply(buf []byte, pos int, pending int64, st *codec.ReplyState) (int, 
 		}
 		var k codec.ReplyKind
 		switch buf[pos] {
-		case '$', '!', '=':
+		case '$':
+			size, ok := parseInt(line)
+			if end, whole := wholeBulk(buf, next, size); ok && whole {
+				next = end // the usual element, read here
+				break
+			}
+			k, next, err = frameBlob(buf, pos, next, line)
+		case '!', '=':
 			k, next, err = frameBlob(buf, pos, next, line)
 		case '*', '~', '%', '|', '>':
 			var add int64
@@ -101,6 +110,15 @@ func parseReply(buf []byte, pos int, pending int64, st *codec.ReplyState) (int, 
 		pos = next
 	}
 	return pos, kind, nil
+}
+
+// wholeBulk returns the offset after a bulk string of size bytes whose
+// data starts at buf[next], and whether it is all in buf, with "\r\n"
+// after it, and of a size a reply may have. Small enough to inline: a
+// bulk string is the usual element of an array reply.
+func wholeBulk(buf []byte, next int, size int64) (end int, whole bool) {
+	end = next + int(size) + 2
+	return end, size >= 0 && size <= MaxReplyBulk && end <= len(buf) && buf[end-2] == '\r' && buf[end-1] == '\n'
 }
 
 // frameBlob checks a blob string (bulk "$", blob error "!", verbatim "=")
