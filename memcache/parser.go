@@ -101,28 +101,20 @@ func (p *parser) parse(buf []byte, req *codec.Request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	text := lineText(buf, eol)
+	end := eol
+	if eol > 1 && buf[eol-1] == '\r' { // as memcached: "\r" alone on a line stays
+		end--
+	}
+	text := buf[:end]
+	if i := bytes.IndexByte(text, 0); i >= 0 { // memcached stops at a NUL (strlen)
+		text = text[:i]
+	}
 	p.tokenize(text)
 	l := &line{buf: buf, text: text, eol: eol}
 	if len(p.toks) == 0 || p.toks[0].end-p.toks[0].start < 2 {
 		return 0, rejectLine(replyError, l.n())
 	}
 	return p.dispatch(l, req)
-}
-
-// lineText is the text of the request line that ends with the '\n' at
-// buf[eol], as memcached reads it: without "\r\n" (a "\r" alone on a
-// line stays) and up to a NUL (strlen).
-func lineText(buf []byte, eol int) []byte {
-	end := eol
-	if eol > 1 && buf[eol-1] == '\r' {
-		end--
-	}
-	text := buf[:end]
-	if i := bytes.IndexByte(text, 0); i >= 0 {
-		text = text[:i]
-	}
-	return text
 }
 
 // dispatch parses the request line l, tokenized, by its verb's family.

@@ -258,10 +258,20 @@ func valueHeader(buf []byte, off int, keys [][]byte, k int) (kk, next, size int,
 	} else if kk, i, ok = scanKey(line, keys, k); !ok {
 		return 0, 0, 0, false
 	}
-	i, size, ok = headerNumbers(line, i+1)
+	if i, ok = digitField(line, i+1, 19); !ok || line[i] != ' ' { // the flags
+		return 0, 0, 0, false
+	}
+	if i, size, ok = lengthField(line, i+1); !ok {
+		return 0, 0, 0, false
+	}
+	if line[i] == ' ' { // the cas
+		if i, ok = digitField(line, i+1, 19); !ok {
+			return 0, 0, 0, false
+		}
+	}
 	// line holds at most MaxReplyLine+2 bytes: a line that ends here is
 	// no longer than MaxReplyLine.
-	if !ok || i+1 >= len(line) || line[i] != '\r' || line[i+1] != '\n' {
+	if i+1 >= len(line) || line[i] != '\r' || line[i+1] != '\n' {
 		return 0, 0, 0, false
 	}
 	return kk, off + i + 2, size, true
@@ -290,31 +300,23 @@ func scanKey(line []byte, keys [][]byte, k int) (kk, end int, ok bool) {
 	return kk, i, true
 }
 
-// headerNumbers reads a VALUE line's numbers from line[i:]: flags of at
-// most 19 digits, a space, a length of at most 10 digits and no more than
-// MaxReplyValue, and an optional space and cas of at most 19 digits. It
-// returns the offset after them and the length.
-func headerNumbers(line []byte, i int) (end, size int, ok bool) {
-	j := i // the flags
-	i = skipDigits(line, i)
-	if i == j || i-j > 19 || i == len(line) || line[i] != ' ' {
-		return 0, 0, false
+// digitField reads a VALUE line's number at line[i:], 1 to most digits,
+// and returns the offset after it, where a byte must follow.
+func digitField(line []byte, i, most int) (end int, ok bool) {
+	end = skipDigits(line, i)
+	return end, end > i && end-i <= most && end < len(line)
+}
+
+// lengthField reads a VALUE line's length at line[i:], 1 to 10 digits and
+// no more than MaxReplyValue, and returns the offset after it, where a
+// byte must follow, and the length.
+func lengthField(line []byte, i int) (end, size int, ok bool) {
+	end = i
+	for end < len(line) && line[end]-'0' <= 9 {
+		size = size*10 + int(line[end]-'0')
+		end++
 	}
-	i++
-	j = i // the length
-	for i < len(line) && line[i]-'0' <= 9 {
-		size = size*10 + int(line[i]-'0')
-		i++
-	}
-	if i == j || i-j > 10 || size > MaxReplyValue || i == len(line) {
-		return 0, 0, false
-	}
-	if line[i] != ' ' {
-		return i, size, true
-	}
-	j = i + 1 // the cas
-	i = skipDigits(line, j)
-	return i, size, i != j && i-j <= 19
+	return end, size, end > i && end-i <= 10 && size <= MaxReplyValue && end < len(line)
 }
 
 // skipDigits returns the offset of the first byte at or after line[i]

@@ -64,7 +64,13 @@ func (p *parser) localReply(c *command) (out []byte, errReply string) {
 	out = p.reply[:0]
 	switch c.local {
 	case localPing:
-		return p.ping(out, c)
+		switch p.argc() {
+		case 1:
+			return append(out, "+PONG\r\n"...), ""
+		case 2:
+			return redcon.AppendBulk(out, p.arg(1)), ""
+		}
+		return out, wrongArity(c.name)
 	case localEcho:
 		return redcon.AppendBulk(out, p.arg(1)), ""
 	case localQuit:
@@ -109,17 +115,6 @@ func (p *parser) sessionReply(out []byte, local localCmd) ([]byte, string) {
 		return redcon.AppendOK(out), ""
 	}
 	return out, ""
-}
-
-// ping answers PING [message].
-func (p *parser) ping(out []byte, c *command) ([]byte, string) {
-	switch p.argc() {
-	case 1:
-		return append(out, "+PONG\r\n"...), ""
-	case 2:
-		return redcon.AppendBulk(out, p.arg(1)), ""
-	}
-	return out, wrongArity(c.name)
 }
 
 // appendOKUnless appends "+OK" unless errReply refuses the command.

@@ -36,14 +36,7 @@ func (p *parser) request(frame []byte, req *codec.Request) (int, error) {
 	case classServer:
 		return p.scanRequest(n, req, cmd, c)
 	}
-	blocked, reply := p.checkKeys(c)
-	if reply != "" {
-		return 0, reject(reply, n)
-	}
-	p.build(frame, req, cmd, c, 0)
-	req.Route = routeOf(cls, len(p.keyPos))
-	p.routeExtras(req, c, cls, blocked)
-	return n, nil
+	return p.keyed(frame, req, cmd, c, cls)
 }
 
 // calledClass is the class of the command as called: a container called
@@ -77,29 +70,21 @@ func (p *parser) refusal(cmd int, c *command) string {
 	return ""
 }
 
-// checkKeys finds the request's keys (into p.keyPos) and returns the
-// error reply to a request whose keys break the pool's rules: MSET's
-// key-value pairs uneven, a key longer than the pool's limit. blocked
-// reports an XREAD with BLOCK.
-func (p *parser) checkKeys(c *command) (blocked bool, reply string) {
+// keyed turns a request of class cls that a server answers into req:
+// its keys (p.keyPos) checked against the pool's rules, its route, and
+// what a blocking, pinned or subscribing request needs besides.
+func (p *parser) keyed(frame []byte, req *codec.Request, cmd int, c *command, cls class) (int, error) {
+	n := len(frame)
 	if c.step == 2 && (p.argc()-1)%2 != 0 { // MSET, MSETNX: key-value pairs
-		return false, wrongArity(c.name)
+		return 0, reject(wrongArity(c.name), n)
 	}
 	keys, blocked := c.keyPositions(p.keyPos[:0], p)
 	p.keyPos = keys
-	if p.maxKey > 0 {
-		for _, i := range keys {
-			if len(p.arg(i)) > p.maxKey {
-				return false, errorLine("key is longer than " + strconv.Itoa(p.maxKey) + " bytes")
-			}
-		}
+	if p.keyTooLong() {
+		return 0, reject(errorLine("key is longer than "+strconv.Itoa(p.maxKey)+" bytes"), n)
 	}
-	return blocked, ""
-}
-
-// routeExtras sets what a blocking, pinned or subscribing request's
-// route needs besides the route: its timeout, its pin, its subscription.
-func (p *parser) routeExtras(req *codec.Request, c *command, cls class, blocked bool) {
+	p.build(frame, req, cmd, c, 0)
+	req.Route = routeOf(cls, len(keys))
 	switch {
 	case cls == classBlock:
 		blockRoute(req, p.blockTimeout(c))
@@ -113,6 +98,20 @@ func (p *parser) routeExtras(req *codec.Request, c *command, cls class, blocked 
 	case cls == classSub:
 		req.Sub = c.sub
 	}
+	return n, nil
+}
+
+// keyTooLong reports whether a key at p.keyPos is longer than the pool
+// allows.
+func (p *parser) keyTooLong() bool {
+	if p.maxKey > 0 {
+		for _, i := range p.keyPos {
+			if len(p.arg(i)) > p.maxKey {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // routeOf maps a class to the route of a request with nkeys keys.
