@@ -144,7 +144,23 @@ func (p *parser) storage(l *line, req *codec.Request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	p.fillStorage(l, req, total, want, noreply)
+	// A noreply the proxy keeps is marked in the wire, one it drops is cut.
+	toks := p.toks
+	w := wire{n: total, eol: l.eol}
+	noreply = noreply && len(toks) == want+1
+	keep := noreply && p.keepNoreply(l.cmd)
+	if noreply {
+		req.Mode = codec.ModeNoreply
+		if !keep {
+			w.cut = toks[want].start
+		}
+	}
+	b := fill(l.buf, req, l.cmd, w, 0)
+	if keep {
+		b[toks[want].end-1] = 'Y'
+	}
+	addKey(req, b, toks[1])
+	req.Route = codec.RouteKey
 	return total, nil
 }
 
@@ -178,28 +194,6 @@ func (p *parser) checkStorage(l *line, want int) (vlen int, noreply bool, err er
 		return 0, false, rejectData(quiet(r, noreply), n, vlen)
 	}
 	return vlen, noreply, nil
-}
-
-// fillStorage builds req from a checked storage request of total bytes,
-// whose line has want tokens and, when noreply is its last, one more: a
-// noreply the proxy keeps is marked in the wire, one it drops is cut.
-func (p *parser) fillStorage(l *line, req *codec.Request, total, want int, noreply bool) {
-	toks := p.toks
-	w := wire{n: total, eol: l.eol}
-	noreply = noreply && len(toks) == want+1
-	keep := noreply && p.keepNoreply(l.cmd)
-	if noreply {
-		req.Mode = codec.ModeNoreply
-		if !keep {
-			w.cut = toks[want].start
-		}
-	}
-	b := fill(l.buf, req, l.cmd, w, 0)
-	if keep {
-		b[toks[want].end-1] = 'Y'
-	}
-	addKey(req, b, toks[1])
-	req.Route = codec.RouteKey
 }
 
 // valueEnd returns the end of the request whose line l is followed by a
