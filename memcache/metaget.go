@@ -107,16 +107,31 @@ func parseMetaGet(buf []byte, req *codec.Request) (int, codec.ReplyKind, error) 
 // line, a key that is not req's, or a hit without the flags (or the cas
 // of a gets) is ErrUnexpectedReply or ErrBadValueLine.
 func metaGetLine(line []byte, req *codec.Request) (v metaValue, hit bool, err error) {
-	if string(line) == "EN" {
+	var rest []byte
+	switch {
+	case string(line) == "EN":
 		return v, false, nil
+	case bytes.HasPrefix(line, []byte("EN ")):
+		rest = line[len("EN "):]
+	case bytes.HasPrefix(line, []byte("VA ")):
+		hit = true
+		rest = line[len("VA "):]
+		tok := rest
+		if i := bytes.IndexByte(rest, ' '); i >= 0 {
+			tok, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		v.sizeTok = tok
+		if v.size, err = parseSize(tok, line); err != nil {
+			return v, false, err
+		}
+	default:
+		return v, false, replyErr(ErrUnexpectedReply, line)
 	}
-	rest, hit, err := metaGetStatus(line, &v)
-	if err != nil {
-		return v, false, err
-	}
-	key, b64, err := metaGetFlags(rest, &v, line)
-	if err != nil {
-		return v, false, err
+	key, b64, ok := metaGetFlags(rest, &v)
+	if !ok {
+		return v, false, replyErr(ErrBadValueLine, line)
 	}
 	keyOK := key != nil && isKey(key, b64, req)
 	if key != nil && !keyOK {
@@ -127,37 +142,30 @@ func metaGetLine(line []byte, req *codec.Request) (v metaValue, hit bool, err er
 		// must be the key.
 		return v, false, nil
 	}
-	if !keyOK || !validHit(&v, req) {
+	if _, ok := parseDecimal(v.flags, 1<<64-1); !ok || !keyOK {
 		return v, false, replyErr(ErrBadValueLine, line)
+	}
+	if req.Cmd == CmdGets {
+		if _, ok := parseDecimal(v.cas, 1<<64-1); !ok {
+			return v, false, replyErr(ErrBadValueLine, line)
+		}
 	}
 	return v, true, nil
 }
 
-// metaGetStatus reads the status of a meta get's reply line other than
-// "EN" alone: "EN " or "VA <size> " (the length into v). It returns the
-// flags after it and whether it is a hit.
-func metaGetStatus(line []byte, v *metaValue) (rest []byte, hit bool, err error) {
-	switch {
-	case bytes.HasPrefix(line, []byte("EN ")):
-		return line[len("EN "):], false, nil
-	case !bytes.HasPrefix(line, []byte("VA ")):
-		return nil, false, replyErr(ErrUnexpectedReply, line)
-	}
-	tok, rest := nextToken(line[len("VA "):])
-	v.sizeTok = tok
-	if v.size, err = parseSize(tok, line); err != nil {
-		return nil, false, err
-	}
-	return rest, true, nil
-}
-
-// metaGetFlags reads the return flags of a meta get's reply line: f and c
-// into v, and the key (k) and whether it is in base64 (b alone).
-func metaGetFlags(rest []byte, v *metaValue, line []byte) (key []byte, b64 bool, err error) {
+// metaGetFlags reads the return flags of a meta get's reply line, rest
+// after its status: f and c into v, and the key (k) and whether it is in
+// base64 (b alone). An empty token (two spaces) is not ok.
+func metaGetFlags(rest []byte, v *metaValue) (key []byte, b64, ok bool) {
 	for len(rest) > 0 {
-		var tok []byte
-		if tok, rest = nextToken(rest); len(tok) == 0 {
-			return nil, false, replyErr(ErrBadValueLine, line)
+		tok := rest
+		if i := bytes.IndexByte(rest, ' '); i >= 0 {
+			tok, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if len(tok) == 0 {
+			return nil, false, false
 		}
 		switch tok[0] {
 		case 'k':
@@ -170,29 +178,7 @@ func metaGetFlags(rest []byte, v *metaValue, line []byte) (key []byte, b64 bool,
 			v.cas = tok[1:]
 		}
 	}
-	return key, b64, nil
-}
-
-// nextToken splits rest at its first space: the token before it and what
-// follows it (nil when there is no space).
-func nextToken(rest []byte) (tok, after []byte) {
-	if i := bytes.IndexByte(rest, ' '); i >= 0 {
-		return rest[:i], rest[i+1:]
-	}
-	return rest, nil
-}
-
-// validHit reports whether a hit's flags, and the cas of a gets, are
-// numbers.
-func validHit(v *metaValue, req *codec.Request) bool {
-	if _, ok := parseDecimal(v.flags, 1<<64-1); !ok {
-		return false
-	}
-	if req.Cmd == CmdGets {
-		_, ok := parseDecimal(v.cas, 1<<64-1)
-		return ok
-	}
-	return true
+	return key, b64, true
 }
 
 // isKey reports whether the k token of a reply to req names req's key.
