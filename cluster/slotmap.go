@@ -167,12 +167,24 @@ func parseShard(sv value, from string) (*Shard, []int64, error) {
 		}
 		ranges[i] = s.num
 	}
-	var sh Shard
-	hasMaster := false
+	sh, hasMaster, err := parseShardNodes(nodes, from)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !hasMaster {
+		return nil, ranges, nil
+	}
+	return &sh, ranges, nil
+}
+
+// parseShardNodes reads a shard's nodes: its master (the first healthy
+// one, else the first; hasMaster false when none says master) and the
+// others as its replicas.
+func parseShardNodes(nodes value, from string) (sh Shard, hasMaster bool, err error) {
 	for _, nv := range nodes.arr {
 		n, role, err := parseShardNode(nv, from)
 		if err != nil {
-			return nil, nil, err
+			return Shard{}, false, err
 		}
 		switch {
 		case role != "master":
@@ -186,10 +198,7 @@ func parseShard(sv value, from string) (*Shard, []int64, error) {
 			sh.Replicas = append(sh.Replicas, n)
 		}
 	}
-	if !hasMaster {
-		return nil, ranges, nil
-	}
-	return &sh, ranges, nil
+	return sh, hasMaster, nil
 }
 
 // parseShardNode reads one node's map of a CLUSTER SHARDS reply.

@@ -34,6 +34,8 @@ func readValue(b []byte) (value, error) {
 	return v, nil
 }
 
+// readAt reads the reply at b[pos:], nested depth arrays deep, and
+// returns it and the offset after it.
 func readAt(b []byte, pos, depth int) (value, int, error) {
 	if depth > maxDepth {
 		return value{}, 0, errorf("reply nested deeper than %d", maxDepth)
@@ -56,34 +58,46 @@ func readAt(b []byte, pos, depth int) (value, int, error) {
 		}
 		return value{kind: kind, num: n}, next, nil
 	case '$':
-		n, err := strconv.Atoi(string(line))
-		switch {
-		case err == nil && n == -1:
-			return value{kind: '_'}, next, nil
-		case err != nil || n < 0 || n > len(b)-next-2:
-			return value{}, 0, errorf("bad bulk length %q", line)
-		case b[next+n] != '\r' || b[next+n+1] != '\n':
-			return value{}, 0, errorf("bulk string not followed by \\r\\n")
-		}
-		return value{kind: kind, str: b[next : next+n]}, next + n + 2, nil
+		return readBulk(b, line, next)
 	case '*':
-		n, err := strconv.Atoi(string(line))
-		switch {
-		case err == nil && n == -1:
-			return value{kind: '_'}, next, nil
-		case err != nil || n < 0 || n > (len(b)-next)/3:
-			return value{}, 0, errorf("bad array length %q", line)
-		}
-		v := value{kind: kind, arr: make([]value, n)}
-		for j := range v.arr {
-			var err error
-			if v.arr[j], next, err = readAt(b, next, depth+1); err != nil {
-				return value{}, 0, err
-			}
-		}
-		return v, next, nil
+		return readArray(b, line, next, depth)
 	}
 	return value{}, 0, errorf("unexpected reply type %q", kind)
+}
+
+// readBulk reads the bulk string whose length line (after its '$') is
+// line and whose data starts at b[next:].
+func readBulk(b, line []byte, next int) (value, int, error) {
+	n, err := strconv.Atoi(string(line))
+	switch {
+	case err == nil && n == -1:
+		return value{kind: '_'}, next, nil
+	case err != nil || n < 0 || n > len(b)-next-2:
+		return value{}, 0, errorf("bad bulk length %q", line)
+	case b[next+n] != '\r' || b[next+n+1] != '\n':
+		return value{}, 0, errorf("bulk string not followed by \\r\\n")
+	}
+	return value{kind: '$', str: b[next : next+n]}, next + n + 2, nil
+}
+
+// readArray reads the array, depth arrays deep, whose count line (after
+// its '*') is line and whose elements start at b[next:].
+func readArray(b, line []byte, next, depth int) (value, int, error) {
+	n, err := strconv.Atoi(string(line))
+	switch {
+	case err == nil && n == -1:
+		return value{kind: '_'}, next, nil
+	case err != nil || n < 0 || n > (len(b)-next)/3:
+		return value{}, 0, errorf("bad array length %q", line)
+	}
+	v := value{kind: '*', arr: make([]value, n)}
+	for j := range v.arr {
+		var err error
+		if v.arr[j], next, err = readAt(b, next, depth+1); err != nil {
+			return value{}, 0, err
+		}
+	}
+	return v, next, nil
 }
 
 // text returns a string-like value's bytes as a string, and false for

@@ -74,8 +74,44 @@ func CommandName(cmd int) string {
 }
 
 // lookupCommand returns the command number of verb, or 0. Verbs are case
-// sensitive, as in memcached ("GET" is unknown).
+// sensitive, as in memcached ("GET" is unknown). The verbs are switched
+// on by length first, then compared whole: the compiler compares a short
+// constant as one or two integers.
 func lookupCommand(verb []byte) int {
+	switch len(verb) {
+	case 2:
+		return metaCommand(verb)
+	case 3, 4:
+		return shortCommand(verb)
+	}
+	return longCommand(verb)
+}
+
+// metaCommand is lookupCommand for a two-byte verb: mg, ms, md, ma, me,
+// mn.
+func metaCommand(verb []byte) int {
+	if verb[0] != 'm' {
+		return 0
+	}
+	switch verb[1] {
+	case 'g':
+		return CmdMetaGet
+	case 's':
+		return CmdMetaSet
+	case 'd':
+		return CmdMetaDelete
+	case 'a':
+		return CmdMetaArithmetic
+	case 'e':
+		return CmdMetaDebug
+	case 'n':
+		return CmdMetaNoop
+	}
+	return 0
+}
+
+// shortCommand is lookupCommand for a verb of three or four bytes.
+func shortCommand(verb []byte) int {
 	switch string(verb) {
 	case "get":
 		return CmdGet
@@ -89,18 +125,27 @@ func lookupCommand(verb []byte) int {
 		return CmdSet
 	case "add":
 		return CmdAdd
-	case "replace":
-		return CmdReplace
-	case "append":
-		return CmdAppend
-	case "prepend":
-		return CmdPrepend
 	case "cas":
 		return CmdCAS
 	case "incr":
 		return CmdIncr
 	case "decr":
 		return CmdDecr
+	case "quit":
+		return CmdQuit
+	}
+	return 0
+}
+
+// longCommand is lookupCommand for a verb of five bytes or more.
+func longCommand(verb []byte) int {
+	switch string(verb) {
+	case "replace":
+		return CmdReplace
+	case "append":
+		return CmdAppend
+	case "prepend":
+		return CmdPrepend
 	case "touch":
 		return CmdTouch
 	case "delete":
@@ -111,22 +156,8 @@ func lookupCommand(verb []byte) int {
 		return CmdVerbosity
 	case "version":
 		return CmdVersion
-	case "quit":
-		return CmdQuit
 	case "stats":
 		return CmdStats
-	case "mg":
-		return CmdMetaGet
-	case "ms":
-		return CmdMetaSet
-	case "md":
-		return CmdMetaDelete
-	case "ma":
-		return CmdMetaArithmetic
-	case "me":
-		return CmdMetaDebug
-	case "mn":
-		return CmdMetaNoop
 	case "watch":
 		return CmdWatch
 	}

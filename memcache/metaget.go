@@ -129,28 +129,9 @@ func metaGetLine(line []byte, req *codec.Request) (v metaValue, hit bool, err er
 	default:
 		return v, false, replyErr(ErrUnexpectedReply, line)
 	}
-	var key []byte
-	b64 := false
-	for len(rest) > 0 {
-		tok := rest
-		if i := bytes.IndexByte(rest, ' '); i >= 0 {
-			tok, rest = rest[:i], rest[i+1:]
-		} else {
-			rest = nil
-		}
-		if len(tok) == 0 {
-			return v, false, replyErr(ErrBadValueLine, line)
-		}
-		switch tok[0] {
-		case 'k':
-			key = tok[1:]
-		case 'b':
-			b64 = len(tok) == 1
-		case 'f':
-			v.flags = tok[1:]
-		case 'c':
-			v.cas = tok[1:]
-		}
+	key, b64, ok := metaGetFlags(rest, &v)
+	if !ok {
+		return v, false, replyErr(ErrBadValueLine, line)
 	}
 	keyOK := key != nil && isKey(key, b64, req)
 	if key != nil && !keyOK {
@@ -170,6 +151,34 @@ func metaGetLine(line []byte, req *codec.Request) (v metaValue, hit bool, err er
 		}
 	}
 	return v, true, nil
+}
+
+// metaGetFlags reads the return flags of a meta get's reply line, rest
+// after its status: f and c into v, and the key (k) and whether it is in
+// base64 (b alone). An empty token (two spaces) is not ok.
+func metaGetFlags(rest []byte, v *metaValue) (key []byte, b64, ok bool) {
+	for len(rest) > 0 {
+		tok := rest
+		if i := bytes.IndexByte(rest, ' '); i >= 0 {
+			tok, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if len(tok) == 0 {
+			return nil, false, false
+		}
+		switch tok[0] {
+		case 'k':
+			key = tok[1:]
+		case 'b':
+			b64 = len(tok) == 1
+		case 'f':
+			v.flags = tok[1:]
+		case 'c':
+			v.cas = tok[1:]
+		}
+	}
+	return key, b64, true
 }
 
 // isKey reports whether the k token of a reply to req names req's key.

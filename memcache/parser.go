@@ -101,11 +101,7 @@ func (p *parser) parse(buf []byte, req *codec.Request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	end := eol
-	if eol > 1 && buf[eol-1] == '\r' { // as memcached: "\r" alone on a line stays
-		end--
-	}
-	text := buf[:end]
+	text := buf[:withoutCR(buf, eol)]
 	if i := bytes.IndexByte(text, 0); i >= 0 { // memcached stops at a NUL (strlen)
 		text = text[:i]
 	}
@@ -130,6 +126,22 @@ func (p *parser) parse(buf []byte, req *codec.Request) (int, error) {
 	case isMeta(l.cmd):
 		return p.meta(l, req)
 	}
+	return p.otherCommand(l, req)
+}
+
+// withoutCR returns where the text of the line whose '\n' is at buf[eol]
+// ends: before its "\r\n", as memcached reads it ("\r" alone on a line
+// stays).
+func withoutCR(buf []byte, eol int) int {
+	if eol > 1 && buf[eol-1] == '\r' {
+		return eol - 1
+	}
+	return eol
+}
+
+// otherCommand parses the request line l of a command that is neither a
+// retrieval, a storage nor a meta command.
+func (p *parser) otherCommand(l *line, req *codec.Request) (int, error) {
 	switch l.cmd {
 	case CmdIncr, CmdDecr, CmdTouch:
 		return p.keyNumber(l, req)

@@ -3,6 +3,7 @@ package memcache
 import (
 	"bytes"
 	"errors"
+	"slices"
 
 	"shardproxy/codec"
 )
@@ -106,37 +107,51 @@ func parseLineReply(buf []byte, cmd int) (int, codec.ReplyKind, error) {
 	if isErrorLine(line) {
 		return n, errorKind(line), nil
 	}
-	is := func(word string) bool { return string(line) == word }
-	kind, ok := codec.ReplyOK, false
+	ok, known := lineAnswers(cmd, line)
+	switch {
+	case !known:
+		return 0, 0, ErrNoReply
+	case ok:
+		return n, codec.ReplyOK, nil
+	case string(line) == "NOT_FOUND" && canMiss(cmd):
+		return n, codec.ReplyMiss, nil
+	}
+	return 0, 0, replyErr(ErrUnexpectedReply, line)
+}
+
+// lineAnswers reports whether line is a success reply to cmd; known is
+// false for a command whose reply is not one line.
+func lineAnswers(cmd int, line []byte) (ok, known bool) {
 	switch cmd {
 	case CmdSet, CmdAdd, CmdReplace, CmdAppend, CmdPrepend, CmdCAS:
-		ok = is("STORED") || is("NOT_STORED") || is("EXISTS")
+		l := string(line)
+		return l == "STORED" || l == "NOT_STORED" || l == "EXISTS", true
 	case CmdDelete:
-		ok = is("DELETED")
+		return string(line) == "DELETED", true
 	case CmdTouch:
-		ok = is("TOUCHED")
+		return string(line) == "TOUCHED", true
 	case CmdIncr, CmdDecr:
 		_, ok = parseDecimal(line, 1<<64-1)
+		return ok, true
 	case CmdFlushAll, CmdVerbosity:
-		ok = is("OK")
+		return string(line) == "OK", true
 	case CmdVersion:
-		ok = hasWord(line, "VERSION") && len(line) > len("VERSION ")
+		return hasWord(line, "VERSION") && len(line) > len("VERSION "), true
 	case CmdMetaNoop:
-		ok = is("MN")
-	default:
-		return 0, 0, ErrNoReply
+		return string(line) == "MN", true
 	}
-	if !ok && is("NOT_FOUND") {
-		switch cmd {
-		case CmdSet, CmdAdd, CmdReplace, CmdAppend, CmdPrepend, CmdCAS,
-			CmdDelete, CmdTouch, CmdIncr, CmdDecr:
-			kind, ok = codec.ReplyMiss, true
-		}
+	return false, false
+}
+
+// canMiss reports whether cmd answers NOT_FOUND for a key it did not
+// find: a miss, no error.
+func canMiss(cmd int) bool {
+	switch cmd {
+	case CmdSet, CmdAdd, CmdReplace, CmdAppend, CmdPrepend, CmdCAS,
+		CmdDelete, CmdTouch, CmdIncr, CmdDecr:
+		return true
 	}
-	if !ok {
-		return 0, 0, replyErr(ErrUnexpectedReply, line)
-	}
-	return n, kind, nil
+	return false
 }
 
 // parseRetrieval frames VALUE blocks up to END, from the block at off
@@ -178,15 +193,9 @@ func parseRetrieval(buf []byte, keys [][]byte, off, k int, st *codec.ReplyState)
 		if err != nil {
 			return 0, 0, err
 		}
-		kk := k
-		if len(keys) > 0 { // a request the parser made always has keys
-			for kk < len(keys) && !bytes.Equal(keys[kk], key) {
-				kk++
-			}
-			if kk == len(keys) {
-				return 0, 0, replyErr(ErrUnexpectedReply, line)
-			}
-			kk++
+		kk, err := nextKey(keys, k, key, line)
+		if err != nil {
+			return 0, 0, err
 		}
 		end, err := skipData(buf, off, next, size, len("END\r\n"))
 		if err != nil {
@@ -194,6 +203,23 @@ func parseRetrieval(buf []byte, keys [][]byte, off, k int, st *codec.ReplyState)
 		}
 		off, k = end, kk
 	}
+}
+
+// nextKey finds key, a VALUE block's (line is its VALUE line), among
+// keys[k:] and returns the index after it, where the next block's key is
+// looked for. Without keys (a request the parser made always has them)
+// any key will do.
+func nextKey(keys [][]byte, k int, key, line []byte) (int, error) {
+	if len(keys) == 0 {
+		return k, nil
+	}
+	for k < len(keys) && !bytes.Equal(keys[k], key) {
+		k++
+	}
+	if k == len(keys) {
+		return 0, replyErr(ErrUnexpectedReply, line)
+	}
+	return k + 1, nil
 }
 
 // stopAt returns err, and when it says the reply is unfinished records in
@@ -224,52 +250,22 @@ func valueHeader(buf []byte, off int, keys [][]byte, k int) (kk, next, size int,
 	if len(line) < len("VALUE ") || string(line[:len("VALUE ")]) != "VALUE " {
 		return 0, 0, 0, false
 	}
-	i := len("VALUE ")
-	if kk = k; kk < len(keys) && hasKeyAt(line, i, keys[kk]) {
+	kk, i := k, len("VALUE ")
+	if k < len(keys) && hasKeyAt(line, i, keys[k]) {
 		// The usual block: the next key's, a hit. Comparing it whole
 		// finds the key's end without scanning for it.
-		i += len(keys[kk])
-	} else {
-		for i < len(line) && line[i] != ' ' {
-			if line[i] == '\n' { // the line ends inside the key
-				return 0, 0, 0, false
-			}
-			i++
-		}
-		if i == len("VALUE ") || i == len(line) {
-			return 0, 0, 0, false
-		}
-		key := line[len("VALUE "):i]
-		for ; kk < len(keys) && string(keys[kk]) != string(key); kk++ {
-		}
-		if kk == len(keys) {
-			return 0, 0, 0, false
-		}
-	}
-	i++
-	j := i // the flags
-	for i < len(line) && line[i]-'0' <= 9 {
-		i++
-	}
-	if i == j || i-j > 19 || i == len(line) || line[i] != ' ' {
+		i += len(keys[k])
+	} else if kk, i, ok = scanKey(line, keys, k); !ok {
 		return 0, 0, 0, false
 	}
-	i++
-	j = i // the length
-	for i < len(line) && line[i]-'0' <= 9 {
-		size = size*10 + int(line[i]-'0')
-		i++
-	}
-	if i == j || i-j > 10 || size > MaxReplyValue || i == len(line) {
+	if i, ok = digitField(line, i+1, 19); !ok || line[i] != ' ' { // the flags
 		return 0, 0, 0, false
 	}
-	if line[i] == ' ' {
-		i++
-		j = i // the cas
-		for i < len(line) && line[i]-'0' <= 9 {
-			i++
-		}
-		if i == j || i-j > 19 {
+	if i, size, ok = lengthField(line, i+1); !ok {
+		return 0, 0, 0, false
+	}
+	if line[i] == ' ' { // the cas
+		if i, ok = digitField(line, i+1, 19); !ok {
 			return 0, 0, 0, false
 		}
 	}
@@ -279,6 +275,57 @@ func valueHeader(buf []byte, off int, keys [][]byte, k int) (kk, next, size int,
 		return 0, 0, 0, false
 	}
 	return kk, off + i + 2, size, true
+}
+
+// scanKey finds the key of a VALUE line, which starts after "VALUE ",
+// when it is not keys[k]: it scans for the key's end, then looks for it
+// among keys[k:]. It returns the key's index and the offset after it.
+func scanKey(line []byte, keys [][]byte, k int) (kk, end int, ok bool) {
+	i := len("VALUE ")
+	for i < len(line) && line[i] != ' ' {
+		if line[i] == '\n' { // the line ends inside the key
+			return 0, 0, false
+		}
+		i++
+	}
+	if i == len("VALUE ") || i == len(line) {
+		return 0, 0, false
+	}
+	key := line[len("VALUE "):i]
+	for kk = k; kk < len(keys) && string(keys[kk]) != string(key); kk++ {
+	}
+	if kk == len(keys) {
+		return 0, 0, false
+	}
+	return kk, i, true
+}
+
+// digitField reads a VALUE line's number at line[i:], 1 to most digits,
+// and returns the offset after it, where a byte must follow.
+func digitField(line []byte, i, most int) (end int, ok bool) {
+	end = skipDigits(line, i)
+	return end, end > i && end-i <= most && end < len(line)
+}
+
+// lengthField reads a VALUE line's length at line[i:], 1 to 10 digits and
+// no more than MaxReplyValue, and returns the offset after it, where a
+// byte must follow, and the length.
+func lengthField(line []byte, i int) (end, size int, ok bool) {
+	end = i
+	for end < len(line) && line[end]-'0' <= 9 {
+		size = size*10 + int(line[end]-'0')
+		end++
+	}
+	return end, size, end > i && end-i <= 10 && size <= MaxReplyValue && end < len(line)
+}
+
+// skipDigits returns the offset of the first byte at or after line[i]
+// that is no digit.
+func skipDigits(line []byte, i int) int {
+	for i < len(line) && line[i]-'0' <= 9 {
+		i++
+	}
+	return i
 }
 
 // hasKeyAt reports whether line holds key, which is not empty, at i
@@ -381,21 +428,19 @@ func metaCode(line []byte) string {
 	return ""
 }
 
-// metaAllowed lists the statuses each meta command can answer.
+// metaAllowed reports whether meta command cmd can answer status code.
 func metaAllowed(cmd int, code string) bool {
-	switch cmd {
-	case CmdMetaGet:
-		return code == "VA" || code == "HD" || code == "OK" || code == "EN"
-	case CmdMetaSet:
-		return code == "HD" || code == "OK" || code == "NS" || code == "EX" || code == "NF"
-	case CmdMetaDelete:
-		return code == "HD" || code == "OK" || code == "NF" || code == "EX"
-	case CmdMetaArithmetic:
-		return code == "VA" || code == "HD" || code == "OK" || code == "NF" || code == "NS" || code == "EX"
-	case CmdMetaDebug:
-		return code == "ME" || code == "EN"
-	}
-	return false
+	return uint(cmd) < numCmds && slices.Contains(metaStatuses[cmd], code)
+}
+
+// metaStatuses lists the statuses each meta command can answer ("OK" is
+// "HD" under -o meta_response_old).
+var metaStatuses = [numCmds][]string{
+	CmdMetaGet:        {"VA", "HD", "OK", "EN"},
+	CmdMetaSet:        {"HD", "OK", "NS", "EX", "NF"},
+	CmdMetaDelete:     {"HD", "OK", "NF", "EX"},
+	CmdMetaArithmetic: {"VA", "HD", "OK", "NF", "NS", "EX"},
+	CmdMetaDebug:      {"ME", "EN"},
 }
 
 // parseMetaReply frames one meta reply at buf[off:] and returns the offset

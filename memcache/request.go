@@ -74,17 +74,8 @@ func (p *parser) retrieval(l *line, req *codec.Request) (int, error) {
 		first = 2
 	}
 	keys := p.toks[first:]
-	// memcached's proxy answers a multi-key line's too-long key in its
-	// place (the proxy's business: see proxywords.go), and refuses one
-	// whose first key starts too far in.
-	inPlace := p.proxy && len(keys) > 1
-	if inPlace && keys[0].start > proxyMaxKeyOffset {
-		return 0, rejectLine(replyMalformed, n)
-	}
-	for _, k := range keys {
-		if p.tooLongKey(k) && !inPlace {
-			return 0, rejectLine(replyBadFormat, n)
-		}
+	if r := p.badKeys(keys); r != "" {
+		return 0, rejectLine(r, n)
 	}
 	if r := p.denied(l.cmd); r != "" {
 		return 0, rejectLine(r, n)
@@ -108,6 +99,23 @@ func (p *parser) retrieval(l *line, req *codec.Request) (int, error) {
 	return n, nil
 }
 
+// badKeys returns the error reply to a retrieval line whose keys are
+// refused, or "". memcached's proxy answers a multi-key line's too-long
+// key in its place (the proxy's business: see proxywords.go), and
+// refuses one whose first key starts too far in.
+func (p *parser) badKeys(keys []span) string {
+	inPlace := p.proxy && len(keys) > 1
+	if inPlace && keys[0].start > proxyMaxKeyOffset {
+		return replyMalformed
+	}
+	for _, k := range keys {
+		if p.tooLongKey(k) && !inPlace {
+			return replyBadFormat
+		}
+	}
+	return ""
+}
+
 // storage: set|add|replace|append|prepend <key> <flags> <exptime> <bytes>
 // [noreply], cas <key> <flags> <exptime> <bytes> <cas> [noreply], then the
 // value and "\r\n".
@@ -116,47 +124,28 @@ func (p *parser) retrieval(l *line, req *codec.Request) (int, error) {
 // proxy swallows the value (Discard) instead of reading it as commands as
 // memcached does; where the length is unusable it closes the connection.
 func (p *parser) storage(l *line, req *codec.Request) (int, error) {
-	n := l.n()
 	want := 5
 	if l.cmd == CmdCAS {
 		want = 6
 	}
-	toks := p.toks
-	if len(toks) != want && len(toks) != want+1 {
-		return 0, rejectLine(replyError, n)
-	}
-	noreply := p.lastIs(l, "noreply")
-	vlen, lenOK := parseLength(l.tok(toks[4]))
-	_, flagsOK := parseUlong(l.tok(toks[2]))
-	_, expOK := parseLong(l.tok(toks[3]))
-	casOK := true
-	if l.cmd == CmdCAS {
-		_, casOK = parseUlong(l.tok(toks[5]))
-	}
-	switch {
-	case !lenOK && p.proxy:
-		return 0, rejectFatal(replyBadFormat, n) // worded by parseProxy
-	case !lenOK:
-		// memcached answers and reads what follows as commands.
-		return 0, rejectLine(quiet(replyBadFormat, noreply), n)
-	case p.tooLongKey(toks[1]) || !flagsOK || !expOK || !casOK:
-		return 0, rejectData(quiet(replyBadFormat, noreply), n, vlen)
-	}
-	if r := p.denied(l.cmd); r != "" {
-		return 0, rejectData(quiet(r, noreply), n, vlen)
+	vlen, noreply, err := p.checkStorage(l, want)
+	if err != nil {
+		return 0, err
 	}
 	// memcached's proxy forwards a too-large request: the server answers
 	// it, noreply or not, and a set drops the key's old value there.
 	switch {
 	case vlen > p.maxValue && l.cmd == CmdSet:
-		return 0, p.invalidate(l, req, toks[1], false, noreply && !p.proxy, vlen)
+		return 0, p.invalidate(l, req, p.toks[1], false, noreply && !p.proxy, vlen)
 	case vlen > p.maxValue:
-		return 0, rejectData(quiet(replyTooLarge, noreply && !p.proxy), n, vlen)
+		return 0, rejectData(quiet(replyTooLarge, noreply && !p.proxy), l.n(), vlen)
 	}
 	total, err := p.valueEnd(l, vlen, noreply)
 	if err != nil {
 		return 0, err
 	}
+	// A noreply the proxy keeps is marked in the wire, one it drops is cut.
+	toks := p.toks
 	w := wire{n: total, eol: l.eol}
 	noreply = noreply && len(toks) == want+1
 	keep := noreply && p.keepNoreply(l.cmd)
@@ -173,6 +162,38 @@ func (p *parser) storage(l *line, req *codec.Request) (int, error) {
 	addKey(req, b, toks[1])
 	req.Route = codec.RouteKey
 	return total, nil
+}
+
+// checkStorage checks a storage line of want tokens (and an optional
+// noreply) in memcached's order, and returns the value's length and
+// whether the line ends with noreply.
+func (p *parser) checkStorage(l *line, want int) (vlen int, noreply bool, err error) {
+	n := l.n()
+	toks := p.toks
+	if len(toks) != want && len(toks) != want+1 {
+		return 0, false, rejectLine(replyError, n)
+	}
+	noreply = p.lastIs(l, "noreply")
+	vlen, lenOK := parseLength(l.tok(toks[4]))
+	_, flagsOK := parseUlong(l.tok(toks[2]))
+	_, expOK := parseLong(l.tok(toks[3]))
+	casOK := true
+	if l.cmd == CmdCAS {
+		_, casOK = parseUlong(l.tok(toks[5]))
+	}
+	switch {
+	case !lenOK && p.proxy:
+		return 0, false, rejectFatal(replyBadFormat, n) // worded by parseProxy
+	case !lenOK:
+		// memcached answers and reads what follows as commands.
+		return 0, false, rejectLine(quiet(replyBadFormat, noreply), n)
+	case p.tooLongKey(toks[1]) || !flagsOK || !expOK || !casOK:
+		return 0, false, rejectData(quiet(replyBadFormat, noreply), n, vlen)
+	}
+	if r := p.denied(l.cmd); r != "" {
+		return 0, false, rejectData(quiet(r, noreply), n, vlen)
+	}
+	return vlen, noreply, nil
 }
 
 // valueEnd returns the end of the request whose line l is followed by a

@@ -72,40 +72,12 @@ func (p *parser) firstPart(buf []byte, req *codec.Request, wantEnd bool) (int, e
 	if cut <= 0 { // leading spaces past a gat line's limit
 		return 0, rejectFatal(replyLineTooLong, limit)
 	}
-	text := buf[:cut]
-	skip := false
-	if i := bytes.IndexByte(text, 0); i >= 0 {
-		text, skip = text[:i], true
-	}
+	text, skip := beforeNUL(buf[:cut])
 	p.tokenize(text)
-	cmd := 0
-	if len(p.toks) > 0 {
-		cmd = lookupCommand(text[p.toks[0].start:p.toks[0].end])
+	cmd, keys, err := p.startStream(text, cut, skip)
+	if err != nil {
+		return 0, err
 	}
-	if !isRetrieval(cmd) { // frameLine saw a retrieval verb: a NUL cut it
-		p.st = stream{cmd: CmdGet, head: p.st.head[:0], skip: true}
-		return 0, rejectLine(replyError, cut)
-	}
-	first := 1
-	if isTouching(cmd) {
-		first = 2
-	}
-	p.st = stream{cmd: cmd, head: append(p.st.head[:0], cmdNames[cmd]...), skip: skip}
-	if len(p.toks) < first {
-		// No exptime within the limit: memcached drops a gat line
-		// that long.
-		p.st = stream{head: p.st.head[:0]}
-		return 0, rejectFatal(replyLineTooLong, cut)
-	}
-	if isTouching(cmd) {
-		exp := text[p.toks[1].start:p.toks[1].end]
-		if _, ok := parseLong(exp); !ok {
-			p.st.skip = true
-			return 0, rejectLine(replyBadExptime, cut)
-		}
-		p.st.head = append(append(p.st.head, ' '), exp...)
-	}
-	keys := p.toks[first:]
 	if p.proxy && len(keys) > 0 && keys[0].start > proxyMaxKeyOffset {
 		p.st.skip = true
 		return 0, rejectLine(replyMalformed, cut)
@@ -119,6 +91,49 @@ func (p *parser) firstPart(buf []byte, req *codec.Request, wantEnd bool) (int, e
 	}
 	p.buildPart(req, cmd, nil, text, keys, codec.PartMore)
 	return cut, nil
+}
+
+// beforeNUL returns text up to its first NUL, where memcached stops
+// reading a line, and whether it held one.
+func beforeNUL(text []byte) ([]byte, bool) {
+	if i := bytes.IndexByte(text, 0); i >= 0 {
+		return text[:i], true
+	}
+	return text, false
+}
+
+// startStream starts the stream of parts of a retrieval line whose first
+// part, tokenized, is text (cut bytes of the line; skip when a NUL ended
+// it early): the verb and a gat's exptime become the head every part
+// repeats. It returns the command and the first part's keys.
+func (p *parser) startStream(text []byte, cut int, skip bool) (cmd int, keys []span, err error) {
+	if len(p.toks) > 0 {
+		cmd = lookupCommand(text[p.toks[0].start:p.toks[0].end])
+	}
+	if !isRetrieval(cmd) { // frameLine saw a retrieval verb: a NUL cut it
+		p.st = stream{cmd: CmdGet, head: p.st.head[:0], skip: true}
+		return 0, nil, rejectLine(replyError, cut)
+	}
+	first := 1
+	if isTouching(cmd) {
+		first = 2
+	}
+	p.st = stream{cmd: cmd, head: append(p.st.head[:0], cmdNames[cmd]...), skip: skip}
+	if len(p.toks) < first {
+		// No exptime within the limit: memcached drops a gat line
+		// that long.
+		p.st = stream{head: p.st.head[:0]}
+		return 0, nil, rejectFatal(replyLineTooLong, cut)
+	}
+	if isTouching(cmd) {
+		exp := text[p.toks[1].start:p.toks[1].end]
+		if _, ok := parseLong(exp); !ok {
+			p.st.skip = true
+			return 0, nil, rejectLine(replyBadExptime, cut)
+		}
+		p.st.head = append(append(p.st.head, ' '), exp...)
+	}
+	return cmd, p.toks[first:], nil
 }
 
 // nextPart cuts the next part of the line being cut, at buf's start: the
@@ -136,23 +151,32 @@ func (p *parser) nextPart(buf []byte, req *codec.Request, wantEnd bool) (int, er
 	if eol > 0 && buf[eol-1] == '\r' {
 		l--
 	}
-	if eol >= 0 && l <= limit { // the last part
-		text := buf[:l]
-		if i := bytes.IndexByte(text, 0); i >= 0 {
-			text = text[:i]
-		}
-		p.tokenize(text)
-		cmd := p.st.cmd
-		p.st.cmd = 0 // the line ends here
-		if err := p.checkKeys(p.toks, eol+1); err != nil {
-			return 0, err
-		}
-		p.buildPart(req, cmd, p.st.head, text, p.toks, codec.PartLast)
-		return eol + 1, nil
+	if eol >= 0 && l <= limit {
+		return p.lastPart(buf[:l], req, eol)
 	}
 	if len(buf) < limit+2 || wantEnd && eol < 0 && bytes.IndexByte(buf[len(window):], '\n') < 0 {
 		return 0, codec.ErrIncomplete
 	}
+	return p.middlePart(buf, req, limit)
+}
+
+// lastPart cuts the last part of the line being cut: line, the rest of
+// it, whose newline is at eol.
+func (p *parser) lastPart(line []byte, req *codec.Request, eol int) (int, error) {
+	text, _ := beforeNUL(line)
+	p.tokenize(text)
+	cmd := p.st.cmd
+	p.st.cmd = 0 // the line ends here
+	if err := p.checkKeys(p.toks, eol+1); err != nil {
+		return 0, err
+	}
+	p.buildPart(req, cmd, p.st.head, text, p.toks, codec.PartLast)
+	return eol + 1, nil
+}
+
+// middlePart cuts a part that does not end the line: the keys before the
+// last space within limit bytes.
+func (p *parser) middlePart(buf []byte, req *codec.Request, limit int) (int, error) {
 	cut := bytes.LastIndexByte(buf[:limit], ' ')
 	if cut <= 0 { // a token as long as a part: a key too long
 		p.st.skip = true
@@ -161,9 +185,9 @@ func (p *parser) nextPart(buf []byte, req *codec.Request, wantEnd bool) (int, er
 		}
 		return 0, rejectLine(replyBadFormat, limit)
 	}
-	text := buf[:cut]
-	if i := bytes.IndexByte(text, 0); i >= 0 {
-		text, p.st.skip = text[:i], true
+	text, nul := beforeNUL(buf[:cut])
+	if nul {
+		p.st.skip = true
 	}
 	p.tokenize(text)
 	if err := p.checkKeys(p.toks, cut); err != nil {

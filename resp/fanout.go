@@ -27,13 +27,8 @@ var (
 // returns nil for any other request or when targets does not match
 // req.Keys.
 func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScratch) (subs []*codec.Request, subTargets, owners []int) {
-	c := commandOf(req.Cmd)
-	if c == nil || c.class != classMulti || len(targets) != len(req.Keys) || len(targets) == 0 {
-		return nil, nil, nil
-	}
-	ok, args, _, _, err := redcon.ReadNextCommand(req.Wire, nil)
-	step := max(c.step, 1)
-	if !ok || err != nil || len(args) != 1+len(targets)*step {
+	args, step := multiKeyArgs(req, targets)
+	if args == nil {
 		return nil, nil, nil
 	}
 	// Per sub-request: how many keys and how many bytes. The sub-requests
@@ -93,6 +88,22 @@ func (*Dialect) Split(req *codec.Request, targets []int, scratch *codec.SplitScr
 	return subs, subTargets, owners
 }
 
+// multiKeyArgs returns the arguments of a classMulti request that holds
+// one key (MGET ...) or key and value (MSET) per target, and how many
+// arguments each key takes; nil when req is no such request.
+func multiKeyArgs(req *codec.Request, targets []int) (args [][]byte, step int) {
+	c := commandOf(req.Cmd)
+	if c == nil || c.class != classMulti || len(targets) != len(req.Keys) || len(targets) == 0 {
+		return nil, 0
+	}
+	ok, args, _, _, err := redcon.ReadNextCommand(req.Wire, nil)
+	step = max(c.step, 1)
+	if !ok || err != nil || len(args) != 1+len(targets)*step {
+		return nil, 0
+	}
+	return args, step
+}
+
 // bulkSize is the encoded length of an n-byte bulk string.
 func bulkSize(n int) int { return 1 + digits(n) + 2 + n + 2 }
 
@@ -130,53 +141,11 @@ func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, o
 		return mergeInfo(dst, req, replies)
 	}
 	c := commandOf(req.Cmd)
-	for _, r := range replies {
-		if r.Err != nil {
-			msg := r.Err.Error()
-			if c != nil && c.serverConfig && r.Server != "" {
-				// Some servers may have applied it: say which did not, as
-				// a cluster pool says which node failed.
-				msg = "server " + r.Server + ": " + msg
-			}
-			return d.AppendError(dst, codec.ErrServer, msg)
-		}
-	}
-	for _, r := range replies {
-		if r.Kind == codec.ReplyError || r.Kind == codec.ReplyFailure {
-			return append(dst, r.Raw...)
-		}
+	if out, failed := d.appendFailure(dst, c, replies); failed {
+		return out
 	}
 	start := len(dst)
-	var ok bool
-	switch {
-	case c == nil || len(replies) == 0:
-	case req.Cmd == cmdMGET:
-		dst, ok = mergeValues(dst, req, subs, owners, replies)
-	case req.Cmd == cmdMSET:
-		dst, ok = redcon.AppendOK(dst), true
-	case c.class == classMulti:
-		dst, ok = mergeCounts(dst, replies)
-	case req.Cmd == cmdScriptExist:
-		dst, ok = mergeExists(dst, replies)
-	case req.Cmd == cmdKEYS:
-		dst, ok = mergeArrays(dst, replies)
-	case req.Cmd == cmdDBSIZE:
-		dst, ok = mergeCounts(dst, replies)
-	case req.Cmd == cmdRANDOMKEY:
-		dst, ok = mergeRandom(dst, req.Proto, replies)
-	case req.Cmd == cmdFuncList:
-		dst, ok = mergeLibraries(dst, replies)
-	case req.Cmd == cmdPubsubChannels || req.Cmd == cmdPubsubShardCh:
-		dst, ok = mergeChannels(dst, replies)
-	case req.Cmd == cmdPubsubNumsub || req.Cmd == cmdPubsubShardNum:
-		dst, ok = mergeNumsub(dst, replies)
-	case req.Cmd == cmdPubsubNumpat:
-		dst, ok = mergeNumpat(dst, replies)
-	case req.Cmd == cmdConfigGet:
-		dst, ok = mergeConfigGet(dst, req.Proto, replies)
-	case c.class == classAll:
-		dst, ok = mergeSame(dst, replies)
-	}
+	dst, ok := mergeReplies(dst, req, c, subs, owners, replies)
 	switch {
 	case ok:
 	case c != nil && c.class == classAll:
@@ -186,6 +155,74 @@ func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, o
 		return d.AppendError(dst[:start], codec.ErrServer, "unexpected replies from the backends to "+req.Name)
 	}
 	return dst
+}
+
+// appendFailure appends the reply to a request one of whose fragments
+// failed: "-ERR <Err>" for the first reply with Err, else the first error
+// reply as it is. It reports false, dst unchanged, when none failed.
+func (d *Dialect) appendFailure(dst []byte, c *command, replies []codec.Reply) ([]byte, bool) {
+	for _, r := range replies {
+		if r.Err != nil {
+			msg := r.Err.Error()
+			if c != nil && c.serverConfig && r.Server != "" {
+				// Some servers may have applied it: say which did not, as
+				// a cluster pool says which node failed.
+				msg = "server " + r.Server + ": " + msg
+			}
+			return d.AppendError(dst, codec.ErrServer, msg), true
+		}
+	}
+	for _, r := range replies {
+		if r.Kind == codec.ReplyError || r.Kind == codec.ReplyFailure {
+			return append(dst, r.Raw...), true
+		}
+	}
+	return dst, false
+}
+
+// mergeReplies merges the successful replies to a split multi-key
+// command (MGET, MSET, DEL ...) or to a command sent to every server
+// (mergeAll); false when they are not what the command answers.
+func mergeReplies(dst []byte, req *codec.Request, c *command, subs []*codec.Request, owners []int, replies []codec.Reply) ([]byte, bool) {
+	switch {
+	case c == nil || len(replies) == 0:
+		return dst, false
+	case req.Cmd == cmdMGET:
+		return mergeValues(dst, req, subs, owners, replies)
+	case req.Cmd == cmdMSET:
+		return redcon.AppendOK(dst), true
+	case c.class == classMulti:
+		return mergeCounts(dst, replies)
+	}
+	return mergeAll(dst, req, c, replies)
+}
+
+// mergeAll merges the successful replies to a command every server got.
+func mergeAll(dst []byte, req *codec.Request, c *command, replies []codec.Reply) ([]byte, bool) {
+	switch req.Cmd {
+	case cmdScriptExist:
+		return mergeExists(dst, replies)
+	case cmdKEYS:
+		return mergeArrays(dst, replies)
+	case cmdDBSIZE:
+		return mergeCounts(dst, replies)
+	case cmdRANDOMKEY:
+		return mergeRandom(dst, req.Proto, replies)
+	case cmdFuncList:
+		return mergeLibraries(dst, replies)
+	case cmdPubsubChannels, cmdPubsubShardCh:
+		return mergeChannels(dst, replies)
+	case cmdPubsubNumsub, cmdPubsubShardNum:
+		return mergeNumsub(dst, replies)
+	case cmdPubsubNumpat:
+		return mergeNumpat(dst, replies)
+	case cmdConfigGet:
+		return mergeConfigGet(dst, req.Proto, replies)
+	}
+	if c.class == classAll {
+		return mergeSame(dst, replies)
+	}
+	return dst, false
 }
 
 // mergeValues answers an MGET. Each sub-request's keys are in the client's

@@ -188,9 +188,27 @@ func mergeSection(sr sectionRule, secs []*infoSection) infoSection {
 		out.lines = append(out.lines, secs[0].lines...)
 		return out
 	}
-	var keys []string
+	// The maps are made here and filled by helpers that keep no reference
+	// to them, so that they stay off the heap.
 	values := map[string][]string{} // by key, one per server that has it, in server order
-	colon := map[string]bool{}
+	colon := map[string]bool{}      // whether any server's line of the key is "key:value"
+	keys := gatherFields(secs, values, colon)
+	merged := make(map[string]string, len(keys))
+	mergeFields(sr, keys, values, merged)
+	if sr.sortDB {
+		sort.SliceStable(keys, func(i, j int) bool { return dbLess(keys[i], keys[j]) })
+	}
+	for _, k := range keys {
+		out.lines = append(out.lines, infoLine{key: k, value: merged[k], colon: colon[k]})
+	}
+	return out
+}
+
+// gatherFields collects the fields of one section's copies into values
+// and colon, a server's first line of a key counting, its later ones not,
+// and returns the keys in order of first appearance.
+func gatherFields(secs []*infoSection, values map[string][]string, colon map[string]bool) []string {
+	var keys []string
 	for _, s := range secs {
 		seen := map[string]bool{}
 		for _, l := range s.lines {
@@ -205,7 +223,13 @@ func mergeSection(sr sectionRule, secs []*infoSection) infoSection {
 			colon[l.key] = colon[l.key] || l.colon
 		}
 	}
-	merged := make(map[string]string, len(keys))
+	return keys
+}
+
+// mergeFields merges each field's values into merged by its rule: the
+// human-readable ones after the others, from their merged numbers, and the
+// section's fixed values last.
+func mergeFields(sr sectionRule, keys []string, values map[string][]string, merged map[string]string) {
 	for _, k := range keys {
 		if r := sr.ruleOf(k); r != ruleHuman {
 			merged[k] = combine(r, k, values[k])
@@ -219,13 +243,6 @@ func mergeSection(sr sectionRule, secs []*infoSection) infoSection {
 			merged[k] = v
 		}
 	}
-	if sr.sortDB {
-		sort.SliceStable(keys, func(i, j int) bool { return dbLess(keys[i], keys[j]) })
-	}
-	for _, k := range keys {
-		out.lines = append(out.lines, infoLine{key: k, value: merged[k], colon: colon[k]})
-	}
-	return out
 }
 
 // dbLess orders "db2" before "db10"; other keys after the databases.

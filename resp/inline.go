@@ -10,12 +10,6 @@ func (p *parser) splitArgs(line []byte) bool {
 	p.inline = p.inline[:0]
 	p.args = p.args[:0]
 	p.src = nil
-	at := func(i int) byte { // the line as a C string: NUL at the end
-		if i < len(line) {
-			return line[i]
-		}
-		return 0
-	}
 	i := 0
 	for {
 		for i < len(line) && isSpace(line[i]) {
@@ -26,61 +20,94 @@ func (p *parser) splitArgs(line []byte) bool {
 			return true
 		}
 		start := len(p.inline)
-		var inDouble, inSingle, done bool
-		for !done {
-			c := at(i)
-			switch {
-			case inDouble:
-				switch {
-				case c == '\\' && at(i+1) == 'x' && isHex(at(i+2)) && isHex(at(i+3)):
-					p.inline = append(p.inline, unhex(at(i+2))<<4|unhex(at(i+3)))
-					i += 3
-				case c == '\\' && at(i+1) != 0:
-					i++
-					p.inline = append(p.inline, unescape(at(i)))
-				case c == '"':
-					if next := at(i + 1); next != 0 && !isSpace(next) {
-						return false
-					}
-					done = true
-				case c == 0:
-					return false
-				default:
-					p.inline = append(p.inline, c)
-				}
-			case inSingle:
-				switch {
-				case c == '\\' && at(i+1) == '\'':
-					i++
-					p.inline = append(p.inline, '\'')
-				case c == '\'':
-					if next := at(i + 1); next != 0 && !isSpace(next) {
-						return false
-					}
-					done = true
-				case c == 0:
-					return false
-				default:
-					p.inline = append(p.inline, c)
-				}
-			default:
-				switch c {
-				case ' ', '\n', '\r', '\t', 0:
-					done = true
-				case '"':
-					inDouble = true
-				case '\'':
-					inSingle = true
-				default:
-					p.inline = append(p.inline, c)
-				}
-			}
-			if at(i) != 0 {
-				i++
-			}
+		var ok bool
+		if i, ok = p.unquoteArg(line, i); !ok {
+			return false
 		}
 		p.args = append(p.args, span{start, len(p.inline)})
 	}
+}
+
+// at is line[i] read as a C string: NUL at the end.
+func at(line []byte, i int) byte {
+	if i < len(line) {
+		return line[i]
+	}
+	return 0
+}
+
+// unquoteArg appends the argument that starts at line[i] to p.inline and
+// returns the offset after it and its separator. An argument's plain
+// bytes end at a space, a tab, a newline or the end; a quote ends it
+// with its closing quote.
+func (p *parser) unquoteArg(line []byte, i int) (int, bool) {
+	for {
+		switch c := at(line, i); c {
+		case 0:
+			return i, true
+		case ' ', '\n', '\r', '\t':
+			return i + 1, true
+		case '"':
+			return p.unquoteDouble(line, i+1)
+		case '\'':
+			return p.unquoteSingle(line, i+1)
+		default:
+			p.inline = append(p.inline, c)
+			i++
+		}
+	}
+}
+
+// unquoteDouble appends the double-quoted text from line[i] to its
+// closing quote to p.inline, escapes replaced.
+func (p *parser) unquoteDouble(line []byte, i int) (int, bool) {
+	for {
+		c := at(line, i)
+		switch {
+		case c == '\\' && at(line, i+1) == 'x' && isHex(at(line, i+2)) && isHex(at(line, i+3)):
+			p.inline = append(p.inline, unhex(at(line, i+2))<<4|unhex(at(line, i+3)))
+			i += 4
+		case c == '\\' && at(line, i+1) != 0:
+			p.inline = append(p.inline, unescape(at(line, i+1)))
+			i += 2
+		case c == '"':
+			return closeQuote(line, i)
+		case c == 0:
+			return i, false
+		default:
+			p.inline = append(p.inline, c)
+			i++
+		}
+	}
+}
+
+// unquoteSingle appends the single-quoted text from line[i] to its
+// closing quote to p.inline, \' replaced.
+func (p *parser) unquoteSingle(line []byte, i int) (int, bool) {
+	for {
+		c := at(line, i)
+		switch {
+		case c == '\\' && at(line, i+1) == '\'':
+			p.inline = append(p.inline, '\'')
+			i += 2
+		case c == '\'':
+			return closeQuote(line, i)
+		case c == 0:
+			return i, false
+		default:
+			p.inline = append(p.inline, c)
+			i++
+		}
+	}
+}
+
+// closeQuote returns the offset after the closing quote at line[i], which
+// must be followed by a space or the end.
+func closeQuote(line []byte, i int) (int, bool) {
+	if next := at(line, i+1); next != 0 && !isSpace(next) {
+		return i, false
+	}
+	return i + 1, true
 }
 
 // isSpace is C's isspace in the C locale.

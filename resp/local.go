@@ -22,70 +22,10 @@ import (
 func (p *parser) local(frame []byte, req *codec.Request, cmd int, c *command) (int, error) {
 	n := len(frame)
 	if c.local == localInfo && p.serverInfo && !p.onlyProxyInfo() {
-		p.keyPos = p.keyPos[:0]
-		p.build(frame, req, cmd, c, 0)
-		req.Route = codec.RouteAll
-		req.WithLocal = true
-		if p.wantsProxyInfo() {
-			req.Arg = infoProxyWanted
-		}
+		p.infoToServers(frame, req, cmd, c)
 		return n, nil
 	}
-	out := p.reply[:0]
-	var errReply string
-	switch c.local {
-	case localPing:
-		switch p.argc() {
-		case 1:
-			out = append(out, "+PONG\r\n"...)
-		case 2:
-			out = redcon.AppendBulk(out, p.arg(1))
-		default:
-			errReply = wrongArity(c.name)
-		}
-	case localEcho:
-		out = redcon.AppendBulk(out, p.arg(1))
-	case localQuit:
-		out = redcon.AppendOK(out)
-	case localSelect:
-		if errReply = p.selectDB(); errReply == "" {
-			out = redcon.AppendOK(out)
-		}
-	case localAuth:
-		p.save()
-		if errReply = p.auth(); errReply == "" {
-			out = redcon.AppendOK(out)
-		}
-	case localHello:
-		p.save()
-		errReply = p.hello()
-	case localReset:
-		p.save()
-		p.authed = p.password == ""
-		p.name = p.name[:0]
-		p.proto = 0 // RESET goes back to RESP2, as in Redis
-		out = append(out, "+RESET\r\n"...)
-	case localClientSetname:
-		p.save()
-		if !validName(p.arg(2)) {
-			errReply = replyBadClientName
-		} else {
-			p.name = append(p.name[:0], p.arg(2)...)
-			out = redcon.AppendOK(out)
-		}
-	case localClientGetname:
-		if len(p.name) == 0 {
-			out = appendNull(out, p.proto)
-		} else {
-			out = redcon.AppendBulk(out, p.name)
-		}
-	case localClientID:
-		out = redcon.AppendInt(out, p.id)
-	case localClientSetinfo:
-		if errReply = clientSetinfo(p.arg(2), p.arg(3)); errReply == "" {
-			out = redcon.AppendOK(out)
-		}
-	}
+	out, errReply := p.localReply(c)
 	p.reply = out
 	if errReply != "" {
 		return 0, reject(errReply, n)
@@ -102,6 +42,87 @@ func (p *parser) local(frame []byte, req *codec.Request, cmd int, c *command) (i
 		req.Buf = append(b, out...)
 	}
 	return n, nil
+}
+
+// infoToServers makes an INFO that asks for the servers' sections a
+// request to every server, the proxy's section added to their replies.
+func (p *parser) infoToServers(frame []byte, req *codec.Request, cmd int, c *command) {
+	p.keyPos = p.keyPos[:0]
+	p.build(frame, req, cmd, c, 0)
+	req.Route = codec.RouteAll
+	req.WithLocal = true
+	if p.wantsProxyInfo() {
+		req.Arg = infoProxyWanted
+	}
+}
+
+// localReply answers a local command that leaves the session as it is, in
+// p.reply's bytes, or returns the error reply that refuses it; the others
+// go to sessionReply. HELLO and INFO answer nothing here: AppendLocal
+// makes their replies.
+func (p *parser) localReply(c *command) (out []byte, errReply string) {
+	out = p.reply[:0]
+	switch c.local {
+	case localPing:
+		switch p.argc() {
+		case 1:
+			return append(out, "+PONG\r\n"...), ""
+		case 2:
+			return redcon.AppendBulk(out, p.arg(1)), ""
+		}
+		return out, wrongArity(c.name)
+	case localEcho:
+		return redcon.AppendBulk(out, p.arg(1)), ""
+	case localQuit:
+		return redcon.AppendOK(out), ""
+	case localClientGetname:
+		if len(p.name) == 0 {
+			return appendNull(out, p.proto), ""
+		}
+		return redcon.AppendBulk(out, p.name), ""
+	case localClientID:
+		return redcon.AppendInt(out, p.id), ""
+	case localClientSetinfo:
+		return appendOKUnless(out, clientSetinfo(p.arg(2), p.arg(3)))
+	}
+	return p.sessionReply(out, c.local)
+}
+
+// sessionReply runs a local command that changes the session's state
+// (SELECT checks it only), saving the state first (UndoState).
+func (p *parser) sessionReply(out []byte, local localCmd) ([]byte, string) {
+	switch local {
+	case localSelect:
+		return appendOKUnless(out, p.selectDB())
+	case localAuth:
+		p.save()
+		return appendOKUnless(out, p.auth())
+	case localHello:
+		p.save()
+		return out, p.hello()
+	case localReset:
+		p.save()
+		p.authed = p.password == ""
+		p.name = p.name[:0]
+		p.proto = 0 // RESET goes back to RESP2, as in Redis
+		return append(out, "+RESET\r\n"...), ""
+	case localClientSetname:
+		p.save()
+		if !validName(p.arg(2)) {
+			return out, replyBadClientName
+		}
+		p.name = append(p.name[:0], p.arg(2)...)
+		return redcon.AppendOK(out), ""
+	}
+	return out, ""
+}
+
+// appendOKUnless appends "+OK" unless errReply refuses the command.
+func appendOKUnless(out []byte, errReply string) ([]byte, string) {
+	if errReply == "" {
+		out = redcon.AppendOK(out)
+	}
+	return out, errReply
 }
 
 // selectDB checks SELECT's database against the pool's.

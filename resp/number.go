@@ -10,17 +10,28 @@ func parseInt(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 20 {
 		return 0, false
 	}
-	if len(b) == 1 && b[0] == '0' {
-		return 0, true
-	}
 	neg := b[0] == '-'
 	if neg {
 		b = b[1:]
-		if len(b) == 0 {
-			return 0, false
-		}
 	}
-	if b[0] < '1' || b[0] > '9' {
+	v, ok := parseDigits(b)
+	switch {
+	case !ok:
+		return 0, false
+	case neg && (v == 0 || v > 1<<63):
+		return 0, false
+	case neg:
+		return -int64(v), true // -1<<63 wraps to itself
+	case v > 1<<63-1:
+		return 0, false
+	}
+	return int64(v), true
+}
+
+// parseDigits reads digits with no leading zero (except "0" itself) and
+// nothing else, within uint64.
+func parseDigits(b []byte) (uint64, bool) {
+	if len(b) == 0 || b[0] == '0' && len(b) > 1 {
 		return 0, false
 	}
 	var v uint64
@@ -34,16 +45,7 @@ func parseInt(b []byte) (int64, bool) {
 		}
 		v = v*10 + d
 	}
-	if neg {
-		if v > 1<<63 {
-			return 0, false
-		}
-		return -int64(v), true // -1<<63 wraps to itself
-	}
-	if v > 1<<63-1 {
-		return 0, false
-	}
-	return int64(v), true
+	return v, true
 }
 
 // appendInt appends v in decimal.

@@ -284,22 +284,13 @@ func (p *parser) shortHeader(buf []byte, pos int) (v int64, r int, ok bool) {
 // data without looking at them; so does the parser, and it re-encodes such
 // a request for the backend.
 func (p *parser) frameMultibulk(buf []byte) (int, error) {
-	p.src, p.canonical = buf, true
-	r, count, ok, err := p.header(buf, 0, replyTooBigCount)
+	pos, count, err := p.multibulkCount(buf)
 	if err != nil {
 		return 0, err
 	}
-	if !ok || count > MaxArgs {
-		return 0, rejectFatal(replyBadCount, r+2)
-	}
-	if count > 10 && p.authRequired() {
-		return 0, rejectFatal(replyUnauthCount, r+2)
-	}
-	p.canonical = buf[r+1] == '\n'
-	pos := r + 2
 	for range count {
-		var size int64
-		if r, size, ok, err = p.header(buf, pos, replyTooBigBulkCount); err != nil {
+		r, size, ok, err := p.header(buf, pos, replyTooBigBulkCount)
+		if err != nil {
 			return 0, err
 		}
 		if buf[pos] != '$' {
@@ -327,6 +318,25 @@ func (p *parser) frameMultibulk(buf []byte) (int, error) {
 		pos = end + 2
 	}
 	return pos, nil
+}
+
+// multibulkCount reads a multibulk request's "*<count>\r\n" line and
+// returns the offset after it and the count, which it checks against
+// MaxArgs (and, before authentication, redis-server's lower limit).
+func (p *parser) multibulkCount(buf []byte) (pos int, count int64, err error) {
+	p.src, p.canonical = buf, true
+	r, count, ok, err := p.header(buf, 0, replyTooBigCount)
+	if err != nil {
+		return 0, 0, err
+	}
+	if !ok || count > MaxArgs {
+		return 0, 0, rejectFatal(replyBadCount, r+2)
+	}
+	if count > 10 && p.authRequired() {
+		return 0, 0, rejectFatal(replyUnauthCount, r+2)
+	}
+	p.canonical = buf[r+1] == '\n'
+	return r + 2, count, nil
 }
 
 // frameInline frames one inline command line. redis-server finds the

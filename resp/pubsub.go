@@ -81,6 +81,24 @@ func ReadPush(frame []byte) (Push, error) {
 	if v.Type != redcon.Array || v.Count < 2 {
 		return Push{}, ErrPush
 	}
+	elems := firstElements(v)
+	if elems[0].Type != redcon.Bulk || elems[0].Data == nil {
+		return Push{}, ErrPush
+	}
+	kind := pushKind(elems[0].Data, v.Count)
+	if kind == "" {
+		return Push{}, ErrPush
+	}
+	p, ok := readPushElements(kind, &elems)
+	if !ok {
+		return Push{}, ErrPush
+	}
+	return p, nil
+}
+
+// firstElements returns the first four elements of array v (zero where
+// it has fewer).
+func firstElements(v redcon.RESP) [4]redcon.RESP {
 	var elems [4]redcon.RESP
 	i := 0
 	v.ForEach(func(e redcon.RESP) bool {
@@ -90,37 +108,41 @@ func ReadPush(frame []byte) (Push, error) {
 		i++
 		return i <= len(elems)
 	})
-	if elems[0].Type != redcon.Bulk || elems[0].Data == nil {
-		return Push{}, ErrPush
-	}
-	kind := ""
+	return elems
+}
+
+// pushKind returns the kind (PushMessage ...) a frame of count elements
+// whose first is name has, or "" for none.
+func pushKind(name []byte, count int) string {
 	for _, k := range pushKinds {
-		if equalFold(elems[0].Data, k.name) && v.Count == k.elems {
-			kind = k.name
-			break
+		if equalFold(name, k.name) && count == k.elems {
+			return k.name
 		}
 	}
-	if kind == "" {
-		return Push{}, ErrPush
-	}
+	return ""
+}
+
+// readPushElements checks the types of a kind's elements after the
+// first and reads them into a Push; false when a type is wrong.
+func readPushElements(kind string, elems *[4]redcon.RESP) (Push, bool) {
 	p := Push{Kind: kind, Name: elems[1].Data}
 	switch kind {
 	case PushMessage, PushSmessage, PushPong:
 		if elems[1].Type != redcon.Bulk || elems[2].Type != redcon.Bulk && kind != PushPong {
-			return Push{}, ErrPush
+			return Push{}, false
 		}
 	case PushPmessage:
 		if elems[1].Type != redcon.Bulk || elems[2].Type != redcon.Bulk || elems[3].Type != redcon.Bulk {
-			return Push{}, ErrPush
+			return Push{}, false
 		}
 		p.Channel = elems[2].Data
 	default: // a confirmation: the name may be nil
 		if elems[1].Type != redcon.Bulk || elems[2].Type != redcon.Integer {
-			return Push{}, ErrPush
+			return Push{}, false
 		}
 		p.Count = elems[2].Int()
 	}
-	return p, nil
+	return p, true
 }
 
 // HasSubscribedMode reports whether a client of protocol version proto

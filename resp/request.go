@@ -23,46 +23,65 @@ func (p *parser) request(frame []byte, req *codec.Request) (int, error) {
 		return 0, rejectFatal("", n)
 	}
 	cmd, c, reply := p.resolve()
+	if reply == "" {
+		reply = p.refusal(cmd, c)
+	}
 	if reply != "" {
 		return 0, reject(reply, n)
 	}
-	if p.authRequired() && !c.noAuth {
-		return 0, reject(replyNoAuth, n)
-	}
-	if p.deny != nil && (p.deny[cmd] || p.deny[p.containerOf(cmd)]) {
-		return 0, reject(errorLine(displayName(c.name)+" is disabled for this pool"), n)
-	}
-	cls := c.class
-	if cls == classContainer {
-		cls = c.bare
-	}
-	if c.every && !p.keyspace || c.serverConfig && !p.config {
-		return 0, reject(notSupported(c.name, c.reason), n)
-	}
-	if cmd == cmdConfigSet {
-		if reply := p.refuseConfigSet(); reply != "" {
-			return 0, reject(reply, n)
-		}
-	}
+	cls := c.calledClass()
 	switch cls {
-	case classUnsupported:
-		return 0, reject(notSupported(c.name, c.reason), n)
 	case classLocal:
 		return p.local(frame, req, cmd, c)
 	case classServer:
 		return p.scanRequest(n, req, cmd, c)
 	}
+	return p.keyed(frame, req, cmd, c, cls)
+}
+
+// calledClass is the class of the command as called: a container called
+// without a subcommand has its bare class.
+func (c *command) calledClass() class {
+	if c.class == classContainer {
+		return c.bare
+	}
+	return c.class
+}
+
+// refusal returns the error reply to a known command the session may not
+// run, in redis-server's order (authentication first), then the proxy's
+// rules: denied for the pool, not supported by it.
+func (p *parser) refusal(cmd int, c *command) string {
+	switch {
+	case p.authRequired() && !c.noAuth:
+		return replyNoAuth
+	case p.deny != nil && (p.deny[cmd] || p.deny[p.containerOf(cmd)]):
+		return errorLine(displayName(c.name) + " is disabled for this pool")
+	case c.every && !p.keyspace || c.serverConfig && !p.config:
+		return notSupported(c.name, c.reason)
+	case cmd == cmdConfigSet:
+		if reply := p.refuseConfigSet(); reply != "" {
+			return reply
+		}
+	}
+	if c.calledClass() == classUnsupported {
+		return notSupported(c.name, c.reason)
+	}
+	return ""
+}
+
+// keyed turns a request of class cls that a server answers into req:
+// its keys (p.keyPos) checked against the pool's rules, its route, and
+// what a blocking, pinned or subscribing request needs besides.
+func (p *parser) keyed(frame []byte, req *codec.Request, cmd int, c *command, cls class) (int, error) {
+	n := len(frame)
 	if c.step == 2 && (p.argc()-1)%2 != 0 { // MSET, MSETNX: key-value pairs
 		return 0, reject(wrongArity(c.name), n)
 	}
 	keys, blocked := c.keyPositions(p.keyPos[:0], p)
 	p.keyPos = keys
-	if p.maxKey > 0 {
-		for _, i := range keys {
-			if len(p.arg(i)) > p.maxKey {
-				return 0, reject(errorLine("key is longer than "+strconv.Itoa(p.maxKey)+" bytes"), n)
-			}
-		}
+	if p.keyTooLong() {
+		return 0, reject(errorLine("key is longer than "+strconv.Itoa(p.maxKey)+" bytes"), n)
 	}
 	p.build(frame, req, cmd, c, 0)
 	req.Route = routeOf(cls, len(keys))
@@ -80,6 +99,19 @@ func (p *parser) request(frame []byte, req *codec.Request) (int, error) {
 		req.Sub = c.sub
 	}
 	return n, nil
+}
+
+// keyTooLong reports whether a key at p.keyPos is longer than the pool
+// allows.
+func (p *parser) keyTooLong() bool {
+	if p.maxKey > 0 {
+		for _, i := range p.keyPos {
+			if len(p.arg(i)) > p.maxKey {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // routeOf maps a class to the route of a request with nkeys keys.

@@ -32,6 +32,7 @@ type value struct {
 // lost and its connection must be closed.
 func readValue(r *bufio.Reader) (value, error) { return readDepth(r, 0) }
 
+// readDepth reads one reply nested depth arrays deep.
 func readDepth(r *bufio.Reader, depth int) (value, error) {
 	line, err := readLine(r)
 	if err != nil {
@@ -51,37 +52,48 @@ func readDepth(r *bufio.Reader, depth int) (value, error) {
 		}
 		return value{kind: kind, num: n}, nil
 	case '$':
-		n, err := length(rest, maxBulk)
-		if err != nil || n < 0 {
-			return value{kind: kind, null: n < 0}, err
-		}
-		buf := make([]byte, n+2)
-		if _, err := readFull(r, buf); err != nil {
-			return value{}, err
-		}
-		if buf[n] != '\r' || buf[n+1] != '\n' {
-			return value{}, badReply("bulk string not followed by CRLF")
-		}
-		return value{kind: kind, str: string(buf[:n])}, nil
+		return readBulk(r, rest)
 	case '*':
-		n, err := length(rest, maxElements)
-		if err != nil || n < 0 {
-			return value{kind: kind, null: n < 0}, err
-		}
-		if depth >= maxDepth {
-			return value{}, badReply("arrays nested deeper than %d", maxDepth)
-		}
-		v := value{kind: kind, arr: make([]value, 0, min(n, 16))}
-		for range n {
-			e, err := readDepth(r, depth+1)
-			if err != nil {
-				return value{}, err
-			}
-			v.arr = append(v.arr, e)
-		}
-		return v, nil
+		return readArray(r, rest, depth)
 	}
 	return value{}, badReply("unknown type %q", kind)
+}
+
+// readBulk reads a bulk string whose length line, after its '$', is size.
+func readBulk(r *bufio.Reader, size string) (value, error) {
+	n, err := length(size, maxBulk)
+	if err != nil || n < 0 {
+		return value{kind: '$', null: n < 0}, err
+	}
+	buf := make([]byte, n+2)
+	if _, err := readFull(r, buf); err != nil {
+		return value{}, err
+	}
+	if buf[n] != '\r' || buf[n+1] != '\n' {
+		return value{}, badReply("bulk string not followed by CRLF")
+	}
+	return value{kind: '$', str: string(buf[:n])}, nil
+}
+
+// readArray reads an array, depth arrays deep, whose count line, after
+// its '*', is count.
+func readArray(r *bufio.Reader, count string, depth int) (value, error) {
+	n, err := length(count, maxElements)
+	if err != nil || n < 0 {
+		return value{kind: '*', null: n < 0}, err
+	}
+	if depth >= maxDepth {
+		return value{}, badReply("arrays nested deeper than %d", maxDepth)
+	}
+	v := value{kind: '*', arr: make([]value, 0, min(n, 16))}
+	for range n {
+		e, err := readDepth(r, depth+1)
+		if err != nil {
+			return value{}, err
+		}
+		v.arr = append(v.arr, e)
+	}
+	return v, nil
 }
 
 // length reads a bulk or array length: -1 (null) or 0..limit.

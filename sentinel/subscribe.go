@@ -107,20 +107,7 @@ func (m *Monitor) forget(s string, c *conn) {
 func (m *Monitor) listen(s string, c *conn) error {
 	done := make(chan struct{})
 	defer close(done)
-	go func() {
-		t := time.NewTicker(pingEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if c.send(m.cfg.Timeout, "PING") != nil {
-					return
-				}
-			}
-		}
-	}()
+	go m.pinger(c, done)
 	for {
 		v, err := c.read(time.Now().Add(3 * pingEvery))
 		if err != nil {
@@ -129,21 +116,41 @@ func (m *Monitor) listen(s string, c *conn) error {
 		if err := v.err(); err != nil {
 			return err
 		}
-		f, ok := v.strings()
-		if !ok || len(f) != 3 || f[0] != "message" {
-			continue // pong, or another confirmation
-		}
-		if f[1] != switchChannel {
-			// A replica added, down or back: ask the Sentinels again.
-			if master, ok := replicaEvent(f[2]); ok && m.follows(master) {
-				m.Refresh()
+		if f, ok := v.strings(); ok && len(f) == 3 && f[0] == "message" {
+			m.message(s, f[1], f[2])
+		} // else a pong, or another confirmation
+	}
+}
+
+// pinger pings c every pingEvery until done is closed or a ping fails.
+func (m *Monitor) pinger(c *conn, done <-chan struct{}) {
+	t := time.NewTicker(pingEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			if c.send(m.cfg.Timeout, "PING") != nil {
+				return
 			}
-			continue
 		}
-		if ev, ok := parseSwitch(f[2]); ok && m.follows(ev.master) {
-			ev.sentinel = s
-			m.post(ev)
+	}
+}
+
+// message acts on a message Sentinel s published on channel: a master
+// switched (posted to the resolver), or a replica added, down or back
+// (the Sentinels asked again), for a master followed.
+func (m *Monitor) message(s, channel, payload string) {
+	if channel != switchChannel {
+		if master, ok := replicaEvent(payload); ok && m.follows(master) {
+			m.Refresh()
 		}
+		return
+	}
+	if ev, ok := parseSwitch(payload); ok && m.follows(ev.master) {
+		ev.sentinel = s
+		m.post(ev)
 	}
 }
 

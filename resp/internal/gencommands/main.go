@@ -261,16 +261,7 @@ func classify(entries []entry) ([]row, error) {
 // positions give. parent is the decision on e's container, if any.
 func decide(e *entry, parent *override) (override, error) {
 	if o, ok := overrides[e.name]; ok {
-		if o.keys == "" {
-			o.keys = keysRange
-		}
-		if o.class == container && len(e.subs) == 0 {
-			return o, fmt.Errorf("%s is no container", e.name)
-		}
-		if e.has("movablekeys") && o.class != unsupported && o.class != key && o.keys == keysRange {
-			return o, fmt.Errorf("%s has movable keys and classes.go gives no key rule", e.name)
-		}
-		return o, nil
+		return checkOverride(e, o)
 	}
 	o := override{keys: keysRange}
 	switch {
@@ -278,14 +269,13 @@ func decide(e *entry, parent *override) (override, error) {
 		return o, fmt.Errorf("container %s needs an entry in classes.go", e.name)
 	case parent != nil && strings.HasSuffix(e.name, "|help"):
 		o.class = anyServer
-	case e.has("blocking") || e.inCategory("@blocking"):
-		o.class, o.reason = unsupported, rBlocking
-	case e.has("pubsub") || e.inCategory("@pubsub"):
-		o.class, o.reason = unsupported, rPubSub
-	case e.inCategory("@transaction"):
-		o.class, o.reason = unsupported, rTransaction
-	case e.has("admin") || e.inCategory("@admin"):
-		o.class, o.reason = unsupported, rAdmin
+		return o, nil
+	}
+	if reason := familyReason(e); reason != "" {
+		o.class, o.reason = unsupported, reason
+		return o, nil
+	}
+	switch {
 	case parent != nil: // subcommands are carried only where classes.go says so
 		o.class, o.reason = unsupported, parent.subReason
 	case e.has("movablekeys"):
@@ -300,6 +290,38 @@ func decide(e *entry, parent *override) (override, error) {
 	return o, nil
 }
 
+// checkOverride completes classes.go's decision o on e (the key rule
+// defaults to keysRange) and checks it fits what the server says of e.
+func checkOverride(e *entry, o override) (override, error) {
+	if o.keys == "" {
+		o.keys = keysRange
+	}
+	if o.class == container && len(e.subs) == 0 {
+		return o, fmt.Errorf("%s is no container", e.name)
+	}
+	if e.has("movablekeys") && o.class != unsupported && o.class != key && o.keys == keysRange {
+		return o, fmt.Errorf("%s has movable keys and classes.go gives no key rule", e.name)
+	}
+	return o, nil
+}
+
+// familyReason returns why e is unsupported when its flags or categories
+// put it in a family the proxy does not carry (blocking, pub/sub,
+// transactions, administration), or "".
+func familyReason(e *entry) string {
+	switch {
+	case e.has("blocking") || e.inCategory("@blocking"):
+		return rBlocking
+	case e.has("pubsub") || e.inCategory("@pubsub"):
+		return rPubSub
+	case e.inCategory("@transaction"):
+		return rTransaction
+	case e.has("admin") || e.inCategory("@admin"):
+		return rAdmin
+	}
+	return ""
+}
+
 // render writes the table as Go source.
 func render(version string, rows []row) ([]byte, error) {
 	var b bytes.Buffer
@@ -310,46 +332,58 @@ func render(version string, rows []row) ([]byte, error) {
 	b.WriteString("// commandTable holds every command and subcommand, sorted by name.\n")
 	b.WriteString("var commandTable = [...]command{\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "\t{name: %q, arity: %d", r.name, r.arity)
-		if r.first != 0 || r.last != 0 || r.step != 0 {
-			fmt.Fprintf(&b, ", first: %d, last: %d, step: %d", r.first, r.last, r.step)
-		}
-		fmt.Fprintf(&b, ", class: %s", r.o.class)
-		if r.o.keys != keysRange {
-			fmt.Fprintf(&b, ", keys: %s", r.o.keys)
-		}
-		if r.o.keyArg != 0 {
-			fmt.Fprintf(&b, ", keyArg: %d", r.o.keyArg)
-		}
-		if r.o.local != "" {
-			fmt.Fprintf(&b, ", local: %s", r.o.local)
-		}
-		if r.o.bare != "" {
-			fmt.Fprintf(&b, ", bare: %s", r.o.bare)
-		}
-		if r.o.block != "" {
-			fmt.Fprintf(&b, ", block: %s", r.o.block)
-		}
-		if r.o.pin != "" {
-			fmt.Fprintf(&b, ", pin: %s", r.o.pin)
-		}
-		if r.o.sub != "" {
-			fmt.Fprintf(&b, ", sub: %s", r.o.sub)
-		}
-		if r.o.reason != "" {
-			fmt.Fprintf(&b, ", reason: %q", r.o.reason)
-		}
-		if r.o.every {
-			b.WriteString(", every: true")
-		}
-		if r.o.serverConfig {
-			b.WriteString(", serverConfig: true")
-		}
-		if r.has("no_auth") {
-			b.WriteString(", noAuth: true")
-		}
-		b.WriteString("},\n")
+		renderRow(&b, r)
 	}
 	b.WriteString("}\n")
 	return format.Source(b.Bytes())
+}
+
+// renderRow writes one command's entry: its name, arity, key positions
+// and class, then the fields that differ from their zero values.
+func renderRow(b *bytes.Buffer, r row) {
+	fmt.Fprintf(b, "\t{name: %q, arity: %d", r.name, r.arity)
+	if r.first != 0 || r.last != 0 || r.step != 0 {
+		fmt.Fprintf(b, ", first: %d, last: %d, step: %d", r.first, r.last, r.step)
+	}
+	fmt.Fprintf(b, ", class: %s", r.o.class)
+	renderOptions(b, r)
+	b.WriteString("},\n")
+}
+
+// renderOptions writes the fields of a command's entry after its class,
+// those that are set.
+func renderOptions(b *bytes.Buffer, r row) {
+	if r.o.keys != keysRange {
+		fmt.Fprintf(b, ", keys: %s", r.o.keys)
+	}
+	if r.o.keyArg != 0 {
+		fmt.Fprintf(b, ", keyArg: %d", r.o.keyArg)
+	}
+	if r.o.local != "" {
+		fmt.Fprintf(b, ", local: %s", r.o.local)
+	}
+	if r.o.bare != "" {
+		fmt.Fprintf(b, ", bare: %s", r.o.bare)
+	}
+	if r.o.block != "" {
+		fmt.Fprintf(b, ", block: %s", r.o.block)
+	}
+	if r.o.pin != "" {
+		fmt.Fprintf(b, ", pin: %s", r.o.pin)
+	}
+	if r.o.sub != "" {
+		fmt.Fprintf(b, ", sub: %s", r.o.sub)
+	}
+	if r.o.reason != "" {
+		fmt.Fprintf(b, ", reason: %q", r.o.reason)
+	}
+	if r.o.every {
+		b.WriteString(", every: true")
+	}
+	if r.o.serverConfig {
+		b.WriteString(", serverConfig: true")
+	}
+	if r.has("no_auth") {
+		b.WriteString(", noAuth: true")
+	}
 }
