@@ -16,12 +16,6 @@ import (
 // gocyclo counts it, over every non-test .go file of the repository
 // (shardproxy's module and the nested bench module).
 const (
-	// enforce switches TestComplexityBudget's verdict on. It is false until
-	// the branches that simplify the tree's functions are merged, and is
-	// switched on at that merge; until then the test reports the figures
-	// and skips.
-	enforce = false
-
 	// complexLimit is the complexity past which a function counts as
 	// complex; at most maxComplex functions may pass it.
 	complexLimit = 15
@@ -273,12 +267,6 @@ func TestComplexityBudget(t *testing.T) {
 		}
 	}
 	t.Logf("%d functions, %d over complexity %d (budget %d); the most complex: %s", len(stats), over, complexLimit, maxComplex, worst)
-	if !enforce {
-		for _, b := range bad {
-			t.Log(b)
-		}
-		t.Skipf("the budget is reported, not enforced, until enforce is switched on")
-	}
 	for _, b := range bad {
 		t.Error(b)
 	}
