@@ -24,6 +24,11 @@ const (
 	// hardLimit is the complexity no function may pass, except a fuzzed
 	// parser's state machine listed in stateMachines.
 	hardLimit = 30
+
+	// maxLines is the length past which a function must be split, or be
+	// a listed state machine (issue 38: "every function over 80 lines
+	// justified in a comment or split").
+	maxLines = 80
 )
 
 // stateMachine is a fuzzed parser's state machine allowed past hardLimit:
@@ -47,6 +52,7 @@ type funcStat struct {
 	name       string // gocyclo's name: "run", "(*client).readGet"
 	pos        token.Position
 	complexity int
+	lines      int // from the func keyword to the closing brace
 }
 
 // key names the function: its directory and name.
@@ -90,7 +96,9 @@ func complexity(fn ast.Node) int {
 func fileStats(fset *token.FileSet, f *ast.File, dir string) []funcStat {
 	var stats []funcStat
 	add := func(node ast.Node, name string) {
-		stats = append(stats, funcStat{dir: dir, name: name, pos: fset.Position(node.Pos()), complexity: complexity(node)})
+		pos := fset.Position(node.Pos())
+		stats = append(stats, funcStat{dir: dir, name: name, pos: pos, complexity: complexity(node),
+			lines: fset.Position(node.End()).Line - pos.Line + 1})
 	}
 	for _, decl := range f.Decls {
 		switch decl := decl.(type) {
@@ -182,13 +190,16 @@ func treeStats(t *testing.T, root string) []funcStat {
 }
 
 // budgetViolations returns what breaks the budget in stats: a function past
-// hardLimit that allowed does not list, too many functions past
+// hardLimit or maxLines that allowed does not list, too many functions past
 // complexLimit, and an entry of allowed whose Fuzz target hasFuzz does not
 // find.
 func budgetViolations(stats []funcStat, allowed []stateMachine, hasFuzz func(dir, name string) bool) []string {
 	var bad []string
 	var complex []funcStat
 	for _, s := range stats {
+		if s.lines > maxLines && !isStateMachine(allowed, s) {
+			bad = append(bad, fmt.Sprintf("%s: %d lines, over %d; split it where a reader would", s, s.lines, maxLines))
+		}
 		if s.complexity <= complexLimit {
 			continue
 		}
@@ -377,6 +388,9 @@ func TestBudgetViolations(t *testing.T) {
 		{"another function past the hard limit", []funcStat{fn("h", hardLimit+1)}, machine, 1},
 		{"a listed state machine counts as complex", append(many[:len(many):len(many)], fn("g", hardLimit+1)), machine, 1},
 		{"a state machine without its fuzz target", nil, []stateMachine{{dir: "p", name: "g", fuzz: "FuzzH"}}, 1},
+		{"at the line limit", []funcStat{{dir: "p", name: "h", lines: maxLines}}, nil, 0},
+		{"past the line limit", []funcStat{{dir: "p", name: "h", lines: maxLines + 1}}, nil, 1},
+		{"a listed state machine past the line limit", []funcStat{{dir: "p", name: "g", lines: maxLines + 40}}, machine, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
