@@ -1,6 +1,8 @@
 // Package cluster routes Redis requests over a Redis Cluster by the
 // cluster's own slot map, so that cluster-unaware clients reach every slot
-// through one proxy address.
+// through one proxy address. It is also the redis_cluster pool kind
+// (kind.go). What a user configures and sees of it is in
+// docs/redis-cluster.md at the repository's root.
 //
 // # Slots
 //

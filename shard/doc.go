@@ -12,6 +12,9 @@
 // gets from a store in the proxy's memory and stays coherent with the
 // writes the pool forwards.
 //
+// What a user configures and sees of this kind is in docs/sharded.md,
+// docs/sentinel.md and docs/caches.md at the repository's root.
+//
 // It must not know the proxy: it sees a pool only through kind.Env, takes
 // its backends only from the Env's lease, and answers every Exchange
 // exactly once (route.Router). Its Route runs on a session's reader and
