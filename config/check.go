@@ -13,9 +13,10 @@ type PoolCheck struct {
 	pp *poolParser
 }
 
-// Pool returns the pool being checked, as read so far: every key is read,
-// the defaults every pool has are in place, and the kind's are not yet.
-// Validate may complete what it checks (a replica's shard by name).
+// Pool returns the pool being checked: every key is read, over the
+// defaults a pool starts with; the defaults that depend on other keys or
+// on the kind are not filled yet. Validate may complete what it checks (a
+// replica's shard by name).
 func (c *PoolCheck) Pool() *Pool { return c.pp.p }
 
 // Line returns the line key is on, and whether the pool has the key at
