@@ -17,7 +17,12 @@ import (
 // serves until the cluster fails it over.
 const clusterRetryTimeout = time.Second
 
-func init() { kind.Register(config.KindCluster, poolKind{}) }
+// init registers the redis_cluster kind with kind and its rules with
+// config.
+func init() {
+	kind.Register(config.KindCluster, poolKind{})
+	config.RegisterKind(configRules)
+}
 
 // poolKind is the Redis Cluster kind (redis_cluster: true).
 type poolKind struct{}

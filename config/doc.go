@@ -17,13 +17,22 @@
 // lua, lua_arg, lua_timeout and lua_max_alloc for pools routed by a Lua file);
 // twemproxy would refuse a file that uses them.
 //
-// A pool is one of three kinds, chosen once from its keys: a native sharded
-// pool (a servers list sharded by hash and distribution, twemproxy's only
-// kind), a redis_cluster pool, or a Lua pool (a lua route file). Keys every
-// pool reads are checked in pool_common.go; each kind's file owns its keys,
-// their defaults, and what it does with the keys of the other kinds. Parse
-// records which keys the file set, whatever their values (Pool.IsSet), so
-// that a key set to its default value can be told from an absent one.
+// A pool is of one kind, chosen once from its keys: a native sharded pool
+// (a servers list sharded by hash and distribution, twemproxy's only kind),
+// a redis_cluster pool, or a Lua pool (a lua route file). config owns the
+// keys, the YAML schema: a pool mapping is one namespace, each key in the
+// table of the file that owns it (pool_common.go, pool_native.go,
+// pool_cluster.go, pool_lua.go ...), read into the one Pool struct, and
+// the rules every pool follows (pool_common.go, security.go). A kind's
+// rules are its package's: which pools it claims, what it requires and
+// refuses of their keys, and the defaults only it fills (KindRules, which
+// the shard, cluster and lua packages register from init with
+// RegisterKind; a PoolCheck is what their rules see of a pool). A program
+// that parses configurations links the kinds it accepts, as the proxy
+// does (proxy/kinds.go); Parse refuses a pool of a kind no linked package
+// registered. Parse records which keys the file set, whatever their
+// values (Pool.IsSet), so that a key set to its default value can be told
+// from an absent one.
 //
 // Every error names the file, the line, the pool and the key it is about, for
 // example:
@@ -38,7 +47,8 @@
 // logs, and it imports only the standard library and gopkg.in/yaml.v3, not
 // other shardproxy packages.
 //
-// Concurrency: Load and Parse are safe for concurrent use. A returned Config
+// Concurrency: RegisterKind runs at init; Load, Parse and Pool.Kind are
+// safe for concurrent use. A returned Config
 // belongs to the caller; nothing in this package keeps or changes it, so once
 // it is shared it should be treated as read-only. Parse does not retain data.
 package config

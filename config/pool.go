@@ -74,8 +74,9 @@ func omitAt[T comparable](k poolKey, field func(*Pool) *T, values []T) poolKey {
 // (pool_native.go) and its near cache (pool_near.go), of a redis_cluster pool (pool_cluster.go), the
 // replica keys of both Redis kinds (pool_replica.go), of a Lua pool
 // (pool_lua.go), the TLS and ACL keys (security.go), and the Sentinel keys
-// of a sharded redis pool (pool_sentinel.go). Each kind's
-// validate says what it does with the keys of the others.
+// of a sharded redis pool (pool_sentinel.go). Each kind's rules
+// (KindRules, in the kind's package) say what it does with the keys of
+// the others.
 var poolKeys = joinKeys(commonKeys, nativeKeys, nearKeys, clusterKeys, replicaKeys, luaKeys, securityKeys, sentinelKeys)
 
 // joinKeys merges key tables; a key in two of them is a programming error.
@@ -152,7 +153,7 @@ func (b *builder) pool(name string, line int, n *yaml.Node) *Pool {
 }
 
 // newPool returns a pool holding every default of every kind; a kind's
-// provision changes the few that depend on the pool's other keys.
+// Provision changes the few that depend on the pool's other keys.
 func newPool(name string, line int) *Pool {
 	return &Pool{
 		Name:                name,
@@ -202,53 +203,8 @@ func (pp *poolParser) entry(k, v *yaml.Node) {
 	pk.set(pp, key, v)
 }
 
-// kind is what a pool is, chosen once from its keys. It owns the rules of
-// the keys that depend on it: it checks them, and the keys of the other
-// kinds, and fills the defaults only it has.
-type kind interface {
-	validate(pp *poolParser)
-	provision(p *Pool)
-}
-
-// Kind names what a pool is, and so what answers its requests.
-type Kind string
-
-// The kinds of pool.
-const (
-	// KindSharded is twemproxy's pool: keys sharded over servers.
-	KindSharded Kind = "sharded"
-	// KindCluster is a Redis Cluster (redis_cluster: true).
-	KindCluster Kind = "redis_cluster"
-	// KindLua is routed by a route file (lua: file).
-	KindLua Kind = "lua"
-)
-
-// Kind returns the pool's kind: a redis_cluster pool (redis_cluster: true,
-// even with a lua key, which it refuses), else a Lua pool (a lua key), else
-// a sharded pool.
-func (p *Pool) Kind() Kind {
-	switch {
-	case p.RedisCluster:
-		return KindCluster
-	case p.Lua != "" || p.set["lua"]:
-		return KindLua
-	}
-	return KindSharded
-}
-
-// kind returns the rules of the pool's kind (Pool.Kind).
-func (pp *poolParser) kind() kind {
-	switch pp.p.Kind() {
-	case KindCluster:
-		return clusterKind{}
-	case KindLua:
-		return luaKind{}
-	}
-	return nativeKind{}
-}
-
 // finish checks what involves several keys, the rules every pool follows
-// and then its kind's, and fills the derived defaults.
+// and then its kind's (KindRules), and fills the derived defaults.
 func (pp *poolParser) finish() {
 	pp.p.set = make(map[string]bool, len(pp.keys))
 	for key := range pp.keys {
@@ -256,12 +212,20 @@ func (pp *poolParser) finish() {
 			pp.p.set[key] = true
 		}
 	}
-	k := pp.kind()
+	k := pp.p.Kind()
+	rules, ok := kinds.rules(k)
+	if !ok {
+		pp.b.errs.add(pp.p.Line, pp.p.Name, "", fmt.Sprintf("no package linked into this program checks or builds "+
+			"a pool of kind %s (the proxy links every kind: proxy/kinds.go)", k))
+		return
+	}
 	pp.validateCommon()
-	k.validate(pp)
+	rules.Validate(&PoolCheck{pp: pp})
 	pp.validateSecurity()
 	pp.provisionCommon()
-	k.provision(pp.p)
+	if rules.Provision != nil {
+		rules.Provision(pp.p)
+	}
 }
 
 // has reports whether the pool has key, whatever its value.

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 
 	"gopkg.in/yaml.v3"
@@ -21,54 +20,8 @@ var nativeKeys = map[string]poolKey{
 		encodedAs(func(p *Pool) *yaml.Node { return num(strconv.FormatUint(p.HashSeed, 10)) }).
 		omitIf(func(p *Pool) bool { return p.HashSeed == 0 }),
 	"server_protocol": stringKey(func(p *Pool) *string { return &p.ServerProtocol }, checkServerProtocol, DefaultServerProtocol, "").
-		// a Lua pool's default is text (luaKind.provision)
+		// a Lua pool's default is text (lua/config_kind.go)
 		omitIf(func(p *Pool) bool { return p.Kind() == KindLua && p.ServerProtocol == ServerProtocolText }),
-}
-
-// nativeKind is a pool that shards keys over its servers list with its hash
-// and distribution: twemproxy's only kind of pool.
-type nativeKind struct{}
-
-var _ kind = nativeKind{}
-
-// validate checks that hash_seed seeds something, that server_protocol:
-// meta is on a memcache pool, refuses the redis_cluster keys, and checks
-// the near cache, Sentinel and replica keys.
-func (nativeKind) validate(pp *poolParser) {
-	pp.validateHashSeed()
-	pp.refuseMetaOnRedis()
-	pp.validateNearCache()
-	pp.refuseClusterKeys()
-	pp.refuseLuaKeys()
-	pp.validateSentinel()
-	pp.validateReplicas()
-}
-
-// provision fills the near cache's defaults when the pool has one; newPool
-// holds a native pool's other defaults.
-func (nativeKind) provision(p *Pool) { provisionNearCache(p) }
-
-// validateHashSeed refuses a hash_seed that neither the hash nor the
-// distribution reads: twemproxy's hashes take no seed.
-func (pp *poolParser) validateHashSeed() {
-	p := pp.p
-	line, ok := pp.keys["hash_seed"]
-	if !ok || p.HashSeed == 0 || pp.bad["hash"] || pp.bad["distribution"] ||
-		slices.Contains(seededHashes, p.Hash) || p.Distribution == "random" {
-		return
-	}
-	pp.fail(line, "hash_seed", fmt.Sprintf("has no effect with hash %s and distribution %s; "+
-		"it seeds the hashes xxhash, murmur3, xxh3 and the distribution random", p.Hash, p.Distribution))
-}
-
-// refuseMetaOnRedis refuses server_protocol: meta on a redis pool, of any
-// kind: meta is memcached's protocol.
-func (pp *poolParser) refuseMetaOnRedis() {
-	line, ok := pp.keys["server_protocol"]
-	if !ok || pp.p.ServerProtocol != ServerProtocolMeta || !pp.p.Redis || pp.bad["redis"] {
-		return
-	}
-	pp.fail(line, "server_protocol", "meta is only valid for a memcache pool")
 }
 
 // checkHashTag wants two bytes, as twemproxy's conf_set_hashtag checks the

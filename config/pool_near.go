@@ -88,40 +88,5 @@ func (pp *poolParser) setNearCacheFill(key string, v *yaml.Node) {
 	}
 }
 
-// validateNearCache checks a native pool's near cache keys: a memcache
-// pool only, and near_cache_ttl and near_cache_fill only with a near
-// cache to apply to.
-func (pp *poolParser) validateNearCache() {
-	p := pp.p
-	if line, ok := pp.keys["near_cache"]; ok && p.NearCache > 0 && p.Redis && !pp.bad["redis"] {
-		pp.fail(line, "near_cache", "is only valid for a memcache pool")
-		return
-	}
-	if p.NearCache == 0 && !pp.bad["near_cache"] {
-		pp.refuseKeys([]string{"near_cache_ttl", "near_cache_fill"}, "",
-			"needs near_cache (the cache's size in MiB)")
-	}
-}
-
 // nearOnly are the keys only a native memcache pool may set.
 var nearOnly = []string{"near_cache", "near_cache_ttl", "near_cache_fill"}
-
-// refuseNearKeys refuses the near cache keys in a pool that is not a
-// native memcache pool: why says what answers its gets instead.
-func (pp *poolParser) refuseNearKeys(why string) {
-	pp.refuseKeys(nearOnly, "", why)
-}
-
-// provisionNearCache fills near_cache_ttl and near_cache_fill for a pool
-// with a near cache; a pool without one keeps them zero.
-func provisionNearCache(p *Pool) {
-	if p.NearCache == 0 {
-		return
-	}
-	if !p.IsSet("near_cache_ttl") {
-		p.NearCacheTTL = DefaultNearCacheTTL
-	}
-	if !p.IsSet("near_cache_fill") {
-		p.NearCacheFill = DefaultNearCacheFill
-	}
-}

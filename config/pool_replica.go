@@ -10,7 +10,7 @@ import (
 // replicaKeys are the keys that send a Redis pool's reads to replicas:
 // read_from (a redis_cluster pool or a sharded redis pool) and replicas (a
 // sharded redis pool). A Lua pool and a memcache pool refuse both
-// (refuseReplicaKeys, validateReplicas).
+// (PoolCheck.RefuseReplicaKeys, shard/config.go).
 var replicaKeys = map[string]poolKey{
 	"read_from": stringKey(func(p *Pool) *string { return &p.ReadFrom }, checkReadFrom, DefaultReadFrom, ""),
 	"replicas": poolKey{set: (*poolParser).setReplicas, given: func(p *Pool) bool { return len(p.Replicas) > 0 }}.
@@ -47,8 +47,8 @@ type Replica struct {
 	Line int
 }
 
-// setReplicas reads the replicas list; shards are matched to servers in
-// validateReplicas, once every key is read.
+// setReplicas reads the replicas list; shards are matched to servers by
+// the sharded kind's rules (shard/config.go), once every key is read.
 func (pp *poolParser) setReplicas(key string, v *yaml.Node) {
 	if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
 		pp.fail(v.Line, key, "must be a non-empty list of \"host:port[:weight] shard\" lines")
@@ -97,74 +97,6 @@ func hasWeight(addr string) bool {
 		return strings.Count(addr[i:], ":") >= 2
 	}
 	return strings.Count(addr, ":") >= 2
-}
-
-// validateReplicas checks a sharded pool's replica keys: they need a
-// redis pool; read_from other than master needs replicas to read from
-// (listed, or learnt from the sentinels); every replica names one shard,
-// once, and is not one of the servers.
-func (pp *poolParser) validateReplicas() {
-	p := pp.p
-	if !p.Redis {
-		if !pp.bad["redis"] {
-			pp.refuseKeys(replicaOnly, "", "is only valid for a redis pool (redis: true)")
-		}
-		return
-	}
-	if l, ok := pp.keys["read_from"]; ok && !pp.bad["read_from"] && p.ReadFrom != ReadFromMaster &&
-		!pp.has("replicas") && !pp.has("sentinels") {
-		pp.fail(l, "read_from", "needs replicas (or sentinels, which name them) to read from")
-	}
-	if pp.bad["servers"] {
-		return
-	}
-	seen := map[string]int{}
-	for i, r := range p.Replicas {
-		shard, ok := pp.shardNamed(r.Shard)
-		switch {
-		case !ok:
-			pp.fail(r.Line, "replicas", fmt.Sprintf("replica %s names no shard %q; want a servers line's name or address", r.Addr, r.Shard))
-		case seen[r.Addr] != 0:
-			pp.fail(r.Line, "replicas", fmt.Sprintf("duplicate replica %s (first at line %d)", r.Addr, seen[r.Addr]))
-		case pp.isServer(r.Addr):
-			pp.fail(r.Line, "replicas", fmt.Sprintf("replica %s is one of the pool's servers", r.Addr))
-		default:
-			seen[r.Addr] = r.Line
-			p.Replicas[i].Shard = shard
-		}
-	}
-}
-
-// shardNamed returns the name of the server that ref names: its name, or
-// else its address ("host:port", or "host:port:weight" as its line has it).
-func (pp *poolParser) shardNamed(ref string) (string, bool) {
-	for _, s := range pp.p.Servers {
-		if s.Name == ref {
-			return s.Name, true
-		}
-	}
-	for _, s := range pp.p.Servers {
-		if s.Master == "" && (ref == s.Addr || ref == s.Addr+fmt.Sprintf(":%d", s.Weight)) {
-			return s.Name, true
-		}
-	}
-	return "", false
-}
-
-// isServer reports whether addr is a servers line's address or name.
-func (pp *poolParser) isServer(addr string) bool {
-	for _, s := range pp.p.Servers {
-		if s.Addr == addr || s.Name == addr {
-			return true
-		}
-	}
-	return false
-}
-
-// refuseReplicaKeys refuses both replica keys in a pool routed by Lua.
-func (pp *poolParser) refuseReplicaKeys() {
-	pp.refuseKeys(replicaOnly, "", "is only valid for a sharded redis pool or a redis_cluster pool; "+
-		"a route file picks its own backends")
 }
 
 // checkReadFrom wants read_from: master, prefer_replica or replica.

@@ -10,7 +10,7 @@ import (
 )
 
 // sentinelKeys are the keys of a sharded redis pool whose servers are
-// Sentinel master names. The other kinds refuse them (refuseSentinelKeys).
+// Sentinel master names. The other kinds refuse them (PoolCheck.RefuseSentinelKeys).
 var sentinelKeys = map[string]poolKey{
 	"sentinels": poolKey{set: (*poolParser).setSentinels, given: func(p *Pool) bool { return len(p.Sentinels) > 0 }}.
 		encodedAs(sentinelsNode).onlyIf(withSentinels),
@@ -105,32 +105,4 @@ func parseMaster(s string) (Server, string) {
 		name = master
 	}
 	return Server{Network: "sentinel", Master: master, Weight: w, Name: name}, ""
-}
-
-// validateSentinel checks a native pool's sentinel keys: sentinels needs a
-// redis pool, and no key may move a shard's keys (Sentinel fails the shard
-// over instead); the auth keys need sentinels.
-func (pp *poolParser) validateSentinel() {
-	p := pp.p
-	line, ok := pp.keys["sentinels"]
-	if !ok {
-		pp.refuseKeys([]string{"sentinel_auth", "sentinel_auth_user"}, "", "needs sentinels")
-		return
-	}
-	if !p.Redis && !pp.bad["redis"] {
-		pp.fail(line, "sentinels", "is only valid for a redis pool (redis: true)")
-	}
-	if l, ok := pp.keys["auto_eject_hosts"]; ok && p.AutoEjectHosts {
-		pp.fail(l, "auto_eject_hosts", "does not apply to a pool with sentinels: a shard's keys never move, "+
-			"Sentinel promotes a replica and the proxy follows")
-	}
-	if l, ok := pp.keys["sentinel_auth_user"]; ok && p.SentinelAuth == "" && !pp.bad["sentinel_auth"] && !pp.bad["sentinel_auth_user"] {
-		pp.fail(l, "sentinel_auth_user", "needs sentinel_auth, the user's password")
-	}
-}
-
-// refuseSentinelKeys refuses, in a pool of another kind, the keys only a
-// sharded redis pool may set.
-func (pp *poolParser) refuseSentinelKeys() {
-	pp.refuseKeys(sentinelOnly, "", "is only valid for a sharded redis pool (servers, no redis_cluster, no lua)")
 }

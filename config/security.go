@@ -46,7 +46,7 @@ func checkServerTLSServerName(s string) string {
 var serverTLSKeys = []string{"server_tls_ca", "server_tls_cert", "server_tls_key", "server_tls_server_name", "server_tls_skip_verify"}
 
 // validateSecurity checks the TLS and ACL keys against each other; a Lua
-// pool also refuses server_tls (luaKind.validate).
+// pool also refuses server_tls (lua/config_kind.go).
 func (pp *poolParser) validateSecurity() {
 	p := pp.p
 	pp.pair("tls_cert", "tls_key")

@@ -5,7 +5,9 @@
 //   - Kind, what a kind does (build a pool's route.Router, describe it for
 //     the "pool listening" line), and the registry of kinds by
 //     config.Kind, which each kind package fills from its init
-//     (Register), as dialects fill codec's;
+//     (Register), as dialects fill codec's; the same init registers the
+//     kind's config rules with config (config.RegisterKind), which decide
+//     which pools are of the kind and check their keys;
 //   - Env, what a build is given: the pool's configuration, dialect and
 //     limits, the running router it may carry state from, the backend
 //     lease, the server's hooks (backend state, server_protocol auto,

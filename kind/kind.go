@@ -14,8 +14,10 @@ import (
 
 // Kind is one way of answering a pool's requests: it builds the pool's
 // router from the pool's configuration and says what the "pool
-// listening" line shows of it. config decides which kind a pool is
-// (config.Pool.Kind) and validates each kind's keys.
+// listening" line shows of it. Which kind a pool is (config.Pool.Kind)
+// and what its keys must be are the kind's config rules
+// (config.KindRules), which its package registers with config from the
+// same init as the Kind.
 type Kind interface {
 	// Build makes the router of the pool env describes. It may adjust
 	// env.Limits (what the pool's clients may send) before it returns.

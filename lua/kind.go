@@ -10,7 +10,11 @@ import (
 	"shardproxy/store"
 )
 
-func init() { kind.Register(config.KindLua, poolKind{}) }
+// init registers the Lua kind with kind and its rules with config.
+func init() {
+	kind.Register(config.KindLua, poolKind{})
+	config.RegisterKind(configRules)
+}
 
 // poolKind is the kind of the pools a route file routes (lua: file).
 type poolKind struct{}

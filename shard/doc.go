@@ -3,7 +3,10 @@
 // multi-key request is split per server and its replies merged, a request
 // for every server fans out, and under auto_eject_hosts a bad server
 // leaves the distribution or hands its keys to a failover pool. It
-// registers itself with package kind as config.KindSharded.
+// registers itself with package kind as config.KindSharded, and its rules
+// over a pool's keys with config (config.go): the kind of every pool no
+// other kind claims, with the native, near cache, Sentinel and replica
+// rules.
 //
 // It owns what only this kind does: following each shard's master through
 // Sentinel (sentinel.go, on package sentinel's Monitor), reading from a

@@ -8,7 +8,11 @@ import (
 	"shardproxy/route"
 )
 
-func init() { kind.Register(config.KindSharded, poolKind{}) }
+// init registers the sharded kind with kind and its rules with config.
+func init() {
+	kind.Register(config.KindSharded, poolKind{})
+	config.RegisterKind(configRules)
+}
 
 // poolKind is the sharded kind, twemproxy's: every pool that is neither a
 // Redis Cluster nor routed by a route file.
