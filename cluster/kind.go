@@ -37,6 +37,13 @@ func (poolKind) Describe(pc *config.Pool, _ route.Router) []any {
 	return []any{"cluster_seeds", len(pc.Servers)}
 }
 
+// Settings implements kind.Kind: the lines of a pool placed by hash, as
+// every pool but a Lua one shows them (the slot map, not these keys,
+// places a cluster's keys).
+func (poolKind) Settings(pc *config.Pool, r route.Router) []codec.Stat {
+	return kind.PlacementSettings(pc, r)
+}
+
 // poolRouter routes a redis_cluster pool by the cluster's slot map (a
 // Cluster): the pool's router, as the proxy sees it.
 type poolRouter struct {

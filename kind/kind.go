@@ -2,7 +2,9 @@ package kind
 
 import (
 	"crypto/tls"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -25,6 +27,10 @@ type Kind interface {
 	// Describe returns what the "pool listening" line says of pc, whose
 	// router is r, as slog attributes.
 	Describe(pc *config.Pool, r route.Router) []any
+	// Settings returns the lines of memcached's "stats settings" that
+	// say how the kind places pc's keys, between the proxy's "kind" line
+	// and the timeouts every pool has.
+	Settings(pc *config.Pool, r route.Router) []codec.Stat
 }
 
 var (
@@ -132,3 +138,60 @@ func (Checked) Route(x *route.Exchange)      { panic("kind: a checked router rou
 func (Checked) Stats() []route.Stat          { return nil }
 func (Checked) Backends() []*backend.Backend { return nil }
 func (Checked) Close()                       {}
+
+// MetaProber is a router whose memcache servers are asked, socket by
+// socket, whether they speak the meta protocol (server_protocol auto: the
+// sharded kind's memcache pools). The proxy logs and shows in "stats
+// settings" what they speak; a router that is not one has nothing there.
+type MetaProber interface {
+	// MetaProbed returns the probed servers in the pool's order, and
+	// false when the pool does not probe them.
+	MetaProbed() ([]*backend.Backend, bool)
+}
+
+// MetaSummary says what the probed servers bs speak, as the newest socket
+// of each told: "meta" (every server that told speaks it), "text" (none
+// does), "mixed", or "unknown" before any socket is validated; and the
+// counts.
+func MetaSummary(bs []*backend.Backend) (uses string, meta, text int) {
+	for _, b := range bs {
+		switch m, known := b.Meta(); {
+		case !known:
+		case m:
+			meta++
+		default:
+			text++
+		}
+	}
+	switch {
+	case meta > 0 && text > 0:
+		uses = "mixed"
+	case meta > 0:
+		uses = "meta"
+	case text > 0:
+		uses = "text"
+	default:
+		uses = "unknown"
+	}
+	return uses, meta, text
+}
+
+// PlacementSettings are the "stats settings" lines of a pool whose keys
+// are placed by hash (the sharded and the cluster kinds): its hash,
+// distribution, server_protocol, what its probed servers speak (a
+// MetaProber's: "meta 3/3", "mixed 2/3", servers on meta of all), and its
+// number of servers.
+func PlacementSettings(pc *config.Pool, r route.Router) []codec.Stat {
+	st := []codec.Stat{
+		{Name: "hash", Value: pc.Hash},
+		{Name: "distribution", Value: pc.Distribution},
+		{Name: "server_protocol", Value: pc.ServerProtocol},
+	}
+	if mp, ok := r.(MetaProber); ok {
+		if bs, ok := mp.MetaProbed(); ok {
+			uses, meta, _ := MetaSummary(bs)
+			st = append(st, codec.Stat{Name: "server_protocol_uses", Value: fmt.Sprintf("%s %d/%d", uses, meta, len(bs))})
+		}
+	}
+	return append(st, codec.Stat{Name: "servers", Value: strconv.Itoa(len(pc.Servers))})
+}

@@ -27,6 +27,11 @@ func (poolKind) Build(k *kind.Env) (route.Router, error) { return newPoolRouter(
 // Describe implements kind.Kind: the route file.
 func (poolKind) Describe(pc *config.Pool, _ route.Router) []any { return []any{"lua", pc.Lua} }
 
+// Settings implements kind.Kind: the route file.
+func (poolKind) Settings(pc *config.Pool, _ route.Router) []codec.Stat {
+	return []codec.Stat{{Name: "lua", Value: pc.Lua}}
+}
+
 // poolRouter routes a Lua pool through its route file (a Router): the
 // pool's router, as the proxy sees it.
 type poolRouter struct {

@@ -1,16 +1,17 @@
 package proxy
 
 import (
-	"fmt"
 	"slices"
 	"sync"
 
 	"shardproxy/backend"
 	"shardproxy/config"
+	"shardproxy/kind"
 )
 
-// server_protocol auto: every new socket of a native memcache pool asks
-// its server "mn" (codec.HandshakeOptions.MetaProbe). A one-key get or
+// server_protocol auto: every new socket of a pool whose router probes
+// (kind.MetaProber: the sharded kind's memcache pools) asks its server
+// "mn" (codec.HandshakeOptions.MetaProbe). A one-key get or
 // gets a client sends goes as a meta get (memcache.MetaGet, applied by the
 // backend as it writes the request: backend.Config.MetaRewrite) on the
 // sockets whose server answered, and as written on the others; the
@@ -20,33 +21,6 @@ import (
 // replaced by an older one at the same address, is served right from its
 // next socket on; the pool's summary (what its servers speak) is logged
 // when it changes and shown by "stats settings".
-
-// metaSummary says what an auto pool's servers speak, as the newest
-// socket of each told: "meta" (every server that told speaks it), "text"
-// (none does), "mixed", or "unknown" before any socket is validated;
-// and the counts.
-func metaSummary(bs []*backend.Backend) (uses string, meta, text int) {
-	for _, b := range bs {
-		switch m, known := b.Meta(); {
-		case !known:
-		case m:
-			meta++
-		default:
-			text++
-		}
-	}
-	switch {
-	case meta > 0 && text > 0:
-		uses = "mixed"
-	case meta > 0:
-		uses = "meta"
-	case text > 0:
-		uses = "text"
-	default:
-		uses = "unknown"
-	}
-	return uses, meta, text
-}
 
 // metaLog remembers, per pool name, the summary last logged, so that a
 // pool logs what its servers speak once per change, across reloads.
@@ -85,7 +59,7 @@ func (s *Server) logMetaSummaries(gen *generation) {
 		if !ok {
 			continue
 		}
-		uses, meta, text := metaSummary(bs)
+		uses, meta, text := kind.MetaSummary(bs)
 		if uses == "unknown" || s.metaLog.last[p.cfg.Name] == uses {
 			continue
 		}
@@ -98,25 +72,12 @@ func (s *Server) logMetaSummaries(gen *generation) {
 	}
 }
 
-// autoBackends returns the servers of p when p is a native memcache
-// pool (the sharded kind) with server_protocol auto, with or without a
-// near cache: its router's backends, which are the pool's servers in
-// order (a memcache pool has neither Sentinels nor replicas).
+// autoBackends returns the servers of p whose sockets ask them whether
+// they speak meta (server_protocol auto), as its router tells
+// (kind.MetaProber), and false for a pool that does not probe.
 func autoBackends(p *pool) ([]*backend.Backend, bool) {
-	if p.cfg.Kind() != config.KindSharded || p.cfg.ServerProtocol != config.ServerProtocolAuto || p.cfg.Redis {
-		return nil, false
+	if mp, ok := p.router.(kind.MetaProber); ok {
+		return mp.MetaProbed()
 	}
-	return p.router.Backends(), true
-}
-
-// metaSetting is the pool's "stats settings" line of what an auto pool's
-// servers speak now: "meta 3/3", "mixed 2/3" (servers on meta, of all),
-// "text 0/3", "unknown 0/3".
-func (p *pool) metaSetting() (string, bool) {
-	bs, ok := autoBackends(p)
-	if !ok {
-		return "", false
-	}
-	uses, meta, _ := metaSummary(bs)
-	return fmt.Sprintf("%s %d/%d", uses, meta, len(bs)), true
+	return nil, false
 }

@@ -41,18 +41,7 @@ func (p *pool) settings() []codec.Stat {
 		codec.Stat{Name: "pool", Value: c.Name},
 		codec.Stat{Name: "kind", Value: string(c.Kind())},
 	)
-	if c.Kind() == config.KindLua {
-		st = append(st, codec.Stat{Name: "lua", Value: c.Lua})
-	} else {
-		st = append(st,
-			codec.Stat{Name: "hash", Value: c.Hash},
-			codec.Stat{Name: "distribution", Value: c.Distribution},
-			codec.Stat{Name: "server_protocol", Value: c.ServerProtocol})
-		if uses, ok := p.metaSetting(); ok {
-			st = append(st, codec.Stat{Name: "server_protocol_uses", Value: uses})
-		}
-		st = append(st, codec.Stat{Name: "servers", Value: itoa(len(c.Servers))})
-	}
+	st = append(st, p.kind.Settings(c, p.router)...)
 	return append(st,
 		codec.Stat{Name: "default_version", Value: cmp.Or(c.DefaultVersion, config.DefaultVersion)},
 		codec.Stat{Name: "max_request_line", Value: itoa(c.MaxRequestLine)},

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"shardproxy/backend"
+	"shardproxy/codec"
 	"shardproxy/config"
 	"shardproxy/kind"
 	"shardproxy/memcache"
@@ -38,6 +39,12 @@ func (poolKind) Describe(pc *config.Pool, r route.Router) []any {
 			"near_cache_fill", pc.NearCacheFill)
 	}
 	return attrs
+}
+
+// Settings implements kind.Kind: how the pool places keys, and what its
+// servers speak under server_protocol auto.
+func (poolKind) Settings(pc *config.Pool, r route.Router) []codec.Stat {
+	return kind.PlacementSettings(pc, r)
 }
 
 // autoMeta sets up cfg, a native memcache pool's backend, for

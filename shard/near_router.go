@@ -21,7 +21,10 @@ type nearRouter struct {
 	tapGet, tapWrite, tapTouch, tapFlush func(*route.Exchange, *backend.Call)
 }
 
-var _ route.Router = (*nearRouter)(nil)
+var (
+	_ route.Router    = (*nearRouter)(nil)
+	_ kind.MetaProber = (*nearRouter)(nil)
+)
 
 // newNearRouter wraps inner with pc's near cache: the running router's,
 // when a reload kept its size and TTL, else a new one.
@@ -167,6 +170,10 @@ func (c *nearCache) Counters() []route.Stat {
 
 // Backends implements route.Router.
 func (r *nearRouter) Backends() []*backend.Backend { return r.inner.Backends() }
+
+// MetaProbed is the wrapped router's: a near cache does not change what
+// the servers are asked.
+func (r *nearRouter) MetaProbed() ([]*backend.Backend, bool) { return r.inner.MetaProbed() }
 
 // Close implements route.Router: the store closes with its last router.
 func (r *nearRouter) Close() {

@@ -47,8 +47,9 @@ type router struct {
 }
 
 var (
-	_ route.Router   = (*router)(nil)
-	_ route.Backends = (*router)(nil)
+	_ route.Router    = (*router)(nil)
+	_ route.Backends  = (*router)(nil)
+	_ kind.MetaProber = (*router)(nil)
 )
 
 // newRouter builds a native pool's router. A reload reuses the
@@ -509,6 +510,17 @@ func (r *router) PatternServers() ([]*backend.Backend, []byte) {
 // Backends implements route.Router: the shards' backends, but for shards
 // of a pool with sentinels whose master is not known yet, then the
 // replicas read from.
+// MetaProbed returns the pool's servers when it is a memcache pool with
+// server_protocol auto, whose sockets ask each server "mn" (a memcache
+// pool has neither Sentinels nor replicas, so they are its backends in
+// order).
+func (r *router) MetaProbed() ([]*backend.Backend, bool) {
+	if r.cfg.Redis || r.cfg.ServerProtocol != config.ServerProtocolAuto {
+		return nil, false
+	}
+	return r.Backends(), true
+}
+
 func (r *router) Backends() []*backend.Backend {
 	bs := r.backends()
 	if r.replicas != nil {
