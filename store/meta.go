@@ -376,14 +376,14 @@ func (s *Store) metaSet(dst []byte, tk *tokens, data []byte) []byte {
 		return errLine(dst, errstr)
 	}
 	w.setStale = of.setStale && w.mode == modeCAS
-	res, it, fail := s.store(w, data, vlen, now)
+	res, cas, fail := s.store(w, data, vlen, now)
 	if fail != "" {
 		return errLine(dst, fail)
 	}
 	if res == resStored && of.noReply {
 		return dst
 	}
-	return appendSetReply(dst, tk, res, &w, it)
+	return appendSetReply(dst, tk, res, &w, cas)
 }
 
 // metaSetLine checks ms's line as memcached does before its flags, and
@@ -406,8 +406,9 @@ func metaSetLine(tk *tokens) (vlen int, errReply string) {
 }
 
 // appendSetReply appends ms's reply: the result's code and the O, k and c
-// flags in their order; c is the stored item's CAS, or 0.
-func appendSetReply(dst []byte, tk *tokens, res int, w *write, it *item) []byte {
+// flags in their order; c is cas, the stored item's CAS (0 when not
+// stored).
+func appendSetReply(dst []byte, tk *tokens, res int, w *write, cas uint64) []byte {
 	dst = append(dst, [...]string{"HD", "EX", "NF", "NS"}[res]...)
 	for i := 3; i < tk.n; i++ {
 		tok := tk.t[i]
@@ -417,10 +418,6 @@ func appendSetReply(dst []byte, tk *tokens, res int, w *write, it *item) []byte 
 		case 'k':
 			dst = appendKeyFlag(dst, w.key, w.binary)
 		case 'c':
-			var cas uint64
-			if res == resStored {
-				cas = it.cas
-			}
 			dst = strconv.AppendUint(append(dst, " c"...), cas, 10)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -188,6 +189,31 @@ func TestConcurrent(t *testing.T) {
 	if st := s.Stats(); st.Bytes > st.Limit {
 		t.Fatalf("bytes %d over the limit %d", st.Bytes, st.Limit)
 	}
+}
+
+// TestConcurrentSetCAS races an ms that asks for the stored item's CAS
+// (c) against invalidations of the same key (md I gives the item a new
+// CAS): under -race, the reply's CAS must be read while the key's shard
+// is locked. Each reply's CAS must also be one the item had: not zero.
+func TestConcurrentSetCAS(t *testing.T) {
+	s := New(Config{MaxBytes: 1 << 20})
+	defer s.Close()
+	var wg sync.WaitGroup
+	for _, req := range []string{"ms k 1 c\r\nv\r\n", "md k I\r\n"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for range 2000 {
+				buf = s.Do(buf[:0], []byte(req))
+				if req[1] == 's' && (!strings.HasPrefix(string(buf), "HD c") || strings.HasPrefix(string(buf), "HD c0\r\n")) {
+					t.Errorf("%q: reply %q", req, buf)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // TestMemoryMillionKeys stores a million keys with 100-byte values under a

@@ -32,7 +32,10 @@ const chunkMax = 512 << 10
 // front of data, which must be followed by "\r\n". It answers as memcached
 // does: the size checks first (a refused set removes the old item), then
 // the data block, then the storage rules. fail is the wire error, if any.
-func (s *Store) store(w write, data []byte, vlen int, now int64) (res int, it *item, fail string) {
+// cas is the stored item's CAS, read while its shard is locked (another
+// request may give the item a new one as soon as it is unlocked: md I);
+// 0 unless res is resStored.
+func (s *Store) store(w write, data []byte, vlen int, now int64) (res int, cas uint64, fail string) {
 	sh := s.shardOf(w.key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -50,17 +53,20 @@ func (s *Store) store(w write, data []byte, vlen int, now int64) (res int, it *i
 				sh.unlink(old)
 			}
 		}
-		return 0, nil, fail
+		return 0, 0, fail
 	}
 	if len(data) < vlen+2 || data[vlen] != '\r' || data[vlen+1] != '\n' {
-		return 0, nil, errBadChunk
+		return 0, 0, errBadChunk
 	}
-	it = newItem(w.key, data[:vlen], w.flags, w.exp)
+	it := newItem(w.key, data[:vlen], w.flags, w.exp)
 	if w.binary {
 		it.bits |= itemKeyBinary
 	}
 	res, it = s.storeItem(sh, it, w, now)
-	return res, it, ""
+	if res == resStored {
+		cas = it.cas
+	}
+	return res, cas, ""
 }
 
 // storeItem applies memcached's storage rules (do_store_item) to the new
