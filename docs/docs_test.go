@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,28 +148,40 @@ type link struct {
 // spans, where brackets are no links.
 func links(text string) []link {
 	var out []link
-	fence := ""
-	for i, line := range strings.Split(text, "\n") {
-		trimmed := strings.TrimSpace(line)
-		if fence != "" {
-			if strings.HasPrefix(trimmed, fence) {
-				fence = ""
-			}
-			continue
-		}
-		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
-			fence = trimmed[:3]
-			continue
-		}
+	for n, line := range prose(text) {
 		line = codeSpan.ReplaceAllString(line, "")
 		for _, m := range inlineLink.FindAllStringSubmatch(line, -1) {
-			out = append(out, link{m[1], i + 1})
+			out = append(out, link{m[1], n})
 		}
 		for _, m := range reference.FindAllStringSubmatch(line, -1) {
-			out = append(out, link{m[1], i + 1})
+			out = append(out, link{m[1], n})
 		}
 	}
 	return out
+}
+
+// prose yields the lines of a Markdown text outside fenced code blocks,
+// each with its line number, from 1.
+func prose(text string) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		fence := ""
+		for i, line := range strings.Split(text, "\n") {
+			trimmed := strings.TrimSpace(line)
+			if fence != "" {
+				if strings.HasPrefix(trimmed, fence) {
+					fence = ""
+				}
+				continue
+			}
+			if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
+				fence = trimmed[:3]
+				continue
+			}
+			if !yield(i+1, line) {
+				return
+			}
+		}
+	}
 }
 
 // anchors returns the anchors GitHub makes for the headings of a Markdown
@@ -177,19 +190,7 @@ func links(text string) []link {
 func anchors(text string) []string {
 	var out []string
 	seen := map[string]int{}
-	fence := ""
-	for _, line := range strings.Split(text, "\n") {
-		trimmed := strings.TrimSpace(line)
-		if fence != "" {
-			if strings.HasPrefix(trimmed, fence) {
-				fence = ""
-			}
-			continue
-		}
-		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
-			fence = trimmed[:3]
-			continue
-		}
+	for _, line := range prose(text) {
 		h, ok := heading(line)
 		if !ok {
 			continue
