@@ -29,6 +29,19 @@ type chaos struct {
 // injectFaults injects one fault every period, in turn, into both fault
 // proxies, until stop closes.
 func (r *rig) injectFaults(stop <-chan struct{}, every time.Duration, ch *chaos) {
+	ticks(stop, every, func(i int) {
+		f := faultKinds[i%len(faultKinds)]
+		ch.mu.Lock()
+		ch.faults[f]++
+		ch.mu.Unlock()
+		r.fault(f)
+		sleepOr(stop, time.Second)
+		r.clearFault(f)
+	})
+}
+
+// ticks calls do every period, with 0, 1, 2, ..., until stop closes.
+func ticks(stop <-chan struct{}, every time.Duration, do func(i int)) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for i := 0; ; i++ {
@@ -37,13 +50,7 @@ func (r *rig) injectFaults(stop <-chan struct{}, every time.Duration, ch *chaos)
 			return
 		case <-tick.C:
 		}
-		f := faultKinds[i%len(faultKinds)]
-		ch.mu.Lock()
-		ch.faults[f]++
-		ch.mu.Unlock()
-		r.fault(f)
-		sleepOr(stop, time.Second)
-		r.clearFault(f)
+		do(i)
 	}
 }
 
@@ -91,16 +98,9 @@ func (r *rig) clearFault(f string) {
 // and the memcache pool's server_protocol (new sockets, new handshake)
 // while requests are in flight on the old ones.
 func (r *rig) reloadLoop(stop <-chan struct{}, every time.Duration, ch *chaos) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for i := 1; ; i++ {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
+	ticks(stop, every, func(i int) {
 		timeout, serverProtocol := 500, "text"
-		if i%2 == 1 {
+		if i%2 == 0 {
 			timeout, serverProtocol = 600, "meta"
 		}
 		err := r.writeConfig(timeout, serverProtocol)
@@ -112,5 +112,5 @@ func (r *rig) reloadLoop(stop <-chan struct{}, every time.Duration, ch *chaos) {
 			ch.reloadFails++
 			fmt.Println("soak: reload:", err)
 		}
-	}
+	})
 }
