@@ -143,12 +143,10 @@ func moduleDirs(t *testing.T) []string {
 		if err != nil {
 			return err
 		}
-		name := d.Name()
-		if d.IsDir() && path != moduleRoot && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") ||
-			name == "testdata" || name == "bin") {
+		if d.IsDir() && path != moduleRoot && (skipDir(d.Name()) || d.Name() == "bin") {
 			return filepath.SkipDir // what the go command ignores, and build output
 		}
-		if !d.IsDir() && name == "go.mod" {
+		if !d.IsDir() && d.Name() == "go.mod" {
 			dirs = append(dirs, filepath.Dir(path))
 		}
 		return nil

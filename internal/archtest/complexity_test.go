@@ -144,8 +144,8 @@ func recvName(e ast.Expr) string {
 	return "BADRECV"
 }
 
-// skipDir reports the directories the walk leaves out, as gocyclo does:
-// testdata, vendor, and names starting with "." or "_".
+// skipDir reports the directories the walks leave out, as gocyclo and the
+// go command do: testdata, vendor, and names starting with "." or "_".
 func skipDir(name string) bool {
 	return name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")
 }
