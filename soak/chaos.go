@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"shardproxy/internal/faultproxy"
@@ -17,12 +16,10 @@ var garbage = []byte("\x00\xffGARBAGE\x01 not a reply\r\n")
 var faultKinds = []string{"latency", "blackhole", "reset", "garbage", "stop-start", "none"}
 
 // chaos counts what the run did to the proxy: the faults injected, by kind,
-// and the reloads.
+// and the reloads. injectFaults writes faults and reloadLoop the reloads,
+// each from its own goroutine; they are read once both have returned.
 type chaos struct {
-	mu     sync.Mutex
-	faults map[string]int // written by injectFaults while it runs
-
-	// written by reloadLoop, read once it has returned
+	faults               map[string]int
 	reloads, reloadFails int
 }
 
@@ -31,9 +28,7 @@ type chaos struct {
 func (r *rig) injectFaults(stop <-chan struct{}, every time.Duration, ch *chaos) {
 	ticks(stop, every, func(i int) {
 		f := faultKinds[i%len(faultKinds)]
-		ch.mu.Lock()
 		ch.faults[f]++
-		ch.mu.Unlock()
 		r.fault(f)
 		sleepOr(stop, time.Second)
 		r.clearFault(f)

@@ -77,7 +77,7 @@ func run(duration time.Duration, proxyBin string, nclients int, faultEvery, relo
 	wg.Wait()
 
 	exited := !r.proxy.Running()
-	code := report(sum(tallies), samples, ch.faults, ch.reloads, ch.reloadFails, time.Since(start), rssFactor, goroutineSlack, exited)
+	code := report(sum(tallies), samples, ch, time.Since(start), rssFactor, goroutineSlack, exited)
 	if wasInterrupted && code == 0 {
 		code = 130
 	}
@@ -103,7 +103,7 @@ func onInterrupt() <-chan struct{} {
 	return interrupted
 }
 
-func report(t *tally, samples []sample, faults map[string]int, reloads, reloadFails int, elapsed time.Duration, rssFactor float64, slack int, proxyDied bool) int {
+func report(t *tally, samples []sample, ch *chaos, elapsed time.Duration, rssFactor float64, slack int, proxyDied bool) int {
 	fmt.Printf("\n== soak report (%s) ==\n", elapsed.Round(time.Second))
 	fmt.Printf("requests       %d\n", t.requests)
 	fmt.Printf("correct        %d\n", t.correct)
@@ -124,12 +124,12 @@ func report(t *tally, samples []sample, faults map[string]int, reloads, reloadFa
 	}
 	fmt.Printf("lost           %d (must be 0)\n", t.lost)
 	var fs []string
-	for k, v := range faults {
+	for k, v := range ch.faults {
 		fs = append(fs, fmt.Sprintf("%s=%d", k, v))
 	}
 	sort.Strings(fs)
 	fmt.Printf("faults         %s\n", strings.Join(fs, " "))
-	fmt.Printf("reloads        %d (%d failed)\n", reloads, reloadFails)
+	fmt.Printf("reloads        %d (%d failed)\n", ch.reloads, ch.reloadFails)
 	for _, s := range samples {
 		fmt.Printf("%-6s         rss %d kB, goroutines %d\n", s.label, s.rssKB, s.goroutines)
 	}
@@ -143,7 +143,7 @@ func report(t *tally, samples []sample, faults map[string]int, reloads, reloadFa
 	verdict(t.wrong == 0, "wrong replies")
 	verdict(t.lost == 0, "lost replies")
 	verdict(!proxyDied, "shardproxy exited")
-	verdict(reloadFails == 0, "reloads failed")
+	verdict(ch.reloadFails == 0, "reloads failed")
 	mid, end := samples[len(samples)-2], samples[len(samples)-1]
 	verdict(mid.rssKB > 0 && float64(end.rssKB) <= rssFactor*float64(mid.rssKB),
 		fmt.Sprintf("RSS grew more than %.1fx from middle to end", rssFactor))
