@@ -84,15 +84,11 @@ func (be *beRef) send(c *backend.Call, hint uint32) {
 	be.b.Send(c, hint)
 }
 
-// stage is send for a call that goes out when bt is flushed.
+// stage is send for a call that goes out when bt is flushed; a call that
+// does not go to a backend's socket is handled by send at once.
 func (be *beRef) stage(c *backend.Call, hint uint32, bt *backend.Batch) {
-	if be.internal != nil {
-		be.sendInternal(c)
-		return
-	}
-	if be.down {
-		c.Reply = codec.Reply{Err: backend.ErrorFor(backend.CauseMarkedBad)}
-		c.Done(c)
+	if be.internal != nil || be.down {
+		be.send(c, hint)
 		return
 	}
 	be.b.Stage(c, hint, bt)

@@ -46,9 +46,12 @@ func (w *worker) v2DirectBackend(rc *rctx, req *codec.Request) (*beRef, *pool) {
 }
 
 // v2DirectSlot returns the slot of a pool rc's handler enqueues to and
-// waits for, as its upvalues and the API stand now, or nil.
+// waits for, as its upvalues and the API stand now, or nil: the handler
+// must still call the API's own enqueue_and_wait of rc itself.
 func (w *worker) v2DirectSlot(rc *rctx) *slot {
-	if !rc.dir.OK || !w.ownEnqueue(rc) {
+	if !rc.dir.OK || rc.fn.Upvalues[rc.dir.CtxUp].Value() != rc.ud || rc.ud.Metatable != w.v2.rctxMT ||
+		w.v2.rctxMT.RawGetString("__index") != w.v2.rctxIndex ||
+		w.v2.rctxIndex.RawGetString("enqueue_and_wait") != w.v2.enqueueAndWait {
 		return nil
 	}
 	h, ok := directHandle(rc)
@@ -60,14 +63,6 @@ func (w *worker) v2DirectSlot(rc *rctx) *slot {
 		return nil
 	}
 	return s
-}
-
-// ownEnqueue reports whether rc's handler still calls the API's own
-// enqueue_and_wait of rc itself.
-func (w *worker) ownEnqueue(rc *rctx) bool {
-	return rc.fn.Upvalues[rc.dir.CtxUp].Value() == rc.ud && rc.ud.Metatable == w.v2.rctxMT &&
-		w.v2.rctxMT.RawGetString("__index") == w.v2.rctxIndex &&
-		w.v2.rctxIndex.RawGetString("enqueue_and_wait") == w.v2.enqueueAndWait
 }
 
 // directHandle returns the handle rc's handler passes, when it is one of

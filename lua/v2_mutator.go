@@ -225,7 +225,7 @@ func (r *mutRun) copyPiece(s *mutStep, v glua.LValue, rq *request, res *response
 	case mutResNull:
 		return nullReply(rq)
 	case mutFlagCopy:
-		return r.flagcopy(s, v)
+		return r.flagcopy(s, v, rq, res)
 	case mutFlagCopyAll:
 		return resFlagsOf(res)
 	case mutValCopy:
@@ -303,9 +303,9 @@ func nullReply(rq *request) ([]byte, int) {
 }
 
 // flagcopy copies flag s.flag from v: nil or false write nothing, true
-// the flag alone, a meta request or reply its flag and token if it has
-// the flag (nothing if not); anything else fails.
-func (r *mutRun) flagcopy(s *mutStep, v glua.LValue) ([]byte, int) {
+// the flag alone, a meta request rq or reply res its flag and token if it
+// has the flag (nothing if not); anything else fails.
+func (r *mutRun) flagcopy(s *mutStep, v glua.LValue, rq *request, res *response) ([]byte, int) {
 	if _, present := r.arg(s.idx); !present {
 		return nil, pieceFail
 	}
@@ -318,7 +318,6 @@ func (r *mutRun) flagcopy(s *mutStep, v glua.LValue) ([]byte, int) {
 		}
 		return nil, pieceSkip
 	}
-	_, rq, res := r.source(s.idx)
 	var tok []byte
 	found := false
 	switch {

@@ -42,16 +42,3 @@ func rkString(p *glua.FunctionProto, rk int) (glua.LString, bool) {
 func oneParameter(p *glua.FunctionProto) bool {
 	return p.NumParameters == 1 && p.IsVarArg == 0
 }
-
-// equalCode reports whether code is want.
-func equalCode(code, want []uint32) bool {
-	if len(code) != len(want) {
-		return false
-	}
-	for i := range want {
-		if code[i] != want[i] {
-			return false
-		}
-	}
-	return true
-}

@@ -1,6 +1,10 @@
 package bytecode
 
-import glua "github.com/yuin/gopher-lua"
+import (
+	"slices"
+
+	glua "github.com/yuin/gopher-lua"
+)
 
 // The commonest V2 handler is the one a function generator returns in
 // examples/lua/v2_basic.lua: `function(r) return rctx:enqueue_and_wait(r,
@@ -43,7 +47,7 @@ func MatchEnqueue(p *glua.FunctionProto) Enqueue {
 		return Enqueue{}
 	}
 	for _, tail := range enqueueTails {
-		if equalCode(code[4:], tail) {
+		if slices.Equal(code[4:], tail) {
 			return d
 		}
 	}

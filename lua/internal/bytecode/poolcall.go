@@ -1,6 +1,10 @@
 package bytecode
 
-import glua "github.com/yuin/gopher-lua"
+import (
+	"slices"
+
+	glua "github.com/yuin/gopher-lua"
+)
 
 // The commonest V1 handler is `function(r) return pool(r) end` (or
 // `return pools.main(r)`), where pool is a pool proxy the handler closes
@@ -45,7 +49,7 @@ func MatchPoolCall(fn *glua.LFunction) (PoolCall, bool) {
 		d.Key = key
 		rest = rest[1:]
 	}
-	if d.Up >= len(fn.Upvalues) || !equalCode(rest, poolCallTail) {
+	if d.Up >= len(fn.Upvalues) || !slices.Equal(rest, poolCallTail) {
 		return PoolCall{}, false
 	}
 	return d, true
