@@ -163,14 +163,14 @@ func (p *parser) otherCommand(l *line, req *codec.Request) (int, error) {
 func (p *parser) frameLine(buf []byte) (eol int, err error) {
 	window := buf[:min(len(buf), p.maxLine+2)]
 	eol = bytes.IndexByte(window, '\n')
-	l := eol
+	var l int
 	if eol < 0 {
 		l = len(buf)
 		if l > 0 && buf[l-1] == '\r' {
 			l-- // the '\r' may be the start of "\r\n"
 		}
-	} else if eol > 1 && buf[eol-1] == '\r' {
-		l--
+	} else {
+		l = withoutCR(buf, eol)
 	}
 	if l > p.cmdLine-2 { // (gat's limit)
 		cmd := retrievalHead(buf[:min(len(buf), p.cmdLine+1)])

@@ -213,13 +213,19 @@ func nextKey(keys [][]byte, k int, key, line []byte) (int, error) {
 	if len(keys) == 0 {
 		return k, nil
 	}
-	for k < len(keys) && !bytes.Equal(keys[k], key) {
-		k++
-	}
-	if k == len(keys) {
+	if k = keyIndex(keys, k, key); k == len(keys) {
 		return 0, replyErr(ErrUnexpectedReply, line)
 	}
 	return k + 1, nil
+}
+
+// keyIndex returns the index of the first of keys[k:] that is key, or
+// len(keys) when none is.
+func keyIndex(keys [][]byte, k int, key []byte) int {
+	for k < len(keys) && string(keys[k]) != string(key) {
+		k++
+	}
+	return k
 }
 
 // stopAt returns err, and when it says the reply is unfinished records in
@@ -292,9 +298,7 @@ func scanKey(line []byte, keys [][]byte, k int) (kk, end int, ok bool) {
 		return 0, 0, false
 	}
 	key := line[len("VALUE "):i]
-	for kk = k; kk < len(keys) && string(keys[kk]) != string(key); kk++ {
-	}
-	if kk == len(keys) {
+	if kk = keyIndex(keys, k, key); kk == len(keys) {
 		return 0, 0, false
 	}
 	return kk, i, true

@@ -48,9 +48,9 @@ func (p *parser) unquoteArg(line []byte, i int) (int, bool) {
 		case ' ', '\n', '\r', '\t':
 			return i + 1, true
 		case '"':
-			return p.unquoteDouble(line, i+1)
+			return p.unquote(line, i+1, '"')
 		case '\'':
-			return p.unquoteSingle(line, i+1)
+			return p.unquote(line, i+1, '\'')
 		default:
 			p.inline = append(p.inline, c)
 			i++
@@ -58,47 +58,45 @@ func (p *parser) unquoteArg(line []byte, i int) (int, bool) {
 	}
 }
 
-// unquoteDouble appends the double-quoted text from line[i] to its
-// closing quote to p.inline, escapes replaced.
-func (p *parser) unquoteDouble(line []byte, i int) (int, bool) {
+// unquote appends the text quoted by q (a double or a single quote) from
+// line[i] to its closing quote to p.inline, escapes replaced.
+func (p *parser) unquote(line []byte, i int, q byte) (int, bool) {
 	for {
 		c := at(line, i)
-		switch {
-		case c == '\\' && at(line, i+1) == 'x' && isHex(at(line, i+2)) && isHex(at(line, i+3)):
-			p.inline = append(p.inline, unhex(at(line, i+2))<<4|unhex(at(line, i+3)))
-			i += 4
-		case c == '\\' && at(line, i+1) != 0:
-			p.inline = append(p.inline, unescape(at(line, i+1)))
-			i += 2
-		case c == '"':
-			return closeQuote(line, i)
-		case c == 0:
+		switch c {
+		case 0:
 			return i, false
-		default:
-			p.inline = append(p.inline, c)
-			i++
+		case q:
+			return closeQuote(line, i)
+		case '\\':
+			if b, n := escape(line, i, q); n > 0 {
+				p.inline = append(p.inline, b)
+				i += n
+				continue
+			}
 		}
+		p.inline = append(p.inline, c)
+		i++
 	}
 }
 
-// unquoteSingle appends the single-quoted text from line[i] to its
-// closing quote to p.inline, \' replaced.
-func (p *parser) unquoteSingle(line []byte, i int) (int, bool) {
-	for {
-		c := at(line, i)
-		switch {
-		case c == '\\' && at(line, i+1) == '\'':
-			p.inline = append(p.inline, '\'')
-			i += 2
-		case c == '\'':
-			return closeQuote(line, i)
-		case c == 0:
-			return i, false
-		default:
-			p.inline = append(p.inline, c)
-			i++
+// escape reads the backslash escape at line[i] in text quoted by q and
+// returns the byte it stands for and its length, 0 when it is none (the
+// backslash is then itself). Double quotes have \xHH and \ before any
+// byte (unescape); single quotes only \'.
+func escape(line []byte, i int, q byte) (byte, int) {
+	next := at(line, i+1)
+	switch {
+	case q == '\'':
+		if next == '\'' {
+			return '\'', 2
 		}
+	case next == 'x' && isHex(at(line, i+2)) && isHex(at(line, i+3)):
+		return unhex(at(line, i+2))<<4 | unhex(at(line, i+3)), 4
+	case next != 0:
+		return unescape(next), 2
 	}
+	return 0, 0
 }
 
 // closeQuote returns the offset after the closing quote at line[i], which
