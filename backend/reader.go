@@ -299,10 +299,15 @@ func (s *sock) deliverReply(r *reader, d *delivery) bool {
 	// so it is never later than the new head's. When it fires, expired
 	// re-arms it for the head (or clears it) if nothing is late.
 	var raw []byte
-	if call.joined {
+	switch {
+	case call.joined:
 		raw = s.joinedReply(d.buf[d.start:d.start+part], tail, call)
-	} else {
-		raw = s.replyBytes(r, d, call, n)
+	case n <= arenaMax:
+		// The usual reply: copied out of the read buffer into an arena.
+		raw, call.arena = s.carve(n)
+		copy(raw, d.buf[d.start:d.start+n])
+	default:
+		raw = s.bigReplyBytes(r, d, call, n)
 	}
 	d.start += n
 	if !call.probe {
@@ -319,16 +324,12 @@ func (s *sock) deliverReply(r *reader, d *delivery) bool {
 	return true
 }
 
-// replyBytes returns the n bytes of the reply at d.start as the call
-// keeps them: small ones copied out of an arena, a big one as a slice of
-// the buffer (the buffer whole when the reply starts a recycled one),
-// and any later big one as a copy.
-func (s *sock) replyBytes(r *reader, d *delivery, call *Call, n int) (raw []byte) {
+// bigReplyBytes returns the n bytes of a reply at d.start too big for an
+// arena as the call keeps them: a slice of the buffer (the buffer whole
+// when the reply starts a recycled one), and any later big one as a copy.
+func (s *sock) bigReplyBytes(r *reader, d *delivery, call *Call, n int) (raw []byte) {
 	buf, start := d.buf, d.start
 	switch {
-	case n <= arenaMax:
-		raw, call.arena = s.carve(n)
-		copy(raw, buf[start:start+n])
 	case r.pooled && start == 0:
 		// The reply starts a recycled buffer: it takes the buffer
 		// whole, and recycles it once written (Call.Release). The

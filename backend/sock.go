@@ -117,14 +117,16 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 
 // earliest returns the earliest deadline among the calls, or zero when
 // none has one.
-func earliest(batch []*Call) time.Time {
-	var deadline time.Time
-	for _, call := range batch {
-		if !call.deadline.IsZero() && (deadline.IsZero() || call.deadline.Before(deadline)) {
-			deadline = call.deadline
+func earliest(lists ...[]*Call) time.Time {
+	var first time.Time
+	for _, calls := range lists {
+		for _, call := range calls {
+			if d := call.deadline; !d.IsZero() && (first.IsZero() || d.Before(first)) {
+				first = d
+			}
 		}
 	}
-	return deadline
+	return first
 }
 
 // rewriteMeta rewrites the calls that ask for it (Call.MetaRewrite) for

@@ -310,14 +310,7 @@ func (c *conn) expire(calls []*Call) []*Call {
 
 // armEarliest sets t to fire at the earliest deadline among the calls.
 func armEarliest(t *time.Timer, lists ...[]*Call) {
-	var first time.Time
-	for _, calls := range lists {
-		for _, call := range calls {
-			if d := call.deadline; !d.IsZero() && (first.IsZero() || d.Before(first)) {
-				first = d
-			}
-		}
-	}
+	first := earliest(lists...)
 	t.Stop()
 	if !first.IsZero() {
 		t.Reset(time.Until(first))

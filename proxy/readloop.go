@@ -100,17 +100,17 @@ func (r *sessionReader) readFD(fd uintptr) bool {
 		if n == len(b) {
 			continue // more may be waiting
 		}
-		return r.drained()
+		if r.armed {
+			return false // drained: wait for the next edge
+		}
+		return r.armFIN()
 	}
 }
 
-// drained is called when a read found the socket drained: the first time,
-// it arms the FIN check. It returns readFD's answer: false waits for the
+// armFIN arms the FIN check, when a read found the socket drained and the
+// check was not armed. It returns readFD's answer: false waits for the
 // next edge.
-func (r *sessionReader) drained() bool {
-	if r.armed {
-		return false
-	}
+func (r *sessionReader) armFIN() bool {
 	r.armed = true
 	r.s.nc.SetReadDeadline(time.Now().Add(finCheck))
 	if r.s.closing.Load() { // stop's deadline may be the one replaced
@@ -192,7 +192,13 @@ func (r *sessionReader) got(n int, err error) bool {
 		s.p.stats.ClientErr.Add(1)
 		return false // the parser should have refused this request already
 	}
-	r.shrink()
+	// Back to the small buffer once the client is quiet: idle
+	// connections stay cheap, and a client mixing small and large
+	// requests does not reallocate on every large one.
+	if buf := r.buf; len(buf) == 0 && (cap(buf) > 4*readChunk || cap(buf) > idleChunk && r.small >= quietReads) {
+		backend.PutBuffer(buf)
+		r.buf = make([]byte, 0, idleChunk)
+	}
 	return !s.closing.Load()
 }
 
@@ -220,15 +226,4 @@ func (r *sessionReader) add(n int) {
 		r.discard -= d
 	}
 	r.buf = buf
-}
-
-// shrink goes back to the small buffer once the client is quiet: idle
-// connections stay cheap, and a client mixing small and large requests
-// does not reallocate on every large one.
-func (r *sessionReader) shrink() {
-	buf := r.buf
-	if len(buf) == 0 && (cap(buf) > 4*readChunk || cap(buf) > idleChunk && r.small >= quietReads) {
-		backend.PutBuffer(buf)
-		r.buf = make([]byte, 0, idleChunk)
-	}
 }

@@ -217,7 +217,19 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 			continue
 		}
 		start += n
-		if !s.take(p) {
+		s.enter(p)
+		if p.Req.Part != codec.PartMore { // a request cut into parts counts once
+			s.counts.count(s.p.stats, p.Req.Name)
+		}
+		s.route(p)
+		closeAfter, part := p.Req.Close, p.Req.Part // p belongs to the writer once queued
+		s.enqueue(p)
+		s.line.done(part)
+		if closeAfter {
+			s.closing.Store(true)
+			return nil, 0, false
+		}
+		if s.watcher != nil { // no more requests: serve streams the watch
 			return nil, 0, false
 		}
 	}
@@ -274,24 +286,6 @@ func (s *session) parseRequest(buf []byte, start int, p *pending, inPart bool) (
 		s.heldWait()
 	}
 	return n, err
-}
-
-// take routes p, a request parsed whole or a part of one, and queues it
-// for the writer. It returns false when the session must stop reading.
-func (s *session) take(p *pending) bool {
-	s.enter(p)
-	if p.Req.Part != codec.PartMore { // a request cut into parts counts once
-		s.counts.count(s.p.stats, p.Req.Name)
-	}
-	s.route(p)
-	closeAfter, part := p.Req.Close, p.Req.Part // p belongs to the writer once queued
-	s.enqueue(p)
-	s.line.done(part)
-	if closeAfter {
-		s.closing.Store(true)
-		return false
-	}
-	return s.watcher == nil // no more requests: serve streams the watch
 }
 
 // refuse handles the request at buf[start:] that the parser rejected with

@@ -271,7 +271,26 @@ func (s *session) writeBatch(batch []*pending, broken, blocking bool) bool {
 			parts++
 		}
 		if !broken {
-			out, broken = s.appendOne(out, p, blocking, &tally)
+			// p's reply goes into out; a big one is written with what
+			// out holds before it (writeBigReply).
+			mark := len(out)
+			if p.Req.Part != codec.PartWhole {
+				out = s.appendPart(out, p)
+				tally.count(p, out[mark:])
+			} else if head, big, spliced, tail := p.BigReply(out, p.pool.dialect); big != nil || spliced != nil {
+				if len(head) > mark {
+					tally.count(p, head[mark:])
+				} else {
+					tally.count(p, big)
+				}
+				out, broken = s.writeBigReply(head, big, spliced, tail, blocking)
+			} else {
+				out = s.appendReply(out, p)
+				tally.count(p, out[mark:])
+			}
+			if p.Req.Close {
+				out, broken = s.quit(out, blocking), true
+			}
 		}
 		release(p)
 		heldDone += p.ReplyBytes()
@@ -296,36 +315,15 @@ func (s *session) writeBatch(batch []*pending, broken, blocking bool) bool {
 	return broken
 }
 
-// appendOne appends p's reply to out, or writes what goes before it and
-// the reply itself when it is big (writeBigReply), and counts it in
-// tally. After a quit's reply it writes out and stops the session. It
-// returns out and whether the client is gone.
-func (s *session) appendOne(out []byte, p *pending, blocking bool, tally *lookupTally) ([]byte, bool) {
-	broken := false
-	mark := len(out)
-	if p.Req.Part != codec.PartWhole {
-		out = s.appendPart(out, p)
-		tally.count(p, out[mark:])
-	} else if head, big, spliced, tail := p.BigReply(out, p.pool.dialect); big != nil || spliced != nil {
-		if len(head) > mark {
-			tally.count(p, head[mark:])
-		} else {
-			tally.count(p, big)
-		}
-		out, broken = s.writeBigReply(head, big, spliced, tail, blocking)
-	} else {
-		out = s.appendReply(out, p)
-		tally.count(p, out[mark:])
+// quit writes out, which ends with a quit's reply, and stops the session:
+// nothing goes out after it. It returns out emptied.
+func (s *session) quit(out []byte, blocking bool) []byte {
+	out = s.writeOut(out, blocking)
+	s.closing.Store(true)
+	if tc, ok := s.nc.(interface{ CloseRead() error }); ok {
+		tc.CloseRead()
 	}
-	if p.Req.Close {
-		// quit: its reply goes out, nothing after it.
-		out, broken = s.writeOut(out, blocking), true
-		s.closing.Store(true)
-		if tc, ok := s.nc.(interface{ CloseRead() error }); ok {
-			tc.CloseRead()
-		}
-	}
-	return out, broken
+	return out
 }
 
 // writeBigReply writes head (the replies before, and the start of this

@@ -78,7 +78,16 @@ const (
 // memcached does not know gets "ERROR". Bytes after a command that reads no
 // data block, or after a data block, are ignored.
 func (s *Store) Do(dst, wire []byte) []byte {
-	line, data := splitRequest(wire)
+	line, data := wire, []byte(nil)
+	if nl := bytes.IndexByte(wire, '\n'); nl >= 0 {
+		line, data = wire[:nl], wire[nl+1:]
+		if len(line) > 1 && line[len(line)-1] == '\r' {
+			line = line[:len(line)-1]
+		}
+	}
+	if z := bytes.IndexByte(line, 0); z >= 0 {
+		line = line[:z] // memcached reads the line as a C string
+	}
 	var tk tokens
 	tokenize(line, &tk)
 	if tk.n == 0 || len(tk.t[0]) < 2 {
@@ -88,22 +97,6 @@ func (s *Store) Do(dst, wire []byte) []byte {
 		return s.doMeta(dst, &tk, data)
 	}
 	return s.doText(dst, line, &tk, data)
-}
-
-// splitRequest cuts wire into its command line, without "\r\n" and cut
-// at a NUL byte as memcached reads it as a C string, and what follows.
-func splitRequest(wire []byte) (line, data []byte) {
-	line = wire
-	if nl := bytes.IndexByte(wire, '\n'); nl >= 0 {
-		line, data = wire[:nl], wire[nl+1:]
-		if len(line) > 1 && line[len(line)-1] == '\r' {
-			line = line[:len(line)-1]
-		}
-	}
-	if z := bytes.IndexByte(line, 0); z >= 0 {
-		line = line[:z]
-	}
-	return line, data
 }
 
 // doMeta answers a meta command (a two-letter command starting with m).
