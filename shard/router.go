@@ -138,7 +138,6 @@ func (r *router) startServers(k *kind.Env, byName map[string]config.Server) {
 		s := byName[ss.Name]
 		cfg := k.BackendConfig(s.Addr)
 		cfg.Name = s.Name
-		cfg.OnStateChange = k.OnStateChange
 		if r.probesMeta() {
 			autoMeta(&cfg, k.OnMeta)
 		}
