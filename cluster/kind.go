@@ -53,8 +53,9 @@ type poolRouter struct {
 }
 
 var (
-	_ route.Router   = poolRouter{}
-	_ kind.Dedicator = poolRouter{}
+	_ route.Router       = poolRouter{}
+	_ kind.Dedicator     = poolRouter{}
+	_ kind.CounterSource = (*Cluster)(nil)
 )
 
 // Route implements route.Router.
@@ -71,7 +72,7 @@ func (r poolRouter) Cluster() *Cluster { return r.c }
 func (r poolRouter) Close() {
 	r.ded.Close()
 	r.c.Close()
-	r.rc.Retire(statsSource{r.c})
+	r.rc.Retire(r.c)
 	r.rc.Retire(r.ded)
 }
 
@@ -99,14 +100,13 @@ func (r poolRouter) PatternServers() ([]*backend.Backend, []byte) {
 // Stats implements route.Router: redirects followed, refreshes, the map in
 // use, the dedicated connections.
 func (r poolRouter) Stats() []route.Stat {
-	return append(statsSource{r.c}.Counters(), r.ded.Counters()...)
+	return append(r.c.Counters(), r.ded.Counters()...)
 }
 
-// statsSource is a Cluster as a pool's kind.CounterSource.
-type statsSource struct{ c *Cluster }
-
-func (s statsSource) Counters() []route.Stat {
-	st := s.c.Stats()
+// Counters implements kind.CounterSource: Stats as the pool's router
+// counters and gauges.
+func (c *Cluster) Counters() []route.Stat {
+	st := c.Stats()
 	ready, age := int64(0), int64(-1)
 	if st.Ready {
 		ready = 1
@@ -114,19 +114,19 @@ func (s statsSource) Counters() []route.Stat {
 	if !st.LastRefresh.IsZero() {
 		age = int64(time.Since(st.LastRefresh) / time.Second)
 	}
-	c, g := route.Counter, route.Gauge
+	ct, g := route.Counter, route.Gauge
 	return []route.Stat{
-		{Name: "cluster_moved", Kind: c, Value: st.Moved, Help: "MOVED replies followed."},
-		{Name: "cluster_ask", Kind: c, Value: st.Ask, Help: "ASK replies followed."},
-		{Name: "cluster_tryagain", Kind: c, Value: st.TryAgain, Help: "TRYAGAIN replies retried."},
-		{Name: "cluster_clusterdown", Kind: c, Value: st.ClusterDown, Help: "CLUSTERDOWN replies from nodes, passed to clients."},
-		{Name: "cluster_redirect_limit", Kind: c, Value: st.RedirectLimit, Help: "Requests failed after too many redirects."},
-		{Name: "cluster_bad_redirect", Kind: c, Value: st.BadRedirect, Help: "Malformed MOVED or ASK replies, passed to clients."},
-		{Name: "cluster_crossslot", Kind: c, Value: st.CrossSlot, Help: "Requests refused with CROSSSLOT."},
-		{Name: "cluster_failed", Kind: c, Value: st.Failed, Help: "Requests (and parts of split ones) answered with an error of the proxy's own."},
-		{Name: "cluster_fragments", Kind: c, Value: st.Fragments, Help: "Per-slot parts of split multi-key requests."},
-		{Name: "cluster_refreshes", Kind: c, Value: st.Refreshes, Help: "Slot maps read."},
-		{Name: "cluster_refresh_failures", Kind: c, Value: st.RefreshFailures, Help: "Refreshes in which no node gave a slot map."},
+		{Name: "cluster_moved", Kind: ct, Value: st.Moved, Help: "MOVED replies followed."},
+		{Name: "cluster_ask", Kind: ct, Value: st.Ask, Help: "ASK replies followed."},
+		{Name: "cluster_tryagain", Kind: ct, Value: st.TryAgain, Help: "TRYAGAIN replies retried."},
+		{Name: "cluster_clusterdown", Kind: ct, Value: st.ClusterDown, Help: "CLUSTERDOWN replies from nodes, passed to clients."},
+		{Name: "cluster_redirect_limit", Kind: ct, Value: st.RedirectLimit, Help: "Requests failed after too many redirects."},
+		{Name: "cluster_bad_redirect", Kind: ct, Value: st.BadRedirect, Help: "Malformed MOVED or ASK replies, passed to clients."},
+		{Name: "cluster_crossslot", Kind: ct, Value: st.CrossSlot, Help: "Requests refused with CROSSSLOT."},
+		{Name: "cluster_failed", Kind: ct, Value: st.Failed, Help: "Requests (and parts of split ones) answered with an error of the proxy's own."},
+		{Name: "cluster_fragments", Kind: ct, Value: st.Fragments, Help: "Per-slot parts of split multi-key requests."},
+		{Name: "cluster_refreshes", Kind: ct, Value: st.Refreshes, Help: "Slot maps read."},
+		{Name: "cluster_refresh_failures", Kind: ct, Value: st.RefreshFailures, Help: "Refreshes in which no node gave a slot map."},
 		{Name: "cluster_ready", Kind: g, Value: ready, Help: "1 once a slot map is in use."},
 		{Name: "cluster_shards", Kind: g, Value: int64(st.Shards), Help: "Shards in the slot map in use."},
 		{Name: "cluster_masters", Kind: g, Value: int64(st.Masters), Help: "Masters in the slot map in use."},
@@ -181,7 +181,7 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 		return nil, err
 	}
 	rc := k.Counters
-	rc.Add(statsSource{c})
+	rc.Add(c)
 	ded := kind.NewDedicatedPool(pc.BlockingConnections)
 	rc.Add(ded)
 	return poolRouter{c: c, ded: ded, rc: rc}, nil

@@ -19,13 +19,6 @@ type PoolCheck struct {
 // replica's shard by name).
 func (c *PoolCheck) Pool() *Pool { return c.pp.p }
 
-// Line returns the line key is on, and whether the pool has the key at
-// all, whatever its value.
-func (c *PoolCheck) Line(key string) (int, bool) {
-	line, ok := c.pp.keys[key]
-	return line, ok
-}
-
 // Has reports whether the pool has key, whatever its value.
 func (c *PoolCheck) Has(key string) bool { return c.pp.has(key) }
 

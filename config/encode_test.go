@@ -34,6 +34,24 @@ func withoutLines(pools []*Pool) []Pool {
 	return out
 }
 
+// roundTrip parses what Marshal writes of c, fails t unless its pools read
+// back as c's (line numbers aside), and returns them and the text.
+func roundTrip(t *testing.T, c *Config) (*Config, []byte) {
+	t.Helper()
+	text, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse(text, "marshaled")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if got, want := withoutLines(again.Pools), withoutLines(c.Pools); !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip changed the pools\n got %+v\nwant %+v\ntext:\n%s", got, want, text)
+	}
+	return again, text
+}
+
 // Every configuration in testdata/ and examples/ survives parse ->
 // Marshal -> parse unchanged.
 func TestMarshalRoundTrip(t *testing.T) {
@@ -52,17 +70,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			text, err := c.Marshal()
-			if err != nil {
-				t.Fatal(err)
-			}
-			again, err := Parse(text, "marshaled")
-			if err != nil {
-				t.Fatalf("%v\n%s", err, text)
-			}
-			if got, want := withoutLines(again.Pools), withoutLines(c.Pools); !reflect.DeepEqual(got, want) {
-				t.Errorf("round trip changed the pools\n got %+v\nwant %+v\ntext:\n%s", got, want, text)
-			}
+			again, _ := roundTrip(t, c)
 			for i, p := range c.Pools {
 				if again.Pools[i].Checksum() != p.Checksum() {
 					t.Errorf("pool %s: checksum changed in the round trip", p.Name)
@@ -321,18 +329,7 @@ routed:
 // A configuration that sets every key reads back from Marshal with every
 // key written and every value kept: encode and parse stay in step.
 func TestMarshalWritesEveryKey(t *testing.T) {
-	c := mustParse(t, everyKey)
-	text, err := c.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := Parse(text, "marshaled")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, text)
-	}
-	if got, want := withoutLines(again.Pools), withoutLines(c.Pools); !reflect.DeepEqual(got, want) {
-		t.Errorf("round trip changed the pools\n got %+v\nwant %+v\ntext:\n%s", got, want, text)
-	}
+	again, text := roundTrip(t, mustParse(t, everyKey))
 	for key := range poolKeys {
 		written := false
 		for _, p := range again.Pools {

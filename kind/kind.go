@@ -87,9 +87,9 @@ type Env struct {
 	// error of its own.
 	Fragments, ForwardErrors *atomic.Int64
 
-	// OnStateChange is the server's backend-state callback: a backend a
-	// kind makes sets it as its backend.Config.OnStateChange, so that
-	// the functions given to Watch hear of the backend.
+	// OnStateChange is the server's backend-state callback: BackendConfig
+	// sets it as the backend's backend.Config.OnStateChange, so that the
+	// functions given to Watch hear of the backend.
 	OnStateChange func(b *backend.Backend, bad bool)
 	// OnMeta is the server's hook for server_protocol auto
 	// (backend.Config.OnMeta): it logs what the pool's servers speak.
@@ -103,7 +103,8 @@ type Env struct {
 }
 
 // BackendConfig is the template of the pool's backends at addr: the
-// pool's timeouts, limits, handshake and TLS.
+// pool's timeouts, limits, handshake and TLS, and the server's
+// OnStateChange.
 func (e *Env) BackendConfig(addr string) backend.Config {
 	pc := e.Pool
 	return backend.Config{
@@ -122,6 +123,7 @@ func (e *Env) BackendConfig(addr string) backend.Config {
 		TCPKeepalive:   pc.TCPKeepalive,
 		Preconnect:     pc.Preconnect && !e.Check,
 		Logger:         e.Log,
+		OnStateChange:  e.OnStateChange,
 	}
 }
 

@@ -41,8 +41,9 @@ type poolRouter struct {
 }
 
 var (
-	_ route.Router    = poolRouter{}
-	_ route.Watchable = poolRouter{}
+	_ route.Router       = poolRouter{}
+	_ route.Watchable    = poolRouter{}
+	_ kind.CounterSource = (*Router)(nil)
 )
 
 // Route implements route.Router.
@@ -59,18 +60,13 @@ func (l poolRouter) Stats() []route.Stat {
 	return st
 }
 
-// countersSource is a Lua router as a pool's kind.CounterSource.
-type countersSource struct{ r *Router }
-
-func (s countersSource) Counters() []route.Stat { return s.r.Counters() }
-
 // Backends implements route.Router.
 func (l poolRouter) Backends() []*backend.Backend { return l.r.Backends() }
 
 // Close implements route.Router.
 func (l poolRouter) Close() {
 	l.r.Close()
-	l.rc.Retire(countersSource{l.r})
+	l.rc.Retire(l.r)
 	l.cache.release()
 }
 
@@ -215,6 +211,6 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 		return nil, err
 	}
 	rc := k.Counters
-	rc.Add(countersSource{r})
+	rc.Add(r) // a *Router is a kind.CounterSource
 	return poolRouter{r: r, cache: cache, rc: rc}, nil
 }

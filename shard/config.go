@@ -33,7 +33,7 @@ func validateConfig(c *config.PoolCheck) {
 // cache to apply to.
 func validateNearCache(c *config.PoolCheck) {
 	p := c.Pool()
-	if _, ok := c.Line("near_cache"); ok && p.NearCache > 0 && p.Redis && !c.Bad("redis") {
+	if c.Has("near_cache") && p.NearCache > 0 && p.Redis && !c.Bad("redis") {
 		c.Fail("near_cache", "is only valid for a memcache pool")
 		return
 	}

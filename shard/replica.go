@@ -157,7 +157,6 @@ func newReplicaSet(r *router, k *kind.Env, from cluster.ReadFrom) *replicaSet {
 		listed: map[int]bool{}, kick: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	s.tmpl = k.BackendConfig("")
-	s.tmpl.OnStateChange = k.OnStateChange
 	if !pc.IsSet("server_retry_timeout") && s.every > 0 {
 		// The checks guard a replica coming back, so it need not fail
 		// fast for twemproxy's 30s.

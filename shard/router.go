@@ -138,8 +138,7 @@ func (r *router) startServers(k *kind.Env, byName map[string]config.Server) {
 		s := byName[ss.Name]
 		cfg := k.BackendConfig(s.Addr)
 		cfg.Name = s.Name
-		cfg.OnStateChange = k.OnStateChange
-		if pc.ServerProtocol == config.ServerProtocolAuto && !pc.Redis {
+		if r.probesMeta() {
 			autoMeta(&cfg, k.OnMeta)
 		}
 		backends = append(backends, k.Lease.Get(cfg))
@@ -507,20 +506,25 @@ func (r *router) PatternServers() ([]*backend.Backend, []byte) {
 	return bs, nil
 }
 
-// Backends implements route.Router: the shards' backends, but for shards
-// of a pool with sentinels whose master is not known yet, then the
-// replicas read from.
-// MetaProbed returns the pool's servers when it is a memcache pool with
-// server_protocol auto, whose sockets ask each server "mn" (a memcache
-// pool has neither Sentinels nor replicas, so they are its backends in
-// order).
+// probesMeta reports whether the pool's sockets ask their server "mn"
+// (autoMeta): a memcache pool with server_protocol auto.
+func (r *router) probesMeta() bool {
+	return !r.cfg.Redis && r.cfg.ServerProtocol == config.ServerProtocolAuto
+}
+
+// MetaProbed returns the pool's servers when its sockets ask each server
+// "mn" (probesMeta; a memcache pool has neither Sentinels nor replicas,
+// so they are its backends in order).
 func (r *router) MetaProbed() ([]*backend.Backend, bool) {
-	if r.cfg.Redis || r.cfg.ServerProtocol != config.ServerProtocolAuto {
+	if !r.probesMeta() {
 		return nil, false
 	}
 	return r.Backends(), true
 }
 
+// Backends implements route.Router: the shards' backends, but for shards
+// of a pool with sentinels whose master is not known yet, then the
+// replicas read from.
 func (r *router) Backends() []*backend.Backend {
 	bs := r.backends()
 	if r.replicas != nil {

@@ -47,7 +47,6 @@ func (r *router) startSentinel(k *kind.Env, byName map[string]config.Server) err
 	s := &sentinelShards{r: r, lease: k.Lease, slots: map[string][]int{}}
 	r.sentinel = s
 	s.tmpl = k.BackendConfig("")
-	s.tmpl.OnStateChange = k.OnStateChange
 	if !pc.IsSet("server_retry_timeout") {
 		s.tmpl.RetryTimeout = sentinelRetryTimeout
 	}
