@@ -21,7 +21,7 @@ APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools
 	memccapable:libmemcached-tools /usr/lib/python3/dist-packages/pymemcache:python3-pymemcache chromium:chromium \
 	nc:netcat-openbsd openssl:openssl systemd-analyze:systemd
 
-.PHONY: help build run test lint bench bench-go fuzz deps clean soak redis-suite
+.PHONY: help build run test lint bench bench-go fuzz deps clean soak redis-suite mcp-suite
 
 help:
 	@echo 'make build   build bin/shardproxy'
@@ -36,6 +36,8 @@ help:
 	@echo 'make bench-go  go test -bench of every package with -benchmem'
 	@echo 'make redis-suite REDIS_SRC=DIR  Redis'"'"'s own tests (runtest, tests/ of a Redis tree) against redis-server,'
 	@echo '             shardproxy and nutcracker over 3 servers -> suite-results/ (scripts/redis-suite.sh)'
+	@echo 'make mcp-suite MC_SRC=DIR [MCPROXY=BIN]  memcached'"'"'s t/proxy*.t against shardproxy (and memcached'"'"'s proxy)'
+	@echo '             -> mcp-suite-results/ (scripts/mcp-suite.sh)'
 	@echo 'make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME) each'
 	@echo 'make deps    install memcached, redis-server, redis-sentinel, nutcracker, chromium, the client suites, staticcheck when missing'
 	@echo 'make clean   remove bin/'
@@ -104,6 +106,17 @@ SUITE_TARGETS ?=
 redis-suite: deps build
 	@[ -n "$(REDIS_SRC)" ] || { echo 'redis-suite: set REDIS_SRC to a Redis source tree (runtest, tests/)'; exit 2; }
 	SUITE_PARALLEL=1 scripts/redis-suite.sh $(REDIS_SRC) $(SUITE_TARGETS)
+
+# memcached's own proxy tests (t/proxy*.t of a memcached source tree, e.g.
+# 1.6.45) against shardproxy, and against MCPROXY (a memcached-debug built
+# with --enable-proxy) in the same harness when given; per-file counts in
+# mcp-suite-results/summary.md. MCP_TESTS picks files (proxyunits ...).
+MC_SRC    ?=
+MCPROXY   ?=
+MCP_TESTS ?=
+mcp-suite: build
+	@[ -n "$(MC_SRC)" ] || { echo 'mcp-suite: set MC_SRC to a memcached source tree (t/proxy*.t)'; exit 2; }
+	$(if $(MCPROXY),MCPROXY=$(abspath $(MCPROXY)) )scripts/mcp-suite.sh $(MC_SRC) $(MCP_TESTS)
 
 # The hot-path micro-benchmarks (parse, encode, pick a server, loopback).
 bench-go:
