@@ -14,15 +14,20 @@
 # Usage: scripts/mcp-suite.sh MC_SRC [TEST...]     (TEST: proxyunits, ...;
 #        default every t/proxy*.t in MC_SRC)
 # Environment: MCPROXY (memcached binary with the proxy; the memcached
-# target runs only when it is set), SHARDPROXY (default bin/shardproxy),
+# target runs only when it is set), MCP_SUITE_TARGETS (default "memcached
+# shardproxy", or "shardproxy" without MCPROXY), SHARDPROXY (default bin/shardproxy),
 # MCP_SUITE_OUT (default mcp-suite-results/), MCP_SUITE_TIMEOUT (seconds per
 # file, default 300), ROUTELIB (routelib.lua; default
-# MC_SRC/vendor/routelib/routelib.lua, for proxy_config=routelib).
+# MC_SRC/vendor/routelib/routelib.lua, for proxy_config=routelib),
+# MCP_SUITE_PORT_OFFSET (default 0: added to every mock backend port, 11011
+# to 12999, in the scratch copies of the .t and .lua files, so that two
+# runs can share a machine; the only edit made to the tests).
 #
 # Results: MCP_SUITE_OUT/TARGET/FILE.log (the TAP output and the server's
 # log) and MCP_SUITE_OUT/summary.md, a table of planned, passed and failed
 # assertions per file and target. The mock backends listen on the fixed
-# ports the tests name, so targets run one after the other. Nothing of the
+# ports the tests name (moved by MCP_SUITE_PORT_OFFSET), so targets run one
+# after the other. Nothing of the
 # memcached tree is changed or copied into this repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,6 +56,9 @@ if [ -n "${MCPROXY:-}" ]; then
 	[ -x "$MCPROXY" ] || { say "MCPROXY=$MCPROXY is not executable"; exit 2; }
 	targets=(memcached "${targets[@]}")
 fi
+if [ -n "${MCP_SUITE_TARGETS:-}" ]; then
+	read -r -a targets <<<"$MCP_SUITE_TARGETS"
+fi
 
 work=$(mktemp -d /tmp/mcp-suite.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -62,13 +70,19 @@ builddir() {
 	rm -rf "$d"
 	mkdir -p "$d"
 	cp -r "$src/t" "$d/t"
+	if [ "${MCP_SUITE_PORT_OFFSET:-0}" != 0 ]; then
+		perl -pi -e 's/\b(1[12]\d{3})\b/$1 >= 11011 ? $1 + '"$MCP_SUITE_PORT_OFFSET"' : $1/ge' \
+			"$d"/t/proxy*.t "$d"/t/proxy*.lua
+	fi
 	if [ "$1" = memcached ]; then
 		ln -s "$(cd "$(dirname "$MCPROXY")" && pwd)/$(basename "$MCPROXY")" "$d/memcached-debug"
 	else
 		cp "$root/scripts/mcp-suite-memcached.sh" "$d/memcached-debug"
 	fi
-	# memcached's timedrun: run a command for at most N seconds.
-	printf '#!/bin/sh\nt=$1; shift\nexec timeout -s KILL "$t" "$@"\n' >"$d/timedrun"
+	# memcached's timedrun runs a command for at most N seconds. Here the
+	# command is exec'd (the tests send their signals, SIGHUP to reload, to
+	# the pid they started); the per-file timeout below bounds the run.
+	printf '#!/bin/sh\nshift\nexec "$@"\n' >"$d/timedrun"
 	chmod +x "$d/memcached-debug" "$d/timedrun"
 	echo "$d"
 }
