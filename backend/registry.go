@@ -67,7 +67,8 @@ type registryKey struct {
 	failureLimit            int
 	keepalive, preconnect   bool
 	tls                     *tls.Config
-	watched                 bool
+	watched, evented        bool
+	reconnect               bool
 }
 
 type registryEntry struct {
@@ -157,7 +158,8 @@ func (r *Registry) get(scope string, cfg Config) (*Backend, bool) {
 		timeout: cfg.Timeout, retry: cfg.RetryTimeout, failureLimit: cfg.FailureLimit,
 		health: cfg.HealthInterval, healthTimeout: cfg.HealthTimeout,
 		keepalive: cfg.TCPKeepalive, preconnect: cfg.Preconnect, tls: cfg.TLS,
-		watched: cfg.OnStateChange != nil,
+		watched: cfg.OnStateChange != nil, evented: cfg.OnEvent != nil,
+		reconnect: cfg.Reconnect,
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

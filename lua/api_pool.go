@@ -245,7 +245,11 @@ func (r *Router) backendFor(s *beSpec, prefix string, reg map[string]*beRef) *be
 		HealthTimeout:  r.cfg.HealthTimeout,
 		TCPKeepalive:   s.tun.keepalive,
 		Preconnect:     r.cfg.Preconnect && !s.down,
-		Logger:         r.cfg.Logger,
+		// A backend connected at start keeps connected by memcached's
+		// proxy's rule, as it would there.
+		Reconnect: r.cfg.Preconnect,
+		OnEvent:   backendEvents(r.cfg.Hub, s),
+		Logger:    r.cfg.Logger,
 	})
 	r.backends = append(r.backends, b)
 	be := &beRef{b: b, label: s.label, host: s.host, port: s.port, down: s.down}
