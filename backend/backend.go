@@ -101,6 +101,16 @@ type Config struct {
 	// validated socket ends the bad period. The validation reply is
 	// awaited for Timeout, when set; HealthInterval is ignored.
 	Reconnect bool
+	// BreaksStream, if set, tells an error reply (codec.ReplyError)
+	// after which the socket is not trusted: the reply is passed on, and
+	// the socket fails with CauseInvalidProtocol, as a ReplyFatal one
+	// does (memcache.BreaksStream: memcached's proxy drops a socket that
+	// answered ERROR or CLIENT_ERROR).
+	BreaksStream func(raw []byte) bool
+	// NoJoin writes every call as it came: a codec.Joiner dialect's
+	// joinable calls in a batch are not joined into one request
+	// (join.go), as memcached's proxy sends each get it routes alone.
+	NoJoin bool
 	// OnEvent, if set, is told of each socket failure while the backend
 	// is not bad and of its being marked bad (reconnect.go), on the
 	// goroutine that found it; it must not block.
@@ -235,7 +245,9 @@ func New(cfg Config) *Backend {
 	}
 	b := &Backend{cfg: cfg, log: cfg.Logger.With("backend", cfg.Name, "addr", cfg.Addr)}
 	b.checks = idleChecks(cfg)
-	b.joiner, _ = cfg.Dialect.(codec.Joiner)
+	if !cfg.NoJoin {
+		b.joiner, _ = cfg.Dialect.(codec.Joiner)
+	}
 	b.splicer, _ = cfg.Dialect.(codec.Splicer)
 	b.conns = make([]*conn, cfg.Conns)
 	for i := range b.conns {
@@ -471,8 +483,8 @@ func (b *Backend) finish(c *Call, cause Cause) {
 
 // succeeded resets the failure count after a good reply.
 func (b *Backend) succeeded() {
-	if !b.failing.Load() {
-		return // the common case, without the lock
+	if !b.failing.Load() || b.cfg.Reconnect {
+		return // the common case, without the lock; under memcached's rule only validation resets
 	}
 	b.mu.Lock()
 	b.failing.Store(false)

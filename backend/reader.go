@@ -320,10 +320,13 @@ func (s *sock) deliverReply(r *reader, d *delivery) bool {
 	}
 	call.Reply = codec.Reply{Raw: raw, Kind: kind}
 	d.done = append(d.done, call)
-	if kind == codec.ReplyFatal {
+	if kind == codec.ReplyFatal || kind == codec.ReplyError && s.breaks(raw) {
 		// The server misread the stream: nothing behind this reply
 		// can be trusted.
 		d.failed = CauseParsing
+		if s.c.b.cfg.BreaksStream != nil {
+			d.failed = CauseInvalidProtocol
+		}
 		return false
 	}
 	return true
@@ -495,6 +498,13 @@ func (s *sock) expired() bool {
 	}
 	s.nc.SetReadDeadline(d)
 	return false
+}
+
+// breaks reports whether raw, an error reply, breaks the stream
+// (Config.BreaksStream).
+func (s *sock) breaks(raw []byte) bool {
+	f := s.c.b.cfg.BreaksStream
+	return f != nil && f(raw)
 }
 
 // unframed returns what buf, the read buffer, holds past the part of

@@ -68,7 +68,8 @@ type registryKey struct {
 	keepalive, preconnect   bool
 	tls                     *tls.Config
 	watched, evented        bool
-	reconnect               bool
+	reconnect, noJoin       bool
+	breaks                  bool
 }
 
 type registryEntry struct {
@@ -159,7 +160,7 @@ func (r *Registry) get(scope string, cfg Config) (*Backend, bool) {
 		health: cfg.HealthInterval, healthTimeout: cfg.HealthTimeout,
 		keepalive: cfg.TCPKeepalive, preconnect: cfg.Preconnect, tls: cfg.TLS,
 		watched: cfg.OnStateChange != nil, evented: cfg.OnEvent != nil,
-		reconnect: cfg.Reconnect,
+		reconnect: cfg.Reconnect, noJoin: cfg.NoJoin, breaks: cfg.BreaksStream != nil,
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

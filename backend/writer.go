@@ -122,6 +122,7 @@ func (w *writer) dialed(r dialResult) {
 	if r.s != nil {
 		w.s = r.s
 		w.preconnect = false
+		w.warned = true // up once: a later failed dial is no start's
 		if w.idle != nil {
 			w.lastWrite = time.Now()
 			w.idle.Reset(w.interval)
@@ -148,7 +149,7 @@ func (w *writer) dialed(r dialResult) {
 	if !w.preconnect {
 		return
 	}
-	w.preconnect = false // until redialLater's wake
+	w.preconnect = false           // until redialLater's wake
 	if r.cause != CauseMarkedBad { // marked bad and logged: requests dial after the retry timeout
 		c.redialLater()
 	}

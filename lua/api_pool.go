@@ -9,6 +9,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/memcache"
 	"shardproxy/sharding"
 )
 
@@ -248,11 +249,25 @@ func (r *Router) backendFor(s *beSpec, prefix string, reg map[string]*beRef) *be
 		// A backend connected at start keeps connected by memcached's
 		// proxy's rule, as it would there.
 		Reconnect: r.cfg.Preconnect,
-		OnEvent:   backendEvents(r.cfg.Hub, s),
-		Logger:    r.cfg.Logger,
+		// Each get a route sends goes alone, as memcached's proxy
+		// writes it: its server sees the requests the route made.
+		NoJoin:       true,
+		BreaksStream: r.breaksStream(),
+		OnEvent:      backendEvents(r.cfg.Hub, s),
+		Logger:       r.cfg.Logger,
 	})
 	r.backends = append(r.backends, b)
 	be := &beRef{b: b, label: s.label, host: s.host, port: s.port, down: s.down}
 	reg[id] = be
 	return be
+}
+
+// breaksStream is the backends' backend.Config.BreaksStream: a memcache
+// pool's, as memcached's proxy, drops a socket that answered ERROR or
+// CLIENT_ERROR once the reply is passed on.
+func (r *Router) breaksStream() func([]byte) bool {
+	if r.cfg.Redis {
+		return nil
+	}
+	return memcache.BreaksStream
 }
