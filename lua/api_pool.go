@@ -246,9 +246,9 @@ func (r *Router) backendFor(s *beSpec, prefix string, reg map[string]*beRef) *be
 		HealthTimeout:  r.cfg.HealthTimeout,
 		TCPKeepalive:   s.tun.keepalive,
 		Preconnect:     r.cfg.Preconnect && !s.down,
-		// A backend connected at start keeps connected by memcached's
-		// proxy's rule, as it would there.
-		Reconnect: r.cfg.Preconnect,
+		// memcached's proxy's failure rule, unless the pool asked for
+		// the native one (Config.Reconnect).
+		Reconnect: r.cfg.Reconnect,
 		// Each get a route sends goes alone, as memcached's proxy
 		// writes it: its server sees the requests the route made.
 		NoJoin:       true,
