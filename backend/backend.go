@@ -94,6 +94,27 @@ type Config struct {
 	// retry time arrives (bad=false); with HealthInterval set, when a
 	// probe restores it (bad=false).
 	OnStateChange func(b *Backend, bad bool)
+	// Reconnect replaces twemproxy's failure rule with memcached's
+	// proxy's (reconnect.go): a failed socket is dialled again at once
+	// until more than FailureLimit failures in a row mark the backend
+	// bad, a bad backend is dialled again every RetryTimeout, and only a
+	// validated socket ends the bad period. The validation reply is
+	// awaited for Timeout, when set; HealthInterval is ignored.
+	Reconnect bool
+	// BreaksStream, if set, tells an error reply (codec.ReplyError)
+	// after which the socket is not trusted: the reply is passed on, and
+	// the socket fails with CauseInvalidProtocol, as a ReplyFatal one
+	// does (memcache.BreaksStream: memcached's proxy drops a socket that
+	// answered ERROR or CLIENT_ERROR).
+	BreaksStream func(raw []byte) bool
+	// NoJoin writes every call as it came: a codec.Joiner dialect's
+	// joinable calls in a batch are not joined into one request
+	// (join.go), as memcached's proxy sends each get it routes alone.
+	NoJoin bool
+	// OnEvent, if set, is told of each socket failure while the backend
+	// is not bad and of its being marked bad (reconnect.go), on the
+	// goroutine that found it; it must not block.
+	OnEvent func(b *Backend, e Event)
 	// Logger receives state changes; default slog.Default().
 	Logger *slog.Logger
 }
@@ -216,7 +237,7 @@ func New(cfg Config) *Backend {
 	if cfg.HealthTimeout <= 0 {
 		cfg.HealthTimeout = DefaultHealthTimeout
 	}
-	if cfg.HealthInterval < 0 {
+	if cfg.HealthInterval < 0 || cfg.Reconnect {
 		cfg.HealthInterval = 0
 	}
 	if cfg.Logger == nil {
@@ -224,7 +245,9 @@ func New(cfg Config) *Backend {
 	}
 	b := &Backend{cfg: cfg, log: cfg.Logger.With("backend", cfg.Name, "addr", cfg.Addr)}
 	b.checks = idleChecks(cfg)
-	b.joiner, _ = cfg.Dialect.(codec.Joiner)
+	if !cfg.NoJoin {
+		b.joiner, _ = cfg.Dialect.(codec.Joiner)
+	}
 	b.splicer, _ = cfg.Dialect.(codec.Splicer)
 	b.conns = make([]*conn, cfg.Conns)
 	for i := range b.conns {
@@ -460,8 +483,8 @@ func (b *Backend) finish(c *Call, cause Cause) {
 
 // succeeded resets the failure count after a good reply.
 func (b *Backend) succeeded() {
-	if !b.failing.Load() {
-		return // the common case, without the lock
+	if !b.failing.Load() || b.cfg.Reconnect {
+		return // the common case, without the lock; under memcached's rule only validation resets
 	}
 	b.mu.Lock()
 	b.failing.Store(false)
@@ -474,14 +497,34 @@ func (b *Backend) succeeded() {
 	b.mu.Unlock()
 }
 
-// failed counts one failure and marks the backend bad at the limit.
-func (b *Backend) failed(cause Cause) {
+// countFailure counts one failure in the stats.
+func (b *Backend) countFailure(cause Cause) {
 	b.stats.Failures.Add(1)
 	if cause == CauseDisconnected {
 		b.stats.EOF.Add(1)
 	} else {
 		b.stats.Errors.Add(1)
 	}
+}
+
+// sockFailed counts the failure of one of c's sockets, or of a dial (c
+// nil), by the backend's rule, and tells Config.OnEvent of it. It
+// reports whether the backend is bad now.
+func (b *Backend) sockFailed(c *conn, cause Cause, f sockFailure) bool {
+	if b.cfg.Reconnect {
+		return b.reconnectFailed(c, cause, f)
+	}
+	if b.cfg.OnEvent != nil && !b.Bad() {
+		b.event(Event{Cause: cause, Depth: max(f.depth, 0), Rbuf: f.rbuf})
+	}
+	b.failed(cause)
+	return b.Bad()
+}
+
+// failed counts one failure and marks the backend bad at the limit
+// (twemproxy's rule).
+func (b *Backend) failed(cause Cause) {
+	b.countFailure(cause)
 	b.mu.Lock()
 	b.failures++
 	b.failing.Store(true)

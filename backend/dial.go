@@ -101,7 +101,7 @@ func clientTLS(c *tls.Config, network, addr string) *tls.Config {
 // answer it is dialled once more without the probe, as a text server.
 func (c *conn) connect() (*sock, Cause) {
 	b := c.b
-	if b.Bad() {
+	if b.Bad() && !b.cfg.Reconnect { // under memcached's rule only retries dial a bad backend
 		return nil, CauseMarkedBad
 	}
 	deadline := time.Now().Add(b.cfg.ConnectTimeout)
@@ -116,20 +116,21 @@ func (c *conn) connect() (*sock, Cause) {
 	)
 	for {
 		if nc, err = dial(b.cfg, deadline); err != nil {
-			b.failed(CauseConnecting)
 			return nil, CauseConnecting
 		}
-		hs = handshake(nc, b.cfg.Dialect, o, deadline)
+		hs = handshake(nc, b.cfg.Dialect, o, b.validateBy(deadline))
 		if hs.ok {
 			break
 		}
 		nc.Close()
 		if !hs.probeBroke || !o.MetaProbe {
-			b.failed(hs.cause)
 			return nil, hs.cause
 		}
 		o.MetaProbe = false
 		deadline = time.Now().Add(b.cfg.ConnectTimeout) // the probe may have run out the first
+	}
+	if b.cfg.Reconnect {
+		b.validated()
 	}
 	b.learnVersion(hs.version)
 	b.learnMeta(hs.meta)
@@ -147,6 +148,16 @@ func (c *conn) connect() (*sock, Cause) {
 	b.stats.Connections.Add(1)
 	go s.readLoop()
 	return s, 0
+}
+
+// validateBy returns the deadline of a new socket's validation, dialled
+// by dialBy: under memcached's rule (Config.Reconnect), the read timeout
+// from now, when set.
+func (b *Backend) validateBy(dialBy time.Time) time.Time {
+	if b.cfg.Reconnect && b.cfg.Timeout > 0 {
+		return time.Now().Add(b.cfg.Timeout)
+	}
+	return dialBy
 }
 
 // shake is what a handshake found.

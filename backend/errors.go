@@ -6,32 +6,34 @@ type Cause uint8
 
 // Failure causes.
 const (
-	CauseTimeout      Cause = iota // no reply within the request's timeout
-	CauseDisconnected              // the server closed the socket
-	CauseConnecting                // dial failed or timed out
-	CauseReadValidate              // reading the handshake reply failed
-	CauseBadValidate               // the handshake reply was not OK
-	CauseWriting                   // writing to the socket failed
-	CauseReading                   // reading from the socket failed
-	CauseParsing                   // the reply could not be framed: desync
-	CauseTrailingData              // bytes arrived with no request waiting
-	CauseMarkedBad                 // the backend is marked bad until its retry time
-	CauseClosed                    // the backend was closed by the proxy
+	CauseTimeout         Cause = iota // no reply within the request's timeout
+	CauseDisconnected                 // the server closed the socket
+	CauseConnecting                   // dial failed or timed out
+	CauseReadValidate                 // reading the handshake reply failed
+	CauseBadValidate                  // the handshake reply was not OK
+	CauseWriting                      // writing to the socket failed
+	CauseReading                      // reading from the socket failed
+	CauseParsing                      // the reply could not be framed: desync
+	CauseTrailingData                 // bytes arrived with no request waiting
+	CauseMarkedBad                    // the backend is marked bad until its retry time
+	CauseClosed                       // the backend was closed by the proxy
+	CauseInvalidProtocol              // a reply that breaks the stream (Config.BreaksStream) was passed on
 	numCauses
 )
 
 var causeNames = [numCauses]string{
-	CauseTimeout:      "timeout",
-	CauseDisconnected: "disconnected",
-	CauseConnecting:   "connecting",
-	CauseReadValidate: "readvalidate",
-	CauseBadValidate:  "badvalidate",
-	CauseWriting:      "writing",
-	CauseReading:      "reading",
-	CauseParsing:      "parsing",
-	CauseTrailingData: "trailingdata",
-	CauseMarkedBad:    "markedbad",
-	CauseClosed:       "closed",
+	CauseTimeout:         "timeout",
+	CauseDisconnected:    "disconnected",
+	CauseConnecting:      "connecting",
+	CauseReadValidate:    "readvalidate",
+	CauseBadValidate:     "badvalidate",
+	CauseWriting:         "writing",
+	CauseReading:         "reading",
+	CauseParsing:         "parsing",
+	CauseTrailingData:    "trailingdata",
+	CauseMarkedBad:       "markedbad",
+	CauseClosed:          "closed",
+	CauseInvalidProtocol: "invalidprotocol",
 }
 
 // String returns the cause's name, e.g. "timeout".

@@ -29,7 +29,7 @@ func (s *sock) readLoop() {
 		if n > 0 && !s.deliver(&r) {
 			return
 		}
-		if err != nil && !s.readFailed(err) {
+		if err != nil && !s.readFailed(err, &r) {
 			return
 		}
 		if len(r.buf) == 0 && cap(r.buf) > shrinkAbove {
@@ -68,7 +68,7 @@ func (s *sock) readSome(r *reader) (int, error) {
 // readFailed handles a failed read: it reports whether reading goes on
 // (a read deadline with nothing late), or kills the socket with the
 // cause the error names.
-func (s *sock) readFailed(err error) bool {
+func (s *sock) readFailed(err error, r *reader) bool {
 	if err == errUnspliced {
 		return false
 	}
@@ -78,7 +78,7 @@ func (s *sock) readFailed(err error) bool {
 		}
 		// An idle check's timeout is the path's, not the server's: it
 		// does not count (health.go).
-		s.kill(CauseTimeout, !s.inflight[0].probe)
+		s.killWith(CauseTimeout, !s.inflight[0].probe, sockFailure{depth: -1, rbuf: s.unframed(r.buf)})
 		return false
 	}
 	cause := CauseReading
@@ -90,8 +90,11 @@ func (s *sock) readFailed(err error) bool {
 	// A server closing an idle socket (an idle timeout, a restart between
 	// requests) failed no request: it does not count towards marking the
 	// backend bad; the next request redials.
-	count := cause != CauseClosed && !(cause == CauseDisconnected && s.pending.Load() == 0)
-	s.kill(cause, count)
+	// Under memcached's rule (Config.Reconnect) it counts, as any
+	// failure: the slot dials again at once.
+	count := cause != CauseClosed &&
+		(s.c.b.cfg.Reconnect || !(cause == CauseDisconnected && s.pending.Load() == 0))
+	s.killWith(cause, count, sockFailure{depth: -1, rbuf: s.unframed(r.buf)})
 	return false
 }
 
@@ -223,7 +226,9 @@ func (s *sock) deliver(r *reader) bool {
 		// Dead before the replies go out: their clients may send the
 		// next request at once, and it must not be written on this
 		// socket. The calls behind are failed after them, in order.
-		s.kill(d.failed, true)
+		// The calls done are answered: the socket held the others.
+		depth := int(s.pending.Load()) - len(d.done)
+		s.killWith(d.failed, true, sockFailure{depth: depth, rbuf: d.buf[d.start:]})
 	}
 	s.complete(d.done, d.bytes)
 	s.done = d.done[:0]
@@ -315,10 +320,13 @@ func (s *sock) deliverReply(r *reader, d *delivery) bool {
 	}
 	call.Reply = codec.Reply{Raw: raw, Kind: kind}
 	d.done = append(d.done, call)
-	if kind == codec.ReplyFatal {
+	if kind == codec.ReplyFatal || kind == codec.ReplyError && s.breaks(raw) {
 		// The server misread the stream: nothing behind this reply
 		// can be trusted.
 		d.failed = CauseParsing
+		if s.c.b.cfg.BreaksStream != nil {
+			d.failed = CauseInvalidProtocol
+		}
 		return false
 	}
 	return true
@@ -454,7 +462,9 @@ func (s *sock) complete(done []*Call, bytes int64) {
 		lat.observe(now.Sub(call.start))
 		switch call.Reply.Kind {
 		case codec.ReplyFailure:
-			b.failed(CauseBadValidate)
+			if !b.cfg.Reconnect { // memcached's rule counts the socket's failures only
+				b.failed(CauseBadValidate)
+			}
 		case codec.ReplyFatal:
 		default:
 			b.succeeded()
@@ -488,6 +498,23 @@ func (s *sock) expired() bool {
 	}
 	s.nc.SetReadDeadline(d)
 	return false
+}
+
+// breaks reports whether raw, an error reply, breaks the stream
+// (Config.BreaksStream).
+func (s *sock) breaks(raw []byte) bool {
+	f := s.c.b.cfg.BreaksStream
+	return f != nil && f(raw)
+}
+
+// unframed returns what buf, the read buffer, holds past the part of
+// the head's reply already framed (all of it when nothing is in flight).
+// Reader only.
+func (s *sock) unframed(buf []byte) []byte {
+	if len(s.inflight) > 0 && s.st.Off <= len(buf) {
+		return buf[s.st.Off:]
+	}
+	return buf
 }
 
 func isEOF(err error) bool {

@@ -67,7 +67,9 @@ type registryKey struct {
 	failureLimit            int
 	keepalive, preconnect   bool
 	tls                     *tls.Config
-	watched                 bool
+	watched, evented        bool
+	reconnect, noJoin       bool
+	breaks                  bool
 }
 
 type registryEntry struct {
@@ -157,7 +159,8 @@ func (r *Registry) get(scope string, cfg Config) (*Backend, bool) {
 		timeout: cfg.Timeout, retry: cfg.RetryTimeout, failureLimit: cfg.FailureLimit,
 		health: cfg.HealthInterval, healthTimeout: cfg.HealthTimeout,
 		keepalive: cfg.TCPKeepalive, preconnect: cfg.Preconnect, tls: cfg.TLS,
-		watched: cfg.OnStateChange != nil,
+		watched: cfg.OnStateChange != nil, evented: cfg.OnEvent != nil,
+		reconnect: cfg.Reconnect, noJoin: cfg.NoJoin, breaks: cfg.BreaksStream != nil,
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

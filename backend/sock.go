@@ -180,6 +180,12 @@ func (s *sock) writeOut(bufs net.Buffers) error {
 // given. count says whether the failure counts against the backend's
 // health. Any goroutine may call it; it completes no call.
 func (s *sock) kill(cause Cause, count bool) Cause {
+	return s.killWith(cause, count, sockFailure{depth: -1})
+}
+
+// killWith is kill for a goroutine that knows more of the failure: the
+// calls the socket held and the bytes read and not framed (Event).
+func (s *sock) killWith(cause Cause, count bool, f sockFailure) Cause {
 	s.mu.Lock()
 	if s.dead.Load() {
 		cause = s.cause
@@ -192,7 +198,10 @@ func (s *sock) kill(cause Cause, count bool) Cause {
 	s.c.spend(cause)
 	s.nc.Close()
 	if count {
-		s.c.b.failed(cause)
+		if f.depth < 0 {
+			f.depth = int(s.pending.Load())
+		}
+		s.c.b.sockFailed(s.c, cause, f)
 	}
 	return cause
 }

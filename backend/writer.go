@@ -122,6 +122,7 @@ func (w *writer) dialed(r dialResult) {
 	if r.s != nil {
 		w.s = r.s
 		w.preconnect = false
+		w.warned = true // up once: a later failed dial is no start's
 		if w.idle != nil {
 			w.lastWrite = time.Now()
 			w.idle.Reset(w.interval)
@@ -130,15 +131,25 @@ func (w *writer) dialed(r dialResult) {
 	}
 	c := w.c
 	c.spend(r.cause)
-	w.attempt = c.failAll(w.attempt, r.cause)
-	if !w.preconnect {
-		return
+	bad := c.b.Bad()
+	if r.cause != CauseMarkedBad && r.cause != CauseClosed {
+		bad = c.b.sockFailed(nil, r.cause, sockFailure{})
 	}
-	w.preconnect = false // until redialLater's wake
-	if !w.warned {
+	w.attempt = c.failAll(w.attempt, r.cause)
+	if w.preconnect && !w.warned {
 		w.warned = true
 		c.b.log.Warn("backend not validated at start", "cause", r.cause.String(), "retry_in", c.b.cfg.RetryTimeout)
 	}
+	if c.b.cfg.Reconnect {
+		// memcached's rule: dial again at once until the backend is
+		// bad, then at its retry time (reconnect.go).
+		w.preconnect = !bad && !c.once
+		return
+	}
+	if !w.preconnect {
+		return
+	}
+	w.preconnect = false           // until redialLater's wake
 	if r.cause != CauseMarkedBad { // marked bad and logged: requests dial after the retry timeout
 		c.redialLater()
 	}

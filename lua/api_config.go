@@ -102,8 +102,8 @@ func (cs *configStage) functions() map[string]glua.LGFunction {
 		"server_stats":              cs.serverStats,
 		"stat_limit":                cs.statLimit,
 		"backend_connect_timeout":   seconds(&cs.tun.connect),
-		"backend_retry_timeout":     seconds(&cs.tun.retry),
-		"backend_retry_waittime":    seconds(&cs.tun.retry),
+		"backend_retry_timeout":     cs.retryWait,
+		"backend_retry_waittime":    cs.retryWait,
 		"backend_read_timeout":      seconds(&cs.tun.read),
 		"backend_failure_limit":     cs.failureLimit,
 		"tcp_keepalive":             cs.keepalive,
@@ -128,6 +128,19 @@ func checkSeconds(L *glua.LState, n int) time.Duration {
 		L.ArgError(n, "seconds must be between 0 and 1e9")
 	}
 	return time.Duration(v * float64(time.Second))
+}
+
+// retryWait sets the retry wait of the backends made after it: memcached
+// keeps it in whole seconds, rounded, at least one.
+func (cs *configStage) retryWait(L *glua.LState) int {
+	cs.tun.retry = wholeSeconds(checkSeconds(L, 1))
+	return 0
+}
+
+// wholeSeconds rounds d to whole seconds as memcached rounds a retry
+// wait: half a second or more up, and at least one.
+func wholeSeconds(d time.Duration) time.Duration {
+	return max(d.Round(time.Second), time.Second)
 }
 
 func (cs *configStage) failureLimit(L *glua.LState) int {
@@ -268,8 +281,10 @@ func (cs *configStage) backendOption(L *glua.LState, s *beSpec, name string, v g
 		s.port = o.str()
 	case "connecttimeout":
 		s.tun.connect = o.secs()
-	case "retrytimeout", "retrywaittime":
+	case "retrytimeout":
 		s.tun.retry = o.secs()
+	case "retrywaittime":
+		s.tun.retry = wholeSeconds(o.secs())
 	case "readtimeout":
 		s.tun.read = o.secs()
 	case "failurelimit":

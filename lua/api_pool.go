@@ -9,6 +9,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/memcache"
 	"shardproxy/sharding"
 )
 
@@ -245,10 +246,28 @@ func (r *Router) backendFor(s *beSpec, prefix string, reg map[string]*beRef) *be
 		HealthTimeout:  r.cfg.HealthTimeout,
 		TCPKeepalive:   s.tun.keepalive,
 		Preconnect:     r.cfg.Preconnect && !s.down,
-		Logger:         r.cfg.Logger,
+		// memcached's proxy's failure rule, unless the pool asked for
+		// the native one (Config.Reconnect).
+		Reconnect: r.cfg.Reconnect,
+		// Each get a route sends goes alone, as memcached's proxy
+		// writes it: its server sees the requests the route made.
+		NoJoin:       true,
+		BreaksStream: r.breaksStream(),
+		OnEvent:      backendEvents(r.cfg.Hub, s),
+		Logger:       r.cfg.Logger,
 	})
 	r.backends = append(r.backends, b)
 	be := &beRef{b: b, label: s.label, host: s.host, port: s.port, down: s.down}
 	reg[id] = be
 	return be
+}
+
+// breaksStream is the backends' backend.Config.BreaksStream: a memcache
+// pool's, as memcached's proxy, drops a socket that answered ERROR or
+// CLIENT_ERROR once the reply is passed on.
+func (r *Router) breaksStream() func([]byte) bool {
+	if r.cfg.Redis {
+		return nil
+	}
+	return memcache.BreaksStream
 }

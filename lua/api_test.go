@@ -18,7 +18,6 @@ import (
 //   - get ret:CASE: returns something other than a response.
 const apiRoutes = `
 function mcp_config_pools()
-  mcp.backend_failure_limit(0)
   return {
     main = mcp.pool({ mcp.backend("main", "127.0.0.1", {{MAIN}}) }),
     slow = mcp.pool({ mcp.backend("slow", "127.0.0.1", {{SLOW}}) }),

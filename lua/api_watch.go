@@ -2,12 +2,12 @@ package lua
 
 import (
 	"bytes"
-	"errors"
 	"strconv"
 	"time"
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/route"
 )
 
 // This file writes the lines memcached's proxy gives its watchers (watch
@@ -37,7 +37,10 @@ const (
 )
 
 // watchHead starts a line: the time and the next line number.
-func (r *Router) watchHead() []byte {
+func (r *Router) watchHead() []byte { return watchHead(r.cfg.Hub) }
+
+// watchHead starts a line of h's: the time and the next line number.
+func watchHead(h *route.Hub) []byte {
 	now := time.Now()
 	b := make([]byte, 0, 128)
 	b = append(b, "ts="...)
@@ -45,7 +48,7 @@ func (r *Router) watchHead() []byte {
 	b = append(b, '.')
 	b = strconv.AppendInt(b, int64(now.Nanosecond()/1000), 10)
 	b = append(b, " gid="...)
-	b = strconv.AppendUint(b, r.cfg.Hub.NextID(), 10)
+	b = strconv.AppendUint(b, h.NextID(), 10)
 	return append(b, ' ')
 }
 
@@ -69,22 +72,51 @@ func (r *Router) watchError(msg string) {
 	r.cfg.Hub.Publish(codec.WatchProxyEvents, b)
 }
 
-// watchBackend publishes a failed backend call (proxyevents), but for one
-// failed at once because its backend is marked bad, which memcached's
-// proxy does not log either.
-func (r *Router) watchBackend(be *beRef, err error) {
-	var bf *backend.Error
-	if be == nil || !errors.As(err, &bf) || bf.Cause == backend.CauseMarkedBad ||
-		!r.cfg.Hub.Watching(codec.WatchProxyEvents) {
-		return
+// watchMaxRbuf caps the bytes of a proxy_backend line's rbuf, before
+// they are escaped.
+const watchMaxRbuf = 100
+
+// backendEvents returns the backend.Config.OnEvent of the backend s
+// describes: it publishes the backend's failures and its being marked
+// bad to h's watchers of proxyevents, as memcached's proxy logs them:
+// "type=proxy_backend error=CAUSE name=HOST port=PORT label=LABEL",
+// then "depth=N rbuf=BYTES" (the bytes read and not framed, escaped as
+// in a URI), or "retry=SECONDS" for markedbad with a retry of a second
+// or more. It holds h, not the router: the backend may outlive it.
+func backendEvents(h *route.Hub, s *beSpec) func(*backend.Backend, backend.Event) {
+	return func(_ *backend.Backend, e backend.Event) {
+		if !h.Watching(codec.WatchProxyEvents) {
+			return
+		}
+		b := append(watchHead(h), "type=proxy_backend error="...)
+		b = append(b, e.Cause.String()...)
+		b = append(append(b, " name="...), s.host...)
+		b = append(append(b, " port="...), s.port...)
+		b = append(append(b, " label="...), s.label...)
+		if retry := int64(e.Retry / time.Second); e.Cause == backend.CauseMarkedBad && retry != 0 {
+			b = strconv.AppendInt(append(b, " retry="...), retry, 10)
+		} else {
+			b = strconv.AppendInt(append(b, " depth="...), int64(e.Depth), 10)
+			b = appendURIEscaped(append(b, " rbuf="...), e.Rbuf[:min(len(e.Rbuf), watchMaxRbuf)])
+		}
+		h.Publish(codec.WatchProxyEvents, append(b, '\n'))
 	}
-	b := append(r.watchHead(), "type=proxy_backend error="...)
-	b = append(b, bf.Cause.String()...)
-	b = append(append(b, " name="...), be.host...)
-	b = append(append(b, " port="...), be.port...)
-	b = append(append(b, " label="...), be.label...)
-	b = append(b, " depth=0 rbuf=\n"...)
-	r.cfg.Hub.Publish(codec.WatchProxyEvents, b)
+}
+
+// appendURIEscaped appends src with every byte but letters, digits and
+// "-._~" written as %XX, as memcached's logger escapes.
+func appendURIEscaped(dst, src []byte) []byte {
+	const hex = "0123456789ABCDEF"
+	for _, c := range src {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			c == '-', c == '.', c == '_', c == '~':
+			dst = append(dst, c)
+		default:
+			dst = append(dst, '%', hex[c>>4], hex[c&15])
+		}
+	}
+	return dst
 }
 
 // watchRequest publishes mcp.log_req's line (proxyreqs): the response's

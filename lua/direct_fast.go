@@ -128,9 +128,6 @@ func (r *Router) sendFast(be *beRef, req *codec.Request, hint uint32, c Completi
 func (fc *fastCall) done(*backend.Call) {
 	reply := fc.call.Reply
 	out := fc.r.appendReply(fc.out[:0], fc.req, reply)
-	if reply.Err != nil {
-		fc.r.watchBackend(fc.be, reply.Err)
-	}
 	// out is a copy: the reply's buffer goes back to the backend's
 	// reader, which would otherwise make a new 64 KiB chunk every few
 	// hundred replies and leave the old ones to the garbage collector.

@@ -41,9 +41,6 @@ const (
 // yields (worker.send): a backend down or marked bad costs no hand-off.
 func (c *call) onDone(*backend.Call) {
 	c.elapsed = time.Since(c.sent)
-	if c.Reply.Err != nil {
-		c.w.r.watchBackend(c.be, c.Reply.Err)
-	}
 	if c.phase.CompareAndSwap(callSending, callEarly) {
 		return
 	}

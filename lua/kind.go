@@ -129,10 +129,11 @@ func (l poolRouter) Watch(streams int) (*route.Watcher, error) { return l.r.Watc
 // connect_timeout (which, absent, follows timeout), server_retry_timeout,
 // server_failure_limit, server_connections and tcpkeepalive. A memcache
 // pool dials and validates ("version") every backend its file declares at
-// start, as memcached's proxy does, and keeps dialling one that fails;
-// preconnect: false leaves them to their first request (a Redis pool's
-// default). Everything else starts from memcached's
-// proxy defaults, and the script's mcp.backend_* calls and backend options
+// start, as memcached's proxy does, and keeps them connected by its
+// failure rule (backend.Config.Reconnect) unless the pool sets
+// health_check_interval; preconnect: false leaves them to their first
+// request (a Redis pool's default) and the native pools' rule.
+// Everything else starts from memcached's proxy defaults, and the script's mcp.backend_* calls and backend options
 // override both. lua_timeout and lua_max_alloc are the router's MaxRun and
 // MaxAlloc. The script's backends come from the pool's lease, so a
 // reload keeps the ones the new file declares alike.
@@ -174,6 +175,9 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	if pc.IsSet("server_connections") {
 		d.Conns = pc.ServerConnections
 	}
+	// Connected at start, as memcached's proxy connects, the backends
+	// keep connected by its rule, unless the pool sets health checks.
+	preconnect := pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect")
 	var hub *route.Hub // the running router's: its watchers stay
 	if old, ok := k.Old.(poolRouter); ok {
 		hub = old.r.Hub()
@@ -198,7 +202,8 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 		StartArgFile: k.Source.Path(pc.LuaArg),
 		MaxRun:       pc.LuaTimeout,
 		MaxAlloc:     int64(pc.LuaMaxAlloc) << 20,
-		Preconnect:   (pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect")) && !k.Check,
+		Preconnect:   preconnect && !k.Check,
+		Reconnect:    preconnect && !pc.IsSet("health_check_interval"),
 		Logger:       k.Log,
 		Backends:     k.Lease,
 		// The pool's health checks, as its backends' in every kind.

@@ -85,6 +85,10 @@ type Config struct {
 	StartArgFile string
 	// Preconnect dials every backend at start instead of at first use.
 	Preconnect bool
+	// Reconnect keeps the backends connected by memcached's proxy's
+	// rule (backend.Config.Reconnect) in place of the native pools'
+	// failure rule and HealthInterval's probes.
+	Reconnect bool
 	// Tag is the listener tag of the pool: handlers attached with this tag
 	// take precedence over untagged ones. "" means untagged.
 	Tag string

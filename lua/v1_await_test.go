@@ -154,7 +154,7 @@ func TestAwaitModes(t *testing.T) {
 			for _, l := range strings.Split(logs.String(), "\n") {
 				if strings.Contains(l, `msg="lua request"`) && strings.Contains(l, `req="mg hit v"`) &&
 					strings.Contains(l, "backend=fail") && strings.Contains(l, "detail=await-detail") &&
-					strings.Contains(l, `err="backend failure: connecting"`) {
+					strings.Contains(l, `err="backend failure: markedbad"`) {
 					return true
 				}
 			}

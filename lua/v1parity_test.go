@@ -203,7 +203,7 @@ function mcp_config_pools()
   return {
     main = mcp.pool({ mcp.backend("main", "127.0.0.1", {{MAIN}}) }),
     refused = mcp.pool({ mcp.backend("refused", "127.0.0.1", {{REFUSED}}) }),
-    silent = mcp.pool({ mcp.backend({ label = "silent", host = "127.0.0.1", port = {{SILENT}}, connecttimeout = 0.2 }) }),
+    silent = mcp.pool({ mcp.backend({ label = "silent", host = "127.0.0.1", port = {{SILENT}}, connecttimeout = 0.2, readtimeout = 0.2 }) }),
   }
 end
 function mcp_config_routes(p)

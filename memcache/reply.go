@@ -86,6 +86,14 @@ func errorKind(line []byte) codec.ReplyKind {
 	return codec.ReplyError
 }
 
+// BreaksStream reports whether raw, a reply, is ERROR or CLIENT_ERROR:
+// a reply after which memcached's proxy no longer trusts the backend's
+// socket (backend.Config.BreaksStream).
+func BreaksStream(raw []byte) bool {
+	line, _, _ := bytes.Cut(raw, []byte("\r\n"))
+	return hasWord(line, "ERROR") || hasWord(line, "CLIENT_ERROR")
+}
+
 // isErrorLine reports whether line is one of memcached's error replies.
 func isErrorLine(line []byte) bool {
 	return hasWord(line, "ERROR") || hasWord(line, "CLIENT_ERROR") || hasWord(line, "SERVER_ERROR")

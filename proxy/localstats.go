@@ -108,13 +108,36 @@ func (ps *poolStats) shown(name string, v int64) int64 {
 	return v
 }
 
-// Section implements codec.SectionEnv: "proxy" gives memcached proxy's
+// badBackends answers "stats proxybe" as memcached's proxy does: for
+// each name (a route file's label) whose backends are marked bad now,
+// "bad_<name>" and how many are.
+func (p *pool) badBackends() []codec.Stat {
+	var stats []codec.Stat
+	bad := map[string]int{}
+	for _, b := range p.router.Backends() {
+		if !b.Bad() {
+			continue
+		}
+		if bad[b.Name()]++; bad[b.Name()] == 1 {
+			stats = append(stats, codec.Stat{Name: "bad_" + b.Name()})
+		}
+	}
+	for i := range stats {
+		stats[i].Value = strconv.Itoa(bad[stats[i].Name[len("bad_"):]])
+	}
+	return stats
+}
+
+// Section implements codec.SectionEnv: "proxybe" gives the backends
+// marked bad (stats proxybe), "proxy" gives memcached proxy's
 // counter names (stats proxy, INFO proxy), its cmd_ counters since the
 // last "stats reset"; "settings" the pool's settings (stats settings).
 func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	switch name {
 	case "settings":
 		return p.settings(), true
+	case "proxybe":
+		return p.badBackends(), true
 	case "proxy":
 	default:
 		return nil, false
