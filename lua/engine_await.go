@@ -170,8 +170,11 @@ func (w *worker) reply(c *call) {
 	res := w.newResponse(c)
 	first, req := c.first, c.Req
 	w.putCall(c)
-	if aw.logErr && !res.ok() {
+	if aw.logErr && aw.completed && !res.ok() {
+		// memcached logs the failures that come after the handler
+		// resumed: the ones it never saw.
 		w.r.logRequest(req, res, aw.detail)
+		w.r.watchRequest(req, res, aw.detail, 0)
 	}
 	if aw.completed {
 		w.lateReply(aw)
