@@ -255,8 +255,9 @@ func New(cfg Config) (*Router, error) {
 // generator or a router. Where memcached 1.6.22's proxy behaved
 // differently from 1.6.45's, such a file gets 1.6.22's behaviour: the
 // parser's words for a malformed multi-get (codec.Options.ProxyV1), the
-// proxyreqs line of mcp.log_req without res= and cfd=, and
-// request:token(n, "") leaving the separator in place.
+// proxyreqs line of mcp.log_req without res= and cfd=,
+// request:token(n, "") leaving the separator in place, and a handler's
+// string in a multi-get sent with its END.
 func (r *Router) V1() bool { return r.v1 }
 
 // setDefaults fills in the defaults the fields of Config document, and
