@@ -1,6 +1,8 @@
 package lua
 
 import (
+	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +19,7 @@ type call struct {
 	aw      *await
 	be      *beRef
 	first   bool // sent to the first pool of the await (AWAIT_FIRST)
+	idx     int  // the order it was sent in among its await's calls
 	sent    time.Time
 	elapsed time.Duration
 	doneFn  func(*backend.Call)
@@ -64,7 +67,9 @@ type await struct {
 	hold      bool // the task finished while borrowed calls were out: answer it when they return
 	holdV     glua.LValue
 	holdErr   error
-	logErr    bool // mcp.await_logerrors
+	sent      int    // calls sent
+	answered  uint64 // bit i: call i (of the first 64) was answered
+	logErr    bool   // mcp.await_logerrors
 	detail    string
 	results   []*response
 }
@@ -111,7 +116,8 @@ func (w *worker) putAwait(aw *await) {
 // send sends req to be for aw.
 func (w *worker) send(aw *await, be *beRef, req *codec.Request, hint uint32, first bool) {
 	c := w.newCall()
-	c.aw, c.first = aw, first
+	c.aw, c.first, c.idx = aw, first, aw.sent
+	aw.sent++
 	aw.pending++
 	w.sendCall(c, be, req, hint)
 }
@@ -162,11 +168,18 @@ func (w *worker) reply(c *call) {
 		return
 	}
 	aw := c.aw
-	aw.pending--
 	if t := aw.t; t != nil && t.fast {
+		aw.pending--
 		w.fastReply(c, t)
 		return
 	}
+	if !aw.single && !aw.completed {
+		w.takeEarlier(c)
+	}
+	if c.idx < 64 {
+		aw.answered |= 1 << c.idx
+	}
+	aw.pending--
 	res := w.newResponse(c)
 	first, req := c.first, c.Req
 	w.putCall(c)
@@ -184,6 +197,52 @@ func (w *worker) reply(c *call) {
 		w.resumeAwait(aw)
 	}
 }
+
+// takeEarlier handles, ahead of c, the replies to the calls of c's
+// await (mcp.await) that were sent before c, are not answered yet and
+// come within arrivalWindow of c's, in the order they were sent.
+// memcached's proxy reads its backends' replies in the order they
+// arrive; replies that arrive together reach the worker from their
+// sockets' readers in any order, so that a hit could end the wait before
+// the miss that came first. Only the first 64 calls of an await are put
+// in order.
+func (w *worker) takeEarlier(c *call) {
+	aw := c.aw
+	if c.idx == 0 || c.idx >= 64 {
+		return
+	}
+	before := uint64(1)<<c.idx - 1
+	if aw.answered&before == before {
+		return // in order
+	}
+	var taken []*call
+	have := aw.answered
+	take := func(evs []event) {
+		for i := range evs {
+			if e := &evs[i]; e.kind == evReply && e.call.aw == aw && e.call.rc == nil && e.call.idx < c.idx {
+				taken = append(taken, e.call)
+				have |= 1 << e.call.idx
+				e.kind = evTaken
+			}
+		}
+	}
+	take(w.batch[w.batchNext:])
+	for deadline := time.Now().Add(arrivalWindow); have&before != before && time.Now().Before(deadline); {
+		runtime.Gosched() // the readers of the replies that came with c's queue them
+		w.mu.Lock()
+		take(w.events)
+		w.mu.Unlock()
+	}
+	slices.SortFunc(taken, func(a, b *call) int { return a.idx - b.idx })
+	for _, e := range taken {
+		w.reply(e)
+	}
+}
+
+// arrivalWindow is how long a reply to mcp.await that came before the
+// replies to calls sent earlier waits for them (takeEarlier): replies
+// that arrive together, as memcached reads them at one wake-up.
+const arrivalWindow = 100 * time.Microsecond
 
 // fastReply answers t, a key of a multi-get sent without Lua
 // (routeDirect), with c's reply.
