@@ -173,15 +173,15 @@ func (w *worker) reply(c *call) {
 		w.fastReply(c, t)
 		return
 	}
+	res := w.newResponse(c)
+	first, req, idx := c.first, c.Req, c.idx
 	if !aw.single && !aw.completed {
-		w.takeEarlier(c)
+		w.takeEarlier(aw, idx, aw.ends(res, first))
 	}
-	if c.idx < 64 {
-		aw.answered |= 1 << c.idx
+	if idx < 64 {
+		aw.answered |= 1 << idx
 	}
 	aw.pending--
-	res := w.newResponse(c)
-	first, req := c.first, c.Req
 	w.putCall(c)
 	if aw.logErr && aw.completed && !res.ok() {
 		// memcached logs the failures that come after the handler
@@ -198,20 +198,21 @@ func (w *worker) reply(c *call) {
 	}
 }
 
-// takeEarlier handles, ahead of c, the replies to the calls of c's
-// await (mcp.await) that were sent before c, are not answered yet and
-// come within arrivalWindow of c's, in the order they were sent.
-// memcached's proxy reads its backends' replies in the order they
-// arrive; replies that arrive together reach the worker from their
-// sockets' readers in any order, so that a hit could end the wait before
-// the miss that came first. Only the first 64 calls of an await are put
-// in order.
-func (w *worker) takeEarlier(c *call) {
-	aw := c.aw
-	if c.idx == 0 || c.idx >= 64 {
+// takeEarlier handles, ahead of the reply to call idx of aw (mcp.await),
+// the replies at hand to the calls of aw sent before it and not answered
+// yet, in the order they were sent. memcached's proxy reads its
+// backends' replies in the order they arrive; replies that arrive
+// together reach the worker from their sockets' readers in any order.
+// When the reply would end the wait (ends), which replies count depends
+// on that order (a hit that came second must not end the wait before
+// the miss that came first), so the replies of those calls that come
+// within arrivalWindow are waited for. Only the first 64 calls of an
+// await are put in order.
+func (w *worker) takeEarlier(aw *await, idx int, ends bool) {
+	if idx == 0 || idx >= 64 {
 		return
 	}
-	before := uint64(1)<<c.idx - 1
+	before := uint64(1)<<idx - 1
 	if aw.answered&before == before {
 		return // in order
 	}
@@ -219,7 +220,7 @@ func (w *worker) takeEarlier(c *call) {
 	have := aw.answered
 	take := func(evs []event) {
 		for i := range evs {
-			if e := &evs[i]; e.kind == evReply && e.call.aw == aw && e.call.rc == nil && e.call.idx < c.idx {
+			if e := &evs[i]; e.kind == evReply && e.call.aw == aw && e.call.rc == nil && e.call.idx < idx {
 				taken = append(taken, e.call)
 				have |= 1 << e.call.idx
 				e.kind = evTaken
@@ -227,8 +228,8 @@ func (w *worker) takeEarlier(c *call) {
 		}
 	}
 	take(w.batch[w.batchNext:])
-	for deadline := time.Now().Add(arrivalWindow); have&before != before && time.Now().Before(deadline); {
-		runtime.Gosched() // the readers of the replies that came with c's queue them
+	for deadline := time.Now().Add(arrivalWindow); ends && have&before != before && time.Now().Before(deadline); {
+		runtime.Gosched() // the readers of the replies that came with this one queue them
 		w.mu.Lock()
 		take(w.events)
 		w.mu.Unlock()
@@ -239,10 +240,24 @@ func (w *worker) takeEarlier(c *call) {
 	}
 }
 
-// arrivalWindow is how long a reply to mcp.await that came before the
-// replies to calls sent earlier waits for them (takeEarlier): replies
-// that arrive together, as memcached reads them at one wake-up.
-const arrivalWindow = 100 * time.Microsecond
+// ends reports whether res, a response to the pool sent to first or not,
+// would end aw's wait.
+func (aw *await) ends(res *response, first bool) bool {
+	if aw.waitFor <= 0 {
+		return false
+	}
+	probe := *aw
+	good, _ := probe.tally(res, first)
+	return probe.waitFor <= 0 || good && probe.waitFor == 1
+}
+
+// arrivalWindow is how long a reply that would end an mcp.await waits for
+// the replies to the calls sent before it (takeEarlier): replies that
+// arrive together (memcached reads them at one wake-up) reach the worker
+// well within it, but for a machine loaded far beyond its cores. Only an
+// await that a later pool's reply ends before an earlier pool answered
+// pays it.
+const arrivalWindow = 5 * time.Millisecond
 
 // fastReply answers t, a key of a multi-get sent without Lua
 // (routeDirect), with c's reply.

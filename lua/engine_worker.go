@@ -242,7 +242,7 @@ func (w *worker) drainQueue() {
 				w.queued.Add(-1) // started: what it sends is on its way
 			}
 		}
-		w.batch = nil
+		w.batch, w.batchNext = nil, 0
 		clear(batch)
 		w.spare = batch[:0]
 	}
