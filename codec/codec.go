@@ -296,6 +296,13 @@ type Options struct {
 	// asked. The pool's kind sets it (Lua pools); the RESP parser ignores
 	// it.
 	ProxyWire bool
+	// ProxyV1 asks, with ProxyErrors, for the words of memcached 1.6.22's
+	// proxy where they differ from 1.6.45's: a multi-key retrieval whose
+	// first key starts too far in is answered "CLIENT_ERROR malformed
+	// request" once for each key, then "END" (1.6.45 answers it once).
+	// The Lua pool kind sets it for a route file of the V1 API (see
+	// lua.Router.V1); the RESP parser ignores it.
+	ProxyV1 bool
 	// ServerInfo asks the RESP parser to send INFO to every server of the
 	// pool (RouteAll, WithLocal) so that Merge answers the servers'
 	// sections merged, with the proxy's own; without it INFO is answered

@@ -249,6 +249,10 @@ func (rq *request) replace(buf []byte) error {
 	return nil
 }
 
+// rewriteMemcache is the request line with the tokens repl names
+// replaced ("" removes one), one space between tokens. A V1 file's
+// request keeps the space before a removed last token, as memcached
+// 1.6.22's proxy did ("ms k 2 C1" without its token 4 is "ms k 2 \r\n").
 func (rq *request) rewriteMemcache(repl map[int][]byte) []byte {
 	var buf []byte
 	for i := range rq.toks {
@@ -257,6 +261,9 @@ func (rq *request) rewriteMemcache(repl map[int][]byte) []byte {
 			tok = r
 		}
 		if len(tok) == 0 {
+			if i == len(rq.toks)-1 && rq.w.r.v1 {
+				buf = append(buf, ' ')
+			}
 			continue
 		}
 		if len(buf) > 0 {

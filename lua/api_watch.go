@@ -122,7 +122,8 @@ func appendURIEscaped(dst, src []byte) []byte {
 // watchRequest publishes mcp.log_req's line (proxyreqs): the response's
 // timing, mcmc type, code and status, whether it was good, ok or neither,
 // the client number the script passed (cfd), the backend, the detail and
-// the request line as sent.
+// the request line as sent. A V1 file's line has memcached 1.6.22's
+// fields, without the verdict and cfd.
 func (r *Router) watchRequest(req *codec.Request, res *response, detail string, cfd int) {
 	if !r.cfg.Hub.Watching(codec.WatchProxyReqs) {
 		return
@@ -149,8 +150,10 @@ func (r *Router) watchRequest(req *codec.Request, res *response, detail string, 
 	b = strconv.AppendInt(append(b, " type="...), int64(typ), 10)
 	b = strconv.AppendInt(append(b, " code="...), int64(code), 10)
 	b = strconv.AppendInt(append(b, " status="...), int64(status), 10)
-	b = append(append(b, " res="...), verdict...)
-	b = strconv.AppendInt(append(b, " cfd="...), int64(cfd), 10)
+	if !r.v1 { // memcached 1.6.22's line had neither
+		b = append(append(b, " res="...), verdict...)
+		b = strconv.AppendInt(append(b, " cfd="...), int64(cfd), 10)
+	}
 	b = append(append(append(append(b, " be="...), host...), ':'), port...)
 	b = append(append(b, " detail="...), detail[:min(len(detail), watchMaxDetail)]...)
 	b = append(b, " req="...)

@@ -1,6 +1,8 @@
 package lua
 
 import (
+	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +19,7 @@ type call struct {
 	aw      *await
 	be      *beRef
 	first   bool // sent to the first pool of the await (AWAIT_FIRST)
+	idx     int  // the order it was sent in among its await's calls
 	sent    time.Time
 	elapsed time.Duration
 	doneFn  func(*backend.Call)
@@ -61,7 +64,9 @@ type await struct {
 	hold      bool // the task finished while borrowed calls were out: answer it when they return
 	holdV     glua.LValue
 	holdErr   error
-	logErr    bool // mcp.await_logerrors
+	sent      int    // calls sent
+	answered  uint64 // bit i: call i (of the first 64) was answered
+	logErr    bool   // mcp.await_logerrors
 	detail    string
 	results   []*response
 }
@@ -108,7 +113,8 @@ func (w *worker) putAwait(aw *await) {
 // send sends req to be for aw.
 func (w *worker) send(aw *await, be *beRef, req *codec.Request, hint uint32, first bool) {
 	c := w.newCall()
-	c.aw, c.first = aw, first
+	c.aw, c.first, c.idx = aw, first, aw.sent
+	aw.sent++
 	aw.pending++
 	w.sendCall(c, be, req, hint)
 }
@@ -159,16 +165,26 @@ func (w *worker) reply(c *call) {
 		return
 	}
 	aw := c.aw
-	aw.pending--
 	if t := aw.t; t != nil && t.fast {
+		aw.pending--
 		w.fastReply(c, t)
 		return
 	}
 	res := w.newResponse(c)
-	first, req := c.first, c.Req
+	first, req, idx := c.first, c.Req, c.idx
+	if !aw.single && !aw.completed {
+		w.takeEarlier(aw, idx, aw.ends(res, first))
+	}
+	if idx < 64 {
+		aw.answered |= 1 << idx
+	}
+	aw.pending--
 	w.putCall(c)
-	if aw.logErr && !res.ok() {
+	if aw.logErr && aw.completed && !res.ok() {
+		// memcached logs the failures that come after the handler
+		// resumed: the ones it never saw.
 		w.r.logRequest(req, res, aw.detail)
+		w.r.watchRequest(req, res, aw.detail, 0)
 	}
 	if aw.completed {
 		w.lateReply(aw)
@@ -178,6 +194,67 @@ func (w *worker) reply(c *call) {
 		w.resumeAwait(aw)
 	}
 }
+
+// takeEarlier handles, ahead of the reply to call idx of aw (mcp.await),
+// the replies at hand to the calls of aw sent before it and not answered
+// yet, in the order they were sent. memcached's proxy reads its
+// backends' replies in the order they arrive; replies that arrive
+// together reach the worker from their sockets' readers in any order.
+// When the reply would end the wait (ends), which replies count depends
+// on that order (a hit that came second must not end the wait before
+// the miss that came first), so the replies of those calls that come
+// within arrivalWindow are waited for. Only the first 64 calls of an
+// await are put in order.
+func (w *worker) takeEarlier(aw *await, idx int, ends bool) {
+	if idx == 0 || idx >= 64 {
+		return
+	}
+	before := uint64(1)<<idx - 1
+	if aw.answered&before == before {
+		return // in order
+	}
+	var taken []*call
+	have := aw.answered
+	take := func(evs []event) {
+		for i := range evs {
+			if e := &evs[i]; e.kind == evReply && e.call.aw == aw && e.call.rc == nil && e.call.idx < idx {
+				taken = append(taken, e.call)
+				have |= 1 << e.call.idx
+				e.kind = evTaken
+			}
+		}
+	}
+	take(w.batch[w.batchNext:])
+	for deadline := time.Now().Add(arrivalWindow); ends && have&before != before && time.Now().Before(deadline); {
+		runtime.Gosched() // the readers of the replies that came with this one queue them
+		w.mu.Lock()
+		take(w.events)
+		w.mu.Unlock()
+	}
+	slices.SortFunc(taken, func(a, b *call) int { return a.idx - b.idx })
+	for _, e := range taken {
+		w.reply(e)
+	}
+}
+
+// ends reports whether res, a response to the pool sent to first or not,
+// would end aw's wait.
+func (aw *await) ends(res *response, first bool) bool {
+	if aw.waitFor <= 0 {
+		return false
+	}
+	probe := *aw
+	good, _ := probe.tally(res, first)
+	return probe.waitFor <= 0 || good && probe.waitFor == 1
+}
+
+// arrivalWindow is how long a reply that would end an mcp.await waits for
+// the replies to the calls sent before it (takeEarlier): replies that
+// arrive together (memcached reads them at one wake-up) reach the worker
+// well within it, but for a machine loaded far beyond its cores. Only an
+// await that a later pool's reply ends before an earlier pool answered
+// pays it.
+const arrivalWindow = 5 * time.Millisecond
 
 // fastReply answers t, a key of a multi-get sent without Lua
 // (routeDirect), with c's reply.

@@ -360,6 +360,11 @@ func (w *worker) toReply(req *codec.Request, v glua.LValue, failure error) codec
 		if _, k, err := w.r.cfg.Dialect.ParseReply(raw, req); err == nil {
 			kind = k
 		}
+		if w.r.v1 && !w.r.cfg.Redis {
+			// memcached 1.6.22 sent a V1 handler's string in a multi-get
+			// as it is, its END too; mergeInPlace drops one END.
+			raw = append(raw, "END\r\n"...)
+		}
 		return codec.Reply{Raw: raw, Kind: kind}
 	case *glua.LUserData:
 		if res, ok := v.Value.(*response); ok {

@@ -46,6 +46,7 @@ const (
 	evReply                 // a backend call completed
 	evCron                  // a cron is due (worker 0 only)
 	evStart                 // a sub-generator's task to start (v2_subgen.go)
+	evTaken                 // a reply handled ahead of its turn (takeEarlier): nothing left to do
 )
 
 // event is one entry of a worker's queue.
@@ -107,6 +108,8 @@ type worker struct {
 	// Guarded by state.
 	_         [64]byte
 	spare     []event
+	batch     []event // the events drainQueue is handling, from batchNext on still to come
+	batchNext int
 	early     []*call // calls answered while being sent, for the holder
 	starts    []*task // sub-generator tasks to start after the running event
 	cur       *task   // the task whose coroutine is running
@@ -231,12 +234,15 @@ func (w *worker) drainQueue() {
 			w.spare = batch
 			return
 		}
+		w.batch = batch
 		for i := range batch {
+			w.batchNext = i + 1
 			w.handle(&batch[i])
 			if batch[i].kind == evRequest {
 				w.queued.Add(-1) // started: what it sends is on its way
 			}
 		}
+		w.batch, w.batchNext = nil, 0
 		clear(batch)
 		w.spare = batch[:0]
 	}

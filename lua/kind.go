@@ -140,10 +140,11 @@ func (l poolRouter) Watch(streams int) (*route.Watcher, error) { return l.r.Watc
 //
 // A memcache Lua pool speaks as memcached's proxy does, where its route
 // files come from: the pool's clients, and the route file's mcp.request,
-// are parsed with its words for protocol errors (codec.Options.ProxyErrors)
-// and its forms of quiet and noreply requests on the wire
-// (codec.Options.ProxyWire). Its clients' gets are parsed as they come
-// whatever server_protocol says; meta and auto send as mg only the
+// are parsed with its words for protocol errors (codec.Options.ProxyErrors;
+// a V1 file's clients get memcached 1.6.22's where they differ:
+// codec.Options.ProxyV1) and its forms of quiet and noreply requests on
+// the wire (codec.Options.ProxyWire). Its clients' gets are parsed as
+// they come whatever server_protocol says; meta and auto send as mg only the
 // one-key gets the route forwards untouched
 // (Config.MetaRewrite): meta to every backend, which must answer "mn"
 // when validated, auto to the backends whose socket's server answered it.
@@ -215,6 +216,7 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 		cache.release()
 		return nil, err
 	}
+	k.Limits.ProxyV1 = k.Limits.ProxyErrors && r.V1()
 	rc := k.Counters
 	rc.Add(r) // a *Router is a kind.CounterSource
 	return poolRouter{r: r, cache: cache, rc: rc}, nil

@@ -186,6 +186,11 @@ type Router struct {
 	cronStop chan struct{} // stops runCrons
 	cronDone chan struct{} // closed when runCrons has returned
 
+	// v1: the file attaches no function generator (V1), so that what
+	// memcached 1.6.22's proxy did differently from 1.6.45's follows
+	// 1.6.22 (see V1).
+	v1 bool
+
 	requests atomic.Int64
 	failures atomic.Int64
 	timeouts atomic.Int64
@@ -237,6 +242,7 @@ func New(cfg Config) (*Router, error) {
 		}
 		r.workers = append(r.workers, w)
 	}
+	r.v1 = len(r.workers) > 0 && len(r.workers[0].v2.entries) == 0
 	if len(r.crons) > 0 {
 		r.cronStop, r.cronDone = make(chan struct{}), make(chan struct{})
 		go r.runCrons(r.cronStop)
@@ -247,6 +253,16 @@ func New(cfg Config) (*Router, error) {
 	r.log.Info("lua routes loaded", "workers", len(r.workers), "pools", len(r.pools), "backends", len(r.backends))
 	return r, nil
 }
+
+// V1 reports whether the route file is one of memcached's V1 API
+// (1.6.12 to 1.6.29): it attaches functions only, never a function
+// generator or a router. Where memcached 1.6.22's proxy behaved
+// differently from 1.6.45's, such a file gets 1.6.22's behaviour: the
+// parser's words for a malformed multi-get (codec.Options.ProxyV1), the
+// proxyreqs line of mcp.log_req without res= and cfd=,
+// request:token(n, "") leaving the separator in place, and a handler's
+// string in a multi-get sent with its END.
+func (r *Router) V1() bool { return r.v1 }
 
 // setDefaults fills in the defaults the fields of Config document, and
 // clears the Options the router ignores (Password, Username, Deny).

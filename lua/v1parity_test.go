@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -307,5 +308,151 @@ end`, map[string]int{"B": port}, "  preconnect: false\n")
 	eventually(t, "the request", func() bool { return len(lines()) == 2 })
 	if got := lines(); got[0] != "version\r\n" || got[1] != "mg k v\r\n" {
 		t.Errorf("backend read %q", got)
+	}
+}
+
+// What memcached 1.6.22's proxy, the last to run only V1 files, did
+// differently from 1.6.45's, observed on 1.6.22 with the same client
+// bytes: a file that attaches no function generator gets it.
+
+// v1Routes is a V1 file: handlers are plain functions that call pools.
+// Keys under str/ are answered by the handler, tok/ have their token 4
+// removed, log/ are logged with mcp.log_req,
+// aw/ go through mcp.await_logerrors to both pools, waiting for one
+// good response; anything else goes to main.
+const v1Routes = `
+function mcp_config_pools()
+  return {
+    main = mcp.pool({ mcp.backend("main", "127.0.0.1", {{MAIN}}) }),
+    slowerr = mcp.pool({ mcp.backend("slowerr", "127.0.0.1", {{SLOWERR}}) }),
+  }
+end
+function mcp_config_routes(p)
+  local function route(r)
+    local k = r:key()
+    if string.find(k, "^str/") then return "VALUE " .. k .. " 0 1\r\nx\r\nEND\r\n" end
+    if string.find(k, "^tok/") then r:token(4, "") end
+    if string.find(k, "^aw/") then
+      local res = mcp.await_logerrors(r, { p.main, p.slowerr }, 1, mcp.AWAIT_OK, "awdetail")
+      return res[1]
+    end
+    local res = p.main(r)
+    if string.find(k, "^log/") then mcp.log_req(r, res, "det1") end
+    return res
+  end
+  mcp.attach(mcp.CMD_GET, route)
+  mcp.attach(mcp.CMD_MG, route)
+  mcp.attach(mcp.CMD_MS, route)
+end`
+
+// slowErrServer answers "version" and every other line, after delay,
+// with "SERVER_ERROR out of memory".
+func slowErrServer(t *testing.T, delay time.Duration) int {
+	t.Helper()
+	addr := testserver.Fake(t, func(nc net.Conn) {
+		r := bufio.NewReader(nc)
+		for {
+			l, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if l == "version\r\n" {
+				nc.Write([]byte("VERSION 1.6.22\r\n"))
+				continue
+			}
+			time.Sleep(delay)
+			nc.Write([]byte("SERVER_ERROR out of memory\r\n"))
+		}
+	})
+	return int(netip.MustParseAddrPort(addr).Port())
+}
+
+// v1Pool starts a Lua pool of v1Routes on a memcached behind a tap.
+func v1Pool(t *testing.T) (string, *tap) {
+	t.Helper()
+	mc := memcached(t, 1)
+	tp := newTap(t, mc[0].Addr)
+	addr, _ := luaRoutes(t, v1Routes, map[string]int{"MAIN": tp.port, "SLOWERR": slowErrServer(t, 200*time.Millisecond)}, "")
+	return addr, tp
+}
+
+// TestV1MalformedMultiGet: a multi-key get whose first key starts past
+// the line's 20th byte is answered "CLIENT_ERROR malformed request" once
+// per key, then END, by a V1 file's pool (1.6.22); once by a V2 file's
+// (TestV1MultiGetInPlace). A handler's string answers its key as it is,
+// its END too (a V2 file's loses it).
+func TestV1MalformedMultiGet(t *testing.T) {
+	addr, tp := v1Pool(t)
+	c := dial(t, addr)
+	const bad = "CLIENT_ERROR malformed request\r\n"
+	for _, tc := range []struct{ req, want string }{
+		{"get" + strings.Repeat(" ", 200) + "str/a str/b\r\n", bad + bad + "END\r\n"},
+		{"get" + strings.Repeat(" ", 18) + "str/a str/b str/c  \r\n", bad + bad + bad + "END\r\n"},
+		{"get" + strings.Repeat(" ", 17) + "str/a str/b\r\n", "VALUE str/a 0 1\r\nx\r\nEND\r\nVALUE str/b 0 1\r\nx\r\nEND\r\nEND\r\n"},
+		{"get" + strings.Repeat(" ", 200) + "str/a\r\n", "VALUE str/a 0 1\r\nx\r\nEND\r\n"},
+	} {
+		c.send(tc.req)
+		c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		buf := make([]byte, len(tc.want))
+		n, _ := io.ReadFull(c.r, buf)
+		if got := string(buf[:n]); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.req[:min(len(tc.req), 30)], got, tc.want)
+		}
+	}
+	if got := c.do("version\r\n"); !strings.HasPrefix(got, "VERSION ") {
+		t.Errorf("after: %q", got)
+	}
+	if got := tp.sent(); got != "" {
+		t.Errorf("the backend received %q", got)
+	}
+}
+
+// TestV1TokenRemoval: r:token(n, "") of a V1 file's request removes the
+// token; removing the last one leaves the space before it on the wire,
+// as memcached 1.6.22 sent it.
+func TestV1TokenRemoval(t *testing.T) {
+	addr, tp := v1Pool(t)
+	c := dial(t, addr)
+	if got := c.do("ms tok/a 2 T0\r\nhi\r\n"); got != "HD\r\n" {
+		t.Errorf("ms tok/a: %q", got)
+	}
+	tp.waitSent(t, "last token removed", "ms tok/a 2 \r\nhi\r\n")
+	tp.reset()
+	if got := c.do("ms tok/b 2 T0 F5\r\nhi\r\n"); got != "HD\r\n" {
+		t.Errorf("ms tok/b: %q", got)
+	}
+	tp.waitSent(t, "middle token removed", "ms tok/b 2 F5\r\nhi\r\n")
+}
+
+// TestV1LogReqLine: mcp.log_req in a V1 file writes memcached 1.6.22's
+// proxyreqs line, without res= and cfd=.
+func TestV1LogReqLine(t *testing.T) {
+	addr, _ := v1Pool(t)
+	w := watch(t, addr, "proxyreqs")
+	c := dial(t, addr)
+	if got := c.do("get log/a\r\n"); got != "END\r\n" {
+		t.Fatalf("get: %q", got)
+	}
+	line := w.watchLine()
+	re := regexp.MustCompile(`^ts=\d+\.\d+ gid=\d+ type=proxy_req elapsed=\d+ type=105 code=17 status=0 be=127\.0\.0\.1:\d+ detail=det1 req=get log/a\n$`)
+	if !re.MatchString(line) {
+		t.Errorf("line %q", line)
+	}
+}
+
+// TestV1AwaitLogErrors: mcp.await_logerrors logs (and writes to proxyreqs
+// watchers) the error responses that come after the handler resumed, as
+// memcached 1.6.22 did; the ones the handler got are its own to log.
+func TestV1AwaitLogErrors(t *testing.T) {
+	addr, _ := v1Pool(t)
+	w := watch(t, addr, "proxyreqs")
+	c := dial(t, addr)
+	if got := c.do("mg aw/a v\r\n"); got != "EN\r\n" {
+		t.Fatalf("mg: %q", got)
+	}
+	line := w.watchLine()
+	re := regexp.MustCompile(`^ts=\d+\.\d+ gid=\d+ type=proxy_req elapsed=\d+ type=\d+ code=\d+ status=-1 be=127\.0\.0\.1:\d+ detail=awdetail req=mg aw/a v\n$`)
+	if !re.MatchString(line) {
+		t.Errorf("line %q", line)
 	}
 }

@@ -37,6 +37,7 @@ type parser struct {
 	metaGets bool   // a one-key get or gets goes to the backend as mg
 	proxy    bool   // memcached proxy's words (codec.Options.ProxyErrors)
 	wire     bool   // memcached proxy's quiet and noreply wire (codec.Options.ProxyWire)
+	v1       bool   // memcached 1.6.22 proxy's words (codec.Options.ProxyV1)
 	toks     []span // tokens of the current line, reused
 	st       stream // the retrieval line being cut into parts
 }
@@ -51,6 +52,7 @@ func newParser(l codec.Options) *parser {
 		metaGets: l.MetaGets,
 		proxy:    l.ProxyErrors,
 		wire:     l.ProxyWire,
+		v1:       l.ProxyV1,
 	}
 	p.cmdLine = min(MaxCommandLine, p.maxLine)
 	for _, name := range l.Deny {

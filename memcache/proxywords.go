@@ -78,7 +78,7 @@ func (p *parser) proxyWords(buf []byte, req *codec.Request, n int, err error) (i
 	// an unknown stream ("ERROR"), a command the proxy does not carry, a
 	// value over the limit (memcached's proxy passes on its server's
 	// word for it)
-	case pe.Reply == "" || pe.Reply == replyBadFormat && p.keyTooLong(), pe.Reply == replyMalformed,
+	case pe.Reply == "" || pe.Reply == replyBadFormat && p.keyTooLong(), strings.HasPrefix(pe.Reply, replyMalformed),
 		string(verb) == "watch", strings.HasSuffix(pe.Reply, replyNotCarried), pe.Reply == replyTooLarge:
 		return 0, pe
 	}

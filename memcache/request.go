@@ -2,6 +2,7 @@ package memcache
 
 import (
 	"cmp"
+	"strings"
 
 	"shardproxy/codec"
 )
@@ -102,10 +103,14 @@ func (p *parser) retrieval(l *line, req *codec.Request) (int, error) {
 // badKeys returns the error reply to a retrieval line whose keys are
 // refused, or "". memcached's proxy answers a multi-key line's too-long
 // key in its place (the proxy's business: see proxywords.go), and
-// refuses one whose first key starts too far in.
+// refuses one whose first key starts too far in (1.6.22's proxy, once
+// for each key, then END).
 func (p *parser) badKeys(keys []span) string {
 	inPlace := p.proxy && len(keys) > 1
 	if inPlace && keys[0].start > proxyMaxKeyOffset {
+		if p.v1 {
+			return strings.Repeat(replyMalformed, len(keys)) + "END\r\n"
+		}
 		return replyMalformed
 	}
 	for _, k := range keys {
