@@ -176,6 +176,7 @@ type Router struct {
 	stop        chan struct{} // stops the watchdog
 
 	userStats []*userStat // by mcp.add_stat id - 1
+	fgens     fgenStats   // function generators and their contexts, by name
 
 	cronDefs []*cronDef    // from the config stage, for worker 0
 	crons    []*cronJob    // built in worker 0's state

@@ -142,6 +142,7 @@ func (w *worker) fgenReady(L *glua.LState) int {
 	}
 	fg.free = append(fg.free, rc)
 	fg.ready = true
+	w.r.fgens.add(fg.name, 1, 0)
 	L.Push(L.Get(1))
 	return 1
 }
@@ -253,6 +254,7 @@ func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 		return nil, errNoFunction
 	}
 	rc.fn, rc.dir = fn, bytecode.MatchEnqueueHandler(fn)
+	w.r.fgens.add(fg.name, 0, 1)
 	return rc, nil
 }
 
@@ -269,6 +271,8 @@ func (w *worker) putRctx(rc *rctx) {
 	fg := rc.fg
 	if len(fg.free) < maxFreeRctx {
 		fg.free = append(fg.free, rc)
+	} else {
+		w.r.fgens.add(fg.name, 0, -1)
 	}
 	w.luaGen.Add(1)
 }
@@ -281,5 +285,7 @@ func (w *worker) putRctx(rc *rctx) {
 func (w *worker) untakeRctx(rc *rctx) {
 	if fg := rc.fg; len(fg.free) < maxFreeRctx {
 		fg.free = append(fg.free, rc)
+	} else {
+		w.r.fgens.add(fg.name, 0, -1)
 	}
 }
