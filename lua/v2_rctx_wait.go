@@ -209,7 +209,11 @@ func (w *worker) waitReply(rc *rctx, h int) {
 	w.stopWait(rc)
 	t := rc.t
 	t.state = taskRunning
-	w.run(t, v)
+	// The second result, "timed out", is nil. It is passed: gopher-lua
+	// fills no missing result of a resumed call, so a script's
+	// "local done, timeout = rctx:wait_cond(...)" would read a Go nil,
+	// which Lua takes for true, in timeout.
+	w.run(t, v, glua.LNil)
 }
 
 // timedOut ends the current wait at its timeout: the handler gets the
