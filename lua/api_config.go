@@ -109,7 +109,7 @@ func (cs *configStage) functions() map[string]glua.LGFunction {
 		"tcp_keepalive":             cs.keepalive,
 		"active_req_limit":          cs.activeReqLimit,
 		"buffer_memory_limit":       cs.bufferMemoryLimit,
-		"backend_depth_limit":       ignored,
+		"backend_depth_limit":       cs.depthLimit,
 		"backend_flap_time":         ignored,
 		"backend_flap_backoff_ramp": ignored,
 		"backend_flap_backoff_max":  ignored,
@@ -128,6 +128,17 @@ func checkSeconds(L *glua.LState, n int) time.Duration {
 		L.ArgError(n, "seconds must be between 0 and 1e9")
 	}
 	return time.Duration(v * float64(time.Second))
+}
+
+// depthLimit is mcp.backend_depth_limit(n): the depthlimit of the
+// backends made after it.
+func (cs *configStage) depthLimit(L *glua.LState) int {
+	n := L.CheckInt(1)
+	if n < 0 {
+		L.RaiseError("backend_depth_limit must be >= 0")
+	}
+	cs.tun.depthLimit = n
+	return 0
 }
 
 func (cs *configStage) failureLimit(L *glua.LState) int {
@@ -194,14 +205,14 @@ var backendOptions = map[string]bool{
 	"label": true, "host": true, "port": true, "connecttimeout": true,
 	"retrytimeout": true, "retrywaittime": true, "readtimeout": true,
 	"failurelimit": true, "tcpkeepalive": true, "connections": true,
-	"down": true, "weight": true,
+	"down": true, "weight": true, "depthlimit": true, "log": true,
 }
 
 // ignoredBackendOptions are memcached backend options shardproxy accepts
 // and does not act on.
 var ignoredBackendOptions = map[string]bool{
-	"depthlimit": true, "flaptime": true, "flapbackofframp": true,
-	"flapbackoffmax": true, "tls": true, "log": true, "iothread": true,
+	"flaptime": true, "flapbackofframp": true,
+	"flapbackoffmax": true, "tls": true, "iothread": true,
 }
 
 // backend is mcp.backend(label, host, port) or mcp.backend{label=, host=,
@@ -282,6 +293,10 @@ func (cs *configStage) backendOption(L *glua.LState, s *beSpec, name string, v g
 		s.down = o.boolean()
 	case "weight":
 		s.weight = int(o.num(1, 1<<20))
+	case "depthlimit":
+		s.tun.depthLimit = int(o.num(0, 1<<31-1))
+	case "log":
+		s.log = readBackendLog(L, v)
 	}
 }
 

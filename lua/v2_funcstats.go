@@ -63,12 +63,16 @@ func (s *fgenStats) stats() []codec.Stat {
 
 // Section returns the router's stats section name as memcached's proxy
 // shows it: "proxyfuncs" (see fgenStats), and "" for the lines memcached
-// adds to a plain "stats": proxy_req_active, the requests being served
-// (lua_active). Any other name has no section here.
+// adds to a plain "stats": proxy_request_failed_depth, the requests failed
+// for a backend's depth limit, and proxy_req_active, the requests being
+// served (lua_active). Any other name has no section here.
 func (r *Router) Section(name string) ([]codec.Stat, bool) {
 	switch name {
 	case "":
-		return []codec.Stat{{Name: "proxy_req_active", Value: strconv.FormatInt(r.active.Load(), 10)}}, true
+		return []codec.Stat{
+			{Name: "proxy_request_failed_depth", Value: strconv.FormatInt(r.failedDepth.Load(), 10)},
+			{Name: "proxy_req_active", Value: strconv.FormatInt(r.active.Load(), 10)},
+		}, true
 	case "proxyfuncs":
 		return r.fgens.stats(), true
 	}

@@ -132,6 +132,9 @@ func (w *worker) completeSlot(L *glua.LState, rc *rctx, h int, res *response, v 
 		flag = w.runSlotCallback(L, s, flag)
 	}
 	s.flags |= flag
+	if res.be != nil && res.be.log != nil {
+		w.logBackendReply(rc, h, res)
+	}
 }
 
 // countSlot counts answered slot h towards the current wait, by its mode,

@@ -55,7 +55,7 @@ func (w *worker) startChild(t *task) {
 		w.finish(t, glua.LNil, err) // the parent's slot gets errChildFailure
 		return
 	}
-	t.rc, sub.t = sub, t
+	sub.serve(t)
 	w.runHandler(t, sub.fn, &request{w: w, req: t.req, owned: true})
 }
 
