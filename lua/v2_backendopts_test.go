@@ -157,3 +157,53 @@ end
 		t.Errorf("a request to a backend without limit was answered at once (%q)", b)
 	}
 }
+
+// pinnedRoutes has a child generator that is both a handle of a parent
+// and routed to directly.
+const pinnedRoutes = `
+function mcp_config_pools()
+    return mcp.pool({ mcp.backend("b1", "127.0.0.1", {{mc}}) })
+end
+function mcp_config_routes(p)
+    local child = mcp.funcgen_new()
+    local h = child:new_handle(p)
+    child:ready({ n = "child", f = function(rctx)
+        return function(r) return rctx:enqueue_and_wait(r, h) end
+    end })
+    local parent = mcp.funcgen_new()
+    local ch = parent:new_handle(child)
+    parent:ready({ n = "parent", f = function(rctx)
+        return function(r) return rctx:enqueue_and_wait(r, ch) end
+    end })
+    mcp.attach(mcp.CMD_MG, mcp.router_new({ map = { c = child, p = parent } }))
+end
+`
+
+// Each request context of a generator with a sub-generator handle holds a
+// context of the child for its life, as memcached pins one: the child's
+// slots count grows with its parents', and a request routed to the child
+// itself needs a context of its own.
+func TestV2SubGeneratorPinned(t *testing.T) {
+	mc := memcached(t, 1)
+	addr, _ := luaRoutes(t, pinnedRoutes, map[string]int{"mc": mc[0].Port}, "")
+	c, admin := dial(t, addr), dial(t, addr)
+	st := statLines(t, admin, "stats proxyfuncs\r\n")
+	workers := statInt(t, st, "funcs_child")
+	if n := statInt(t, st, "slots_child"); n != workers {
+		t.Fatalf("slots_child %d after ready, want %d (the one ready made, pinned by the parent's)", n, workers)
+	}
+	for range 3 {
+		if got := c.do("mg p/k v\r\n"); got != "EN\r\n" {
+			t.Fatalf("mg p/k: %q", got)
+		}
+	}
+	if n := statInt(t, statLines(t, admin, "stats proxyfuncs\r\n"), "slots_child"); n != workers {
+		t.Errorf("slots_child %d after requests through the parent, want %d: they run in the pinned context", n, workers)
+	}
+	if got := c.do("mg c/k v\r\n"); got != "EN\r\n" {
+		t.Fatalf("mg c/k: %q", got)
+	}
+	if n := statInt(t, statLines(t, admin, "stats proxyfuncs\r\n"), "slots_child"); n != workers+1 {
+		t.Errorf("slots_child %d after a request to the child, want %d", n, workers+1)
+	}
+}
