@@ -109,7 +109,7 @@ func (cs *configStage) functions() map[string]glua.LGFunction {
 		"tcp_keepalive":             cs.keepalive,
 		"active_req_limit":          cs.activeReqLimit,
 		"buffer_memory_limit":       cs.bufferMemoryLimit,
-		"backend_depth_limit":       ignored,
+		"backend_depth_limit":       cs.depthLimit,
 		"backend_flap_time":         ignored,
 		"backend_flap_backoff_ramp": ignored,
 		"backend_flap_backoff_max":  ignored,
@@ -141,6 +141,17 @@ func (cs *configStage) retryWait(L *glua.LState) int {
 // wait: half a second or more up, and at least one.
 func wholeSeconds(d time.Duration) time.Duration {
 	return max(d.Round(time.Second), time.Second)
+}
+
+// depthLimit is mcp.backend_depth_limit(n): the depthlimit of the
+// backends made after it.
+func (cs *configStage) depthLimit(L *glua.LState) int {
+	n := L.CheckInt(1)
+	if n < 0 {
+		L.RaiseError("backend_depth_limit must be >= 0")
+	}
+	cs.tun.depthLimit = n
+	return 0
 }
 
 func (cs *configStage) failureLimit(L *glua.LState) int {
@@ -207,14 +218,14 @@ var backendOptions = map[string]bool{
 	"label": true, "host": true, "port": true, "connecttimeout": true,
 	"retrytimeout": true, "retrywaittime": true, "readtimeout": true,
 	"failurelimit": true, "tcpkeepalive": true, "connections": true,
-	"down": true, "weight": true,
+	"down": true, "weight": true, "depthlimit": true, "log": true,
 }
 
 // ignoredBackendOptions are memcached backend options shardproxy accepts
 // and does not act on.
 var ignoredBackendOptions = map[string]bool{
-	"depthlimit": true, "flaptime": true, "flapbackofframp": true,
-	"flapbackoffmax": true, "tls": true, "log": true, "iothread": true,
+	"flaptime": true, "flapbackofframp": true,
+	"flapbackoffmax": true, "tls": true, "iothread": true,
 }
 
 // backend is mcp.backend(label, host, port) or mcp.backend{label=, host=,
@@ -297,6 +308,10 @@ func (cs *configStage) backendOption(L *glua.LState, s *beSpec, name string, v g
 		s.down = o.boolean()
 	case "weight":
 		s.weight = int(o.num(1, 1<<20))
+	case "depthlimit":
+		s.tun.depthLimit = int(o.num(0, 1<<31-1))
+	case "log":
+		s.log = readBackendLog(L, v)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"shardproxy/backend"
@@ -21,6 +22,7 @@ type tunables struct {
 	failureLimit int
 	keepalive    bool
 	conns        int
+	depthLimit   int // requests a backend may have queued and in flight; 0 = no limit
 }
 
 // beSpec is what mcp.backend returns: a description of a backend, which
@@ -30,8 +32,9 @@ type beSpec struct {
 	host   string
 	port   string
 	tun    tunables
-	down   bool // start failing fast, as memcached's "down" option
-	weight int  // for the twemproxy distributions; default 1
+	down   bool   // start failing fast, as memcached's "down" option
+	weight int    // for the twemproxy distributions; default 1
+	log    *beLog // the "log" option: requests to log (v2_belog.go)
 }
 
 // addr is the backend's dial address: host:port, or host alone when it
@@ -57,7 +60,11 @@ func (s *beSpec) name() string {
 // name it: memcached reuses a backend for the same label, address and
 // settings.
 func (s *beSpec) identity(prefix string) string {
-	return fmt.Sprintf("%s\x00%s\x00%s\x00%v\x00%v", prefix, s.label, s.addr(), s.tun, s.down)
+	id := fmt.Sprintf("%s\x00%s\x00%s\x00%v\x00%v", prefix, s.label, s.addr(), s.tun, s.down)
+	if s.log != nil {
+		id += fmt.Sprintf("\x00%v", *s.log)
+	}
+	return id
 }
 
 // beRef is one backend of a pool.
@@ -68,6 +75,32 @@ type beRef struct {
 	port     string
 	down     bool
 	internal *internalBackend // the proxy's own cache (v2_internal.go), in place of b
+	log      *beLog           // requests to log (v2_belog.go); nil: none
+	// depthLimit fails a request at once, as memcached's
+	// backend_depth_limit, when more than that many are already queued
+	// or in flight to the backend; failedDepth counts them for the router.
+	depthLimit  int64
+	failedDepth *atomic.Int64
+}
+
+// failDepth fails c for its backend's depth limit.
+func failDepth(c *backend.Call) {
+	c.Reply = codec.Reply{Err: errDepthLimit}
+	c.Done(c)
+}
+
+// overDepth reports whether a request to be must fail for its depth
+// limit, and counts it if so.
+func (be *beRef) overDepth() bool {
+	if be.depthLimit <= 0 {
+		return false
+	}
+	st := be.b.Stats()
+	if st.InQueue.Load()+st.OutQueue.Load() <= be.depthLimit {
+		return false
+	}
+	be.failedDepth.Add(1)
+	return true
 }
 
 // send queues c on the backend; a backend configured down fails it at once,
@@ -82,6 +115,10 @@ func (be *beRef) send(c *backend.Call, hint uint32) {
 		c.Done(c)
 		return
 	}
+	if be.overDepth() {
+		failDepth(c)
+		return
+	}
 	be.b.Send(c, hint)
 }
 
@@ -90,6 +127,10 @@ func (be *beRef) send(c *backend.Call, hint uint32) {
 func (be *beRef) stage(c *backend.Call, hint uint32, bt *backend.Batch) {
 	if be.internal != nil || be.down {
 		be.send(c, hint)
+		return
+	}
+	if be.overDepth() {
+		failDepth(c)
 		return
 	}
 	be.b.Stage(c, hint, bt)
@@ -109,6 +150,7 @@ type pool struct {
 	bes    []*beRef // in shard.Servers() order
 	filter int
 	conf   []byte
+	logs   bool // a backend has the log option: requests go through Lua, which logs them
 }
 
 // pick returns the backend that takes key.
@@ -221,6 +263,7 @@ func (r *Router) buildPool(id int, specs []*beSpec, o poolOptions, reg map[strin
 	for _, srv := range shard.Servers() {
 		s := bySlot[srv.Name]
 		p.bes = append(p.bes, r.backendFor(s, o.beprefix, reg))
+		p.logs = p.logs || s.log != nil
 	}
 	return p, nil
 }
@@ -257,7 +300,8 @@ func (r *Router) backendFor(s *beSpec, prefix string, reg map[string]*beRef) *be
 		Logger:       r.cfg.Logger,
 	})
 	r.backends = append(r.backends, b)
-	be := &beRef{b: b, label: s.label, host: s.host, port: s.port, down: s.down}
+	be := &beRef{b: b, label: s.label, host: s.host, port: s.port, down: s.down, log: s.log,
+		depthLimit: int64(s.tun.depthLimit), failedDepth: &r.failedDepth}
 	reg[id] = be
 	return be
 }

@@ -20,16 +20,17 @@ import (
 //   - "settings": num_threads, lua_max_run_ms, lua_queue;
 //   - "proxy": the router's counters and the mcp.add_stat counters
 //     (user_NAME);
+//   - "proxyfuncs": funcs_NAME and slots_NAME of the function
+//     generators (v2_funcstats.go);
 //   - memcached's sections about its own storage and connections
-//     ("conns", "items", "slabs", "sizes", "extstore", "proxyfuncs",
-//     "proxybe"): an empty table, shardproxy has no such data for a route
-//     file;
+//     ("conns", "items", "slabs", "sizes", "extstore", "proxybe"): an
+//     empty table, shardproxy has no such data for a route file;
 //   - anything else: "unknown subcommand passed to server_stats".
 
 // emptySections are memcached's sections server_stats answers empty.
 var emptySections = map[string]bool{
 	"conns": true, "items": true, "slabs": true, "sizes": true,
-	"extstore": true, "proxyfuncs": true, "proxybe": true,
+	"extstore": true, "proxybe": true,
 }
 
 // serverStats is the config stage's mcp.server_stats.
@@ -71,6 +72,10 @@ func (r *Router) serverStats(L *glua.LState) int {
 		str("lua_queue", int64(r.cfg.Queue))
 	case section == "proxy":
 		counters(true)
+	case section == "proxyfuncs":
+		for _, st := range r.fgens.stats() {
+			t.RawSetString(st.Name, glua.LString(st.Value))
+		}
 	case emptySections[section]:
 	default:
 		L.RaiseError("unknown subcommand passed to server_stats")

@@ -59,7 +59,7 @@ func (w *worker) v2DirectSlot(rc *rctx) *slot {
 		return nil
 	}
 	s := &rc.slots[h]
-	if s.pool == nil || s.cb != nil { // a sub-generator, or a callback to run
+	if s.pool == nil || s.cb != nil || s.pool.logs { // a sub-generator, a callback to run, replies to log
 		return nil
 	}
 	return s

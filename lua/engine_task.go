@@ -106,7 +106,7 @@ func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *mul
 		return
 	}
 	if rc != nil {
-		t.rc, rc.t = rc, t
+		rc.serve(t)
 	}
 	if fn == nil {
 		if w.r.internal != nil { // memcached serves it from its storage

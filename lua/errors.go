@@ -50,6 +50,9 @@ const (
 	// errBackendFailure is memcached proxy's one word for every backend
 	// failure (the cause goes to the log and to "watch proxyevents").
 	errBackendFailure = wireError("backend failure")
+	// errDepthLimit fails a request to a backend over its depth limit;
+	// the client sees errBackendFailure, as memcached answers it.
+	errDepthLimit = wireError("backend failure: depth limit")
 )
 
 // clientWords returns the error whose text the client is told for a
@@ -58,7 +61,7 @@ const (
 // ("backend failure: timeout").
 func (r *Router) clientWords(err error) error {
 	var be *backend.Error
-	if !r.cfg.Redis && errors.As(err, &be) {
+	if !r.cfg.Redis && (errors.As(err, &be) || err == errDepthLimit) {
 		return errBackendFailure
 	}
 	return err

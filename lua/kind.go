@@ -43,6 +43,7 @@ type poolRouter struct {
 var (
 	_ route.Router       = poolRouter{}
 	_ route.Watchable    = poolRouter{}
+	_ route.Sectioned    = poolRouter{}
 	_ kind.CounterSource = (*Router)(nil)
 )
 
@@ -59,6 +60,10 @@ func (l poolRouter) Stats() []route.Stat {
 	}
 	return st
 }
+
+// Section implements route.Sectioned: memcached's "stats proxyfuncs" and
+// its proxy_req_active (Router.Section).
+func (l poolRouter) Section(name string) ([]codec.Stat, bool) { return l.r.Section(name) }
 
 // Backends implements route.Router.
 func (l poolRouter) Backends() []*backend.Backend { return l.r.Backends() }

@@ -180,6 +180,10 @@ type Router struct {
 	stop        chan struct{} // stops the watchdog
 
 	userStats []*userStat // by mcp.add_stat id - 1
+	fgens     fgenStats   // function generators and their contexts, by name
+	// failedDepth counts requests failed for a backend's depth limit
+	// (memcached's proxy_request_failed_depth).
+	failedDepth atomic.Int64
 
 	cronDefs []*cronDef    // from the config stage, for worker 0
 	crons    []*cronJob    // built in worker 0's state

@@ -142,6 +142,7 @@ func (w *worker) fgenReady(L *glua.LState) int {
 	}
 	fg.free = append(fg.free, rc)
 	fg.ready = true
+	w.r.fgens.add(fg.name, 1, 0)
 	L.Push(L.Get(1))
 	return 1
 }
@@ -198,13 +199,7 @@ func (w *worker) startV2(fn *glua.LFunction, req *codec.Request) (*glua.LFunctio
 // returns what the client is told: the watchdog's reason if it stopped
 // the generator, else errStartFailure.
 func (w *worker) takeRctx(fg *funcgen) (*rctx, error) {
-	if n := len(fg.free); n > 0 {
-		rc := fg.free[n-1]
-		fg.free[n-1] = nil
-		fg.free = fg.free[:n-1]
-		return rc, nil
-	}
-	rc, err := w.newRctx(fg, nil)
+	rc, err := w.freeOrNewRctx(fg, nil)
 	if err != nil {
 		w.r.logScriptError("lua function generator failed", fg.name+": "+scriptMessage(err))
 		var be *boundError
@@ -214,6 +209,18 @@ func (w *worker) takeRctx(fg *funcgen) (*rctx, error) {
 		return nil, errStartFailure
 	}
 	return rc, nil
+}
+
+// freeOrNewRctx returns a free request context of fg, or a new one made
+// as newRctx makes it.
+func (w *worker) freeOrNewRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
+	if n := len(fg.free); n > 0 {
+		rc := fg.free[n-1]
+		fg.free[n-1] = nil
+		fg.free = fg.free[:n-1]
+		return rc, nil
+	}
+	return w.newRctx(fg, L)
 }
 
 // newRctx makes a request context of fg and calls the generator for its
@@ -253,6 +260,10 @@ func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 		return nil, errNoFunction
 	}
 	rc.fn, rc.dir = fn, bytecode.MatchEnqueueHandler(fn)
+	if err := w.pinChildren(rc, L); err != nil {
+		return nil, err
+	}
+	w.r.fgens.add(fg.name, 0, 1)
 	return rc, nil
 }
 
@@ -267,10 +278,30 @@ const errNoFunction = wireError("function generator didn't return a function")
 func (w *worker) putRctx(rc *rctx) {
 	rc.reset()
 	fg := rc.fg
-	if len(fg.free) < maxFreeRctx {
+	switch {
+	case rc.pinned: // stays in its parent's slot
+	case len(fg.free) < maxFreeRctx:
 		fg.free = append(fg.free, rc)
+	default:
+		w.dropRctx(rc)
 	}
 	w.luaGen.Add(1)
+}
+
+// dropRctx lets idle rc go, with the contexts pinned to its slots; a
+// pinned one still serving goes to its own generator's free list when
+// done.
+func (w *worker) dropRctx(rc *rctx) {
+	w.r.fgens.add(rc.fg.name, 0, -1)
+	for i := range rc.slots {
+		if sub := rc.slots[i].sub; sub != nil {
+			rc.slots[i].sub = nil
+			sub.pinned = false
+			if !sub.serving {
+				w.dropRctx(sub)
+			}
+		}
+	}
 }
 
 // untakeRctx gives back rc, which takeRctx has just returned and nothing
@@ -281,5 +312,7 @@ func (w *worker) putRctx(rc *rctx) {
 func (w *worker) untakeRctx(rc *rctx) {
 	if fg := rc.fg; len(fg.free) < maxFreeRctx {
 		fg.free = append(fg.free, rc)
+	} else {
+		w.dropRctx(rc)
 	}
 }

@@ -30,12 +30,18 @@ type rctx struct {
 	dir   bytecode.Enqueue // what bytecode.MatchEnqueueHandler found of fn (direct_v2.go)
 	slots []slot
 
-	t       *task // the request being served; nil once its handler finished
-	pending int   // calls in flight
-	mode    int   // waitIdle when not waiting
-	count   int   // how many counted slots end the wait
-	done    int   // slots counted so far
-	handle  int   // the slot a waitHandle wait is for
+	t *task // the request being served; nil once its handler finished
+	// cfd is the client connection's number (rctx:cfd()) from the start
+	// of a request until rc is idle again: callbacks and logs of replies
+	// that come after the handler returned still name the client.
+	cfd     uint32
+	serving bool
+	pinned  bool // held by a parent context's slot, not by fg's free list
+	pending int  // calls in flight
+	mode    int  // waitIdle when not waiting
+	count   int  // how many counted slots end the wait
+	done    int  // slots counted so far
+	handle  int  // the slot a waitHandle wait is for
 	gen     uint64
 	timer   *time.Timer // the running wait's timeout
 	timerC  *call
@@ -56,6 +62,7 @@ const maxKeptClone = 16 << 10
 type slot struct {
 	pool  *pool           // a pool handle's pool
 	child *funcgen        // a sub-generator handle's generator (v2_subgen.go)
+	sub   *rctx           // child's context pinned to this slot (v2_subgen.go)
 	cb    *glua.LFunction // rctx:handle_set_cb's callback (v2_rctx_cb.go)
 	state uint8
 	flags int
@@ -83,6 +90,7 @@ func (rc *rctx) reset() {
 		s.state, s.flags, s.rq, s.rqv, s.res = slotIdle, 0, nil, nil, nil
 	}
 	rc.t, rc.mode, rc.count, rc.done = nil, waitIdle, 0, 0
+	rc.cfd, rc.serving = 0, false
 	rc.clone, rc.cloneOf = nil, nil
 	for _, v := range rc.objs {
 		resetObject(v)
@@ -172,15 +180,22 @@ func (w *worker) rctxMethods() map[string]glua.LGFunction {
 // shardproxy gives the number it keeps for the client connection, which,
 // like a descriptor, is the same for all of one connection's requests
 // (route files use it to tell clients apart, e.g. to sample or to pin).
-// Outside a request it is nil.
+// Outside a request it is nil; in a callback of a reply that came after
+// the handler returned, it is still the client's (as in memcached).
 func rctxCfd(L *glua.LState) int {
 	rc := checkRctx(L)
-	if rc.t == nil {
+	if !rc.serving {
 		L.Push(glua.LNil)
 		return 1
 	}
-	L.Push(glua.LNumber(rc.t.hint))
+	L.Push(glua.LNumber(rc.cfd))
 	return 1
+}
+
+// serve makes rc the context of task t.
+func (rc *rctx) serve(t *task) {
+	t.rc, rc.t = rc, t
+	rc.cfd, rc.serving = t.hint, true
 }
 
 // queue marks handle h queued with rq (argument 2 of the method being

@@ -132,6 +132,9 @@ func (w *worker) completeSlot(L *glua.LState, rc *rctx, h int, res *response, v 
 		flag = w.runSlotCallback(L, s, flag)
 	}
 	s.flags |= flag
+	if res.be != nil && res.be.log != nil {
+		w.logBackendReply(rc, h, res)
+	}
 }
 
 // countSlot counts answered slot h towards the current wait, by its mode,
@@ -209,7 +212,11 @@ func (w *worker) waitReply(rc *rctx, h int) {
 	w.stopWait(rc)
 	t := rc.t
 	t.state = taskRunning
-	w.run(t, v)
+	// The second result, "timed out", is nil. It is passed: gopher-lua
+	// fills no missing result of a resumed call, so a script's
+	// "local done, timeout = rctx:wait_cond(...)" would read a Go nil,
+	// which Lua takes for true, in timeout.
+	w.run(t, v, glua.LNil)
 }
 
 // timedOut ends the current wait at its timeout: the handler gets the

@@ -32,6 +32,33 @@ import (
 // errChildFailure is the error response of a sub-generator that failed.
 const errChildFailure = wireError("backend failure")
 
+// pinChildren gives each sub-generator slot of rc, a new context, a
+// context of the child's for rc's life, taken as takeRctx takes one (with
+// L, as newRctx makes one), as memcached pins one per parent context: a
+// child's slots count grows with its parents'. A request queued to the
+// slot runs in it, or, while it still serves an earlier request's calls,
+// in another context of the child's.
+func (w *worker) pinChildren(rc *rctx, L *glua.LState) error {
+	for i := range rc.slots {
+		s := &rc.slots[i]
+		if s.child == nil {
+			continue
+		}
+		sub, err := w.freeOrNewRctx(s.child, L)
+		if err != nil {
+			for j := range i {
+				if p := rc.slots[j].sub; p != nil {
+					p.pinned, rc.slots[j].sub = false, nil
+					w.putRctx(p)
+				}
+			}
+			return err
+		}
+		sub.pinned, s.sub = true, sub
+	}
+	return nil
+}
+
 // queueChild marks slot h of rc, a sub-generator's, started: the child
 // task is made now and run after the running event (worker.handle).
 func (w *worker) queueChild(rc *rctx, h int, parent *task) {
@@ -50,12 +77,15 @@ func (w *worker) queueChild(rc *rctx, h int, parent *task) {
 func (w *worker) startChild(t *task) {
 	rc, h := t.parent, t.parentHandle
 	w.activate(t)
-	sub, err := w.takeRctx(rc.slots[h].child)
-	if err != nil {
-		w.finish(t, glua.LNil, err) // the parent's slot gets errChildFailure
-		return
+	sub := rc.slots[h].sub
+	if sub == nil || sub.serving { // still busy with an earlier request's calls
+		var err error
+		if sub, err = w.takeRctx(rc.slots[h].child); err != nil {
+			w.finish(t, glua.LNil, err) // the parent's slot gets errChildFailure
+			return
+		}
 	}
-	t.rc, sub.t = sub, t
+	sub.serve(t)
 	w.runHandler(t, sub.fn, &request{w: w, req: t.req, owned: true})
 }
 

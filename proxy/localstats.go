@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shardproxy/codec"
+	"shardproxy/route"
 )
 
 // A pool is its dialect's codec.Env: what the commands the proxy answers
@@ -56,6 +57,10 @@ func (p *pool) Stats() []codec.Stat {
 	}
 	for _, st := range p.routerStats() { // a Lua pool's counters and mcp.add_stat's, a cluster's
 		stats = append(stats, codec.Stat{Name: st.Name, Value: itoa(st.Value)})
+	}
+	if sr, ok := p.router.(route.Sectioned); ok { // what memcached's proxy adds (proxy_req_active)
+		more, _ := sr.Section("")
+		stats = append(stats, more...)
 	}
 	return stats
 }
@@ -131,7 +136,8 @@ func (p *pool) badBackends() []codec.Stat {
 // Section implements codec.SectionEnv: "proxybe" gives the backends
 // marked bad (stats proxybe), "proxy" gives memcached proxy's
 // counter names (stats proxy, INFO proxy), its cmd_ counters since the
-// last "stats reset"; "settings" the pool's settings (stats settings).
+// last "stats reset"; "settings" the pool's settings (stats settings);
+// any other name the router's section of that name (route.Sectioned).
 func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	switch name {
 	case "settings":
@@ -139,7 +145,12 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	case "proxybe":
 		return p.badBackends(), true
 	case "proxy":
+	case "":
+		return nil, false
 	default:
+		if sr, ok := p.router.(route.Sectioned); ok {
+			return sr.Section(name)
+		}
 		return nil, false
 	}
 	s := p.srv

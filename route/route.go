@@ -28,6 +28,7 @@ package route
 
 import (
 	"shardproxy/backend"
+	"shardproxy/codec"
 )
 
 // Router answers the requests of one pool.
@@ -80,4 +81,13 @@ type Stat struct {
 	Help  string
 	Kind  StatKind
 	Value int64
+}
+
+// Sectioned is a Router with stats of its own to show as memcached shows
+// them: Section(name) gives the lines of "stats NAME" (memcached's proxy
+// sections, "proxyfuncs" and the like) and false for a name the router has
+// no section for; Section("") gives the lines the router adds to a plain
+// "stats". The session's dialect renders them.
+type Sectioned interface {
+	Section(name string) ([]codec.Stat, bool)
 }
