@@ -118,6 +118,10 @@ func appendCacheStats(st []route.Stat, prefix string, s store.Stats) []route.Sta
 		route.Stat{Name: prefix + "too_large", Help: "writes refused for exceeding item_size_max", Value: int64(s.TooLarge)})
 }
 
+// Section is the router's part of the pool's "stats NAME"
+// (Router.Section).
+func (l poolRouter) Section(name string) ([]codec.Stat, bool) { return l.r.Section(name) }
+
 // Watch implements route.Watchable: memcached's watch proxyreqs,
 // proxyevents and proxyuser.
 func (l poolRouter) Watch(streams int) (*route.Watcher, error) { return l.r.Watch(streams) }
@@ -193,6 +197,7 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 		Handshake:   hs,
 		MetaRewrite: metaRewrite,
 		Defaults:    d,
+		Sections:    k.Sections,
 		StartArg:    pc.LuaArg,
 		// the file it names, for dofile(mcp.start_arg), as the lua path
 		StartArgFile: k.Source.Path(pc.LuaArg),

@@ -27,6 +27,7 @@ type funcgen struct {
 	router  *fgenRouter // set for mcp.router_new's objects
 	free    []*rctx
 	entry   *glua.LFunction // what mcp.attach put in the hook table, made at the first attach
+	count   *funcCount      // the router's counters of name (v2_funcstats.go), set when attached
 }
 
 // handle is what a generator's handle sends its requests to: a pool, or
@@ -165,6 +166,7 @@ func (w *worker) attachV2(L *glua.LState, v glua.LValue) (*glua.LFunction, bool)
 		})
 		w.v2.entries[fg.entry] = fg
 	}
+	w.countFuncgen(fg)
 	return fg.entry, true
 }
 
@@ -253,6 +255,7 @@ func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 		return nil, errNoFunction
 	}
 	rc.fn, rc.dir = fn, bytecode.MatchEnqueueHandler(fn)
+	fg.count.addSlots(1)
 	return rc, nil
 }
 
@@ -269,6 +272,8 @@ func (w *worker) putRctx(rc *rctx) {
 	fg := rc.fg
 	if len(fg.free) < maxFreeRctx {
 		fg.free = append(fg.free, rc)
+	} else {
+		fg.count.addSlots(-1)
 	}
 	w.luaGen.Add(1)
 }
@@ -281,5 +286,7 @@ func (w *worker) putRctx(rc *rctx) {
 func (w *worker) untakeRctx(rc *rctx) {
 	if fg := rc.fg; len(fg.free) < maxFreeRctx {
 		fg.free = append(fg.free, rc)
+	} else {
+		fg.count.addSlots(-1)
 	}
 }

@@ -99,6 +99,21 @@ func (p *pool) ResetStats() {
 	p.stats.base.Store(&base)
 }
 
+// conns is "stats conns" of the pool: its listening socket, numbered 1,
+// with memcached's "addr" and "state".
+func (p *pool) conns() []codec.Stat {
+	addr := p.cfg.Listen.Addr
+	if a := p.bound.Load(); a != nil {
+		addr = *a
+	}
+	if p.cfg.Listen.Network == "unix" {
+		addr = "unix:" + addr
+	} else {
+		addr = "tcp:" + addr
+	}
+	return []codec.Stat{{Name: "1:addr", Value: addr}, {Name: "1:state", Value: "conn_listening"}}
+}
+
 // shown returns what stats shows of the resettable counter name, whose
 // value is now v: its count since the last reset.
 func (ps *poolStats) shown(name string, v int64) int64 {
@@ -110,14 +125,24 @@ func (ps *poolStats) shown(name string, v int64) int64 {
 
 // Section implements codec.SectionEnv: "proxy" gives memcached proxy's
 // counter names (stats proxy, INFO proxy), its cmd_ counters since the
-// last "stats reset"; "settings" the pool's settings (stats settings).
+// last "stats reset"; "settings" the pool's settings (stats settings);
+// any other the router's, if it has sections (a Lua pool's "proxyfuncs",
+// "items", "slabs"), and then "conns" too, the pool's listening socket as
+// memcached's proxy lists one (its client connections are not listed).
 func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	switch name {
 	case "settings":
 		return p.settings(), true
 	case "proxy":
 	default:
-		return nil, false
+		se, ok := p.router.(codec.SectionEnv)
+		switch {
+		case !ok:
+			return nil, false
+		case name == "conns":
+			return p.conns(), true
+		}
+		return se.Section(name)
 	}
 	s := p.srv
 	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
