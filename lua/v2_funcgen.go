@@ -2,6 +2,7 @@ package lua
 
 import (
 	"errors"
+	"time"
 
 	glua "github.com/yuin/gopher-lua"
 
@@ -28,6 +29,7 @@ type funcgen struct {
 	free    []*rctx
 	entry   *glua.LFunction // what mcp.attach put in the hook table, made at the first attach
 	count   *funcCount      // the router's counters of name (v2_funcstats.go), set when attached
+	ease    slotEase        // when free contexts go (v2_slotcache.go)
 }
 
 // handle is what a generator's handle sends its requests to: a pool, or
@@ -39,8 +41,7 @@ type handle struct {
 }
 
 // maxFreeRctx bounds a generator's free list; a context returned beyond
-// it is dropped. (memcached frees surplus slots after sustained low use;
-// a fixed cap is simpler and bounds memory just as well.)
+// it is dropped, whatever the pressure (v2_slotcache.go) says.
 const maxFreeRctx = 1024
 
 // errStartFailure answers a request whose generator or router could not
@@ -256,6 +257,7 @@ func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 	}
 	rc.fn, rc.dir = fn, bytecode.MatchEnqueueHandler(fn)
 	fg.count.addSlots(1)
+	fg.ease.made()
 	return rc, nil
 }
 
@@ -270,9 +272,10 @@ const errNoFunction = wireError("function generator didn't return a function")
 func (w *worker) putRctx(rc *rctx) {
 	rc.reset()
 	fg := rc.fg
-	if len(fg.free) < maxFreeRctx {
+	if len(fg.free) < maxFreeRctx && fg.ease.keep(len(fg.free), time.Now) {
 		fg.free = append(fg.free, rc)
 	} else {
+		fg.ease.total--
 		fg.count.addSlots(-1)
 	}
 	w.luaGen.Add(1)
@@ -287,6 +290,7 @@ func (w *worker) untakeRctx(rc *rctx) {
 	if fg := rc.fg; len(fg.free) < maxFreeRctx {
 		fg.free = append(fg.free, rc)
 	} else {
+		fg.ease.total--
 		fg.count.addSlots(-1)
 	}
 }
