@@ -22,10 +22,16 @@ func wrapFormat(L *glua.LState, str *glua.LTable) {
 	str.RawSetString("format", L.NewFunction(func(L *glua.LState) int {
 		fs := L.CheckString(1)
 		top := L.GetTop()
-		args := make([]glua.LValue, 0, top)
-		if strings.IndexByte(fs, 'q') >= 0 {
-			fs = quoteArgs(L, fs, &args)
+		if strings.IndexByte(fs, 'q') < 0 {
+			L.Push(format)
+			for i := 1; i <= top; i++ {
+				L.Push(L.Get(i))
+			}
+			L.Call(top, 1)
+			return 1
 		}
+		args := make([]glua.LValue, 0, top)
+		fs = quoteArgs(L, fs, &args)
 		for i := len(args) + 2; i <= top; i++ {
 			args = append(args, L.Get(i))
 		}
