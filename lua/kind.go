@@ -1,6 +1,8 @@
 package lua
 
 import (
+	"sync/atomic"
+
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/config"
@@ -77,7 +79,8 @@ func (l poolRouter) Close() {
 // close closes it.
 type internalCache struct {
 	s   *store.Store
-	mib int // lua_internal_cache
+	mib int                       // lua_internal_cache
+	hub atomic.Pointer[route.Hub] // the running router's, which hears of deletions
 	kind.Holds
 }
 
@@ -88,7 +91,9 @@ func cacheFor(old route.Router, mib, itemSizeMax int, rc *kind.Counters) *intern
 		o.cache.Hold()
 		return o.cache
 	}
-	c := &internalCache{s: store.New(store.Config{MaxBytes: int64(mib) << 20, ItemSizeMax: itemSizeMax}), mib: mib}
+	c := &internalCache{mib: mib}
+	c.s = store.New(store.Config{MaxBytes: int64(mib) << 20, ItemSizeMax: itemSizeMax,
+		OnDelete: func(key, cmd string, size int) { watchDeletion(c.hub.Load(), key, cmd, size) }})
 	c.Start(rc, c)
 	return c
 }
@@ -214,6 +219,9 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	if err != nil {
 		cache.release()
 		return nil, err
+	}
+	if cache != nil {
+		cache.hub.Store(r.Hub())
 	}
 	rc := k.Counters
 	rc.Add(r) // a *Router is a kind.CounterSource
