@@ -97,6 +97,10 @@ type Env struct {
 	// Watch asks to hear of every backend state change while the pool's
 	// generation runs.
 	Watch func(f func(b *backend.Backend, bad bool))
+	// Sections are the pool's "stats NAME" sections (stats settings,
+	// stats proxy, ...), for a router that shows them to its code
+	// (mcp.server_stats); nil: none.
+	Sections codec.SectionEnv
 	// Link runs f once every pool of the generation is built, with their
 	// routers by pool name (eject_policy failover names another pool).
 	Link func(f func(routers map[string]route.Router))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"time"
 
 	glua "github.com/yuin/gopher-lua"
@@ -68,8 +69,12 @@ func (r *Router) logRequest(req *codec.Request, res *response, detail string) {
 		res.parse()
 		attrs = append(attrs, slog.Int64("elapsed_us", res.elapsed.Microseconds()),
 			slog.Int("code", res.code), slog.Int("status", res.status))
-		if res.be != nil {
-			attrs = append(attrs, slog.String("backend", res.be.label), slog.String("addr", res.be.b.Addr()))
+		if be := res.be; be != nil {
+			addr := net.JoinHostPort(be.host, be.port) // the internal cache: internal:0
+			if be.b != nil {
+				addr = be.b.Addr()
+			}
+			attrs = append(attrs, slog.String("backend", be.label), slog.String("addr", addr))
 		}
 		if res.err != nil {
 			attrs = append(attrs, slog.String("err", res.err.Error()))

@@ -255,6 +255,11 @@ func (w *worker) attach(L *glua.LState) int {
 	if d, ok := bytecode.MatchPoolCall(fn); ok {
 		w.direct[fn] = d
 	}
+	if !fn.IsG { // a plain function: memcached's "anonymous" generator, its one slot
+		c := w.r.funcs.of("anonymous")
+		c.funcs.Add(1)
+		c.slots.Add(1)
+	}
 	return 0
 }
 

@@ -3,6 +3,7 @@ package lua
 import (
 	"bytes"
 	"strconv"
+	"strings"
 	"time"
 
 	"shardproxy/backend"
@@ -50,6 +51,36 @@ func watchHead(h *route.Hub) []byte {
 	b = append(b, " gid="...)
 	b = strconv.AppendUint(b, h.NextID(), 10)
 	return append(b, ' ')
+}
+
+// watchDeletion publishes to h that cmd deleted key, whose value was size
+// bytes, from the internal cache (deletions): memcached's line, the key
+// URI-encoded, the slab class the store's one, 1.
+func watchDeletion(h *route.Hub, key, cmd string, size int) {
+	if h == nil || !h.Watching(codec.WatchDeletions) {
+		return
+	}
+	b := append(watchHead(h), "type=deleted key="...)
+	b = appendURIEncoded(b, key)
+	b = append(append(b, " cmd="...), cmd...)
+	b = append(b, " clsid=1 size="...)
+	b = strconv.AppendInt(b, int64(size), 10)
+	h.Publish(codec.WatchDeletions, append(b, '\n'))
+}
+
+// appendURIEncoded appends s with every byte but letters, digits and
+// "-._~" as %XX, as memcached writes keys in its log lines.
+func appendURIEncoded(b []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			b = append(b, c)
+			continue
+		}
+		b = append(b, '%', hex[c>>4], hex[c&15])
+	}
+	return b
 }
 
 // watchUser publishes mcp.log's msg (proxyuser).

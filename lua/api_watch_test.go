@@ -216,3 +216,50 @@ func TestWatchSlowWatcher(t *testing.T) {
 		t.Error("the slow watcher got no skipped= line")
 	}
 }
+
+// TestWatchInternal: "watch deletions" gets a line for each item a delete
+// or md deletes from the internal cache (memcached's format, the key
+// URI-encoded, the value's length), not for a miss; mcp.log_req of an
+// internal result names its backend internal:0, as memcached does.
+func TestWatchInternal(t *testing.T) {
+	addr, _ := luaRoutes(t, `
+function mcp_config_pools() end
+function mcp_config_routes(p)
+  local fg = mcp.funcgen_new()
+  local h = fg:new_handle(mcp.internal_handler)
+  fg:ready({ n = "int", f = function(rctx)
+    return function(r)
+      local res = rctx:enqueue_and_wait(r, h)
+      if r:key() == "log" then mcp.log_req(r, res, "det") end
+      return res
+    end
+  end })
+  mcp.attach(mcp.CMD_ANY_STORAGE, fg)
+end`, nil, "")
+	dels, reqs := watch(t, addr, "deletions"), watch(t, addr, "proxyreqs")
+	c := dial(t, addr)
+	for _, tc := range []struct{ req, want string }{
+		{"set v/foo 0 0 4\r\nvbar\r\ndelete v/foo\r\n", "STORED\r\nDELETED\r\n"},
+		{"delete v/foo\r\nmd v/foo\r\n", "NOT_FOUND\r\nNF\r\n"},
+		{"set k 0 0 1\r\nx\r\nmd k q\r\nmn\r\n", "STORED\r\nMN\r\n"},
+		{"mg log v\r\n", "EN\r\n"},
+	} {
+		c.send(tc.req)
+		if got := c.readN(len(tc.want)); got != tc.want {
+			t.Fatalf("%q: got %q, want %q", tc.req, got, tc.want)
+		}
+	}
+	ts := `ts=\d+\.\d{1,6} gid=\d+ `
+	for _, want := range []string{
+		`type=deleted key=v%2Ffoo cmd=delete clsid=1 size=4\n`,
+		`type=deleted key=k cmd=md clsid=1 size=1\n`,
+	} {
+		if got := dels.watchLine(); !regexp.MustCompile("^" + ts + want + "$").MatchString(got) {
+			t.Errorf("deletions: got %q, want %q", got, want)
+		}
+	}
+	want := `type=proxy_req elapsed=\d+ type=101 code=17 status=0 res=ok cfd=0 be=internal:0 detail=det req=mg log v\n`
+	if got := reqs.watchLine(); !regexp.MustCompile("^" + ts + want + "$").MatchString(got) {
+		t.Errorf("proxyreqs: got %q, want %q", got, want)
+	}
+}

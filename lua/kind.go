@@ -1,6 +1,8 @@
 package lua
 
 import (
+	"sync/atomic"
+
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/config"
@@ -82,7 +84,8 @@ func (l poolRouter) Close() {
 // close closes it.
 type internalCache struct {
 	s   *store.Store
-	mib int // lua_internal_cache
+	mib int                       // lua_internal_cache
+	hub atomic.Pointer[route.Hub] // the running router's, which hears of deletions
 	kind.Holds
 }
 
@@ -93,7 +96,9 @@ func cacheFor(old route.Router, mib, itemSizeMax int, rc *kind.Counters) *intern
 		o.cache.Hold()
 		return o.cache
 	}
-	c := &internalCache{s: store.New(store.Config{MaxBytes: int64(mib) << 20, ItemSizeMax: itemSizeMax}), mib: mib}
+	c := &internalCache{mib: mib}
+	c.s = store.New(store.Config{MaxBytes: int64(mib) << 20, ItemSizeMax: itemSizeMax,
+		OnDelete: func(key, cmd string, size int) { watchDeletion(c.hub.Load(), key, cmd, size) }})
 	c.Start(rc, c)
 	return c
 }
@@ -122,6 +127,7 @@ func appendCacheStats(st []route.Stat, prefix string, s store.Stats) []route.Sta
 		route.Stat{Name: prefix + "expirations", Help: "expired items removed", Value: int64(s.Expirations)},
 		route.Stat{Name: prefix + "too_large", Help: "writes refused for exceeding item_size_max", Value: int64(s.TooLarge)})
 }
+
 
 // Watch implements route.Watchable: memcached's watch proxyreqs,
 // proxyevents and proxyuser.
@@ -203,6 +209,7 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 		Handshake:   hs,
 		MetaRewrite: metaRewrite,
 		Defaults:    d,
+		Sections:    k.Sections,
 		StartArg:    pc.LuaArg,
 		// the file it names, for dofile(mcp.start_arg), as the lua path
 		StartArgFile: k.Source.Path(pc.LuaArg),
@@ -222,6 +229,9 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 		return nil, err
 	}
 	k.Limits.ProxyV1 = k.Limits.ProxyErrors && r.V1()
+	if cache != nil {
+		cache.hub.Store(r.Hub())
+	}
 	rc := k.Counters
 	rc.Add(r) // a *Router is a kind.CounterSource
 	return poolRouter{r: r, cache: cache, rc: rc}, nil

@@ -70,6 +70,11 @@ type Config struct {
 	// reload may pass it on); nil: those raise an error naming them, and
 	// such commands are answered "SERVER_ERROR no route for command NAME".
 	Internal *store.Store
+	// Sections, if not nil, are the pool's "stats NAME" sections
+	// (settings, proxy, conns, ...), which mcp.server_stats(NAME) gives
+	// the route file as memcached's gives its own; nil: the router's
+	// (Router.Section) and its own settings and counters.
+	Sections codec.SectionEnv
 	// Defaults are the backend tunables before the script changes them.
 	Defaults Defaults
 	// StartArg is what the route file reads as mcp.start_arg, in every
@@ -180,7 +185,7 @@ type Router struct {
 	stop        chan struct{} // stops the watchdog
 
 	userStats []*userStat // by mcp.add_stat id - 1
-	fgens     fgenStats   // function generators and their contexts, by name
+	funcs     funcStats   // stats proxyfuncs (v2_funcstats.go)
 	// failedDepth counts requests failed for a backend's depth limit
 	// (memcached's proxy_request_failed_depth).
 	failedDepth atomic.Int64

@@ -2,6 +2,7 @@ package lua
 
 import (
 	"errors"
+	"time"
 
 	glua "github.com/yuin/gopher-lua"
 
@@ -27,6 +28,8 @@ type funcgen struct {
 	router  *fgenRouter // set for mcp.router_new's objects
 	free    []*rctx
 	entry   *glua.LFunction // what mcp.attach put in the hook table, made at the first attach
+	count   *funcCount      // the router's counters of name (v2_funcstats.go), set when attached
+	ease    slotEase        // when free contexts go (v2_slotcache.go)
 }
 
 // handle is what a generator's handle sends its requests to: a pool, or
@@ -38,8 +41,7 @@ type handle struct {
 }
 
 // maxFreeRctx bounds a generator's free list; a context returned beyond
-// it is dropped. (memcached frees surplus slots after sustained low use;
-// a fixed cap is simpler and bounds memory just as well.)
+// it is dropped, whatever the pressure (v2_slotcache.go) says.
 const maxFreeRctx = 1024
 
 // errStartFailure answers a request whose generator or router could not
@@ -142,7 +144,6 @@ func (w *worker) fgenReady(L *glua.LState) int {
 	}
 	fg.free = append(fg.free, rc)
 	fg.ready = true
-	w.r.fgens.add(fg.name, 1, 0)
 	L.Push(L.Get(1))
 	return 1
 }
@@ -166,6 +167,7 @@ func (w *worker) attachV2(L *glua.LState, v glua.LValue) (*glua.LFunction, bool)
 		})
 		w.v2.entries[fg.entry] = fg
 	}
+	w.countFuncgen(fg)
 	return fg.entry, true
 }
 
@@ -263,7 +265,8 @@ func (w *worker) newRctx(fg *funcgen, L *glua.LState) (*rctx, error) {
 	if err := w.pinChildren(rc, L); err != nil {
 		return nil, err
 	}
-	w.r.fgens.add(fg.name, 0, 1)
+	fg.count.addSlots(1)
+	fg.ease.made()
 	return rc, nil
 }
 
@@ -280,7 +283,7 @@ func (w *worker) putRctx(rc *rctx) {
 	fg := rc.fg
 	switch {
 	case rc.pinned: // stays in its parent's slot
-	case len(fg.free) < maxFreeRctx:
+	case len(fg.free) < maxFreeRctx && fg.ease.keep(len(fg.free), time.Now):
 		fg.free = append(fg.free, rc)
 	default:
 		w.dropRctx(rc)
@@ -292,7 +295,8 @@ func (w *worker) putRctx(rc *rctx) {
 // pinned one still serving goes to its own generator's free list when
 // done.
 func (w *worker) dropRctx(rc *rctx) {
-	w.r.fgens.add(rc.fg.name, 0, -1)
+	rc.fg.ease.total--
+	rc.fg.count.addSlots(-1)
 	for i := range rc.slots {
 		if sub := rc.slots[i].sub; sub != nil {
 			rc.slots[i].sub = nil

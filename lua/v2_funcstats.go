@@ -4,77 +4,102 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"shardproxy/codec"
 )
 
-// fgenStats counts the router's function generators by name, over every
-// worker, for memcached's "stats proxyfuncs": funcs_NAME is how many
-// generators named NAME are ready (a router from mcp.router_new counts as
-// "mcp_router"), slots_NAME how many request contexts they hold, free or
-// serving a request. A context that leaks (never goes back to its
-// generator) shows as a slot count that only grows. Safe for concurrent
-// use; generators and contexts are made rarely, never per request once a
-// generator has as many contexts as it has requests in flight.
-type fgenStats struct {
+// funcStats counts a router's function generators and their request
+// contexts by generator name, summed over the workers, as memcached's
+// "stats proxyfuncs" shows them (funcs_NAME, slots_NAME). memcached
+// counts a generator from its ready until its garbage collector frees
+// it, which, once it has run, leaves those the routes reach; gopher-lua
+// has no finalizers, so a generator counts from when mcp.attach makes it
+// reachable (countFuncgen): the attached one, its handles' generators, a
+// router's ("mcp_router") routes; a plain function given to mcp.attach
+// counts as "anonymous", with its one handler as its one slot. A context
+// counts from when it is made until its generator's free list drops it.
+// Safe for concurrent use.
+type funcStats struct {
 	mu     sync.Mutex
-	byName map[string]*fgenCount
+	byName map[string]*funcCount
 }
 
-type fgenCount struct{ funcs, slots int64 }
+// funcCount is one name's counters.
+type funcCount struct {
+	funcs, slots atomic.Int64
+}
 
-// add adds funcs generators and slots contexts to name's counts.
-func (s *fgenStats) add(name string, funcs, slots int64) {
-	s.mu.Lock()
-	if s.byName == nil {
-		s.byName = map[string]*fgenCount{}
+// of returns name's counters, made at first use; a generator keeps the
+// pointer, so a context costs no lookup.
+func (fs *funcStats) of(name string) *funcCount {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.byName == nil {
+		fs.byName = map[string]*funcCount{}
 	}
-	c := s.byName[name]
+	c := fs.byName[name]
 	if c == nil {
-		c = &fgenCount{}
-		s.byName[name] = c
+		c = &funcCount{}
+		fs.byName[name] = c
 	}
-	c.funcs += funcs
-	c.slots += slots
-	s.mu.Unlock()
+	return c
 }
 
-// stats returns funcs_NAME and slots_NAME of every name with a generator,
-// by name.
-func (s *fgenStats) stats() []codec.Stat {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	names := make([]string, 0, len(s.byName))
-	for n, c := range s.byName {
-		if c.funcs != 0 {
-			names = append(names, n)
+// section is "stats proxyfuncs": funcs_NAME and slots_NAME of each name
+// with a generator, by name.
+func (fs *funcStats) section() []codec.Stat {
+	fs.mu.Lock()
+	names := make([]string, 0, len(fs.byName))
+	for name, c := range fs.byName {
+		if c.funcs.Load() != 0 {
+			names = append(names, name)
 		}
 	}
+	fs.mu.Unlock()
 	sort.Strings(names)
 	out := make([]codec.Stat, 0, 2*len(names))
-	for _, n := range names {
-		c := s.byName[n]
+	for _, name := range names {
+		c := fs.of(name)
 		out = append(out,
-			codec.Stat{Name: "funcs_" + n, Value: strconv.FormatInt(c.funcs, 10)},
-			codec.Stat{Name: "slots_" + n, Value: strconv.FormatInt(c.slots, 10)})
+			codec.Stat{Name: "funcs_" + name, Value: strconv.FormatInt(c.funcs.Load(), 10)},
+			codec.Stat{Name: "slots_" + name, Value: strconv.FormatInt(c.slots.Load(), 10)})
 	}
 	return out
 }
 
-// Section returns the router's stats section name as memcached's proxy
-// shows it: "proxyfuncs" (see fgenStats), and "" for the lines memcached
-// adds to a plain "stats": proxy_request_failed_depth, the requests failed
-// for a backend's depth limit, and proxy_req_active, the requests being
-// served (lua_active). Any other name has no section here.
-func (r *Router) Section(name string) ([]codec.Stat, bool) {
-	switch name {
-	case "":
-		return []codec.Stat{
-			{Name: "proxy_request_failed_depth", Value: strconv.FormatInt(r.failedDepth.Load(), 10)},
-			{Name: "proxy_req_active", Value: strconv.FormatInt(r.active.Load(), 10)},
-		}, true
-	case "proxyfuncs":
-		return r.fgens.stats(), true
+// addSlots adds n to c's slots; a nil c (a generator no attached route
+// reaches) counts nothing.
+func (c *funcCount) addSlots(n int64) {
+	if c != nil {
+		c.slots.Add(n)
 	}
-	return nil, false
+}
+
+// countFuncgen starts counting fg and the generators it reaches, each
+// once, with the request contexts they hold.
+func (w *worker) countFuncgen(fg *funcgen) {
+	if fg == nil || fg.count != nil {
+		return
+	}
+	fg.count = w.r.funcs.of(fg.name)
+	fg.count.funcs.Add(1)
+	fg.count.addSlots(int64(len(fg.free)))
+	for _, h := range fg.handles {
+		w.countFuncgen(h.child)
+	}
+	r := fg.router
+	if r == nil {
+		return
+	}
+	for _, e := range r.routes {
+		w.countFuncgen(e.fg)
+		for _, c := range e.cmds {
+			w.countFuncgen(c)
+		}
+	}
+	for _, c := range r.cmap {
+		w.countFuncgen(c)
+	}
+	w.countFuncgen(r.def)
 }

@@ -41,7 +41,9 @@ func newInternal(cfg *Config) (*beRef, *pool) {
 	if cfg.Internal == nil || cfg.Redis {
 		return nil, nil
 	}
-	be := &beRef{label: "internal", internal: &internalBackend{cache: cfg.Internal, dialect: cfg.Dialect}}
+	// named as memcached names its own: log lines show it as internal:0
+	be := &beRef{label: "internal", host: "internal", port: "0",
+		internal: &internalBackend{cache: cfg.Internal, dialect: cfg.Dialect}}
 	return be, &pool{id: 0, bes: []*beRef{be}}
 }
 

@@ -141,7 +141,6 @@ func (w *worker) routerNew(L *glua.LState) int {
 		r.def = routeTarget(L, d, "default")
 	}
 	L.Push(w.funcgenValue(&funcgen{name: "mcp_router", router: r, ready: true}))
-	w.r.fgens.add("mcp_router", 1, 0)
 	return 1
 }
 

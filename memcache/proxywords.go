@@ -114,7 +114,8 @@ func verbOf(buf []byte) []byte {
 
 // watchNames are the streams memcached's watch command knows, in the order
 // it tries them, with the codec.Watch* bit of each the proxy writes
-// (memcached's proxy has no others: their watchers get nothing).
+// (memcached's proxy has no others: their watchers get nothing;
+// deletions are those of a Lua pool's internal cache).
 var watchNames = []struct {
 	name string
 	bit  int
@@ -122,7 +123,7 @@ var watchNames = []struct {
 	{"rawcmds", 0}, {"evictions", 0}, {"fetchers", 0}, {"mutations", 0},
 	{"sysevents", 0}, {"connevents", 0},
 	{"proxyreqs", codec.WatchProxyReqs}, {"proxyevents", codec.WatchProxyEvents},
-	{"proxyuser", codec.WatchProxyUser}, {"deletions", 0},
+	{"proxyuser", codec.WatchProxyUser}, {"deletions", codec.WatchDeletions},
 }
 
 // watch: watch [stream]*, memcached's log streams (RouteWatch, the streams

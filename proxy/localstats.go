@@ -104,6 +104,21 @@ func (p *pool) ResetStats() {
 	p.stats.base.Store(&base)
 }
 
+// conns is "stats conns" of the pool: its listening socket, numbered 1,
+// with memcached's "addr" and "state".
+func (p *pool) conns() []codec.Stat {
+	addr := p.cfg.Listen.Addr
+	if a := p.bound.Load(); a != nil {
+		addr = *a
+	}
+	if p.cfg.Listen.Network == "unix" {
+		addr = "unix:" + addr
+	} else {
+		addr = "tcp:" + addr
+	}
+	return []codec.Stat{{Name: "1:addr", Value: addr}, {Name: "1:state", Value: "conn_listening"}}
+}
+
 // shown returns what stats shows of the resettable counter name, whose
 // value is now v: its count since the last reset.
 func (ps *poolStats) shown(name string, v int64) int64 {
@@ -137,7 +152,9 @@ func (p *pool) badBackends() []codec.Stat {
 // marked bad (stats proxybe), "proxy" gives memcached proxy's
 // counter names (stats proxy, INFO proxy), its cmd_ counters since the
 // last "stats reset"; "settings" the pool's settings (stats settings);
-// any other name the router's section of that name (route.Sectioned).
+// any other the router's (route.Sectioned: a Lua pool's "proxyfuncs",
+// "items", "slabs"), and then "conns" too, the pool's listening socket as
+// memcached's proxy lists one (its client connections are not listed).
 func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	switch name {
 	case "settings":
@@ -148,10 +165,14 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	case "":
 		return nil, false
 	default:
-		if sr, ok := p.router.(route.Sectioned); ok {
-			return sr.Section(name)
+		sr, ok := p.router.(route.Sectioned)
+		switch {
+		case !ok:
+			return nil, false
+		case name == "conns":
+			return p.conns(), true
 		}
-		return nil, false
+		return sr.Section(name)
 	}
 	s := p.srv
 	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }

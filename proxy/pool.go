@@ -31,9 +31,10 @@ type pool struct {
 	tls      *tls.Config         // what the listener serves; nil: plain
 	limits   codec.Options
 	router   route.Router
-	lease    *backend.Lease // the backends the router holds
-	routing  atomic.Int64   // sessions routing a request with this pool right now
-	inflight atomic.Int64   // requests routed with this pool, not yet written
+	lease    *backend.Lease         // the backends the router holds
+	routing  atomic.Int64           // sessions routing a request with this pool right now
+	inflight atomic.Int64           // requests routed with this pool, not yet written
+	bound    atomic.Pointer[string] // the listener's address, once it serves
 	log      *slog.Logger
 
 	stats *poolStats // kept across reloads for a pool of the same name
@@ -167,5 +168,6 @@ func (b *builder) env(p *pool, dialTLS *tls.Config) *kind.Env {
 		OnMeta:        b.s.backendMetaChanged,
 		Watch:         func(f func(*backend.Backend, bool)) { b.watchers = append(b.watchers, f) },
 		Link:          func(f func(map[string]route.Router)) { b.links = append(b.links, f) },
+		Sections:      p,
 	}
 }

@@ -268,6 +268,7 @@ func (s *Server) activate(gen *generation, bound []*listener) {
 	}
 	for _, p := range gen.pools {
 		addr := gen.listeners[p.cfg.Name].ln.Addr().String()
+		p.bound.Store(&addr)
 		attrs := []any{"pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name()}
 		s.log.Info("pool listening", append(attrs, p.kind.Describe(p.cfg, p.router)...)...)
 	}

@@ -42,6 +42,11 @@ type Config struct {
 	// Now is the clock; nil means time.Now. Expiry has memcached's
 	// granularity of one second.
 	Now func() time.Time
+	// OnDelete, if not nil, hears of each item a delete or md command
+	// deletes (memcached's "watch deletions"; Delete, not a command, is
+	// not heard): its key, the command and its value's length. It is
+	// called with the key's shard locked, so it must not call the Store.
+	OnDelete func(key, cmd string, size int)
 }
 
 func (c Config) withDefaults() Config {

@@ -66,7 +66,11 @@ func (s *Store) Set(key string, value []byte, flags uint32, ttl time.Duration) (
 }
 
 // Delete removes key and reports whether it was there (and live).
-func (s *Store) Delete(key string) bool {
+func (s *Store) Delete(key string) bool { return s.delete(key, "") }
+
+// delete is Delete for the command cmd, which Config.OnDelete hears of;
+// "" is none.
+func (s *Store) delete(key, cmd string) bool {
 	sh := s.shardOf(key)
 	now := s.now()
 	sh.mu.Lock()
@@ -75,8 +79,18 @@ func (s *Store) Delete(key string) bool {
 	if it == nil {
 		return false
 	}
+	if cmd != "" {
+		s.deleted(it, cmd)
+	}
 	sh.unlink(it)
 	return true
+}
+
+// deleted tells Config.OnDelete that cmd deletes it.
+func (s *Store) deleted(it *item, cmd string) {
+	if s.cfg.OnDelete != nil {
+		s.cfg.OnDelete(it.key(), cmd, len(it.value()))
+	}
 }
 
 // Touch gives key a new ttl (as Set's) and reports whether it was there.

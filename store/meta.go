@@ -520,6 +520,7 @@ func (s *Store) deleteLocked(sh *shard, key string, of *metaFlags, now int64) st
 	if of.hasCAS && it.cas != of.reqCAS {
 		return "EX"
 	}
+	s.deleted(it, "md")
 	if of.removeValue {
 		cas := it.cas
 		if of.hasCASIn {

@@ -343,7 +343,7 @@ func (s *Store) textDelete(dst []byte, tk *tokens) []byte {
 	if len(key) > keyMax {
 		return reply(dst, quiet, errLineFormat)
 	}
-	if !s.Delete(string(key)) {
+	if !s.delete(string(key), "delete") {
 		return reply(dst, quiet, "NOT_FOUND")
 	}
 	return reply(dst, quiet, "DELETED")
