@@ -137,6 +137,11 @@ func fillSection(L *glua.LState, t *glua.LTable, stats []codec.Stat, numbered bo
 // any other name. Safe for concurrent use.
 func (r *Router) Section(name string) ([]codec.Stat, bool) {
 	switch name {
+	case "":
+		return []codec.Stat{
+			{Name: "proxy_request_failed_depth", Value: strconv.FormatInt(r.failedDepth.Load(), 10)},
+			{Name: "proxy_req_active", Value: strconv.FormatInt(r.active.Load(), 10)},
+		}, true
 	case "proxyfuncs":
 		return r.funcs.section(), true
 	case "items", "slabs":

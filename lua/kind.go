@@ -128,7 +128,6 @@ func appendCacheStats(st []route.Stat, prefix string, s store.Stats) []route.Sta
 		route.Stat{Name: prefix + "too_large", Help: "writes refused for exceeding item_size_max", Value: int64(s.TooLarge)})
 }
 
-
 // Watch implements route.Watchable: memcached's watch proxyreqs,
 // proxyevents and proxyuser.
 func (l poolRouter) Watch(streams int) (*route.Watcher, error) { return l.r.Watch(streams) }

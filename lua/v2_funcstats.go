@@ -84,7 +84,7 @@ func (w *worker) countFuncgen(fg *funcgen) {
 	}
 	fg.count = w.r.funcs.of(fg.name)
 	fg.count.funcs.Add(1)
-	fg.count.addSlots(int64(len(fg.free)))
+	fg.count.addSlots(int64(fg.ease.total)) // free, pinned in a parent, or serving
 	for _, h := range fg.handles {
 		w.countFuncgen(h.child)
 	}

@@ -96,7 +96,7 @@ func TestLuaPool(t *testing.T) {
 		{"set b 0 0 2 noreply\r\nyy\r\nget b a c b\r\n", "VALUE b 0 2\r\nyy\r\nVALUE a 0 1\r\nx\r\nVALUE b 0 2\r\nyy\r\nEND\r\n"},
 		{"mg c v q\r\nmn\r\n", "MN\r\n"},
 		{"ms c 1 q\r\nz\r\nmg c v\r\n", "VA 1\r\nz\r\n"},
-		{"version\r\n", mcVersion}, // a memcached release, as memcached's proxy answers: its servers'
+		{"version\r\n", mcVersion},                                                     // a memcached release, as memcached's proxy answers: its servers'
 		{"stats slabs\r\n", "STAT active_slabs 0\r\nSTAT total_malloced 0\r\nEND\r\n"}, // the internal cache's, empty, as memcached's empty one
 		{"delete a\r\n", "DELETED\r\n"},
 	} {
