@@ -308,6 +308,18 @@ type Pool struct {
 	// relative path is relative to the config file's directory (see
 	// Config.Path). A Lua pool has no servers key.
 	Lua string
+	// LuaMore are the route files after Lua when the key lua is a list
+	// (memcached's proxy_config=a.lua:b.lua): each runs, in order, in the
+	// state Lua ran in, so one may define mcp_config_pools and the next
+	// mcp_config_routes. Paths are relative as Lua's.
+	LuaMore []string
+	// LuaDirs are directories, besides the route file's own, whose files
+	// the route file may load with dofile, loadfile and require (key
+	// lua_dirs, one or a list; relative paths are relative to the config
+	// file's directory). memcached's proxy reads any path; shardproxy
+	// reads only the route file's directory, the lua_arg file and these.
+	// Only a Lua pool may set it.
+	LuaDirs []string
 	// LuaArg is what the route file reads as mcp.start_arg (key lua_arg,
 	// memcached's proxy_arg): "" (the default) gives false, a string
 	// without ':' the string, and "a:b_2" the table {a = true, b = "2"}.

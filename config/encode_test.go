@@ -319,8 +319,12 @@ cl:
    - 127.0.0.1:7000:1
 routed:
   listen: 127.0.0.1:22126
-  lua: route.lua
+  lua:
+    - route.lua
+    - more.lua
   lua_arg: x
+  lua_dirs:
+    - /etc/shardproxy/lua
   lua_timeout: 50
   lua_max_alloc: 10
   lua_internal_cache: 8

@@ -61,8 +61,8 @@ func (r *Router) configure() (glua.LValue, error) {
 		cs.distObjs[name] = mcp.RawGetString(name)
 	}
 	file := r.cfg.Path
-	if _, err := r.runSetup(L, L.NewFunctionFromProto(r.proto), 0); err != nil {
-		return nil, runError(file, "loading", err)
+	if err := r.runFiles(L); err != nil {
+		return nil, err
 	}
 	fn, ok := L.GetGlobal("mcp_config_pools").(*glua.LFunction)
 	if !ok {

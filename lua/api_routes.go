@@ -113,8 +113,8 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 	}
 	w.runner = out[0].(*glua.LFunction)
 	file := r.cfg.Path
-	if _, err := r.runSetup(L, L.NewFunctionFromProto(r.proto), 0); err != nil {
-		return nil, runError(file, "loading", err)
+	if err := r.runFiles(L); err != nil {
+		return nil, err
 	}
 	routes := L.GetGlobal("mcp_config_routes")
 	arg := w.importConfig(config, map[*glua.LTable]*glua.LTable{}, map[*pool]*glua.LUserData{})

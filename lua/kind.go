@@ -187,6 +187,8 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	r, err := New(Config{
 		Hub:         hub,
 		Path:        k.Source.Path(pc.Lua), // relative to the config file's directory
+		More:        paths(k, pc.LuaMore),
+		Dirs:        paths(k, pc.LuaDirs),
 		Dialect:     k.Dialect,
 		Redis:       pc.Redis,
 		Options:     *k.Limits,
@@ -213,4 +215,13 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	rc := k.Counters
 	rc.Add(r) // a *Router is a kind.CounterSource
 	return poolRouter{r: r, cache: cache, rc: rc}, nil
+}
+
+// paths are names relative to the config file's directory.
+func paths(k *kind.Env, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = k.Source.Path(n)
+	}
+	return out
 }

@@ -41,6 +41,13 @@ type Config struct {
 	Path string
 	// Source, if not nil, is the route file's contents.
 	Source []byte
+	// More are route files that run after Path, in order, in the same
+	// state (memcached's proxy_config=a.lua:b.lua): one file may define
+	// mcp_config_pools and the next mcp_config_routes.
+	More []string
+	// Dirs are directories, besides Path's own, whose files the route
+	// files may load (dofile, loadfile, require); see engine_files.go.
+	Dirs []string
 	// Dialect frames the pool's requests and replies (memcache or redis).
 	Dialect codec.Dialect
 	// Redis selects the Redis flavour of the API: command names instead of
@@ -158,8 +165,8 @@ type Completion = route.Completion
 type Router struct {
 	cfg      Config
 	log      *slog.Logger
-	proto    *glua.FunctionProto
-	files    *files // what dofile, loadfile and require may read (engine_files.go)
+	protos   []routeFile // Path's, then More's, in order
+	files    *files      // what dofile, loadfile and require may read (engine_files.go)
 	workers  []*worker
 	backends []*backend.Backend
 	pools    []*pool
@@ -206,12 +213,9 @@ func New(cfg Config) (*Router, error) {
 		return nil, fmt.Errorf("lua: %s: no dialect", cfg.Path)
 	}
 	cfg.setDefaults()
-	src, err := cfg.source()
-	if err != nil {
-		return nil, err
-	}
 	r := &Router{cfg: cfg, log: cfg.Logger.With("file", cfg.Path), errSeen: map[string]int{}}
-	if r.proto, err = compile(cfg.Path, src); err != nil {
+	var err error
+	if r.protos, err = cfg.compileAll(); err != nil {
 		return nil, err
 	}
 	r.files = newFiles(&r.cfg)
@@ -274,16 +278,42 @@ func (cfg *Config) setDefaults() {
 	cfg.Options.Password, cfg.Options.Username, cfg.Options.Deny = "", "", nil
 }
 
-// source returns the route file's contents: Source, or the file at Path.
-func (cfg *Config) source() ([]byte, error) {
-	if cfg.Source != nil {
-		return cfg.Source, nil
+// routeFile is one route file, compiled.
+type routeFile struct {
+	path  string
+	proto *glua.FunctionProto
+}
+
+// compileAll reads and compiles the route files: Path (its contents are
+// Source when set), then More.
+func (cfg *Config) compileAll() ([]routeFile, error) {
+	out := make([]routeFile, 0, 1+len(cfg.More))
+	for i, path := range append([]string{cfg.Path}, cfg.More...) {
+		src := cfg.Source
+		if i > 0 || src == nil {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return nil, fmt.Errorf("lua: %w", err)
+			}
+			src = b
+		}
+		p, err := compile(path, src)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, routeFile{path: path, proto: p})
 	}
-	b, err := os.ReadFile(cfg.Path)
-	if err != nil {
-		return nil, fmt.Errorf("lua: %w", err)
+	return out, nil
+}
+
+// runFiles runs the route files' top levels in L, in order.
+func (r *Router) runFiles(L *glua.LState) error {
+	for _, f := range r.protos {
+		if _, err := r.runSetup(L, L.NewFunctionFromProto(f.proto), 0); err != nil {
+			return runError(f.path, "loading", err)
+		}
 	}
-	return b, nil
+	return nil
 }
 
 // Route runs req's handler, on the calling goroutine when the client's Lua

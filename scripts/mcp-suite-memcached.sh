@@ -7,7 +7,9 @@
 #   -p PORT            listen on 127.0.0.1:PORT (memcached: every address)
 #   -l [TAG:]ADDR      listen on ADDR (several -l: several listeners)
 #   -m MB              lua_internal_cache (mcp.internal's storage)
-#   -o proxy_config=F  lua: F (routelib: $MCP_SUITE_ROUTELIB), proxy_arg=A: lua_arg: A
+#   -o proxy_config=F  lua: F (routelib: $MCP_SUITE_ROUTELIB; a:b: lua: [a, b]),
+#                      lua_dirs: / (memcached's route files read any path),
+#                      proxy_arg=A: lua_arg: A
 #   -h                 memcached's feature words the tests look for
 # Other options (-t, -U, -u, -R, -c, extstore and slab tunables) have no
 # counterpart and are ignored.
@@ -57,7 +59,13 @@ conf=$here/shardproxy.$$.yml
 		case $addr in *:*) ;; *) addr=$addr:$port ;; esac
 		echo "mcp$i:"
 		echo "  listen: $addr"
-		echo "  lua: $(abs "$config")"
+		# proxy_config=a.lua:b.lua: several route files, one state.
+		echo "  lua:"
+		IFS=':' read -r -a files <<<"$config"
+		for f in "${files[@]}"; do echo "    - $(abs "$f")"; done
+		# memcached's route files read any path (the tests' mode files
+		# are in /tmp).
+		echo "  lua_dirs: /"
 		if [ -n "$arg" ]; then [ -f "$arg" ] && arg=$(abs "$arg"); echo "  lua_arg: $arg"; fi
 		[ -n "$mem" ] && echo "  lua_internal_cache: $mem"
 		i=$((i + 1))
