@@ -229,6 +229,7 @@ func (w *worker) functions() map[string]glua.LGFunction {
 	} {
 		f[name] = noop
 	}
+	f["schedule_config_reload"] = w.scheduleReload
 	return f
 }
 
@@ -263,8 +264,8 @@ func (w *worker) stat(L *glua.LState) int {
 	id := L.CheckInt(1)
 	delta := L.CheckInt64(2)
 	s := w.r.userStats
-	if id < 1 || id > len(s) || s[id-1].name == "" {
-		L.RaiseError("stat index %d was not declared with mcp.add_stat", id)
+	if id < 1 || id > len(s) { // memcached counts an index below the highest declared
+		L.RaiseError("stat index out of range")
 	}
 	s[id-1].value.Add(delta)
 	return 0

@@ -41,9 +41,10 @@ type poolRouter struct {
 }
 
 var (
-	_ route.Router       = poolRouter{}
-	_ route.Watchable    = poolRouter{}
-	_ kind.CounterSource = (*Router)(nil)
+	_ route.Router        = poolRouter{}
+	_ route.Watchable     = poolRouter{}
+	_ route.ReloadWatcher = poolRouter{}
+	_ kind.CounterSource  = (*Router)(nil)
 )
 
 // Route implements route.Router.
@@ -59,6 +60,12 @@ func (l poolRouter) Stats() []route.Stat {
 	}
 	return st
 }
+
+// Reloaded implements route.ReloadWatcher.
+func (l poolRouter) Reloaded() { l.r.Reloaded() }
+
+// ReloadFailed implements route.ReloadWatcher.
+func (l poolRouter) ReloadFailed(err error) { l.r.ReloadFailed(err) }
 
 // Backends implements route.Router.
 func (l poolRouter) Backends() []*backend.Backend { return l.r.Backends() }
@@ -175,8 +182,9 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 		d.Conns = pc.ServerConnections
 	}
 	var hub *route.Hub // the running router's: its watchers stay
+	var prev *Router
 	if old, ok := k.Old.(poolRouter); ok {
-		hub = old.r.Hub()
+		hub, prev = old.r.Hub(), old.r
 	}
 	var cache *internalCache
 	var internal *store.Store
@@ -186,6 +194,7 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	}
 	r, err := New(Config{
 		Hub:         hub,
+		Previous:    prev,
 		Path:        k.Source.Path(pc.Lua), // relative to the config file's directory
 		More:        paths(k, pc.LuaMore),
 		Dirs:        paths(k, pc.LuaDirs),
@@ -207,6 +216,7 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 		HealthInterval: pc.HealthCheckInterval,
 		HealthTimeout:  pc.HealthCheckTimeout,
 		Internal:       internal,
+		ScheduleReload: k.ScheduleReload,
 	})
 	if err != nil {
 		cache.release()

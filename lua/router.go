@@ -123,6 +123,14 @@ type Config struct {
 	// HealthInterval and HealthTimeout are every backend's
 	// (backend.Config): the pool's health checks; 0 turns them off.
 	HealthInterval, HealthTimeout time.Duration
+	// ScheduleReload, if set, is what mcp.schedule_config_reload calls in
+	// a cron: it asks for the configuration to be reloaded and must not
+	// block. nil (and in a handler or a setup stage): the call does
+	// nothing.
+	ScheduleReload func()
+	// Previous is the running router a reload replaces, or nil: the new
+	// router keeps its mcp.add_stat counters (see addStat).
+	Previous *Router
 	// Backends hands out the backends the script declares and takes them
 	// back at Close; default backend.Direct (each router's own, closed at
 	// Close). A reload passes a source shared with the next router, so
@@ -184,10 +192,12 @@ type Router struct {
 
 	userStats []*userStat // by mcp.add_stat id - 1
 
-	cronDefs []*cronDef    // from the config stage, for worker 0
-	crons    []*cronJob    // built in worker 0's state
-	cronStop chan struct{} // stops runCrons
-	cronDone chan struct{} // closed when runCrons has returned
+	cronDefs  []*cronDef    // from the config stage, for worker 0
+	crons     []*cronJob    // built in worker 0's state
+	cronRuns  atomic.Int64  // crons run (memcached's proxy_config_cron_runs)
+	cronFails atomic.Int64  // of those, the ones that raised an error
+	cronStop  chan struct{} // stops runCrons
+	cronDone  chan struct{} // closed when runCrons has returned
 
 	requests atomic.Int64
 	failures atomic.Int64
@@ -219,6 +229,9 @@ func New(cfg Config) (*Router, error) {
 		return nil, err
 	}
 	r.files = newFiles(&r.cfg)
+	if cfg.Previous != nil { // the counters are shared; the slice is not
+		r.userStats = append([]*userStat(nil), cfg.Previous.userStats...)
+	}
 	r.internal, r.internalPool = newInternal(&r.cfg)
 	ok := false
 	defer func() {
@@ -230,6 +243,10 @@ func New(cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
+	// memcached's proxy writes it before it loads the files, but exits on
+	// an error in their top level or mcp_config_pools: its watchers never
+	// see a start for those.
+	r.watchConf("start")
 	for i := range cfg.Workers {
 		w, err := newWorker(r, i, routes)
 		if err != nil {
@@ -416,10 +433,15 @@ func (r *Router) Counters() []route.Stat {
 		{Name: "lua_timeouts", Kind: route.Counter, Value: r.timeouts.Load(), Help: "Runs of route code stopped for taking longer than their time budget."},
 		{Name: "lua_memory_stops", Kind: route.Counter, Value: r.memoryStops.Load(), Help: "Runs of route code stopped for allocating more than their memory budget."},
 		{Name: "lua_active", Kind: route.Gauge, Value: r.active.Load(), Help: "Requests being handled by the route file now."},
+		{Name: "proxy_config_cron_runs", Kind: route.Counter, Value: r.cronRuns.Load(), Help: "Runs of the route file's crons."},
+		{Name: "proxy_config_cron_fails", Kind: route.Counter, Value: r.cronFails.Load(), Help: "Runs of the route file's crons that raised an error."},
 	}
+	// The user counters are gauges: mcp.stat may subtract, and the
+	// routers of successive generations share them (Config.Previous), so
+	// kind.Counters must not add them up.
 	for _, u := range r.userStats {
 		if u.name != "" {
-			s = append(s, route.Stat{Name: "user_" + u.name, Kind: route.Counter, Value: u.value.Load()})
+			s = append(s, route.Stat{Name: "user_" + u.name, Kind: route.Gauge, Value: u.value.Load()})
 		}
 	}
 	return s

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shardproxy/codec"
+	"shardproxy/route"
 )
 
 // A pool is its dialect's codec.Env: what the commands the proxy answers
@@ -55,7 +56,7 @@ func (p *pool) Stats() []codec.Stat {
 			codec.Stat{Name: "get_misses", Value: itoa(max(0, gets-hits))})
 	}
 	for _, st := range p.routerStats() { // a Lua pool's counters and mcp.add_stat's, a cluster's
-		stats = append(stats, codec.Stat{Name: st.Name, Value: itoa(st.Value)})
+		stats = append(stats, codec.Stat{Name: st.Name, Value: routerValue(st)})
 	}
 	return stats
 }
@@ -147,8 +148,18 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	stats = append(stats, cmds...)
 	for _, st := range p.routerStats() { // a route file's mcp.add_stat counters, as memcached lists them here
 		if strings.HasPrefix(st.Name, "user_") {
-			stats = append(stats, codec.Stat{Name: st.Name, Value: itoa(st.Value)})
+			stats = append(stats, codec.Stat{Name: st.Name, Value: routerValue(st)})
 		}
 	}
 	return stats, true
+}
+
+// routerValue is how stats shows a router's counter: a route file's
+// mcp.add_stat counters (user_*) as memcached's unsigned ones, which an
+// mcp.stat below zero wraps around.
+func routerValue(st route.Stat) string {
+	if strings.HasPrefix(st.Name, "user_") {
+		return strconv.FormatUint(uint64(st.Value), 10)
+	}
+	return strconv.FormatInt(st.Value, 10)
 }

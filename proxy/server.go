@@ -26,6 +26,11 @@ type Options struct {
 	// DrainTimeout bounds how long a reload waits for removed backends'
 	// in-flight requests before closing them; default 10s.
 	DrainTimeout time.Duration
+	// ScheduleReload, if set, is called when a pool asks for the
+	// configuration to be reloaded (a route file's cron calls
+	// mcp.schedule_config_reload); it must not block. nil: such asks are
+	// ignored.
+	ScheduleReload func()
 }
 
 // Server runs the pools of one configuration at a time and swaps to a new
@@ -35,6 +40,8 @@ type Server struct {
 	version string
 	start   time.Time
 	drain   time.Duration
+	// scheduleReload is Options.ScheduleReload.
+	scheduleReload func()
 
 	currConns      atomic.Int64
 	totalConns     atomic.Int64
@@ -108,12 +115,13 @@ func newServer(opts Options) *Server {
 		opts.DrainTimeout = 10 * time.Second
 	}
 	s := &Server{
-		log:       opts.Logger,
-		version:   Version,
-		start:     time.Now(),
-		drain:     opts.DrainTimeout,
-		listeners: map[listenKey]*listener{},
-		sessions:  map[*session]struct{}{},
+		log:            opts.Logger,
+		version:        Version,
+		start:          time.Now(),
+		drain:          opts.DrainTimeout,
+		scheduleReload: opts.ScheduleReload,
+		listeners:      map[listenKey]*listener{},
+		sessions:       map[*session]struct{}{},
 	}
 	s.backends.Drain = opts.DrainTimeout
 	return s
@@ -364,9 +372,13 @@ func (s *Server) Reload(cfg *config.Config) error {
 		s.swap(gen, nil)
 	}
 	if err != nil {
-		s.reloadFailures.Add(1)
-		s.log.Error("reload refused", "source", cfg.Source, "err", err)
+		s.refused(cfg.Source, err)
 		return err
+	}
+	for _, p := range gen.pools {
+		if w, ok := p.router.(route.ReloadWatcher); ok {
+			w.Reloaded()
+		}
 	}
 	s.reloads.Add(1)
 	made, kept := gen.backendCounts()
@@ -378,8 +390,23 @@ func (s *Server) Reload(cfg *config.Config) error {
 // ReloadFailed counts a reload that failed before Reload was called (the
 // file could not be read or parsed).
 func (s *Server) ReloadFailed(source string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused(source, err)
+}
+
+// refused counts and logs a failed reload, and tells the running routers
+// that watch for it. Called with s.mu held.
+func (s *Server) refused(source string, err error) {
 	s.reloadFailures.Add(1)
 	s.log.Error("reload refused", "source", source, "err", err)
+	if gen := s.gen.Load(); gen != nil {
+		for _, p := range gen.pools {
+			if w, ok := p.router.(route.ReloadWatcher); ok {
+				w.ReloadFailed(err)
+			}
+		}
+	}
 }
 
 // swap makes gen the running generation. Called with s.mu held.
