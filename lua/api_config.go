@@ -401,9 +401,11 @@ func (cs *configStage) poolOptions(L *glua.LState, t *glua.LTable, o *poolOption
 		o.beprefix = s
 	}
 	if v := t.RawGetString("iothread"); v != glua.LNil {
-		if _, ok := v.(glua.LBool); !ok {
+		b, ok := v.(glua.LBool)
+		if !ok {
 			L.RaiseError("pool: iothread must be true or false")
 		}
+		o.perWorker = !bool(b)
 	}
 	ringOptions(L, t, o)
 }

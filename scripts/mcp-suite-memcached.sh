@@ -7,11 +7,13 @@
 #   -p PORT            listen on 127.0.0.1:PORT (memcached: every address)
 #   -l [TAG:]ADDR      listen on ADDR (several -l: several listeners)
 #   -m MB              lua_internal_cache (mcp.internal's storage)
+#   -t N               -threads N (memcached's worker threads; default 4):
+#                      a Lua pool runs one Lua state per thread
 #   -o proxy_config=F  lua: F (routelib: $MCP_SUITE_ROUTELIB; a:b: lua: [a, b]),
 #                      lua_dirs: / (memcached's route files read any path),
 #                      proxy_arg=A: lua_arg: A
 #   -h                 memcached's feature words the tests look for
-# Other options (-t, -U, -u, -R, -c, extstore and slab tunables) have no
+# Other options (-U, -u, -R, -c, extstore and slab tunables) have no
 # counterpart and are ignored.
 set -euo pipefail
 
@@ -23,6 +25,7 @@ if [ "${1:-}" = -h ]; then
 fi
 
 port=11211
+threads=4 # memcached's default -t
 listens=()
 mem=""
 config=""
@@ -41,7 +44,8 @@ while [ $# -gt 0 ]; do
 			esac
 		done
 		shift ;;
-	-t | -U | -u | -R | -c | -s | -b | -I | -f | -n) shift ;;
+	-t) threads=$2; shift ;;
+	-U | -u | -R | -c | -s | -b | -I | -f | -n) shift ;;
 	esac
 	shift
 done
@@ -71,5 +75,5 @@ conf=$here/shardproxy.$$.yml
 		i=$((i + 1))
 	done
 } >"$conf"
-exec "$SHARDPROXY" -c "$conf" -admin "" -a 127.0.0.1 -s 0 -v "${MCP_SUITE_VERBOSITY:-5}" \
+exec "$SHARDPROXY" -c "$conf" -threads "$threads" -admin "" -a 127.0.0.1 -s 0 -v "${MCP_SUITE_VERBOSITY:-5}" \
 	-o "${MCP_SUITE_SERVER_LOG:-/dev/stderr}"
