@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	gostrings "strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -23,6 +25,10 @@ var luaKeys = map[string]poolKey{
 	"lua_dirs": poolKey{set: (*poolParser).setLuaDirs, given: func(p *Pool) bool { return len(p.LuaDirs) > 0 }}.
 		encodedAs(func(p *Pool) *yaml.Node { return strList(p.LuaDirs) }).
 		omitIf(func(p *Pool) bool { return len(p.LuaDirs) == 0 }),
+	// listen_tags are further listeners of the pool, each with a tag its
+	// requests carry (memcached's -l tag_NAME_:addr).
+	"listen_tags": poolKey{set: (*poolParser).setListenTags, given: func(p *Pool) bool { return len(p.ListenTags) > 0 }}.
+		encodedAs(listenTagsNode).omitIf(func(p *Pool) bool { return len(p.ListenTags) == 0 }),
 	// lua_timeout bounds each run of route code, in milliseconds.
 	"lua_timeout": msKey(func(p *Pool) *time.Duration { return &p.LuaTimeout }, 1, DefaultLuaTimeout, 0),
 	// lua_max_alloc bounds what each run of route code allocates, in MiB.
@@ -33,7 +39,7 @@ var luaKeys = map[string]poolKey{
 }
 
 // luaOnly are the keys only a Lua pool may set.
-var luaOnly = []string{"lua_arg", "lua_dirs", "lua_timeout", "lua_max_alloc", "lua_internal_cache"}
+var luaOnly = []string{"lua_arg", "lua_dirs", "listen_tags", "lua_timeout", "lua_max_alloc", "lua_internal_cache"}
 
 // setLua reads lua: one file, or a non-empty list of files.
 func (pp *poolParser) setLua(key string, v *yaml.Node) {
@@ -88,4 +94,39 @@ func strList(list []string) *yaml.Node {
 		seq.Content = append(seq.Content, str(s))
 	}
 	return seq
+}
+
+// maxListenTag is the longest listener tag, as mcp.attach takes them.
+const maxListenTag = 8
+
+// setListenTags reads listen_tags: a mapping of tag to listen address.
+func (pp *poolParser) setListenTags(key string, v *yaml.Node) {
+	const want = "must be a mapping of listener tags (1 to 8 characters) to listen addresses"
+	if v.Kind != yaml.MappingNode || len(v.Content) == 0 || !pp.b.plain(v, pp.p.Name, key) {
+		pp.fail(v.Line, key, want)
+		return
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, a := v.Content[i], v.Content[i+1]
+		if k.Kind != yaml.ScalarNode || len(k.Value) == 0 || len(k.Value) > maxListenTag ||
+			gostrings.ContainsAny(k.Value, " \t") || a.Kind != yaml.ScalarNode {
+			pp.fail(k.Line, key, want)
+			return
+		}
+		l, msg := parseListen(a.Value)
+		if msg != "" {
+			pp.fail(a.Line, key, fmt.Sprintf("%s: %s", k.Value, msg))
+			return
+		}
+		pp.p.ListenTags = append(pp.p.ListenTags, TaggedListen{Tag: k.Value, Listen: l})
+	}
+}
+
+// listenTagsNode is the listen_tags mapping.
+func listenTagsNode(p *Pool) *yaml.Node {
+	m := &yaml.Node{Kind: yaml.MappingNode}
+	for _, t := range p.ListenTags {
+		m.Content = append(m.Content, str(t.Tag), str(t.Listen.text()))
+	}
+	return m
 }

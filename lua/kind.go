@@ -48,7 +48,7 @@ var (
 )
 
 // Route implements route.Router.
-func (l poolRouter) Route(x *route.Exchange) { l.r.RouteBatch(&x.Req, x.Hint, x, x.Batch) }
+func (l poolRouter) Route(x *route.Exchange) { l.r.RouteTagged(&x.Req, x.Hint, x.Tag, x, x.Batch) }
 
 // Stats implements route.Router: lua_requests, lua_failures, lua_timeouts,
 // lua_memory_stops, lua_active, the script's mcp.add_stat counters

@@ -352,6 +352,16 @@ func (r *Router) Route(req *codec.Request, hint uint32, c Completion) {
 // before it is run or queued: what Lua sends, it sends at once, and it
 // must not overtake the client's earlier requests staged in bt.
 func (r *Router) RouteBatch(req *codec.Request, hint uint32, c Completion, bt *backend.Batch) {
+	r.RouteTagged(req, hint, "", c, bt)
+}
+
+// RouteTagged is RouteBatch for a request that came on a listener with a
+// tag (memcached's -l tag_NAME_:addr): the handlers attached with tag take
+// precedence over the untagged ones. "" is Config.Tag's.
+func (r *Router) RouteTagged(req *codec.Request, hint uint32, tag string, c Completion, bt *backend.Batch) {
+	if tag == "" {
+		tag = r.cfg.Tag
+	}
 	r.requests.Add(1)
 	if r.closed.Load() {
 		r.reject(req, c, "lua router closed")
@@ -371,10 +381,10 @@ func (r *Router) RouteBatch(req *codec.Request, hint uint32, c Completion, bt *b
 	// connection stays on its worker thread: what a handler keeps in its
 	// state between requests is the same for all of them.
 	w := r.workers[hint%uint32(len(r.workers))]
-	if r.routeFast(w, req, hint, c, bt) {
+	if tag == "" && r.routeFast(w, req, hint, c, bt) { // the fast path knows the untagged handlers
 		return
 	}
-	if !w.submit(event{kind: evRequest, req: req, hint: hint, c: c, batch: bt}, true) {
+	if !w.submit(event{kind: evRequest, req: req, hint: hint, c: c, batch: bt, tag: tag}, true) {
 		r.active.Add(-1)
 		r.bufferUsed.Add(-int64(len(req.Wire)))
 		r.reject(req, c, "lua worker queue full")

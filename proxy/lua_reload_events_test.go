@@ -271,3 +271,57 @@ func stats(t *testing.T, c *client, req string) map[string]string {
 	}
 	return got
 }
+
+// TestLuaListenTags checks listen_tags, memcached's -l tag_NAME_:addr:
+// a request that comes on a tagged listener runs the handler attached
+// with its tag, else the untagged one; the pool's own listener runs the
+// untagged ones; a reload that moves a tag to another listener takes
+// effect for its clients.
+func TestLuaListenTags(t *testing.T) {
+	file := writeLua(t, `function mcp_config_pools() return {} end
+function mcp_config_routes(p)
+  mcp.attach(mcp.CMD_MG, function(r) return "HD untagged\r\n" end)
+  mcp.attach(mcp.CMD_MS, function(r) return "HD ms untagged\r\n" end)
+  mcp.attach(mcp.CMD_MG, function(r) return "HD tag b\r\n" end, "b")
+  mcp.attach(mcp.CMD_MG, function(r) return "HD tag cccc\r\n" end, "cccc")
+end
+`)
+	plain, one, two := testserver.FreePort(t), testserver.FreePort(t), testserver.FreePort(t)
+	yaml := func(tagOne, tagTwo string) string {
+		return fmt.Sprintf("lp:\n  listen: 127.0.0.1:%d\n  lua: %s\n  listen_tags:\n    %s: 127.0.0.1:%d\n    %s: 127.0.0.1:%d\n",
+			plain, file, tagOne, one, tagTwo, two)
+	}
+	cfg, err := config.Parse([]byte(yaml("b", "cccc")), "test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := runProxy(t, cfg, proxy.Options{Logger: discardLog()})
+	addr := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+	cp, c1, c2 := dial(t, addr(plain)), dial(t, addr(one)), dial(t, addr(two))
+	for _, tc := range []struct {
+		c         *client
+		req, want string
+	}{
+		{cp, "mg k\r\n", "HD untagged\r\n"},
+		{c1, "mg k\r\n", "HD tag b\r\n"},
+		{c2, "mg k\r\n", "HD tag cccc\r\n"},
+		{c1, "ms k 1\r\nx\r\n", "HD ms untagged\r\n"}, // no ms under b
+	} {
+		if got := tc.c.do(tc.req); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
+		}
+	}
+	cfg, err = config.Parse([]byte(yaml("cccc", "none")), "test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := c1.do("mg k\r\n"); got != "HD tag cccc\r\n" {
+		t.Errorf("after the reload, the first tagged listener: %q", got)
+	}
+	if got := c2.do("mg k\r\n"); got != "HD untagged\r\n" {
+		t.Errorf("after the reload, a tag without handlers: %q", got)
+	}
+}

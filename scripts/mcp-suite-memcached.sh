@@ -5,7 +5,8 @@
 # execs $SHARDPROXY on it.
 #
 #   -p PORT            listen on 127.0.0.1:PORT (memcached: every address)
-#   -l [TAG:]ADDR      listen on ADDR (several -l: several listeners)
+#   -l [tag_T_:]ADDR   listen on ADDR (several -l: several pools); a tagged
+#                      one is listen_tags T: ADDR of the first pool
 #   -m MB              lua_internal_cache (mcp.internal's storage)
 #   -t N               -threads N (memcached's worker threads; default 4):
 #                      a Lua pool runs one Lua state per thread
@@ -56,13 +57,28 @@ done
 abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/${1#./}" ;; esac; }
 
 conf=$here/shardproxy.$$.yml
+# -l tag_NAME_:ADDR: a listener whose requests carry the tag NAME; they
+# become the first pool's listen_tags. Each untagged -l is a pool.
+plain=()
+tags=()
+for l in "${listens[@]}"; do
+	addr=${l##*_:} # tag_b_:127.0.0.1:12052 -> 127.0.0.1:12052
+	case $addr in *:*) ;; *) addr=$addr:$port ;; esac
+	case $l in
+	tag_*_:*) name=${l#tag_}; tags+=("${name%%_:*}: $addr") ;;
+	*) plain+=("$addr") ;;
+	esac
+done
+[ ${#plain[@]} -gt 0 ] || plain=("127.0.0.1:$port")
 {
 	i=0
-	for l in "${listens[@]}"; do
-		addr=${l##*_:} # tag_b_:127.0.0.1:12052 -> 127.0.0.1:12052
-		case $addr in *:*) ;; *) addr=$addr:$port ;; esac
+	for addr in "${plain[@]}"; do
 		echo "mcp$i:"
 		echo "  listen: $addr"
+		if [ $i = 0 ] && [ ${#tags[@]} -gt 0 ]; then
+			echo "  listen_tags:"
+			for t in "${tags[@]}"; do echo "    $t"; done
+		fi
 		# proxy_config=a.lua:b.lua: several route files, one state.
 		echo "  lua:"
 		IFS=':' read -r -a files <<<"$config"
