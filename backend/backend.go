@@ -89,6 +89,13 @@ type Config struct {
 	OnMeta func(b *Backend, meta, first bool)
 	// Preconnect dials every socket at New instead of at first use.
 	Preconnect bool
+	// FirstIdle picks a call's socket as memcached's proxy does: the
+	// first slot with nothing queued or in flight, else the one with the
+	// fewest, so that a lightly loaded backend uses its first socket; and
+	// Preconnect dials the slots one after another, in slot order. Off
+	// (the default), a call goes to slot hint % Conns, which keeps one
+	// client's requests in order on one socket.
+	FirstIdle bool
 	// OnStateChange, if set, is called (on its own goroutine's time, never
 	// under a lock) when the backend is marked bad (bad=true) and when its
 	// retry time arrives (bad=false); with HealthInterval set, when a
@@ -253,7 +260,12 @@ func New(cfg Config) *Backend {
 	for i := range b.conns {
 		b.conns[i] = newConn(b)
 	}
-	if cfg.Preconnect {
+	if cfg.Preconnect && cfg.FirstIdle {
+		for i := 1; i < len(b.conns); i++ {
+			b.conns[i-1].then.Store(b.conns[i]) // kicked once its predecessor's connect returns
+		}
+		b.conns[0].kick()
+	} else if cfg.Preconnect {
 		for _, c := range b.conns {
 			c.kick()
 		}
@@ -345,7 +357,25 @@ func (b *Backend) slot(c *Call, hint uint32) *conn {
 	if c.Req != nil && c.Req.Proto != 0 {
 		slots = b.protoSlots(c.Req.Proto)
 	}
+	if b.cfg.FirstIdle && len(slots) > 1 {
+		return firstIdle(slots)
+	}
 	return slots[int(hint%uint32(len(slots)))]
+}
+
+// firstIdle is Config.FirstIdle's choice among slots.
+func firstIdle(slots []*conn) *conn {
+	best, least := slots[0], int64(math.MaxInt64)
+	for _, c := range slots {
+		n := c.depth()
+		if n == 0 {
+			return c
+		}
+		if n < least {
+			best, least = c, n
+		}
+	}
+	return best
 }
 
 // protoSlots returns the slots for requests of protocol version proto

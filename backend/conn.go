@@ -38,6 +38,29 @@ type conn struct {
 	// proto is the protocol version its sockets ask for in the handshake
 	// (HandshakeOptions.Proto): 0 for the backend's first slots.
 	proto uint8
+	// then is the slot a preconnect with Config.FirstIdle kicks once this
+	// one's first connect returns, so that the slots connect in order.
+	then atomic.Pointer[conn]
+}
+
+// kickNext kicks the slot waiting for this one's first connect
+// (Config.FirstIdle's preconnect), if any.
+func (c *conn) kickNext() {
+	if next := c.then.Swap(nil); next != nil {
+		next.kick()
+	}
+}
+
+// depth is how many calls the slot holds: queued, or in flight on its
+// newest socket (calls the writer is between the two are not counted).
+func (c *conn) depth() int64 {
+	c.mu.Lock()
+	n, s := int64(len(c.queue)), c.cur
+	c.mu.Unlock()
+	if s != nil {
+		n += s.pending.Load()
+	}
+	return n
 }
 
 func newConn(b *Backend) *conn {

@@ -102,6 +102,7 @@ func clientTLS(c *tls.Config, network, addr string) *tls.Config {
 func (c *conn) connect() (*sock, Cause) {
 	b := c.b
 	if b.Bad() && !b.cfg.Reconnect { // under memcached's rule only retries dial a bad backend
+		c.kickNext()
 		return nil, CauseMarkedBad
 	}
 	deadline := time.Now().Add(b.cfg.ConnectTimeout)
@@ -115,7 +116,9 @@ func (c *conn) connect() (*sock, Cause) {
 		err error
 	)
 	for {
-		if nc, err = dial(b.cfg, deadline); err != nil {
+		nc, err = dial(b.cfg, deadline)
+		c.kickNext() // connected (or not): the next slot's turn
+		if err != nil {
 			return nil, CauseConnecting
 		}
 		hs = handshake(nc, b.cfg.Dialect, o, b.validateBy(deadline))

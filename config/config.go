@@ -308,6 +308,24 @@ type Pool struct {
 	// relative path is relative to the config file's directory (see
 	// Config.Path). A Lua pool has no servers key.
 	Lua string
+	// LuaMore are the route files after Lua when the key lua is a list
+	// (memcached's proxy_config=a.lua:b.lua): each runs, in order, in the
+	// state Lua ran in, so one may define mcp_config_pools and the next
+	// mcp_config_routes. Paths are relative as Lua's.
+	LuaMore []string
+	// ListenTags are further listeners of a Lua pool, each with a tag
+	// (key listen_tags, a mapping of tag to address; memcached's
+	// -l tag_NAME_:addr): requests that come on one are handled by the
+	// route file's handlers attached with its tag (mcp.attach's third
+	// argument), else by the untagged ones. Only a Lua pool may set it.
+	ListenTags []TaggedListen
+	// LuaDirs are directories, besides the route file's own, whose files
+	// the route file may load with dofile, loadfile and require (key
+	// lua_dirs, one or a list; relative paths are relative to the config
+	// file's directory). memcached's proxy reads any path; shardproxy
+	// reads only the route file's directory, the lua_arg file and these.
+	// Only a Lua pool may set it.
+	LuaDirs []string
 	// LuaArg is what the route file reads as mcp.start_arg (key lua_arg,
 	// memcached's proxy_arg): "" (the default) gives false, a string
 	// without ':' the string, and "a:b_2" the table {a = true, b = "2"}.
@@ -504,6 +522,13 @@ type Listen struct {
 	// Perm is the unix socket's permission bits; 0 leaves them as the umask
 	// makes them. Always 0 for tcp.
 	Perm os.FileMode
+}
+
+// TaggedListen is one of a Lua pool's tagged listeners (Pool.ListenTags).
+type TaggedListen struct {
+	// Tag is 1 to 8 characters.
+	Tag    string
+	Listen Listen
 }
 
 // Server is one line of a pool's servers list.

@@ -180,6 +180,15 @@ func TestChecksumCoversEveryField(t *testing.T) {
 			if p.Checksum() == sum {
 				t.Error("checksum ignores the number of servers")
 			}
+		case reflect.TypeFor[[]TaggedListen]():
+			one := TaggedListen{Tag: "b", Listen: Listen{Network: "tcp", Addr: "127.0.0.1:2"}}
+			for _, tl := range []TaggedListen{one, {Tag: "c", Listen: one.Listen}, {Tag: "b", Listen: Listen{Network: "tcp", Addr: "127.0.0.1:3"}}} {
+				p := *base
+				p.ListenTags = []TaggedListen{tl}
+				if p.Checksum() == sum {
+					t.Errorf("checksum ignores ListenTags %v", tl)
+				}
+			}
 		case reflect.TypeFor[[]Replica]():
 			one := Replica{Network: "tcp", Addr: "127.0.0.1:1", Host: "127.0.0.1", Port: 1, Weight: 1, Shard: "s", Line: 9}
 			withOne := *base
@@ -319,8 +328,14 @@ cl:
    - 127.0.0.1:7000:1
 routed:
   listen: 127.0.0.1:22126
-  lua: route.lua
+  lua:
+    - route.lua
+    - more.lua
   lua_arg: x
+  lua_dirs:
+    - /etc/shardproxy/lua
+  listen_tags:
+    b: 127.0.0.1:22127
   lua_timeout: 50
   lua_max_alloc: 10
   lua_internal_cache: 8

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -51,6 +52,14 @@ func TestIsSetParsed(t *testing.T) {
 			func(p *Pool) any { return p.ClusterRefresh }, DefaultClusterRefresh},
 		{"lua pool has lua", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n", "lua", true,
 			func(p *Pool) any { return p.Lua }, "r.lua"},
+		{"lua list", "alpha:\n  listen: 127.0.0.1:1\n  lua:\n    - a.lua\n    - b.lua\n    - c.lua\n", "lua", true,
+			func(p *Pool) any { return p.Lua + " " + strings.Join(p.LuaMore, " ") }, "a.lua b.lua c.lua"},
+		{"listen_tags", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n  listen_tags:\n    b: 127.0.0.1:2\n    cccc: 127.0.0.1:3\n", "listen_tags", true,
+			func(p *Pool) any { return fmt.Sprint(p.ListenTags) }, "[{b {tcp 127.0.0.1:2 ----------}} {cccc {tcp 127.0.0.1:3 ----------}}]"},
+		{"lua_dirs one", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n  lua_dirs: /tmp\n", "lua_dirs", true,
+			func(p *Pool) any { return strings.Join(p.LuaDirs, " ") }, "/tmp"},
+		{"lua_dirs list", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n  lua_dirs:\n    - /tmp\n    - modes\n", "lua_dirs", true,
+			func(p *Pool) any { return strings.Join(p.LuaDirs, " ") }, "/tmp modes"},
 		{"lua_arg absent", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n", "lua_arg", false,
 			func(p *Pool) any { return p.LuaArg }, ""},
 		{"lua_arg", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n  lua_arg: a:b_2\n", "lua_arg", true,
@@ -149,6 +158,8 @@ var builtKeys = map[string]func(p *Pool){
 
 	"lua":                func(p *Pool) { p.Lua = "r.lua" },
 	"lua_arg":            func(p *Pool) { p.LuaArg = "hello" },
+	"lua_dirs":           func(p *Pool) { p.LuaDirs = []string{"/etc/routes"} },
+	"listen_tags":        func(p *Pool) { p.ListenTags = []TaggedListen{{Tag: "b", Listen: Listen{Network: "tcp", Addr: ":2"}}} },
 	"lua_timeout":        func(p *Pool) { p.LuaTimeout = time.Second },
 	"lua_max_alloc":      func(p *Pool) { p.LuaMaxAlloc = 64 },
 	"lua_internal_cache": func(p *Pool) { p.LuaInternalCache = 8 },
@@ -236,6 +247,18 @@ func TestPoolKinds(t *testing.T) {
 		{"lua hash_seed without effect", luaPool("  hash_seed: 1\n"),
 			at + `4: pool "alpha": hash_seed: has no effect with hash fnv1a_64 and distribution ketama; it seeds the hashes xxhash, murmur3, xxh3 and the distribution random`},
 		{"lua meta", luaPool("  server_protocol: meta\n"), ""},
+		{"lua empty", "alpha:\n  listen: 127.0.0.1:1\n  lua: \"\"\n",
+			at + `3: pool "alpha": lua: must be the path of a Lua route file, or a list of them`},
+		{"lua_dirs a mapping", luaPool("  lua_dirs:\n    a: b\n"),
+			at + `5: pool "alpha": lua_dirs: must be a directory, or a list of directories`},
+		{"listen_tags tag too long", luaPool("  listen_tags:\n    abcdefghi: 127.0.0.1:2\n"),
+			at + `5: pool "alpha": listen_tags: must be a mapping of listener tags (1 to 8 characters) to listen addresses`},
+		{"listen_tags bad address", luaPool("  listen_tags:\n    b: nowhere\n"),
+			at + `5: pool "alpha": listen_tags: b: "nowhere" has no port; want "host:port" or "/path/to/socket [perm]"`},
+		{"listen_tags on a native pool", pool("  listen_tags:\n    b: 127.0.0.1:2\n"),
+			at + `3: pool "alpha": listen_tags: is only valid for a Lua pool (lua: FILE)`},
+		{"lua_dirs on a native pool", pool("  lua_dirs: /tmp\n"),
+			at + `3: pool "alpha": lua_dirs: is only valid for a Lua pool (lua: FILE)`},
 		{"lua redis meta", luaPool("  redis: true\n  server_protocol: meta\n"),
 			at + `5: pool "alpha": server_protocol: meta is only valid for a memcache pool`},
 		{"lua cluster_refresh", luaPool("  cluster_refresh: 500\n"),

@@ -104,6 +104,10 @@ type Env struct {
 	// Link runs f once every pool of the generation is built, with their
 	// routers by pool name (eject_policy failover names another pool).
 	Link func(f func(routers map[string]route.Router))
+	// ScheduleReload asks for the configuration to be reloaded, as SIGHUP
+	// does (a route file's mcp.schedule_config_reload); it does not block
+	// and nil means nobody listens.
+	ScheduleReload func()
 }
 
 // BackendConfig is the template of the pool's backends at addr: the

@@ -3,6 +3,7 @@ package lua
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	glua "github.com/yuin/gopher-lua"
@@ -61,8 +62,8 @@ func (r *Router) configure() (glua.LValue, error) {
 		cs.distObjs[name] = mcp.RawGetString(name)
 	}
 	file := r.cfg.Path
-	if _, err := r.runSetup(L, L.NewFunctionFromProto(r.proto), 0); err != nil {
-		return nil, runError(file, "loading", err)
+	if err := r.runFiles(L); err != nil {
+		return nil, err
 	}
 	fn, ok := L.GetGlobal("mcp_config_pools").(*glua.LFunction)
 	if !ok {
@@ -195,21 +196,35 @@ func (cs *configStage) statLimit(L *glua.LState) int {
 	return 0
 }
 
-// addStat is mcp.add_stat(id, name): declare user counter id (from 1).
+// maxStatName is the longest mcp.add_stat name: memcached's stat key
+// (128 bytes) less "user_" and its terminating zero.
+const maxStatName = 122
+
+// addStat is mcp.add_stat(id, name): declare user counter id (from 1),
+// as memcached does. The counters outlive a reload (Config.Previous): an
+// id declared again under its name counts on, one given a new name starts
+// again from zero, and one a reload does not declare stays as it was. An
+// empty name hides the counter from the stats.
 func (cs *configStage) addStat(L *glua.LState) int {
 	id := L.CheckInt(1)
 	name := L.CheckString(2)
-	if id < 1 || id > cs.statMax {
-		L.RaiseError("stat id must be from 1 to %d", cs.statMax)
-	}
-	if name == "" {
-		L.RaiseError("stat name must not be empty")
+	switch {
+	case id < 1:
+		L.RaiseError("stat index must be 1 or higher")
+	case id > cs.statMax:
+		L.RaiseError("stat index must be %d or less", cs.statMax)
+	case len(name) > maxStatName:
+		L.RaiseError("stat name too long: %s", name)
+	case strings.ContainsAny(name, " \t\r\n\v\f"):
+		L.RaiseError("stat cannot contain spaces or newlines")
 	}
 	r := cs.r
 	for len(r.userStats) < id {
 		r.userStats = append(r.userStats, &userStat{})
 	}
-	r.userStats[id-1].name = name
+	if r.userStats[id-1].name != name {
+		r.userStats[id-1] = &userStat{name: name}
+	}
 	return 0
 }
 
@@ -416,9 +431,11 @@ func (cs *configStage) poolOptions(L *glua.LState, t *glua.LTable, o *poolOption
 		o.beprefix = s
 	}
 	if v := t.RawGetString("iothread"); v != glua.LNil {
-		if _, ok := v.(glua.LBool); !ok {
+		b, ok := v.(glua.LBool)
+		if !ok {
 			L.RaiseError("pool: iothread must be true or false")
 		}
+		o.perWorker = !bool(b)
 	}
 	ringOptions(L, t, o)
 }

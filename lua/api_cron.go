@@ -183,6 +183,16 @@ func (r *Router) runCrons(stop <-chan struct{}) {
 	}
 }
 
+// scheduleReload is mcp.schedule_config_reload in a worker state: in a
+// cron (where memcached's config state runs it) it asks for a reload;
+// elsewhere it does nothing.
+func (w *worker) scheduleReload(*glua.LState) int {
+	if w.inCron && w.r.cfg.ScheduleReload != nil {
+		w.r.cfg.ScheduleReload()
+	}
+	return 0
+}
+
 // runCron runs a cron's function in w's state, bounded by MaxRun and
 // MaxAlloc; an error is logged once per distinct message. The caller
 // holds the state.
@@ -193,7 +203,9 @@ func (w *worker) runCron(j *cronJob) {
 	w.inCron = true
 	_, err := w.callBounded(j.fn, 0)
 	w.inCron = false
+	w.r.cronRuns.Add(1)
 	if err != nil {
+		w.r.cronFails.Add(1)
 		w.r.logScriptError("lua cron failed", j.name+": "+scriptMessage(err))
 	}
 }

@@ -228,6 +228,11 @@ type poolOptions struct {
 	beprefix string
 	ringMode string
 	ringPts  int
+	// perWorker is iothread = false: memcached gives each worker thread
+	// the pool's backends of its own; here each backend gets its sockets
+	// once per Lua state (Config.Workers), and a client's socket is chosen
+	// by its number as before.
+	perWorker bool
 }
 
 // buildPool places specs with opts, sharing backends through reg.
@@ -262,6 +267,11 @@ func (r *Router) buildPool(id int, specs []*beSpec, o poolOptions, reg map[strin
 	p := &pool{id: id, shard: shard, filter: o.filter, conf: []byte(o.conf)}
 	for _, srv := range shard.Servers() {
 		s := bySlot[srv.Name]
+		if o.perWorker {
+			own := *s
+			own.tun.conns *= r.cfg.Workers
+			s = &own
+		}
 		p.bes = append(p.bes, r.backendFor(s, o.beprefix, reg))
 		p.logs = p.logs || s.log != nil
 	}
@@ -297,6 +307,7 @@ func (r *Router) backendFor(s *beSpec, prefix string, reg map[string]*beRef) *be
 		NoJoin:       true,
 		BreaksStream: r.breaksStream(),
 		OnEvent:      backendEvents(r.cfg.Hub, s),
+		FirstIdle:    true, // memcached's choice of a backend's socket
 		Logger:       r.cfg.Logger,
 	})
 	r.backends = append(r.backends, b)

@@ -113,8 +113,8 @@ func newWorker(r *Router, id int, config glua.LValue) (*worker, error) {
 	}
 	w.runner = out[0].(*glua.LFunction)
 	file := r.cfg.Path
-	if _, err := r.runSetup(L, L.NewFunctionFromProto(r.proto), 0); err != nil {
-		return nil, runError(file, "loading", err)
+	if err := r.runFiles(L); err != nil {
+		return nil, err
 	}
 	routes := L.GetGlobal("mcp_config_routes")
 	arg := w.importConfig(config, map[*glua.LTable]*glua.LTable{}, map[*pool]*glua.LUserData{})
@@ -229,6 +229,7 @@ func (w *worker) functions() map[string]glua.LGFunction {
 	} {
 		f[name] = noop
 	}
+	f["schedule_config_reload"] = w.scheduleReload
 	return f
 }
 
@@ -268,8 +269,8 @@ func (w *worker) stat(L *glua.LState) int {
 	id := L.CheckInt(1)
 	delta := L.CheckInt64(2)
 	s := w.r.userStats
-	if id < 1 || id > len(s) || s[id-1].name == "" {
-		L.RaiseError("stat index %d was not declared with mcp.add_stat", id)
+	if id < 1 || id > len(s) { // memcached counts an index below the highest declared
+		L.RaiseError("stat index out of range")
 	}
 	s[id-1].value.Add(delta)
 	return 0

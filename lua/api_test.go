@@ -365,7 +365,8 @@ end`, map[string]int{"P": mc[0].Port}, "")
 	}
 }
 
-// TestStats checks mcp.add_stat and mcp.stat.
+// TestStats checks mcp.add_stat and mcp.stat: an id past the highest
+// declared fails the handler (memcached's "stat index out of range").
 func TestStats(t *testing.T) {
 	d := memcacheDialect(t)
 	r, err := load(t, `
@@ -379,7 +380,7 @@ end
 function mcp_config_routes(p)
   mcp.attach(mcp.CMD_GET, function(r)
     if r:key() == "hit" then mcp.stat(HITS, 1) else mcp.stat(MISSES, 2) end
-    if r:key() == "bad" then mcp.stat(2, 1) end
+    if r:key() == "bad" then mcp.stat(4, 1) end
     return "END\r\n"
   end)
 end`)
@@ -390,7 +391,7 @@ end`)
 		route(t, r, d, "get "+k+"\r\n")
 	}
 	if got := route(t, r, d, "get bad\r\n"); got != "SERVER_ERROR lua failure\r\n" {
-		t.Errorf("undeclared stat: %q", got)
+		t.Errorf("a stat past the highest declared: %q", got)
 	}
 	got := fmt.Sprint(r.Stats())
 	for _, want := range []string{"{user_hits 2}", "{user_misses 4}", "{lua_requests 4}", "{lua_failures 1}"} {

@@ -93,6 +93,27 @@ func (r *Router) watchUser(msg string) {
 	r.cfg.Hub.Publish(codec.WatchProxyUser, b)
 }
 
+// watchConf publishes a reload's progress (proxyevents):
+// "type=proxy_conf status=start|done|failed".
+func (r *Router) watchConf(status string) {
+	if !r.cfg.Hub.Watching(codec.WatchProxyEvents) {
+		return
+	}
+	b := append(r.watchHead(), "type=proxy_conf status="...)
+	b = append(append(b, status...), '\n')
+	r.cfg.Hub.Publish(codec.WatchProxyEvents, b)
+}
+
+// Reloaded tells the watchers that the router serves after a reload.
+func (r *Router) Reloaded() { r.watchConf("done") }
+
+// ReloadFailed tells the watchers why a reload failed: its error, as a
+// route error, then "status=failed"; the router goes on serving.
+func (r *Router) ReloadFailed(err error) {
+	r.watchError(strings.ReplaceAll(err.Error(), "\n", " ")) // one line
+	r.watchConf("failed")
+}
+
 // watchError publishes a route's error (proxyevents).
 func (r *Router) watchError(msg string) {
 	if !r.cfg.Hub.Watching(codec.WatchProxyEvents) {

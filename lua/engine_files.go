@@ -16,9 +16,9 @@ import (
 // configuration, mcp.start_arg, with dofile), while it loads: at its top
 // level, in mcp_config_pools and in mcp_config_routes, not in a handler or
 // a cron. The files it may read are those in its own directory and below,
-// and the file lua_arg names (Config.StartArgFile); a path that leads
-// elsewhere, by ".." or through a symbolic link, is refused naming the
-// directory. A relative path is relative to the route file's directory
+// in the directories Config.Dirs names (lua_dirs) and below, and the file
+// lua_arg names (Config.StartArgFile); a path that leads elsewhere, by
+// ".." or through a symbolic link, is refused naming the directories. A relative path is relative to the route file's directory
 // (memcached's is relative to its working directory), but the exact text
 // of mcp.start_arg names the lua_arg file wherever it is.
 //
@@ -36,11 +36,12 @@ import (
 
 // files is what a router's states may load, and the code read so far.
 type files struct {
-	dir     string // the route file's directory, as the route file is named
-	realDir string // dir with symbolic links resolved; "" if it cannot be
-	arg     string // mcp.start_arg's text, "" when there is none
-	argFile string // the file it names, as given
-	realArg string // argFile with symbolic links resolved; "" if none
+	dir      string   // the route file's directory, as the route file is named
+	dirs     []string // dir, then Config.Dirs: where files may be read
+	realDirs []string // dirs with symbolic links resolved, those that can be
+	arg      string   // mcp.start_arg's text, "" when there is none
+	argFile  string   // the file it names, as given
+	realArg  string   // argFile with symbolic links resolved; "" if none
 
 	mu     sync.Mutex
 	protos map[string]*glua.FunctionProto // by resolved path
@@ -48,7 +49,12 @@ type files struct {
 
 func newFiles(cfg *Config) *files {
 	f := &files{dir: filepath.Dir(cfg.Path), arg: cfg.StartArg, protos: map[string]*glua.FunctionProto{}}
-	f.realDir, _ = filepath.EvalSymlinks(f.dir)
+	f.dirs = append([]string{f.dir}, cfg.Dirs...)
+	for _, d := range f.dirs {
+		if real, err := filepath.EvalSymlinks(d); err == nil {
+			f.realDirs = append(f.realDirs, real)
+		}
+	}
 	if cfg.StartArg != "" {
 		f.argFile = cfg.StartArgFile
 		if f.argFile == "" {
@@ -87,13 +93,13 @@ func (f *files) resolve(name string) (path, real string, err error) {
 	if real == f.realArg {
 		return path, real, nil
 	}
-	if f.realDir != "" {
-		if rel, err := filepath.Rel(f.realDir, real); err == nil && rel != ".." &&
+	for _, dir := range f.realDirs {
+		if rel, err := filepath.Rel(dir, real); err == nil && rel != ".." &&
 			!strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			return path, real, nil
 		}
 	}
-	return path, "", fmt.Errorf("cannot open %s: a route file may load only the files in its directory (%s) and below, and its lua_arg file", name, f.dir)
+	return path, "", fmt.Errorf("cannot open %s: a route file may load only the files in %s and below (add a directory to the pool's lua_dirs), and its lua_arg file", name, strings.Join(f.dirs, ", "))
 }
 
 // load returns the compiled code of name.

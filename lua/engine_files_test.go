@@ -81,7 +81,7 @@ func TestLoadersRefused(t *testing.T) {
 	if err := os.Symlink(filepath.Join(root, "other"), filepath.Join(dir, "otherdir")); err != nil {
 		t.Fatal(err)
 	}
-	refusal := "a route file may load only the files in its directory (" + dir + ") and below, and its lua_arg file"
+	refusal := "a route file may load only the files in " + dir + " and below (add a directory to the pool's lua_dirs), and its lua_arg file"
 	for _, tc := range []struct{ name, stmt, want string }{
 		{"dot dot", `dofile("../outside.lua")`, "cannot open ../outside.lua: " + refusal},
 		{"dot dot inside", `dofile("sub/../../outside.lua")`, "cannot open sub/../../outside.lua: " + refusal},
@@ -116,4 +116,78 @@ assert(f == nil and msg:find("a route file may load only", 1, true), "loadfile: 
 		t.Fatal(err)
 	}
 	r.Close()
+}
+
+// TestLoadersDirs checks Config.Dirs (lua_dirs): a route file loads files
+// from those directories and below by absolute path, and still nothing
+// outside them; the refusal names every directory.
+func TestLoadersDirs(t *testing.T) {
+	root := t.TempDir()
+	dir, modes := filepath.Join(root, "routes"), filepath.Join(root, "modes")
+	writeFiles(t, root, map[string]string{
+		"modes/mode.lua":     `return "from modes"`,
+		"modes/sub/deep.lua": `return "deep"`,
+		"secret.lua":         `return "secret"`,
+	})
+	load := func(stmt string) (*lua.Router, error) {
+		writeFiles(t, dir, map[string]string{"routes.lua": "local got = " + stmt + "\n" + okPools + `
+function mcp_config_routes(p)
+  mcp.attach(mcp.CMD_MG, function(r) return "HD " .. got .. "\r\n" end)
+end
+`})
+		return lua.New(lua.Config{Path: filepath.Join(dir, "routes.lua"), Dialect: memcacheDialect(t),
+			Workers: 1, Logger: discard(), Dirs: []string{modes}})
+	}
+	for stmt, want := range map[string]string{
+		`dofile("` + filepath.Join(modes, "mode.lua") + `")`:            "HD from modes\r\n",
+		`dofile("` + filepath.Join(modes, "sub", "deep.lua") + `")`:     "HD deep\r\n",
+		`loadfile("` + filepath.Join(modes, "sub", "deep.lua") + `")()`: "HD deep\r\n",
+	} {
+		r, err := load(stmt)
+		if err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+		if got := route(t, r, memcacheDialect(t), "mg k\r\n"); got != want {
+			t.Errorf("%s: got %q, want %q", stmt, got, want)
+		}
+		r.Close()
+	}
+	refusal := "a route file may load only the files in " + dir + ", " + modes + " and below"
+	for _, stmt := range []string{`dofile("` + filepath.Join(root, "secret.lua") + `")`, `dofile("` + modes + `/../secret.lua")`} {
+		if _, err := load(stmt); err == nil || !strings.Contains(err.Error(), refusal) {
+			t.Errorf("%s: got %v, want %q", stmt, err, refusal)
+		}
+	}
+}
+
+// TestMoreRouteFiles checks Config.More (memcached's
+// proxy_config=a.lua:b.lua): the files run in order in one state, so the
+// first may define mcp_config_pools and the second mcp_config_routes, and
+// an error in the second names that file.
+func TestMoreRouteFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"pools.lua": okPools + `WHO = "first"`,
+		"routes.lua": `WHO = WHO .. " second"` + "\n" + `
+function mcp_config_routes(p)
+  mcp.attach(mcp.CMD_MG, function(r) return "HD " .. WHO .. "\r\n" end)
+end
+`,
+		"broken.lua": "local x = 1\nerror(\"no\")\n",
+	})
+	d := memcacheDialect(t)
+	r, err := lua.New(lua.Config{Path: filepath.Join(dir, "pools.lua"), More: []string{filepath.Join(dir, "routes.lua")},
+		Dialect: d, Workers: 2, Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got, want := route(t, r, d, "mg k\r\n"), "HD first second\r\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	_, err = lua.New(lua.Config{Path: filepath.Join(dir, "pools.lua"),
+		More: []string{filepath.Join(dir, "routes.lua"), filepath.Join(dir, "broken.lua")}, Dialect: d, Workers: 1, Logger: discard()})
+	if err == nil || !strings.Contains(err.Error(), "broken.lua:2:") {
+		t.Errorf("an error in the last file: got %v, want it named broken.lua:2", err)
+	}
 }

@@ -87,7 +87,7 @@ func (w *worker) startRequest(req *codec.Request, hint uint32, c Completion, bt 
 // or, for a direct handler, sends req straight to its backend (staged in
 // bt when it is not nil). Anything else flushes bt first: it sends at once.
 func (w *worker) startTask(req *codec.Request, hint uint32, c Completion, m *multi, idx int, bytes int64, bt *backend.Batch) {
-	hook := w.hooks.lookup(req, w.r.cfg.Redis, w.r.cfg.Tag)
+	hook := w.hooks.lookup(req, w.r.cfg.Redis, w.tag)
 	fn, rc, startErr := w.startV2(hook, req) // a function generator's: its rctx's handler
 	if fn != nil && rc == nil && m == nil && w.sendDirect(fn, req, hint, c, bytes, bt) {
 		return

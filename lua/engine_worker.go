@@ -61,6 +61,8 @@ type event struct {
 	// batch is the caller's backend.Batch of a request run at once by
 	// tryRun (RouteBatch); nil on an event that is queued.
 	batch *backend.Batch
+	// tag is the request's listener tag (RouteTagged), or Config.Tag.
+	tag string
 }
 
 // coroutine is a Lua thread parked in the runner loop between requests.
@@ -122,9 +124,10 @@ type worker struct {
 	hdr       codec.Request // scratch for AppendReply
 	resumeTop int           // the main state's stack top before a Resume
 	closed    bool
-	stopping  bool // shutdown is answering the tasks left
-	inCron    bool // a cron's function is running (mcp.server_stats)
-	nested    int  // Go functions that call back into Lua, running now (pcall, ...)
+	stopping  bool   // shutdown is answering the tasks left
+	inCron    bool   // a cron's function is running (mcp.server_stats)
+	tag       string // the listener tag of the request being started
+	nested    int    // Go functions that call back into Lua, running now (pcall, ...)
 
 	// The watchdog stops a run that takes longer than MaxRun or
 	// allocates more than MaxAlloc (engine_guard.go): it counts the ticks during
@@ -282,6 +285,7 @@ func (w *worker) handleOne(ev *event) {
 	defer w.recoverPanic()
 	switch ev.kind {
 	case evRequest:
+		w.tag = ev.tag
 		w.startRequest(ev.req, ev.hint, ev.c, ev.batch)
 	case evReply:
 		w.reply(ev.call)

@@ -43,14 +43,15 @@ type poolRouter struct {
 }
 
 var (
-	_ route.Router       = poolRouter{}
-	_ route.Watchable    = poolRouter{}
-	_ route.Sectioned    = poolRouter{}
-	_ kind.CounterSource = (*Router)(nil)
+	_ route.Router        = poolRouter{}
+	_ route.Watchable     = poolRouter{}
+	_ route.Sectioned     = poolRouter{}
+	_ route.ReloadWatcher = poolRouter{}
+	_ kind.CounterSource  = (*Router)(nil)
 )
 
 // Route implements route.Router.
-func (l poolRouter) Route(x *route.Exchange) { l.r.RouteBatch(&x.Req, x.Hint, x, x.Batch) }
+func (l poolRouter) Route(x *route.Exchange) { l.r.RouteTagged(&x.Req, x.Hint, x.Tag, x, x.Batch) }
 
 // Stats implements route.Router: lua_requests, lua_failures, lua_timeouts,
 // lua_memory_stops, lua_active, the script's mcp.add_stat counters
@@ -66,6 +67,12 @@ func (l poolRouter) Stats() []route.Stat {
 // Section implements route.Sectioned: memcached's "stats proxyfuncs" and
 // its proxy_req_active (Router.Section).
 func (l poolRouter) Section(name string) ([]codec.Stat, bool) { return l.r.Section(name) }
+
+// Reloaded implements route.ReloadWatcher.
+func (l poolRouter) Reloaded() { l.r.Reloaded() }
+
+// ReloadFailed implements route.ReloadWatcher.
+func (l poolRouter) ReloadFailed(err error) { l.r.ReloadFailed(err) }
 
 // Backends implements route.Router.
 func (l poolRouter) Backends() []*backend.Backend { return l.r.Backends() }
@@ -190,8 +197,9 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	// keep connected by its rule, unless the pool sets health checks.
 	preconnect := pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect")
 	var hub *route.Hub // the running router's: its watchers stay
+	var prev *Router
 	if old, ok := k.Old.(poolRouter); ok {
-		hub = old.r.Hub()
+		hub, prev = old.r.Hub(), old.r
 	}
 	var cache *internalCache
 	var internal *store.Store
@@ -201,7 +209,10 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	}
 	r, err := New(Config{
 		Hub:         hub,
+		Previous:    prev,
 		Path:        k.Source.Path(pc.Lua), // relative to the config file's directory
+		More:        paths(k, pc.LuaMore),
+		Dirs:        paths(k, pc.LuaDirs),
 		Dialect:     k.Dialect,
 		Redis:       pc.Redis,
 		Options:     *k.Limits,
@@ -222,6 +233,7 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 		HealthInterval: pc.HealthCheckInterval,
 		HealthTimeout:  pc.HealthCheckTimeout,
 		Internal:       internal,
+		ScheduleReload: k.ScheduleReload,
 	})
 	if err != nil {
 		cache.release()
@@ -234,4 +246,13 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	rc := k.Counters
 	rc.Add(r) // a *Router is a kind.CounterSource
 	return poolRouter{r: r, cache: cache, rc: rc}, nil
+}
+
+// paths are names relative to the config file's directory.
+func paths(k *kind.Env, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = k.Source.Path(n)
+	}
+	return out
 }

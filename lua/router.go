@@ -41,6 +41,13 @@ type Config struct {
 	Path string
 	// Source, if not nil, is the route file's contents.
 	Source []byte
+	// More are route files that run after Path, in order, in the same
+	// state (memcached's proxy_config=a.lua:b.lua): one file may define
+	// mcp_config_pools and the next mcp_config_routes.
+	More []string
+	// Dirs are directories, besides Path's own, whose files the route
+	// files may load (dofile, loadfile, require); see engine_files.go.
+	Dirs []string
 	// Dialect frames the pool's requests and replies (memcache or redis).
 	Dialect codec.Dialect
 	// Redis selects the Redis flavour of the API: command names instead of
@@ -125,6 +132,14 @@ type Config struct {
 	// HealthInterval and HealthTimeout are every backend's
 	// (backend.Config): the pool's health checks; 0 turns them off.
 	HealthInterval, HealthTimeout time.Duration
+	// ScheduleReload, if set, is what mcp.schedule_config_reload calls in
+	// a cron: it asks for the configuration to be reloaded and must not
+	// block. nil (and in a handler or a setup stage): the call does
+	// nothing.
+	ScheduleReload func()
+	// Previous is the running router a reload replaces, or nil: the new
+	// router keeps its mcp.add_stat counters (see addStat).
+	Previous *Router
 	// Backends hands out the backends the script declares and takes them
 	// back at Close; default backend.Direct (each router's own, closed at
 	// Close). A reload passes a source shared with the next router, so
@@ -167,8 +182,8 @@ type Completion = route.Completion
 type Router struct {
 	cfg      Config
 	log      *slog.Logger
-	proto    *glua.FunctionProto
-	files    *files // what dofile, loadfile and require may read (engine_files.go)
+	protos   []routeFile // Path's, then More's, in order
+	files    *files      // what dofile, loadfile and require may read (engine_files.go)
 	workers  []*worker
 	backends []*backend.Backend
 	pools    []*pool
@@ -190,10 +205,12 @@ type Router struct {
 	// (memcached's proxy_request_failed_depth).
 	failedDepth atomic.Int64
 
-	cronDefs []*cronDef    // from the config stage, for worker 0
-	crons    []*cronJob    // built in worker 0's state
-	cronStop chan struct{} // stops runCrons
-	cronDone chan struct{} // closed when runCrons has returned
+	cronDefs  []*cronDef    // from the config stage, for worker 0
+	crons     []*cronJob    // built in worker 0's state
+	cronRuns  atomic.Int64  // crons run (memcached's proxy_config_cron_runs)
+	cronFails atomic.Int64  // of those, the ones that raised an error
+	cronStop  chan struct{} // stops runCrons
+	cronDone  chan struct{} // closed when runCrons has returned
 
 	// v1: the file attaches no function generator (V1), so that what
 	// memcached 1.6.22's proxy did differently from 1.6.45's follows
@@ -224,15 +241,15 @@ func New(cfg Config) (*Router, error) {
 		return nil, fmt.Errorf("lua: %s: no dialect", cfg.Path)
 	}
 	cfg.setDefaults()
-	src, err := cfg.source()
-	if err != nil {
-		return nil, err
-	}
 	r := &Router{cfg: cfg, log: cfg.Logger.With("file", cfg.Path), errSeen: map[string]int{}}
-	if r.proto, err = compile(cfg.Path, src); err != nil {
+	var err error
+	if r.protos, err = cfg.compileAll(); err != nil {
 		return nil, err
 	}
 	r.files = newFiles(&r.cfg)
+	if cfg.Previous != nil { // the counters are shared; the slice is not
+		r.userStats = append([]*userStat(nil), cfg.Previous.userStats...)
+	}
 	r.internal, r.internalPool = newInternal(&r.cfg)
 	ok := false
 	defer func() {
@@ -244,6 +261,10 @@ func New(cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
+	// memcached's proxy writes it before it loads the files, but exits on
+	// an error in their top level or mcp_config_pools: its watchers never
+	// see a start for those.
+	r.watchConf("start")
 	for i := range cfg.Workers {
 		w, err := newWorker(r, i, routes)
 		if err != nil {
@@ -303,16 +324,42 @@ func (cfg *Config) setDefaults() {
 	cfg.Options.Password, cfg.Options.Username, cfg.Options.Deny = "", "", nil
 }
 
-// source returns the route file's contents: Source, or the file at Path.
-func (cfg *Config) source() ([]byte, error) {
-	if cfg.Source != nil {
-		return cfg.Source, nil
+// routeFile is one route file, compiled.
+type routeFile struct {
+	path  string
+	proto *glua.FunctionProto
+}
+
+// compileAll reads and compiles the route files: Path (its contents are
+// Source when set), then More.
+func (cfg *Config) compileAll() ([]routeFile, error) {
+	out := make([]routeFile, 0, 1+len(cfg.More))
+	for i, path := range append([]string{cfg.Path}, cfg.More...) {
+		src := cfg.Source
+		if i > 0 || src == nil {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return nil, fmt.Errorf("lua: %w", err)
+			}
+			src = b
+		}
+		p, err := compile(path, src)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, routeFile{path: path, proto: p})
 	}
-	b, err := os.ReadFile(cfg.Path)
-	if err != nil {
-		return nil, fmt.Errorf("lua: %w", err)
+	return out, nil
+}
+
+// runFiles runs the route files' top levels in L, in order.
+func (r *Router) runFiles(L *glua.LState) error {
+	for _, f := range r.protos {
+		if _, err := r.runSetup(L, L.NewFunctionFromProto(f.proto), 0); err != nil {
+			return runError(f.path, "loading", err)
+		}
 	}
-	return b, nil
+	return nil
 }
 
 // Route runs req's handler, on the calling goroutine when the client's Lua
@@ -334,6 +381,16 @@ func (r *Router) Route(req *codec.Request, hint uint32, c Completion) {
 // before it is run or queued: what Lua sends, it sends at once, and it
 // must not overtake the client's earlier requests staged in bt.
 func (r *Router) RouteBatch(req *codec.Request, hint uint32, c Completion, bt *backend.Batch) {
+	r.RouteTagged(req, hint, "", c, bt)
+}
+
+// RouteTagged is RouteBatch for a request that came on a listener with a
+// tag (memcached's -l tag_NAME_:addr): the handlers attached with tag take
+// precedence over the untagged ones. "" is Config.Tag's.
+func (r *Router) RouteTagged(req *codec.Request, hint uint32, tag string, c Completion, bt *backend.Batch) {
+	if tag == "" {
+		tag = r.cfg.Tag
+	}
 	r.requests.Add(1)
 	if r.closed.Load() {
 		r.reject(req, c, "lua router closed")
@@ -353,10 +410,10 @@ func (r *Router) RouteBatch(req *codec.Request, hint uint32, c Completion, bt *b
 	// connection stays on its worker thread: what a handler keeps in its
 	// state between requests is the same for all of them.
 	w := r.workers[hint%uint32(len(r.workers))]
-	if r.routeFast(w, req, hint, c, bt) {
+	if tag == "" && r.routeFast(w, req, hint, c, bt) { // the fast path knows the untagged handlers
 		return
 	}
-	if !w.submit(event{kind: evRequest, req: req, hint: hint, c: c, batch: bt}, true) {
+	if !w.submit(event{kind: evRequest, req: req, hint: hint, c: c, batch: bt, tag: tag}, true) {
 		r.active.Add(-1)
 		r.bufferUsed.Add(-int64(len(req.Wire)))
 		r.reject(req, c, "lua worker queue full")
@@ -415,10 +472,15 @@ func (r *Router) Counters() []route.Stat {
 		{Name: "lua_timeouts", Kind: route.Counter, Value: r.timeouts.Load(), Help: "Runs of route code stopped for taking longer than their time budget."},
 		{Name: "lua_memory_stops", Kind: route.Counter, Value: r.memoryStops.Load(), Help: "Runs of route code stopped for allocating more than their memory budget."},
 		{Name: "lua_active", Kind: route.Gauge, Value: r.active.Load(), Help: "Requests being handled by the route file now."},
+		{Name: "proxy_config_cron_runs", Kind: route.Counter, Value: r.cronRuns.Load(), Help: "Runs of the route file's crons."},
+		{Name: "proxy_config_cron_fails", Kind: route.Counter, Value: r.cronFails.Load(), Help: "Runs of the route file's crons that raised an error."},
 	}
+	// The user counters are gauges: mcp.stat may subtract, and the
+	// routers of successive generations share them (Config.Previous), so
+	// kind.Counters must not add them up.
 	for _, u := range r.userStats {
 		if u.name != "" {
-			s = append(s, route.Stat{Name: "user_" + u.name, Kind: route.Counter, Value: u.value.Load()})
+			s = append(s, route.Stat{Name: "user_" + u.name, Kind: route.Gauge, Value: u.value.Load()})
 		}
 	}
 	return s

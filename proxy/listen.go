@@ -10,21 +10,22 @@ import (
 	"shardproxy/config"
 )
 
-// listen binds a pool's listener: TCP (with SO_REUSEPORT when asked) or a
-// unix socket (with its permissions). The listen backlog is the kernel's
+// listen binds a pool's listener at addr (the pool's listen, or one of its
+// listen_tags): TCP (with SO_REUSEPORT when the pool asks) or a unix socket
+// (with its permissions). The listen backlog is the kernel's
 // (net.core.somaxconn): Go does not expose listen(2)'s argument.
-func listen(pc *config.Pool) (net.Listener, error) {
-	if pc.Listen.Network == "unix" {
+func listen(pc *config.Pool, addr config.Listen) (net.Listener, error) {
+	if addr.Network == "unix" {
 		// A stale socket file from an earlier run would make bind fail.
-		if fi, err := os.Lstat(pc.Listen.Addr); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			os.Remove(pc.Listen.Addr)
+		if fi, err := os.Lstat(addr.Addr); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			os.Remove(addr.Addr)
 		}
-		ln, err := net.Listen("unix", pc.Listen.Addr)
+		ln, err := net.Listen("unix", addr.Addr)
 		if err != nil {
 			return nil, err
 		}
-		if pc.Listen.Perm != 0 {
-			if err := os.Chmod(pc.Listen.Addr, pc.Listen.Perm); err != nil {
+		if addr.Perm != 0 {
+			if err := os.Chmod(addr.Addr, addr.Perm); err != nil {
 				ln.Close()
 				return nil, err
 			}
@@ -44,7 +45,7 @@ func listen(pc *config.Pool) (net.Listener, error) {
 			return serr
 		}
 	}
-	return lc.Listen(context.Background(), "tcp", pc.Listen.Addr)
+	return lc.Listen(context.Background(), "tcp", addr.Addr)
 }
 
 // withTLS wraps ln so that each accepted connection is served over TLS when

@@ -56,7 +56,7 @@ func (p *pool) Stats() []codec.Stat {
 			codec.Stat{Name: "get_misses", Value: itoa(max(0, gets-hits))})
 	}
 	for _, st := range p.routerStats() { // a Lua pool's counters and mcp.add_stat's, a cluster's
-		stats = append(stats, codec.Stat{Name: st.Name, Value: itoa(st.Value)})
+		stats = append(stats, codec.Stat{Name: st.Name, Value: routerValue(st)})
 	}
 	if sr, ok := p.router.(route.Sectioned); ok { // what memcached's proxy adds (proxy_req_active)
 		more, _ := sr.Section("")
@@ -202,8 +202,18 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	stats = append(stats, cmds...)
 	for _, st := range p.routerStats() { // a route file's mcp.add_stat counters, as memcached lists them here
 		if strings.HasPrefix(st.Name, "user_") {
-			stats = append(stats, codec.Stat{Name: st.Name, Value: itoa(st.Value)})
+			stats = append(stats, codec.Stat{Name: st.Name, Value: routerValue(st)})
 		}
 	}
 	return stats, true
+}
+
+// routerValue is how stats shows a router's counter: a route file's
+// mcp.add_stat counters (user_*) as memcached's unsigned ones, which an
+// mcp.stat below zero wraps around.
+func routerValue(st route.Stat) string {
+	if strings.HasPrefix(st.Name, "user_") {
+		return strconv.FormatUint(uint64(st.Value), 10)
+	}
+	return strconv.FormatInt(st.Value, 10)
 }

@@ -26,6 +26,11 @@ type Options struct {
 	// DrainTimeout bounds how long a reload waits for removed backends'
 	// in-flight requests before closing them; default 10s.
 	DrainTimeout time.Duration
+	// ScheduleReload, if set, is called when a pool asks for the
+	// configuration to be reloaded (a route file's cron calls
+	// mcp.schedule_config_reload); it must not block. nil: such asks are
+	// ignored.
+	ScheduleReload func()
 }
 
 // Server runs the pools of one configuration at a time and swaps to a new
@@ -35,6 +40,8 @@ type Server struct {
 	version string
 	start   time.Time
 	drain   time.Duration
+	// scheduleReload is Options.ScheduleReload.
+	scheduleReload func()
 
 	currConns      atomic.Int64
 	totalConns     atomic.Int64
@@ -75,7 +82,14 @@ type listener struct {
 	key  listenKey
 	ln   net.Listener
 	pool atomic.Pointer[pool]
+	// tag is the listen_tags tag the pool gave this address ("" for its
+	// listen): stored before pool, so a session that loads the pool then
+	// the tag sees the pair a reload set.
+	tag atomic.Pointer[string]
 }
+
+// tagged is where gen.listeners keeps a pool's listener of tag.
+func tagged(pool, tag string) string { return pool + "\x00" + tag }
 
 // listenKey identifies a listen address: a reload keeps a listener whose
 // key is unchanged. Port 0 never matches (each binds a fresh port).
@@ -108,12 +122,13 @@ func newServer(opts Options) *Server {
 		opts.DrainTimeout = 10 * time.Second
 	}
 	s := &Server{
-		log:       opts.Logger,
-		version:   Version,
-		start:     time.Now(),
-		drain:     opts.DrainTimeout,
-		listeners: map[listenKey]*listener{},
-		sessions:  map[*session]struct{}{},
+		log:            opts.Logger,
+		version:        Version,
+		start:          time.Now(),
+		drain:          opts.DrainTimeout,
+		scheduleReload: opts.ScheduleReload,
+		listeners:      map[listenKey]*listener{},
+		sessions:       map[*session]struct{}{},
 	}
 	s.backends.Drain = opts.DrainTimeout
 	return s
@@ -207,9 +222,9 @@ func (s *Server) backendStateChanged(b *backend.Backend, bad bool) {
 	}
 }
 
-func keyFor(pc *config.Pool) listenKey {
-	k := listenKey{network: pc.Listen.Network, addr: pc.Listen.Addr}
-	if _, port, err := net.SplitHostPort(pc.Listen.Addr); err == nil && port == "0" {
+func keyFor(l config.Listen) listenKey {
+	k := listenKey{network: l.Network, addr: l.Addr}
+	if _, port, err := net.SplitHostPort(l.Addr); err == nil && port == "0" {
 		k.fresh = freshListeners.Add(1)
 	}
 	return k
@@ -220,24 +235,42 @@ func keyFor(pc *config.Pool) listenKey {
 func (s *Server) bind(gen *generation) ([]*listener, error) {
 	var bound []*listener
 	for _, p := range gen.pools {
-		k := keyFor(p.cfg)
-		if l := s.listeners[k]; l != nil {
-			gen.listeners[p.cfg.Name] = l
-			continue
-		}
-		ln, err := listen(p.cfg)
-		if err != nil {
-			for _, l := range bound {
-				l.ln.Close()
+		addrs := []config.TaggedListen{{Listen: p.cfg.Listen}}
+		for _, tl := range append(addrs, p.cfg.ListenTags...) {
+			name := p.cfg.Name
+			if tl.Tag != "" {
+				name = tagged(name, tl.Tag)
 			}
-			return nil, fmt.Errorf("proxy: pool %q: listen %s: %w", p.cfg.Name, p.cfg.Listen.Addr, err)
+			l, isNew, err := s.bindOne(p.cfg, tl.Listen)
+			if err != nil {
+				for _, l := range bound {
+					l.ln.Close()
+				}
+				return nil, err
+			}
+			if isNew {
+				bound = append(bound, l)
+			}
+			gen.listeners[name] = l
 		}
-		l := &listener{key: k}
-		l.ln = withTLS(ln, l.tlsConfig)
-		bound = append(bound, l)
-		gen.listeners[p.cfg.Name] = l
 	}
 	return bound, nil
+}
+
+// bindOne returns the listener of pc at addr: the running one, or a new
+// one bound (isNew).
+func (s *Server) bindOne(pc *config.Pool, addr config.Listen) (l *listener, isNew bool, err error) {
+	k := keyFor(addr)
+	if l := s.listeners[k]; l != nil {
+		return l, false, nil
+	}
+	ln, err := listen(pc, addr)
+	if err != nil {
+		return nil, false, fmt.Errorf("proxy: pool %q: listen %s: %w", pc.Name, addr.Addr, err)
+	}
+	l = &listener{key: k}
+	l.ln = withTLS(ln, l.tlsConfig)
+	return l, true, nil
 }
 
 // Start binds every pool's listener and starts serving. If any listener
@@ -259,7 +292,10 @@ func (s *Server) Start() error {
 // loops of the newly bound ones.
 func (s *Server) activate(gen *generation, bound []*listener) {
 	for _, p := range gen.pools {
-		gen.listeners[p.cfg.Name].pool.Store(p)
+		gen.listeners[p.cfg.Name].serve(p, "")
+		for _, tl := range p.cfg.ListenTags {
+			gen.listeners[tagged(p.cfg.Name, tl.Tag)].serve(p, tl.Tag)
+		}
 	}
 	for _, l := range bound {
 		s.listeners[l.key] = l
@@ -272,6 +308,20 @@ func (s *Server) activate(gen *generation, bound []*listener) {
 		attrs := []any{"pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name()}
 		s.log.Info("pool listening", append(attrs, p.kind.Describe(p.cfg, p.router)...)...)
 	}
+}
+
+// serve points l at p, its requests tagged tag.
+func (l *listener) serve(p *pool, tag string) {
+	l.tag.Store(&tag)
+	l.pool.Store(p)
+}
+
+// tagOf returns l's tag.
+func (l *listener) tagOf() string {
+	if t := l.tag.Load(); t != nil {
+		return *t
+	}
+	return ""
 }
 
 // Addr returns the address pool name is listening on, or nil.
@@ -365,9 +415,13 @@ func (s *Server) Reload(cfg *config.Config) error {
 		s.swap(gen, nil)
 	}
 	if err != nil {
-		s.reloadFailures.Add(1)
-		s.log.Error("reload refused", "source", cfg.Source, "err", err)
+		s.refused(cfg.Source, err)
 		return err
+	}
+	for _, p := range gen.pools {
+		if w, ok := p.router.(route.ReloadWatcher); ok {
+			w.Reloaded()
+		}
 	}
 	s.reloads.Add(1)
 	made, kept := gen.backendCounts()
@@ -379,8 +433,23 @@ func (s *Server) Reload(cfg *config.Config) error {
 // ReloadFailed counts a reload that failed before Reload was called (the
 // file could not be read or parsed).
 func (s *Server) ReloadFailed(source string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused(source, err)
+}
+
+// refused counts and logs a failed reload, and tells the running routers
+// that watch for it. Called with s.mu held.
+func (s *Server) refused(source string, err error) {
 	s.reloadFailures.Add(1)
 	s.log.Error("reload refused", "source", source, "err", err)
+	if gen := s.gen.Load(); gen != nil {
+		for _, p := range gen.pools {
+			if w, ok := p.router.(route.ReloadWatcher); ok {
+				w.ReloadFailed(err)
+			}
+		}
+	}
 }
 
 // swap makes gen the running generation. Called with s.mu held.

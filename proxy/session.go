@@ -34,7 +34,8 @@ const (
 // session is one client connection.
 type session struct {
 	l       *listener
-	p       *pool // the pool the reader routes with; reloads change it
+	p       *pool  // the pool the reader routes with; reloads change it
+	tag     string // the listener's tag for p (listen_tags)
 	nc      net.Conn
 	id      uint32
 	parser  codec.RequestParser
@@ -78,6 +79,7 @@ func newSession(l *listener, p *pool, nc net.Conn) *session {
 		parser: p.dialect.NewRequestParser(p.limits),
 	}
 	s.parts, _ = s.parser.(codec.PartParser)
+	s.tag = l.tagOf()
 	s.drained = sync.NewCond(&s.mu)
 	s.w.init(nc)
 	return s
@@ -382,6 +384,7 @@ func (s *session) switchPool(cur *pool) {
 		s.parts, _ = s.parser.(codec.PartParser)
 	}
 	s.p = cur
+	s.tag = s.l.tagOf() // stored before cur: the pair a reload set
 }
 
 // route answers a local command itself and hands every other request,
@@ -422,6 +425,7 @@ func (s *session) route(p *pending) {
 		}
 	}
 	p.Hint = s.id
+	p.Tag = s.tag
 	p.Batch = &s.batch
 	p.Pipes = nil
 	if s.w.raw != nil {

@@ -27,6 +27,10 @@ type Exchange struct {
 	// Hint numbers the client: routers keep one client's requests on one
 	// socket (hint % sockets), so they stay in order.
 	Hint uint32
+	// Tag is the tag of the listener the client came on (a Lua pool's
+	// listen_tags; "" for the pool's listen): a Lua router runs the
+	// handlers attached with it.
+	Tag string
 	// Batch gathers the backend calls of the session's current read; the
 	// session flushes it when the read is handled. A router that sends
 	// some of a read's requests without it flushes it first, on the

@@ -16,6 +16,19 @@ type Watchable interface {
 	Watch(streams int) (*Watcher, error)
 }
 
+// ReloadWatcher is a Router whose watchers hear of the server's reloads
+// (memcached's proxy writes "type=proxy_conf status=done|failed" lines to
+// its proxyevents watchers). The server calls it with its lock held, so
+// it must not block.
+type ReloadWatcher interface {
+	// Reloaded tells a router of the generation a reload made that it
+	// now serves.
+	Reloaded()
+	// ReloadFailed tells a running router that a reload failed, and why:
+	// it goes on serving.
+	ReloadFailed(err error)
+}
+
 // Hub limits: memcached's (WATCHER_LIMIT, logger_watcher_buf_size).
 const (
 	// MaxWatchers is how many watchers a Hub takes at once.

@@ -178,3 +178,52 @@ func storeDirect(t *testing.T, fail func(string, ...any), addr, key, val string)
 		fail("set %s on %s: %q", key, addr, l)
 	}
 }
+
+// TestLuaCronReload runs the binary with a route file whose cron calls
+// mcp.schedule_config_reload once per load, as memcached's reload crons
+// do: the proxy reloads its configuration file (trigger=lua), and the new
+// routes, read from the file as it is then, serve.
+func TestLuaCronReload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: builds the binary")
+	}
+	bin := testserver.Shardproxy(t)
+	dir := t.TempDir()
+	routes := filepath.Join(dir, "routes.lua")
+	write := func(answer string) {
+		t.Helper()
+		src := `function mcp_config_pools()
+  mcp.register_cron("again", { every = 1, rerun = false, func = function() mcp.schedule_config_reload() end })
+  return {}
+end
+function mcp_config_routes(p)
+  mcp.attach(mcp.CMD_MG, function(r) return "HD ` + answer + `\r\n" end)
+end
+`
+		if err := os.WriteFile(routes, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("one")
+	listen := loopback(t)
+	conf := filepath.Join(dir, "conf.yml")
+	if err := os.WriteFile(conf, []byte("p:\n  listen: "+listen+"\n  lua: routes.lua\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, logs, fail := startProxy(t, bin, "-c", conf, "-s", "0", "--admin", "")
+	waitFor(t, fail, "the proxy to listen", func() bool { return strings.Contains(logs.String(), "shardproxy started") })
+	write("two")
+	waitFor(t, fail, "a reload the cron asked for", func() bool {
+		return strings.Contains(logs.String(), `msg="reload done" trigger=lua`)
+	})
+	nc, err := net.Dial("tcp", listen)
+	if err != nil {
+		fail("dial: %v", err)
+	}
+	defer nc.Close()
+	fmt.Fprint(nc, "mg k\r\n")
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if l, err := bufio.NewReader(nc).ReadString('\n'); err != nil || l != "HD two\r\n" {
+		fail("after the cron's reload: %q, %v", l, err)
+	}
+}

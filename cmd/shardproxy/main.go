@@ -172,7 +172,16 @@ func testConfig(o *options, cfg *config.Config, log *slog.Logger, stdout, stderr
 // then lets in-flight requests finish for -shutdown-timeout.
 func serve(o *options, cfg *config.Config, log *slog.Logger) int {
 	runtime.GOMAXPROCS(threads(o.threads, os.Getenv("GOMAXPROCS") != "", runtime.GOMAXPROCS(0)))
-	srv, op, ok := start(o, cfg, log)
+	// A route file's cron may ask for a reload (mcp.schedule_config_reload):
+	// one pending ask is enough, as memcached keeps one flag.
+	asked := make(chan struct{}, 1)
+	schedule := func() {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+	}
+	srv, op, ok := start(o, cfg, log, schedule)
 	if !ok {
 		return 1
 	}
@@ -186,7 +195,8 @@ func serve(o *options, cfg *config.Config, log *slog.Logger) int {
 	log.Info("shardproxy started", "version", proxy.Version, "conf", o.conf, "pid", os.Getpid(),
 		"threads", runtime.GOMAXPROCS(0))
 
-	for sig := range sigs {
+	for {
+		sig := waitSignal(sigs, asked, op)
 		if sig == syscall.SIGHUP {
 			op.reload("sighup")
 			continue
@@ -207,10 +217,24 @@ func serve(o *options, cfg *config.Config, log *slog.Logger) int {
 	return 0
 }
 
+// waitSignal returns the next signal, reloading for every reload a route
+// file asks for meanwhile.
+func waitSignal(sigs <-chan os.Signal, asked <-chan struct{}, op *operator) os.Signal {
+	for {
+		select {
+		case sig := <-sigs:
+			return sig
+		case <-asked:
+			op.reload("lua")
+		}
+	}
+}
+
 // start builds and starts the proxy and its admin listeners. When it
 // cannot, it logs why, stops what it started and returns false.
-func start(o *options, cfg *config.Config, log *slog.Logger) (*proxy.Server, *operator, bool) {
-	srv, err := proxy.New(cfg, proxy.Options{Logger: log})
+// schedule is what a pool calls to ask for a reload.
+func start(o *options, cfg *config.Config, log *slog.Logger, schedule func()) (*proxy.Server, *operator, bool) {
+	srv, err := proxy.New(cfg, proxy.Options{Logger: log, ScheduleReload: schedule})
 	if err != nil {
 		log.Error("cannot build proxy", "err", err)
 		return nil, nil, false
