@@ -77,6 +77,7 @@ func newState(log *slog.Logger) *glua.LState {
 	L.SetGlobal("os", safeOS)
 	str := L.GetGlobal("string").(*glua.LTable)
 	str.RawSetString("dump", glua.LNil)
+	wrapFormat(L, str)
 	rep := str.RawGetString("rep").(*glua.LFunction)
 	str.RawSetString("rep", L.NewFunction(func(L *glua.LState) int {
 		if n := L.CheckInt(2); n > 0 && len(L.CheckString(1))*n > maxRep {
