@@ -42,6 +42,12 @@ type Config struct {
 	// Now is the clock; nil means time.Now. Expiry has memcached's
 	// granularity of one second.
 	Now func() time.Time
+	// Deleted, when set, is told of every live item a delete (or Delete)
+	// or an md removes, as memcached's deletions log is: its key, the
+	// command ("delete" or "md") and the size of its value (0 for what
+	// md's x leaves). md's I, which keeps the item stale, is not a
+	// deletion. It runs with the item's shard locked and must not block.
+	Deleted func(key, cmd string, size int)
 }
 
 func (c Config) withDefaults() Config {

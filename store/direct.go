@@ -75,6 +75,9 @@ func (s *Store) Delete(key string) bool {
 	if it == nil {
 		return false
 	}
+	if s.cfg.Deleted != nil {
+		s.cfg.Deleted(key, "delete", len(it.value()))
+	}
 	sh.unlink(it)
 	return true
 }

@@ -539,7 +539,12 @@ func (s *Store) deleteLocked(sh *shard, key string, of *metaFlags, now int64) st
 		} else {
 			it.cas = s.nextCAS()
 		}
-	} else if !of.removeValue {
+		return "HD"
+	}
+	if s.cfg.Deleted != nil {
+		s.cfg.Deleted(key, "md", len(it.value()))
+	}
+	if !of.removeValue {
 		sh.unlink(it)
 	}
 	return "HD"
