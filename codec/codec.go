@@ -100,6 +100,9 @@ const (
 	WatchProxyEvents
 	// WatchProxyUser is "proxyuser": a route file's own log lines.
 	WatchProxyUser
+	// WatchDeletions is "deletions": items a delete or md removes from a
+	// pool's own cache.
+	WatchDeletions
 )
 
 // Mode says which replies the client expects for a request.

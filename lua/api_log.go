@@ -69,7 +69,11 @@ func (r *Router) logRequest(req *codec.Request, res *response, detail string) {
 		attrs = append(attrs, slog.Int64("elapsed_us", res.elapsed.Microseconds()),
 			slog.Int("code", res.code), slog.Int("status", res.status))
 		if res.be != nil {
-			attrs = append(attrs, slog.String("backend", res.be.label), slog.String("addr", res.be.b.Addr()))
+			addr := "internal" // the proxy's own cache has no socket
+			if res.be.b != nil {
+				addr = res.be.b.Addr()
+			}
+			attrs = append(attrs, slog.String("backend", res.be.label), slog.String("addr", addr))
 		}
 		if res.err != nil {
 			attrs = append(attrs, slog.String("err", res.err.Error()))

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/route"
 )
 
 // This file writes the lines memcached's proxy gives its watchers (watch
@@ -37,7 +39,10 @@ const (
 )
 
 // watchHead starts a line: the time and the next line number.
-func (r *Router) watchHead() []byte {
+func (r *Router) watchHead() []byte { return watchHead(r.cfg.Hub) }
+
+// watchHead starts a line of hub's: the time and its next line number.
+func watchHead(hub *route.Hub) []byte {
 	now := time.Now()
 	b := make([]byte, 0, 128)
 	b = append(b, "ts="...)
@@ -45,8 +50,39 @@ func (r *Router) watchHead() []byte {
 	b = append(b, '.')
 	b = strconv.AppendInt(b, int64(now.Nanosecond()/1000), 10)
 	b = append(b, " gid="...)
-	b = strconv.AppendUint(b, r.cfg.Hub.NextID(), 10)
+	b = strconv.AppendUint(b, hub.NextID(), 10)
 	return append(b, ' ')
+}
+
+// watchDeletions is the internal cache's store.Config.Deleted: memcached's
+// deletions line for hub, the key URI-encoded and class 1 for every item
+// (the store has no slab classes: kind_stats.go).
+func watchDeletions(hub *route.Hub) func(key, cmd string, size int) {
+	return func(key, cmd string, size int) {
+		if !hub.Watching(codec.WatchDeletions) {
+			return
+		}
+		b := append(watchHead(hub), "type=deleted key="...)
+		b = appendURIEncoded(b, key)
+		b = append(append(b, " cmd="...), cmd...)
+		b = strconv.AppendInt(append(b, " clsid=1 size="...), int64(size), 10)
+		hub.Publish(codec.WatchDeletions, append(b, '\n'))
+	}
+}
+
+// appendURIEncoded appends s with every byte but letters, digits and
+// "-._~" written %XX, as memcached writes keys in its log lines.
+func appendURIEncoded(b []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			b = append(b, c)
+			continue
+		}
+		b = append(b, '%', hex[c>>4], hex[c&15])
+	}
+	return b
 }
 
 // watchUser publishes mcp.log's msg (proxyuser).

@@ -83,12 +83,14 @@ type internalCache struct {
 
 // cacheFor returns the cache of a pool of lua_internal_cache mib: old's,
 // if it has one of that size, else a new one, counted by rc.
-func cacheFor(old route.Router, mib, itemSizeMax int, rc *kind.Counters) *internalCache {
+// Its deletions are published to hub, the pool's (which a reload keeps).
+func cacheFor(old route.Router, mib, itemSizeMax int, rc *kind.Counters, hub *route.Hub) *internalCache {
 	if o, ok := old.(poolRouter); ok && o.cache != nil && o.cache.mib == mib {
 		o.cache.Hold()
 		return o.cache
 	}
-	c := &internalCache{s: store.New(store.Config{MaxBytes: int64(mib) << 20, ItemSizeMax: itemSizeMax}), mib: mib}
+	c := &internalCache{s: store.New(store.Config{MaxBytes: int64(mib) << 20, ItemSizeMax: itemSizeMax,
+		Deleted: watchDeletions(hub)}), mib: mib}
 	c.Start(rc, c)
 	return c
 }
@@ -174,14 +176,14 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	if pc.IsSet("server_connections") {
 		d.Conns = pc.ServerConnections
 	}
-	var hub *route.Hub // the running router's: its watchers stay
+	hub := &route.Hub{} // or the running router's: its watchers stay
 	if old, ok := k.Old.(poolRouter); ok {
 		hub = old.r.Hub()
 	}
 	var cache *internalCache
 	var internal *store.Store
 	if !pc.Redis {
-		cache = cacheFor(k.Old, pc.LuaInternalCache, pc.ItemSizeMax, k.Counters)
+		cache = cacheFor(k.Old, pc.LuaInternalCache, pc.ItemSizeMax, k.Counters, hub)
 		internal = cache.s
 	}
 	r, err := New(Config{

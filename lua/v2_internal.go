@@ -41,7 +41,10 @@ func newInternal(cfg *Config) (*beRef, *pool) {
 	if cfg.Internal == nil || cfg.Redis {
 		return nil, nil
 	}
-	be := &beRef{label: "internal", internal: &internalBackend{cache: cfg.Internal, dialect: cfg.Dialect}}
+	// host and port as memcached's proxy names it in its log lines
+	// (be=internal:0).
+	be := &beRef{label: "internal", host: "internal", port: "0",
+		internal: &internalBackend{cache: cfg.Internal, dialect: cfg.Dialect}}
 	return be, &pool{id: 0, bes: []*beRef{be}}
 }
 

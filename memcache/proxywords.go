@@ -122,7 +122,7 @@ var watchNames = []struct {
 	{"rawcmds", 0}, {"evictions", 0}, {"fetchers", 0}, {"mutations", 0},
 	{"sysevents", 0}, {"connevents", 0},
 	{"proxyreqs", codec.WatchProxyReqs}, {"proxyevents", codec.WatchProxyEvents},
-	{"proxyuser", codec.WatchProxyUser}, {"deletions", 0},
+	{"proxyuser", codec.WatchProxyUser}, {"deletions", codec.WatchDeletions},
 }
 
 // watch: watch [stream]*, memcached's log streams (RouteWatch, the streams

@@ -110,14 +110,20 @@ func (ps *poolStats) shown(name string, v int64) int64 {
 
 // Section implements codec.SectionEnv: "proxy" gives memcached proxy's
 // counter names (stats proxy, INFO proxy), its cmd_ counters since the
-// last "stats reset"; "settings" the pool's settings (stats settings).
+// last "stats reset", and the router's own lines of it; "settings" the
+// pool's settings (stats settings). Other names are the router's, when it
+// is a codec.SectionEnv (a Lua pool's "items" and "slabs").
 func (p *pool) Section(name string) ([]codec.Stat, bool) {
+	rs, _ := p.router.(codec.SectionEnv)
 	switch name {
 	case "settings":
 		return p.settings(), true
 	case "proxy":
 	default:
-		return nil, false
+		if rs == nil {
+			return nil, false
+		}
+		return rs.Section(name)
 	}
 	s := p.srv
 	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
@@ -136,6 +142,10 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 		{Name: "proxy_backend_marked_bad", Value: itoa(bad)},
 		{Name: "proxy_backend_failed", Value: itoa(failed)},
 		{Name: "proxy_request_failed", Value: itoa(p.stats.ForwardError.Load())},
+	}
+	if rs != nil {
+		own, _ := rs.Section(name)
+		stats = append(stats, own...)
 	}
 	var cmds []codec.Stat
 	p.stats.cmds.Range(func(k, v any) bool {
