@@ -17,6 +17,7 @@ const (
 	CauseTrailingData              // bytes arrived with no request waiting
 	CauseMarkedBad                 // the backend is marked bad until its retry time
 	CauseClosed                    // the backend was closed by the proxy
+	CauseOutOfMemory               // a reply arrived while its call's Over said the buffers were full
 	numCauses
 )
 
@@ -32,6 +33,7 @@ var causeNames = [numCauses]string{
 	CauseTrailingData: "trailingdata",
 	CauseMarkedBad:    "markedbad",
 	CauseClosed:       "closed",
+	CauseOutOfMemory:  "outofmemory",
 }
 
 // String returns the cause's name, e.g. "timeout".

@@ -158,7 +158,11 @@ func (cs *configStage) bufferMemoryLimit(L *glua.LState) int {
 	if n < 0 {
 		L.RaiseError("buffer_memory_limit must be >= 0")
 	}
-	cs.r.bufferLimit = int64(n) << 10
+	r := cs.r
+	r.bufferLimit, r.overBuffer = int64(n)<<10, nil
+	if n > 0 {
+		r.overBuffer = func() bool { return r.bufferUsed.Load() > r.bufferLimit }
+	}
 	return 0
 }
 

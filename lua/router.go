@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"os"
@@ -170,10 +171,13 @@ type Router struct {
 
 	activeLimit int64 // mcp.active_req_limit; 0 = none
 	bufferLimit int64 // mcp.buffer_memory_limit in bytes; 0 = none
-	active      atomic.Int64
-	bufferUsed  atomic.Int64
-	closed      atomic.Bool
-	stop        chan struct{} // stops the watchdog
+	// overBuffer is the backend.Call.Over of the router's calls when it
+	// has a bufferLimit: whether bufferUsed is over it.
+	overBuffer func() bool
+	active     atomic.Int64
+	bufferUsed atomic.Int64
+	closed     atomic.Bool
+	stop       chan struct{} // stops the watchdog
 
 	userStats []*userStat // by mcp.add_stat id - 1
 
@@ -314,8 +318,8 @@ func (r *Router) RouteBatch(req *codec.Request, hint uint32, c Completion, bt *b
 		r.reject(req, c, "active request limit reached")
 		return
 	}
-	if r.bufferLimit > 0 && r.bufferUsed.Load() >= r.bufferLimit {
-		r.reject(req, c, "buffer memory limit reached")
+	if r.overBuffer != nil && r.overBuffer() && hasValue(req.Wire) {
+		r.reject(req, c, "out of memory")
 		return
 	}
 	r.active.Add(1)
@@ -332,6 +336,15 @@ func (r *Router) RouteBatch(req *codec.Request, hint uint32, c Completion, bt *b
 		r.bufferUsed.Add(-int64(len(req.Wire)))
 		r.reject(req, c, "lua worker queue full")
 	}
+}
+
+// hasValue reports whether a request carries a value after its line (a
+// storage command's): what memcached's proxy refuses while its buffers
+// are over buffer_memory_limit. A request without one goes on, and its
+// reply finds the buffers full (backend.Call.Over).
+func hasValue(wire []byte) bool {
+	i := bytes.IndexByte(wire, '\n')
+	return i >= 0 && i+1 < len(wire)
 }
 
 // reject answers a request the router does not run.
