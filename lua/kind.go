@@ -177,8 +177,9 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 		d.Conns = pc.ServerConnections
 	}
 	hub := &route.Hub{} // or the running router's: its watchers stay
+	var prev *Router
 	if old, ok := k.Old.(poolRouter); ok {
-		hub = old.r.Hub()
+		hub, prev = old.r.Hub(), old.r
 	}
 	var cache *internalCache
 	var internal *store.Store
@@ -188,6 +189,7 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	}
 	r, err := New(Config{
 		Hub:         hub,
+		Previous:    prev,
 		Path:        k.Source.Path(pc.Lua), // relative to the config file's directory
 		Dialect:     k.Dialect,
 		Redis:       pc.Redis,

@@ -114,6 +114,9 @@ type Config struct {
 	// api_watch.go); default a Hub of the router's own. A reload passes the
 	// running router's, so its watchers stay.
 	Hub *route.Hub
+	// Previous is the running router a reload replaces, or nil: the new
+	// router's config state starts with its globals (see keptGlobals).
+	Previous *Router
 	// HealthInterval and HealthTimeout are every backend's
 	// (backend.Config): the pool's health checks; 0 turns them off.
 	HealthInterval, HealthTimeout time.Duration
@@ -181,6 +184,9 @@ type Router struct {
 
 	userStats []*userStat // by mcp.add_stat id - 1
 
+	// kept are the config state's globals a reload hands on (keptGlobals).
+	kept map[string]glua.LValue
+
 	cronDefs []*cronDef    // from the config stage, for worker 0
 	crons    []*cronJob    // built in worker 0's state
 	cronStop chan struct{} // stops runCrons
@@ -227,6 +233,7 @@ func New(cfg Config) (*Router, error) {
 		}
 	}()
 	routes, err := r.configure()
+	r.cfg.Previous = nil // a generation keeps none of the older ones alive
 	if err != nil {
 		return nil, err
 	}
