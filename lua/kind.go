@@ -176,7 +176,7 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	if pc.IsSet("server_connections") {
 		d.Conns = pc.ServerConnections
 	}
-	hub := &route.Hub{} // or the running router's: its watchers stay
+	var hub *route.Hub // the running router's: its watchers stay
 	var prev *Router
 	if old, ok := k.Old.(poolRouter); ok {
 		hub, prev = old.r.Hub(), old.r
@@ -184,6 +184,9 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	var cache *internalCache
 	var internal *store.Store
 	if !pc.Redis {
+		if hub == nil {
+			hub = &route.Hub{} // the router's, which the cache tells of deletions
+		}
 		cache = cacheFor(k.Old, pc.LuaInternalCache, pc.ItemSizeMax, k.Counters, hub)
 		internal = cache.s
 	}

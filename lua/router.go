@@ -177,15 +177,14 @@ type Router struct {
 	// overBuffer is the backend.Call.Over of the router's calls when it
 	// has a bufferLimit: whether bufferUsed is over it.
 	overBuffer func() bool
+	// kept are the config state's globals a reload hands on (keptGlobals).
+	kept       map[string]glua.LValue
 	active     atomic.Int64
 	bufferUsed atomic.Int64
 	closed     atomic.Bool
 	stop       chan struct{} // stops the watchdog
 
 	userStats []*userStat // by mcp.add_stat id - 1
-
-	// kept are the config state's globals a reload hands on (keptGlobals).
-	kept map[string]glua.LValue
 
 	cronDefs []*cronDef    // from the config stage, for worker 0
 	crons    []*cronJob    // built in worker 0's state
