@@ -97,7 +97,8 @@ func TestLuaPool(t *testing.T) {
 		{"mg c v q\r\nmn\r\n", "MN\r\n"},
 		{"ms c 1 q\r\nz\r\nmg c v\r\n", "VA 1\r\nz\r\n"},
 		{"version\r\n", mcVersion}, // a memcached release, as memcached's proxy answers: its servers'
-		{"stats slabs\r\n", "ERROR\r\n"},
+		// the pool's own cache, as memcached's proxy answers from its storage
+		{"stats slabs\r\n", "STAT 1:used_chunks 0\r\nSTAT 1:get_hits 0\r\nSTAT 1:cmd_set 0\r\nSTAT active_slabs 1\r\nSTAT total_malloced 0\r\nEND\r\n"},
 		{"delete a\r\n", "DELETED\r\n"},
 	} {
 		if got := c.do(tc.req); got != tc.want {
