@@ -152,6 +152,12 @@ type Call struct {
 	// are read as usual, so that a client that does not read cannot hold
 	// every pipe of the process.
 	Pipes *atomic.Int32
+	// Over, when set, is asked as each reply to the call is framed, on
+	// the socket's reader: true fails the socket with CauseOutOfMemory,
+	// the call and every call behind it, as memcached's proxy drops a
+	// backend connection that reads a reply while its worker's buffers
+	// are over buffer_memory_limit. It must not block.
+	Over func() bool
 
 	probe    bool      // an idle socket's health check (health.go), not a client's
 	joined   bool      // written joined with the calls after it, which end the joined reply (join.go)

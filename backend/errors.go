@@ -18,6 +18,7 @@ const (
 	CauseMarkedBad                    // the backend is marked bad until its retry time
 	CauseClosed                       // the backend was closed by the proxy
 	CauseInvalidProtocol              // a reply that breaks the stream (Config.BreaksStream) was passed on
+	CauseOutOfMemory                  // a reply arrived while its call's Over said the buffers were full
 	numCauses
 )
 
@@ -34,6 +35,7 @@ var causeNames = [numCauses]string{
 	CauseMarkedBad:       "markedbad",
 	CauseClosed:          "closed",
 	CauseInvalidProtocol: "invalidprotocol",
+	CauseOutOfMemory:     "outofmemory",
 }
 
 // String returns the cause's name, e.g. "timeout".

@@ -298,6 +298,10 @@ func (s *sock) deliverReply(r *reader, d *delivery) bool {
 		}
 		return false
 	}
+	if call.Over != nil && call.Over() {
+		d.failed = CauseOutOfMemory // kill fails call, still the head
+		return false
+	}
 	s.st = codec.ReplyState{} // the next reply starts at its first byte
 	s.pop()
 	// The read deadline is left as it is: it belongs to an older call,

@@ -61,6 +61,11 @@ func (r *Router) configure() (glua.LValue, error) {
 	for name := range distributions {
 		cs.distObjs[name] = mcp.RawGetString(name)
 	}
+	if prev := r.cfg.Previous; prev != nil {
+		for name, v := range prev.kept {
+			L.SetGlobal(name, v)
+		}
+	}
 	file := r.cfg.Path
 	if err := r.runFiles(L); err != nil {
 		return nil, err
@@ -82,7 +87,28 @@ func (r *Router) configure() (glua.LValue, error) {
 	if err := cs.exportCrons(); err != nil {
 		return nil, err
 	}
+	r.kept = keptGlobals(L)
 	return out[0], nil
+}
+
+// keptGlobals are the globals of config state L that hold a number, a
+// string or a boolean. memcached's proxy runs a reload's route file and
+// mcp_config_pools in the config state it already has, so a route file
+// may keep such a value across reloads (a count of them); shardproxy
+// builds every router in fresh states, and hands these on instead.
+func keptGlobals(L *glua.LState) map[string]glua.LValue {
+	kept := map[string]glua.LValue{}
+	L.G.Global.ForEach(func(k, v glua.LValue) {
+		name, ok := k.(glua.LString)
+		if !ok {
+			return
+		}
+		switch v.(type) {
+		case glua.LNumber, glua.LString, glua.LBool:
+			kept[string(name)] = v
+		}
+	})
+	return kept
 }
 
 // functions are the config stage's mcp functions.
@@ -183,7 +209,11 @@ func (cs *configStage) bufferMemoryLimit(L *glua.LState) int {
 	if n < 0 {
 		L.RaiseError("buffer_memory_limit must be >= 0")
 	}
-	cs.r.bufferLimit = int64(n) << 10
+	r := cs.r
+	r.bufferLimit, r.overBuffer = int64(n)<<10, nil
+	if n > 0 {
+		r.overBuffer = func() bool { return r.bufferUsed.Load() > r.bufferLimit }
+	}
 	return 0
 }
 

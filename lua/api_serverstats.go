@@ -142,6 +142,8 @@ func (r *Router) Section(name string) ([]codec.Stat, bool) {
 			{Name: "proxy_request_failed_depth", Value: strconv.FormatInt(r.failedDepth.Load(), 10)},
 			{Name: "proxy_req_active", Value: strconv.FormatInt(r.active.Load(), 10)},
 		}, true
+	case "proxy":
+		return r.limitStats(), true
 	case "proxyfuncs":
 		return r.funcs.section(), true
 	case "items", "slabs":

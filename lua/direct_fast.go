@@ -117,6 +117,7 @@ func (r *Router) sendFast(be *beRef, req *codec.Request, hint uint32, c Completi
 	fc.r, fc.be, fc.req, fc.c, fc.bytes = r, be, req, c, bytes
 	fc.call.Req = req
 	fc.call.MetaRewrite = r.cfg.MetaRewrite != nil
+	fc.call.Over = r.overBuffer
 	if bt != nil {
 		be.stage(&fc.call, hint, bt)
 		return

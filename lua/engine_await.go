@@ -124,6 +124,7 @@ func (w *worker) sendCall(c *call, be *beRef, req *codec.Request, hint uint32) {
 	c.be = be
 	c.Req = req
 	c.Done = c.doneFn
+	c.Over = w.r.overBuffer
 	c.sent = time.Now()
 	c.phase.Store(callSending)
 	be.send(&c.Call, hint)

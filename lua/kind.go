@@ -98,7 +98,8 @@ type internalCache struct {
 
 // cacheFor returns the cache of a pool of lua_internal_cache mib: old's,
 // if it has one of that size, else a new one, counted by rc.
-func cacheFor(old route.Router, mib, itemSizeMax int, rc *kind.Counters) *internalCache {
+// Its deletions are published to hub, the pool's (which a reload keeps).
+func cacheFor(old route.Router, mib, itemSizeMax int, rc *kind.Counters, hub *route.Hub) *internalCache {
 	if o, ok := old.(poolRouter); ok && o.cache != nil && o.cache.mib == mib {
 		o.cache.Hold()
 		return o.cache
@@ -204,7 +205,10 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	var cache *internalCache
 	var internal *store.Store
 	if !pc.Redis {
-		cache = cacheFor(k.Old, pc.LuaInternalCache, pc.ItemSizeMax, k.Counters)
+		if hub == nil {
+			hub = &route.Hub{} // the router's, which the cache tells of deletions
+		}
+		cache = cacheFor(k.Old, pc.LuaInternalCache, pc.ItemSizeMax, k.Counters, hub)
 		internal = cache.s
 	}
 	r, err := New(Config{

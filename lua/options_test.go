@@ -304,13 +304,21 @@ end`, mc[0].Port, mc[1].Port, mc[2].Port))
 	}
 }
 
-// TestLimits checks mcp.active_req_limit and mcp.buffer_memory_limit.
+// TestLimits checks mcp.active_req_limit and mcp.buffer_memory_limit as
+// memcached 1.6.45's proxy applies them (t/proxylimits.t): over the
+// active limit a request is refused; over the buffer limit a request with
+// a value is refused ("out of memory"), and a reply read while over it
+// fails its backend connection (error=outofmemory), its request answered
+// "backend failure", even the reply to the request that filled the
+// buffers. In both cases the pool works again once nothing is in flight.
 func TestLimits(t *testing.T) {
 	mc := memcached(t, 1)
 	slow := delayRelay(t, mc[0].Addr, 200*time.Millisecond)
-	for _, tc := range []struct{ setting, second, want string }{
-		{"mcp.active_req_limit(1)", "get k\r\n", "SERVER_ERROR active request limit reached\r\n"},
-		{"mcp.buffer_memory_limit(1)", "get k\r\n", "SERVER_ERROR buffer memory limit reached\r\n"},
+	big := strings.Repeat("v", 2000)
+	for _, tc := range []struct{ setting, second, first, want, event string }{
+		{"mcp.active_req_limit(1)", "get k\r\n", "STORED\r\n", "SERVER_ERROR active request limit reached\r\n", ""},
+		{"mcp.buffer_memory_limit(1)", "set k2 0 0 1\r\nx\r\n", "SERVER_ERROR backend failure\r\n",
+			"SERVER_ERROR out of memory\r\n", "type=proxy_backend error=outofmemory name=127.0.0.1"},
 	} {
 		t.Run(tc.setting, func(t *testing.T) {
 			addr, _ := luaRoutes(t, `
@@ -321,19 +329,50 @@ end
 function mcp_config_routes(p)
   mcp.attach(mcp.CMD_ANY_STORAGE, function(r) return p(r) end)
 end`, map[string]int{"SLOW": slow}, "")
+			events := watch(t, addr, "proxyevents")
 			c := dial(t, addr)
 			c.do("get warm\r\n")
-			big := strings.Repeat("v", 2000)
 			c.send(fmt.Sprintf("set k 0 0 %d\r\n%s\r\n", len(big), big) + tc.second)
-			if got := c.reply(); got != "STORED\r\n" {
-				t.Errorf("first: %q", got)
+			if got := c.reply(); got != tc.first {
+				t.Errorf("first: %q, want %q", got, tc.first)
 			}
 			if got := c.reply(); got != tc.want {
 				t.Errorf("second: %q, want %q", got, tc.want)
 			}
-			for range 3 { // the limit counts requests in flight only
+			if tc.event != "" {
+				if got := events.watchLine(); !strings.Contains(got, tc.event) {
+					t.Errorf("proxyevents: %q, want %q", got, tc.event)
+				}
+			}
+			for range 3 { // the limits count requests in flight only
 				if got := c.do("get k\r\n"); !strings.HasPrefix(got, "VALUE k 0 2000") {
 					t.Errorf("after: %q", got)
+				}
+			}
+		})
+	}
+}
+
+// TestLimitStats: stats proxy shows the route file's limits as memcached's
+// proxy does (buffer_memory_limit in bytes; 0 for none) and the bytes in
+// flight, none once every reply is in.
+func TestLimitStats(t *testing.T) {
+	for _, tc := range []struct{ setting, active, buffer string }{
+		{"", "0", "0"},
+		{"mcp.active_req_limit(4) mcp.buffer_memory_limit(20)", "4", "20480"},
+	} {
+		t.Run(tc.setting, func(t *testing.T) {
+			addr, _ := startLua(t, writeRoutes(t, `
+function mcp_config_pools() `+tc.setting+` return true end
+function mcp_config_routes(p)
+  mcp.attach(mcp.CMD_ANY_STORAGE, function(r) return mcp.internal(r) end)
+end`), "")
+			c := dial(t, addr)
+			c.do("set a 0 0 1\r\nx\r\n")
+			st := statsOf(t, c, "proxy")
+			for k, want := range map[string]string{"active_req_limit": tc.active, "buffer_memory_limit": tc.buffer, "buffer_memory_used": "0"} {
+				if st[k] != want {
+					t.Errorf("%s = %q, want %q", k, st[k], want)
 				}
 			}
 		})

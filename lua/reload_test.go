@@ -133,3 +133,46 @@ func TestV2ReloadUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d verified requests across %d reloads and 3 refused ones", ops, len(reads))
 }
+
+// TestReloadKeepsGlobals: a reload runs the route file with the config
+// state's number, string and boolean globals as the last one left them,
+// as memcached's proxy, which keeps its config state, does: a file may
+// count its reloads, and choose its limits by the count.
+func TestReloadKeepsGlobals(t *testing.T) {
+	file := writeRoutes(t, `
+if reloads == nil then reloads = 0 end
+function mcp_config_pools()
+  reloads = reloads + 1
+  name = "gen" .. reloads
+  if reloads == 1 then mcp.active_req_limit(4) else mcp.active_req_limit(0) end
+  return { n = reloads, name = name }
+end
+function mcp_config_routes(c)
+  mcp.attach(mcp.CMD_MG, function(r) return "HD " .. c.name .. " " .. c.n .. "\r\n" end)
+end`)
+	yaml := fmt.Sprintf("lp:\n  listen: 127.0.0.1:%d\n  lua: %s\n", testserver.FreePort(t), file)
+	srv, _, err := newProxy(t, yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(yaml), "test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := srv.Addr("lp").String()
+	for gen := 1; gen <= 3; gen++ {
+		if gen > 1 {
+			if err := srv.Reload(cfg); err != nil {
+				t.Fatalf("reload %d: %v", gen, err)
+			}
+		}
+		c := dial(t, addr)
+		if got, want := c.do("mg k\r\n"), fmt.Sprintf("HD gen%d %d\r\n", gen, gen); got != want {
+			t.Errorf("generation %d: got %q, want %q", gen, got, want)
+		}
+		limit := map[bool]string{true: "4", false: "0"}[gen == 1]
+		if got := statsOf(t, c, "proxy")["active_req_limit"]; got != limit {
+			t.Errorf("generation %d: active_req_limit %q, want %s", gen, got, limit)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"os"
@@ -138,7 +139,8 @@ type Config struct {
 	// nothing.
 	ScheduleReload func()
 	// Previous is the running router a reload replaces, or nil: the new
-	// router keeps its mcp.add_stat counters (see addStat).
+	// router keeps its mcp.add_stat counters (see addStat), and its config
+	// state starts with the old one's globals (see keptGlobals).
 	Previous *Router
 	// Backends hands out the backends the script declares and takes them
 	// back at Close; default backend.Direct (each router's own, closed at
@@ -194,10 +196,15 @@ type Router struct {
 
 	activeLimit int64 // mcp.active_req_limit; 0 = none
 	bufferLimit int64 // mcp.buffer_memory_limit in bytes; 0 = none
-	active      atomic.Int64
-	bufferUsed  atomic.Int64
-	closed      atomic.Bool
-	stop        chan struct{} // stops the watchdog
+	// overBuffer is the backend.Call.Over of the router's calls when it
+	// has a bufferLimit: whether bufferUsed is over it.
+	overBuffer func() bool
+	// kept are the config state's globals a reload hands on (keptGlobals).
+	kept       map[string]glua.LValue
+	active     atomic.Int64
+	bufferUsed atomic.Int64
+	closed     atomic.Bool
+	stop       chan struct{} // stops the watchdog
 
 	userStats []*userStat // by mcp.add_stat id - 1
 	funcs     funcStats   // stats proxyfuncs (v2_funcstats.go)
@@ -258,6 +265,7 @@ func New(cfg Config) (*Router, error) {
 		}
 	}()
 	routes, err := r.configure()
+	r.cfg.Previous = nil // a generation keeps none of the older ones alive
 	if err != nil {
 		return nil, err
 	}
@@ -400,8 +408,8 @@ func (r *Router) RouteTagged(req *codec.Request, hint uint32, tag string, c Comp
 		r.reject(req, c, "active request limit reached")
 		return
 	}
-	if r.bufferLimit > 0 && r.bufferUsed.Load() >= r.bufferLimit {
-		r.reject(req, c, "buffer memory limit reached")
+	if r.overBuffer != nil && r.overBuffer() && hasValue(req.Wire) {
+		r.reject(req, c, "out of memory")
 		return
 	}
 	r.active.Add(1)
@@ -418,6 +426,15 @@ func (r *Router) RouteTagged(req *codec.Request, hint uint32, tag string, c Comp
 		r.bufferUsed.Add(-int64(len(req.Wire)))
 		r.reject(req, c, "lua worker queue full")
 	}
+}
+
+// hasValue reports whether a request carries a value after its line (a
+// storage command's): what memcached's proxy refuses while its buffers
+// are over buffer_memory_limit. A request without one goes on, and its
+// reply finds the buffers full (backend.Call.Over).
+func hasValue(wire []byte) bool {
+	i := bytes.IndexByte(wire, '\n')
+	return i >= 0 && i+1 < len(wire)
 }
 
 // reject answers a request the router does not run.

@@ -151,11 +151,13 @@ func (p *pool) badBackends() []codec.Stat {
 // Section implements codec.SectionEnv: "proxybe" gives the backends
 // marked bad (stats proxybe), "proxy" gives memcached proxy's
 // counter names (stats proxy, INFO proxy), its cmd_ counters since the
-// last "stats reset"; "settings" the pool's settings (stats settings);
+// last "stats reset" and the router's own lines of it; "settings" the
+// pool's settings (stats settings);
 // any other the router's (route.Sectioned: a Lua pool's "proxyfuncs",
 // "items", "slabs"), and then "conns" too, the pool's listening socket as
 // memcached's proxy lists one (its client connections are not listed).
 func (p *pool) Section(name string) ([]codec.Stat, bool) {
+	sr, _ := p.router.(route.Sectioned)
 	switch name {
 	case "settings":
 		return p.settings(), true
@@ -165,9 +167,8 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 	case "":
 		return nil, false
 	default:
-		sr, ok := p.router.(route.Sectioned)
 		switch {
-		case !ok:
+		case sr == nil:
 			return nil, false
 		case name == "conns":
 			return p.conns(), true
@@ -191,6 +192,10 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 		{Name: "proxy_backend_marked_bad", Value: itoa(bad)},
 		{Name: "proxy_backend_failed", Value: itoa(failed)},
 		{Name: "proxy_request_failed", Value: itoa(p.stats.ForwardError.Load())},
+	}
+	if sr != nil { // a Lua pool's limits (active_req_limit, ...)
+		own, _ := sr.Section(name)
+		stats = append(stats, own...)
 	}
 	var cmds []codec.Stat
 	p.stats.cmds.Range(func(k, v any) bool {

@@ -520,7 +520,6 @@ func (s *Store) deleteLocked(sh *shard, key string, of *metaFlags, now int64) st
 	if of.hasCAS && it.cas != of.reqCAS {
 		return "EX"
 	}
-	s.deleted(it, "md")
 	if of.removeValue {
 		cas := it.cas
 		if of.hasCASIn {
@@ -540,7 +539,10 @@ func (s *Store) deleteLocked(sh *shard, key string, of *metaFlags, now int64) st
 		} else {
 			it.cas = s.nextCAS()
 		}
-	} else if !of.removeValue {
+		return "HD"
+	}
+	s.deleted(it, "md") // a deletion only when the item is not kept stale, as memcached logs one
+	if !of.removeValue {
 		sh.unlink(it)
 	}
 	return "HD"

@@ -255,3 +255,27 @@ func liveHeap() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// TestOnDelete: Config.Deleted hears of each live item delete, Delete and md
+// remove, with its value's size (md's x: the empty item it leaves), and not
+// of md's I, which keeps the item, nor of a miss.
+func TestDeleted(t *testing.T) {
+	var got []string
+	s := New(Config{SweepInterval: -1, OnDelete: func(key, cmd string, size int) {
+		got = append(got, fmt.Sprintf("%s %s %d", cmd, key, size))
+	}})
+	defer s.Close()
+	for _, req := range []string{
+		"set a 0 0 3\r\nabc\r\n", "delete a\r\n", "delete a\r\n",
+		"ms b 2\r\nhi\r\n", "md b I\r\n", "md b\r\n", "md b\r\n",
+		"ms c 4\r\nhiya\r\n", "md c x\r\n",
+	} {
+		s.Do(nil, []byte(req))
+	}
+	s.Set("d", []byte("12345"), 0, 0)
+	s.Delete("d")
+	want := []string{"delete a 3", "md b 2", "md c 0", "delete d 5"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("deletions: got %q, want %q", got, want)
+	}
+}
