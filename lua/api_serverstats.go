@@ -161,7 +161,7 @@ func cacheSection(name string, s store.Stats) []codec.Stat {
 	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
 	if name == "slabs" {
 		out := []codec.Stat{{Name: "active_slabs", Value: "0"}, {Name: "total_malloced", Value: itoa(s.Bytes)}}
-		if s.Items == 0 {
+		if s.Items == 0 && s.Stores == 0 { // a class stays listed once used, as memcached's keeps its pages
 			return out
 		}
 		out[0].Value = "1"
