@@ -1,8 +1,6 @@
 package lua
 
 import (
-	"sync/atomic"
-
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/config"
@@ -91,8 +89,7 @@ func (l poolRouter) Close() {
 // close closes it.
 type internalCache struct {
 	s   *store.Store
-	mib int                       // lua_internal_cache
-	hub atomic.Pointer[route.Hub] // the running router's, which hears of deletions
+	mib int // lua_internal_cache
 	kind.Holds
 }
 
@@ -106,7 +103,7 @@ func cacheFor(old route.Router, mib, itemSizeMax int, rc *kind.Counters, hub *ro
 	}
 	c := &internalCache{mib: mib}
 	c.s = store.New(store.Config{MaxBytes: int64(mib) << 20, ItemSizeMax: itemSizeMax,
-		OnDelete: func(key, cmd string, size int) { watchDeletion(c.hub.Load(), key, cmd, size) }})
+		OnDelete: func(key, cmd string, size int) { watchDeletion(hub, key, cmd, size) }})
 	c.Start(rc, c)
 	return c
 }
@@ -171,29 +168,7 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	k.Limits.ProxyErrors, k.Limits.ProxyWire = !pc.Redis, !pc.Redis
 	k.Limits.MetaGets = false
 	k.Limits.RESP2Only = pc.Redis // routes build requests and read replies in RESP2
-	hs := codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB}
-	var metaRewrite func(*codec.Request) bool
-	if !pc.Redis && pc.ServerProtocol != config.ServerProtocolText {
-		metaRewrite = memcache.MetaGet
-		hs.Meta = pc.ServerProtocol == config.ServerProtocolMeta
-		hs.MetaProbe = !hs.Meta
-	}
-	d := Defaults{
-		ReadTimeout:  pc.Timeout,
-		TCPKeepalive: pc.TCPKeepalive,
-	}
-	if pc.IsSet("connect_timeout") || pc.IsSet("timeout") {
-		d.ConnectTimeout = pc.ConnectTimeout
-	}
-	if pc.IsSet("server_retry_timeout") {
-		d.RetryTimeout = pc.ServerRetryTimeout
-	}
-	if pc.IsSet("server_failure_limit") {
-		d.FailureLimit = pc.ServerFailureLimit
-	}
-	if pc.IsSet("server_connections") {
-		d.Conns = pc.ServerConnections
-	}
+	hs, metaRewrite := poolHandshake(pc)
 	// Connected at start, as memcached's proxy connects, the backends
 	// keep connected by its rule, unless the pool sets health checks.
 	preconnect := pc.Preconnect || !pc.Redis && !pc.IsSet("preconnect")
@@ -222,7 +197,7 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 		Options:     *k.Limits,
 		Handshake:   hs,
 		MetaRewrite: metaRewrite,
-		Defaults:    d,
+		Defaults:    poolDefaults(pc),
 		Sections:    k.Sections,
 		StartArg:    pc.LuaArg,
 		// the file it names, for dofile(mcp.start_arg), as the lua path
@@ -244,12 +219,43 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 		return nil, err
 	}
 	k.Limits.ProxyV1 = k.Limits.ProxyErrors && r.V1()
-	if cache != nil {
-		cache.hub.Store(r.Hub())
-	}
 	rc := k.Counters
 	rc.Add(r) // a *Router is a kind.CounterSource
 	return poolRouter{r: r, cache: cache, rc: rc}, nil
+}
+
+// poolHandshake is how the pool's backends are validated, and which gets
+// go to them as mg (server_protocol meta or auto; see newPoolRouter).
+func poolHandshake(pc *config.Pool) (codec.HandshakeOptions, func(*codec.Request) bool) {
+	hs := codec.HandshakeOptions{Password: pc.RedisAuth, Username: pc.RedisAuthUser, DB: pc.RedisDB}
+	if pc.Redis || pc.ServerProtocol == config.ServerProtocolText {
+		return hs, nil
+	}
+	hs.Meta = pc.ServerProtocol == config.ServerProtocolMeta
+	hs.MetaProbe = !hs.Meta
+	return hs, memcache.MetaGet
+}
+
+// poolDefaults are the backend settings the pool's YAML gives the route
+// file's backends; what it leaves unset is memcached proxy's default.
+func poolDefaults(pc *config.Pool) Defaults {
+	d := Defaults{
+		ReadTimeout:  pc.Timeout,
+		TCPKeepalive: pc.TCPKeepalive,
+	}
+	if pc.IsSet("connect_timeout") || pc.IsSet("timeout") {
+		d.ConnectTimeout = pc.ConnectTimeout
+	}
+	if pc.IsSet("server_retry_timeout") {
+		d.RetryTimeout = pc.ServerRetryTimeout
+	}
+	if pc.IsSet("server_failure_limit") {
+		d.FailureLimit = pc.ServerFailureLimit
+	}
+	if pc.IsSet("server_connections") {
+		d.Conns = pc.ServerConnections
+	}
+	return d
 }
 
 // paths are names relative to the config file's directory.
