@@ -131,7 +131,7 @@ func TestDocsMetrics(t *testing.T) {
 			t.Errorf("the metrics table of %s lists %s, which /metrics does not serve", metricsDoc, row.text)
 		}
 	}
-	if _, ok := fams["shardproxy_router_user_seen_total"]; !ok {
+	if _, ok := fams["shardproxy_router_user_seen"]; !ok {
 		t.Error("the route file's counter is not served: the test lost a pool kind")
 	}
 }
