@@ -144,6 +144,11 @@ func (c *conn) redialNow() {
 	if c.once {
 		return // a dedicated slot dials once
 	}
+	c.redialAgain()
+}
+
+// redialAgain has the slot's writer dial again, unless the slot is closed.
+func (c *conn) redialAgain() {
 	c.mu.Lock()
 	closed := c.closed
 	c.mu.Unlock()

@@ -281,15 +281,7 @@ func (w *writer) write() {
 // connected at start keeps dialling until it is up, as memcached's proxy
 // does, so that it is validated before the first request needs it.
 func (c *conn) redialLater() {
-	time.AfterFunc(c.b.cfg.RetryTimeout, func() {
-		c.mu.Lock()
-		closed := c.closed
-		c.mu.Unlock()
-		if !closed {
-			c.redial.Store(true)
-			c.kick()
-		}
-	})
+	time.AfterFunc(c.b.cfg.RetryTimeout, c.redialAgain)
 }
 
 // failAll answers every call with cause and returns the emptied slice.
