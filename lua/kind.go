@@ -45,11 +45,23 @@ var (
 	_ route.Watchable     = poolRouter{}
 	_ route.Sectioned     = poolRouter{}
 	_ route.ReloadWatcher = poolRouter{}
+	_ route.BufferLimiter = poolRouter{}
 	_ kind.CounterSource  = (*Router)(nil)
 )
 
 // Route implements route.Router.
-func (l poolRouter) Route(x *route.Exchange) { l.r.RouteTagged(&x.Req, x.Hint, x.Tag, x, x.Batch) }
+func (l poolRouter) Route(x *route.Exchange) {
+	if x.Over && hasValue(x.Req.Wire) {
+		l.r.requests.Add(1)
+		l.r.reject(&x.Req, x, "out of memory")
+		return
+	}
+	l.r.RouteTagged(&x.Req, x.Hint, x.Tag, x, x.Batch)
+}
+
+// OverBuffer implements route.BufferLimiter: whether the requests in
+// flight are over mcp.buffer_memory_limit now.
+func (l poolRouter) OverBuffer() bool { return l.r.overBuffer != nil && l.r.overBuffer() }
 
 // Stats implements route.Router: lua_requests, lua_failures, lua_timeouts,
 // lua_memory_stops, lua_active, the script's mcp.add_stat counters

@@ -378,3 +378,37 @@ end`), "")
 		})
 	}
 }
+
+// TestBufferLimitAtCommandLine: a set whose command line arrives while
+// the buffers are over mcp.buffer_memory_limit is refused even if they
+// have drained by the time its value has all come, as memcached's proxy
+// decides at the command line (route.Exchange.Over).
+func TestBufferLimitAtCommandLine(t *testing.T) {
+	mc := memcached(t, 1)
+	slow := delayRelay(t, mc[0].Addr, 200*time.Millisecond)
+	addr, _ := luaRoutes(t, `
+function mcp_config_pools()
+  mcp.buffer_memory_limit(1)
+  return mcp.pool({ mcp.backend("slow", "127.0.0.1", {{SLOW}}) })
+end
+function mcp_config_routes(p)
+  mcp.attach(mcp.CMD_ANY_STORAGE, function(r) return p(r) end)
+end`, map[string]int{"SLOW": slow}, "")
+	a, b := dial(t, addr), dial(t, addr)
+	a.do("get warm\r\n")
+	big := strings.Repeat("v", 2000)
+	a.send(fmt.Sprintf("set k 0 0 %d\r\n%s\r\n", len(big), big)) // over the limit until its reply
+	time.Sleep(50 * time.Millisecond)
+	b.send("set k2 0 0 10\r\n01234") // the command line, while over
+	time.Sleep(50 * time.Millisecond)
+	if got := a.reply(); got != "SERVER_ERROR backend failure\r\n" { // its reply found the buffers full
+		t.Fatalf("first: %q", got)
+	}
+	b.send("56789\r\n") // the rest of the value, the buffers empty now
+	if got := b.reply(); got != "SERVER_ERROR out of memory\r\n" {
+		t.Errorf("second: %q, want SERVER_ERROR out of memory", got)
+	}
+	if got := b.do("set k3 0 0 1\r\nx\r\n"); got != "STORED\r\n" {
+		t.Errorf("after: %q", got)
+	}
+}

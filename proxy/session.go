@@ -44,6 +44,7 @@ type session struct {
 	w       writer           // replies, in order, to the client
 
 	need     int            // the length the unfinished request announced (reader only)
+	over     int8           // the unfinished request's Exchange.Over: 0 not asked yet, 1 no, 2 yes (reader only)
 	vec      [2][]byte      // the writer's scratch for a big reply
 	batch    backend.Batch  // calls routed from the current read, not yet sent
 	entered  *pool          // the pool enter counted this session in (reader only)
@@ -205,9 +206,11 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 		if err != nil {
 			if errors.Is(err, codec.ErrIncomplete) {
 				s.need = codec.Needed(err)
+				s.askOver()
 				s.freePending(p)
 				break
 			}
+			s.over = 0
 			next, drop, ok := s.refuse(buf, start, p, err, inPart)
 			if !ok {
 				return nil, 0, false
@@ -219,6 +222,7 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 			continue
 		}
 		start += n
+		p.Over, s.over = s.over == 2, 0
 		s.enter(p)
 		if p.Req.Part != codec.PartMore { // a request cut into parts counts once
 			s.counts.count(s.p.stats, p.Req.Name)
@@ -262,6 +266,21 @@ func (s *session) nextPending() *pending {
 		p.Req.Buf = backend.GetBuffer(s.need)
 	}
 	return p
+}
+
+// askOver asks the pool's router, once per request that has begun to
+// arrive and not ended, whether its buffers are full
+// (route.BufferLimiter), as memcached's proxy asks when a command line
+// arrives; the answer goes with the request (Exchange.Over), which the
+// router applies only to a request with a value.
+func (s *session) askOver() {
+	if s.over != 0 || s.inPart() {
+		return
+	}
+	s.over = 1
+	if bl, ok := s.p.router.(route.BufferLimiter); ok && bl.OverBuffer() {
+		s.over = 2
+	}
 }
 
 // parseRequest parses the request at buf[start:] into p, or cuts a part

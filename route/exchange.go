@@ -31,6 +31,11 @@ type Exchange struct {
 	// listen_tags; "" for the pool's listen): a Lua router runs the
 	// handlers attached with it.
 	Tag string
+	// Over is set by the session for a request whose value was still on
+	// its way when its command line arrived, if the pool's router (a
+	// BufferLimiter) then said its buffers were full: memcached's proxy
+	// refuses such a request at its command line (buffer_memory_limit).
+	Over bool
 	// Batch gathers the backend calls of the session's current read; the
 	// session flushes it when the read is handled. A router that sends
 	// some of a read's requests without it flushes it first, on the
@@ -85,6 +90,7 @@ func (x *Exchange) Reset() {
 	x.out = x.out[:0]
 	x.Tap = nil
 	x.TapArg = 0
+	x.Over = false
 }
 
 // Clear drops what an answered and written x refers to, so that it can be

@@ -83,6 +83,14 @@ type Stat struct {
 	Value int64
 }
 
+// BufferLimiter is a Router with a limit on the bytes of the requests in
+// flight through it (a Lua pool's mcp.buffer_memory_limit): OverBuffer
+// reports whether they are over it now. The session asks when a request's
+// command line has come and its value has not (Exchange.Over).
+type BufferLimiter interface {
+	OverBuffer() bool
+}
+
 // Sectioned is a Router with stats of its own to show as memcached shows
 // them: Section(name) gives the lines of "stats NAME" (memcached's proxy
 // sections, "proxyfuncs" and the like) and false for a name the router has
