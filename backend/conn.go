@@ -23,8 +23,12 @@ type conn struct {
 	mu     sync.Mutex
 	queue  []*Call // not yet written
 	spare  []*Call // the previous queue's storage, reused
-	cur    *sock   // the newest socket, for close to fail
 	closed bool
+	// queued (len(queue)) and cur (the newest socket, for close to fail)
+	// are set under mu (forget's clearing of cur aside) and read without
+	// it by depth, which Config.FirstIdle asks of every slot on every call.
+	queued atomic.Int64
+	cur    atomic.Pointer[sock]
 
 	// once marks a dedicated slot (Dedicated): it dials one socket in
 	// its life. spent is set (to the cause plus one) when that socket
@@ -54,10 +58,8 @@ func (c *conn) kickNext() {
 // depth is how many calls the slot holds: queued, or in flight on its
 // newest socket (calls the writer is between the two are not counted).
 func (c *conn) depth() int64 {
-	c.mu.Lock()
-	n, s := int64(len(c.queue)), c.cur
-	c.mu.Unlock()
-	if s != nil {
+	n := c.queued.Load()
+	if s := c.cur.Load(); s != nil {
 		n += s.pending.Load()
 	}
 	return n
@@ -106,6 +108,7 @@ func (c *conn) enqueueStaged(calls []staged) {
 			bytes += int64(len(sc.call.Req.Wire))
 		}
 	}
+	c.queued.Store(int64(len(c.queue)))
 	c.b.stats.InQueue.Add(n)
 	c.mu.Unlock()
 	c.b.stats.Requests.Add(n)
@@ -125,8 +128,8 @@ func (c *conn) close() {
 	c.closed = true
 	queue := c.queue
 	c.queue = nil
-	s := c.cur
-	c.cur = nil
+	c.queued.Store(0)
+	s := c.cur.Swap(nil)
 	c.mu.Unlock()
 	c.b.stats.InQueue.Add(-int64(len(queue)))
 	for _, call := range queue {
@@ -142,11 +145,7 @@ func (c *conn) close() {
 
 // forget drops s as the current socket, when its reader is done.
 func (c *conn) forget(s *sock) {
-	c.mu.Lock()
-	if c.cur == s {
-		c.cur = nil
-	}
-	c.mu.Unlock()
+	c.cur.CompareAndSwap(s, nil)
 }
 
 // spend marks a dedicated slot as used up by cause.

@@ -145,7 +145,7 @@ func (c *conn) connect() (*sock, Cause) {
 		nc.Close()
 		return nil, CauseClosed
 	}
-	c.cur = s
+	c.cur.Store(s)
 	c.readers.Add(1)
 	c.mu.Unlock()
 	b.stats.Connections.Add(1)

@@ -47,10 +47,7 @@ func TestNoCompletionWhileWriting(t *testing.T) {
 	b.Send(call, 0)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		c := b.conns[0]
-		c.mu.Lock()
-		s = c.cur
-		c.mu.Unlock()
+		s = b.conns[0].cur.Load()
 		if s != nil {
 			s.mu.Lock()
 			w := s.writing

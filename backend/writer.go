@@ -199,6 +199,7 @@ func (w *writer) takeQueue() bool {
 	}
 	batch := c.queue
 	c.queue = c.spare[:0]
+	c.queued.Store(0)
 	c.spare = nil
 	c.mu.Unlock()
 	// The calls stay counted in InQueue until they are written or
