@@ -88,8 +88,20 @@ type listener struct {
 	tag atomic.Pointer[string]
 }
 
-// tagged is where gen.listeners keeps a pool's listener of tag.
-func tagged(pool, tag string) string { return pool + "\x00" + tag }
+// tagged is where gen.listeners keeps a pool's listener of tag ("" for
+// its listen).
+func tagged(pool, tag string) string {
+	if tag == "" {
+		return pool
+	}
+	return pool + "\x00" + tag
+}
+
+// listens returns the addresses pc listens on: its listen (tag "") and
+// its listen_tags.
+func listens(pc *config.Pool) []config.TaggedListen {
+	return append([]config.TaggedListen{{Listen: pc.Listen}}, pc.ListenTags...)
+}
 
 // listenKey identifies a listen address: a reload keeps a listener whose
 // key is unchanged. Port 0 never matches (each binds a fresh port).
@@ -235,12 +247,7 @@ func keyFor(l config.Listen) listenKey {
 func (s *Server) bind(gen *generation) ([]*listener, error) {
 	var bound []*listener
 	for _, p := range gen.pools {
-		addrs := []config.TaggedListen{{Listen: p.cfg.Listen}}
-		for _, tl := range append(addrs, p.cfg.ListenTags...) {
-			name := p.cfg.Name
-			if tl.Tag != "" {
-				name = tagged(name, tl.Tag)
-			}
+		for _, tl := range listens(p.cfg) {
 			l, isNew, err := s.bindOne(p.cfg, tl.Listen)
 			if err != nil {
 				for _, l := range bound {
@@ -251,7 +258,7 @@ func (s *Server) bind(gen *generation) ([]*listener, error) {
 			if isNew {
 				bound = append(bound, l)
 			}
-			gen.listeners[name] = l
+			gen.listeners[tagged(p.cfg.Name, tl.Tag)] = l
 		}
 	}
 	return bound, nil
@@ -292,8 +299,7 @@ func (s *Server) Start() error {
 // loops of the newly bound ones.
 func (s *Server) activate(gen *generation, bound []*listener) {
 	for _, p := range gen.pools {
-		gen.listeners[p.cfg.Name].serve(p, "")
-		for _, tl := range p.cfg.ListenTags {
+		for _, tl := range listens(p.cfg) {
 			gen.listeners[tagged(p.cfg.Name, tl.Tag)].serve(p, tl.Tag)
 		}
 	}
