@@ -151,6 +151,15 @@ func (r *Router) Section(name string) ([]codec.Stat, bool) {
 	return nil, false
 }
 
+// limitStats are the router's limits and the bytes they count now.
+func (r *Router) limitStats() []codec.Stat {
+	return []codec.Stat{
+		{Name: "active_req_limit", Value: strconv.FormatInt(r.activeLimit, 10)},
+		{Name: "buffer_memory_limit", Value: strconv.FormatInt(r.bufferLimit, 10)},
+		{Name: "buffer_memory_used", Value: strconv.FormatInt(max(0, r.bufferUsed.Load()), 10)},
+	}
+}
+
 // cacheSection is "stats items" or "stats slabs" of a store: memcached
 // lists a class that holds items, and the store is one class, 1.
 func cacheSection(name string, s store.Stats) []codec.Stat {
