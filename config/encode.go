@@ -124,9 +124,12 @@ func replicasNode(p *Pool) *yaml.Node {
 }
 
 // sentinelsNode is the sentinels list.
-func sentinelsNode(p *Pool) *yaml.Node {
+func sentinelsNode(p *Pool) *yaml.Node { return strList(p.Sentinels) }
+
+// strList is a list of strings.
+func strList(list []string) *yaml.Node {
 	seq := &yaml.Node{Kind: yaml.SequenceNode}
-	for _, s := range p.Sentinels {
+	for _, s := range list {
 		seq.Content = append(seq.Content, str(s))
 	}
 	return seq

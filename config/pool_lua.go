@@ -87,15 +87,6 @@ func luaNode(p *Pool) *yaml.Node {
 	return strList(append([]string{p.Lua}, p.LuaMore...))
 }
 
-// strList is a list of strings.
-func strList(list []string) *yaml.Node {
-	seq := &yaml.Node{Kind: yaml.SequenceNode}
-	for _, s := range list {
-		seq.Content = append(seq.Content, str(s))
-	}
-	return seq
-}
-
 // maxListenTag is the longest listener tag, as mcp.attach takes them.
 const maxListenTag = 8
 

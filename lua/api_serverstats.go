@@ -25,11 +25,10 @@ import (
 //     section; "conns", "items", "slabs" and "sizes" as memcached gives
 //     them, a table per "N:stat" (or "items:N:stat") number of stat to
 //     value, other names as they are;
-//   - the router's own sections (Section): "proxyfuncs", "items" and
-//     "slabs" of the internal cache;
-//   - without Config.Sections, "settings" (num_threads, lua_max_run_ms,
-//     lua_queue) and "proxy" (the router's counters and the mcp.add_stat
-//     counters, user_NAME) of the router alone;
+//   - without Config.Sections, the router's own sections (Section):
+//     "proxy" (its limits), "proxyfuncs", "items" and "slabs" of the
+//     internal cache; and "settings" (num_threads, lua_max_run_ms,
+//     lua_queue) of the router alone;
 //   - memcached's other sections ("conns", "sizes", "extstore",
 //     "proxybe"): an empty table, shardproxy has no such data for a
 //     route file;
@@ -60,13 +59,6 @@ func (w *worker) serverStats(L *glua.LState) int {
 func (r *Router) serverStats(L *glua.LState) int {
 	t := L.NewTable()
 	str := func(name string, v int64) { t.RawSetString(name, glua.LString(strconv.FormatInt(v, 10))) }
-	counters := func(users bool) {
-		for _, c := range r.Counters() {
-			if users || strings.HasPrefix(c.Name, "lua_") {
-				str(c.Name, c.Value)
-			}
-		}
-	}
 	section := ""
 	if v := L.Get(1); v != glua.LNil {
 		section = L.CheckString(1)
@@ -81,13 +73,15 @@ func (r *Router) serverStats(L *glua.LState) int {
 		str("time", time.Now().Unix())
 		str("pointer_size", strconv.IntSize)
 		str("threads", int64(r.cfg.Workers))
-		counters(false)
+		for _, c := range r.Counters() {
+			if strings.HasPrefix(c.Name, "lua_") {
+				str(c.Name, c.Value)
+			}
+		}
 	case section == "settings":
 		str("num_threads", int64(r.cfg.Workers))
 		str("lua_max_run_ms", r.cfg.MaxRun.Milliseconds())
 		str("lua_queue", int64(r.cfg.Queue))
-	case section == "proxy":
-		counters(true)
 	case emptySections[section]:
 	default:
 		L.RaiseError("unknown subcommand passed to server_stats")
@@ -130,11 +124,13 @@ func fillSection(L *glua.LState, t *glua.LTable, stats []codec.Stat, numbered bo
 }
 
 // Section is the router's part of the pool's "stats NAME" (the pool asks
-// it for the sections it does not have itself): "proxyfuncs", the
-// function generators and their request contexts by name
-// (v2_funcstats.go); "items" and "slabs" of the internal cache as one
-// slab class, 1, memcached's names for the store's figures; false for
-// any other name. Safe for concurrent use.
+// it for the sections it does not have itself, and adds "" and "proxy"
+// to its own): "", the lines a plain "stats" adds (proxy_req_active,
+// ...); "proxy", the router's limits; "proxyfuncs", the function
+// generators and their request contexts by name (v2_funcstats.go);
+// "items" and "slabs" of the internal cache as one slab class, 1,
+// memcached's names for the store's figures; false for any other name.
+// Safe for concurrent use.
 func (r *Router) Section(name string) ([]codec.Stat, bool) {
 	switch name {
 	case "":
@@ -153,6 +149,15 @@ func (r *Router) Section(name string) ([]codec.Stat, bool) {
 		return cacheSection(name, r.cfg.Internal.Stats()), true
 	}
 	return nil, false
+}
+
+// limitStats are the router's limits and the bytes they count now.
+func (r *Router) limitStats() []codec.Stat {
+	return []codec.Stat{
+		{Name: "active_req_limit", Value: strconv.FormatInt(r.activeLimit, 10)},
+		{Name: "buffer_memory_limit", Value: strconv.FormatInt(r.bufferLimit, 10)},
+		{Name: "buffer_memory_used", Value: strconv.FormatInt(max(0, r.bufferUsed.Load()), 10)},
+	}
 }
 
 // cacheSection is "stats items" or "stats slabs" of a store: memcached

@@ -61,26 +61,11 @@ func watchDeletion(h *route.Hub, key, cmd string, size int) {
 		return
 	}
 	b := append(watchHead(h), "type=deleted key="...)
-	b = appendURIEncoded(b, key)
+	b = appendURIEscaped(b, key)
 	b = append(append(b, " cmd="...), cmd...)
 	b = append(b, " clsid=1 size="...)
 	b = strconv.AppendInt(b, int64(size), 10)
 	h.Publish(codec.WatchDeletions, append(b, '\n'))
-}
-
-// appendURIEncoded appends s with every byte but letters, digits and
-// "-._~" as %XX, as memcached writes keys in its log lines.
-func appendURIEncoded(b []byte, s string) []byte {
-	const hex = "0123456789ABCDEF"
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
-			b = append(b, c)
-			continue
-		}
-		b = append(b, '%', hex[c>>4], hex[c&15])
-	}
-	return b
 }
 
 // watchUser publishes mcp.log's msg (proxyuser).
@@ -156,11 +141,11 @@ func backendEvents(h *route.Hub, s *beSpec) func(*backend.Backend, backend.Event
 }
 
 // appendURIEscaped appends src with every byte but letters, digits and
-// "-._~" written as %XX, as memcached's logger escapes.
-func appendURIEscaped(dst, src []byte) []byte {
+// "-._~" written as %XX, as memcached's logger escapes keys and buffers.
+func appendURIEscaped[T string | []byte](dst []byte, src T) []byte {
 	const hex = "0123456789ABCDEF"
-	for _, c := range src {
-		switch {
+	for i := 0; i < len(src); i++ {
+		switch c := src[i]; {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
 			c == '-', c == '.', c == '_', c == '~':
 			dst = append(dst, c)
