@@ -127,7 +127,7 @@ func (w *worker) sendCall(c *call, be *beRef, req *codec.Request, hint uint32) {
 	c.Over = w.r.overBuffer
 	c.sent = time.Now()
 	c.phase.Store(callSending)
-	be.send(&c.Call, hint)
+	be.send(&c.Call, hint, nil)
 	if !c.phase.CompareAndSwap(callSending, callSent) {
 		w.early = append(w.early, c) // handle runs it after this event
 	}
