@@ -83,12 +83,6 @@ type beRef struct {
 	failedDepth *atomic.Int64
 }
 
-// failDepth fails c for its backend's depth limit.
-func failDepth(c *backend.Call) {
-	c.Reply = codec.Reply{Err: errDepthLimit}
-	c.Done(c)
-}
-
 // overDepth reports whether a request to be must fail for its depth
 // limit, and counts it if so.
 func (be *beRef) overDepth() bool {
@@ -103,37 +97,28 @@ func (be *beRef) overDepth() bool {
 	return true
 }
 
-// send queues c on the backend; a backend configured down fails it at once,
-// as a bad backend does.
-func (be *beRef) send(c *backend.Call, hint uint32) {
-	if be.internal != nil {
+// send queues c on the backend, or stages it in bt when bt is not nil
+// (it goes out when bt is flushed). A call that goes to none of the
+// backend's sockets is answered at once: from the internal cache, or
+// failed for a backend configured down (as a bad backend fails it) or
+// over its depth limit.
+func (be *beRef) send(c *backend.Call, hint uint32, bt *backend.Batch) {
+	switch {
+	case be.internal != nil:
 		be.sendInternal(c)
 		return
-	}
-	if be.down {
+	case be.down:
 		c.Reply = codec.Reply{Err: backend.ErrorFor(backend.CauseMarkedBad)}
-		c.Done(c)
+	case be.overDepth():
+		c.Reply = codec.Reply{Err: errDepthLimit}
+	case bt != nil:
+		be.b.Stage(c, hint, bt)
+		return
+	default:
+		be.b.Send(c, hint)
 		return
 	}
-	if be.overDepth() {
-		failDepth(c)
-		return
-	}
-	be.b.Send(c, hint)
-}
-
-// stage is send for a call that goes out when bt is flushed; a call that
-// does not go to a backend's socket is handled by send at once.
-func (be *beRef) stage(c *backend.Call, hint uint32, bt *backend.Batch) {
-	if be.internal != nil || be.down {
-		be.send(c, hint)
-		return
-	}
-	if be.overDepth() {
-		failDepth(c)
-		return
-	}
-	be.b.Stage(c, hint, bt)
+	c.Done(c)
 }
 
 // filter kinds (mcp.pool filter option).

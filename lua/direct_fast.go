@@ -118,11 +118,7 @@ func (r *Router) sendFast(be *beRef, req *codec.Request, hint uint32, c Completi
 	fc.call.Req = req
 	fc.call.MetaRewrite = r.cfg.MetaRewrite != nil
 	fc.call.Over = r.overBuffer
-	if bt != nil {
-		be.stage(&fc.call, hint, bt)
-		return
-	}
-	be.send(&fc.call, hint) // Route counted the request in active and bufferUsed
+	be.send(&fc.call, hint, bt) // Route counted the request in active and bufferUsed
 }
 
 // done answers the client from the backend's goroutine.

@@ -127,7 +127,7 @@ func (w *worker) sendCall(c *call, be *beRef, req *codec.Request, hint uint32) {
 	c.Over = w.r.overBuffer
 	c.sent = time.Now()
 	c.phase.Store(callSending)
-	be.send(&c.Call, hint)
+	be.send(&c.Call, hint, nil)
 	if !c.phase.CompareAndSwap(callSending, callSent) {
 		w.early = append(w.early, c) // handle runs it after this event
 	}
@@ -174,7 +174,7 @@ func (w *worker) reply(c *call) {
 	res := w.newResponse(c)
 	first, req, idx := c.first, c.Req, c.idx
 	if !aw.single && !aw.completed {
-		w.takeEarlier(aw, idx, aw.ends(res, first))
+		w.takeEarlier(aw, idx, res, first)
 	}
 	if idx < 64 {
 		aw.answered |= 1 << idx
@@ -201,12 +201,12 @@ func (w *worker) reply(c *call) {
 // yet, in the order they were sent. memcached's proxy reads its
 // backends' replies in the order they arrive; replies that arrive
 // together reach the worker from their sockets' readers in any order.
-// When the reply would end the wait (ends), which replies count depends
-// on that order (a hit that came second must not end the wait before
-// the miss that came first), so the replies of those calls that come
-// within arrivalWindow are waited for. Only the first 64 calls of an
-// await are put in order.
-func (w *worker) takeEarlier(aw *await, idx int, ends bool) {
+// When res, the reply at hand, would end the wait (ends), which replies
+// count depends on that order (a hit that came second must not end the
+// wait before the miss that came first), so the replies of those calls
+// that come within arrivalWindow are waited for. Only the first 64 calls
+// of an await are put in order; ends is asked only of a reply out of it.
+func (w *worker) takeEarlier(aw *await, idx int, res *response, first bool) {
 	if idx == 0 || idx >= 64 {
 		return
 	}
@@ -226,6 +226,7 @@ func (w *worker) takeEarlier(aw *await, idx int, ends bool) {
 		}
 	}
 	take(w.batch[w.batchNext:])
+	ends := have&before != before && aw.ends(res, first)
 	for deadline := time.Now().Add(arrivalWindow); ends && have&before != before && time.Now().Before(deadline); {
 		runtime.Gosched() // the readers of the replies that came with this one queue them
 		w.mu.Lock()

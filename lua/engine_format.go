@@ -20,36 +20,25 @@ import (
 func wrapFormat(L *glua.LState, str *glua.LTable) {
 	format := str.RawGetString("format").(*glua.LFunction)
 	str.RawSetString("format", L.NewFunction(func(L *glua.LState) int {
-		fs := L.CheckString(1)
+		if fs := L.CheckString(1); strings.IndexByte(fs, 'q') >= 0 {
+			L.Replace(1, glua.LString(quoteArgs(L, fs)))
+		}
 		top := L.GetTop()
-		if strings.IndexByte(fs, 'q') < 0 {
-			L.Push(format)
-			for i := 1; i <= top; i++ {
-				L.Push(L.Get(i))
-			}
-			L.Call(top, 1)
-			return 1
-		}
-		args := make([]glua.LValue, 0, top)
-		fs = quoteArgs(L, fs, &args)
-		for i := len(args) + 2; i <= top; i++ {
-			args = append(args, L.Get(i))
-		}
 		L.Push(format)
-		L.Push(glua.LString(fs))
-		for _, v := range args {
-			L.Push(v)
+		for i := 1; i <= top; i++ {
+			L.Push(L.Get(i))
 		}
-		L.Call(len(args)+1, 1)
+		L.Call(top, 1)
 		return 1
 	}))
 }
 
-// quoteArgs appends to args the arguments of string.format(fs, ...) up to
-// its format's last conversion, each %q's turned into its literal, and
+// quoteArgs turns, in place on L's stack, each argument of
+// string.format(fs, ...) that a %q of fs takes into its literal, and
 // returns fs with those %q as %s.
-func quoteArgs(L *glua.LState, fs string, args *[]glua.LValue) string {
+func quoteArgs(L *glua.LState, fs string) string {
 	out := []byte(fs)
+	n := 1 // the argument the last conversion took
 	for i := 0; i < len(fs)-1; i++ {
 		if fs[i] != '%' {
 			continue
@@ -60,7 +49,7 @@ func quoteArgs(L *glua.LState, fs string, args *[]glua.LValue) string {
 		}
 		j := len(fs) - len(strings.TrimLeft(fs[i+1:], "-+ #0123456789."))
 		q := j < len(fs) && fs[j] == 'q'
-		n := len(*args) + 2
+		n++
 		switch {
 		case q && j > i+1:
 			L.RaiseError("invalid conversion '%s' to 'format'", fs[i:j+1])
@@ -69,12 +58,10 @@ func quoteArgs(L *glua.LState, fs string, args *[]glua.LValue) string {
 		case n > L.GetTop():
 			return string(out) // gopher-lua reports the missing values
 		}
-		v := L.Get(n)
 		if q {
-			v = glua.LString(literal(L, n, v))
+			L.Replace(n, glua.LString(literal(L, n, L.Get(n))))
 			out[j] = 's'
 		}
-		*args = append(*args, v)
 		i = j
 	}
 	return string(out)

@@ -56,15 +56,15 @@ func (fs *funcStats) section() []codec.Stat {
 			names = append(names, name)
 		}
 	}
-	fs.mu.Unlock()
 	sort.Strings(names)
 	out := make([]codec.Stat, 0, 2*len(names))
 	for _, name := range names {
-		c := fs.of(name)
+		c := fs.byName[name]
 		out = append(out,
 			codec.Stat{Name: "funcs_" + name, Value: strconv.FormatInt(c.funcs.Load(), 10)},
 			codec.Stat{Name: "slots_" + name, Value: strconv.FormatInt(c.slots.Load(), 10)})
 	}
+	fs.mu.Unlock()
 	return out
 }
 

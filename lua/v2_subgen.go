@@ -46,10 +46,10 @@ func (w *worker) pinChildren(rc *rctx, L *glua.LState) error {
 		}
 		sub, err := w.freeOrNewRctx(s.child, L)
 		if err != nil {
-			for j := range i {
+			for j := i - 1; j >= 0; j-- { // the free lists as they were
 				if p := rc.slots[j].sub; p != nil {
 					p.pinned, rc.slots[j].sub = false, nil
-					w.putRctx(p)
+					w.untakeRctx(p)
 				}
 			}
 			return err
