@@ -108,7 +108,7 @@ end`, map[string]int{"B1": port}, "")
 	if got := m.Take(); len(got) != 2 || got[0] != "get a\r\n" || got[1] != "get b\r\n" {
 		t.Fatalf("backend read %q, want the gets one by one", got)
 	}
-	if got := proxybe(c); got != "END\r\n" {
+	if got := statsText(c, "stats proxybe\r\n"); got != "END\r\n" {
 		t.Fatalf("stats proxybe: %q", got)
 	}
 
@@ -119,7 +119,7 @@ end`, map[string]int{"B1": port}, "")
 	wantLine(`error=disconnected` + be + `depth=0 rbuf=`)
 	wantLine(`error=readvalidate` + be + `depth=0 rbuf=`)
 	wantLine(`error=markedbad` + be + `retry=1`)
-	if got := proxybe(c); got != "STAT bad_b1 1\r\nEND\r\n" {
+	if got := statsText(c, "stats proxybe\r\n"); got != "STAT bad_b1 1\r\nEND\r\n" {
 		t.Fatalf("stats proxybe while bad: %q", got)
 	}
 	if got := c.do("get a\r\n"); got != "SERVER_ERROR backend failure\r\n" {
@@ -127,20 +127,8 @@ end`, map[string]int{"B1": port}, "")
 	}
 	// The retry dials on its own; once validated the backend is good.
 	m.Validate.Store(true)
-	eventually(t, "restored", func() bool { return proxybe(c) == "END\r\n" })
+	eventually(t, "restored", func() bool { return statsText(c, "stats proxybe\r\n") == "END\r\n" })
 	if got := c.do("get a\r\n"); got != "END\r\n" {
 		t.Fatalf("get after the retry: %q", got)
 	}
-}
-
-// proxybe asks "stats proxybe" and returns the answer, up to its END.
-func proxybe(c *client) string {
-	c.t.Helper()
-	c.send("stats proxybe\r\n")
-	var out string
-	for l := ""; l != "END"; {
-		l = c.line()
-		out += l + "\r\n"
-	}
-	return out
 }

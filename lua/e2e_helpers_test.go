@@ -257,6 +257,13 @@ func statInt(t *testing.T, st map[string]string, name string) int {
 	return n
 }
 
+// statsText sends a stats command and returns its answer as sent, up to
+// and with END.
+func statsText(c *client, cmd string) string {
+	c.t.Helper()
+	return strings.Join(append(statsLines(c, cmd), "END"), "\r\n") + "\r\n"
+}
+
 // statsOf reads a "stats NAME" answer by name, as statLines does.
 func statsOf(t *testing.T, c *client, name string) map[string]string {
 	t.Helper()
