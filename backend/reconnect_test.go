@@ -1,11 +1,8 @@
 package backend_test
 
 import (
-	"bufio"
-	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,60 +11,11 @@ import (
 	"shardproxy/memcache"
 )
 
-// mock is a memcached stand-in the test drives socket by socket, as
-// memcached's proxy tests drive theirs: it answers "version" while
-// validate is set, and answers any other request line with what the
-// test queued in replies; the test can close the newest socket.
-type mock struct {
-	validate atomic.Bool
-	accepted atomic.Int64
-	replies  chan string
-	mu       sync.Mutex
-	cur      net.Conn
-	lines    []string
-}
-
-func newMock(t *testing.T) (*mock, string) {
-	m := &mock{replies: make(chan string, 16)}
-	m.validate.Store(true)
-	return m, testserver.Fake(t, m.serve)
-}
-
-func (m *mock) serve(nc net.Conn) {
-	m.accepted.Add(1)
-	m.mu.Lock()
-	m.cur = nc
-	m.mu.Unlock()
-	r := bufio.NewReader(nc)
-	for {
-		l, err := r.ReadString('\n')
-		if err != nil {
-			return
-		}
-		m.mu.Lock()
-		m.lines = append(m.lines, l)
-		m.mu.Unlock()
-		if l == "version\r\n" {
-			if m.validate.Load() {
-				nc.Write([]byte("VERSION 1.0.0-mock\r\n"))
-			}
-			continue
-		}
-		nc.Write([]byte(<-m.replies))
-	}
-}
-
-// closeCur closes the newest socket from the server's side.
-func (m *mock) closeCur() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.cur.Close()
-}
-
-func (m *mock) seen() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]string(nil), m.lines...)
+// newMock starts a testserver.Mock that answers each request line with
+// the next reply the test queues.
+func newMock(t *testing.T) (*testserver.Mock, chan string) {
+	replies := make(chan string, 16)
+	return testserver.NewMock(t, func(string) string { return <-replies }), replies
 }
 
 // events records what Config.OnEvent is told, as "cause depth rbuf" or
@@ -120,18 +68,18 @@ func reconnecting(t *testing.T, addr string, ev *events, limit int, retry time.D
 // the failure past the limit marks the backend bad; the retry dials on
 // its own, and only a validated socket ends the bad period.
 func TestReconnectRule(t *testing.T) {
-	m, addr := newMock(t)
+	m, replies := newMock(t)
 	ev := &events{}
-	b := reconnecting(t, addr, ev, 1, 400*time.Millisecond)
+	b := reconnecting(t, m.Addr, ev, 1, 400*time.Millisecond)
 	waitFor(t, time.Second, "validated at start", func() bool { return b.Version() != "" })
 
-	m.closeCur() // idle: failure 1 of limit 1, dialled again at once
-	took := waitFor(t, time.Second, "the redial", func() bool { return m.accepted.Load() == 2 })
+	m.CloseCur() // idle: failure 1 of limit 1, dialled again at once
+	took := waitFor(t, time.Second, "the redial", func() bool { return m.Accepted.Load() == 2 })
 	if took > 200*time.Millisecond || b.Bad() {
 		t.Fatalf("redial after %v, bad %v: want at once, not bad", took, b.Bad())
 	}
 	ev.wait(t, "disconnected 0 ")
-	m.replies <- "END\r\n"
+	replies <- "END\r\n"
 	if r := call(t, b, request(t, "get k\r\n")); string(r.Raw) != "END\r\n" {
 		t.Fatalf("after the redial: %q %v", r.Raw, r.Err)
 	}
@@ -139,29 +87,29 @@ func TestReconnectRule(t *testing.T) {
 	// Validation passed: the count starts again. A silent server now
 	// fails the redial's validation within the read timeout: two
 	// failures, past the limit.
-	m.validate.Store(false)
-	m.closeCur()
+	m.Validate.Store(false)
+	m.CloseCur()
 	waitFor(t, time.Second, "marked bad", b.Bad)
 	ev.wait(t, "disconnected 0 ", "disconnected 0 ", "readvalidate 0 ", "markedbad 400ms")
 	if got := causeOf(call(t, b, request(t, "get k\r\n"))); got != "markedbad" {
 		t.Fatalf("call while bad: cause %q, want markedbad", got)
 	}
 	// The retries dial with no request; their failures are not told again.
-	n := m.accepted.Load()
-	waitFor(t, 2*time.Second, "a retry", func() bool { return m.accepted.Load() > n })
+	n := m.Accepted.Load()
+	waitFor(t, 2*time.Second, "a retry", func() bool { return m.Accepted.Load() > n })
 	if !b.Bad() {
 		t.Fatal("a retry that failed validation ended the bad period")
 	}
-	m.validate.Store(true)
+	m.Validate.Store(true)
 	waitFor(t, 2*time.Second, "restored by a retry", func() bool { return !b.Bad() })
-	m.replies <- "END\r\n"
+	replies <- "END\r\n"
 	if r := call(t, b, request(t, "get k\r\n")); string(r.Raw) != "END\r\n" {
 		t.Fatalf("after the restore: %q %v", r.Raw, r.Err)
 	}
 	if got := ev.list(); len(got) != 4 {
 		t.Fatalf("events %q: the failures while bad were told", got)
 	}
-	for _, l := range m.seen() {
+	for _, l := range m.Lines() {
 		if l != "version\r\n" && l != "get k\r\n" {
 			t.Fatalf("server was sent %q: no idle checks under memcached's rule", l)
 		}
@@ -174,56 +122,56 @@ func TestReconnectRule(t *testing.T) {
 // held), an error reply that breaks the stream (passed on, then
 // invalidprotocol). Each is dialled again at once, failure limit 3.
 func TestReconnectEvents(t *testing.T) {
-	m, addr := newMock(t)
+	m, replies := newMock(t)
 	ev := &events{}
-	b := reconnecting(t, addr, ev, 3, time.Minute)
+	b := reconnecting(t, m.Addr, ev, 3, time.Minute)
 	waitFor(t, time.Second, "validated at start", func() bool { return b.Version() != "" })
 
-	m.replies <- "VALUE k 0 2\r\nhi\r\nEN"
+	replies <- "VALUE k 0 2\r\nhi\r\nEN"
 	if got := causeOf(call(t, b, request(t, "get k\r\n"))); got != "timeout" {
 		t.Fatalf("cut reply: cause %q, want timeout", got)
 	}
 	ev.wait(t, "timeout 1 EN")
-	waitFor(t, time.Second, "the redial", func() bool { return m.accepted.Load() == 2 })
+	waitFor(t, time.Second, "the redial", func() bool { return m.Accepted.Load() == 2 })
 
-	m.replies <- "VALUE k 0 2\r\nok\r\nEND\r\ngarbage"
+	replies <- "VALUE k 0 2\r\nok\r\nEND\r\ngarbage"
 	if r := call(t, b, request(t, "get k\r\n")); string(r.Raw) != "VALUE k 0 2\r\nok\r\nEND\r\n" {
 		t.Fatalf("reply before trailing data: %q %v", r.Raw, r.Err)
 	}
 	ev.wait(t, "timeout 1 EN", "trailingdata 0 garbage")
-	waitFor(t, time.Second, "the redial", func() bool { return m.accepted.Load() == 3 })
+	waitFor(t, time.Second, "the redial", func() bool { return m.Accepted.Load() == 3 })
 
-	m.replies <- "CLIENT_ERROR bad command line format\r\n"
+	replies <- "CLIENT_ERROR bad command line format\r\n"
 	if r := call(t, b, request(t, "get k\r\n")); string(r.Raw) != "CLIENT_ERROR bad command line format\r\n" {
 		t.Fatalf("CLIENT_ERROR: %q %v", r.Raw, r.Err)
 	}
 	ev.wait(t, "timeout 1 EN", "trailingdata 0 garbage", "invalidprotocol 0 ")
-	waitFor(t, time.Second, "the redial", func() bool { return m.accepted.Load() == 4 })
+	waitFor(t, time.Second, "the redial", func() bool { return m.Accepted.Load() == 4 })
 
-	m.replies <- "SERVER_ERROR out of memory\r\n" // answers one request: the socket stays
+	replies <- "SERVER_ERROR out of memory\r\n" // answers one request: the socket stays
 	if r := call(t, b, request(t, "get k\r\n")); string(r.Raw) != "SERVER_ERROR out of memory\r\n" {
 		t.Fatalf("SERVER_ERROR: %q %v", r.Raw, r.Err)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if n := m.accepted.Load(); n != 4 || b.Bad() || len(ev.list()) != 3 {
+	if n := m.Accepted.Load(); n != 4 || b.Bad() || len(ev.list()) != 3 {
 		t.Fatalf("after SERVER_ERROR: %d sockets, bad %v, events %q", n, b.Bad(), ev.list())
 	}
 }
 
 // NoJoin writes one-key gets of one batch each as it came.
 func TestNoJoin(t *testing.T) {
-	m, addr := newMock(t)
-	b := reconnecting(t, addr, &events{}, 3, time.Minute)
+	m, replies := newMock(t)
+	b := reconnecting(t, m.Addr, &events{}, 3, time.Minute)
 	var bt backend.Batch
 	var wg sync.WaitGroup
 	for _, k := range []string{"a", "b", "c"} {
 		wg.Add(1)
-		m.replies <- "END\r\n"
+		replies <- "END\r\n"
 		b.Stage(&backend.Call{Req: request(t, "get "+k+"\r\n"), Done: func(*backend.Call) { wg.Done() }}, 0, &bt)
 	}
 	bt.Flush()
 	wg.Wait()
-	if got := strings.Join(m.seen(), ""); got != "version\r\nget a\r\nget b\r\nget c\r\n" {
+	if got := strings.Join(m.Lines(), ""); got != "version\r\nget a\r\nget b\r\nget c\r\n" {
 		t.Fatalf("server read %q", got)
 	}
 }

@@ -51,13 +51,8 @@ end
 		"stats proxyfuncs\r\n": "STAT funcs_anonymous " + n + "\r\nSTAT slots_anonymous " + n + "\r\nEND\r\n",
 		"stats conns\r\n":      "STAT 1:addr tcp:" + addr + "\r\nSTAT 1:state conn_listening\r\nEND\r\n",
 	} {
-		c.send(req)
-		var got strings.Builder
-		for !strings.HasSuffix(got.String(), "END\r\n") {
-			got.WriteString(c.line() + "\r\n")
-		}
-		if got.String() != want {
-			t.Errorf("%q: got %q, want %q", req, got.String(), want)
+		if got := statsText(c, req); got != want {
+			t.Errorf("%q: got %q, want %q", req, got, want)
 		}
 	}
 }
@@ -87,15 +82,7 @@ function mcp_config_routes(p)
 end
 `, map[string]int{"SLOW": delayRelay(t, mc[0].Addr, 200*time.Millisecond)}, "")
 	w := min(runtime.GOMAXPROCS(0), 16) // the workers
-	stats := func() string {
-		c := dial(t, addr)
-		c.send("stats proxyfuncs\r\n")
-		var b strings.Builder
-		for !strings.HasSuffix(b.String(), "END\r\n") {
-			b.WriteString(c.line() + "\r\n")
-		}
-		return b.String()
-	}
+	stats := func() string { return statsText(dial(t, addr), "stats proxyfuncs\r\n") }
 	want := fmt.Sprintf("STAT funcs_foo %d\r\nSTAT slots_foo %d\r\nSTAT funcs_mcp_router %d\r\nSTAT slots_mcp_router 0\r\nEND\r\n", 2*w, 2*w, w)
 	if got := stats(); got != want {
 		t.Errorf("at start: got %q, want %q", got, want)

@@ -1,13 +1,10 @@
 package lua_test
 
 import (
-	"bufio"
-	"net"
 	"net/netip"
 	"regexp"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"shardproxy/internal/testserver"
@@ -20,67 +17,27 @@ import (
 // markedbad line, "stats proxybe"); ERROR and CLIENT_ERROR are passed on
 // and then drop the socket; a get the route sends goes alone.
 
-// mockBackend is a memcached stand-in the test scripts: it answers
-// "version" while validate is set and every other line with the reply
-// set for it (none when unset), records the lines, and counts sockets.
+// mockBackend is a testserver.Mock that answers every line with the
+// reply set for it (none when unset).
 type mockBackend struct {
-	validate atomic.Bool
-	accepted atomic.Int64
-	mu       sync.Mutex
-	replies  map[string]string
-	lines    []string
-	cur      net.Conn
+	*testserver.Mock
+	mu      sync.Mutex
+	replies map[string]string
 }
 
 func newMockBackend(t *testing.T) (*mockBackend, int) {
 	m := &mockBackend{replies: map[string]string{}}
-	m.validate.Store(true)
-	addr := testserver.Fake(t, m.serve)
-	return m, int(netip.MustParseAddrPort(addr).Port())
-}
-
-func (m *mockBackend) serve(nc net.Conn) {
-	m.accepted.Add(1)
-	m.mu.Lock()
-	m.cur = nc
-	m.mu.Unlock()
-	r := bufio.NewReader(nc)
-	for {
-		l, err := r.ReadString('\n')
-		if err != nil {
-			return
-		}
+	m.Mock = testserver.NewMock(t, func(l string) string {
 		m.mu.Lock()
-		m.lines = append(m.lines, l)
-		reply := m.replies[l]
-		m.mu.Unlock()
-		if l == "version\r\n" {
-			if m.validate.Load() {
-				nc.Write([]byte("VERSION 1.0.0-mock\r\n"))
-			}
-			continue
-		}
-		nc.Write([]byte(reply))
-	}
+		defer m.mu.Unlock()
+		return m.replies[l]
+	})
+	return m, int(netip.MustParseAddrPort(m.Addr).Port())
 }
 
 func (m *mockBackend) reply(line, reply string) {
 	m.mu.Lock()
 	m.replies[line] = reply
-	m.mu.Unlock()
-}
-
-func (m *mockBackend) take() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l := m.lines
-	m.lines = nil
-	return l
-}
-
-func (m *mockBackend) closeCur() {
-	m.mu.Lock()
-	m.cur.Close()
 	m.mu.Unlock()
 }
 
@@ -101,7 +58,7 @@ function mcp_config_routes(p)
   end })
   mcp.attach(mcp.CMD_ANY_STORAGE, fg)
 end`, map[string]int{"B1": port}, "")
-	eventually(t, "validated at start", func() bool { return m.accepted.Load() == 1 && len(m.take()) == 1 })
+	eventually(t, "validated at start", func() bool { return m.Accepted.Load() == 1 && len(m.Take()) == 1 })
 	w := watch(t, addr, "proxyevents")
 	c := dial(t, addr)
 	head := `^ts=\d+\.\d{1,6} gid=\d+ type=proxy_backend `
@@ -114,7 +71,7 @@ end`, map[string]int{"B1": port}, "")
 	}
 	redialled := func(n int64) {
 		t.Helper()
-		eventually(t, "the redial", func() bool { return m.accepted.Load() == n })
+		eventually(t, "the redial", func() bool { return m.Accepted.Load() == n })
 	}
 
 	// A reply cut short: the read timeout, what followed its last line.
@@ -142,48 +99,36 @@ end`, map[string]int{"B1": port}, "")
 	redialled(4)
 
 	// A multiget's gets go one by one; nothing is bad.
-	m.take()
+	m.Take()
 	m.reply("get a\r\n", "END\r\n")
 	m.reply("get b\r\n", "END\r\n")
 	if got := c.do("get a b\r\n"); got != "END\r\n" {
 		t.Fatalf("multiget: %q", got)
 	}
-	if got := m.take(); len(got) != 2 || got[0] != "get a\r\n" || got[1] != "get b\r\n" {
+	if got := m.Take(); len(got) != 2 || got[0] != "get a\r\n" || got[1] != "get b\r\n" {
 		t.Fatalf("backend read %q, want the gets one by one", got)
 	}
-	if got := proxybe(c); got != "END\r\n" {
+	if got := statsText(c, "stats proxybe\r\n"); got != "END\r\n" {
 		t.Fatalf("stats proxybe: %q", got)
 	}
 
 	// A silent server: the idle socket closed (1), its redial's
 	// validation not answered (2): past the limit, marked bad.
-	m.validate.Store(false)
-	m.closeCur()
+	m.Validate.Store(false)
+	m.CloseCur()
 	wantLine(`error=disconnected` + be + `depth=0 rbuf=`)
 	wantLine(`error=readvalidate` + be + `depth=0 rbuf=`)
 	wantLine(`error=markedbad` + be + `retry=1`)
-	if got := proxybe(c); got != "STAT bad_b1 1\r\nEND\r\n" {
+	if got := statsText(c, "stats proxybe\r\n"); got != "STAT bad_b1 1\r\nEND\r\n" {
 		t.Fatalf("stats proxybe while bad: %q", got)
 	}
 	if got := c.do("get a\r\n"); got != "SERVER_ERROR backend failure\r\n" {
 		t.Fatalf("get while bad: %q", got)
 	}
 	// The retry dials on its own; once validated the backend is good.
-	m.validate.Store(true)
-	eventually(t, "restored", func() bool { return proxybe(c) == "END\r\n" })
+	m.Validate.Store(true)
+	eventually(t, "restored", func() bool { return statsText(c, "stats proxybe\r\n") == "END\r\n" })
 	if got := c.do("get a\r\n"); got != "END\r\n" {
 		t.Fatalf("get after the retry: %q", got)
 	}
-}
-
-// proxybe asks "stats proxybe" and returns the answer, up to its END.
-func proxybe(c *client) string {
-	c.t.Helper()
-	c.send("stats proxybe\r\n")
-	var out string
-	for l := ""; l != "END"; {
-		l = c.line()
-		out += l + "\r\n"
-	}
-	return out
 }

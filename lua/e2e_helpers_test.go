@@ -226,6 +226,50 @@ func (c *client) timed(req string) (string, time.Duration) {
 	return r, time.Since(start)
 }
 
+// statLines sends req and returns its STAT lines by name, up to END.
+func statLines(t *testing.T, c *client, req string) map[string]string {
+	t.Helper()
+	c.send(req)
+	st := map[string]string{}
+	for {
+		l := c.line()
+		if l == "END" {
+			return st
+		}
+		name, value, ok := strings.Cut(strings.TrimPrefix(l, "STAT "), " ")
+		if !ok || !strings.HasPrefix(l, "STAT ") {
+			t.Fatalf("%q: line %q", req, l)
+		}
+		st[name] = value
+	}
+}
+
+func statInt(t *testing.T, st map[string]string, name string) int {
+	t.Helper()
+	v, ok := st[name]
+	if !ok {
+		t.Fatalf("no stat %s in %v", name, st)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("stat %s = %q", name, v)
+	}
+	return n
+}
+
+// statsText sends a stats command and returns its answer as sent, up to
+// and with END.
+func statsText(c *client, cmd string) string {
+	c.t.Helper()
+	return strings.Join(append(statsLines(c, cmd), "END"), "\r\n") + "\r\n"
+}
+
+// statsOf reads a "stats NAME" answer by name, as statLines does.
+func statsOf(t *testing.T, c *client, name string) map[string]string {
+	t.Helper()
+	return statLines(t, c, "stats "+name+"\r\n")
+}
+
 // get asks the server at addr for key directly and returns its value, or
 // "" and false on a miss.
 func get(t testing.TB, addr, key string) (string, bool) {

@@ -1,46 +1,21 @@
 package lua_test
 
 import (
-	"bufio"
 	"fmt"
-	"net"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"shardproxy/internal/testserver"
 	"shardproxy/lua"
 )
 
-// countingServer accepts sockets, counts them and answers every line
-// (version included) as memcached would answer version.
+// countingServer is a testserver.Mock whose sockets the test counts.
 func countingServer(t *testing.T) (port int, accepted *atomic.Int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	accepted = &atomic.Int64{}
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			go func() {
-				defer nc.Close()
-				r := bufio.NewReader(nc)
-				for {
-					if _, err := r.ReadString('\n'); err != nil {
-						return
-					}
-					nc.Write([]byte("VERSION 1.6.45\r\n"))
-				}
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port, accepted
+	m := testserver.NewMock(t, func(string) string { return "VERSION 1.6.45\r\n" })
+	return int(netip.MustParseAddrPort(m.Addr).Port()), &m.Accepted
 }
 
 // TestPoolIOThread checks mcp.pool's iothread = false: memcached gives

@@ -349,22 +349,11 @@ end`
 // with "SERVER_ERROR out of memory".
 func slowErrServer(t *testing.T, delay time.Duration) int {
 	t.Helper()
-	addr := testserver.Fake(t, func(nc net.Conn) {
-		r := bufio.NewReader(nc)
-		for {
-			l, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			if l == "version\r\n" {
-				nc.Write([]byte("VERSION 1.6.22\r\n"))
-				continue
-			}
-			time.Sleep(delay)
-			nc.Write([]byte("SERVER_ERROR out of memory\r\n"))
-		}
+	m := testserver.NewMock(t, func(string) string {
+		time.Sleep(delay)
+		return "SERVER_ERROR out of memory\r\n"
 	})
-	return int(netip.MustParseAddrPort(addr).Port())
+	return int(netip.MustParseAddrPort(m.Addr).Port())
 }
 
 // v1Pool starts a Lua pool of v1Routes on a memcached behind a tap.

@@ -1,7 +1,6 @@
 package lua_test
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,37 +30,6 @@ function mcp_config_routes(p)
     mcp.attach(mcp.CMD_MG, mcp.router_new({ map = { hold = fg }, default = anon }))
 end
 `
-
-// statLines sends req and returns its STAT lines by name, up to END.
-func statLines(t *testing.T, c *client, req string) map[string]string {
-	t.Helper()
-	c.send(req)
-	st := map[string]string{}
-	for {
-		l := c.line()
-		if l == "END" {
-			return st
-		}
-		name, value, ok := strings.Cut(strings.TrimPrefix(l, "STAT "), " ")
-		if !ok || !strings.HasPrefix(l, "STAT ") {
-			t.Fatalf("%q: line %q", req, l)
-		}
-		st[name] = value
-	}
-}
-
-func statInt(t *testing.T, st map[string]string, name string) int {
-	t.Helper()
-	v, ok := st[name]
-	if !ok {
-		t.Fatalf("no stat %s in %v", name, st)
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		t.Fatalf("stat %s = %q", name, v)
-	}
-	return n
-}
 
 // "stats proxyfuncs" counts generators and their request contexts by
 // name, as memcached's proxy does: funcs_NAME ready generators (a router

@@ -23,25 +23,6 @@ function mcp_config_routes(p)
   mcp.attach(mcp.CMD_ANY_STORAGE, fg)
 end`
 
-// statsOf reads a "stats NAME" answer into a map, failing on anything but
-// STAT lines and END.
-func statsOf(t *testing.T, c *client, name string) map[string]string {
-	t.Helper()
-	c.send("stats " + name + "\r\n")
-	m := map[string]string{}
-	for {
-		l := c.line()
-		if l == "END" {
-			return m
-		}
-		f := strings.Fields(l)
-		if len(f) != 3 || f[0] != "STAT" {
-			t.Fatalf("stats %s: line %q", name, l)
-		}
-		m[f[1]] = f[2]
-	}
-}
-
 // TestInternalStatsSections: stats items and stats slabs describe the
 // internal cache as one class, 1 (the store has none), listed in items
 // only while it holds items, as memcached lists its classes; no extstore

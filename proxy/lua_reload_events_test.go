@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -170,7 +171,7 @@ func TestLuaUserStatsAcrossReload(t *testing.T) {
 		c.do("mg " + k + "\r\n")
 	}
 	want := map[string]string{"user_a1": "1", "user_a2": "4", "user_a3": "18446744073709551615", "user_hide": "5"}
-	if got := userStats(t, c); !equalStats(got, want) {
+	if got := userStats(t, c); !maps.Equal(got, want) {
 		t.Errorf("before the reload: %v, want %v", got, want)
 	}
 	setMode("stats 2 a2 b3 -")
@@ -179,7 +180,7 @@ func TestLuaUserStatsAcrossReload(t *testing.T) {
 	}
 	c.do("mg 2_1\r\n")
 	want = map[string]string{"user_a1": "1", "user_a2": "5", "user_b3": "0"}
-	if got := userStats(t, c); !equalStats(got, want) {
+	if got := userStats(t, c); !maps.Equal(got, want) {
 		t.Errorf("after the reload: %v, want %v", got, want)
 	}
 	for mode, msg := range map[string]string{
@@ -198,28 +199,12 @@ func TestLuaUserStatsAcrossReload(t *testing.T) {
 	}
 }
 
+// userStats returns the user_ counters of "stats proxy".
 func userStats(t *testing.T, c *client) map[string]string {
 	t.Helper()
-	c.send("stats proxy\r\n")
-	got := map[string]string{}
-	for l := c.line(); l != "END"; l = c.line() {
-		if f := strings.Fields(l); len(f) == 3 && strings.HasPrefix(f[1], "user_") {
-			got[f[1]] = f[2]
-		}
-	}
-	return got
-}
-
-func equalStats(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
+	st := statsOf(t, c, "stats proxy\r\n")
+	maps.DeleteFunc(st, func(name, _ string) bool { return !strings.HasPrefix(name, "user_") })
+	return st
 }
 
 // TestLuaCronScheduleReload checks mcp.schedule_config_reload in a cron
@@ -246,7 +231,7 @@ end
 	c.do("mg k\r\n") // a handler's call asks nothing
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st := stats(t, c, "stats\r\n")
+		st := statsOf(t, c, "stats\r\n")
 		if st["proxy_config_cron_runs"] == "2" && st["proxy_config_cron_fails"] == "1" {
 			break
 		}
@@ -258,18 +243,6 @@ end
 	if n := asked.Load(); n != 1 {
 		t.Errorf("reloads asked: %d, want 1 (the cron's)", n)
 	}
-}
-
-func stats(t *testing.T, c *client, req string) map[string]string {
-	t.Helper()
-	c.send(req)
-	got := map[string]string{}
-	for l := c.line(); l != "END"; l = c.line() {
-		if f := strings.Fields(l); len(f) == 3 {
-			got[f[1]] = f[2]
-		}
-	}
-	return got
 }
 
 // TestLuaListenTags checks listen_tags, memcached's -l tag_NAME_:addr:

@@ -70,6 +70,7 @@ for l in "${listens[@]}"; do
 	esac
 done
 [ ${#plain[@]} -gt 0 ] || plain=("127.0.0.1:$port")
+[ -f "$arg" ] && arg=$(abs "$arg") # a file: from the test's cwd
 {
 	i=0
 	for addr in "${plain[@]}"; do
@@ -86,7 +87,7 @@ done
 		# memcached's route files read any path (the tests' mode files
 		# are in /tmp).
 		echo "  lua_dirs: /"
-		if [ -n "$arg" ]; then [ -f "$arg" ] && arg=$(abs "$arg"); echo "  lua_arg: $arg"; fi
+		[ -n "$arg" ] && echo "  lua_arg: $arg"
 		[ -n "$mem" ] && echo "  lua_internal_cache: $mem"
 		i=$((i + 1))
 	done

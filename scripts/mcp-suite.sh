@@ -27,8 +27,8 @@
 # log) and MCP_SUITE_OUT/summary.md, a table of planned, passed and failed
 # assertions per file and target. The mock backends listen on the fixed
 # ports the tests name (moved by MCP_SUITE_PORT_OFFSET), so targets run one
-# after the other. Nothing of the
-# memcached tree is changed or copied into this repository.
+# after the other. Nothing of the memcached tree is changed or copied into
+# this repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

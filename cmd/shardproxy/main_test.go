@@ -50,38 +50,13 @@ func TestGracefulShutdown(t *testing.T) {
 	bin := testserver.Shardproxy(t)
 	// A backend that answers the handshake, then replies to one request
 	// only after a delay, so the request is in flight at SIGTERM.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer nc.Close()
-				r := bufio.NewReader(nc)
-				for {
-					l, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if l == "version\r\n" {
-						nc.Write([]byte("VERSION 1.6.18\r\n"))
-						continue
-					}
-					time.Sleep(500 * time.Millisecond)
-					nc.Write([]byte("END\r\n"))
-				}
-			}()
-		}
-	}()
+	be := testserver.NewMock(t, func(string) string {
+		time.Sleep(500 * time.Millisecond)
+		return "END\r\n"
+	})
 	port := testserver.FreePort(t)
 	conf := filepath.Join(t.TempDir(), "conf.yml")
-	os.WriteFile(conf, []byte(fmt.Sprintf("alpha:\n  listen: 127.0.0.1:%d\n  timeout: 5000\n  servers:\n    - %s:1\n", port, ln.Addr())), 0o644)
+	os.WriteFile(conf, []byte(fmt.Sprintf("alpha:\n  listen: 127.0.0.1:%d\n  timeout: 5000\n  servers:\n    - %s:1\n", port, be.Addr)), 0o644)
 	cmd := exec.Command(bin, "-c", conf, "-a", "127.0.0.1", "-s", strconv.Itoa(testserver.FreePort(t)), "--admin", "127.0.0.1:0")
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
@@ -89,7 +64,10 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	var nc net.Conn
+	var (
+		nc  net.Conn
+		err error
+	)
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if nc, err = net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			break

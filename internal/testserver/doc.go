@@ -25,6 +25,9 @@
 // Fake serves scripted stand-ins for backends a real server cannot play
 // (hanging, slow, failing), one goroutine per connection, stopped when the
 // test ends.
+// Mock is such a stand-in for memcached: it answers the version handshake
+// (while the test lets it), records the lines it reads, counts its sockets
+// and answers each request with what the test's function returns.
 //
 // A Server's methods are safe for concurrent use, except that Restart and the
 // Start functions call t.Fatalf and so belong on the test's goroutine.
