@@ -369,7 +369,9 @@ type Env interface {
 
 // SectionEnv is implemented by an Env that also has named groups of
 // counters: memcached's "stats proxy", Redis's "INFO proxy". Dialects
-// type-assert for it.
+// type-assert for it. A pool's router may implement it too (a Lua
+// pool's "proxyfuncs", "items", "slabs"), and then its Section("") gives
+// the lines it adds to a plain "stats" (proxy_req_active).
 type SectionEnv interface {
 	// Section returns the counters of the named group, and false when there
 	// is no such group.

@@ -43,7 +43,7 @@ type poolRouter struct {
 var (
 	_ route.Router        = poolRouter{}
 	_ route.Watchable     = poolRouter{}
-	_ route.Sectioned     = poolRouter{}
+	_ codec.SectionEnv    = poolRouter{}
 	_ route.ReloadWatcher = poolRouter{}
 	_ route.BufferLimiter = poolRouter{}
 	_ kind.CounterSource  = (*Router)(nil)
@@ -74,7 +74,7 @@ func (l poolRouter) Stats() []route.Stat {
 	return st
 }
 
-// Section implements route.Sectioned: memcached's "stats proxyfuncs" and
+// Section implements codec.SectionEnv: memcached's "stats proxyfuncs" and
 // its proxy_req_active (Router.Section).
 func (l poolRouter) Section(name string) ([]codec.Stat, bool) { return l.r.Section(name) }
 

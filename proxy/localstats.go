@@ -58,7 +58,7 @@ func (p *pool) Stats() []codec.Stat {
 	for _, st := range p.routerStats() { // a Lua pool's counters and mcp.add_stat's, a cluster's
 		stats = append(stats, codec.Stat{Name: st.Name, Value: routerValue(st)})
 	}
-	if sr, ok := p.router.(route.Sectioned); ok { // what memcached's proxy adds (proxy_req_active)
+	if sr, ok := p.router.(codec.SectionEnv); ok { // what memcached's proxy adds (proxy_req_active)
 		more, _ := sr.Section("")
 		stats = append(stats, more...)
 	}
@@ -153,11 +153,11 @@ func (p *pool) badBackends() []codec.Stat {
 // counter names (stats proxy, INFO proxy), its cmd_ counters since the
 // last "stats reset" and the router's own lines of it; "settings" the
 // pool's settings (stats settings);
-// any other the router's (route.Sectioned: a Lua pool's "proxyfuncs",
+// any other the router's (codec.SectionEnv: a Lua pool's "proxyfuncs",
 // "items", "slabs"), and then "conns" too, the pool's listening socket as
 // memcached's proxy lists one (its client connections are not listed).
 func (p *pool) Section(name string) ([]codec.Stat, bool) {
-	sr, _ := p.router.(route.Sectioned)
+	sr, _ := p.router.(codec.SectionEnv)
 	switch name {
 	case "settings":
 		return p.settings(), true

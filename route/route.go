@@ -28,7 +28,6 @@ package route
 
 import (
 	"shardproxy/backend"
-	"shardproxy/codec"
 )
 
 // Router answers the requests of one pool.
@@ -89,13 +88,4 @@ type Stat struct {
 // command line has come and its value has not (Exchange.Over).
 type BufferLimiter interface {
 	OverBuffer() bool
-}
-
-// Sectioned is a Router with stats of its own to show as memcached shows
-// them: Section(name) gives the lines of "stats NAME" (memcached's proxy
-// sections, "proxyfuncs" and the like) and false for a name the router has
-// no section for; Section("") gives the lines the router adds to a plain
-// "stats". The session's dialect renders them.
-type Sectioned interface {
-	Section(name string) ([]codec.Stat, bool)
 }
