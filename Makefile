@@ -19,7 +19,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # packaging/shardproxy.service).
 APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools redis-sentinel:redis-sentinel nutcracker:nutcracker \
 	memccapable:libmemcached-tools /usr/lib/python3/dist-packages/pymemcache:python3-pymemcache chromium:chromium \
-	nc:netcat-openbsd openssl:openssl systemd-analyze:systemd
+	nc:netcat-openbsd openssl:openssl systemd-analyze:systemd etcd:etcd-server dnsmasq:dnsmasq
 
 .PHONY: help build run test lint bench bench-go fuzz deps clean soak redis-suite mcp-suite
 
@@ -39,7 +39,7 @@ help:
 	@echo 'make mcp-suite MC_SRC=DIR [MCPROXY=BIN]  memcached'"'"'s t/proxy*.t against shardproxy (and memcached'"'"'s proxy)'
 	@echo '             -> mcp-suite-results/ (scripts/mcp-suite.sh)'
 	@echo 'make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME) each'
-	@echo 'make deps    install memcached, redis-server, redis-sentinel, nutcracker, chromium, the client suites, staticcheck when missing'
+	@echo 'make deps    install memcached, redis-server, redis-sentinel, nutcracker, etcd, dnsmasq, chromium, the client suites, staticcheck when missing'
 	@echo 'make clean   remove bin/'
 
 build:

@@ -73,23 +73,29 @@ func checkAdmin(o *options, a config.Admin) error {
 	return nil
 }
 
-// reload re-reads the config file and swaps to it. A file that cannot be
-// read or parsed is counted with ReloadFailed; Reload counts the rest. Then
-// the admin servers move if the new config moved them; an address that
-// cannot be bound keeps the old one and is a warning, not a failure, since
-// the proxy already runs the new config.
+// reload re-reads the config file and applies it. A file that cannot be
+// read or parsed is counted with ReloadFailed and changes nothing.
 func (op *operator) reload(trigger string) (admin.ReloadResult, error) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
-	start := time.Now()
 	cfg, err := config.Load(op.path)
 	if err != nil {
 		op.srv.ReloadFailed(op.path, err)
-	} else {
-		err = op.srv.Reload(cfg)
-	}
-	if err != nil {
 		op.log.Warn("reload failed, old configuration kept", "trigger", trigger, "conf", op.path)
+		return admin.ReloadResult{}, err
+	}
+	return op.apply(cfg, trigger)
+}
+
+// apply swaps the proxy to cfg, a configuration as its source gave it (the
+// file, or another source of versions), through the one reload path:
+// Reload counts a refusal. Then the admin servers move if cfg moved them;
+// an address that cannot be bound keeps the old one and is a warning, not a
+// failure, since the proxy already runs cfg. Called with op.mu held.
+func (op *operator) apply(cfg *config.Config, trigger string) (admin.ReloadResult, error) {
+	start := time.Now()
+	if err := op.srv.Reload(cfg); err != nil {
+		op.log.Warn("reload failed, old configuration kept", "trigger", trigger, "conf", cfg.Source)
 		return admin.ReloadResult{}, err
 	}
 	res := admin.ReloadResult{Source: cfg.Source, Checksum: op.srv.Info().Checksum}
@@ -98,7 +104,7 @@ func (op *operator) reload(trigger string) (admin.ReloadResult, error) {
 		res.Warnings = append(res.Warnings, err.Error())
 	}
 	res.Took = time.Since(start)
-	op.log.Info("reload done", "trigger", trigger, "conf", op.path, "checksum", res.Checksum,
+	op.log.Info("reload done", "trigger", trigger, "conf", cfg.Source, "checksum", res.Checksum,
 		"warnings", len(res.Warnings), "took", res.Took)
 	return res, nil
 }
