@@ -306,10 +306,13 @@ func tryStart(t *testing.T, bin, name string, env []string) (*run, error) {
 	}
 }
 
-// docCommand is the command as the docs show it: default ports and the
-// default run directory.
-func (r *run) docCommand() string {
-	s := strings.ReplaceAll(r.command, r.dir, "/tmp/shardproxy-example-"+r.name+"-"+strconv.Itoa(defaultPort))
+// docCommand is the command as the docs show it.
+func (r *run) docCommand() string { return r.docForm(r.command) }
+
+// docForm is a command the script printed as the docs show it: default
+// ports and the default run directory.
+func (r *run) docForm(s string) string {
+	s = strings.ReplaceAll(s, r.dir, "/tmp/shardproxy-example-"+r.name+"-"+strconv.Itoa(defaultPort))
 	for i, p := range r.ports {
 		s = regexp.MustCompile(`\b`+strconv.Itoa(p)+`\b`).ReplaceAllString(s, strconv.Itoa(defaultPort+i))
 	}

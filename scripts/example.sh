@@ -1,30 +1,37 @@
 #!/usr/bin/env bash
 # Runs one of the examples in examples/ in the foreground: starts the
 # servers it needs (memcached, redis-server, a Redis Cluster, with TLS
-# certificates made on the spot), then shardproxy on the example's
-# configuration, and prints the command that talks to it. Ctrl-C (or
-# SIGTERM) stops shardproxy and every server started here, and removes the
-# run directory. `make run EXAMPLE=NAME` builds bin/shardproxy and runs
+# certificates made on the spot, an etcd cluster, dnsmasq), then shardproxy
+# on the example's configuration (or several, a fleet, on the configuration
+# the script publishes to etcd), and prints the command that talks to it.
+# Ctrl-C (or SIGTERM) stops shardproxy and every server started here, and
+# removes the run directory. `make run EXAMPLE=NAME` builds bin/shardproxy and runs
 # this script; extra arguments go to shardproxy.
 #
 #   scripts/example.sh NAME [shardproxy flags...]
 #
 # Each example is a directory with shardproxy.yml (and any file it names)
 # and run.conf, which this script sources: servers=(kind:port ...), the
-# try command, and tls=1 or routelib=1 when it needs them. The files are
+# try command, and tls=1 or routelib=1 when it needs them. A fleet example
+# sets fleet=PREFIX (the etcd members among its servers hold the
+# configuration under PREFIX), proxies=(STATS/ADMIN ...) (one proxy per
+# entry, with its stats and HTTP admin ports) and next=FILE, next_says=TEXT
+# (the version the banner says how to publish). The files are
 # copied into RUN_DIR (default ${TMPDIR:-/tmp}/shardproxy-example-NAME-PORT, PORT the proxy's),
 # where the servers keep their files and their output (KIND-PORT/log) too.
 #
 # Ports: an example uses 127.0.0.1:22120-22139: the proxy 22120, its
-# servers from 22121, cluster bus ports from 22131, the stats port 22138
-# and the HTTP admin 22139. PORT_BASE=N moves them all to N..N+19 (every
+# servers from 22121, cluster bus (and etcd peer) ports from 22131, the
+# stats port 22138 and the HTTP admin 22139 (a fleet's other proxies take
+# theirs from run.conf). PORT_BASE=N moves them all to N..N+19 (every
 # 221NN in the copied files becomes N+NN-20); PORTS="P0 P1 ... P19" moves
 # 22120+i to Pi instead (the tests pick free ports one by one).
 #
-# Exit status: shardproxy's; 1 when a server or the proxy cannot start;
-# 2 for an unknown example. The routelib example needs memcached's
-# routelib.lua in SHARDPROXY_ROUTELIB; without it the script says how to
-# get it and exits 0 having started nothing.
+# Exit status: shardproxy's (a fleet's: the first non-zero of its
+# proxies'); 1 when a server or the proxy cannot start; 2 for an unknown
+# example. The routelib example needs memcached's routelib.lua in
+# SHARDPROXY_ROUTELIB; without it the script says how to get it and exits
+# 0 having started nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -74,6 +81,10 @@ servers=()
 try=""
 tls=0
 routelib=0
+fleet=""
+proxies=("${port_map[18]}/${port_map[19]}")
+next=""
+next_says=""
 # shellcheck disable=SC1090
 source <(moved "$src/run.conf")
 
@@ -108,9 +119,10 @@ need() {
 		redis-cli) pkg=redis-tools ;;
 		nc) pkg=netcat-openbsd ;;
 		openssl) pkg=openssl ;;
+		etcd) pkg=etcd-server ;;
 		*) pkg=$cmd ;;
 		esac
-		command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+		command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || missing+=("$pkg")
 	done
 	[ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 }
@@ -121,6 +133,8 @@ for s in "${servers[@]}"; do
 	memcached) tools+=(memcached) ;;
 	redis | redis-tls) tools+=(redis-server) ;;
 	cluster) tools+=(redis-server redis-cli) ;;
+	etcd) tools+=(etcd) ;;
+	dnsmasq) tools+=(dnsmasq) ;;
 	*) say "$src/run.conf: unknown server kind in '$s'"; exit 2 ;;
 	esac
 done
@@ -139,9 +153,10 @@ listening() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # Every port of the example must be free: a server already there would
 # answer in place of the one this script means to start.
 proxy_port=${port_map[0]}
-stats_port=${port_map[18]}
-admin_port=${port_map[19]}
-ports=("$proxy_port" "$stats_port" "$admin_port")
+stats_port=${proxies[0]%/*}
+admin_port=${proxies[0]#*/}
+ports=("$proxy_port")
+for p in "${proxies[@]}"; do ports+=("${p%/*}" "${p#*/}"); done
 for s in "${servers[@]}"; do
 	p=${s#*:}
 	ports+=("${p%/*}")
@@ -165,7 +180,6 @@ fi
 mkdir -p "$RUN_DIR"
 
 started=()
-proxy=""
 cleanup() {
 	local status=$?
 	if [ ${#started[@]} -gt 0 ]; then
@@ -232,8 +246,23 @@ wait_port() {
 	exit 1
 }
 
+# The etcd members, named by their client port, form one cluster: each is
+# started knowing every member's peer URL.
+etcd_cluster=()
+etcd_endpoints=()
+for s in "${servers[@]}"; do
+	case $s in etcd:*/*)
+		p=${s#*:}
+		etcd_cluster+=("e${p%/*}=http://127.0.0.1:${p#*/}")
+		etcd_endpoints+=("127.0.0.1:${p%/*}")
+		;;
+	esac
+done
+etcd=$(IFS=,; echo "${etcd_endpoints[*]}")
+
 # start_server KIND PORT [BUS] starts one server in the background, its
-# output in RUN_DIR/KIND-PORT/log.
+# output in RUN_DIR/KIND-PORT/log; BUS is a cluster node's bus port or an
+# etcd member's peer port.
 start_server() {
 	local kind=$1 port=$2 bus=${3:-} dir=$RUN_DIR/$1-$2 user=()
 	mkdir -p "$dir"
@@ -255,6 +284,19 @@ start_server() {
 	cluster)
 		redis-server "${redis[@]}" --port "$port" --cluster-enabled yes --cluster-port "$bus" \
 			--cluster-config-file nodes.conf --cluster-node-timeout 2000 >&3 2>&1 &
+		;;
+	etcd)
+		etcd --name "e$port" --data-dir "$dir/data" \
+			--listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+			--listen-peer-urls "http://127.0.0.1:$bus" --initial-advertise-peer-urls "http://127.0.0.1:$bus" \
+			--initial-cluster "$(IFS=,; echo "${etcd_cluster[*]}")" --initial-cluster-state new \
+			--initial-cluster-token shardproxy-example --logger zap --log-level warn >&3 2>&1 &
+		;;
+	dnsmasq)
+		# Its own records only (dnsmasq.conf): no /etc/hosts, no upstream.
+		"$(command -v dnsmasq || echo /usr/sbin/dnsmasq)" --keep-in-foreground --no-resolv --no-hosts \
+			--port "$port" --listen-address 127.0.0.1 --bind-interfaces --pid-file= \
+			--log-facility=- --conf-file="$RUN_DIR/dnsmasq.conf" >&3 2>&1 &
 		;;
 	esac
 	local pid=$!
@@ -290,18 +332,59 @@ if [ ${#cluster[@]} -gt 0 ]; then
 	say "Redis Cluster of ${#cluster[@]} masters: ${cluster[*]}"
 fi
 
-"$BIN" -c "$RUN_DIR/shardproxy.yml" -s "$stats_port" -a 127.0.0.1 --admin "127.0.0.1:$admin_port" "$@" &
-proxy=$!
-started+=("$proxy")
-wait_port "$proxy_port" "$proxy" shardproxy
+# etcd_healthy PORT asks the etcd member's /health: true once the
+# cluster has a leader and a quorum.
+etcd_healthy() {
+	local reply
+	reply=$(exec 3<>"/dev/tcp/127.0.0.1/$1" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && cat <&3) 2>/dev/null || return 1
+	[[ $reply == *'"health":"true"'* ]]
+}
+
+if [ ${#etcd_endpoints[@]} -gt 0 ]; then
+	for ep in "${etcd_endpoints[@]}"; do
+		for _ in $(seq 200); do # up to 20 s
+			etcd_healthy "${ep#*:}" && break
+			sleep 0.1
+		done
+		etcd_healthy "${ep#*:}" || { say "etcd member $ep is not healthy within 20s"; exit 1; }
+	done
+	say "etcd cluster of ${#etcd_endpoints[@]} members: $etcd"
+fi
+
+# A fleet's proxies take their configuration from etcd, where it is
+# published first, validated as -t would; each proxy has an id of its own.
+if [ -n "$fleet" ]; then
+	"$BIN" fleet put -c "$RUN_DIR/shardproxy.yml" --etcd "$etcd" --etcd-prefix "$fleet" >"$RUN_DIR/fleet-put.log" 2>&1 ||
+		{ cat "$RUN_DIR/fleet-put.log" >&2; say "shardproxy fleet put failed"; exit 1; }
+	say "published shardproxy.yml to etcd under $fleet: $(tail -n 1 "$RUN_DIR/fleet-put.log")"
+fi
+
+pids=()
+for i in "${!proxies[@]}"; do
+	sp=${proxies[$i]%/*}
+	ap=${proxies[$i]#*/}
+	if [ -n "$fleet" ]; then
+		source_args=(--etcd "$etcd" --etcd-prefix "$fleet" --fleet-id "proxy$((i + 1))")
+	else
+		source_args=(-c "$RUN_DIR/shardproxy.yml")
+	fi
+	"$BIN" "${source_args[@]}" -s "$sp" -a 127.0.0.1 --admin "127.0.0.1:$ap" "$@" &
+	pids+=($!)
+	started+=($!)
+	# A fleet's proxies share the pool's address: each is awaited on its
+	# stats port, the first on the pool's address too.
+	wait_port "$sp" $! shardproxy
+done
+wait_port "$proxy_port" "${pids[0]}" shardproxy
 
 # The shell stays to stop the servers afterwards. From here on, INT and
-# TERM go on to shardproxy, which drains and exits, and the script exits
-# with its status (set before the banner: a Ctrl-C right after it is one).
+# TERM go on to the proxies, which drain and exit, and the script exits
+# with their status (set before the banner: a Ctrl-C right after it is one).
 interrupted=0
-trap 'interrupted=1; kill -TERM "$proxy" 2>/dev/null || true' INT TERM
+trap 'interrupted=1; kill -TERM "${pids[@]}" 2>/dev/null || true' INT TERM
 
-cat >&2 <<MSG
+if [ -z "$fleet" ]; then
+	cat >&2 <<MSG
 
 shardproxy runs examples/$name ($RUN_DIR/shardproxy.yml) on 127.0.0.1:$proxy_port.
 Talk to it:
@@ -309,23 +392,60 @@ Talk to it:
   ${try//\{run\}/$RUN_DIR}
 
 Stats port: nc -q1 127.0.0.1 $stats_port (twemproxy's JSON)
-HTTP admin: curl 127.0.0.1:$admin_port/metrics; reload: kill -HUP $proxy
+HTTP admin: curl 127.0.0.1:$admin_port/metrics; reload: kill -HUP ${pids[0]}
 Ctrl-C stops shardproxy and the servers started here.
 
 MSG
+else
+	stats_ports=$(printf ' %s' "${proxies[@]%/*}")
+	admin_ports=$(printf ' %s' "${proxies[@]#*/}")
+	cat >&2 <<MSG
 
-# A signal cuts wait short (status 128+n) whether or not shardproxy has
-# exited yet; wait again for shardproxy's own status.
-while :; do
-	interrupted=0
-	status=0
-	wait "$proxy" || status=$?
-	[ "$interrupted" = 1 ] || break
-done
-# bash 5.2 may lose the status of a child that exited while a trapped
-# signal cut the wait before: the next wait then gives -1, never a real
-# exit status (seen under load). shardproxy exits 0 on INT and TERM.
-if [ "$status" = -1 ]; then
-	status=0
+${#pids[@]} proxies run examples/$name on 127.0.0.1:$proxy_port (one address, reuseport),
+their configuration from etcd $etcd under $fleet.
+Talk to it:
+
+  ${try//\{run\}/$RUN_DIR}
+
+Publish a new configuration ($next $next_says) and watch every proxy apply it:
+
+  $BIN fleet put -c $RUN_DIR/$next --etcd $etcd --etcd-prefix $fleet
+  $BIN fleet status --etcd $etcd --etcd-prefix $fleet
+
+Stats ports:${stats_ports} (nc -q1 127.0.0.1 PORT: twemproxy's JSON)
+HTTP admin:${admin_ports} (curl 127.0.0.1:PORT/metrics, /config)
+Ctrl-C stops the proxies and the servers started here.
+
+MSG
 fi
+
+# wait_proxy PID waits for one proxy and sets st to its exit status. A
+# signal cuts wait short (status 128+n) whether or not the proxy has
+# exited yet: it waits again for the proxy's own status.
+wait_proxy() {
+	while :; do
+		interrupted=0
+		st=0
+		wait "$1" || st=$?
+		[ "$interrupted" = 1 ] || break
+	done
+	# bash 5.2 may lose the status of a child that exited while a trapped
+	# signal cut the wait before: the next wait then gives -1, never a real
+	# exit status (seen under load). shardproxy exits 0 on INT and TERM.
+	if [ "$st" = -1 ]; then
+		st=0
+	fi
+}
+
+# The first of several proxies to exit (or a signal) stops the others; the
+# script exits with the first non-zero status among them, else 0.
+if [ ${#pids[@]} -gt 1 ]; then
+	wait -n "${pids[@]}" || true
+	kill -TERM "${pids[@]}" 2>/dev/null || true
+fi
+status=0
+for pid in "${pids[@]}"; do
+	wait_proxy "$pid"
+	[ "$status" != 0 ] || status=$st
+done
 exit "$status"

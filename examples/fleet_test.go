@@ -1,0 +1,240 @@
+package examples_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"shardproxy/internal/testserver"
+)
+
+// The fleet example's ports, as indexes of run.ports: the address the
+// three proxies share, the pool the second version adds, and each proxy's
+// HTTP admin (run.conf's proxies).
+const (
+	fleetPool     = 0
+	fleetSessions = 8
+)
+
+var fleetAdmins = []int{19, 16, 17}
+
+// fleetApplyBound bounds how long every proxy may take to run a version
+// published to etcd; the fleet applies it on the watch event, in well under
+// a second on loopback.
+const fleetApplyBound = 15 * time.Second
+
+// TestExampleFleet runs examples/fleet: three etcd members, dnsmasq, three
+// memcached and three proxies that take their configuration from etcd and
+// their servers from an SRV name. It talks to every proxy, runs the two
+// commands the banner prints (publish the second version, show the fleet)
+// and waits until all three run that version, then stops the script as
+// Ctrl-C would.
+func TestExampleFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers; not in -short")
+	}
+	bin := testserver.Shardproxy(t)
+	r := start(t, bin, "fleet", nil)
+	doc := readDoc(t, "docs/fleet.md")
+	if !strings.Contains(doc, r.docCommand()) {
+		t.Errorf("docs/fleet.md does not show the command the script printed:\n%s", r.docCommand())
+	}
+	if got, want := r.try(t), examples[0].want; got != want {
+		t.Errorf("%s\nanswered %q\nwant      %q", r.command, got, want)
+	}
+	r.everyProxy(t)
+
+	put, status := r.fleetCommands(t, bin)
+	for _, c := range []string{put, status} {
+		if d := r.docForm(strings.ReplaceAll(c, bin, "bin/shardproxy")); !strings.Contains(doc, d) {
+			t.Errorf("docs/fleet.md does not show the command the script printed:\n%s", d)
+		}
+	}
+	out := r.run(t, put)
+	m := regexp.MustCompile(`(\d+)\D*$`).FindStringSubmatch(strings.TrimSpace(out))
+	if m == nil {
+		t.Fatalf("%s printed no revision:\n%s", put, out)
+	}
+	rev := m[1]
+	r.waitApplied(t, status, rev)
+	if got, want := setGet(t, r.ports[fleetSessions], "s"), "STORED\r\nVALUE s 0 1\r\nv\r\nEND\r\n"; got != want {
+		t.Errorf("the pool sessions of the second version answered %q, want %q", got, want)
+	}
+	r.stop(t, true)
+}
+
+// everyProxy opens connections to the address the proxies share until
+// each proxy has accepted one (the kernel spreads them, reuseport), each
+// connection a set and a get whose answer is checked.
+func (r *run) everyProxy(t *testing.T) {
+	t.Helper()
+	base := make([]float64, len(fleetAdmins))
+	for i, a := range fleetAdmins {
+		base[i] = accepted(t, r.ports[a])
+	}
+	for n := 0; n < 300; n++ {
+		key := "k" + strconv.Itoa(n)
+		want := "STORED\r\nVALUE " + key + " 0 1\r\nv\r\nEND\r\n"
+		if got := setGet(t, r.ports[fleetPool], key); got != want {
+			t.Fatalf("connection %d answered %q, want %q", n, got, want)
+		}
+		all := true
+		for i, a := range fleetAdmins {
+			all = all && accepted(t, r.ports[a]) > base[i]
+		}
+		if all {
+			return
+		}
+	}
+	t.Fatalf("after 300 connections to 127.0.0.1:%d some proxy accepted none", r.ports[fleetPool])
+}
+
+// fleetCommands returns the two commands the banner prints after "Publish
+// a new configuration", once the banner is complete.
+func (r *run) fleetCommands(t *testing.T, bin string) (put, status string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(r.out.String(), "Ctrl-C stops") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no end of the banner:\n%s", r.out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, line := range strings.Split(r.out.String(), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, bin+" fleet put "):
+			put = line
+		case strings.HasPrefix(line, bin+" fleet status "):
+			status = line
+		}
+	}
+	if put == "" || status == "" {
+		t.Fatalf("the banner has no fleet put and fleet status commands:\n%s", r.out.String())
+	}
+	return put, status
+}
+
+// waitApplied waits until every proxy runs the version published at
+// revision rev: its running configuration has the pool sessions, and
+// `shardproxy fleet status` shows it at rev.
+func (r *run) waitApplied(t *testing.T, status, rev string) {
+	t.Helper()
+	start := time.Now()
+	var last string
+	for {
+		applied := 0
+		for _, a := range fleetAdmins {
+			if strings.Contains(httpGet(t, r.ports[a], "/config"), "\nsessions:") {
+				applied++
+			}
+		}
+		last = r.run(t, status)
+		if applied == len(fleetAdmins) && statusShows(last, rev, len(fleetAdmins)) {
+			t.Logf("every proxy runs revision %s after %v", rev, time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if time.Since(start) > fleetApplyBound {
+			t.Fatalf("after %v, %d of %d proxies run the second version; fleet status:\n%s",
+				fleetApplyBound, applied, len(fleetAdmins), last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// statusShows reports whether fleet status's output has a line for each
+// of proxy1..proxyN that names revision rev.
+func statusShows(out, rev string, n int) bool {
+	word := regexp.MustCompile(`\b` + rev + `\b`)
+	for i := 1; i <= n; i++ {
+		id := regexp.MustCompile(`\bproxy` + strconv.Itoa(i) + `\b`)
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			found = found || (id.MatchString(line) && word.MatchString(line))
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// run runs a command line the banner printed and returns its output.
+func (r *run) run(t *testing.T, line string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "bash", "-c", line).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s\nscript output:\n%s", line, err, out, r.out.String())
+	}
+	return string(out)
+}
+
+// setGet sets key to "v" through the proxy on port and gets it back on
+// one connection; it returns the answer.
+func setGet(t *testing.T, port int, key string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fmt.Fprintf(c, "set %s 0 0 1\r\nv\r\nget %s\r\n", key, key); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	br := bufio.NewReader(c)
+	for !strings.HasSuffix(b.String(), "END\r\n") && !strings.Contains(b.String(), "ERROR") {
+		line, err := br.ReadString('\n')
+		b.WriteString(line)
+		if err != nil {
+			break
+		}
+	}
+	return b.String()
+}
+
+// accepted reads shardproxy_client_connections_accepted_total from the
+// HTTP admin on port.
+func accepted(t *testing.T, port int) float64 {
+	t.Helper()
+	const name = "shardproxy_client_connections_accepted_total "
+	for _, line := range strings.Split(httpGet(t, port, "/metrics"), "\n") {
+		if v, ok := strings.CutPrefix(line, name); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("127.0.0.1:%d/metrics has no %s", port, name)
+	return 0
+}
+
+// httpGet returns the body of GET path on the HTTP admin on port.
+func httpGet(t *testing.T, port int, path string) string {
+	t.Helper()
+	hc := http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get("http://127.0.0.1:" + strconv.Itoa(port) + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
