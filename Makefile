@@ -27,7 +27,7 @@ help:
 	@echo 'make build   build bin/shardproxy'
 	@echo 'make run     build, start 3 memcached on 127.0.0.1:22121-22123, run shardproxy -c $(CONFIG)'
 	@echo 'make run EXAMPLE=NAME  run examples/NAME with the servers it needs (memcached, redis, redis-cluster,'
-	@echo '             lua-v1, lua-v2, routelib (ROUTELIB=PATH), tls, near-cache); README.md, Examples; PORT_BASE=N moves its ports'
+	@echo '             lua-v1, lua-v2, routelib (ROUTELIB=PATH), tls, near-cache, fleet); README.md, Examples; PORT_BASE=N moves its ports'
 	@echo 'make test    deps, lint, then go test -race ./... here and in bench/ (integration tests run real servers;'
 	@echo '             ROUTELIB=PATH of memcached'"'"'s routelib.lua runs the routelib tests)'
 	@echo 'make lint    gofmt check, go vet, staticcheck'
