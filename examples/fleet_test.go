@@ -17,15 +17,16 @@ import (
 	"shardproxy/internal/testserver"
 )
 
-// The fleet example's ports, as indexes of run.ports: the address the
-// three proxies share, the pool the second version adds, and each proxy's
-// HTTP admin (run.conf's proxies).
+// The fleet example's ports, as indexes of run.ports: the pool, the pool
+// the second version adds and the HTTP admin, each proxy's on its own
+// loopback address (run.conf's proxies).
 const (
 	fleetPool     = 0
 	fleetSessions = 8
+	fleetAdmin    = 19
 )
 
-var fleetAdmins = []int{19, 16, 17}
+var fleetHosts = []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
 
 // fleetApplyBound bounds how long every proxy may take to run a version
 // published to etcd; the fleet applies it on the watch event, in well under
@@ -34,10 +35,10 @@ const fleetApplyBound = 15 * time.Second
 
 // TestExampleFleet runs examples/fleet: three etcd members, dnsmasq, three
 // memcached and three proxies that take their configuration from etcd and
-// their servers from an SRV name. It talks to every proxy, runs the two
-// commands the banner prints (publish the second version, show the fleet)
-// and waits until all three run that version, then stops the script as
-// Ctrl-C would.
+// their servers from an SRV name. It talks to every proxy (a key written
+// through each is read through the next), runs the two commands the
+// banner prints (publish the second version, show the fleet) and waits
+// until all three run that version, then stops the script as Ctrl-C would.
 func TestExampleFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers; not in -short")
@@ -66,36 +67,41 @@ func TestExampleFleet(t *testing.T) {
 	}
 	rev := m[1]
 	r.waitApplied(t, status, rev)
-	if got, want := setGet(t, r.ports[fleetSessions], "s"), "STORED\r\nVALUE s 0 1\r\nv\r\nEND\r\n"; got != want {
-		t.Errorf("the pool sessions of the second version answered %q, want %q", got, want)
+	for _, h := range fleetHosts {
+		if got, want := setGet(t, r.addr(h, fleetSessions), "s"), "STORED\r\nVALUE s 0 1\r\nv\r\nEND\r\n"; got != want {
+			t.Errorf("the pool sessions of the second version on %s answered %q, want %q", h, got, want)
+		}
 	}
 	r.stop(t, true)
+	for _, h := range fleetHosts[1:] {
+		for _, i := range []int{fleetPool, fleetSessions, 18, fleetAdmin} {
+			if c, err := net.DialTimeout("tcp", r.addr(h, i), time.Second); err == nil {
+				_ = c.Close()
+				t.Errorf("%s still listens after the script exited", r.addr(h, i))
+			}
+		}
+	}
 }
 
-// everyProxy opens connections to the address the proxies share until
-// each proxy has accepted one (the kernel spreads them, reuseport), each
-// connection a set and a get whose answer is checked.
+// addr is the example's port i on host.
+func (r *run) addr(host string, i int) string {
+	return net.JoinHostPort(host, strconv.Itoa(r.ports[i]))
+}
+
+// everyProxy writes a key through each proxy and reads it through the
+// next: the three apply one configuration, so the key is on one server.
 func (r *run) everyProxy(t *testing.T) {
 	t.Helper()
-	base := make([]float64, len(fleetAdmins))
-	for i, a := range fleetAdmins {
-		base[i] = accepted(t, r.ports[a])
-	}
-	for n := 0; n < 300; n++ {
-		key := "k" + strconv.Itoa(n)
-		want := "STORED\r\nVALUE " + key + " 0 1\r\nv\r\nEND\r\n"
-		if got := setGet(t, r.ports[fleetPool], key); got != want {
-			t.Fatalf("connection %d answered %q, want %q", n, got, want)
+	for i, h := range fleetHosts {
+		key := "k" + strconv.Itoa(i)
+		if got, want := setGet(t, r.addr(h, fleetPool), key), "STORED\r\nVALUE "+key+" 0 1\r\nv\r\nEND\r\n"; got != want {
+			t.Errorf("set and get %s through %s answered %q, want %q", key, h, got, want)
 		}
-		all := true
-		for i, a := range fleetAdmins {
-			all = all && accepted(t, r.ports[a]) > base[i]
-		}
-		if all {
-			return
+		next := fleetHosts[(i+1)%len(fleetHosts)]
+		if got, want := roundTripAddr(t, r.addr(next, fleetPool), "get "+key+"\r\n"), "VALUE "+key+" 0 1\r\nv\r\nEND\r\n"; got != want {
+			t.Errorf("%s written through %s, read through %s: %q, want %q", key, h, next, got, want)
 		}
 	}
-	t.Fatalf("after 300 connections to 127.0.0.1:%d some proxy accepted none", r.ports[fleetPool])
 }
 
 // fleetCommands returns the two commands the banner prints after "Publish
@@ -133,19 +139,19 @@ func (r *run) waitApplied(t *testing.T, status, rev string) {
 	var last string
 	for {
 		applied := 0
-		for _, a := range fleetAdmins {
-			if strings.Contains(httpGet(t, r.ports[a], "/config"), "\nsessions:") {
+		for _, h := range fleetHosts {
+			if strings.Contains(httpGet(t, r.addr(h, fleetAdmin), "/config"), "\nsessions:") {
 				applied++
 			}
 		}
 		last = r.run(t, status)
-		if applied == len(fleetAdmins) && statusShows(last, rev, len(fleetAdmins)) {
+		if applied == len(fleetHosts) && statusShows(last, rev, len(fleetHosts)) {
 			t.Logf("every proxy runs revision %s after %v", rev, time.Since(start).Round(time.Millisecond))
 			return
 		}
 		if time.Since(start) > fleetApplyBound {
 			t.Fatalf("after %v, %d of %d proxies run the second version; fleet status:\n%s",
-				fleetApplyBound, applied, len(fleetAdmins), last)
+				fleetApplyBound, applied, len(fleetHosts), last)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -180,17 +186,24 @@ func (r *run) run(t *testing.T, line string) string {
 	return string(out)
 }
 
-// setGet sets key to "v" through the proxy on port and gets it back on
+// setGet sets key to "v" through the proxy at addr and gets it back on
 // one connection; it returns the answer.
-func setGet(t *testing.T, port int, key string) string {
+func setGet(t *testing.T, addr, key string) string {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 2*time.Second)
+	return roundTripAddr(t, addr, fmt.Sprintf("set %s 0 0 1\r\nv\r\nget %s\r\n", key, key))
+}
+
+// roundTripAddr sends memcache requests to addr and returns the answers up
+// to the last END (or an error line).
+func roundTripAddr(t *testing.T, addr, req string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := fmt.Fprintf(c, "set %s 0 0 1\r\nv\r\nget %s\r\n", key, key); err != nil {
+	if _, err := io.WriteString(c, req); err != nil {
 		t.Fatal(err)
 	}
 	var b strings.Builder
@@ -205,29 +218,11 @@ func setGet(t *testing.T, port int, key string) string {
 	return b.String()
 }
 
-// accepted reads shardproxy_client_connections_accepted_total from the
-// HTTP admin on port.
-func accepted(t *testing.T, port int) float64 {
-	t.Helper()
-	const name = "shardproxy_client_connections_accepted_total "
-	for _, line := range strings.Split(httpGet(t, port, "/metrics"), "\n") {
-		if v, ok := strings.CutPrefix(line, name); ok {
-			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("127.0.0.1:%d/metrics has no %s", port, name)
-	return 0
-}
-
-// httpGet returns the body of GET path on the HTTP admin on port.
-func httpGet(t *testing.T, port int, path string) string {
+// httpGet returns the body of GET path on the HTTP admin at addr.
+func httpGet(t *testing.T, addr, path string) string {
 	t.Helper()
 	hc := http.Client{Timeout: 5 * time.Second}
-	resp, err := hc.Get("http://127.0.0.1:" + strconv.Itoa(port) + path)
+	resp, err := hc.Get("http://" + addr + path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,16 +14,16 @@
 # and run.conf, which this script sources: servers=(kind:port ...), the
 # try command, and tls=1 or routelib=1 when it needs them. A fleet example
 # sets fleet=PREFIX (the etcd members among its servers hold the
-# configuration under PREFIX), proxies=(STATS/ADMIN ...) (one proxy per
-# entry, with its stats and HTTP admin ports) and next=FILE, next_says=TEXT
-# (the version the banner says how to publish). The files are
+# configuration under PREFIX), proxies=(HOST ...) (one proxy per loopback
+# address, each with the example's ports there) and next=FILE,
+# next_says=TEXT (the version the banner says how to publish). The files are
 # copied into RUN_DIR (default ${TMPDIR:-/tmp}/shardproxy-example-NAME-PORT, PORT the proxy's),
 # where the servers keep their files and their output (KIND-PORT/log) too.
 #
 # Ports: an example uses 127.0.0.1:22120-22139: the proxy 22120, its
 # servers from 22121, cluster bus (and etcd peer) ports from 22131, the
-# stats port 22138 and the HTTP admin 22139 (a fleet's other proxies take
-# theirs from run.conf). PORT_BASE=N moves them all to N..N+19 (every
+# stats port 22138 and the HTTP admin 22139 (a fleet's proxies each on
+# its own loopback address, 127.0.0.N, Linux's). PORT_BASE=N moves them all to N..N+19 (every
 # 221NN in the copied files becomes N+NN-20); PORTS="P0 P1 ... P19" moves
 # 22120+i to Pi instead (the tests pick free ports one by one).
 #
@@ -82,7 +82,7 @@ try=""
 tls=0
 routelib=0
 fleet=""
-proxies=("${port_map[18]}/${port_map[19]}")
+proxies=(127.0.0.1)
 next=""
 next_says=""
 # shellcheck disable=SC1090
@@ -148,19 +148,27 @@ if [ ! -x "$BIN" ]; then
 	go build -o "$BIN" ./cmd/shardproxy
 fi
 
-listening() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# listening PORT [HOST]: something listens on HOST (127.0.0.1):PORT.
+listening() { (: <"/dev/tcp/${2:-127.0.0.1}/$1") 2>/dev/null; }
 
 # Every port of the example must be free: a server already there would
 # answer in place of the one this script means to start.
 proxy_port=${port_map[0]}
-stats_port=${proxies[0]%/*}
-admin_port=${proxies[0]#*/}
-ports=("$proxy_port")
-for p in "${proxies[@]}"; do ports+=("${p%/*}" "${p#*/}"); done
+stats_port=${port_map[18]}
+admin_port=${port_map[19]}
+ports=()
 for s in "${servers[@]}"; do
 	p=${s#*:}
 	ports+=("${p%/*}")
 	[ "${p#*/}" = "$p" ] || ports+=("${p#*/}")
+done
+for h in "${proxies[@]}"; do
+	for p in "$proxy_port" "$stats_port" "$admin_port"; do
+		if listening "$p" "$h"; then
+			say "$h:$p is in use; stop what listens there, or run with PORT_BASE=N to use ports N..N+19 instead of 22120-22139"
+			exit 1
+		fi
+	done
 done
 for p in "${ports[@]}"; do
 	if listening "$p"; then
@@ -228,21 +236,21 @@ make_certs() {
 }
 [ "$tls" != 1 ] || make_certs
 
-# wait_port waits up to 10 s for what pid started to listen on port; log,
-# if given, is the file that has its output.
+# wait_port waits up to 10 s for what pid started to listen on port (of
+# host, default 127.0.0.1); log, if given, is the file that has its output.
 wait_port() {
-	local port=$1 pid=$2 what=$3 log=${4:-}
+	local port=$1 pid=$2 what=$3 log=${4:-} host=${5:-127.0.0.1}
 	for _ in $(seq 100); do
-		listening "$port" && return 0
+		listening "$port" "$host" && return 0
 		if ! kill -0 "$pid" 2>/dev/null; then
 			[ -z "$log" ] || tail -n 20 "$log" >&2
-			say "$what on 127.0.0.1:$port exited; its output is above"
+			say "$what on $host:$port exited; its output is above"
 			exit 1
 		fi
 		sleep 0.1
 	done
 	[ -z "$log" ] || tail -n 20 "$log" >&2
-	say "$what on 127.0.0.1:$port did not listen within 10s"
+	say "$what on $host:$port did not listen within 10s"
 	exit 1
 }
 
@@ -359,23 +367,22 @@ if [ -n "$fleet" ]; then
 	say "published shardproxy.yml to etcd under $fleet: $(tail -n 1 "$RUN_DIR/fleet-put.log")"
 fi
 
+# Each proxy listens on its own loopback address (the pools' addresses
+# moved there with --fleet-listen-host in a fleet, whose configuration
+# all share), the same ports on each.
 pids=()
 for i in "${!proxies[@]}"; do
-	sp=${proxies[$i]%/*}
-	ap=${proxies[$i]#*/}
+	h=${proxies[$i]}
 	if [ -n "$fleet" ]; then
-		source_args=(--etcd "$etcd" --etcd-prefix "$fleet" --fleet-id "proxy$((i + 1))")
+		source_args=(--etcd "$etcd" --etcd-prefix "$fleet" --fleet-id "proxy$((i + 1))" --fleet-listen-host "$h")
 	else
 		source_args=(-c "$RUN_DIR/shardproxy.yml")
 	fi
-	"$BIN" "${source_args[@]}" -s "$sp" -a 127.0.0.1 --admin "127.0.0.1:$ap" "$@" &
+	"$BIN" "${source_args[@]}" -s "$stats_port" -a "$h" --admin "$h:$admin_port" "$@" &
 	pids+=($!)
 	started+=($!)
-	# A fleet's proxies share the pool's address: each is awaited on its
-	# stats port, the first on the pool's address too.
-	wait_port "$sp" $! shardproxy
+	wait_port "$proxy_port" $! shardproxy "" "$h"
 done
-wait_port "$proxy_port" "${pids[0]}" shardproxy
 
 # The shell stays to stop the servers afterwards. From here on, INT and
 # TERM go on to the proxies, which drain and exit, and the script exits
@@ -397,12 +404,11 @@ Ctrl-C stops shardproxy and the servers started here.
 
 MSG
 else
-	stats_ports=$(printf ' %s' "${proxies[@]%/*}")
-	admin_ports=$(printf ' %s' "${proxies[@]#*/}")
 	cat >&2 <<MSG
 
-${#pids[@]} proxies run examples/$name on 127.0.0.1:$proxy_port (one address, reuseport),
-their configuration from etcd $etcd under $fleet.
+${#pids[@]} proxies run examples/$name, on ${proxies[*]}, each with the pool on
+port $proxy_port, the stats port $stats_port and the HTTP admin $admin_port there; their
+configuration comes from etcd $etcd under $fleet.
 Talk to it:
 
   ${try//\{run\}/$RUN_DIR}
@@ -412,8 +418,8 @@ Publish a new configuration ($next $next_says) and watch every proxy apply it:
   $BIN fleet put -c $RUN_DIR/$next --etcd $etcd --etcd-prefix $fleet
   $BIN fleet status --etcd $etcd --etcd-prefix $fleet
 
-Stats ports:${stats_ports} (nc -q1 127.0.0.1 PORT: twemproxy's JSON)
-HTTP admin:${admin_ports} (curl 127.0.0.1:PORT/metrics, /config)
+Stats port: nc -q1 HOST $stats_port (twemproxy's JSON)
+HTTP admin: curl HOST:$admin_port/metrics, /config
 Ctrl-C stops the proxies and the servers started here.
 
 MSG
