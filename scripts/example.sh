@@ -5,8 +5,8 @@
 # on the example's configuration (or several, a fleet, on the configuration
 # the script publishes to etcd), and prints the command that talks to it.
 # Ctrl-C (or SIGTERM) stops shardproxy and every server started here, and
-# removes the run directory. `make run EXAMPLE=NAME` builds bin/shardproxy and runs
-# this script; extra arguments go to shardproxy.
+# removes the run directory. `make run EXAMPLE=NAME` builds bin/shardproxy
+# and runs this script; extra arguments go to shardproxy.
 #
 #   scripts/example.sh NAME [shardproxy flags...]
 #
@@ -22,10 +22,11 @@
 #
 # Ports: an example uses 127.0.0.1:22120-22139: the proxy 22120, its
 # servers from 22121, cluster bus (and etcd peer) ports from 22131, the
-# stats port 22138 and the HTTP admin 22139 (a fleet's proxies each on
-# its own loopback address, 127.0.0.N, Linux's). PORT_BASE=N moves them all to N..N+19 (every
-# 221NN in the copied files becomes N+NN-20); PORTS="P0 P1 ... P19" moves
-# 22120+i to Pi instead (the tests pick free ports one by one).
+# stats port 22138 and the HTTP admin 22139 (a fleet's proxies: these three
+# on each one's loopback address, 127.0.0.N, which Linux answers on).
+# PORT_BASE=N moves them all to N..N+19 (every 221NN in the copied files
+# becomes N+NN-20); PORTS="P0 P1 ... P19" moves 22120+i to Pi instead (the
+# tests pick free ports one by one).
 #
 # Exit status: shardproxy's (a fleet's: the first non-zero of its
 # proxies'); 1 when a server or the proxy cannot start; 2 for an unknown
