@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"slices"
+	"strconv"
 	"sync"
 
 	"shardproxy/backend"
+	"shardproxy/codec"
 	"shardproxy/kind"
 )
 
@@ -208,4 +210,47 @@ func (hb *healthBook) sync(gen *generation) {
 	for _, h := range now {
 		hb.tell(h)
 	}
+}
+
+// ring returns what p runs of its fleet's ring, or nil when p is no ring
+// pool under a fleet.
+func (p *pool) ring() *Ring {
+	if f, ok := p.router.(kind.RingFollower); ok {
+		if r, ok := f.Ring(); ok {
+			return &r
+		}
+	}
+	return nil
+}
+
+// fleetStats are the lines "stats" (and Redis's INFO proxy) shows of the
+// fleet and of p's ring: none without a fleet.
+func (p *pool) fleetStats() []codec.Stat {
+	var stats []codec.Stat
+	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
+	if st := p.srv.fleet.Load(); st != nil {
+		stats = append(stats,
+			codec.Stat{Name: "fleet_id", Value: st.ID},
+			codec.Stat{Name: "fleet_prefix", Value: st.Prefix},
+			codec.Stat{Name: "fleet_connected", Value: itoa(b2i(st.Connected))},
+			codec.Stat{Name: "fleet_config_revision", Value: itoa(st.ConfigRevision)},
+			codec.Stat{Name: "fleet_config_checksum", Value: st.ConfigChecksum},
+			codec.Stat{Name: "fleet_proxies", Value: strconv.Itoa(st.Proxies)},
+			codec.Stat{Name: "fleet_errors", Value: itoa(st.Errors)},
+			codec.Stat{Name: "fleet_refused", Value: itoa(st.Refused)})
+	}
+	if r := p.ring(); r != nil {
+		stats = append(stats,
+			codec.Stat{Name: "ring_version", Value: itoa(r.Version)},
+			codec.Stat{Name: "ring_ejected", Value: strconv.Itoa(len(r.Ejected))})
+	}
+	return stats
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

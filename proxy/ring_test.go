@@ -234,6 +234,17 @@ func TestFleetRingEject(t *testing.T) {
 		}
 	}
 	checkEjected("ring")
+	r.srv.SetFleetState(proxy.FleetState{ID: "p1", Prefix: "/sp/test", Connected: true, ConfigRevision: 12, Proxies: 2})
+	stats := c.do("stats\r\n")
+	for _, want := range []string{"STAT ring_version 7\r\n", "STAT ring_ejected 1\r\n", "STAT fleet_id p1\r\n",
+		"STAT fleet_connected 1\r\n", "STAT fleet_config_revision 12\r\n", "STAT fleet_proxies 2\r\n"} {
+		if !strings.Contains(stats, want) {
+			t.Errorf("stats: no %q in\n%s", want, stats)
+		}
+	}
+	if ps := r.srv.Stats().Pools[0]; ps.Ring == nil || ps.Ring.Version != 7 {
+		t.Errorf("Stats: pool %s's ring %+v", ps.Name, ps.Ring)
+	}
 
 	// A reload with the same distribution, then one that builds a new one
 	// (a hash tag no key uses): both keep the ring.
@@ -375,5 +386,8 @@ func TestFleetRingRedis(t *testing.T) {
 	}
 	if got := srv.Rings(); !equalRings(got, map[string]proxy.Ring{"rd": {Version: 1, Ejected: []string{"s1"}}}) {
 		t.Errorf("Rings: %v", got)
+	}
+	if info := c.do("INFO", "proxy"); !strings.Contains(info, "\r\nring_version:1\r\n") || !strings.Contains(info, "\r\nring_ejected:1\r\n") {
+		t.Errorf("INFO proxy shows no ring:\n%s", info)
 	}
 }
