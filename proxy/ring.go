@@ -24,6 +24,8 @@ type Ring = kind.Ring
 
 // ServerHealth is one ring pool server's health as this proxy sees it.
 type ServerHealth struct {
+	// Pool and Server name the server (config.Server.Name), Addr is
+	// where its backend dials.
 	Pool, Server, Addr string
 	// Bad is true while the server's backend is marked bad here (its
 	// requests fail fast).
@@ -175,14 +177,17 @@ func (hb *healthBook) tell(h ServerHealth) {
 	}
 }
 
-// backendChanged tells of b's new state when b is a ring server of the
+// backendChanged tells of b's state when b is a ring server of the
 // running generation (a backend of a generation not running yet is told
-// by sync once it runs).
-func (hb *healthBook) backendChanged(gen *generation, b *backend.Backend, bad bool) {
+// by sync once it runs). The state is read under hb.mu rather than taken
+// from the callback: two changes in quick succession call back on two
+// goroutines in either order, and the last to tell must tell the state
+// that holds.
+func (hb *healthBook) backendChanged(gen *generation, b *backend.Backend) {
 	for _, p := range gen.pools {
 		if slices.Contains(ringServers(p), b) {
 			hb.mu.Lock()
-			hb.tell(healthOf(p.cfg.Name, b, bad))
+			hb.tell(healthOf(p.cfg.Name, b, b.Bad()))
 			hb.mu.Unlock()
 			return
 		}
@@ -193,6 +198,8 @@ func (hb *healthBook) backendChanged(gen *generation, b *backend.Backend, bad bo
 // health of gen's ring servers now: after a reload, a server removed
 // (told not bad) or with a new backend.
 func (hb *healthBook) sync(gen *generation) {
+	hb.mu.Lock() // before reading the states, as backendChanged
+	defer hb.mu.Unlock()
 	now := map[serverKey]ServerHealth{}
 	for _, p := range gen.pools {
 		for _, b := range ringServers(p) {
@@ -200,8 +207,6 @@ func (hb *healthBook) sync(gen *generation) {
 			now[serverKey{h.Pool, h.Server}] = h
 		}
 	}
-	hb.mu.Lock()
-	defer hb.mu.Unlock()
 	for k, h := range hb.bad {
 		if _, ok := now[k]; !ok {
 			hb.tell(ServerHealth{Pool: k.pool, Server: k.server, Addr: h.Addr})

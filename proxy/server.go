@@ -243,7 +243,7 @@ func (s *Server) backendStateChanged(b *backend.Backend, bad bool) {
 		for _, w := range gen.watchers {
 			w(b, bad)
 		}
-		s.health.backendChanged(gen, b, bad)
+		s.health.backendChanged(gen, b)
 	}
 }
 
