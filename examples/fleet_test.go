@@ -54,8 +54,8 @@ func TestExampleFleet(t *testing.T) {
 	}
 	r.everyProxy(t)
 
-	put, status := r.fleetCommands(t, bin)
-	for _, c := range []string{put, status} {
+	put, status, metrics := r.fleetCommands(t, bin)
+	for _, c := range []string{put, status, metrics} {
 		if d := r.docForm(strings.ReplaceAll(c, bin, "bin/shardproxy")); !strings.Contains(doc, d) {
 			t.Errorf("docs/fleet.md does not show the command the script printed:\n%s", d)
 		}
@@ -66,7 +66,7 @@ func TestExampleFleet(t *testing.T) {
 		t.Fatalf("%s printed no revision:\n%s", put, out)
 	}
 	rev := m[1]
-	r.waitApplied(t, status, rev)
+	r.waitApplied(t, status, metrics, rev)
 	for _, h := range fleetHosts {
 		if got, want := setGet(t, r.addr(h, fleetSessions), "s"), "STORED\r\nVALUE s 0 1\r\nv\r\nEND\r\n"; got != want {
 			t.Errorf("the pool sessions of the second version on %s answered %q, want %q", h, got, want)
@@ -104,9 +104,10 @@ func (r *run) everyProxy(t *testing.T) {
 	}
 }
 
-// fleetCommands returns the two commands the banner prints after "Publish
-// a new configuration", once the banner is complete.
-func (r *run) fleetCommands(t *testing.T, bin string) (put, status string) {
+// fleetCommands returns the three commands the banner prints after
+// "Publish a new configuration", once the banner is complete: fleet put,
+// fleet status, and the one that reads the first proxy's metrics.
+func (r *run) fleetCommands(t *testing.T, bin string) (put, status, metrics string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(r.out.String(), "Ctrl-C stops") {
@@ -122,25 +123,30 @@ func (r *run) fleetCommands(t *testing.T, bin string) (put, status string) {
 			put = line
 		case strings.HasPrefix(line, bin+" fleet status "):
 			status = line
+		case strings.HasPrefix(line, "curl -s "+fleetHosts[0]+":"):
+			metrics = line
 		}
 	}
-	if put == "" || status == "" {
-		t.Fatalf("the banner has no fleet put and fleet status commands:\n%s", r.out.String())
+	if put == "" || status == "" || metrics == "" {
+		t.Fatalf("the banner has no fleet put, fleet status and metrics commands:\n%s", r.out.String())
 	}
-	return put, status
+	return put, status, metrics
 }
 
 // waitApplied waits until every proxy runs the version published at
-// revision rev: its running configuration has the pool sessions, and
-// `shardproxy fleet status` shows it at rev.
-func (r *run) waitApplied(t *testing.T, status, rev string) {
+// revision rev: its running configuration has the pool sessions, its
+// metrics (the banner's command, run for each proxy's address) show rev,
+// and `shardproxy fleet status` shows it at rev.
+func (r *run) waitApplied(t *testing.T, status, metrics, rev string) {
 	t.Helper()
 	start := time.Now()
 	var last string
 	for {
 		applied := 0
+		want := "shardproxy_fleet_config_revision " + rev + "\n"
 		for _, h := range fleetHosts {
-			if strings.Contains(httpGet(t, r.addr(h, fleetAdmin), "/config"), "\nsessions:") {
+			m, _ := r.output(strings.Replace(metrics, fleetHosts[0]+":", h+":", 1)) // grep fails until it is there
+			if strings.Contains(httpGet(t, r.addr(h, fleetAdmin), "/config"), "\nsessions:") && strings.Contains(m, want) {
 				applied++
 			}
 		}
@@ -177,13 +183,19 @@ func statusShows(out, rev string, n int) bool {
 // run runs a command line the banner printed and returns its output.
 func (r *run) run(t *testing.T, line string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", "-c", line).CombinedOutput()
+	out, err := r.output(line)
 	if err != nil {
 		t.Fatalf("%s: %v\n%s\nscript output:\n%s", line, err, out, r.out.String())
 	}
-	return string(out)
+	return out
+}
+
+// output runs a command line in bash and returns its output.
+func (r *run) output(line string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "bash", "-c", line).CombinedOutput()
+	return string(out), err
 }
 
 // setGet sets key to "v" through the proxy at addr and gets it back on

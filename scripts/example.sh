@@ -418,6 +418,7 @@ Publish a new configuration ($next $next_says) and watch every proxy apply it:
 
   $BIN fleet put -c $RUN_DIR/$next --etcd $etcd --etcd-prefix $fleet
   $BIN fleet status --etcd $etcd --etcd-prefix $fleet
+  curl -s ${proxies[0]}:$admin_port/metrics | grep -E '^shardproxy_(fleet_config_revision|ring_version)'
 
 Stats port: nc -q1 HOST $stats_port (twemproxy's JSON)
 HTTP admin: curl HOST:$admin_port/metrics, /config
