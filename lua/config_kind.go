@@ -25,6 +25,7 @@ func validateConfig(c *config.PoolCheck) {
 	c.RefuseClusterKeys()
 	c.RefuseReplicaKeys()
 	c.RefuseSentinelKeys()
+	c.RefuseServersFrom("is not available to a Lua pool yet: its route file defines its backends")
 	c.RefuseNearKeys("is only valid for a native memcache pool (servers, no lua); " +
 		"a route file answers from the proxy's cache with mcp.internal")
 	if c.Has("server_tls") && p.ServerTLS && p.Lua != "" {
