@@ -12,8 +12,15 @@ import (
 )
 
 // DefaultStartWait bounds how long Resolve waits for a new watcher's first
-// answer.
+// answer. A pool waits less when ten of its intervals (at least a second)
+// are shorter: by then it has asked ten times.
 const DefaultStartWait = 5 * time.Second
+
+// startWait is how long Resolve waits for the first answer of a pool
+// resolved every interval.
+func (g *Group) startWait(interval time.Duration) time.Duration {
+	return min(g.cfg.StartWait, max(10*interval, time.Second))
+}
 
 // Config configures a Group. The zero value is valid.
 type Config struct {
@@ -24,7 +31,8 @@ type Config struct {
 	// its configuration again. It must not block. nil: nothing is called.
 	OnChange func(pool string)
 	// StartWait bounds how long Resolve waits for a new watcher's first
-	// answer; 0: DefaultStartWait.
+	// answer (a pool waits at most ten of its intervals, and at least a
+	// second, within it); 0: DefaultStartWait.
 	StartWait time.Duration
 }
 
@@ -75,7 +83,7 @@ func (g *Group) Resolve(cfg *config.Config) (*config.Config, error) {
 			if len(p.Servers) == 0 {
 				st := w.stats()
 				return nil, fmt.Errorf("pool %q: servers_from: no answer for %s %s within %s (%s), and no servers key to start on",
-					p.Name, st.Type, st.Name, g.cfg.StartWait, or(st.LastError, "no resolution finished"))
+					p.Name, st.Type, st.Name, g.startWait(p.ServersFrom.Interval), or(st.LastError, "no resolution finished"))
 			}
 			g.cfg.Logger.Warn("no dns answer yet, pool runs its servers key's set", "pool", p.Name, "servers", len(p.Servers))
 			continue
@@ -112,7 +120,7 @@ func (g *Group) watcher(p *config.Pool) (*watcher, error) {
 		return nil, err
 	}
 	g.watchers[p.Name] = w
-	go w.run(g.cfg.StartWait)
+	go w.run(g.startWait(p.ServersFrom.Interval))
 	return w, nil
 }
 
