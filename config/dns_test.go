@@ -47,6 +47,14 @@ func TestServersFrom(t *testing.T) {
 	}
 }
 
+// A Lua pool may take servers_from: its route file reads the answer.
+func TestServersFromLua(t *testing.T) {
+	c := mustParse(t, "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n  servers_from:\n    dns: x\n")
+	if p := c.Pools[0]; p.Kind() != KindLua || p.ServersFrom == nil {
+		t.Fatalf("pool %+v", p)
+	}
+}
+
 // servers beside servers_from are the set used until the first answer.
 func TestServersFromWithServers(t *testing.T) {
 	c := mustParse(t, dnsPool("    dns: _mc._tcp.example\n")+"  servers:\n   - 127.0.0.1:11211:1\n")
@@ -83,8 +91,8 @@ func TestServersFromErrors(t *testing.T) {
 			at + `8: pool "alpha": servers_from: does not apply to a pool with sentinels: its servers lines name Sentinel masters`},
 		{"cluster", "alpha:\n  listen: 127.0.0.1:1\n  redis: true\n  redis_cluster: true\n  servers_from:\n    dns: x\n",
 			at + `5: pool "alpha": servers_from: is only valid for a sharded pool; a redis_cluster pool learns its nodes from the slot map`},
-		{"lua", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n  servers_from:\n    dns: x\n",
-			at + `4: pool "alpha": servers_from: is not available to a Lua pool yet: its route file defines its backends`},
+		{"lua with servers", "alpha:\n  listen: 127.0.0.1:1\n  lua: r.lua\n  servers_from:\n    dns: x\n  servers:\n   - 127.0.0.1:1:1\n",
+			at + `3: pool "alpha": lua: a Lua pool defines its backends in its route file; remove servers`},
 		{"neither", "alpha:\n  listen: 127.0.0.1:1\n",
 			at + `1: pool "alpha": servers: is missing`},
 	}

@@ -14,7 +14,9 @@ var configRules = config.KindRules{
 	Provision: provisionConfig,
 }
 
-// validateConfig refuses what the route file decides or cannot do yet:
+// validateConfig refuses what the route file decides or cannot do yet
+// (servers_from it allows: the route file reads the answer with
+// mcp.servers()):
 // meta requests, TLS to the backends, the redis_cluster keys. A Lua pool
 // ignores hash, hash_tag and distribution, as it always has, but refuses a
 // hash_seed without effect as a native pool does.
@@ -25,7 +27,6 @@ func validateConfig(c *config.PoolCheck) {
 	c.RefuseClusterKeys()
 	c.RefuseReplicaKeys()
 	c.RefuseSentinelKeys()
-	c.RefuseServersFrom("is not available to a Lua pool yet: its route file defines its backends")
 	c.RefuseNearKeys("is only valid for a native memcache pool (servers, no lua); " +
 		"a route file answers from the proxy's cache with mcp.internal")
 	if c.Has("server_tls") && p.ServerTLS && p.Lua != "" {

@@ -145,3 +145,57 @@ func readFile(t *testing.T, p string) string {
 	}
 	return string(b)
 }
+
+// dnsRoutes is a route file whose pool is the servers of its
+// servers_from (mcp.servers()), keys hashed over them.
+const dnsRoutes = `
+function mcp_config_pools()
+  local bs = {}
+  for _, s in ipairs(mcp.servers()) do
+    table.insert(bs, mcp.backend(s.name, s.host, s.port))
+  end
+  return mcp.pool(bs)
+end
+
+function mcp_config_routes(pool)
+  local fg = mcp.funcgen_new()
+  local h = fg:new_handle(pool)
+  fg:ready{ n = "all", f = function(rctx)
+    return function(r) return rctx:enqueue_and_wait(r, h) end
+  end }
+  mcp.attach(mcp.CMD_ANY_STORAGE, fg)
+end
+`
+
+// A Lua pool's route file builds its pool of mcp.servers(); a DNS change
+// runs it again with the new servers.
+func TestDNSLuaPool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: builds the binary and runs memcached")
+	}
+	mc := map[string]*testserver.Server{"mc-0": testserver.StartMemcached(t), "mc-1": testserver.StartMemcached(t)}
+	d := testserver.StartDNS(t)
+	const name = "_memcache._tcp.lua.test"
+	d.SetSRV(name, srvTargets(mc, "mc-0")...)
+	routes := filepath.Join(t.TempDir(), "routes.lua")
+	if err := os.WriteFile(routes, []byte(dnsRoutes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	listen, admin, _, fail := dnsProxy(t, "  lua: "+routes+"\n  servers_from:\n    dns: "+name+"\n    interval: 200\n    resolver: "+d.Addr+"\n")
+	follow(t, fail, admin, time.Now(), map[string]string{"mc-0.cache.test": mc["mc-0"].Addr})
+	roundTrip(t, fail, listen, "a")
+	d.SetSRV(name, srvTargets(mc, "mc-0", "mc-1")...)
+	follow(t, fail, admin, time.Now(), map[string]string{"mc-0.cache.test": mc["mc-0"].Addr, "mc-1.cache.test": mc["mc-1"].Addr})
+	keys := make([]string, 50)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("lua-%d", i)
+	}
+	at := placement(t, fail, listen, []string{mc["mc-0"].Addr, mc["mc-1"].Addr}, keys)
+	on := map[string]int{}
+	for _, k := range keys {
+		on[at[k]]++
+	}
+	if on[mc["mc-0"].Addr] == 0 || on[mc["mc-1"].Addr] == 0 || on[mc["mc-0"].Addr]+on[mc["mc-1"].Addr] != len(keys) {
+		fail("keys over the route file's servers: %v", on)
+	}
+}
