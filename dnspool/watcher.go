@@ -143,10 +143,11 @@ func isClosed(c chan struct{}) bool {
 }
 
 // fail counts a failed or empty answer; the set in use stays. It logs
-// when the watcher starts failing or fails otherwise than before.
+// when the watcher starts failing (messages differ from one try to the
+// next, by a socket's port, so a change of message is no change of state).
 func (w *watcher) fail(err error) {
 	w.st.Failures++
-	if !w.st.Failing || w.st.LastError != err.Error() {
+	if !w.st.Failing {
 		level := slog.LevelWarn
 		if errors.Is(err, errEmpty) {
 			level = slog.LevelError
