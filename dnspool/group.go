@@ -68,7 +68,9 @@ func New(c Config) *Group {
 // cfg itself is never changed. Watchers of pools cfg lacks keep running:
 // Sync stops them once the caller applied cfg (or went back to another).
 func (g *Group) Resolve(cfg *config.Config) (*config.Config, error) {
-	out := cfg
+	// Every watcher first, so that new ones wait for their first answers
+	// side by side.
+	ws := make([]*watcher, len(cfg.Pools))
 	for i, p := range cfg.Pools {
 		if p.ServersFrom == nil {
 			continue
@@ -76,6 +78,14 @@ func (g *Group) Resolve(cfg *config.Config) (*config.Config, error) {
 		w, err := g.watcher(p)
 		if err != nil {
 			return nil, fmt.Errorf("pool %q: servers_from: %w", p.Name, err)
+		}
+		ws[i] = w
+	}
+	out := cfg
+	for i, p := range cfg.Pools {
+		w := ws[i]
+		if w == nil {
+			continue
 		}
 		<-w.ready
 		servers := w.current()
