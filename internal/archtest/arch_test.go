@@ -72,13 +72,17 @@ var layers = map[string]rule{
 		"shard", "cluster", "lua"}},
 	// admin renders the running config (config.Marshal, the admin section)
 	// and tells a config error from other reload failures.
-	"admin":          {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},
-	"cmd/shardproxy": {parts: []string{"proxy", "config", "admin"}},
+	"admin": {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},
+	// dnspool resolves a pool's servers_from into servers, for the
+	// command to hand the proxy; it knows the configuration only.
+	"dnspool":        {parts: []string{"config"}, external: []string{"github.com/miekg/dns"}},
+	"cmd/shardproxy": {parts: []string{"proxy", "config", "admin", "dnspool"}},
 	// proc is the one supervisor of real server processes: testserver
 	// builds the tests' servers on it, soak and bench run their fleets
 	// with it.
-	"internal/proc":       {},
-	"internal/testserver": {internal: []string{"internal/proc"}},
+	"internal/proc": {},
+	// testserver's DNS server is miekg/dns's, in the test's process.
+	"internal/testserver": {internal: []string{"internal/proc"}, external: []string{"github.com/miekg/dns"}},
 	"internal/faultproxy": {},
 	"internal/archtest":   {},
 	"internal/codectest":  {parts: []string{"codec"}},
