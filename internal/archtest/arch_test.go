@@ -73,7 +73,12 @@ var layers = map[string]rule{
 	// admin renders the running config (config.Marshal, the admin section)
 	// and tells a config error from other reload failures.
 	"admin":          {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},
-	"cmd/shardproxy": {parts: []string{"proxy", "config", "admin"}},
+	// fleet is the proxy's member of a fleet over etcd: it parses the
+	// configurations etcd holds and drives the proxy through an interface
+	// of its own, never importing it.
+	"fleet": {parts: []string{"config"}, external: []string{"go.etcd.io/etcd/client/v3", "go.etcd.io/etcd/api/v3/",
+		"go.uber.org/zap", "google.golang.org/grpc"}},
+	"cmd/shardproxy": {parts: []string{"proxy", "config", "admin", "fleet"}},
 	// proc is the one supervisor of real server processes: testserver
 	// builds the tests' servers on it, soak and bench run their fleets
 	// with it.
