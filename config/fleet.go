@@ -30,17 +30,23 @@ type Fleet struct {
 	// Username and Password authenticate to etcd (keys username, password,
 	// both or neither).
 	Username, Password string
+	// ListenHost, if set, replaces the host of every pool's TCP listen
+	// address in each configuration the fleet applies, the port kept (key
+	// listen_host): several proxies of one fleet on one host, each on its
+	// own address (127.0.0.2, 127.0.0.3, ...).
+	ListenHost string
 }
 
 // fleetKeys maps each key of the fleet: section to where its value goes.
 var fleetKeys = map[string]func(f *Fleet) *string{
-	"prefix":   func(f *Fleet) *string { return &f.Prefix },
-	"id":       func(f *Fleet) *string { return &f.ID },
-	"tls_ca":   func(f *Fleet) *string { return &f.TLSCA },
-	"tls_cert": func(f *Fleet) *string { return &f.TLSCert },
-	"tls_key":  func(f *Fleet) *string { return &f.TLSKey },
-	"username": func(f *Fleet) *string { return &f.Username },
-	"password": func(f *Fleet) *string { return &f.Password },
+	"prefix":      func(f *Fleet) *string { return &f.Prefix },
+	"id":          func(f *Fleet) *string { return &f.ID },
+	"tls_ca":      func(f *Fleet) *string { return &f.TLSCA },
+	"tls_cert":    func(f *Fleet) *string { return &f.TLSCert },
+	"tls_key":     func(f *Fleet) *string { return &f.TLSKey },
+	"username":    func(f *Fleet) *string { return &f.Username },
+	"password":    func(f *Fleet) *string { return &f.Password },
+	"listen_host": func(f *Fleet) *string { return &f.ListenHost },
 }
 
 // fleetSection reads the top-level "fleet:" mapping.
@@ -50,7 +56,7 @@ func (b *builder) fleetSection(n *yaml.Node) {
 		return
 	}
 	if n.Kind != yaml.MappingNode {
-		b.errs.add(n.Line, pool, "", "must be a mapping of endpoints, prefix, id, tls_ca, tls_cert, tls_key, username and password, not "+kindName(n))
+		b.errs.add(n.Line, pool, "", "must be a mapping of endpoints, prefix, id, tls_ca, tls_cert, tls_key, username, password and listen_host, not "+kindName(n))
 		return
 	}
 	f := &Fleet{}
@@ -72,7 +78,7 @@ func (b *builder) fleetSection(n *yaml.Node) {
 		dst, ok := fleetKeys[k.Value]
 		switch {
 		case !ok:
-			b.errs.add(k.Line, pool, k.Value, "unknown key; want endpoints, prefix, id, tls_ca, tls_cert, tls_key, username or password")
+			b.errs.add(k.Line, pool, k.Value, "unknown key; want endpoints, prefix, id, tls_ca, tls_cert, tls_key, username, password or listen_host")
 		case v.Kind != yaml.ScalarNode:
 			b.errs.add(v.Line, pool, k.Value, "must be a single value, not "+kindName(v))
 		default:
@@ -124,6 +130,8 @@ func (f *Fleet) Check() string {
 		return "tls_cert and tls_key: both or neither"
 	case (f.Username == "") != (f.Password == ""):
 		return "username and password: both or neither"
+	case strings.ContainsAny(f.ListenHost, ":/ "):
+		return fmt.Sprintf("listen_host %q: want a host name or an IPv4 address", f.ListenHost)
 	}
 	return ""
 }

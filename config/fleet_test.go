@@ -8,13 +8,13 @@ import (
 
 func TestFleetSection(t *testing.T) {
 	in := "fleet:\n  endpoints:\n    - 127.0.0.1:2379\n    - 127.0.0.1:2479\n  prefix: /shardproxy/prod\n" +
-		"  id: p1\n  username: u\n  password: pw\n"
+		"  id: p1\n  username: u\n  password: pw\n  listen_host: 127.0.0.2\n"
 	c, err := Parse([]byte(in+pool("")), "x.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &Fleet{Endpoints: []string{"127.0.0.1:2379", "127.0.0.1:2479"}, Prefix: "/shardproxy/prod",
-		ID: "p1", Username: "u", Password: "pw"}
+		ID: "p1", Username: "u", Password: "pw", ListenHost: "127.0.0.2"}
 	if !reflect.DeepEqual(c.Fleet, want) || len(c.Pools) != 1 {
 		t.Fatalf("fleet %+v, pools %d", c.Fleet, len(c.Pools))
 	}
@@ -37,6 +37,7 @@ func TestFleetSection(t *testing.T) {
 		{"fleet:\n  endpoints: a:1\n  prefix: /p\n  username: u\n", `username and password: both or neither`},
 		{"fleet:\n  endpoints: a:1\n  prefix: /p\n  id: a/b\n", `id "a/b": must not contain /`},
 		{"fleet:\n  endpoints:\n    x: 1\n  prefix: /p\n", `endpoints: must be a list`},
+		{"fleet:\n  endpoints: a:1\n  prefix: /p\n  listen_host: 1.2.3.4:5\n", `listen_host "1.2.3.4:5": want a host`},
 		{"fleet:\n  endpoints: a:1\n  prefix: /p\n  id:\n    - x\n", `id: must be a single value`},
 	} {
 		_, err := Parse([]byte(tc.in+pool("")), "x.yml")

@@ -10,6 +10,7 @@ import (
 
 	"shardproxy/admin"
 	"shardproxy/config"
+	"shardproxy/fleet"
 	"shardproxy/proxy"
 )
 
@@ -27,6 +28,12 @@ type operator struct {
 	statsDefault, webDefault string
 
 	mu sync.Mutex // one reload at a time
+
+	// agent, with a fleet, is where a reload reads the configuration
+	// (etcd, not the file); last is the result of the last apply, which
+	// a reload from etcd answers with (under mu).
+	agent *fleet.Agent
+	last  admin.ReloadResult
 }
 
 func newOperator(o *options, srv *proxy.Server, log *slog.Logger) *operator {
@@ -76,6 +83,9 @@ func checkAdmin(o *options, a config.Admin) error {
 // reload re-reads the config file and applies it. A file that cannot be
 // read or parsed is counted with ReloadFailed and changes nothing.
 func (op *operator) reload(trigger string) (admin.ReloadResult, error) {
+	if op.agent != nil {
+		return op.rereadFleet(trigger)
+	}
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	cfg, err := config.Load(op.path)

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"shardproxy/fleet"
+	"shardproxy/internal/testserver"
+)
+
+const fleetPrefix = "/shardproxy/test"
+
+// fleetProxy is one shardproxy process of a fleet.
+type fleetProxy struct {
+	id, addr, admin string
+	fail            func(string, ...any)
+	stop            func() error
+}
+
+// startFleetProxies runs n proxies of one fleet without a local file, each
+// on its own loopback address (127.0.0.2, ...) at the pool's port.
+func startFleetProxies(t *testing.T, eps []string, n, port int) []*fleetProxy {
+	t.Helper()
+	bin := testserver.Shardproxy(t)
+	var out []*fleetProxy
+	for i := range n {
+		p := &fleetProxy{id: "p" + strconv.Itoa(i), admin: loopback(t)}
+		host := fmt.Sprintf("127.0.0.%d", i+2)
+		p.addr = fmt.Sprintf("%s:%d", host, port)
+		cmd, _, fail := startProxy(t, bin, "--etcd", strings.Join(eps, ","), "--etcd-prefix", fleetPrefix,
+			"--fleet-id", p.id, "--fleet-listen-host", host, "-a", "127.0.0.1",
+			"-s", strconv.Itoa(testserver.FreePort(t)), "--admin", p.admin, "--etcd-wait", "20s")
+		p.fail = fail
+		p.stop = func() error {
+			cmd.Process.Signal(syscall.SIGTERM)
+			return cmd.Wait()
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// fleetYAML is the fleet's configuration: a ketama pool over the named
+// servers ("addr name").
+func fleetYAML(port int, servers ...string) string {
+	s := fmt.Sprintf("cache:\n  listen: 127.0.0.1:%d\n  hash: fnv1a_64\n  distribution: ketama\n"+
+		"  timeout: 2000\n  servers:\n", port)
+	for _, sv := range servers {
+		addr, name, _ := strings.Cut(sv, " ")
+		s += fmt.Sprintf("    - %s:1 %s\n", addr, name)
+	}
+	return s
+}
+
+// fleetPut publishes yml with the fleet command, as an operator does, and
+// returns the revision it printed.
+func fleetPut(t *testing.T, eps []string, yml string) int64 {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "fleet.yml")
+	os.WriteFile(file, []byte(yml), 0o644)
+	var out, errb bytes.Buffer
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out.Reset()
+		errb.Reset()
+		code := run([]string{"fleet", "put", "-c", file, "--etcd", strings.Join(eps, ","), "--etcd-prefix", fleetPrefix,
+			"--timeout", "3s"}, &out, &errb)
+		if code == 0 {
+			break
+		}
+		if code != 1 || !strings.Contains(errb.String(), "write") || time.Now().After(deadline) {
+			t.Fatalf("fleet put: code %d: %s%s", code, out.String(), errb.String())
+		}
+		time.Sleep(100 * time.Millisecond) // a leader being elected
+	}
+	f := strings.Fields(out.String())
+	rev, err := strconv.ParseInt(f[len(f)-1], 10, 64)
+	if err != nil {
+		t.Fatalf("fleet put printed %q", out.String())
+	}
+	return rev
+}
+
+// fleetStatus reads the registrations.
+func fleetStatus(t *testing.T, eps []string) *fleet.Status {
+	t.Helper()
+	cli, err := fleet.Dial(fleet.Conn{Endpoints: eps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	st, err := fleet.ReadStatus(ctx, cli, fleetPrefix)
+	if err != nil {
+		return &fleet.Status{}
+	}
+	return st
+}
+
+// waitApplied waits until every proxy registers rev and returns how long
+// after start each did, as seen by polling their registrations.
+func waitApplied(t *testing.T, eps []string, proxies []*fleetProxy, rev int64, start time.Time, within time.Duration) []time.Duration {
+	t.Helper()
+	took := map[string]time.Duration{}
+	for len(took) < len(proxies) {
+		for _, r := range fleetStatus(t, eps).Proxies {
+			if _, done := took[r.ID]; !done && r.ConfigRevision == rev {
+				took[r.ID] = time.Since(start)
+			}
+		}
+		if time.Since(start) > within {
+			proxies[0].fail("revision %d applied by %v only after %v", rev, took, within)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	var out []time.Duration
+	for _, d := range took {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// reloadFailures reads a proxy's shardproxy_config_reload_failures_total.
+func reloadFailures(p *fleetProxy) int {
+	resp, err := client.Get("http://" + p.admin + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "shardproxy_config_reload_failures_total "); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return -1
+}
+
+// TestFleetConfig runs three proxies of one fleet under verified load while
+// the configuration in etcd changes: each version reaches all three, a
+// broken one is refused by all three, one etcd member down changes
+// nothing, and the whole cluster down leaves every proxy serving its last
+// configuration until etcd returns with a newer one.
+func TestFleetConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: etcd, memcached and the binary")
+	}
+	c := testserver.StartEtcd(t, 3)
+	eps := c.Endpoints()
+	mc := []string{testserver.StartMemcached(t).Addr + " mc1", testserver.StartMemcached(t).Addr + " mc2",
+		testserver.StartMemcached(t).Addr + " mc3"}
+	port := testserver.FreePort(t)
+	rev := fleetPut(t, eps, fleetYAML(port, mc[0], mc[1]))
+	proxies := startFleetProxies(t, eps, 3, port)
+	waitApplied(t, eps, proxies, rev, time.Now(), 30*time.Second)
+	var addrs []string
+	for _, p := range proxies {
+		addrs = append(addrs, p.addr)
+	}
+	load := startLoad(t, addrs, 4)
+
+	// Servers added and removed: every proxy applies the version.
+	var all []time.Duration
+	for i, servers := range [][]string{{mc[1], mc[2]}, {mc[0], mc[1], mc[2]}, {mc[0], mc[2]}} {
+		start := time.Now()
+		rev = fleetPut(t, eps, fleetYAML(port, servers...))
+		took := waitApplied(t, eps, proxies, rev, start, 10*time.Second)
+		t.Logf("version %d (revision %d): applied by all three %v after the put", i+2, rev, took)
+		all = append(all, took[len(took)-1])
+		time.Sleep(300 * time.Millisecond)
+	}
+	slices.Sort(all)
+	t.Logf("put to the last proxy's apply: p50 %v, max %v", all[len(all)/2], all[len(all)-1])
+
+	// A broken version: refused by all three, the running one kept.
+	before := make([]int, len(proxies))
+	for i, p := range proxies {
+		before[i] = reloadFailures(p)
+	}
+	bad := fleetYAML(port, mc[0]) + "  hash: nope\n"
+	cli, _ := fleet.Dial(fleet.Conn{Endpoints: eps})
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	resp, err := cli.Put(ctx, fleetPrefix+"/config", bad) // fleet put would refuse it
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range proxies {
+		waitFor(t, p.fail, "the broken version refused", func() bool { return reloadFailures(p) == before[i]+1 })
+	}
+	for _, r := range fleetStatus(t, eps).Proxies {
+		if r.ConfigRevision != rev || r.ConfigRevision >= resp.Header.Revision {
+			proxies[0].fail("%s runs revision %d after the broken %d, want %d", r.ID, r.ConfigRevision, resp.Header.Revision, rev)
+		}
+	}
+
+	// One member down: nothing changes.
+	c.Members[0].Stop()
+	start := time.Now()
+	rev = fleetPut(t, eps[1:], fleetYAML(port, mc[1], mc[2]))
+	waitApplied(t, eps[1:], proxies, rev, start, 20*time.Second)
+	c.Members[0].Restart()
+
+	// Every member down: the proxies keep serving; they catch up when
+	// etcd returns.
+	for _, m := range c.Members {
+		m.Stop()
+	}
+	okBefore := load.ok.Load()
+	time.Sleep(8 * time.Second) // past the proxies' lease
+	if load.ok.Load() <= okBefore {
+		proxies[0].fail("no request answered while etcd was down")
+	}
+	for _, m := range c.Members {
+		m.Restart()
+	}
+	if err := c.WaitHealthy(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	rev = fleetPut(t, eps, fleetYAML(port, mc[0], mc[1], mc[2]))
+	took := waitApplied(t, eps, proxies, rev, start, 30*time.Second)
+	t.Logf("after etcd returned: applied by all three %v after the put", took)
+
+	res := load.finish()
+	t.Logf("load: %s", res)
+	if load.wrong.Load() != 0 || load.dropped.Load() != 0 || load.ok.Load() == 0 {
+		proxies[0].fail("load: %s", res)
+	}
+	for _, p := range proxies {
+		if err := p.stop(); err != nil {
+			p.fail("exit: %v", err)
+		}
+	}
+	// Each proxy revoked its lease as it stopped.
+	if st := fleetStatus(t, eps); len(st.Proxies) != 0 {
+		t.Fatalf("registrations left after the proxies stopped: %+v", st.Proxies)
+	}
+}
