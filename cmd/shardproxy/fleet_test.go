@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -250,4 +251,83 @@ func TestFleetConfig(t *testing.T) {
 	if st := fleetStatus(t, eps); len(st.Proxies) != 0 {
 		t.Fatalf("registrations left after the proxies stopped: %+v", st.Proxies)
 	}
+}
+
+// TestFleetCommands: fleet put validates before publishing, get and status
+// show what etcd holds; a proxy joins by its file's fleet: section, serves
+// that file until etcd answers, and a POST /reload re-reads etcd; without
+// a local file and without etcd the proxy gives up after --etcd-wait.
+func TestFleetCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: etcd, memcached and the binary")
+	}
+	c := testserver.StartEtcd(t, 1)
+	eps := strings.Join(c.Endpoints(), ",")
+	mc := testserver.StartMemcached(t).Addr
+	port := testserver.FreePort(t)
+	dir := t.TempDir()
+	fleetArgs := []string{"--etcd", eps, "--etcd-prefix", fleetPrefix}
+	for _, tc := range []struct{ yml, want string }{
+		{fleetYAML(port, mc+" a") + "  hash: nope\n", "hash"},
+		{fleetYAML(port, mc+" a") + "fleet:\n  endpoints: " + eps + "\n  prefix: /x\n", "fleet: section"},
+	} {
+		file := filepath.Join(dir, "bad.yml")
+		os.WriteFile(file, []byte(tc.yml), 0o644)
+		var out, errb bytes.Buffer
+		if code := run(append([]string{"fleet", "put", "-c", file}, fleetArgs...), &out, &errb); code != 1 ||
+			!strings.Contains(errb.String(), tc.want) {
+			t.Fatalf("fleet put of a bad file: code %d, %q", code, errb.String())
+		}
+	}
+	if st := fleetStatus(t, c.Endpoints()); st.ConfigRevision != 0 {
+		t.Fatalf("a refused file was published: %+v", st)
+	}
+
+	// A proxy whose file names the fleet serves the file until etcd
+	// answers; etcd holds nothing yet.
+	adminAddr := loopback(t)
+	local := filepath.Join(dir, "local.yml")
+	os.WriteFile(local, []byte(fleetYAML(port, mc+" a")+"fleet:\n  endpoints: "+eps+"\n  prefix: "+fleetPrefix+
+		"\n  id: solo\n"), 0o644)
+	cmd, _, fail := startProxy(t, testserver.Shardproxy(t), "-c", local, "-a", "127.0.0.1",
+		"-s", strconv.Itoa(testserver.FreePort(t)), "--admin", adminAddr)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	waitFor(t, fail, "the local file served", func() bool { return len(fleetStatus(t, c.Endpoints()).Proxies) == 1 })
+	roundTrip(t, fail, addr, "before")
+
+	rev := fleetPut(t, c.Endpoints(), fleetYAML(port, mc+" b"))
+	waitApplied(t, c.Endpoints(), []*fleetProxy{{fail: fail}}, rev, time.Now(), 10*time.Second)
+	roundTrip(t, fail, addr, "after")
+	if code, body := postReload(t, fail, adminAddr); code != 200 || !strings.Contains(body, "etcd:"+fleetPrefix) {
+		fail("POST /reload with a fleet: %d %s", code, body)
+	}
+
+	var out, errb bytes.Buffer
+	if code := run(append([]string{"fleet", "status"}, fleetArgs...), &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), fmt.Sprintf("configuration revision %d, 1 proxies", rev)) ||
+		!regexpLine(out.String(), `^solo\s+\S+\s+\d+\s+\S+\s+`+strconv.FormatInt(rev, 10)+`\s`) {
+		t.Fatalf("fleet status: code %d\n%s%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := run(append([]string{"fleet", "get"}, fleetArgs...), &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), mc+":1 b") {
+		t.Fatalf("fleet get: code %d\n%s%s", code, out.String(), errb.String())
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		fail("exit: %v", err)
+	}
+
+	// No local file, no etcd: the proxy waits --etcd-wait, then exits.
+	errb.Reset()
+	start := time.Now()
+	code := run([]string{"--etcd", loopback(t), "--etcd-prefix", fleetPrefix, "--etcd-wait", "1s",
+		"-s", strconv.Itoa(testserver.FreePort(t)), "--admin", ""}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "no configuration to start with") || time.Since(start) > 10*time.Second {
+		t.Fatalf("without etcd: code %d after %v: %s", code, time.Since(start), errb.String())
+	}
+}
+
+func regexpLine(s, re string) bool {
+	return regexp.MustCompile(`(?m)` + re).MatchString(s)
 }
