@@ -63,7 +63,6 @@ type Agent struct {
 	// Owned by Run's goroutine.
 	view      *view
 	published map[string]healthValue // pool/server -> this proxy's health key
-	rings     map[string]Ring        // what SetRing was given
 	reg       []byte                 // the registration last put
 	leaseID   clientv3.LeaseID
 }
@@ -96,7 +95,7 @@ func New(o Options) (*Agent, error) {
 		o.Logger = slog.Default()
 	}
 	a := &Agent{o: o, log: o.Logger.With("fleet", o.Prefix, "fleet_id", o.ID), started: time.Now(), host: host,
-		healthSig: make(chan struct{}, 1), published: map[string]healthValue{}, rings: map[string]Ring{}}
+		healthSig: make(chan struct{}, 1), published: map[string]healthValue{}}
 	a.cfg = applied{seen: o.ConfigRevision, revision: o.ConfigRevision, checksum: o.ConfigChecksum}
 	c := o.Conn
 	c.DialOptions = append(append(c.DialOptions[:0:0], c.DialOptions...), a.meter.dialOption())

@@ -359,4 +359,22 @@ func TestAgentRing(t *testing.T) {
 		len(st.Reports["cache"]["s1"]) != 0 {
 		t.Fatalf("status %+v %v", st, err)
 	}
+
+	// A ring value that is no ring: refused, the last ring kept, and the
+	// rule's next version written over it.
+	v = ringOf(targets[0]).Version
+	if _, err := agents[0].cli.Put(context.Background(), prefix+"/ring/cache", "garbage"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the ring rewritten", func() bool {
+		st, err := ReadStatus(context.Background(), agents[0].cli, prefix)
+		return err == nil && st.Rings["cache"].Version == v+1 && slices.Equal(st.Rings["cache"].Ejected, []string{"s2"})
+	})
+	waitFor(t, 10*time.Second, "the rewritten ring applied", func() bool {
+		r := ringOf(targets[0])
+		return r.Version == v+1 && slices.Equal(r.Ejected, []string{"s2"}) && ringOf(targets[2]).Equal(r)
+	})
+	if st := targets[0].State(); st.Errors == 0 || !strings.Contains(st.LastError, "ring") {
+		t.Fatalf("the refused ring value not shown: %+v", st)
+	}
 }

@@ -72,10 +72,12 @@ func (a *Agent) putRing(key string, value []byte, modRev int64) {
 	}
 	r, err := parseRing(value)
 	if err != nil {
-		// Refused whole; a write of the rule's next version replaces it.
+		// Refused whole: the last ring stays, and the rule's next version
+		// replaces the value.
 		a.log.Error("fleet ring value refused", "key", key, "revision", modRev, "err", err)
 		a.setState(func(s *State) { s.Errors++; s.LastError = key + ": " + err.Error() })
-		r = Ring{Version: a.view.rings[pool].ring.Version}
+		a.view.rings[pool] = ringState{ring: a.view.rings[pool].ring, modRev: modRev, bad: true}
+		return
 	}
 	a.view.rings[pool] = ringState{ring: r, modRev: modRev}
 }
@@ -177,14 +179,17 @@ func (a *Agent) decide(ctx context.Context) error {
 	return nil
 }
 
-// applyRings hands the Target every ring version it does not run yet.
+// applyRings hands each ring pool of the Target the fleet's version when
+// it runs another: a ring decided anew, or a pool that a new configuration
+// made a ring pool.
 func (a *Agent) applyRings() {
+	running := a.o.Target.Rings()
 	for pool, rs := range a.view.rings {
-		if rs.ring.Version == 0 || a.rings[pool].Equal(rs.ring) {
+		cur, ok := running[pool]
+		if !ok || rs.ring.Version == 0 || cur.Equal(rs.ring) {
 			continue
 		}
 		a.o.Target.SetRing(pool, rs.ring)
-		a.rings[pool] = rs.ring
 		a.log.Info("fleet ring applied", "pool", pool, "version", rs.ring.Version, "ejected", rs.ring.Ejected)
 	}
 }

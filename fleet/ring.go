@@ -71,6 +71,7 @@ type healthValue struct {
 type ringState struct {
 	ring   Ring
 	modRev int64 // of P/ring/<pool>; 0: no such key
+	bad    bool  // the key holds no valid ring; ring is the last valid one
 }
 
 // view is what an Agent knows of the keys under P/proxies, P/health and
@@ -123,7 +124,8 @@ func (v *view) decisions() map[string]ringState {
 	for p := range pools {
 		want := Eject(v.live, v.health[p])
 		cur := v.rings[p]
-		if slices.Equal(want, cur.ring.Ejected) || (len(want) == 0 && cur.modRev == 0) {
+		same := slices.Equal(want, cur.ring.Ejected) || (len(want) == 0 && len(cur.ring.Ejected) == 0)
+		if !cur.bad && (same || cur.modRev == 0 && len(want) == 0) {
 			continue
 		}
 		out[p] = ringState{ring: Ring{Version: cur.ring.Version + 1, Ejected: want}, modRev: cur.modRev}

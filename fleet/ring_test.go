@@ -62,6 +62,13 @@ func TestDecisions(t *testing.T) {
 	if !reflect.DeepEqual(d["cache"], ringState{ring: Ring{Version: 2, Ejected: []string{}}, modRev: 7}) {
 		t.Fatalf("restore: %+v", d)
 	}
+	// A value that is no ring is replaced at the next version, even when
+	// the rule wants what the last valid one had.
+	v.rings["cache"] = ringState{ring: Ring{Version: 2, Ejected: []string{}}, modRev: 9, bad: true}
+	d = v.decisions()
+	if !reflect.DeepEqual(d["cache"], ringState{ring: Ring{Version: 3, Ejected: []string{}}, modRev: 9}) {
+		t.Fatalf("bad value: %+v", d)
+	}
 	v.setHealth("cache", "s1", "a", false)
 	if len(v.health) != 0 {
 		t.Fatalf("health not emptied: %v", v.health)
