@@ -32,7 +32,9 @@
 //     nodes add "moved", "ask", "tryagain" (those replies the node sent) and
 //     the pool's "slot_map_refreshes", "slot_map_refresh_failures" and
 //     "slot_map_age" (seconds, -1 before the first map), the same in every
-//     node, having nowhere else to go. Plugins convert every scalar with
+//     node, having nowhere else to go. A ring pool under a fleet's servers
+//     add "ring_version" (the pool's ring's, the same in every server) and
+//     "ring_ejected" (1 while the ring takes the server out). Plugins convert every scalar with
 //     int() (Diamond) or read numbers only (Telegraf), so a string would
 //     break them.
 //   - Counters never go backwards across reloads: a server's add up every

@@ -40,7 +40,13 @@ func (w testWriter) Write(p []byte) (int, error) {
 // startProxy runs a proxy for cfg until the test ends.
 func startProxy(t testing.TB, cfg *config.Config) *proxy.Server {
 	t.Helper()
-	srv, err := proxy.New(cfg, proxy.Options{Logger: testLogger(t)})
+	return startProxyOpts(t, cfg, proxy.Options{Logger: testLogger(t)})
+}
+
+// startProxyOpts runs a proxy for cfg with opts until the test ends.
+func startProxyOpts(t testing.TB, cfg *config.Config, opts proxy.Options) *proxy.Server {
+	t.Helper()
+	srv, err := proxy.New(cfg, opts)
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
 	}

@@ -31,6 +31,8 @@ type descs struct {
 	beRequests, beRequestBytes, beResponses, beResponseBytes, beErrors       *prometheus.Desc
 	beConns, beInQueue, beOutQueue, beEjections, beUp, beFailures, beLatency *prometheus.Desc
 	beRedirects, beChecks, beCheckFailures, beRestores, beProbing            *prometheus.Desc
+
+	fleet fleetDescs
 }
 
 // NewCollector returns a Collector reading src.
@@ -74,6 +76,8 @@ func NewCollector(src Source) *Collector {
 		beCheckFailures: d("backend_health_check_failures_total", "Health checks that failed, by kind: probe (the backend stays bad), idle (the socket was dropped and is dialled anew).", "pool", "backend", "kind"),
 		beRestores:      d("backend_restores_total", "Times a bad backend was brought back by a successful probe.", be...),
 		beProbing:       d("backend_probing", "1 while a bad backend past its retry time waits for a probe to succeed, else 0.", be...),
+
+		fleet: newFleetDescs(d),
 	}}
 }
 
@@ -88,6 +92,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	c.d.fleet.describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -103,6 +108,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	m.counter(c.d.spliced, st.SplicedReplies)
 	m.gauge(c.d.loaded, seconds(info.LoadedAt))
 	m.gauge(c.d.configInfo, 1, info.Source, info.Checksum)
+	c.d.fleet.collect(m, st.Fleet)
 	seen := map[[2]string]bool{} // const metrics must not repeat a label set
 	for _, p := range st.Pools {
 		if seen[[2]string{p.Name}] {
@@ -133,6 +139,7 @@ func (c *Collector) collectPool(m emitter, p proxy.PoolStats, seen map[[2]string
 		}
 	}
 	m.histogram(c.d.poolLatency, p.Latency, p.Name)
+	c.d.fleet.collectRing(m, p)
 	for _, r := range p.Router {
 		c.collectRouter(m, p.Name, r)
 	}

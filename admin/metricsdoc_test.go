@@ -10,6 +10,7 @@ import (
 
 	"shardproxy/admin"
 	"shardproxy/internal/testserver"
+	"shardproxy/proxy"
 )
 
 // docMetric is a row of the metrics table of docs/operations.md.
@@ -73,7 +74,8 @@ end
 
 // TestDocsMetrics scrapes /metrics on a proxy with a pool of every kind
 // (sharded, near cache, Lua with its own cache and a counter of the route
-// file's, Redis Cluster) after some traffic, and fails if a series is
+// file's, Redis Cluster), in a fleet whose ring the sharded pool follows,
+// after some traffic, and fails if a series is
 // missing from the metrics table of docs/operations.md, has another type there, or if the
 // table lists a series the proxy does not serve.
 func TestDocsMetrics(t *testing.T) {
@@ -89,14 +91,17 @@ func TestDocsMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var yaml strings.Builder
-	fmt.Fprintf(&yaml, "mc:\n  listen: 127.0.0.1:0\n  servers:\n    - %s:1\n", mc)
+	fmt.Fprintf(&yaml, "mc:\n  listen: 127.0.0.1:0\n  auto_eject_hosts: true\n  servers:\n    - %s:1\n", mc)
 	fmt.Fprintf(&yaml, "nc:\n  listen: 127.0.0.1:0\n  near_cache: 1\n  servers:\n    - %s:1\n", mc)
 	fmt.Fprintf(&yaml, "lp:\n  listen: 127.0.0.1:0\n  lua: %s\n  lua_internal_cache: 1\n", lua)
 	yaml.WriteString("rc:\n  listen: 127.0.0.1:0\n  redis: true\n  redis_cluster: true\n  servers:\n")
 	for _, a := range cl.Addrs() {
 		fmt.Fprintf(&yaml, "    - %s:1\n", a)
 	}
-	srv := startProxy(t, writeConfig(t, filepath.Join(dir, "conf.yml"), yaml.String()))
+	srv := startProxyOpts(t, writeConfig(t, filepath.Join(dir, "conf.yml"), yaml.String()),
+		proxy.Options{Logger: testLogger(t), FleetRing: true})
+	srv.SetFleetState(proxy.FleetState{ID: "p1", Prefix: "/shardproxy/test", Connected: true, ConfigRevision: 5, Proxies: 1})
+	srv.SetRing("mc", proxy.Ring{Version: 2})
 	for _, p := range []string{"mc", "nc", "lp"} {
 		c := dialMC(t, srv.Addr(p).String())
 		c.do("set k 0 0 1\r\nv\r\n", "STORED", "SERVER_ERROR")

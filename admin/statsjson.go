@@ -3,6 +3,7 @@ package admin
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -40,7 +41,7 @@ func AppendStats(dst []byte, st proxy.Stats, source string) []byte {
 		e.num("fragments", p.Fragments)
 		cl := clusterFields(p)
 		for _, s := range p.Servers {
-			e.server(s, cl)
+			e.server(s, cl, p.Ring)
 		}
 		e.end()
 	}
@@ -72,8 +73,9 @@ func clusterFields(p proxy.PoolStats) []int64 {
 const clusterKind = string(config.KindCluster)
 
 // server writes one server object; cl, when not nil, are its pool's
-// clusterFields, after the server's redirect counts.
-func (e *statsEncoder) server(s proxy.ServerStats, cl []int64) {
+// clusterFields, after the server's redirect counts; ring, when not nil,
+// is its ring pool's ring (ringFields).
+func (e *statsEncoder) server(s proxy.ServerStats, cl []int64, ring *proxy.Ring) {
 	e.begin(s.Name)
 	e.num("server_eof", s.ServerEOF)
 	e.num("server_err", s.ServerErr)
@@ -111,7 +113,18 @@ func (e *statsEncoder) server(s proxy.ServerStats, cl []int64) {
 		e.num("slot_map_refresh_failures", cl[1])
 		e.num("slot_map_age", cl[2])
 	}
+	if ring != nil {
+		e.ringFields(s, ring)
+	}
 	e.end()
+}
+
+// ringFields writes a ring pool's server's "ring_version" (its pool's
+// ring's, the same in every server, having nowhere else to go) and
+// "ring_ejected" (1 while the ring takes the server out of the pool).
+func (e *statsEncoder) ringFields(s proxy.ServerStats, ring *proxy.Ring) {
+	e.num("ring_version", ring.Version)
+	e.num("ring_ejected", b2i(slices.Contains(ring.Ejected, s.Name)))
 }
 
 // statsEncoder writes nutcracker's stats JSON the way src/nc_stats.c does:
@@ -226,6 +239,8 @@ var statDescriptions = []struct{ section, name, desc string }{
 	{"server", "slot_map_refreshes", "# slot maps the pool read (shardproxy, redis_cluster pools; the pool's, in every node)"},
 	{"server", "slot_map_refresh_failures", "# refreshes in which no node gave a slot map (shardproxy, redis_cluster pools; the pool's)"},
 	{"server", "slot_map_age", "seconds since the pool's slot map was read, -1 before the first (shardproxy, redis_cluster pools)"},
+	{"server", "ring_version", "version of the fleet's ring the pool runs (shardproxy, ring pools under a fleet; the pool's)"},
+	{"server", "ring_ejected", "1 while the fleet's ring takes the server out of the pool, else 0 (shardproxy, ring pools)"},
 }
 
 // WriteDescription writes the stats description that -D prints, in

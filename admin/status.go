@@ -23,8 +23,10 @@ type statusView struct {
 	Reloads  int64     `json:"reloads"`
 	Clients  int64     `json:"client_connections"`
 	// Window is the span, in seconds, the rates and quantiles cover.
-	Window float64    `json:"window_seconds"`
-	Pools  []poolView `json:"pools"`
+	Window float64 `json:"window_seconds"`
+	// Fleet is the fleet the proxy belongs to; nil without one.
+	Fleet *fleetView `json:"fleet,omitempty"`
+	Pools []poolView `json:"pools"`
 }
 
 type poolView struct {
@@ -39,6 +41,8 @@ type poolView struct {
 	Errors  []errorCount `json:"errors"`
 	// Slots are a Redis Cluster pool's slot owners, one per master.
 	Slots []slotOwner `json:"slots,omitempty"`
+	// Ring is a ring pool's ring under a fleet (status_fleet.go).
+	Ring *ringView `json:"ring,omitempty"`
 	// Router are the router's counters (a cluster's redirects and
 	// refreshes, a Lua route's own), with their rates.
 	Router  []errorCount `json:"router,omitempty"`
@@ -119,7 +123,7 @@ func (h *history) view(info proxy.Info) statusView {
 	dt := cur.Now.Sub(old.Now).Seconds()
 	v := statusView{Version: cur.Version, Now: cur.Now, Start: cur.Start, Source: info.Source,
 		Checksum: info.Checksum, LoadedAt: info.LoadedAt, Reloads: cur.Reloads,
-		Clients: cur.CurrConnections, Window: dt}
+		Clients: cur.CurrConnections, Window: dt, Fleet: fleetViewOf(cur.Fleet)}
 	for i := range cur.Pools {
 		p := &cur.Pools[i]
 		var pc *config.Pool
@@ -166,6 +170,7 @@ func (h *history) poolView(p, old *proxy.PoolStats, pc *config.Pool, dt float64)
 		}
 		pv.Servers = append(pv.Servers, h.serverView(p.Name, s, os, ejects, dt))
 	}
+	applyRing(&pv, p)
 	return pv
 }
 

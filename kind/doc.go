@@ -11,7 +11,9 @@
 //   - Env, what a build is given: the pool's configuration, dialect and
 //     limits, the running router it may carry state from, the backend
 //     lease, the server's hooks (backend state, server_protocol auto,
-//     watching backends, linking pools once all are built);
+//     watching backends, linking pools once all are built), and a
+//     fleet's ring (Ring) with RingFollower, what the proxy asks of a
+//     router whose distribution follows it;
 //   - what several kinds share: Counters, which keep a router's counters
 //     whole across reloads, and Holds for a cache handed from router to
 //     router; DedicatedPool, the Redis pools' connections dedicated to

@@ -104,6 +104,14 @@ type Env struct {
 	// Link runs f once every pool of the generation is built, with their
 	// routers by pool name (eject_policy failover names another pool).
 	Link func(f func(routers map[string]route.Router))
+	// FleetRing makes a ring pool's distribution follow its fleet's ring
+	// (Ring, then RingFollower.SetRing) instead of its backends' health: a
+	// bad backend still fails its requests fast, but only the fleet ejects
+	// and restores servers.
+	FleetRing bool
+	// Ring is the ring the fleet last gave the pool's name, which the new
+	// router starts with under FleetRing; zero before any.
+	Ring Ring
 	// ScheduleReload asks for the configuration to be reloaded, as SIGHUP
 	// does (a route file's mcp.schedule_config_reload); it does not block
 	// and nil means nobody listens.

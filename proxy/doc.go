@@ -26,6 +26,12 @@
 // request they routed is written: then their routers close and the
 // backends only they held drain and close. Every kind retires the same way.
 //
+// Under a fleet (Options.FleetRing, ring.go) the fleet drives the ring
+// pools' distributions (SetRing: now, and in every later generation),
+// hears of their servers' local health (WatchHealth, Health), and tells
+// its own state for the stats (SetFleetState). The proxy never imports
+// the fleet.
+//
 // Concurrency: Server's methods are safe for concurrent use. A session's
 // parser and routing state belong to its reader; its queue of pending slots
 // and the right to write are guarded by the writer's mutex.

@@ -62,7 +62,7 @@ func (p *pool) Stats() []codec.Stat {
 		more, _ := sr.Section("")
 		stats = append(stats, more...)
 	}
-	return stats
+	return append(stats, p.fleetStats()...)
 }
 
 // resettable returns the counters that "stats reset" resets, by the name

@@ -170,5 +170,7 @@ func (b *builder) env(p *pool, dialTLS *tls.Config) *kind.Env {
 		Link:           func(f func(map[string]route.Router)) { b.links = append(b.links, f) },
 		ScheduleReload: b.s.scheduleReload,
 		Sections:       p,
+		FleetRing:      b.s.fleetRing,
+		Ring:           b.s.rings[p.cfg.Name],
 	}
 }

@@ -31,6 +31,11 @@ type Options struct {
 	// mcp.schedule_config_reload); it must not block. nil: such asks are
 	// ignored.
 	ScheduleReload func()
+	// FleetRing makes sharded pools with auto_eject_hosts and eject_policy
+	// remap (ring pools, without sentinels) eject and restore servers
+	// only as SetRing says, never on their own backends' health; a bad
+	// backend still fails its requests fast. A fleet sets it (ring.go).
+	FleetRing bool
 }
 
 // Server runs the pools of one configuration at a time and swaps to a new
@@ -42,6 +47,9 @@ type Server struct {
 	drain   time.Duration
 	// scheduleReload is Options.ScheduleReload.
 	scheduleReload func()
+	fleetRing      bool                       // Options.FleetRing
+	fleet          atomic.Pointer[FleetState] // as SetFleetState last set it
+	health         healthBook                 // what WatchHealth's watchers were told
 
 	currConns      atomic.Int64
 	totalConns     atomic.Int64
@@ -56,8 +64,9 @@ type Server struct {
 	// each pool's router holds its own through a lease (see builder).
 	backends backend.Registry
 
-	mu        sync.Mutex   // serialises Start, Reload and Shutdown; guards the fields below
-	removed   []*poolStats // of pools a reload removed, the latest last (removedPools at most)
+	mu        sync.Mutex      // serialises Start, Reload, SetRing and Shutdown; guards the fields below
+	removed   []*poolStats    // of pools a reload removed, the latest last (removedPools at most)
+	rings     map[string]Ring // by pool name, as SetRing last set them
 	listeners map[listenKey]*listener
 	sessions  map[*session]struct{}
 	started   bool
@@ -139,6 +148,8 @@ func newServer(opts Options) *Server {
 		start:          time.Now(),
 		drain:          opts.DrainTimeout,
 		scheduleReload: opts.ScheduleReload,
+		fleetRing:      opts.FleetRing,
+		rings:          map[string]Ring{},
 		listeners:      map[listenKey]*listener{},
 		sessions:       map[*session]struct{}{},
 	}
@@ -225,12 +236,14 @@ func (s *Server) currentPools() []*pool {
 // Info describes the running configuration.
 func (s *Server) Info() Info { return s.gen.Load().info }
 
-// backendStateChanged tells the running generation's watchers.
+// backendStateChanged tells the running generation's watchers, and
+// WatchHealth's of a ring pool's server.
 func (s *Server) backendStateChanged(b *backend.Backend, bad bool) {
 	if gen := s.gen.Load(); gen != nil {
 		for _, w := range gen.watchers {
 			w(b, bad)
 		}
+		s.health.backendChanged(gen, b)
 	}
 }
 
@@ -429,6 +442,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 			w.Reloaded()
 		}
 	}
+	s.health.sync(gen)
 	s.reloads.Add(1)
 	made, kept := gen.backendCounts()
 	s.log.Info("reloaded", "source", cfg.Source, "pools", len(gen.pools),

@@ -20,7 +20,10 @@ type Stats struct {
 	Reloads          int64 // successful reloads
 	ReloadFailures   int64 // reloads refused (parse, validate, bind)
 	SplicedReplies   int64 // replies whose value was spliced, every pool (backend.SplicedReplies)
-	Pools            []PoolStats
+	// Fleet is the fleet's state as SetFleetState last set it; nil
+	// without a fleet.
+	Fleet *FleetState
+	Pools []PoolStats
 }
 
 // PoolStats are one pool's counters, pools in twemproxy's order.
@@ -45,7 +48,10 @@ type PoolStats struct {
 	Router []RouterStat
 	// Slots are a Redis Cluster pool's slot owners from the slot map in
 	// use, in slot order; nil for other pools and before the first map.
-	Slots   []SlotRange
+	Slots []SlotRange
+	// Ring is what a ring pool under a fleet runs (Rings); nil for other
+	// pools.
+	Ring    *Ring
 	Servers []ServerStats
 }
 
@@ -124,6 +130,7 @@ func (s *Server) Stats() Stats {
 		Reloads:          s.reloads.Load(),
 		ReloadFailures:   s.reloadFailures.Load(),
 		SplicedReplies:   backend.SplicedReplies(),
+		Fleet:            s.fleet.Load(),
 	}
 	for _, p := range s.currentPools() {
 		st.Pools = append(st.Pools, p.snapshot())
@@ -151,6 +158,7 @@ func (p *pool) snapshot() PoolStats {
 	if cr, ok := p.router.(clustered); ok {
 		ps.Slots = slotRanges(cr.Cluster())
 	}
+	ps.Ring = p.ring()
 	for _, b := range p.router.Backends() {
 		c, ok := tot.Of(b.Name())
 		if !ok { // made after Totals read the registry

@@ -2,7 +2,9 @@
 // the server its hash picks in the pool's distribution (sharding), a
 // multi-key request is split per server and its replies merged, a request
 // for every server fans out, and under auto_eject_hosts a bad server
-// leaves the distribution or hands its keys to a failover pool. It
+// leaves the distribution or hands its keys to a failover pool; under a
+// fleet (kind.Env.FleetRing) a remap pool's distribution follows the
+// fleet's ring instead of its backends' health (ring.go). It
 // registers itself with package kind as config.KindSharded, and its rules
 // over a pool's keys with config (config.go): the kind of every pool no
 // other kind claims, with the native, near cache, Sentinel and replica

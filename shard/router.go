@@ -20,7 +20,8 @@ import (
 // the server its hash picks in the pool's distribution; multi-key requests
 // are split per server and merged. Under auto_eject_hosts a bad server
 // leaves the distribution (eject_policy remap) or hands its keys to the
-// failover pool (eject_policy failover). A pool with sentinels follows its
+// failover pool (eject_policy failover); under a fleet, a remap pool's
+// servers leave and return only as the fleet's ring says (ring.go). A pool with sentinels follows its
 // shards' masters (sentinel.go): a shard's backend is replaced when
 // Sentinel promotes another server, and its keys stay on the shard. A
 // redis pool with read_from sends a shard's reads to its replicas
@@ -42,6 +43,7 @@ type router struct {
 	sentinel *sentinelShards // the pool's masters through Sentinel, or nil
 	replicas *replicaSet     // read_from prefer_replica or replica: the shards' replicas (replica.go); else nil
 	log      *slog.Logger
+	ring     *ringState          // a ring pool's under a fleet (ring.go); else nil
 	ded      *kind.DedicatedPool // a Redis pool's dedicated connections; nil for memcached
 	rc       *kind.Counters      // the pool's, which counts ded until it closes
 }
@@ -64,6 +66,7 @@ func newRouter(k *kind.Env) (route.Router, error) {
 	if err := r.distribute(asShard(k.Old)); err != nil {
 		return nil, err
 	}
+	r.followRing(k)
 	if err := r.startReplicas(k); err != nil {
 		return nil, err
 	}
@@ -144,7 +147,9 @@ func (r *router) startServers(k *kind.Env, byName map[string]config.Server) {
 		backends = append(backends, k.Lease.Get(cfg))
 	}
 	r.table.Store(&backends)
-	r.matchHealth(backends)
+	if r.ring == nil {
+		r.matchHealth(backends)
+	}
 	k.Watch(r.stateChanged)
 	k.Link(func(routers map[string]route.Router) {
 		if pc.EjectPolicy == config.EjectFailover {
@@ -167,9 +172,10 @@ func (r *router) matchHealth(backends []*backend.Backend) {
 	}
 }
 
-// ejects reports whether the pool takes bad servers out of its distribution.
+// ejects reports whether the pool takes bad servers out of its
+// distribution: not when a fleet's ring decides (ring.go).
 func (r *router) ejects() bool {
-	return r.cfg.AutoEjectHosts && r.cfg.EjectPolicy == config.EjectRemap
+	return r.cfg.AutoEjectHosts && r.cfg.EjectPolicy == config.EjectRemap && r.ring == nil
 }
 
 // backends returns the backends now, in shard.Servers() order.

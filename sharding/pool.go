@@ -264,6 +264,25 @@ func (p *Pool) Eject(i int) { p.setLive(i, false) }
 // distribution; restoring every server gives back the original placement.
 func (p *Pool) Restore(i int) { p.setLive(i, true) }
 
+// SetLive makes live, one entry per server in Servers order, the live set
+// in one rebuild: a set of ejections decided elsewhere (a fleet's ring) is
+// applied at once, and Pick never sees a set between the old one and the
+// new. The placement is the one Eject and Restore reach for the same set.
+// A set equal to the current one does nothing. It panics if len(live) is
+// not len(Servers()).
+func (p *Pool) SetLive(live []bool) {
+	if len(live) != len(p.servers) {
+		panic(fmt.Sprintf("sharding: SetLive of %d servers in a pool of %d", len(live), len(p.servers)))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if slices.Equal(p.live, live) {
+		return
+	}
+	copy(p.live, live)
+	p.rebuild()
+}
+
 func (p *Pool) setLive(i int, live bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -271,6 +290,11 @@ func (p *Pool) setLive(i int, live bool) {
 		return
 	}
 	p.live[i] = live
+	p.rebuild()
+}
+
+// rebuild stores the snapshot of p.live. Callers hold p.mu.
+func (p *Pool) rebuild() {
 	s, err := p.build(p.snap.Load())
 	if err != nil {
 		// Unreachable: New built the same distribution over a superset.

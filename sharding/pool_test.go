@@ -239,6 +239,42 @@ func TestAutoEject(t *testing.T) {
 	}
 }
 
+// TestSetLive applies sets of ejections in one call and checks each
+// placement against a pool that reached the same set by Eject and Restore.
+func TestSetLive(t *testing.T) {
+	keys := testKeys(20_000)
+	for _, kind := range []string{"ketama", "modula", "jump", "ring"} {
+		t.Run(kind, func(t *testing.T) {
+			cfg := Config{Servers: tenServers(), Distribution: kind, AutoEject: true, Dist: DistOptions{RingMode: "ketama"}}
+			p, _ := New(cfg)
+			orig := placements(t, p, keys)
+			for _, ejected := range [][]int{{3}, {1, 3, 8}, {8}, {}} {
+				live := slices.Repeat([]bool{true}, 10)
+				ref, _ := New(cfg)
+				for _, i := range ejected {
+					live[i] = false
+					ref.Eject(i)
+				}
+				p.SetLive(live)
+				if !slices.Equal(p.Live(), live) {
+					t.Fatalf("SetLive(%v): Live() = %v", live, p.Live())
+				}
+				if got, want := placements(t, p, keys), placements(t, ref, keys); !slices.Equal(got, want) {
+					t.Fatalf("ejected %v: placement differs from Eject's", ejected)
+				}
+			}
+			if got := placements(t, p, keys); !slices.Equal(got, orig) {
+				t.Error("every server live again did not give back the original placement")
+			}
+			snap := p.snap.Load()
+			p.SetLive(slices.Clone(p.Live()))
+			if p.snap.Load() != snap {
+				t.Error("SetLive of the current set rebuilt the distribution")
+			}
+		})
+	}
+}
+
 func TestAutoEjectRandom(t *testing.T) {
 	p, err := New(Config{Servers: tenServers(), Distribution: "random", AutoEject: true, Seed: 42})
 	if err != nil {
