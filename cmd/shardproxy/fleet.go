@@ -57,6 +57,7 @@ func (f *fleetFlags) section() (*config.Fleet, error) {
 // fleetTarget is fleet.Target over the running proxy: a version from etcd
 // goes through op.apply, as a reloaded file does.
 type fleetTarget struct {
+	ringTarget
 	op         *operator
 	listenHost string // config.Fleet.ListenHost
 }
@@ -75,14 +76,6 @@ func (t fleetTarget) Apply(cfg *config.Config) (string, error) {
 }
 
 func (t fleetTarget) Refuse(source string, err error) { t.op.srv.ReloadFailed(source, err) }
-
-// The proxy's ring pools: none until the proxy takes ring versions; the
-// agent then publishes no health and applies no ring.
-func (t fleetTarget) SetRing(string, fleet.Ring)     {}
-func (t fleetTarget) Rings() map[string]fleet.Ring   { return nil }
-func (t fleetTarget) WatchHealth(func(fleet.Health)) {}
-func (t fleetTarget) Health() []fleet.Health         { return nil }
-func (t fleetTarget) SetState(fleet.State)           {}
 
 // listen returns the proxy's listen addresses, for the registration.
 func (t fleetTarget) listen() []string {
@@ -129,7 +122,7 @@ func joinFleet(fl *config.Fleet, op *operator, rev int64, log *slog.Logger) (sto
 	if err != nil {
 		return nil, err
 	}
-	t := fleetTarget{op: op, listenHost: fl.ListenHost}
+	t := fleetTarget{ringTarget: ringTarget{op.srv}, op: op, listenHost: fl.ListenHost}
 	var sum string
 	if rev != 0 {
 		sum = op.srv.Info().Checksum

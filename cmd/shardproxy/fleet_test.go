@@ -133,8 +133,8 @@ func waitApplied(t *testing.T, eps []string, proxies []*fleetProxy, rev int64, s
 	return out
 }
 
-// reloadFailures reads a proxy's shardproxy_config_reload_failures_total.
-func reloadFailures(p *fleetProxy) int {
+// metric reads one unlabelled metric of a proxy's /metrics; -1 if absent.
+func metric(p *fleetProxy, name string) int64 {
 	resp, err := client.Get("http://" + p.admin + "/metrics")
 	if err != nil {
 		return -1
@@ -142,13 +142,15 @@ func reloadFailures(p *fleetProxy) int {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "shardproxy_config_reload_failures_total "); ok {
-			n, _ := strconv.Atoi(v)
-			return n
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return int64(n)
 		}
 	}
 	return -1
 }
+
+func reloadFailures(p *fleetProxy) int64 { return metric(p, "shardproxy_config_reload_failures_total") }
 
 // TestFleetConfig runs three proxies of one fleet under verified load while
 // the configuration in etcd changes: each version reaches all three, a
@@ -187,7 +189,7 @@ func TestFleetConfig(t *testing.T) {
 	t.Logf("put to the last proxy's apply: p50 %v, max %v", all[len(all)/2], all[len(all)-1])
 
 	// A broken version: refused by all three, the running one kept.
-	before := make([]int, len(proxies))
+	before := make([]int64, len(proxies))
 	for i, p := range proxies {
 		before[i] = reloadFailures(p)
 	}
@@ -202,6 +204,12 @@ func TestFleetConfig(t *testing.T) {
 	}
 	for i, p := range proxies {
 		waitFor(t, p.fail, "the broken version refused", func() bool { return reloadFailures(p) == before[i]+1 })
+	}
+	for _, p := range proxies {
+		if metric(p, "shardproxy_fleet_refused_total") != 1 || metric(p, "shardproxy_fleet_config_revision") != rev ||
+			metric(p, "shardproxy_fleet_proxies") != 3 || metric(p, "shardproxy_fleet_connected") != 1 {
+			p.fail("%s: the refusal not shown in /metrics", p.id)
+		}
 	}
 	for _, r := range fleetStatus(t, eps).Proxies {
 		if r.ConfigRevision != rev || r.ConfigRevision >= resp.Header.Revision {
@@ -222,7 +230,11 @@ func TestFleetConfig(t *testing.T) {
 		m.Stop()
 	}
 	okBefore := load.ok.Load()
-	time.Sleep(8 * time.Second) // past the proxies' lease
+	for _, p := range proxies { // once the lease (6 s) is lost
+		waitForIn(t, p.fail, 15*time.Second, "etcd shown unreachable", func() bool {
+			return metric(p, "shardproxy_fleet_connected") == 0 && metric(p, "shardproxy_fleet_errors_total") > 0
+		})
+	}
 	if load.ok.Load() <= okBefore {
 		proxies[0].fail("no request answered while etcd was down")
 	}
@@ -330,4 +342,14 @@ func TestFleetCommands(t *testing.T) {
 
 func regexpLine(s, re string) bool {
 	return regexp.MustCompile(`(?m)` + re).MatchString(s)
+}
+
+// waitForIn polls cond for up to d.
+func waitForIn(t *testing.T, fail func(string, ...any), d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			fail("timed out after %v waiting for %s", d, what)
+		}
+	}
 }

@@ -40,6 +40,7 @@ type options struct {
 	threads     int
 
 	confSet bool       // -c was given
+	inFleet bool       // the proxy runs in a fleet: its ring pools follow the fleet's ring
 	fleet   fleetFlags // --etcd and the flags that go with it
 	// fleetSection is the fleet the flags describe (nil: no --etcd).
 	fleetSection *config.Fleet
@@ -202,6 +203,7 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 			return 1
 		}
 		rehost(cfg, fl.ListenHost)
+		o.inFleet = true
 	}
 	// A route file's cron may ask for a reload (mcp.schedule_config_reload):
 	// one pending ask is enough, as memcached keeps one flag.
@@ -275,7 +277,7 @@ func waitSignal(sigs <-chan os.Signal, asked <-chan struct{}, op *operator) os.S
 // cannot, it logs why, stops what it started and returns false.
 // schedule is what a pool calls to ask for a reload.
 func start(o *options, cfg *config.Config, log *slog.Logger, schedule func()) (*proxy.Server, *operator, bool) {
-	srv, err := proxy.New(cfg, proxy.Options{Logger: log, ScheduleReload: schedule})
+	srv, err := proxy.New(cfg, proxy.Options{Logger: log, ScheduleReload: schedule, FleetRing: o.inFleet})
 	if err != nil {
 		log.Error("cannot build proxy", "err", err)
 		return nil, nil, false
