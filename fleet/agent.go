@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -44,10 +45,11 @@ type Options struct {
 
 // Agent is one proxy's member of the fleet. Run drives it.
 type Agent struct {
-	o     Options
-	cli   *clientv3.Client
-	log   *slog.Logger
-	meter meter
+	o      Options
+	cli    *clientv3.Client                // Run's; nil until the first connect
+	shared atomic.Pointer[clientv3.Client] // cli, for Reread and Close
+	log    *slog.Logger
+	meter  meter
 
 	started time.Time
 	host    string
@@ -97,13 +99,9 @@ func New(o Options) (*Agent, error) {
 	a := &Agent{o: o, log: o.Logger.With("fleet", o.Prefix, "fleet_id", o.ID), started: time.Now(), host: host,
 		healthSig: make(chan struct{}, 1), published: map[string]healthValue{}}
 	a.cfg = applied{seen: o.ConfigRevision, revision: o.ConfigRevision, checksum: o.ConfigChecksum}
-	c := o.Conn
-	c.DialOptions = append(append(c.DialOptions[:0:0], c.DialOptions...), a.meter.dialOption())
-	cli, err := Dial(c)
-	if err != nil {
-		return nil, err
+	if len(o.Endpoints) == 0 {
+		return nil, errors.New("fleet: no etcd endpoints")
 	}
-	a.cli = cli
 	a.st = State{ID: o.ID, Prefix: o.Prefix, Endpoints: o.Endpoints,
 		ConfigRevision: o.ConfigRevision, ConfigChecksum: o.ConfigChecksum}
 	o.Target.WatchHealth(func(Health) {
@@ -129,7 +127,29 @@ func (a *Agent) State() State {
 }
 
 // Close closes the etcd client; call it after Run returned.
-func (a *Agent) Close() error { return a.cli.Close() }
+func (a *Agent) Close() error {
+	if cli := a.shared.Load(); cli != nil {
+		return cli.Close()
+	}
+	return nil
+}
+
+// connect makes the etcd client, once: with a user and password, making
+// it asks etcd for a token, so it fails while etcd cannot be reached.
+func (a *Agent) connect() error {
+	if a.cli != nil {
+		return nil
+	}
+	c := a.o.Conn
+	c.DialOptions = append(append(c.DialOptions[:0:0], c.DialOptions...), a.meter.dialOption())
+	cli, err := Dial(c)
+	if err != nil {
+		return err
+	}
+	a.cli = cli
+	a.shared.Store(cli)
+	return nil
+}
 
 // Run keeps this proxy in the fleet until ctx ends: a session (a lease,
 // the registration, the keys read and watched) at a time, a new one after
@@ -139,7 +159,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	backoff := 100 * time.Millisecond
 	for {
 		start := time.Now()
-		err := a.session(ctx)
+		err := a.connect()
+		if err == nil {
+			err = a.session(ctx)
+		}
 		if ctx.Err() != nil {
 			a.revoke()
 			return ctx.Err()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"shardproxy/config"
 	"shardproxy/internal/testserver"
 	_ "shardproxy/shard" // config.Parse checks a sharded pool by its kind's rules
@@ -169,7 +171,7 @@ func put(t *testing.T, a *Agent, yml string) int64 {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		resp, err := a.cli.Put(ctx, prefix+"/config", yml)
+		resp, err := client(t, a).Put(ctx, prefix+"/config", yml)
 		cancel()
 		if err == nil {
 			return resp.Header.Revision
@@ -249,7 +251,7 @@ func TestAgentConfig(t *testing.T) {
 	})
 	waitFor(t, 10*time.Second, "v2 refused by one", func() bool { return targets[1].State().Refused == 3 })
 
-	st, err := ReadStatus(context.Background(), agents[0].cli, prefix)
+	st, err := ReadStatus(context.Background(), client(t, agents[0]), prefix)
 	if err != nil || len(st.Proxies) != 3 || st.ConfigRevision != rev {
 		t.Fatalf("status %+v %v", st, err)
 	}
@@ -315,7 +317,7 @@ func TestAgentRing(t *testing.T) {
 
 	targets[0].setBad("s1", true)
 	waitFor(t, 10*time.Second, "the report in etcd", func() bool {
-		st, err := ReadStatus(context.Background(), agents[0].cli, prefix)
+		st, err := ReadStatus(context.Background(), client(t, agents[0]), prefix)
 		return err == nil && slices.Equal(st.Reports["cache"]["s1"], []string{"p0"})
 	})
 	time.Sleep(300 * time.Millisecond) // a wrong decision would have been written by now
@@ -354,7 +356,7 @@ func TestAgentRing(t *testing.T) {
 		r := ringOf(targets[0])
 		return slices.Equal(r.Ejected, []string{"s2"}) && ringOf(targets[2]).Equal(r)
 	})
-	st, err := ReadStatus(context.Background(), agents[0].cli, prefix)
+	st, err := ReadStatus(context.Background(), client(t, agents[0]), prefix)
 	if err != nil || len(st.Proxies) != 2 || st.Rings["cache"].Version != ringOf(targets[0]).Version ||
 		len(st.Reports["cache"]["s1"]) != 0 {
 		t.Fatalf("status %+v %v", st, err)
@@ -363,11 +365,11 @@ func TestAgentRing(t *testing.T) {
 	// A ring value that is no ring: refused, the last ring kept, and the
 	// rule's next version written over it.
 	v = ringOf(targets[0]).Version
-	if _, err := agents[0].cli.Put(context.Background(), prefix+"/ring/cache", "garbage"); err != nil {
+	if _, err := client(t, agents[0]).Put(context.Background(), prefix+"/ring/cache", "garbage"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the ring rewritten", func() bool {
-		st, err := ReadStatus(context.Background(), agents[0].cli, prefix)
+		st, err := ReadStatus(context.Background(), client(t, agents[0]), prefix)
 		return err == nil && st.Rings["cache"].Version == v+1 && slices.Equal(st.Rings["cache"].Ejected, []string{"s2"})
 	})
 	waitFor(t, 10*time.Second, "the rewritten ring applied", func() bool {
@@ -377,4 +379,60 @@ func TestAgentRing(t *testing.T) {
 	if st := targets[0].State(); st.Errors == 0 || !strings.Contains(st.LastError, "ring") {
 		t.Fatalf("the refused ring value not shown: %+v", st)
 	}
+}
+
+// TestAgentAuth: with etcd's authentication on, an agent with the user's
+// password joins and applies the configuration; one with a wrong password
+// shows the error and stays out.
+func TestAgentAuth(t *testing.T) {
+	c := testserver.StartEtcd(t, 1)
+	root, err := Dial(Conn{Endpoints: c.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, step := range []func() error{
+		func() error { _, err := root.Put(ctx, prefix+"/config", poolsYAML(1)); return err },
+		func() error { _, err := root.UserAdd(ctx, "root", "rootpw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := root.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(password string) *fakeTarget {
+		ft := newFakeTarget()
+		a, err := New(Options{Conn: Conn{Endpoints: c.Endpoints(), Username: "root", Password: password},
+			Prefix: prefix, ID: "auth-" + password, Target: ft, LeaseTTL: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { a.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done; a.Close() })
+		return ft
+	}
+	good, bad := run("rootpw"), run("wrong")
+	waitFor(t, 10*time.Second, "the configuration applied with the password", func() bool {
+		return lastApplied(good) > 0 && good.State().Connected
+	})
+	waitFor(t, 10*time.Second, "the wrong password shown", func() bool {
+		st := bad.State()
+		return !st.Connected && st.Errors > 0 && strings.Contains(st.LastError, "authentication failed")
+	})
+	if lastApplied(bad) != 0 {
+		t.Fatal("applied a configuration without authenticating")
+	}
+}
+
+// client is a's etcd client, once Run made it.
+func client(t *testing.T, a *Agent) *clientv3.Client {
+	t.Helper()
+	var cli *clientv3.Client
+	waitFor(t, 10*time.Second, "the agent's client", func() bool { cli = a.shared.Load(); return cli != nil })
+	return cli
 }

@@ -69,7 +69,11 @@ func (a *Agent) applyVersion(data []byte, revision int64, force bool) error {
 // it is the version already running (SIGHUP and POST /reload with a
 // fleet). It returns the revision read.
 func (a *Agent) Reread(ctx context.Context) (int64, error) {
-	data, rev, err := Get(ctx, a.cli, a.o.Prefix, a.o.RequestTimeout)
+	cli := a.shared.Load()
+	if cli == nil {
+		return 0, errors.New("fleet: etcd not reached yet")
+	}
+	data, rev, err := Get(ctx, cli, a.o.Prefix, a.o.RequestTimeout)
 	if err != nil {
 		a.setState(func(s *State) { s.Errors++; s.LastError = err.Error() })
 		return 0, err
@@ -99,10 +103,10 @@ func Get(ctx context.Context, cli *clientv3.Client, prefix string, timeout time.
 // Load reads and parses the configuration under prefix, retrying until
 // etcd answers with one or ctx ends: a proxy without a local file waits
 // for it so. A version that fails to parse is returned as an error at once.
-func Load(ctx context.Context, cli *clientv3.Client, prefix string) (*config.Config, int64, error) {
+func Load(ctx context.Context, c Conn, prefix string) (*config.Config, int64, error) {
 	wait := 200 * time.Millisecond
 	for {
-		data, rev, err := Get(ctx, cli, prefix, 3*time.Second)
+		data, rev, err := dialGet(ctx, c, prefix)
 		if err == nil {
 			cfg, err := Parse(data, prefix, rev)
 			return cfg, rev, err
@@ -114,6 +118,17 @@ func Load(ctx context.Context, cli *clientv3.Client, prefix string) (*config.Con
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
+}
+
+// dialGet reads the configuration with a client of its own: with a user
+// and password, making the client already needs etcd.
+func dialGet(ctx context.Context, c Conn, prefix string) ([]byte, int64, error) {
+	cli, err := Dial(c)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer cli.Close()
+	return Get(ctx, cli, prefix, 3*time.Second)
 }
 
 // Put publishes data as the fleet's configuration and returns its

@@ -104,15 +104,10 @@ func fleetConfig(fl *config.Fleet, local *config.Config, wait time.Duration, log
 	if err != nil {
 		return nil, 0, err
 	}
-	cli, err := fleet.Dial(conn)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer cli.Close()
 	log.Info("waiting for the configuration in etcd", "fleet", fl.Prefix, "etcd", fl.Endpoints, "wait", wait)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	return fleet.Load(ctx, cli, fl.Prefix)
+	return fleet.Load(ctx, conn, fl.Prefix)
 }
 
 // joinFleet starts the proxy's agent in fl; stop ends it, revoking its
