@@ -275,43 +275,32 @@ func (a *Agent) session(ctx context.Context) error {
 	}
 }
 
-// watched is a watch response, or the end of a watch (closed).
+// watched is a watch response, or the end of the watch (closed).
 type watched struct {
 	clientv3.WatchResponse
 	closed bool
 }
 
-// watch follows every key under the prefix from rev on, in three watches
-// on one stream: the registrations keys only (their values are for fleet
-// status, and every proxy rewrites its own on each version it applies: a
-// fleet of N would otherwise send N values to each of N proxies), and the
-// keys before and after them in full. Each key's events arrive in order;
-// the view is per key, so the order between the watches does not matter.
+// watch follows every key under the prefix from rev on, in one watch: the
+// rule must see the registrations and the reports in the order etcd wrote
+// them (with a watch of their own, the registrations could lag and a
+// proxy would decide on too few live proxies).
 func (a *Agent) watch(ctx context.Context, rev int64) <-chan watched {
-	wctx := clientv3.WithRequireLeader(ctx)
-	proxies := a.key("proxies") + "/"
-	after := a.key("proxies") + "0" // the first key after every P/proxies/...
-	chans := []clientv3.WatchChan{
-		a.cli.Watch(wctx, a.o.Prefix+"/", clientv3.WithRange(proxies), clientv3.WithRev(rev)),
-		a.cli.Watch(wctx, proxies, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(rev)),
-		a.cli.Watch(wctx, after, clientv3.WithRange(clientv3.GetPrefixRangeEnd(a.o.Prefix+"/")), clientv3.WithRev(rev)),
-	}
+	ch := a.cli.Watch(clientv3.WithRequireLeader(ctx), a.o.Prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(rev))
 	out := make(chan watched)
-	for _, ch := range chans {
-		go func() {
-			for wr := range ch {
-				select {
-				case out <- watched{WatchResponse: wr}:
-				case <-ctx.Done():
-					return
-				}
-			}
+	go func() {
+		for wr := range ch {
 			select {
-			case out <- watched{closed: true}:
+			case out <- watched{WatchResponse: wr}:
 			case <-ctx.Done():
+				return
 			}
-		}()
-	}
+		}
+		select {
+		case out <- watched{closed: true}:
+		case <-ctx.Done():
+		}
+	}()
 	return out
 }
 

@@ -237,7 +237,9 @@ func TestFleetRing(t *testing.T) {
 	// at one version.
 	rps[1].fp[1].Stop()
 	stale(t, reader, want) // proxy 1 meets the cut
+	start := time.Now()
 	v := sameRing(t, rps, []string{"mc2"})
+	t.Logf("after proxy 1 met the cut, every proxy ran ring version %d within %v", v, time.Since(start))
 	if failed := writeAll(t, writer, "v3:"); len(failed) != 0 {
 		t.Fatalf("after the fleet ejected mc2, %d writes failed", len(failed))
 	}
