@@ -263,6 +263,7 @@ func TestFleetRing(t *testing.T) {
 	// Healed: restored everywhere at the next version.
 	rps[0].fp[1].Start()
 	rps[1].fp[1].Start()
+	waitHealthReport(t, c.Endpoints(), "mc2", 0) // both proxies' probes found it back
 	v2 := sameRing(t, rps, []string{})
 	if v2 <= v {
 		t.Fatalf("restored at version %d, not after %d", v2, v)
@@ -275,7 +276,8 @@ func TestFleetRing(t *testing.T) {
 	}
 }
 
-// waitHealthReport waits until n proxies report server failing in etcd.
+// waitHealthReport waits until exactly n proxies report server failing in
+// etcd.
 func waitHealthReport(t *testing.T, eps []string, server string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
