@@ -143,6 +143,21 @@ func (c *Collector) collectPool(m emitter, p proxy.PoolStats, seen map[[2]string
 	for _, r := range p.Router {
 		c.collectRouter(m, p.Name, r)
 	}
+	for _, r := range p.Source {
+		c.collectSource(m, p.Name, r)
+	}
+}
+
+// collectSource exports one of the counters of where a pool's servers come
+// from (proxy.PoolStats.Source) as shardproxy_<name>: servers_from's
+// shardproxy_dns_*.
+func (c *Collector) collectSource(m emitter, pool string, r proxy.RouterStat) {
+	name := "shardproxy_" + metricName(r.Name)
+	if r.Kind == proxy.RouterGauge {
+		m.gauge(prometheus.NewDesc(name, r.Help, []string{"pool"}, nil), float64(r.Value), pool)
+		return
+	}
+	m.counter(prometheus.NewDesc(name+"_total", r.Help, []string{"pool"}, nil), r.Value, pool)
 }
 
 // collectRouter exports one of a router's counters as

@@ -45,7 +45,10 @@ type poolView struct {
 	Ring *ringView `json:"ring,omitempty"`
 	// Router are the router's counters (a cluster's redirects and
 	// refreshes, a Lua route's own), with their rates.
-	Router  []errorCount `json:"router,omitempty"`
+	Router []errorCount `json:"router,omitempty"`
+	// Source are the figures of where the pool's servers come from
+	// (servers_from's dns_*), with their rates.
+	Source  []errorCount `json:"source,omitempty"`
 	Servers []serverView `json:"servers"`
 	Graph   []graphPoint `json:"graph"`
 }
@@ -146,17 +149,8 @@ func (h *history) poolView(p, old *proxy.PoolStats, pc *config.Pool, dt float64)
 	}
 	pv.Errors = perSec(poolErrors(*p), poolErrors(oldP), old != nil, dt)
 	pv.Rates = windowRates(p.Requests, oldP.Requests, pv.Errors, p.Latency, oldP.Latency, old != nil, dt)
-	for _, r := range p.Router {
-		c := errorCount{Kind: r.Name, Total: r.Value, PerSec: optFloat(math.NaN())}
-		if r.Kind == proxy.RouterCounter && old != nil {
-			for _, o := range old.Router {
-				if o.Name == r.Name {
-					c.PerSec = optFloat(perSecond(r.Value, o.Value, dt))
-				}
-			}
-		}
-		pv.Router = append(pv.Router, c)
-	}
+	pv.Router = counterRates(p.Router, oldP.Router, old != nil, dt)
+	pv.Source = counterRates(p.Source, oldP.Source, old != nil, dt)
 	ejects := false
 	if pc != nil {
 		pv.Kind, pv.Listen = string(pc.Kind()), pc.Listen.Addr
@@ -409,3 +403,21 @@ func graphPath(g []graphPoint, f func(graphPoint) optFloat) (string, float64) {
 
 // graphHeight is a graph's height in SVG units.
 const graphHeight = 30
+
+// counterRates are counters (a router's, a pool's source's) with the rate
+// of each counter since old, when there is an old.
+func counterRates(now, old []proxy.RouterStat, hasOld bool, dt float64) []errorCount {
+	var out []errorCount
+	for _, r := range now {
+		c := errorCount{Kind: r.Name, Total: r.Value, PerSec: optFloat(math.NaN())}
+		if r.Kind == proxy.RouterCounter && hasOld {
+			for _, o := range old {
+				if o.Name == r.Name {
+					c.PerSec = optFloat(perSecond(r.Value, o.Value, dt))
+				}
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}

@@ -38,6 +38,7 @@ func validateConfig(c *config.PoolCheck) {
 	}
 	c.RefuseLuaKeys()
 	c.RefuseSentinelKeys()
+	c.RefuseServersFrom("is only valid for a sharded pool; a redis_cluster pool learns its nodes from the slot map")
 	if c.Has("replicas") {
 		c.Fail("replicas", "does not apply to a redis_cluster pool: the slot map names each master's replicas")
 	}

@@ -398,6 +398,10 @@ type Pool struct {
 	// SentinelAuthUser is the ACL user that goes with SentinelAuth (key
 	// sentinel_auth_user; needs sentinel_auth); "" is the default user.
 	SentinelAuthUser string
+	// ServersFrom, when not nil, is the DNS name the pool takes its
+	// servers from (key servers_from, see ServersFrom); Servers are then
+	// the set used until the first answer, or none.
+	ServersFrom *ServersFrom
 
 	// RedisAuthUser is the Redis ACL user that goes with RedisAuth (key
 	// redis_auth_user, a shardproxy extension; needs redis_auth): clients

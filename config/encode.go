@@ -64,7 +64,7 @@ var marshalOrder = []string{
 
 	"sentinels", "sentinel_auth", "sentinel_auth_user",
 
-	"servers", "replicas",
+	"servers_from", "servers", "replicas",
 }
 
 // node returns the pool's mapping: each key of marshalOrder that its
@@ -194,6 +194,9 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%t %q %q %q %q %t\n", p.ServerTLS, p.ServerTLSCA, p.ServerTLSCert, p.ServerTLSKey,
 		p.ServerTLSServerName, p.ServerTLSSkipVerify)
 	fmt.Fprintf(h, "%q %q %q\n", p.Sentinels, p.SentinelAuth, p.SentinelAuthUser)
+	if p.ServersFrom != nil {
+		fmt.Fprintf(h, "servers_from %s\n", p.ServersFrom)
+	}
 	for _, s := range p.Servers {
 		fmt.Fprintf(h, "%q %q %q %d %d %q %q\n", s.Network, s.Addr, s.Host, s.Port, s.Weight, s.Name, s.Master)
 	}

@@ -22,6 +22,11 @@ func withoutLines(pools []*Pool) []Pool {
 			s.Line = 0
 			q.Servers = append(q.Servers, s)
 		}
+		if p.ServersFrom != nil {
+			sf := *p.ServersFrom
+			sf.Line = 0
+			q.ServersFrom = &sf
+		}
 		if p.Replicas != nil {
 			q.Replicas = []Replica{}
 			for _, r := range p.Replicas {
@@ -189,6 +194,27 @@ func TestChecksumCoversEveryField(t *testing.T) {
 					t.Errorf("checksum ignores ListenTags %v", tl)
 				}
 			}
+		case reflect.TypeFor[*ServersFrom]():
+			one := ServersFrom{DNS: "a.example", Type: DNSTypeA, Port: 1, Interval: time.Second, MaxChange: 0.5, MaxServers: 9, Line: 3}
+			withOne := *base
+			withOne.ServersFrom = &one
+			if withOne.Checksum() == sum {
+				t.Error("checksum ignores ServersFrom")
+			}
+			st := reflect.TypeFor[ServersFrom]()
+			for j := range st.NumField() {
+				p, sf := withOne, one
+				p.ServersFrom = &sf
+				v := reflect.ValueOf(&sf).Elem().Field(j)
+				if v.Kind() == reflect.Float64 {
+					v.SetFloat(v.Float() / 2)
+				} else {
+					v.Set(mutate(t, v))
+				}
+				if changed := p.Checksum() != withOne.Checksum(); changed != (st.Field(j).Name != "Line") {
+					t.Errorf("checksum and ServersFrom.%s: changed %v", st.Field(j).Name, changed)
+				}
+			}
 		case reflect.TypeFor[[]Replica]():
 			one := Replica{Network: "tcp", Addr: "127.0.0.1:1", Host: "127.0.0.1", Port: 1, Weight: 1, Shard: "s", Line: 9}
 			withOne := *base
@@ -296,6 +322,16 @@ spare:
   server_tls_skip_verify: true
   servers:
    - 127.0.0.1:11212:1
+found:
+  listen: 127.0.0.1:22128
+  servers_from:
+    dns: cache.example
+    type: A
+    port: 11211
+    interval: 1000
+    resolver: 127.0.0.1:5353
+    max_change: 0.25
+    max_servers: 10
 rd:
   listen: 127.0.0.1:22123
   redis: true

@@ -29,6 +29,8 @@ func FuzzParse(f *testing.F) {
 		pool("") + "   - /tmp/s:1\n   - ::1:1:1 n\n",
 		"a:\n  listen: /tmp/a 0777\n  servers:\n   - \"h:1:1 \\\"q\\\"\"\n",
 		sentinelPool("  sentinel_auth: pw\n  sentinel_auth_user: u\n"),
+		dnsPool("    dns: _mc._tcp.x.\n    interval: 100\n    max_change: 0.25\n    max_servers: 9\n"),
+		dnsPool("    dns: x\n    type: aaaa\n    port: 1\n    resolver: \"[::1]:53\"\n") + "  servers:\n   - 127.0.0.1:1:1\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -78,8 +80,12 @@ func checkConfig(t *testing.T, c *Config) {
 			t.Fatalf("pool %q: bad or shared listen %+v", p.Name, p.Listen)
 		}
 		listens[l] = true
-		if len(p.Servers) == 0 || p.ServerConnections < 1 || p.ConnectTimeout <= 0 {
+		if (len(p.Servers) == 0 && p.ServersFrom == nil && p.Lua == "") || p.ServerConnections < 1 || p.ConnectTimeout <= 0 {
 			t.Fatalf("pool %q: %+v", p.Name, *p)
+		}
+		if sf := p.ServersFrom; sf != nil && (sf.DNS == "" || sf.Interval < MinDNSInterval || sf.MaxChange <= 0 ||
+			sf.MaxChange > 1 || sf.MaxServers < 1 || (sf.Type == DNSTypeSRV) != (sf.Port == 0)) {
+			t.Fatalf("pool %q: servers_from %+v", p.Name, *sf)
 		}
 		if p.HashTag != "" && len(p.HashTag) != 2 {
 			t.Fatalf("pool %q: hash tag %q", p.Name, p.HashTag)

@@ -73,11 +73,11 @@ func omitAt[T comparable](k poolKey, field func(*Pool) *T, values []T) poolKey {
 // every pool reads (pool_common.go), the keys of a native sharded pool
 // (pool_native.go) and its near cache (pool_near.go), of a redis_cluster pool (pool_cluster.go), the
 // replica keys of both Redis kinds (pool_replica.go), of a Lua pool
-// (pool_lua.go), the TLS and ACL keys (security.go), and the Sentinel keys
-// of a sharded redis pool (pool_sentinel.go). Each kind's rules
+// (pool_lua.go), the TLS and ACL keys (security.go), the Sentinel keys
+// of a sharded redis pool (pool_sentinel.go), and servers_from (pool_dns.go). Each kind's rules
 // (KindRules, in the kind's package) say what it does with the keys of
 // the others.
-var poolKeys = joinKeys(commonKeys, nativeKeys, nearKeys, clusterKeys, replicaKeys, luaKeys, securityKeys, sentinelKeys)
+var poolKeys = joinKeys(commonKeys, nativeKeys, nearKeys, clusterKeys, replicaKeys, luaKeys, securityKeys, sentinelKeys, dnsKeys)
 
 // joinKeys merges key tables; a key in two of them is a programming error.
 func joinKeys(tables ...map[string]poolKey) map[string]poolKey {

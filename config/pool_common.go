@@ -102,15 +102,16 @@ func (pp *poolParser) refuseRedisKey(line int, key string, notRedis bool, whyLua
 	}
 }
 
-// validateBackends checks that the pool names its backends in exactly one
-// way: a servers list, or a lua route file that defines them.
+// validateBackends checks that the pool names its backends: a servers
+// list, servers_from (with servers as the set used until the first
+// answer), or a lua route file that defines them.
 func (pp *poolParser) validateBackends() {
 	hasServers := pp.has("servers")
 	luaLine, hasLua := pp.keys["lua"]
 	switch {
 	case hasLua && hasServers:
 		pp.fail(luaLine, "lua", "a Lua pool defines its backends in its route file; remove servers")
-	case !hasServers && !hasLua:
+	case !hasServers && !hasLua && !pp.has("servers_from"):
 		pp.fail(pp.p.Line, "servers", "is missing")
 	}
 }

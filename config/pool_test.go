@@ -111,6 +111,7 @@ func TestIsSetCopy(t *testing.T) {
 // builtKeys sets, in a Pool built in Go, the field of each key to something
 // other than its zero value.
 var builtKeys = map[string]func(p *Pool){
+	"servers_from":          func(p *Pool) { p.ServersFrom = &ServersFrom{DNS: "x"} },
 	"listen":                func(p *Pool) { p.Listen = Listen{Network: "tcp", Addr: ":1"} },
 	"timeout":               func(p *Pool) { p.Timeout = time.Second },
 	"backlog":               func(p *Pool) { p.Backlog = 1 },

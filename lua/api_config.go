@@ -127,6 +127,7 @@ func (cs *configStage) functions() map[string]glua.LGFunction {
 		"register_cron":             cs.registerCron,
 		"ratelim_global_tbf":        cs.ratelimGlobalTbf,
 		"server_stats":              cs.serverStats,
+		"servers":                   cs.servers,
 		"stat_limit":                cs.statLimit,
 		"backend_connect_timeout":   seconds(&cs.tun.connect),
 		"backend_retry_timeout":     cs.retryWait,

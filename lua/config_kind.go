@@ -14,7 +14,9 @@ var configRules = config.KindRules{
 	Provision: provisionConfig,
 }
 
-// validateConfig refuses what the route file decides or cannot do yet:
+// validateConfig refuses what the route file decides or cannot do yet
+// (servers_from it allows: the route file reads the answer with
+// mcp.servers()):
 // meta requests, TLS to the backends, the redis_cluster keys. A Lua pool
 // ignores hash, hash_tag and distribution, as it always has, but refuses a
 // hash_seed without effect as a native pool does.

@@ -212,6 +212,7 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 		Defaults:    poolDefaults(pc),
 		Sections:    k.Sections,
 		StartArg:    pc.LuaArg,
+		Servers:     luaServers(pc.Servers),
 		// the file it names, for dofile(mcp.start_arg), as the lua path
 		StartArgFile: k.Source.Path(pc.LuaArg),
 		MaxRun:       pc.LuaTimeout,
@@ -275,6 +276,16 @@ func paths(k *kind.Env, names []string) []string {
 	out := make([]string, len(names))
 	for i, n := range names {
 		out[i] = k.Source.Path(n)
+	}
+	return out
+}
+
+// luaServers are a pool's servers (servers_from's answer) for
+// mcp.servers().
+func luaServers(servers []config.Server) []Server {
+	var out []Server
+	for _, s := range servers {
+		out = append(out, Server{Name: s.Name, Host: s.Host, Port: s.Port})
 	}
 	return out
 }

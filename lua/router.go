@@ -91,6 +91,9 @@ type Config struct {
 	// ':'-separated items, "name_value" as name = "value" and a bare name
 	// as name = true ("a:b_2:c_x_y" is {a = true, b = "2", c = "x"}).
 	StartArg string
+	// Servers are what mcp.servers() gives the config stage: the servers
+	// the pool's servers_from resolved (api_servers.go); nil: none.
+	Servers []Server
 	// StartArgFile is the file StartArg names, for a route file that loads
 	// it (dofile(mcp.start_arg), as memcached's routelib does): the one
 	// file outside the route file's directory it may read. Default:

@@ -58,6 +58,9 @@ func (p *pool) Stats() []codec.Stat {
 	for _, st := range p.routerStats() { // a Lua pool's counters and mcp.add_stat's, a cluster's
 		stats = append(stats, codec.Stat{Name: st.Name, Value: routerValue(st)})
 	}
+	for _, st := range p.srv.sourceStats(p.cfg.Name) { // servers_from's dns_* figures
+		stats = append(stats, codec.Stat{Name: st.Name, Value: routerValue(st)})
+	}
 	if sr, ok := p.router.(codec.SectionEnv); ok { // what memcached's proxy adds (proxy_req_active)
 		more, _ := sr.Section("")
 		stats = append(stats, more...)

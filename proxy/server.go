@@ -58,6 +58,8 @@ type Server struct {
 
 	gen atomic.Pointer[generation] // what new requests use
 
+	sources atomic.Pointer[SourceStats] // SetSourceStats
+
 	metaLog metaLog // what each auto pool's servers speak, as last logged
 
 	// backends are shared by the routers of successive generations:

@@ -46,6 +46,10 @@ type PoolStats struct {
 	// Router are the counters of the pool's router (a cluster's redirects,
 	// a Lua route's requests); none for a sharded pool.
 	Router []RouterStat
+	// Source are the counters of where the pool's servers come from
+	// (servers_from: dns_resolutions, ...), from Server.SetSourceStats;
+	// none for a pool whose servers are its file's.
+	Source []RouterStat
 	// Slots are a Redis Cluster pool's slot owners from the slot map in
 	// use, in slot order; nil for other pools and before the first map.
 	Slots []SlotRange
@@ -153,6 +157,7 @@ func (p *pool) snapshot() PoolStats {
 		Requests:          p.stats.Requests.Load(),
 		ProtocolErrors:    p.stats.ProtocolErrors.Load(),
 		Router:            p.routerStats(),
+		Source:            p.srv.sourceStats(p.cfg.Name),
 		Latency:           latencyOf(tot.All),
 	}
 	if cr, ok := p.router.(clustered); ok {

@@ -69,6 +69,9 @@ func validateSentinel(c *config.PoolCheck) {
 	if !p.Redis && !c.Bad("redis") {
 		c.Fail("sentinels", "is only valid for a redis pool (redis: true)")
 	}
+	if c.Has("servers_from") {
+		c.Fail("servers_from", "does not apply to a pool with sentinels: its servers lines name Sentinel masters")
+	}
 	if c.Has("auto_eject_hosts") && p.AutoEjectHosts {
 		c.Fail("auto_eject_hosts", "does not apply to a pool with sentinels: a shard's keys never move, "+
 			"Sentinel promotes a replica and the proxy follows")

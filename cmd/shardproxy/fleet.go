@@ -70,7 +70,7 @@ func (t fleetTarget) Apply(cfg *config.Config) (string, error) {
 	defer t.op.mu.Unlock()
 	res, err := t.op.apply(cfg, "etcd")
 	if err == nil {
-		t.op.last = res
+		t.op.result = res
 	}
 	return res.Checksum, err
 }
@@ -155,7 +155,7 @@ func (op *operator) rereadFleet(trigger string) (admin.ReloadResult, error) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	op.log.Info("reloaded from etcd", "trigger", trigger, "revision", rev)
-	return op.last, nil
+	return op.result, nil
 }
 
 // rehost moves every pool's TCP listen address to host, its port kept

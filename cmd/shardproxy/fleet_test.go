@@ -163,21 +163,36 @@ func TestFleetConfig(t *testing.T) {
 	}
 	c := testserver.StartEtcd(t, 3)
 	eps := c.Endpoints()
-	mc := []string{testserver.StartMemcached(t).Addr + " mc1", testserver.StartMemcached(t).Addr + " mc2",
-		testserver.StartMemcached(t).Addr + " mc3"}
+	// Versions add fresh servers and remove servers of the first set only:
+	// no key ever returns to a server that holds an old value of it, so
+	// every get must return the value just set (or miss, when the key's
+	// server changed between the set and the get).
+	var mc []string
+	for i := range 7 {
+		mc = append(mc, fmt.Sprintf("%s mc%d", testserver.StartMemcached(t).Addr, i+1))
+	}
 	port := testserver.FreePort(t)
-	rev := fleetPut(t, eps, fleetYAML(port, mc[0], mc[1]))
+	rev := fleetPut(t, eps, fleetYAML(port, mc[0], mc[1], mc[2], mc[3]))
 	proxies := startFleetProxies(t, eps, 3, port)
 	waitApplied(t, eps, proxies, rev, time.Now(), 30*time.Second)
 	var addrs []string
 	for _, p := range proxies {
 		addrs = append(addrs, p.addr)
 	}
-	load := startLoad(t, addrs, 4)
+	var loads []*load
+	for i, addr := range addrs {
+		loads = append(loads, startLoadAs(addr, 4, fmt.Sprintf("p%dw", i)))
+	}
+	answered := func() (n int64) {
+		for _, l := range loads {
+			n += l.ok.Load() + l.misses.Load()
+		}
+		return n
+	}
 
 	// Servers added and removed: every proxy applies the version.
 	var all []time.Duration
-	for i, servers := range [][]string{{mc[1], mc[2]}, {mc[0], mc[1], mc[2]}, {mc[0], mc[2]}} {
+	for i, servers := range [][]string{mc[1:5], mc[2:6], mc[2:7]} {
 		start := time.Now()
 		rev = fleetPut(t, eps, fleetYAML(port, servers...))
 		took := waitApplied(t, eps, proxies, rev, start, 10*time.Second)
@@ -220,7 +235,7 @@ func TestFleetConfig(t *testing.T) {
 	// One member down: nothing changes.
 	c.Members[0].Stop()
 	start := time.Now()
-	rev = fleetPut(t, eps[1:], fleetYAML(port, mc[1], mc[2]))
+	rev = fleetPut(t, eps[1:], fleetYAML(port, mc[3:7]...))
 	waitApplied(t, eps[1:], proxies, rev, start, 20*time.Second)
 	c.Members[0].Restart()
 
@@ -229,13 +244,13 @@ func TestFleetConfig(t *testing.T) {
 	for _, m := range c.Members {
 		m.Stop()
 	}
-	okBefore := load.ok.Load()
+	okBefore := answered()
 	for _, p := range proxies { // once the lease (6 s) is lost
 		waitForIn(t, p.fail, 15*time.Second, "etcd shown unreachable", func() bool {
 			return metric(p, "shardproxy_fleet_connected") == 0 && metric(p, "shardproxy_fleet_errors_total") > 0
 		})
 	}
-	if load.ok.Load() <= okBefore {
+	if answered() <= okBefore {
 		proxies[0].fail("no request answered while etcd was down")
 	}
 	for _, m := range c.Members {
@@ -245,14 +260,18 @@ func TestFleetConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	rev = fleetPut(t, eps, fleetYAML(port, mc[0], mc[1], mc[2]))
+	rev = fleetPut(t, eps, fleetYAML(port, mc[4:7]...))
 	took := waitApplied(t, eps, proxies, rev, start, 30*time.Second)
 	t.Logf("after etcd returned: applied by all three %v after the put", took)
 
-	res := load.finish()
-	t.Logf("load: %s", res)
-	if load.wrong.Load() != 0 || load.dropped.Load() != 0 || load.ok.Load() == 0 {
-		proxies[0].fail("load: %s", res)
+	for i, l := range loads {
+		l.end()
+		res := fmt.Sprintf("ok %d, misses %d, wrong %d, errors %d (first: %v)", l.ok.Load(), l.misses.Load(),
+			l.wrong.Load(), l.errs.Load(), l.firstBad.Load())
+		t.Logf("load through proxy %d: %s", i, res)
+		if l.wrong.Load() != 0 || l.errs.Load() != 0 || l.ok.Load() == 0 {
+			proxies[i].fail("load: %s", res)
+		}
 	}
 	for _, p := range proxies {
 		if err := p.stop(); err != nil {

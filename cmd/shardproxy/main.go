@@ -18,6 +18,7 @@ import (
 
 	"shardproxy/admin"
 	"shardproxy/config"
+	"shardproxy/dnspool"
 	"shardproxy/proxy"
 )
 
@@ -176,10 +177,16 @@ func openLog(output string, stderr io.Writer) (w io.Writer, closeLog func(), err
 	return f, func() { f.Close() }, nil
 }
 
-// testConfig is -t: what start checks, short of binding: pools built and
-// closed (route files run, TLS files read), addresses resolved.
+// testConfig is -t: what start checks, short of binding: servers_from
+// names resolved, pools built and closed (route files run, TLS files
+// read), addresses resolved.
 func testConfig(o *options, cfg *config.Config, log *slog.Logger, stdout, stderr io.Writer) int {
-	err := proxy.Check(cfg, proxy.Options{Logger: log})
+	dns := dnspool.New(dnspool.Config{Logger: log})
+	run, err := dns.Resolve(cfg)
+	dns.Close()
+	if err == nil {
+		err = proxy.Check(run, proxy.Options{Logger: log})
+	}
 	if err == nil {
 		err = checkAdmin(o, cfg.Admin)
 	}
@@ -214,7 +221,9 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 		default:
 		}
 	}
-	srv, op, ok := start(o, cfg, log, schedule)
+	// A pool's servers changed in DNS: one pending ask, as above.
+	dnsChanged := make(chan struct{}, 1)
+	srv, op, ok := start(o, cfg, log, schedule, dnsChanged)
 	if !ok {
 		return 1
 	}
@@ -238,7 +247,7 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 		"threads", runtime.GOMAXPROCS(0))
 
 	for {
-		sig := waitSignal(sigs, asked, op)
+		sig := waitSignal(sigs, asked, dnsChanged, op)
 		if sig == syscall.SIGHUP {
 			op.reload("sighup")
 			continue
@@ -261,33 +270,48 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 }
 
 // waitSignal returns the next signal, reloading for every reload a route
-// file asks for meanwhile.
-func waitSignal(sigs <-chan os.Signal, asked <-chan struct{}, op *operator) os.Signal {
+// file asks for meanwhile, and applying the configuration again for every
+// change of a servers_from pool's servers.
+func waitSignal(sigs <-chan os.Signal, asked, dnsChanged <-chan struct{}, op *operator) os.Signal {
 	for {
 		select {
 		case sig := <-sigs:
 			return sig
 		case <-asked:
 			op.reload("lua")
+		case <-dnsChanged:
+			op.redns()
 		}
 	}
 }
 
 // start builds and starts the proxy and its admin listeners. When it
 // cannot, it logs why, stops what it started and returns false.
-// schedule is what a pool calls to ask for a reload.
-func start(o *options, cfg *config.Config, log *slog.Logger, schedule func()) (*proxy.Server, *operator, bool) {
-	srv, err := proxy.New(cfg, proxy.Options{Logger: log, ScheduleReload: schedule, FleetRing: o.inFleet})
+// schedule is what a pool calls to ask for a reload; dnsChanged hears of
+// a servers_from pool's new servers. A servers_from pool waits for its
+// first answer (dnspool.DefaultStartWait at most); without one it starts
+// on its servers key's set, and without that the proxy does not start.
+func start(o *options, cfg *config.Config, log *slog.Logger, schedule func(), dnsChanged chan<- struct{}) (*proxy.Server, *operator, bool) {
+	dns := newDNS(log, dnsChanged)
+	run, err := dns.Resolve(cfg)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		dns.Close()
+		return nil, nil, false
+	}
+	srv, err := proxy.New(run, proxy.Options{Logger: log, ScheduleReload: schedule, FleetRing: o.inFleet})
 	if err != nil {
 		log.Error("cannot build proxy", "err", err)
+		dns.Close()
 		return nil, nil, false
 	}
 	if err := srv.Start(); err != nil {
 		log.Error("cannot start", "err", err)
 		srv.Shutdown(context.Background())
+		dns.Close()
 		return nil, nil, false
 	}
-	op := newOperator(o, srv, log)
+	op := newOperator(o, srv, log, dns, cfg)
 	if errs := op.listen(cfg.Admin); len(errs) > 0 {
 		for _, err := range errs {
 			log.Error("cannot start admin", "err", err)

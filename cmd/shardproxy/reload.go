@@ -10,6 +10,7 @@ import (
 
 	"shardproxy/admin"
 	"shardproxy/config"
+	"shardproxy/dnspool"
 	"shardproxy/fleet"
 	"shardproxy/proxy"
 )
@@ -27,17 +28,24 @@ type operator struct {
 	// and --admin ("" serves no HTTP admin).
 	statsDefault, webDefault string
 
+	// dns watches the servers_from pools; apply resolves with it.
+	dns *dnspool.Group
+
 	mu sync.Mutex // one reload at a time
+	// last is the configuration applied last, as its source gave it
+	// (servers_from unresolved): a DNS change applies it again.
+	last *config.Config
 
 	// agent, with a fleet, is where a reload reads the configuration
-	// (etcd, not the file); last is the result of the last apply, which
-	// a reload from etcd answers with (under mu).
-	agent *fleet.Agent
-	last  admin.ReloadResult
+	// (etcd, not the file); result is the last apply's, which a reload
+	// from etcd answers with (under mu).
+	agent  *fleet.Agent
+	result admin.ReloadResult
 }
 
-func newOperator(o *options, srv *proxy.Server, log *slog.Logger) *operator {
-	op := &operator{path: o.conf, srv: srv, log: log}
+func newOperator(o *options, srv *proxy.Server, log *slog.Logger, dns *dnspool.Group, cfg *config.Config) *operator {
+	op := &operator{path: o.conf, srv: srv, log: log, dns: dns, last: cfg}
+	srv.SetSourceStats(dnsStats(dns))
 	op.statsDefault, op.webDefault = o.adminDefaults()
 	op.stats = admin.NewStats(srv, admin.StatsConfig{
 		Interval: time.Duration(o.statsIntvl) * time.Millisecond, Logger: log})
@@ -99,15 +107,26 @@ func (op *operator) reload(trigger string) (admin.ReloadResult, error) {
 
 // apply swaps the proxy to cfg, a configuration as its source gave it (the
 // file, or another source of versions), through the one reload path:
-// Reload counts a refusal. Then the admin servers move if cfg moved them;
+// Reload counts a refusal. Its servers_from pools run the servers their
+// watchers hold now (a copy of cfg; cfg is kept as given, for the next DNS
+// change to apply again). Then the admin servers move if cfg moved them;
 // an address that cannot be bound keeps the old one and is a warning, not a
 // failure, since the proxy already runs cfg. Called with op.mu held.
 func (op *operator) apply(cfg *config.Config, trigger string) (admin.ReloadResult, error) {
 	start := time.Now()
-	if err := op.srv.Reload(cfg); err != nil {
+	run, err := op.dns.Resolve(cfg)
+	if err == nil {
+		err = op.srv.Reload(run)
+	} else {
+		op.srv.ReloadFailed(cfg.Source, err)
+	}
+	if err != nil {
+		op.dns.Sync(op.last) // stop the watchers only cfg wanted
 		op.log.Warn("reload failed, old configuration kept", "trigger", trigger, "conf", cfg.Source)
 		return admin.ReloadResult{}, err
 	}
+	op.last = cfg
+	op.dns.Sync(cfg)
 	res := admin.ReloadResult{Source: cfg.Source, Checksum: op.srv.Info().Checksum}
 	for _, err := range op.listen(cfg.Admin) {
 		op.log.Error("admin address not moved, old one kept", "err", err)
@@ -119,10 +138,11 @@ func (op *operator) apply(cfg *config.Config, trigger string) (admin.ReloadResul
 	return res, nil
 }
 
-// close stops the admin servers.
+// close stops the admin servers and the DNS watchers.
 func (op *operator) close() {
 	op.web.Close()
 	op.stats.Close()
+	op.dns.Close()
 }
 
 func or(a, b string) string {

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -73,63 +71,46 @@ func startRingProxy(t *testing.T, eps []string, id string, mcs []string) *ringPr
 	return rp
 }
 
-// mcConn is a memcache client on one connection.
-type mcConn struct {
-	nc net.Conn
-	r  *bufio.Reader
-}
-
-func dialMC(t *testing.T, addr string) *mcConn {
+// dialRing is a memcache connection to a proxy of the ring test.
+func dialRing(t *testing.T, addr string) *mcConn {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	c, err := dialMC(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { nc.Close() })
-	return &mcConn{nc: nc, r: bufio.NewReader(nc)}
+	t.Cleanup(func() { c.nc.Close() })
+	return c
 }
 
-// set stores val at key; false on a server error.
-func (c *mcConn) set(t *testing.T, key, val string) bool {
+// set stores val at key through c; false on a server error.
+func set(t *testing.T, c *mcConn, key, val string) bool {
 	t.Helper()
-	c.nc.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(c.nc, "set %s 0 0 %d\r\n%s\r\n", key, len(val), val)
-	line, err := c.r.ReadString('\n')
+	line, _, err := c.do(fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", key, len(val), val))
 	switch {
 	case err != nil:
 		t.Fatalf("set %s: %v", key, err)
-	case line == "STORED\r\n":
-		return true
 	case strings.HasPrefix(line, "SERVER_ERROR"):
 		return false
+	case line != "STORED\r\n":
+		t.Fatalf("set %s: %q", key, line)
 	}
-	t.Fatalf("set %s: %q", key, line)
-	return false
+	return true
 }
 
-// get returns key's value, "" for a miss; ok false on a server error.
-func (c *mcConn) get(t *testing.T, key string) (val string, ok bool) {
+// get returns key's value through c, "" for a miss; ok false on a server
+// error.
+func get(t *testing.T, c *mcConn, key string) (val string, ok bool) {
 	t.Helper()
-	c.nc.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(c.nc, "get %s\r\n", key)
-	line, err := c.r.ReadString('\n')
-	if err != nil {
-		t.Fatalf("get %s: %v", key, err)
-	}
+	line, val, err := c.do("get " + key + "\r\n")
 	switch {
-	case line == "END\r\n":
-		return "", true
+	case err != nil:
+		t.Fatalf("get %s: %v", key, err)
 	case strings.HasPrefix(line, "SERVER_ERROR"):
 		return "", false
-	case !strings.HasPrefix(line, "VALUE "+key+" "):
+	case line != "END\r\n" && !strings.HasPrefix(line, "VALUE "+key+" "):
 		t.Fatalf("get %s: %q", key, line)
 	}
-	v, _ := c.r.ReadString('\n')
-	end, _ := c.r.ReadString('\n')
-	if end != "END\r\n" {
-		t.Fatalf("get %s: %q %q", key, v, end)
-	}
-	return strings.TrimSuffix(v, "\r\n"), true
+	return val, true
 }
 
 func ringKeys() []string {
@@ -146,7 +127,7 @@ func writeAll(t *testing.T, c *mcConn, tag string) map[string]bool {
 	t.Helper()
 	failed := map[string]bool{}
 	for _, k := range ringKeys() {
-		if !c.set(t, k, tag+k) {
+		if !set(t, c, k, tag+k) {
 			failed[k] = true
 		}
 	}
@@ -158,7 +139,7 @@ func writeAll(t *testing.T, c *mcConn, tag string) map[string]bool {
 func stale(t *testing.T, c *mcConn, want func(string) string) (stale, errs int) {
 	t.Helper()
 	for _, k := range ringKeys() {
-		v, ok := c.get(t, k)
+		v, ok := get(t, c, k)
 		switch {
 		case !ok:
 			errs++
@@ -212,7 +193,7 @@ func TestFleetRing(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	writer, reader, third := dialMC(t, rps[0].addr), dialMC(t, rps[1].addr), dialMC(t, rps[2].addr)
+	writer, reader, third := dialRing(t, rps[0].addr), dialRing(t, rps[1].addr), dialRing(t, rps[2].addr)
 	if failed := writeAll(t, writer, "v1:"); len(failed) != 0 {
 		t.Fatalf("writes failed with every server up: %d", len(failed))
 	}
