@@ -112,6 +112,9 @@ type Config struct {
 	// Admin is the top-level "shardproxy:" section, a shardproxy extension
 	// (twemproxy would read it as a pool and reject it).
 	Admin Admin
+	// Fleet is the top-level "fleet:" section (nil: none): the etcd cluster
+	// the configuration comes from. With it, Pools may be empty.
+	Fleet *Fleet
 }
 
 // AdminSection is the reserved top-level key of the Admin section; no pool

@@ -49,7 +49,7 @@ func Parse(data []byte, source string) (*Config, error) {
 		return nil, b.errs.err()
 	}
 	c := &Config{Source: source, Pools: b.config(doc)}
-	c.Admin = b.admin
+	c.Admin, c.Fleet = b.admin, b.fleet
 	if err := b.errs.err(); err != nil {
 		return nil, err
 	}
@@ -104,6 +104,7 @@ func yamlError(err error) (int, string) {
 // builder turns a YAML tree into pools, collecting problems.
 type builder struct {
 	admin     Admin
+	fleet     *Fleet
 	errs      errorList
 	listens   []listenAt
 	failovers []listenAt // pools with failover_pool, at that key's line
@@ -152,6 +153,11 @@ func (b *builder) config(doc *yaml.Node) []*Pool {
 		if k.Value == AdminSection {
 			first[k.Value] = k.Line
 			b.adminSection(v)
+			continue
+		}
+		if k.Value == FleetSection {
+			first[k.Value] = k.Line
+			b.fleetSection(v)
 			continue
 		}
 		first[k.Value] = k.Line

@@ -68,11 +68,15 @@ type load struct {
 	wg                      sync.WaitGroup
 }
 
-func startLoad(addr string, workers int) *load {
+func startLoad(addr string, workers int) *load { return startLoadAs(addr, workers, "w") }
+
+// startLoadAs is startLoad with its workers' keys named name0-k..,
+// name1-k..: loads through several proxies at once keep to their own keys.
+func startLoadAs(addr string, workers int, name string) *load {
 	l := &load{stop: make(chan struct{})}
 	for w := range workers {
 		l.wg.Add(1)
-		go l.worker(addr, w)
+		go l.worker(addr, name+strconv.Itoa(w))
 	}
 	return l
 }
@@ -82,7 +86,7 @@ func (l *load) bad(counter *atomic.Int64, what string) {
 	l.firstBad.CompareAndSwap(nil, what)
 }
 
-func (l *load) worker(addr string, w int) {
+func (l *load) worker(addr, w string) {
 	defer l.wg.Done()
 	c, err := dialMC(addr)
 	if err != nil {
@@ -96,7 +100,7 @@ func (l *load) worker(addr string, w int) {
 			return
 		default:
 		}
-		key := fmt.Sprintf("w%d-k%d", w, seq%500)
+		key := fmt.Sprintf("%s-k%d", w, seq%500)
 		val := key + ":" + strconv.Itoa(seq)
 		line, _, err := c.do(fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", key, len(val), val))
 		if err != nil || line != "STORED\r\n" {

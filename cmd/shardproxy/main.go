@@ -39,6 +39,12 @@ type options struct {
 	drain       time.Duration
 	admin       string
 	threads     int
+
+	confSet bool       // -c was given
+	inFleet bool       // the proxy runs in a fleet: its ring pools follow the fleet's ring
+	fleet   fleetFlags // --etcd and the flags that go with it
+	// fleetSection is the fleet the flags describe (nil: no --etcd).
+	fleetSection *config.Fleet
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -61,7 +67,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.drain, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long to let in-flight requests finish")
 	fs.StringVar(&o.admin, "admin", admin.DefaultHTTPAddr, "HTTP admin address (/metrics, /config, /backends, /version, POST /reload); \"\" serves none; the config's shardproxy: admin_listen overrides it")
 	fs.IntVar(&o.threads, "threads", 0, "threads that run the proxy at once (GOMAXPROCS); 0: the GOMAXPROCS environment variable if set, else half the cores the process may use (at least 1)")
+	o.fleet.add(fs)
 	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	fs.Visit(func(f *flag.Flag) { o.confSet = o.confSet || f.Name == "c" })
+	var err error
+	if o.fleetSection, err = o.fleet.section(); err != nil {
 		return nil, err
 	}
 	if o.threads < 0 {
@@ -92,6 +104,9 @@ func main() {
 
 // run is the command: it returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "fleet" {
+		return fleetCommand(args[1:], stdout, stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		if err == flag.ErrHelp {
@@ -112,15 +127,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: logLevel(o.verbosity)}))
 	slog.SetDefault(log)
 
-	cfg, err := config.Load(o.conf)
-	if err != nil {
-		fmt.Fprintf(stderr, "shardproxy: configuration file '%s' syntax is invalid: %v\n", o.conf, err)
-		return 1
+	// With --etcd and no -c there is no local file: the configuration
+	// comes from etcd alone.
+	var cfg *config.Config
+	if o.fleetSection == nil || o.confSet || o.test {
+		if cfg, err = config.Load(o.conf); err != nil {
+			fmt.Fprintf(stderr, "shardproxy: configuration file '%s' syntax is invalid: %v\n", o.conf, err)
+			return 1
+		}
 	}
 	if o.test {
 		return testConfig(o, cfg, log, stdout, stderr)
 	}
-	return serve(o, cfg, log)
+	fl := o.fleetSection
+	if fl == nil && cfg != nil {
+		fl = cfg.Fleet
+	}
+	return serve(o, cfg, fl, log)
 }
 
 // earlyExit answers the flags that end the command before it reads the
@@ -177,8 +200,18 @@ func testConfig(o *options, cfg *config.Config, log *slog.Logger, stdout, stderr
 
 // serve runs the proxy until SIGTERM or SIGINT, reloading it on SIGHUP,
 // then lets in-flight requests finish for -shutdown-timeout.
-func serve(o *options, cfg *config.Config, log *slog.Logger) int {
+func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) int {
 	runtime.GOMAXPROCS(threads(o.threads, os.Getenv("GOMAXPROCS") != "", runtime.GOMAXPROCS(0)))
+	var rev int64 // etcd's revision of cfg; 0: the file's
+	if fl != nil {
+		var err error
+		if cfg, rev, err = fleetConfig(fl, cfg, o.fleet.wait, log); err != nil {
+			log.Error("no configuration to start with", "fleet", fl.Prefix, "err", err)
+			return 1
+		}
+		rehost(cfg, fl.ListenHost)
+		o.inFleet = true
+	}
 	// A route file's cron may ask for a reload (mcp.schedule_config_reload):
 	// one pending ask is enough, as memcached keeps one flag.
 	asked := make(chan struct{}, 1)
@@ -195,6 +228,15 @@ func serve(o *options, cfg *config.Config, log *slog.Logger) int {
 		return 1
 	}
 	defer op.close()
+	leave := func() {}
+	if fl != nil {
+		var err error
+		if leave, err = joinFleet(fl, op, rev, log); err != nil {
+			log.Error("cannot join the fleet", "fleet", fl.Prefix, "err", err)
+			srv.Shutdown(context.Background())
+			return 1
+		}
+	}
 	// Signals are caught from here on: a SIGHUP sent as soon as the pid
 	// file or the "started" line appears reloads, it does not kill.
 	sigs := make(chan os.Signal, 2)
@@ -213,6 +255,7 @@ func serve(o *options, cfg *config.Config, log *slog.Logger) int {
 		log.Info("shutting down", "signal", sig.String(), "timeout", o.drain)
 		break
 	}
+	leave() // the fleet forgets this proxy before it drains
 	ctx, cancel := context.WithTimeout(context.Background(), o.drain)
 	defer cancel()
 	go func() { // a second signal ends the wait
@@ -256,7 +299,7 @@ func start(o *options, cfg *config.Config, log *slog.Logger, schedule func(), dn
 		dns.Close()
 		return nil, nil, false
 	}
-	srv, err := proxy.New(run, proxy.Options{Logger: log, ScheduleReload: schedule})
+	srv, err := proxy.New(run, proxy.Options{Logger: log, ScheduleReload: schedule, FleetRing: o.inFleet})
 	if err != nil {
 		log.Error("cannot build proxy", "err", err)
 		dns.Close()

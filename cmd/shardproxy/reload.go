@@ -11,6 +11,7 @@ import (
 	"shardproxy/admin"
 	"shardproxy/config"
 	"shardproxy/dnspool"
+	"shardproxy/fleet"
 	"shardproxy/proxy"
 )
 
@@ -34,6 +35,12 @@ type operator struct {
 	// last is the configuration applied last, as its source gave it
 	// (servers_from unresolved): a DNS change applies it again.
 	last *config.Config
+
+	// agent, with a fleet, is where a reload reads the configuration
+	// (etcd, not the file); result is the last apply's, which a reload
+	// from etcd answers with (under mu).
+	agent  *fleet.Agent
+	result admin.ReloadResult
 }
 
 func newOperator(o *options, srv *proxy.Server, log *slog.Logger, dns *dnspool.Group, cfg *config.Config) *operator {
@@ -84,6 +91,9 @@ func checkAdmin(o *options, a config.Admin) error {
 // reload re-reads the config file and applies it. A file that cannot be
 // read or parsed is counted with ReloadFailed and changes nothing.
 func (op *operator) reload(trigger string) (admin.ReloadResult, error) {
+	if op.agent != nil {
+		return op.rereadFleet(trigger)
+	}
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	cfg, err := config.Load(op.path)

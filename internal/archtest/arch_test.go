@@ -75,8 +75,13 @@ var layers = map[string]rule{
 	"admin": {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},
 	// dnspool resolves a pool's servers_from into servers, for the
 	// command to hand the proxy; it knows the configuration only.
-	"dnspool":        {parts: []string{"config"}, external: []string{"github.com/miekg/dns"}},
-	"cmd/shardproxy": {parts: []string{"proxy", "config", "admin", "dnspool"}},
+	"dnspool": {parts: []string{"config"}, external: []string{"github.com/miekg/dns"}},
+	// fleet is the proxy's member of a fleet over etcd: it parses the
+	// configurations etcd holds and drives the proxy through an interface
+	// of its own, never importing it.
+	"fleet": {parts: []string{"config"}, external: []string{"go.etcd.io/etcd/client/v3", "go.etcd.io/etcd/api/v3/",
+		"go.uber.org/zap", "google.golang.org/grpc"}},
+	"cmd/shardproxy": {parts: []string{"proxy", "config", "admin", "dnspool", "fleet"}},
 	// proc is the one supervisor of real server processes: testserver
 	// builds the tests' servers on it, soak and bench run their fleets
 	// with it.

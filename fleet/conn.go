@@ -1,0 +1,89 @@
+package fleet
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"shardproxy/config"
+)
+
+// Conn says how to reach the etcd cluster.
+type Conn struct {
+	// Endpoints are the etcd members' client addresses ("host:port").
+	Endpoints []string
+	// TLS, if set, is used for every connection to etcd.
+	TLS *tls.Config
+	// Username and Password authenticate, if set.
+	Username, Password string
+	// DialTimeout bounds each connection attempt; default 5s.
+	DialTimeout time.Duration
+	// DialOptions are added to the gRPC connection's (a scale simulation
+	// passes its own stats handler or dialer).
+	DialOptions []grpc.DialOption
+}
+
+// Dial returns an etcd client for c. It does not wait for a member to
+// answer: the first request does.
+func Dial(c Conn) (*clientv3.Client, error) {
+	if len(c.Endpoints) == 0 {
+		return nil, errors.New("fleet: no etcd endpoints")
+	}
+	dt := c.DialTimeout
+	if dt <= 0 {
+		dt = 5 * time.Second
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: c.Endpoints, DialTimeout: dt, TLS: c.TLS,
+		Username: c.Username, Password: c.Password,
+		DialOptions: c.DialOptions, Logger: zap.NewNop(),
+		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fleet: etcd %v: %w", c.Endpoints, err)
+	}
+	return cli, nil
+}
+
+// ConnOf returns the Conn a fleet: section describes, its TLS files read.
+func ConnOf(f *config.Fleet) (Conn, error) {
+	c := Conn{Endpoints: f.Endpoints, Username: f.Username, Password: f.Password}
+	if f.TLSCA == "" && f.TLSCert == "" {
+		return c, nil
+	}
+	t, err := TLSConfig(f.TLSCA, f.TLSCert, f.TLSKey)
+	c.TLS = t
+	return c, err
+}
+
+// TLSConfig returns a client TLS configuration: ca ("" for the system's
+// roots) signs the servers' certificates; cert and key ("" for none) are
+// this client's.
+func TLSConfig(ca, cert, key string) (*tls.Config, error) {
+	t := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: tls_ca: %w", err)
+		}
+		t.RootCAs = x509.NewCertPool()
+		if !t.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("fleet: tls_ca %s: no PEM certificate", ca)
+		}
+	}
+	if cert != "" || key != "" {
+		c, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: tls_cert/tls_key: %w", err)
+		}
+		t.Certificates = []tls.Certificate{c}
+	}
+	return t, nil
+}
