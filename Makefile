@@ -21,7 +21,7 @@ APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools
 	memccapable:libmemcached-tools /usr/lib/python3/dist-packages/pymemcache:python3-pymemcache chromium:chromium \
 	nc:netcat-openbsd openssl:openssl systemd-analyze:systemd etcd:etcd-server dnsmasq:dnsmasq
 
-.PHONY: help build run test lint bench bench-go fuzz deps clean soak redis-suite mcp-suite
+.PHONY: help build run test lint bench bench-go bench-fleet fuzz deps clean soak redis-suite mcp-suite
 
 help:
 	@echo 'make build   build bin/shardproxy'
@@ -34,6 +34,7 @@ help:
 	@echo 'make bench   shardproxy vs nutcracker vs direct (~13 min; BENCH_QUICK=1 ~1 min) -> bench/report/'
 	@echo 'make soak    DURATION=$(DURATION): proxy under memcached+Redis load, faults and reloads; checks every reply'
 	@echo 'make bench-go  go test -bench of every package with -benchmem'
+	@echo 'make bench-fleet  100 fleet agents against a 3-member etcd: apply and ejection times, etcd traffic (~1 min)'
 	@echo 'make redis-suite REDIS_SRC=DIR  Redis'"'"'s own tests (runtest, tests/ of a Redis tree) against redis-server,'
 	@echo '             shardproxy and nutcracker over 3 servers -> suite-results/ (scripts/redis-suite.sh)'
 	@echo 'make mcp-suite MC_SRC=DIR [MCPROXY=BIN]  memcached'"'"'s t/proxy*.t against shardproxy (and memcached'"'"'s proxy)'
@@ -121,6 +122,15 @@ mcp-suite: build
 # The hot-path micro-benchmarks (parse, encode, pick a server, loopback).
 bench-go:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# The fleet's scale simulation (fleet/scale_test.go): 100 fleet agents,
+# each its own etcd client, against a real 3-member etcd on loopback. It
+# prints the time from a Put to every agent's apply of a configuration and
+# from the report that tips the majority to every agent's ring, and the
+# etcd requests and bytes per proxy at rest and per change (docs/fleet.md,
+# Scale). make test runs a short one (TestFleetScale, 20 agents).
+bench-fleet: deps
+	$(GO) test -run '^$$' -bench '^BenchmarkFleet100$$' -benchtime 1x -timeout 15m ./fleet/
 
 # Finds every `func FuzzXxx(` in a _test.go file, so new targets run without
 # editing this file; each runs alone, as go test -fuzz requires.
