@@ -372,3 +372,23 @@ func waitForIn(t *testing.T, fail func(string, ...any), d time.Duration, what st
 		}
 	}
 }
+
+// TestFleetPutServersFrom: fleet put checks a pool that takes its servers
+// from DNS as -t does, its name resolved first, and publishes it; checked
+// without the answer, the pool would have no server and be refused.
+func TestFleetPutServersFrom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: etcd, memcached and a DNS server")
+	}
+	c := testserver.StartEtcd(t, 1)
+	mc := map[string]*testserver.Server{"mc-0": testserver.StartMemcached(t)}
+	d := testserver.StartDNS(t)
+	const name = "_memcache._tcp.cache.test"
+	d.SetSRV(name, srvTargets(mc, "mc-0")...)
+	yml := fmt.Sprintf("cache:\n  listen: 127.0.0.1:%d\n  auto_eject_hosts: true\n  servers_from:\n"+
+		"    dns: %s\n    resolver: %s\n", testserver.FreePort(t), name, d.Addr)
+	rev := fleetPut(t, c.Endpoints(), yml)
+	if st := fleetStatus(t, c.Endpoints()); st.ConfigRevision != rev {
+		t.Fatalf("published at revision %d, etcd holds %+v", rev, st)
+	}
+}

@@ -15,7 +15,6 @@ import (
 
 	"shardproxy/config"
 	"shardproxy/fleet"
-	"shardproxy/proxy"
 )
 
 const fleetUsage = `usage: shardproxy fleet put -c FILE --etcd HOST:PORT,... --etcd-prefix /shardproxy/NAME
@@ -117,7 +116,7 @@ func validate(path string) (*config.Config, error) {
 	if cfg.Fleet != nil {
 		return nil, fmt.Errorf("%s: a configuration for etcd may not hold a fleet: section (each proxy's own file or flags say where the fleet is)", path)
 	}
-	if err := proxy.Check(cfg, proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+	if err := checkPools(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return cfg, nil

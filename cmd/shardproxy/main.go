@@ -181,12 +181,7 @@ func openLog(output string, stderr io.Writer) (w io.Writer, closeLog func(), err
 // names resolved, pools built and closed (route files run, TLS files
 // read), addresses resolved.
 func testConfig(o *options, cfg *config.Config, log *slog.Logger, stdout, stderr io.Writer) int {
-	dns := dnspool.New(dnspool.Config{Logger: log})
-	run, err := dns.Resolve(cfg)
-	dns.Close()
-	if err == nil {
-		err = proxy.Check(run, proxy.Options{Logger: log})
-	}
+	err := checkPools(cfg, log)
 	if err == nil {
 		err = checkAdmin(o, cfg.Admin)
 	}
@@ -196,6 +191,19 @@ func testConfig(o *options, cfg *config.Config, log *slog.Logger, stdout, stderr
 	}
 	fmt.Fprintf(stdout, "shardproxy: configuration file '%s' syntax is ok\n", o.conf)
 	return 0
+}
+
+// checkPools is what -t and fleet put check of a configuration's pools:
+// the servers_from pools resolved (each waits for its first answer), then
+// every pool built and closed.
+func checkPools(cfg *config.Config, log *slog.Logger) error {
+	dns := dnspool.New(dnspool.Config{Logger: log})
+	run, err := dns.Resolve(cfg)
+	dns.Close()
+	if err != nil {
+		return err
+	}
+	return proxy.Check(run, proxy.Options{Logger: log})
 }
 
 // serve runs the proxy until SIGTERM or SIGINT, reloading it on SIGHUP,
