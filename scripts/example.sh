@@ -365,7 +365,7 @@ fi
 if [ -n "$fleet" ]; then
 	"$BIN" fleet put -c "$RUN_DIR/shardproxy.yml" --etcd "$etcd" --etcd-prefix "$fleet" >"$RUN_DIR/fleet-put.log" 2>&1 ||
 		{ cat "$RUN_DIR/fleet-put.log" >&2; say "shardproxy fleet put failed"; exit 1; }
-	say "published shardproxy.yml to etcd under $fleet: $(tail -n 1 "$RUN_DIR/fleet-put.log")"
+	say "$(tail -n 1 "$RUN_DIR/fleet-put.log")"
 fi
 
 # Each proxy listens on its own loopback address (the pools' addresses
