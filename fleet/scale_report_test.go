@@ -19,6 +19,8 @@ import (
 // messages such as lease keep-alives), by gRPC method; messages etcd sent
 // back (watch events among them); the bytes both ways; and the Raft
 // proposals committed (the cluster's writes; the largest member's count).
+// They include the simulation's own few reads (Range), which wait for the
+// agents to settle.
 type etcdCounters struct {
 	received  map[string]float64
 	sent      float64

@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -237,6 +238,53 @@ func (s *sim) count(dir string) int {
 	return int(resp.Count)
 }
 
+// registered reports whether every agent's registration shows the
+// configuration revision rev and the ring version ring.
+func (s *sim) registered(rev, ring int64) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, simPrefix+"/proxies/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != len(s.agents) {
+		return false
+	}
+	for _, kv := range resp.Kvs {
+		var r fleet.Registration
+		if json.Unmarshal(kv.Value, &r) != nil || r.ConfigRevision != rev || r.Rings[simPool] != ring {
+			return false
+		}
+	}
+	return true
+}
+
+// settleMargin is how long the watch events of the last writes are given
+// to reach every agent once etcd holds them all: no agent tells how far
+// its watch has come, and a window must not count the previous one's
+// events. They take milliseconds on loopback.
+const settleMargin = time.Second
+
+// settle waits until every agent sees every other and every registration
+// shows what its target runs, then for settleMargin, so that a measured
+// window holds the writes a change causes and no more.
+func (s *sim) settle(d time.Duration) {
+	s.tb.Helper()
+	var rev int64
+	s.targets[0].mu.Lock()
+	for r := range s.targets[0].applied {
+		rev = max(rev, r)
+	}
+	s.targets[0].mu.Unlock()
+	ring := s.targets[0].Rings()[simPool].Version
+	s.waitFor(d, fmt.Sprintf("every registration at revision %d, ring version %d", rev, ring), func() bool {
+		for _, a := range s.agents {
+			if a.State().Proxies != len(s.agents) {
+				return false
+			}
+		}
+		return s.registered(rev, ring)
+	})
+	time.Sleep(settleMargin)
+}
+
 // applied reports whether every target applied revision rev.
 func (s *sim) applied(rev int64) bool {
 	for _, t := range s.targets {
@@ -361,22 +409,22 @@ func runScale(tb testing.TB, sc scale) *report {
 	tb.Helper()
 	s := startSim(tb, sc.agents, sc.deadline)
 	r := &report{scale: sc}
-	time.Sleep(time.Second) // the agents' first health and ring writes settle
+	s.settle(sc.deadline)
 	w := s.window()
 	time.Sleep(sc.rest)
 	r.atRest = w.end()
 
-	// Each window ends a second after the last agent applied the last
-	// change, so that the registrations that follow it are counted.
+	// Each window ends once every registration shows the last change, so
+	// that the writes that follow it are counted.
 	w = s.window()
 	r.config = percentiles(s.configRounds(sc))
-	time.Sleep(time.Second)
+	s.settle(sc.deadline)
 	r.changing = w.end()
 
 	w = s.window()
 	ej, rs := s.ejectRounds(sc)
 	r.eject, r.restore = percentiles(ej), percentiles(rs)
-	time.Sleep(time.Second)
+	s.settle(sc.deadline)
 	r.ejecting = w.end()
 	for _, a := range s.agents {
 		r.errors += a.State().Errors
