@@ -104,8 +104,13 @@ const Inline = "<inline>"
 // Config is a whole nutcracker.yml: its pools, each listening on its own
 // address.
 type Config struct {
-	// Source is the file the configuration was read from, or Inline.
+	// Source is the file the configuration was read from, or Inline, or
+	// another source's name (a fleet's "etcd:PREFIX/config@REV").
 	Source string
+	// Dir, when set, is the directory relative paths in the configuration
+	// resolve against instead of Source's: a configuration that is not a
+	// file (a fleet's, from etcd) sets it to the proxy's working directory.
+	Dir string
 	// Pools are sorted by name the way twemproxy sorts them: shorter names
 	// first, names of equal length by their bytes. Names are unique.
 	Pools []*Pool
@@ -504,9 +509,14 @@ type Pool struct {
 }
 
 // Path resolves a path written in the config: relative paths are relative
-// to the directory of the config file.
+// to Dir when set, else to the directory of the config file.
 func (c *Config) Path(p string) string {
-	if p == "" || filepath.IsAbs(p) || c.Source == Inline || c.Source == "" {
+	switch {
+	case p == "" || filepath.IsAbs(p):
+		return p
+	case c.Dir != "":
+		return filepath.Join(c.Dir, p)
+	case c.Source == Inline || c.Source == "":
 		return p
 	}
 	return filepath.Join(filepath.Dir(c.Source), p)

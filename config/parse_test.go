@@ -557,6 +557,13 @@ func TestLuaPool(t *testing.T) {
 	if got := c.Path("/abs.lua"); got != "/abs.lua" {
 		t.Fatalf("Path(abs) = %q", got)
 	}
+	// A configuration that is no file (a fleet's from etcd) resolves
+	// against its Dir.
+	c.Dir = "/srv/proxy"
+	if got := c.Path(p.Lua); got != "/srv/proxy/routes/main.lua" {
+		t.Fatalf("Path with Dir = %q", got)
+	}
+	c.Dir = ""
 	out, err := c.Marshal()
 	if err != nil {
 		t.Fatal(err)

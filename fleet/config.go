@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,12 +22,16 @@ func Source(prefix string, revision int64) string {
 
 // Parse parses a configuration version read from etcd. A configuration in
 // etcd may not hold a fleet: section: where the fleet is comes from each
-// proxy's flags or file, never from the fleet itself.
+// proxy's flags or file, never from the fleet itself. Relative paths in it
+// (route files, TLS files) resolve against the proxy's working directory.
 func Parse(data []byte, prefix string, revision int64) (*config.Config, error) {
 	source := Source(prefix, revision)
 	cfg, err := config.Parse(data, source)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Dir, err = os.Getwd(); err != nil {
+		return nil, fmt.Errorf("fleet: %s: working directory: %w", source, err)
 	}
 	if cfg.Fleet != nil {
 		return nil, &config.Error{Source: source, Pool: config.FleetSection,

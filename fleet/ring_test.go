@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 )
@@ -84,5 +86,21 @@ func TestParseRing(t *testing.T) {
 		if _, err := parseRing([]byte(bad)); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}
+	}
+}
+
+// TestParseDir: a version from etcd is no file; its relative paths
+// resolve against the proxy's working directory, not against its Source.
+func TestParseDir(t *testing.T) {
+	cfg, err := Parse([]byte("lp:\n  listen: 127.0.0.1:0\n  lua: routes/main.lua\n"), "/shardproxy/t", 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	if got, want := cfg.Path("routes/main.lua"), filepath.Join(wd, "routes/main.lua"); got != want {
+		t.Fatalf("Path = %q, want %q", got, want)
+	}
+	if cfg.Source != "etcd:/shardproxy/t/config@7" {
+		t.Fatalf("Source = %q", cfg.Source)
 	}
 }
