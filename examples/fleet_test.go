@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,7 +39,10 @@ const fleetApplyBound = 15 * time.Second
 // their servers from an SRV name. It talks to every proxy (a key written
 // through each is read through the next), runs the two commands the
 // banner prints (publish the second version, show the fleet) and waits
-// until all three run that version, then stops the script as Ctrl-C would.
+// until all three run that version. Then it stops one memcached, as the
+// page suggests: every proxy must run the ring without it at one version
+// and answer for its keys from the other two. Last it stops the script as
+// Ctrl-C would.
 func TestExampleFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers; not in -short")
@@ -72,6 +76,8 @@ func TestExampleFleet(t *testing.T) {
 			t.Errorf("the pool sessions of the second version on %s answered %q, want %q", h, got, want)
 		}
 	}
+	r.ejectOne(t, status, metrics)
+	r.everyProxy(t)
 	r.stop(t, true)
 	for _, h := range fleetHosts[1:] {
 		for _, i := range []int{fleetPool, fleetSessions, 18, fleetAdmin} {
@@ -100,6 +106,48 @@ func (r *run) everyProxy(t *testing.T) {
 		next := fleetHosts[(i+1)%len(fleetHosts)]
 		if got, want := roundTripAddr(t, r.addr(next, fleetPool), "get "+key+"\r\n"), "VALUE "+key+" 0 1\r\nv\r\nEND\r\n"; got != want {
 			t.Errorf("%s written through %s, read through %s: %q, want %q", key, h, next, got, want)
+		}
+	}
+}
+
+// ejectOne stops the second memcached (mc2.cache.fleet.example, port
+// index 2) and sends gets through every proxy until fleet status shows the
+// ring of the pool cache without it, then checks that every proxy runs that
+// ring version.
+func (r *run) ejectOne(t *testing.T, status, metrics string) {
+	t.Helper()
+	port := strconv.Itoa(r.ports[2])
+	m := regexp.MustCompile(`memcached on 127\.0\.0\.1:` + port + ` \(pid (\d+)\)`).FindStringSubmatch(r.out.String())
+	if m == nil {
+		t.Fatalf("the script names no memcached on port %s:\n%s", port, r.out.String())
+	}
+	pid, _ := strconv.Atoi(m[1])
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ring := regexp.MustCompile(`(?m)^ring cache: version (\d+), ejected \[mc2\.cache\.fleet\.example\]$`)
+	stopped := time.Now()
+	deadline := stopped.Add(fleetApplyBound)
+	var out string
+	for {
+		for _, h := range fleetHosts {
+			for i := range 10 { // some of these keys are mc2's: the proxies see it fail
+				roundTripAddr(t, r.addr(h, fleetPool), "get e"+strconv.Itoa(i)+"\r\n")
+			}
+		}
+		out = r.run(t, status)
+		if v := ring.FindStringSubmatch(out); v != nil {
+			t.Logf("ring version %s without mc2 after %v", v[1], time.Since(stopped).Round(time.Millisecond))
+			want := `shardproxy_ring_version{pool="cache"} ` + v[1] + "\n"
+			for _, h := range fleetHosts {
+				if got, _ := r.output(strings.Replace(metrics, fleetHosts[0]+":", h+":", 1)); !strings.Contains(got, want) {
+					t.Errorf("%s runs another ring than fleet status shows (%s):\n%s", h, strings.TrimSpace(want), got)
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v with memcached %s stopped, fleet status:\n%s", fleetApplyBound, port, out)
 		}
 	}
 }
