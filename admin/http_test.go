@@ -16,6 +16,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"shardproxy/admin"
 	"shardproxy/backend"
@@ -64,7 +65,9 @@ func scrape(t testing.TB, h http.Handler, token string) string {
 // families parses Prometheus text.
 func families(t testing.TB, text string) map[string]*dto.MetricFamily {
 	t.Helper()
-	var p expfmt.TextParser
+	// Legacy validation: every name must also be valid for scrapers
+	// that predate UTF-8 names.
+	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
 	if err != nil {
 		t.Fatalf("parse /metrics: %v\n%s", err, text)
