@@ -65,7 +65,10 @@ type Agent struct {
 	// Owned by Run's goroutine.
 	view      *view
 	published map[string]healthValue // pool/server -> this proxy's health key
-	reg       []byte                 // the registration last put
+	reg       []byte                 // the registration put this session
+	status    []byte                 // the status last put this session
+	pending   map[string]time.Time   // pool -> since when the rule wants another ring
+	lost      map[string]int64       // pool -> the ring key's ModRevision a write lost against
 	leaseID   clientv3.LeaseID
 }
 
@@ -249,8 +252,18 @@ func (a *Agent) session(ctx context.Context) error {
 	}
 	a.log.Info("fleet session started", "revision", rev, "proxies", len(a.view.live))
 	wch := a.watch(sctx, rev+1)
+	// A decision that waits (its deciding proxy is stuck) is looked at
+	// again without a new event.
+	tick := time.NewTicker(a.o.LeaseTTL / 2)
+	defer tick.Stop()
 	for {
 		select {
+		case <-tick.C:
+			if len(a.pending) > 0 {
+				if err := a.sync(sctx); err != nil {
+					return err
+				}
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		case _, ok := <-ka:
@@ -275,6 +288,11 @@ func (a *Agent) session(ctx context.Context) error {
 	}
 }
 
+// watchRange is the range of keys an Agent reads and watches: every key
+// under the prefix that sorts before P/status/ (config, health, proxies,
+// ring), not the proxies' status keys, which only `fleet status` reads.
+func (a *Agent) watchRange() clientv3.OpOption { return clientv3.WithRange(a.key("status") + "/") }
+
 // watched is a watch response, or the end of the watch (closed).
 type watched struct {
 	clientv3.WatchResponse
@@ -286,7 +304,7 @@ type watched struct {
 // them (with a watch of their own, the registrations could lag and a
 // proxy would decide on too few live proxies).
 func (a *Agent) watch(ctx context.Context, rev int64) <-chan watched {
-	ch := a.cli.Watch(clientv3.WithRequireLeader(ctx), a.o.Prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(rev))
+	ch := a.cli.Watch(clientv3.WithRequireLeader(ctx), a.o.Prefix+"/", a.watchRange(), clientv3.WithRev(rev))
 	out := make(chan watched)
 	go func() {
 		for wr := range ch {
@@ -309,14 +327,15 @@ func (a *Agent) watch(ctx context.Context, rev int64) <-chan watched {
 // new lease. It returns the revision read.
 func (a *Agent) catchUp(ctx context.Context) (int64, error) {
 	rctx, cancel := a.reqCtx(ctx)
-	resp, err := a.cli.Get(rctx, a.o.Prefix+"/", clientv3.WithPrefix())
+	resp, err := a.cli.Get(rctx, a.o.Prefix+"/", a.watchRange())
 	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("fleet: read %s/: %w", a.o.Prefix, err)
 	}
 	a.view = newView()
 	a.published = map[string]healthValue{}
-	a.reg = nil
+	a.reg, a.status = nil, nil
+	a.pending, a.lost = map[string]time.Time{}, map[string]int64{}
 	for _, kv := range resp.Kvs {
 		a.put(string(kv.Key), kv.Value, kv.ModRevision)
 	}

@@ -7,7 +7,9 @@
 // Keys under the fleet's prefix P:
 //
 //	P/config                       the configuration YAML (Put writes it)
-//	P/proxies/<id>                 leased Registration JSON
+//	P/proxies/<id>                 leased: who the proxy is, put once a session
+//	P/status/<id>                  leased: what it runs (revision, checksum, rings);
+//	                               read by `fleet status`, watched by no proxy
 //	P/health/<pool>/<server>/<id>  leased while proxy <id> sees the server failing
 //	P/ring/<pool>                  {"version": N, "ejected": [...]}
 //

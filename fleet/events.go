@@ -158,10 +158,31 @@ func (a *Agent) publishHealth(ctx context.Context) error {
 }
 
 // decide writes each ring the rule decides anew, each with a Txn on the
-// ring key's ModRevision: of the proxies that decide at once, one writes;
-// the others see its value in the watch.
+// ring key's ModRevision. One proxy writes: the live proxy with the
+// smallest id (every proxy knows the same live set, so no election is
+// needed), or any proxy that has seen a decision wait longer than its
+// lease (the deciding one is stuck or its registration lingers). A write
+// that lost the race is not tried again until the ring key moves: the
+// value that won arrives in the watch.
 func (a *Agent) decide(ctx context.Context) error {
-	for pool, d := range a.view.decisions() {
+	decisions := a.view.decisions()
+	for pool := range a.pending {
+		if _, ok := decisions[pool]; !ok {
+			delete(a.pending, pool)
+		}
+	}
+	for pool, d := range decisions {
+		since, ok := a.pending[pool]
+		if !ok {
+			since = time.Now()
+			a.pending[pool] = since
+		}
+		if lost, ok := a.lost[pool]; ok && lost == d.modRev {
+			continue
+		}
+		if a.view.decider() != a.o.ID && time.Since(since) <= a.o.LeaseTTL {
+			continue
+		}
 		key := a.key("ring", url.PathEscape(pool))
 		rctx, cancel := a.reqCtx(ctx)
 		resp, err := a.cli.Txn(rctx).
@@ -171,10 +192,12 @@ func (a *Agent) decide(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("fleet: write %s: %w", key, err)
 		}
-		if resp.Succeeded {
-			a.log.Info("fleet ring decided", "pool", pool, "version", d.ring.Version, "ejected", d.ring.Ejected,
-				"proxies", len(a.view.live))
+		if !resp.Succeeded {
+			a.lost[pool] = d.modRev
+			continue
 		}
+		a.log.Info("fleet ring decided", "pool", pool, "version", d.ring.Version, "ejected", d.ring.Ejected,
+			"proxies", len(a.view.live))
 	}
 	return nil
 }
@@ -204,43 +227,64 @@ func (a *Agent) do(ctx context.Context, op clientv3.Op) error {
 	return nil
 }
 
-// Registration is the JSON of P/proxies/<id>: who the proxy is and what
-// it runs.
+// Registration is what `fleet status` shows of one live proxy: who it is
+// (P/proxies/<id>, written once a session, watched by every proxy: the
+// live set the ring rule counts) and what it runs (P/status/<id>, written
+// when it changes, watched by none, so a new version does not send every
+// proxy's status to every proxy). Both are leased.
 type Registration struct {
-	ID             string           `json:"id"`
-	Host           string           `json:"host"`
-	PID            int              `json:"pid"`
-	Version        string           `json:"version"`
-	Started        time.Time        `json:"started"`
-	Listen         []string         `json:"listen"`
+	ID      string    `json:"id"`
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Version string    `json:"version"`
+	Started time.Time `json:"started"`
+	ProxyStatus
+}
+
+// ProxyStatus is the JSON of P/status/<id>.
+type ProxyStatus struct {
+	Listen         []string         `json:"listen,omitempty"`
 	ConfigRevision int64            `json:"config_revision"`
-	ConfigChecksum string           `json:"config_checksum"`
-	Rings          map[string]int64 `json:"rings"`
+	ConfigChecksum string           `json:"config_checksum,omitempty"`
+	Rings          map[string]int64 `json:"rings,omitempty"`
 	EtcdErrors     int64            `json:"etcd_errors"`
 }
 
-// register puts the registration under the lease when what it shows
-// changed.
+// register puts the registration once a session, and the status when
+// what it shows changed.
 func (a *Agent) register(ctx context.Context) error {
+	if a.reg == nil {
+		r := Registration{ID: a.o.ID, Host: a.host, PID: os.Getpid(), Version: a.o.Version, Started: a.started.UTC()}
+		b, _ := json.Marshal(struct {
+			ID      string    `json:"id"`
+			Host    string    `json:"host"`
+			PID     int       `json:"pid"`
+			Version string    `json:"version"`
+			Started time.Time `json:"started"`
+		}{r.ID, r.Host, r.PID, r.Version, r.Started})
+		if err := a.do(ctx, clientv3.OpPut(a.key("proxies", a.o.ID), string(b), clientv3.WithLease(a.leaseID))); err != nil {
+			return err
+		}
+		a.reg = b
+	}
 	a.cfgMu.Lock()
 	cfg := a.cfg
 	a.cfgMu.Unlock()
-	r := Registration{ID: a.o.ID, Host: a.host, PID: os.Getpid(), Version: a.o.Version, Started: a.started.UTC(),
-		ConfigRevision: cfg.revision, ConfigChecksum: cfg.checksum, Rings: map[string]int64{},
+	st := ProxyStatus{ConfigRevision: cfg.revision, ConfigChecksum: cfg.checksum, Rings: map[string]int64{},
 		EtcdErrors: a.State().Errors}
 	if a.o.Listen != nil {
-		r.Listen = slices.Sorted(slices.Values(a.o.Listen()))
+		st.Listen = slices.Sorted(slices.Values(a.o.Listen()))
 	}
 	for pool, ring := range a.o.Target.Rings() {
-		r.Rings[pool] = ring.Version
+		st.Rings[pool] = ring.Version
 	}
-	b, _ := json.Marshal(r)
-	if string(b) == string(a.reg) {
+	b, _ := json.Marshal(st)
+	if string(b) == string(a.status) {
 		return nil
 	}
-	if err := a.do(ctx, clientv3.OpPut(a.key("proxies", a.o.ID), string(b), clientv3.WithLease(a.leaseID))); err != nil {
+	if err := a.do(ctx, clientv3.OpPut(a.key("status", a.o.ID), string(b), clientv3.WithLease(a.leaseID))); err != nil {
 		return err
 	}
-	a.reg = b
+	a.status = b
 	return nil
 }

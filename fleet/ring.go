@@ -110,6 +110,18 @@ func (v *view) setHealth(pool, server, id string, on bool) {
 	}
 }
 
+// decider is the live proxy that writes the fleet's ring decisions: the
+// one with the smallest id.
+func (v *view) decider() string {
+	first := ""
+	for id := range v.live {
+		if first == "" || id < first {
+			first = id
+		}
+	}
+	return first
+}
+
 // decisions returns the rings the rule wants that differ from those in
 // etcd, each at its next version, with the ModRevision its write compares.
 func (v *view) decisions() map[string]ringState {

@@ -2,7 +2,6 @@ package fleet_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -243,13 +242,12 @@ func (s *sim) count(dir string) int {
 func (s *sim) registered(rev, ring int64) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, err := s.cli.Get(ctx, simPrefix+"/proxies/", clientv3.WithPrefix())
-	if err != nil || len(resp.Kvs) != len(s.agents) {
+	st, err := fleet.ReadStatus(ctx, s.cli, simPrefix)
+	if err != nil || len(st.Proxies) != len(s.agents) {
 		return false
 	}
-	for _, kv := range resp.Kvs {
-		var r fleet.Registration
-		if json.Unmarshal(kv.Value, &r) != nil || r.ConfigRevision != rev || r.Rings[simPool] != ring {
+	for _, r := range st.Proxies {
+		if r.ConfigRevision != rev || r.Rings[simPool] != ring {
 			return false
 		}
 	}

@@ -31,8 +31,28 @@ func ReadStatus(ctx context.Context, cli *clientv3.Client, prefix string) (*Stat
 	for _, kv := range resp.Kvs {
 		st.add(prefix, string(kv.Key), kv.Value, kv.ModRevision)
 	}
+	for _, kv := range resp.Kvs {
+		st.addStatus(prefix, string(kv.Key), kv.Value)
+	}
 	sort.Slice(st.Proxies, func(i, j int) bool { return st.Proxies[i].ID < st.Proxies[j].ID })
 	return st, nil
+}
+
+// addStatus folds P/status/<id> into the registration of proxy id; a
+// status without a live registration is left out.
+func (st *Status) addStatus(prefix, key string, value []byte) {
+	id, ok := strings.CutPrefix(key, prefix+"/status/")
+	if !ok {
+		return
+	}
+	for i := range st.Proxies {
+		if st.Proxies[i].ID != id {
+			continue
+		}
+		if err := json.Unmarshal(value, &st.Proxies[i].ProxyStatus); err != nil {
+			st.Bad = append(st.Bad, key)
+		}
+	}
 }
 
 func (st *Status) add(prefix, key string, value []byte, modRev int64) {
