@@ -65,12 +65,14 @@ func TestExampleFleet(t *testing.T) {
 		}
 	}
 	out := r.run(t, put)
-	m := regexp.MustCompile(`(\d+)\D*$`).FindStringSubmatch(strings.TrimSpace(out))
+	m := regexp.MustCompile(`at revision (\d+), checksum ([0-9a-f]{12})$`).FindStringSubmatch(strings.TrimSpace(out))
 	if m == nil {
-		t.Fatalf("%s printed no revision:\n%s", put, out)
+		t.Fatalf("%s printed no revision and checksum:\n%s", put, out)
 	}
-	rev := m[1]
-	r.waitApplied(t, status, metrics, rev)
+	rev, sum := m[1], m[2]
+	// Each proxy binds its own listen host, and each shows the checksum
+	// of the version as published: the same on all three.
+	r.waitApplied(t, status, metrics, rev, sum)
 	for _, h := range fleetHosts {
 		if got, want := setGet(t, r.addr(h, fleetSessions), "s"), "STORED\r\nVALUE s 0 1\r\nv\r\nEND\r\n"; got != want {
 			t.Errorf("the pool sessions of the second version on %s answered %q, want %q", h, got, want)
@@ -185,7 +187,7 @@ func (r *run) fleetCommands(t *testing.T, bin string) (put, status, metrics stri
 // revision rev: its running configuration has the pool sessions, its
 // metrics (the banner's command, run for each proxy's address) show rev,
 // and `shardproxy fleet status` shows it at rev.
-func (r *run) waitApplied(t *testing.T, status, metrics, rev string) {
+func (r *run) waitApplied(t *testing.T, status, metrics, rev, sum string) {
 	t.Helper()
 	start := time.Now()
 	var last string
@@ -199,7 +201,7 @@ func (r *run) waitApplied(t *testing.T, status, metrics, rev string) {
 			}
 		}
 		last = r.run(t, status)
-		if applied == len(fleetHosts) && statusShows(last, rev, len(fleetHosts)) {
+		if applied == len(fleetHosts) && statusShows(last, rev, sum, len(fleetHosts)) {
 			t.Logf("every proxy runs revision %s after %v", rev, time.Since(start).Round(time.Millisecond))
 			return
 		}
@@ -212,9 +214,11 @@ func (r *run) waitApplied(t *testing.T, status, metrics, rev string) {
 }
 
 // statusShows reports whether fleet status's output has a line for each
-// of proxy1..proxyN that names revision rev.
-func statusShows(out, rev string, n int) bool {
-	word := regexp.MustCompile(`\b` + rev + `\b`)
+// of proxy1..proxyN that names revision rev and then checksum sum (each
+// proxy binds its own listen host; the checksum is of the version as
+// published, the same on all).
+func statusShows(out, rev, sum string, n int) bool {
+	word := regexp.MustCompile(`\b` + rev + `\s+` + sum + `\b`)
 	for i := 1; i <= n; i++ {
 		id := regexp.MustCompile(`\bproxy` + strconv.Itoa(i) + `\b`)
 		found := false

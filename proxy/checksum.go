@@ -8,9 +8,11 @@ import (
 	"shardproxy/config"
 )
 
-// checksum identifies a configuration by its pools' checksums and its
-// admin section.
-func checksum(cfg *config.Config) string {
+// Checksum identifies a configuration by its pools' checksums and its
+// admin section: what the proxy shows of the configuration it runs, and
+// what a fleet shows of the version as published (before each proxy's own
+// changes to it: resolved servers, a listen host).
+func Checksum(cfg *config.Config) string {
 	h := sha256.New()
 	for _, p := range cfg.Pools {
 		h.Write([]byte(p.Checksum()))

@@ -192,7 +192,7 @@ func (b *builder) build(cfg *config.Config) (*generation, error) {
 		link(byName)
 	}
 	gen.watchers = b.watchers
-	gen.info.Checksum = checksum(cfg)
+	gen.info.Checksum = Checksum(cfg)
 	return gen, nil
 }
 

@@ -64,7 +64,12 @@ type fleetTarget struct {
 
 var _ fleet.Target = fleetTarget{}
 
+// Apply implements fleet.Target. The checksum it returns is the version's
+// as published (proxy.Checksum before rehost), the same on every proxy
+// that runs it; the proxy's own checksum (stats, /config) is of what it
+// runs, its listen host and resolved servers included.
 func (t fleetTarget) Apply(cfg *config.Config) (string, error) {
+	sum := proxy.Checksum(cfg)
 	rehost(cfg, t.listenHost)
 	t.op.mu.Lock()
 	defer t.op.mu.Unlock()
@@ -72,7 +77,7 @@ func (t fleetTarget) Apply(cfg *config.Config) (string, error) {
 	if err == nil {
 		t.op.result = res
 	}
-	return res.Checksum, err
+	return sum, err
 }
 
 func (t fleetTarget) Refuse(source string, err error) { t.op.srv.ReloadFailed(source, err) }
@@ -112,16 +117,12 @@ func fleetConfig(fl *config.Fleet, local *config.Config, wait time.Duration, log
 
 // joinFleet starts the proxy's agent in fl; stop ends it, revoking its
 // lease.
-func joinFleet(fl *config.Fleet, op *operator, rev int64, log *slog.Logger) (stop func(), err error) {
+func joinFleet(fl *config.Fleet, op *operator, rev int64, sum string, log *slog.Logger) (stop func(), err error) {
 	conn, err := fleet.ConnOf(fl)
 	if err != nil {
 		return nil, err
 	}
 	t := fleetTarget{ringTarget: ringTarget{op.srv}, op: op, listenHost: fl.ListenHost}
-	var sum string
-	if rev != 0 {
-		sum = op.srv.Info().Checksum
-	}
 	a, err := fleet.New(fleet.Options{Conn: conn, Prefix: fl.Prefix, ID: fl.ID, Target: t, Logger: log,
 		ConfigRevision: rev, ConfigChecksum: sum, Version: proxy.Version, Listen: t.listen})
 	if err != nil {

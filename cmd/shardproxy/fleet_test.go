@@ -84,8 +84,11 @@ func fleetPut(t *testing.T, eps []string, yml string) int64 {
 		}
 		time.Sleep(100 * time.Millisecond) // a leader being elected
 	}
-	f := strings.Fields(out.String())
-	rev, err := strconv.ParseInt(f[len(f)-1], 10, 64)
+	m := regexp.MustCompile(`at revision (\d+), checksum [0-9a-f]{12}\n$`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("fleet put printed %q", out.String())
+	}
+	rev, err := strconv.ParseInt(m[1], 10, 64)
 	if err != nil {
 		t.Fatalf("fleet put printed %q", out.String())
 	}

@@ -15,6 +15,7 @@ import (
 
 	"shardproxy/config"
 	"shardproxy/fleet"
+	"shardproxy/proxy"
 )
 
 const fleetUsage = `usage: shardproxy fleet put -c FILE --etcd HOST:PORT,... --etcd-prefix /shardproxy/NAME
@@ -89,7 +90,7 @@ func fleetVerb(ctx context.Context, verb string, fl *config.Fleet, conf string, 
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "published %s as %s/config at revision %d\n", conf, fl.Prefix, rev)
+		fmt.Fprintf(stdout, "published %s as %s/config at revision %d, checksum %.12s\n", conf, fl.Prefix, rev, proxy.Checksum(cfg))
 	case "get":
 		data, rev, err := fleet.Get(ctx, cli, fl.Prefix, 10*time.Second)
 		if err != nil {

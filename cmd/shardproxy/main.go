@@ -210,12 +210,16 @@ func checkPools(cfg *config.Config, log *slog.Logger) error {
 // then lets in-flight requests finish for -shutdown-timeout.
 func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) int {
 	runtime.GOMAXPROCS(threads(o.threads, os.Getenv("GOMAXPROCS") != "", runtime.GOMAXPROCS(0)))
-	var rev int64 // etcd's revision of cfg; 0: the file's
+	var rev int64  // etcd's revision of cfg; 0: the file's
+	var sum string // fleetTarget.Apply's checksum of etcd's cfg
 	if fl != nil {
 		var err error
 		if cfg, rev, err = fleetConfig(fl, cfg, o.fleet.wait, log); err != nil {
 			log.Error("no configuration to start with", "fleet", fl.Prefix, "err", err)
 			return 1
+		}
+		if rev != 0 {
+			sum = proxy.Checksum(cfg)
 		}
 		rehost(cfg, fl.ListenHost)
 		o.inFleet = true
@@ -239,7 +243,7 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 	leave := func() {}
 	if fl != nil {
 		var err error
-		if leave, err = joinFleet(fl, op, rev, log); err != nil {
+		if leave, err = joinFleet(fl, op, rev, sum, log); err != nil {
 			log.Error("cannot join the fleet", "fleet", fl.Prefix, "err", err)
 			srv.Shutdown(context.Background())
 			return 1
