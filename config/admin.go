@@ -9,27 +9,10 @@ import (
 // adminSection reads the top-level "shardproxy:" mapping.
 func (b *builder) adminSection(n *yaml.Node) {
 	const pool = AdminSection
-	if !b.plain(n, pool, "") {
-		return
-	}
-	if n.Kind != yaml.MappingNode {
-		b.errs.add(n.Line, pool, "", "must be a mapping of admin_listen, stats_listen and admin_token, not "+kindName(n))
-		return
-	}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if !b.plain(k, pool, "") || !b.plain(v, pool, k.Value) {
-			continue
-		}
-		if line, dup := seen[k.Value]; dup {
-			b.errs.add(k.Line, pool, k.Value, fmt.Sprintf("duplicate key (first at line %d)", line))
-			continue
-		}
-		seen[k.Value] = k.Line
+	b.sectionKeys(n, pool, "admin_listen, stats_listen and admin_token", func(k, v *yaml.Node) {
 		if v.Kind != yaml.ScalarNode {
 			b.errs.add(v.Line, pool, k.Value, "must be a single value, not "+kindName(v))
-			continue
+			return
 		}
 		switch k.Value {
 		case "stats_listen", "admin_listen":
@@ -39,7 +22,7 @@ func (b *builder) adminSection(n *yaml.Node) {
 			}
 			if msg != "" {
 				b.errs.add(v.Line, pool, k.Value, msg)
-				continue
+				return
 			}
 			if k.Value == "stats_listen" {
 				b.admin.StatsListen = l.Addr
@@ -51,5 +34,33 @@ func (b *builder) adminSection(n *yaml.Node) {
 		default:
 			b.errs.add(k.Line, pool, k.Value, "unknown key; want admin_listen, stats_listen or admin_token")
 		}
+	})
+}
+
+// sectionKeys walks a top-level section that is no pool (shardproxy:,
+// fleet:): n must be a mapping (keys names what it may hold, for the
+// error); each key that is plain and not a duplicate is handed to f with
+// its value. It reports whether n was a mapping.
+func (b *builder) sectionKeys(n *yaml.Node, section, keys string, f func(k, v *yaml.Node)) bool {
+	if !b.plain(n, section, "") {
+		return false
 	}
+	if n.Kind != yaml.MappingNode {
+		b.errs.add(n.Line, section, "", "must be a mapping of "+keys+", not "+kindName(n))
+		return false
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !b.plain(k, section, "") || !b.plain(v, section, k.Value) {
+			continue
+		}
+		if line, dup := seen[k.Value]; dup {
+			b.errs.add(k.Line, section, k.Value, fmt.Sprintf("duplicate key (first at line %d)", line))
+			continue
+		}
+		seen[k.Value] = k.Line
+		f(k, v)
+	}
+	return true
 }

@@ -52,28 +52,11 @@ var fleetKeys = map[string]func(f *Fleet) *string{
 // fleetSection reads the top-level "fleet:" mapping.
 func (b *builder) fleetSection(n *yaml.Node) {
 	const pool = FleetSection
-	if !b.plain(n, pool, "") {
-		return
-	}
-	if n.Kind != yaml.MappingNode {
-		b.errs.add(n.Line, pool, "", "must be a mapping of endpoints, prefix, id, tls_ca, tls_cert, tls_key, username, password and listen_host, not "+kindName(n))
-		return
-	}
 	f := &Fleet{}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if !b.plain(k, pool, "") || !b.plain(v, pool, k.Value) {
-			continue
-		}
-		if line, dup := seen[k.Value]; dup {
-			b.errs.add(k.Line, pool, k.Value, fmt.Sprintf("duplicate key (first at line %d)", line))
-			continue
-		}
-		seen[k.Value] = k.Line
+	ok := b.sectionKeys(n, pool, "endpoints, prefix, id, tls_ca, tls_cert, tls_key, username, password and listen_host", func(k, v *yaml.Node) {
 		if k.Value == "endpoints" {
 			f.Endpoints = b.fleetEndpoints(v)
-			continue
+			return
 		}
 		dst, ok := fleetKeys[k.Value]
 		switch {
@@ -84,6 +67,9 @@ func (b *builder) fleetSection(n *yaml.Node) {
 		default:
 			*dst(f) = v.Value
 		}
+	})
+	if !ok {
+		return
 	}
 	b.checkFleet(n.Line, f)
 	b.fleet = f
