@@ -61,7 +61,9 @@ func NewPKI(t testing.TB) *PKI {
 	p := &PKI{Dir: dir, Pool: x509.NewCertPool()}
 	p.Pool.AddCert(ca)
 	p.CA = writePEM(t, dir, "ca.pem", "CERTIFICATE", caDER)
-	p.ServerCert, p.ServerKey, _ = p.leaf(t, ca, caKey, "server", 2, x509.ExtKeyUsageServerAuth)
+	// The server certificate is a client's too: an etcd member with
+	// --client-cert-auth dials itself with it (its JSON gateway).
+	p.ServerCert, p.ServerKey, _ = p.leaf(t, ca, caKey, "server", 2, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
 	p.ClientCert, p.ClientKey, p.Client = p.leaf(t, ca, caKey, "client", 3, x509.ExtKeyUsageClientAuth)
 	return p
 }
@@ -69,7 +71,7 @@ func NewPKI(t testing.TB) *PKI {
 // leaf makes a certificate for name signed by ca and writes it and its key
 // as name.pem and name.key.
 func (p *PKI) leaf(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string, serial int64,
-	usage x509.ExtKeyUsage) (certFile, keyFile string, pair tls.Certificate) {
+	usage ...x509.ExtKeyUsage) (certFile, keyFile string, pair tls.Certificate) {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
@@ -78,7 +80,7 @@ func (p *PKI) leaf(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, 
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		ExtKeyUsage:  usage,
 		DNSNames:     []string{"localhost"},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
 	}
