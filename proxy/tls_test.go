@@ -4,16 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -30,98 +23,6 @@ import (
 	"shardproxy/internal/testserver"
 	"shardproxy/proxy"
 )
-
-// testPKI is a throwaway CA with a server and a client certificate, written
-// as PEM files to a temporary directory.
-type testPKI struct {
-	dir                  string
-	caFile               string // the CA certificate
-	serverCert, serverKy string // for 127.0.0.1 and localhost
-	clientCert, clientKy string
-	pool                 *x509.CertPool
-	client               tls.Certificate
-}
-
-func newPKI(t testing.TB) *testPKI {
-	t.Helper()
-	dir := t.TempDir()
-	caKey := newKey(t)
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "shardproxy test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	p := &testPKI{dir: dir, pool: x509.NewCertPool()}
-	p.pool.AddCert(ca)
-	p.caFile = writePEM(t, dir, "ca.pem", "CERTIFICATE", caDER)
-	leaf := func(name string, serial int64, usage x509.ExtKeyUsage) (string, string, tls.Certificate) {
-		key := newKey(t)
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial),
-			Subject:      pkix.Name{CommonName: name},
-			NotBefore:    time.Now().Add(-time.Hour),
-			NotAfter:     time.Now().Add(24 * time.Hour),
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-			DNSNames:     []string{"localhost"},
-			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyDER, err := x509.MarshalECPrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		certFile := writePEM(t, dir, name+".pem", "CERTIFICATE", der)
-		keyFile := writePEM(t, dir, name+".key", "EC PRIVATE KEY", keyDER)
-		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return certFile, keyFile, pair
-	}
-	p.serverCert, p.serverKy, _ = leaf("server", 2, x509.ExtKeyUsageServerAuth)
-	p.clientCert, p.clientKy, p.client = leaf("client", 3, x509.ExtKeyUsageClientAuth)
-	return p
-}
-
-func newKey(t testing.TB) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func writePEM(t testing.TB, dir, name, typ string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// clientTLS is what a test client trusting p's CA dials the proxy with.
-func (p *testPKI) clientTLS(withCert bool) *tls.Config {
-	c := &tls.Config{RootCAs: p.pool, ServerName: "127.0.0.1"}
-	if withCert {
-		c.Certificates = []tls.Certificate{p.client}
-	}
-	return c
-}
 
 // startTLSServer runs bin with args (which listen with TLS on addr) until
 // the test ends and returns once a TLS handshake with addr succeeds and
@@ -180,15 +81,15 @@ func tlsProbe(addr string, c *tls.Config, req string) (string, error) {
 
 // startRedisTLS runs redis-server with only a TLS port, serving p's server
 // certificate, and returns its address. args are appended.
-func startRedisTLS(t *testing.T, p *testPKI, args ...string) string {
+func startRedisTLS(t *testing.T, p *testserver.PKI, args ...string) string {
 	t.Helper()
 	port := testserver.FreePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	argv := append([]string{"--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", t.TempDir(),
-		"--tls-cert-file", p.serverCert, "--tls-key-file", p.serverKy, "--tls-ca-cert-file", p.caFile,
+		"--tls-cert-file", p.ServerCert, "--tls-key-file", p.ServerKey, "--tls-ca-cert-file", p.CA,
 		"--tls-auth-clients", "no"}, args...)
-	startTLSServer(t, "redis-server", argv, addr, p.clientTLS(true), "PING\r\n", "+PONG")
+	startTLSServer(t, "redis-server", argv, addr, p.ClientTLS(true), "PING\r\n", "+PONG")
 	return addr
 }
 
@@ -250,12 +151,12 @@ func TestTLSRedisBackend(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs real redis-server")
 	}
-	p := newPKI(t)
+	p := testserver.NewPKI(t)
 	rd := startRedisTLS(t, p)
 	// Paths relative to the config file's directory.
 	yaml := fmt.Sprintf("rd:\n  listen: 127.0.0.1:0\n  redis: true\n  timeout: 2000\n  server_tls: true\n"+
 		"  server_tls_ca: ca.pem\n  servers:\n   - %s:1\n", rd)
-	srv, _ := startLoggedProxy(t, yaml, filepath.Join(p.dir, "shardproxy.yml"))
+	srv, _ := startLoggedProxy(t, yaml, filepath.Join(p.Dir, "shardproxy.yml"))
 	c := respDial(t, srv.Addr("rd").String())
 	if got := c.do("SET", "k", "v"); got != "+OK\r\n" {
 		t.Fatalf("SET = %q", got)
@@ -265,10 +166,10 @@ func TestTLSRedisBackend(t *testing.T) {
 	}
 
 	// A CA that did not sign the server's certificate: the connect fails.
-	other := newPKI(t)
+	other := testserver.NewPKI(t)
 	yaml = fmt.Sprintf("rd:\n  listen: 127.0.0.1:0\n  redis: true\n  timeout: 2000\n  server_tls: true\n"+
-		"  server_tls_ca: %s\n  servers:\n   - %s:1\n", other.caFile, rd)
-	srv, logs := startLoggedProxy(t, yaml, filepath.Join(p.dir, "bad.yml"))
+		"  server_tls_ca: %s\n  servers:\n   - %s:1\n", other.CA, rd)
+	srv, logs := startLoggedProxy(t, yaml, filepath.Join(p.Dir, "bad.yml"))
 	c = respDial(t, srv.Addr("rd").String())
 	if got := c.do("GET", "k"); got != "-ERR backend failure: connecting\r\n" {
 		t.Fatalf("GET with a wrong CA = %q", got)
@@ -283,18 +184,18 @@ func TestTLSMutualRedisBackend(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs real redis-server")
 	}
-	p := newPKI(t)
+	p := testserver.NewPKI(t)
 	rd := startRedisTLS(t, p, "--tls-auth-clients", "yes")
 	base := "rd:\n  listen: 127.0.0.1:0\n  redis: true\n  timeout: 2000\n  server_tls: true\n" +
 		"  server_tls_ca: ca.pem\n  server_tls_server_name: localhost\n"
 	yaml := base + fmt.Sprintf("  server_tls_cert: client.pem\n  server_tls_key: client.key\n  servers:\n   - %s:1\n", rd)
-	srv, _ := startLoggedProxy(t, yaml, filepath.Join(p.dir, "shardproxy.yml"))
+	srv, _ := startLoggedProxy(t, yaml, filepath.Join(p.Dir, "shardproxy.yml"))
 	c := respDial(t, srv.Addr("rd").String())
 	if got := c.do("SET", "k", "mtls"); got != "+OK\r\n" {
 		t.Fatalf("SET = %q", got)
 	}
 	// Without a client certificate redis-server refuses the proxy.
-	srv, _ = startLoggedProxy(t, base+fmt.Sprintf("  servers:\n   - %s:1\n", rd), filepath.Join(p.dir, "shardproxy.yml"))
+	srv, _ = startLoggedProxy(t, base+fmt.Sprintf("  servers:\n   - %s:1\n", rd), filepath.Join(p.Dir, "shardproxy.yml"))
 	c = respDial(t, srv.Addr("rd").String())
 	if got := c.do("GET", "k"); !strings.HasPrefix(got, "-ERR backend failure: ") {
 		t.Fatalf("GET without a client certificate = %q", got)
@@ -305,17 +206,17 @@ func TestTLSMemcachedBackend(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs real memcached")
 	}
-	p := newPKI(t)
+	p := testserver.NewPKI(t)
 	port := testserver.FreePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	args := []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "-U", "0", "-Z",
-		"-o", "ssl_chain_cert=" + p.serverCert + ",ssl_key=" + p.serverKy}
+		"-o", "ssl_chain_cert=" + p.ServerCert + ",ssl_key=" + p.ServerKey}
 	if os.Geteuid() == 0 {
 		args = append(args, "-u", "root")
 	}
-	startTLSServer(t, "memcached", args, addr, p.clientTLS(false), "version\r\n", "VERSION ")
+	startTLSServer(t, "memcached", args, addr, p.ClientTLS(false), "version\r\n", "VERSION ")
 	yaml := fmt.Sprintf("mc:\n  listen: 127.0.0.1:0\n  timeout: 2000\n  server_tls: true\n  server_tls_ca: %s\n"+
-		"  servers:\n   - %s:1\n", p.caFile, addr)
+		"  servers:\n   - %s:1\n", p.CA, addr)
 	srv, _ := startLoggedProxy(t, yaml, "inline.yml")
 	c := dial(t, srv.Addr("mc").String())
 	if got := c.do("set k 0 0 2\r\nhi\r\n"); got != "STORED\r\n" {
@@ -330,13 +231,13 @@ func TestTLSClientListener(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs real servers")
 	}
-	p := newPKI(t)
+	p := testserver.NewPKI(t)
 	_, mcYAML := memcachedPool(t, 1, "  tls_cert: server.pem\n  tls_key: server.key\n")
 	_, rdYAML := redisPool(t, 1, "  tls_cert: server.pem\n  tls_key: server.key\n  tls_client_ca: ca.pem\n")
-	srv, _ := startLoggedProxy(t, mcYAML+rdYAML, filepath.Join(p.dir, "shardproxy.yml"))
+	srv, _ := startLoggedProxy(t, mcYAML+rdYAML, filepath.Join(p.Dir, "shardproxy.yml"))
 
 	// memcached over TLS, no client certificate needed.
-	mc := tlsDialMemcache(t, srv.Addr("mc").String(), p.clientTLS(false))
+	mc := tlsDialMemcache(t, srv.Addr("mc").String(), p.ClientTLS(false))
 	if got := mc.do("set k 0 0 3\r\ntls\r\n"); got != "STORED\r\n" {
 		t.Fatalf("set = %q", got)
 	}
@@ -353,18 +254,18 @@ func TestTLSClientListener(t *testing.T) {
 
 	// Redis over TLS with a client certificate, through go-redis.
 	ctx := context.Background()
-	rdb := newGoRedis(t, &redis.Options{Addr: srv.Addr("rd").String(), TLSConfig: p.clientTLS(true), Protocol: 2})
+	rdb := newGoRedis(t, &redis.Options{Addr: srv.Addr("rd").String(), TLSConfig: p.ClientTLS(true), Protocol: 2})
 	if err := rdb.Set(ctx, "k", "over tls", 0).Err(); err != nil {
 		t.Fatalf("go-redis SET over TLS: %v", err)
 	}
 	if v, err := rdb.Get(ctx, "k").Result(); err != nil || v != "over tls" {
 		t.Fatalf("go-redis GET over TLS: %q %v", v, err)
 	}
-	if got := tlsDialResp(t, srv.Addr("rd").String(), p.clientTLS(true)).do("GET", "k"); got != bulk("over tls") {
+	if got := tlsDialResp(t, srv.Addr("rd").String(), p.ClientTLS(true)).do("GET", "k"); got != bulk("over tls") {
 		t.Errorf("RESP GET over TLS = %q", got)
 	}
 	// tls_client_ca: a client without a certificate is refused.
-	nocert := newGoRedis(t, &redis.Options{Addr: srv.Addr("rd").String(), TLSConfig: p.clientTLS(false), Protocol: 2})
+	nocert := newGoRedis(t, &redis.Options{Addr: srv.Addr("rd").String(), TLSConfig: p.ClientTLS(false), Protocol: 2})
 	if err := nocert.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "certificate required") {
 		t.Errorf("client without a certificate: %v, want a refused handshake", err)
 	}
@@ -373,23 +274,23 @@ func TestTLSClientListener(t *testing.T) {
 // A certificate file that is missing or does not match its key fails the
 // start, naming the key and the file.
 func TestTLSBadFiles(t *testing.T) {
-	p := newPKI(t)
+	p := testserver.NewPKI(t)
 	tests := []struct{ name, extra, want string }{
 		{"missing cert", "  tls_cert: nope.pem\n  tls_key: server.key\n",
-			`proxy: pool "mc": tls_cert: open ` + filepath.Join(p.dir, "nope.pem") + `: no such file or directory`},
+			`proxy: pool "mc": tls_cert: open ` + filepath.Join(p.Dir, "nope.pem") + `: no such file or directory`},
 		{"key of another cert", "  tls_cert: server.pem\n  tls_key: client.key\n",
-			`proxy: pool "mc": tls_cert ` + p.serverCert + `, tls_key ` + p.clientKy + `: tls: private key does not match public key`},
+			`proxy: pool "mc": tls_cert ` + p.ServerCert + `, tls_key ` + p.ClientKey + `: tls: private key does not match public key`},
 		{"client CA not PEM", "  tls_cert: server.pem\n  tls_key: server.key\n  tls_client_ca: server.key\n",
-			`proxy: pool "mc": tls_client_ca ` + p.serverKy + `: no PEM certificate found`},
+			`proxy: pool "mc": tls_client_ca ` + p.ServerKey + `: no PEM certificate found`},
 		{"missing server CA", "  server_tls: true\n  server_tls_ca: gone.pem\n",
-			`proxy: pool "mc": server_tls_ca: open ` + filepath.Join(p.dir, "gone.pem") + `: no such file or directory`},
+			`proxy: pool "mc": server_tls_ca: open ` + filepath.Join(p.Dir, "gone.pem") + `: no such file or directory`},
 		{"missing server key", "  server_tls: true\n  server_tls_cert: client.pem\n  server_tls_key: gone.key\n",
-			`proxy: pool "mc": server_tls_key: open ` + filepath.Join(p.dir, "gone.key") + `: no such file or directory`},
+			`proxy: pool "mc": server_tls_key: open ` + filepath.Join(p.Dir, "gone.key") + `: no such file or directory`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			text := "mc:\n  listen: 127.0.0.1:0\n" + tt.extra + "  servers:\n   - 127.0.0.1:1:1\n"
-			cfg, err := config.Parse([]byte(text), filepath.Join(p.dir, "shardproxy.yml"))
+			cfg, err := config.Parse([]byte(text), filepath.Join(p.Dir, "shardproxy.yml"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -460,12 +361,12 @@ func TestTLSReload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs real memcached")
 	}
-	p := newPKI(t)
+	p := testserver.NewPKI(t)
 	mc := testserver.StartMemcached(t)
 	port := testserver.FreePort(t)
 	plain := fmt.Sprintf("mc:\n  listen: 127.0.0.1:%d\n  servers:\n   - %s:1\n", port, mc.Addr)
 	withTLS := fmt.Sprintf("mc:\n  listen: 127.0.0.1:%d\n  tls_cert: server.pem\n  tls_key: server.key\n  servers:\n   - %s:1\n", port, mc.Addr)
-	path := filepath.Join(p.dir, "shardproxy.yml")
+	path := filepath.Join(p.Dir, "shardproxy.yml")
 	srv, _ := startLoggedProxy(t, plain, path)
 	addr := srv.Addr("mc").String()
 	if got := dial(t, addr).do("version\r\n"); !strings.HasPrefix(got, "VERSION ") {
@@ -482,7 +383,7 @@ func TestTLSReload(t *testing.T) {
 		}
 	}
 	reload(withTLS)
-	if got := tlsDialMemcache(t, addr, p.clientTLS(false)).do("version\r\n"); !strings.HasPrefix(got, "VERSION ") {
+	if got := tlsDialMemcache(t, addr, p.ClientTLS(false)).do("version\r\n"); !strings.HasPrefix(got, "VERSION ") {
 		t.Fatalf("TLS version after reload = %q", got)
 	}
 	reload(plain)
@@ -494,7 +395,7 @@ func TestTLSReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Reload(cfg); err == nil || !strings.Contains(err.Error(), "tls_cert: open "+filepath.Join(p.dir, "gone.pem")) {
+	if err := srv.Reload(cfg); err == nil || !strings.Contains(err.Error(), "tls_cert: open "+filepath.Join(p.Dir, "gone.pem")) {
 		t.Errorf("Reload with a missing certificate: %v", err)
 	}
 }

@@ -362,6 +362,57 @@ func TestFleetCommands(t *testing.T) {
 	}
 }
 
+// TestFleetCommandsTLS: fleet put and status reach an etcd that requires
+// TLS and a client certificate with --etcd-ca, --etcd-cert and --etcd-key;
+// without the certificate, or trusting another CA, they exit 1 naming the
+// TLS error, and publish nothing.
+func TestFleetCommandsTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: etcd")
+	}
+	c := testserver.StartEtcdTLS(t, 1)
+	file := filepath.Join(t.TempDir(), "fleet.yml")
+	os.WriteFile(file, []byte(fleetYAML(testserver.FreePort(t), "127.0.0.1:9 a")), 0o644)
+	fleetCmd := func(verb, timeout string, tls ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		args := append([]string{"fleet", verb, "--etcd", strings.Join(c.Endpoints(), ","), "--etcd-prefix", fleetPrefix,
+			"--timeout", timeout}, tls...)
+		if verb == "put" {
+			args = append(args, "-c", file)
+		}
+		code := run(args, &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	good := []string{"--etcd-ca", c.PKI.CA, "--etcd-cert", c.PKI.ClientCert, "--etcd-key", c.PKI.ClientKey}
+	code, out, errs := fleetCmd("put", "10s", good...)
+	m := regexp.MustCompile(`at revision (\d+), checksum`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("fleet put over TLS: code %d: %s%s", code, out, errs)
+	}
+	if code, out, errs := fleetCmd("status", "10s", good...); code != 0 ||
+		!strings.Contains(out, "configuration revision "+m[1]+",") {
+		t.Fatalf("fleet status over TLS: code %d: %s%s", code, out, errs)
+	}
+	other := testserver.NewPKI(t)
+	for _, tc := range []struct {
+		name, verb string
+		flags      []string
+		want       string
+	}{
+		{"put without a client certificate", "put", []string{"--etcd-ca", c.PKI.CA}, `tls: (bad certificate|certificate required)`},
+		{"status trusting another CA", "status", []string{"--etcd-ca", other.CA, "--etcd-cert", c.PKI.ClientCert,
+			"--etcd-key", c.PKI.ClientKey}, "x509: certificate signed by unknown authority"},
+	} {
+		if code, out, errs := fleetCmd(tc.verb, "2s", tc.flags...); code != 1 || !regexp.MustCompile(tc.want).MatchString(errs) {
+			t.Errorf("%s: code %d, want 1 and an error matching %q: %s%s", tc.name, code, tc.want, out, errs)
+		}
+	}
+	if code, out, errs := fleetCmd("status", "10s", good...); code != 0 ||
+		!strings.Contains(out, "configuration revision "+m[1]+",") {
+		t.Fatalf("fleet status after the refused put: code %d: %s%s", code, out, errs)
+	}
+}
+
 func regexpLine(s, re string) bool {
 	return regexp.MustCompile(`(?m)` + re).MatchString(s)
 }

@@ -1,7 +1,11 @@
 // Package testserver starts and stops real cache servers (memcached,
 // redis-server, a Redis Cluster, a fleet of Redis shards with replicas
-// watched by redis-sentinel, twemproxy's nutcracker) on free loopback
-// ports for tests.
+// watched by redis-sentinel, twemproxy's nutcracker) and etcd clusters on
+// free loopback ports for tests.
+//
+// NewPKI makes a throwaway CA with a server and a client certificate for
+// the servers and clients that talk TLS; StartEtcdTLS starts etcd with one
+// of its own, requiring its client certificate of every client.
 //
 // It is test-only code: only _test.go files import it. It imports the
 // standard library and internal/proc, the process supervisor it shares with

@@ -23,6 +23,10 @@ type EtcdCluster struct {
 	// Members are the cluster's members; Members[i].Addr is its client
 	// address, "127.0.0.1:PORT".
 	Members []*Server
+	// PKI, for a cluster StartEtcdTLS started, holds the CA that signed
+	// the members' server certificates and a client certificate they
+	// accept; nil for a cluster that serves its clients in plain text.
+	PKI *PKI
 }
 
 // StartEtcd starts an etcd cluster of n members (n >= 1) and returns once
@@ -31,6 +35,24 @@ type EtcdCluster struct {
 // test's temporary directory, kept across Stop and Restart, so a restarted
 // member rejoins with its data. The members are stopped when the test ends.
 func StartEtcd(t testing.TB, n int) *EtcdCluster {
+	t.Helper()
+	return startEtcd(t, n, nil)
+}
+
+// StartEtcdTLS starts a cluster as StartEtcd does whose members serve
+// their clients over TLS only, with a server certificate of a new PKI
+// (c.PKI), and accept only clients that present a certificate that PKI's
+// CA signed (etcd's --client-cert-auth): c.PKI.CA, c.PKI.ClientCert and
+// c.PKI.ClientKey are what a client needs. The peers talk plain HTTP among
+// themselves.
+func StartEtcdTLS(t testing.TB, n int) *EtcdCluster {
+	t.Helper()
+	return startEtcd(t, n, NewPKI(t))
+}
+
+// startEtcd starts n members, serving clients over TLS with pki's server
+// certificate if pki is not nil.
+func startEtcd(t testing.TB, n int, pki *PKI) *EtcdCluster {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("testserver: StartEtcd(%d): need at least one member", n)
@@ -47,10 +69,10 @@ func StartEtcd(t testing.TB, n int) *EtcdCluster {
 		client[i], peer[i] = FreePort(t), FreePort(t)
 		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, peer[i]))
 	}
-	c := &EtcdCluster{}
+	c := &EtcdCluster{PKI: pki}
 	for i := range n {
 		name := "m" + strconv.Itoa(i)
-		cu := "http://" + loopback(client[i])
+		cu := c.scheme() + "://" + loopback(client[i])
 		pu := "http://" + loopback(peer[i])
 		args := []string{
 			"--name", name,
@@ -63,6 +85,10 @@ func StartEtcd(t testing.TB, n int) *EtcdCluster {
 			// Small timings so that a killed member's absence shows soon.
 			"--heartbeat-interval", "50", "--election-timeout", "500",
 			"--logger", "zap", "--log-level", "warn",
+		}
+		if pki != nil {
+			args = append(args, "--cert-file", pki.ServerCert, "--key-file", pki.ServerKey,
+				"--trusted-ca-file", pki.CA, "--client-cert-auth")
 		}
 		p := proc.New(proc.Config{Name: "etcd " + name, Path: path, Args: args, Addr: loopback(client[i]),
 			StopGrace: 0})
@@ -79,6 +105,14 @@ func StartEtcd(t testing.TB, n int) *EtcdCluster {
 		t.Fatalf("testserver: etcd cluster %v: %v", c.Endpoints(), err)
 	}
 	return c
+}
+
+// scheme is the members' client URLs' scheme.
+func (c *EtcdCluster) scheme() string {
+	if c.PKI != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // Endpoints returns every member's client address.
@@ -99,7 +133,7 @@ func (c *EtcdCluster) WaitHealthy(timeout time.Duration) error {
 			continue
 		}
 		for {
-			err := etcdHealthy(s.Addr)
+			err := c.healthy(s.Addr)
 			if err == nil {
 				break
 			}
@@ -112,10 +146,15 @@ func (c *EtcdCluster) WaitHealthy(timeout time.Duration) error {
 	return nil
 }
 
-// etcdHealthy asks one member's /health endpoint.
-func etcdHealthy(addr string) error {
+// healthy asks one member's /health endpoint, over TLS with the client
+// certificate for a cluster that serves its clients so.
+func (c *EtcdCluster) healthy(addr string) error {
 	hc := http.Client{Timeout: probeTimeout}
-	resp, err := hc.Get("http://" + addr + "/health")
+	if c.PKI != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: c.PKI.ClientTLS(true)}
+		defer hc.CloseIdleConnections()
+	}
+	resp, err := hc.Get(c.scheme() + "://" + addr + "/health")
 	if err != nil {
 		return err
 	}
