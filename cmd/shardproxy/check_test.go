@@ -3,13 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,27 +27,6 @@ function mcp_config_routes(pools)
 end
 `
 
-// writeCert writes a self-signed certificate and its key as PEM.
-func writeCert(t *testing.T, certPath, keyPath string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"localhost"}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-	os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
-}
-
 // TestConfigTest runs the binary's -t on configurations that start would
 // refuse: each exits 1 naming the cause; the good ones exit 0 with
 // nutcracker's words, at once, having dialed nothing.
@@ -76,7 +48,14 @@ func TestConfigTest(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	writeCert(t, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key"))
+	pki := testserver.NewPKI(t)
+	for from, to := range map[string]string{pki.ServerCert: "server.pem", pki.ServerKey: "server.key"} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, to), b, 0o600)
+	}
 	listen := loopback(t)
 	pool := func(extra string) string {
 		return "alpha:\n  listen: " + listen + "\n" + extra
