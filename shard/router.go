@@ -21,11 +21,11 @@ import (
 // are split per server and merged. Under auto_eject_hosts a bad server
 // leaves the distribution (eject_policy remap) or hands its keys to the
 // failover pool (eject_policy failover); under a fleet, a remap pool's
-// servers leave and return only as the fleet's ring says (ring.go). A pool with sentinels follows its
-// shards' masters (sentinel.go): a shard's backend is replaced when
-// Sentinel promotes another server, and its keys stay on the shard. A
-// redis pool with read_from sends a shard's reads to its replicas
-// (replica.go).
+// servers leave and return only as the fleet's ring says (ring.go). A
+// pool with sentinels follows its shards' masters (sentinel.go): a
+// shard's backend is replaced when Sentinel promotes another server, and
+// its keys stay on the shard. A redis pool with read_from sends a shard's
+// reads to its replicas (replica.go).
 type router struct {
 	cfg     *config.Pool
 	dialect codec.Dialect
