@@ -52,6 +52,9 @@ type HTTPConfig struct {
 	Reload func() (ReloadResult, error)
 	// Logger receives lifecycle events; nil means slog.Default().
 	Logger *slog.Logger
+	// Listen binds the listener ("tcp"); nil means net.Listen. A process
+	// that inherits its sockets from the one it replaces passes its hook.
+	Listen func(network, addr string) (net.Listener, error)
 }
 
 // HTTPServer serves the HTTP admin endpoints (see the package doc). Create
@@ -60,6 +63,7 @@ type HTTPServer struct {
 	handler http.Handler
 	hist    *history // the status page's samples
 	log     *slog.Logger
+	listen  func(network, addr string) (net.Listener, error) // HTTPConfig.Listen
 
 	mu       sync.Mutex // guards the fields below
 	addr     string     // as asked for
@@ -76,8 +80,12 @@ func NewHTTP(src Source, cfg HTTPConfig) *HTTPServer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Listen == nil {
+		cfg.Listen = net.Listen
+	}
 	h := newHandlers(src, cfg)
-	return &HTTPServer{handler: h.mux(), hist: h.hist, log: cfg.Logger, stop: make(chan struct{})}
+	return &HTTPServer{handler: h.mux(), hist: h.hist, log: cfg.Logger, listen: cfg.Listen,
+		stop: make(chan struct{})}
 }
 
 // Handler returns the admin endpoints as one http.Handler, for callers that
@@ -141,7 +149,7 @@ func (h *HTTPServer) Listen(addr string) error {
 	var ln net.Listener
 	if addr != "" {
 		var err error
-		if ln, err = net.Listen("tcp", addr); err != nil {
+		if ln, err = h.listen("tcp", addr); err != nil {
 			return fmt.Errorf("admin: http listen %s: %w", addr, err)
 		}
 	}

@@ -37,6 +37,9 @@ type StatsConfig struct {
 	Hostname string
 	// Logger receives lifecycle events; nil means slog.Default().
 	Logger *slog.Logger
+	// Listen binds the listener ("tcp"); nil means net.Listen. A process
+	// that inherits its sockets from the one it replaces passes its hook.
+	Listen func(network, addr string) (net.Listener, error)
 }
 
 // StatsServer serves nutcracker's stats JSON on a TCP address. Create it
@@ -46,6 +49,7 @@ type StatsServer struct {
 	host     string
 	interval time.Duration
 	log      *slog.Logger
+	listen   func(network, addr string) (net.Listener, error) // StatsConfig.Listen
 
 	snap atomic.Pointer[proxy.Stats] // the last aggregation
 
@@ -73,8 +77,11 @@ func NewStats(src Source, cfg StatsConfig) *StatsServer {
 		}
 		cfg.Hostname = h
 	}
+	if cfg.Listen == nil {
+		cfg.Listen = net.Listen
+	}
 	return &StatsServer{src: src, host: cfg.Hostname, interval: cfg.Interval,
-		log: cfg.Logger, stop: make(chan struct{})}
+		log: cfg.Logger, listen: cfg.Listen, stop: make(chan struct{})}
 }
 
 // Listen serves on addr ("host:port"). Called again with another address it
@@ -91,7 +98,7 @@ func (s *StatsServer) Listen(addr string) error {
 	if s.ln != nil && addr == s.addr {
 		return nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := s.listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("admin: stats listen %s: %w", addr, err)
 	}

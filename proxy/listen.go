@@ -11,16 +11,15 @@ import (
 )
 
 // listen binds a pool's listener at addr (the pool's listen, or one of its
-// listen_tags): TCP (with SO_REUSEPORT when the pool asks) or a unix socket
-// (with its permissions). The listen backlog is the kernel's
-// (net.core.somaxconn): Go does not expose listen(2)'s argument.
-func listen(pc *config.Pool, addr config.Listen) (net.Listener, error) {
+// listen_tags) with bind (Options.Listen, or Bind): TCP or a unix socket
+// (with its permissions). A pool with reuseport binds its own TCP socket
+// with SO_REUSEPORT instead: such a port is shared by design, so a new
+// process binds beside the old one rather than taking its socket over. The
+// listen backlog is the kernel's (net.core.somaxconn): Go does not expose
+// listen(2)'s argument.
+func listen(pc *config.Pool, addr config.Listen, bind func(network, addr string) (net.Listener, error)) (net.Listener, error) {
 	if addr.Network == "unix" {
-		// A stale socket file from an earlier run would make bind fail.
-		if fi, err := os.Lstat(addr.Addr); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			os.Remove(addr.Addr)
-		}
-		ln, err := net.Listen("unix", addr.Addr)
+		ln, err := bind("unix", addr.Addr)
 		if err != nil {
 			return nil, err
 		}
@@ -32,20 +31,33 @@ func listen(pc *config.Pool, addr config.Listen) (net.Listener, error) {
 		}
 		return ln, nil
 	}
-	lc := net.ListenConfig{}
-	if pc.Reuseport {
-		lc.Control = func(_, _ string, c syscall.RawConn) error {
-			var serr error
-			err := c.Control(func(fd uintptr) {
-				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, 0xf /* SO_REUSEPORT */, 1)
-			})
-			if err != nil {
-				return err
-			}
-			return serr
+	if !pc.Reuseport {
+		return bind("tcp", addr.Addr)
+	}
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, 0xf /* SO_REUSEPORT */, 1)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	return lc.Listen(context.Background(), "tcp", addr.Addr)
+}
+
+// Bind is what binds a listener when Options.Listen is nil: net.Listen,
+// after removing a stale unix socket file left by an earlier run (it would
+// make bind fail). A hook that hands sockets over calls it for the
+// addresses it has no socket for.
+func Bind(network, addr string) (net.Listener, error) {
+	if network == "unix" {
+		if fi, err := os.Lstat(addr); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			os.Remove(addr)
 		}
 	}
-	return lc.Listen(context.Background(), "tcp", addr.Addr)
+	return net.Listen(network, addr)
 }
 
 // withTLS wraps ln so that each accepted connection is served over TLS when

@@ -36,6 +36,13 @@ type Options struct {
 	// only as SetRing says, never on their own backends' health; a bad
 	// backend still fails its requests fast. A fleet sets it (ring.go).
 	FleetRing bool
+	// Listen binds every pool listener and listen_tags address (network
+	// "tcp" or "unix"); nil means Bind (net.Listen). A process that
+	// inherits its listening sockets from the one it replaces passes a
+	// hook that returns the inherited socket for an address it has one
+	// for. A unix socket's permissions are applied to what it returns. A
+	// pool with reuseport binds its own socket (see listen).
+	Listen func(network, addr string) (net.Listener, error)
 }
 
 // Server runs the pools of one configuration at a time and swaps to a new
@@ -47,9 +54,10 @@ type Server struct {
 	drain   time.Duration
 	// scheduleReload is Options.ScheduleReload.
 	scheduleReload func()
-	fleetRing      bool                       // Options.FleetRing
-	fleet          atomic.Pointer[FleetState] // as SetFleetState last set it
-	health         healthBook                 // what WatchHealth's watchers were told
+	fleetRing      bool                                             // Options.FleetRing
+	listenFn       func(network, addr string) (net.Listener, error) // Options.Listen, or Bind
+	fleet          atomic.Pointer[FleetState]                       // as SetFleetState last set it
+	health         healthBook                                       // what WatchHealth's watchers were told
 
 	currConns      atomic.Int64
 	totalConns     atomic.Int64
@@ -144,6 +152,9 @@ func newServer(opts Options) *Server {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 10 * time.Second
 	}
+	if opts.Listen == nil {
+		opts.Listen = Bind
+	}
 	s := &Server{
 		log:            opts.Logger,
 		version:        Version,
@@ -151,6 +162,7 @@ func newServer(opts Options) *Server {
 		drain:          opts.DrainTimeout,
 		scheduleReload: opts.ScheduleReload,
 		fleetRing:      opts.FleetRing,
+		listenFn:       opts.Listen,
 		rings:          map[string]Ring{},
 		listeners:      map[listenKey]*listener{},
 		sessions:       map[*session]struct{}{},
@@ -286,7 +298,7 @@ func (s *Server) bindOne(pc *config.Pool, addr config.Listen) (l *listener, isNe
 	if l := s.listeners[k]; l != nil {
 		return l, false, nil
 	}
-	ln, err := listen(pc, addr)
+	ln, err := listen(pc, addr, s.listenFn)
 	if err != nil {
 		return nil, false, fmt.Errorf("proxy: pool %q: listen %s: %w", pc.Name, addr.Addr, err)
 	}
