@@ -206,8 +206,9 @@ func checkPools(cfg *config.Config, log *slog.Logger) error {
 	return proxy.Check(run, proxy.Options{Logger: log})
 }
 
-// serve runs the proxy until SIGTERM or SIGINT, reloading it on SIGHUP,
-// then lets in-flight requests finish for -shutdown-timeout.
+// serve runs the proxy until SIGTERM or SIGINT, reloading it on SIGHUP
+// and handing it over to a new process on SIGUSR2 (upgrade.go), then lets
+// in-flight requests finish for -shutdown-timeout.
 func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) int {
 	runtime.GOMAXPROCS(threads(o.threads, os.Getenv("GOMAXPROCS") != "", runtime.GOMAXPROCS(0)))
 	var rev int64  // etcd's revision of cfg; 0: the file's
@@ -235,7 +236,8 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 	}
 	// A pool's servers changed in DNS: one pending ask, as above.
 	dnsChanged := make(chan struct{}, 1)
-	srv, op, ok := start(o, cfg, log, schedule, dnsChanged)
+	h := newHandover(log)
+	srv, op, ok := start(o, cfg, log, h, schedule, dnsChanged)
 	if !ok {
 		return 1
 	}
@@ -252,9 +254,10 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 	// Signals are caught from here on: a SIGHUP sent as soon as the pid
 	// file or the "started" line appears reloads, it does not kill.
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR2)
 	removePidFile := writePidFile(o.pidFile, log)
 	defer removePidFile()
+	h.signalReady()
 	log.Info("shardproxy started", "version", proxy.Version, "conf", o.conf, "pid", os.Getpid(),
 		"threads", runtime.GOMAXPROCS(0))
 
@@ -262,6 +265,9 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 		sig := waitSignal(sigs, asked, dnsChanged, op)
 		if sig == syscall.SIGHUP {
 			op.reload("sighup")
+			continue
+		}
+		if sig == syscall.SIGUSR2 && !h.upgrade() {
 			continue
 		}
 		log.Info("shutting down", "signal", sig.String(), "timeout", o.drain)
@@ -303,7 +309,7 @@ func waitSignal(sigs <-chan os.Signal, asked, dnsChanged <-chan struct{}, op *op
 // a servers_from pool's new servers. A servers_from pool waits for its
 // first answer (dnspool.DefaultStartWait at most); without one it starts
 // on its servers key's set, and without that the proxy does not start.
-func start(o *options, cfg *config.Config, log *slog.Logger, schedule func(), dnsChanged chan<- struct{}) (*proxy.Server, *operator, bool) {
+func start(o *options, cfg *config.Config, log *slog.Logger, h *handover, schedule func(), dnsChanged chan<- struct{}) (*proxy.Server, *operator, bool) {
 	dns := newDNS(log, dnsChanged)
 	run, err := dns.Resolve(cfg)
 	if err != nil {
@@ -311,7 +317,8 @@ func start(o *options, cfg *config.Config, log *slog.Logger, schedule func(), dn
 		dns.Close()
 		return nil, nil, false
 	}
-	srv, err := proxy.New(run, proxy.Options{Logger: log, ScheduleReload: schedule, FleetRing: o.inFleet})
+	srv, err := proxy.New(run, proxy.Options{Logger: log, ScheduleReload: schedule, FleetRing: o.inFleet,
+		Listen: h.Listen})
 	if err != nil {
 		log.Error("cannot build proxy", "err", err)
 		dns.Close()
@@ -323,7 +330,7 @@ func start(o *options, cfg *config.Config, log *slog.Logger, schedule func(), dn
 		dns.Close()
 		return nil, nil, false
 	}
-	op := newOperator(o, srv, log, dns, cfg)
+	op := newOperator(o, srv, log, dns, cfg, h.Listen)
 	if errs := op.listen(cfg.Admin); len(errs) > 0 {
 		for _, err := range errs {
 			log.Error("cannot start admin", "err", err)
@@ -336,8 +343,8 @@ func start(o *options, cfg *config.Config, log *slog.Logger, schedule func(), dn
 }
 
 // writePidFile writes the process id to path (-p), if any; remove removes
-// the file it wrote. A pid file that cannot be written is logged, not
-// fatal.
+// the file it wrote, unless a new process has written its own there since
+// (an upgrade). A pid file that cannot be written is logged, not fatal.
 func writePidFile(path string, log *slog.Logger) (remove func()) {
 	if path == "" {
 		return func() {}
@@ -346,5 +353,9 @@ func writePidFile(path string, log *slog.Logger) (remove func()) {
 		log.Error("cannot write pid file", "file", path, "err", err)
 		return func() {}
 	}
-	return func() { os.Remove(path) }
+	return func() {
+		if ownsPidFile(path) {
+			os.Remove(path)
+		}
+	}
 }

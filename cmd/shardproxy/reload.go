@@ -43,14 +43,17 @@ type operator struct {
 	result admin.ReloadResult
 }
 
-func newOperator(o *options, srv *proxy.Server, log *slog.Logger, dns *dnspool.Group, cfg *config.Config) *operator {
+// newOperator returns the operator of srv; listen binds its admin
+// listeners (the handover's hook).
+func newOperator(o *options, srv *proxy.Server, log *slog.Logger, dns *dnspool.Group, cfg *config.Config,
+	listen func(network, addr string) (net.Listener, error)) *operator {
 	op := &operator{path: o.conf, srv: srv, log: log, dns: dns, last: cfg}
 	srv.SetSourceStats(dnsStats(dns))
 	op.statsDefault, op.webDefault = o.adminDefaults()
 	op.stats = admin.NewStats(srv, admin.StatsConfig{
-		Interval: time.Duration(o.statsIntvl) * time.Millisecond, Logger: log})
+		Interval: time.Duration(o.statsIntvl) * time.Millisecond, Logger: log, Listen: listen})
 	op.web = admin.NewHTTP(srv, admin.HTTPConfig{
-		Reload: func() (admin.ReloadResult, error) { return op.reload("http") }, Logger: log})
+		Reload: func() (admin.ReloadResult, error) { return op.reload("http") }, Logger: log, Listen: listen})
 	return op
 }
 

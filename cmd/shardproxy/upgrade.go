@@ -1,0 +1,246 @@
+package main
+
+// Upgrade in place: on SIGUSR2 the running process starts the binary at the
+// path it was itself started from (os.Args[0], so a new binary installed
+// there is what runs; /proc/self/exe would run the old one again), with the
+// same arguments and its listening sockets inherited (file descriptors 4
+// and up, named in envListeners). The new process builds its configuration,
+// takes those sockets instead of binding, joins the fleet if any, writes
+// the pid file, and writes one byte on the pipe at descriptor 3: only then
+// does the old process stop accepting and drain. Both accept from the same
+// sockets until then, so no connection is refused. A new process that
+// exits, closes the pipe or stays silent for upgradeTimeout leaves the old
+// one serving (logged).
+//
+// The sockets are passed by inheritance, not tableflip: tableflip allows one
+// Upgrader per process (the tests run the command in-process many times),
+// keeps a duplicate of every listener it was ever asked for with no way to
+// forget one a reload removes (the port would stay bound until the next
+// upgrade), and turns off the unlinking of every unix socket on close.
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"shardproxy/proxy"
+)
+
+// envListeners names the inherited sockets: one "network address" per
+// line, in the order of their descriptors from firstListenerFD.
+const envListeners = "SHARDPROXY_LISTENERS"
+
+const (
+	readyFD         = 3 // the pipe a new process writes its readiness on
+	firstListenerFD = 4
+)
+
+// upgradeTimeout bounds how long the old process waits for the new one to
+// be ready: a servers_from pool's first answer and an etcd join fit in it.
+const upgradeTimeout = time.Minute
+
+// handover binds the process's listeners (the Listen hook of the proxy and
+// the admin servers) and passes them to a new process on upgrade.
+type handover struct {
+	log *slog.Logger
+
+	mu        sync.Mutex
+	inherited map[string]*os.File // "network address" → a socket from the old process, until taken
+	ready     *os.File            // the pipe to the old process; nil: none
+	live      map[*handedListener]struct{}
+	passed    bool // a new process has taken the sockets over
+}
+
+// newHandover returns the process's handover, with the sockets and the
+// pipe inherited from an old process when envListeners names them.
+func newHandover(log *slog.Logger) *handover {
+	h := &handover{log: log, inherited: map[string]*os.File{}, live: map[*handedListener]struct{}{}}
+	names, ok := os.LookupEnv(envListeners)
+	if !ok {
+		return h
+	}
+	os.Unsetenv(envListeners)
+	syscall.CloseOnExec(readyFD)
+	h.ready = os.NewFile(readyFD, "upgrade-ready")
+	for i, name := range strings.Split(names, "\n") {
+		if name == "" {
+			continue
+		}
+		fd := firstListenerFD + i
+		syscall.CloseOnExec(fd)
+		h.inherited[name] = os.NewFile(uintptr(fd), name)
+	}
+	log.Info("upgrading: taking over the listeners of the old process", "listeners", len(h.inherited), "ppid", os.Getppid())
+	return h
+}
+
+// Listen is the Listen hook: the inherited socket for network and addr, or
+// a new one from proxy.Bind.
+func (h *handover) Listen(network, addr string) (net.Listener, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	key := network + " " + addr
+	var ln net.Listener
+	var err error
+	if f := h.inherited[key]; f != nil {
+		delete(h.inherited, key)
+		ln, err = net.FileListener(f) // a duplicate: f is ours to close
+		f.Close()
+	} else {
+		ln, err = proxy.Bind(network, addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	hl := &handedListener{Listener: ln, h: h, key: key}
+	h.live[hl] = struct{}{}
+	return hl, nil
+}
+
+// handedListener is a listener the handover knows of until it is closed.
+type handedListener struct {
+	net.Listener
+	h   *handover
+	key string
+}
+
+// Close closes the listener. A unix socket's file is removed unless a new
+// process has taken the socket over (it serves on that file now).
+func (l *handedListener) Close() error {
+	l.h.mu.Lock()
+	delete(l.h.live, l)
+	if ul, ok := l.Listener.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(!l.h.passed)
+	}
+	l.h.mu.Unlock()
+	return l.Listener.Close()
+}
+
+// signalReady tells the old process, if any, that this one serves: it then
+// stops accepting and drains. Inherited sockets the configuration no longer
+// uses are closed (a unix socket's file removed).
+func (h *handover) signalReady() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for key, f := range h.inherited {
+		if network, path, _ := strings.Cut(key, " "); network == "unix" {
+			os.Remove(path)
+		}
+		f.Close()
+		delete(h.inherited, key)
+	}
+	if h.ready == nil {
+		return
+	}
+	if _, err := h.ready.Write([]byte{1}); err != nil {
+		h.log.Error("cannot tell the old process this one is ready", "err", err)
+	}
+	h.ready.Close()
+	h.ready = nil
+	h.log.Info("upgrade: ready, the old process drains", "ppid", os.Getppid())
+}
+
+// upgrade starts a new process with the listeners and waits until it is
+// ready (true) or has failed (false, logged: this process keeps serving).
+func (h *handover) upgrade() bool {
+	r, pid, err := h.startNew()
+	if err != nil {
+		h.log.Error("upgrade failed: the new process did not start; serving on", "err", err)
+		return false
+	}
+	defer r.Close()
+	proc, _ := os.FindProcess(pid)
+	exited := make(chan error, 1)
+	go func() { // reaps it if it fails; if it serves, this process exits first
+		st, err := proc.Wait()
+		if err == nil {
+			err = errors.New(st.String())
+		}
+		exited <- err
+	}()
+	got := make(chan bool, 1)
+	go func() {
+		var b [1]byte
+		n, _ := r.Read(b[:])
+		got <- n == 1
+	}()
+	select {
+	case ok := <-got:
+		if ok {
+			h.log.Info("upgrade: the new process is ready; draining", "new_pid", pid)
+			return true
+		}
+		err = fmt.Errorf("it exited: %v", <-exited)
+	case <-time.After(upgradeTimeout):
+		proc.Kill()
+		err = fmt.Errorf("not ready after %s: killed", upgradeTimeout)
+	}
+	h.mu.Lock()
+	h.passed = false
+	h.mu.Unlock()
+	h.log.Error("upgrade failed: serving on", "new_pid", pid, "err", err)
+	return false
+}
+
+// startNew starts the binary at the path this process was started from,
+// with its arguments, stdio and listeners; it returns the read end of the
+// readiness pipe. The sockets' descriptors are passed as they are, under
+// the lock that keeps them open: os.File's Fd would make them blocking
+// under this process's accept loops.
+func (h *handover) startNew() (ready *os.File, pid int, err error) {
+	path, err := exec.LookPath(os.Args[0])
+	if err == nil {
+		path, err = filepath.Abs(path)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer w.Close()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	files := []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), w.Fd()}
+	var names []string
+	for l := range h.live {
+		sc, ok := l.Listener.(syscall.Conn)
+		if !ok {
+			continue
+		}
+		raw, err := sc.SyscallConn()
+		if err != nil {
+			r.Close()
+			return nil, 0, err
+		}
+		raw.Control(func(fd uintptr) { files = append(files, fd) })
+		names = append(names, l.key)
+	}
+	env := append(os.Environ(), envListeners+"="+strings.Join(names, "\n"))
+	pid, err = syscall.ForkExec(path, append([]string{path}, os.Args[1:]...),
+		&syscall.ProcAttr{Env: env, Files: files})
+	if err != nil {
+		r.Close()
+		return nil, 0, fmt.Errorf("start %s: %w", path, err)
+	}
+	h.passed = true // from here on a closed unix listener keeps its file
+	h.log.Info("upgrade: new process started", "path", path, "new_pid", pid, "listeners", len(names))
+	return r, pid, nil
+}
+
+// ownsPidFile reports whether path holds this process's id: after an
+// upgrade it holds the new process's, which the old one must not remove.
+func ownsPidFile(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid())
+}
