@@ -125,6 +125,8 @@ func TestUnitSettings(t *testing.T) {
 		"ExecStart":               installedBin + " -c /etc/shardproxy/shardproxy.yml",
 		"ExecStartPre":            installedBin + " -t -c /etc/shardproxy/shardproxy.yml",
 		"ExecReload":              "/bin/kill -HUP $MAINPID",
+		"Type":                    "notify", // READY=1, and MAINPID= after an upgrade in place
+		"NotifyAccess":            "all",    // the new process is not the main one when it says so
 		"Restart":                 "on-failure",
 		"User":                    "shardproxy",
 		"Group":                   "shardproxy",

@@ -258,6 +258,9 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 	removePidFile := writePidFile(o.pidFile, log)
 	defer removePidFile()
 	h.signalReady()
+	if err := notifyReady(); err != nil {
+		log.Warn("cannot tell systemd the proxy is ready", "err", err)
+	}
 	log.Info("shardproxy started", "version", proxy.Version, "conf", o.conf, "pid", os.Getpid(),
 		"threads", runtime.GOMAXPROCS(0))
 

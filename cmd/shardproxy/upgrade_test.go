@@ -259,3 +259,39 @@ func TestShutdownUnderLoad(t *testing.T) {
 		fail("clients: %v; first: %q", l, l.firstBad)
 	}
 }
+
+// TestUpgradeNotify runs the binary as systemd's Type=notify does: it says
+// READY=1 with its pid once it serves, and the process an upgrade starts
+// says so with its own pid, so that systemd follows the main process.
+func TestUpgradeNotify(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: builds the binary")
+	}
+	sockPath := filepath.Join(t.TempDir(), "notify")
+	sock, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sockPath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	t.Setenv("NOTIFY_SOCKET", sockPath)
+	conf := filepath.Join(t.TempDir(), "conf.yml")
+	os.WriteFile(conf, []byte(proxyConf(loopback(t), "127.0.0.1:1", "1000", "127.0.0.1:0", loopback(t))), 0o644)
+	p := startUpgradeProxy(t, conf)
+	next := func(what string) string {
+		t.Helper()
+		sock.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b := make([]byte, 512)
+		n, err := sock.Read(b)
+		if err != nil {
+			p.fail("%s: no notification: %v", what, err)
+		}
+		return string(b[:n])
+	}
+	if got, want := next("start"), fmt.Sprintf("READY=1\nMAINPID=%d\n", p.pid()); got != want {
+		p.fail("at start: %q, want %q", got, want)
+	}
+	p.upgrade(t, 1)
+	if got, want := next("upgrade"), fmt.Sprintf("READY=1\nMAINPID=%d\n", p.pid()); got != want {
+		p.fail("after the upgrade: %q, want %q", got, want)
+	}
+}
