@@ -155,7 +155,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	start := time.Now()
 	for i := 1; i <= 10; i++ {
 		if i == 5 {
-			failedUpgrade(t, p)
+			failedUpgrade(t, p, conf)
 		}
 		p.upgrade(t, i)
 		progress(fmt.Sprintf("after upgrade %d", i))
@@ -173,28 +173,33 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	}
 }
 
-// failedUpgrade replaces the binary with one that exits at start, sends
-// SIGUSR2 and checks that the old process serves on, then puts the binary
-// back.
-func failedUpgrade(t *testing.T, p *upgradeProxy) {
+// failedUpgrade upgrades to a binary that exits at start, then with a
+// configuration file that does not load: each time the old process serves
+// on. The binary and the file are put back.
+func failedUpgrade(t *testing.T, p *upgradeProxy, conf string) {
 	t.Helper()
-	good, err := os.ReadFile(p.bin)
-	if err != nil {
-		t.Fatal(err)
+	replace := func(path string, b []byte) {
+		os.Remove(path) // the running binary's file is busy: a new one replaces it
+		if err := os.WriteFile(path, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	os.Remove(p.bin)
-	if err := os.WriteFile(p.bin, []byte("#!/bin/sh\necho broken binary >&2\nexit 3\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	pid, failures := p.pid(), p.count("upgrade failed")
-	syscall.Kill(pid, syscall.SIGUSR2)
-	waitFor(t, p.fail, "the failed upgrade logged", func() bool { return p.count("upgrade failed") > failures })
-	if p.pid() != pid || !alive(pid) {
-		p.fail("after a failed upgrade: pid %d, was %d", p.pid(), pid)
-	}
-	os.Remove(p.bin)
-	if err := os.WriteFile(p.bin, good, 0o755); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct{ what, path, broken string }{
+		{"a broken binary", p.bin, "#!/bin/sh\necho broken binary >&2\nexit 3\n"},
+		{"a bad configuration", conf, "mc: [\n"},
+	} {
+		good, err := os.ReadFile(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replace(c.path, []byte(c.broken))
+		pid, failures := p.pid(), p.count("upgrade failed")
+		syscall.Kill(pid, syscall.SIGUSR2)
+		waitFor(t, p.fail, c.what+": the failed upgrade logged", func() bool { return p.count("upgrade failed") > failures })
+		if p.pid() != pid || !alive(pid) {
+			p.fail("after an upgrade to %s: pid %d, was %d", c.what, p.pid(), pid)
+		}
+		replace(c.path, good)
 	}
 }
 
