@@ -23,9 +23,9 @@ type upgradeProxy struct {
 	fail         func(string, ...any)
 }
 
-// startUpgradeProxy runs a copy of the binary on conf. Every process it
+// startUpgradeProxy runs a copy of the binary with args. Every process it
 // becomes is killed when the test ends.
-func startUpgradeProxy(t *testing.T, conf string) *upgradeProxy {
+func startUpgradeProxy(t *testing.T, args ...string) *upgradeProxy {
 	t.Helper()
 	dir := t.TempDir()
 	p := &upgradeProxy{bin: filepath.Join(dir, "shardproxy"), pidFile: filepath.Join(dir, "pid")}
@@ -36,8 +36,8 @@ func startUpgradeProxy(t *testing.T, conf string) *upgradeProxy {
 	if err := os.WriteFile(p.bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd, logs, fail := startProxy(t, p.bin, "-c", conf, "-p", p.pidFile, "--admin", "127.0.0.1:0",
-		"-a", "127.0.0.1", "-s", strconv.Itoa(testserver.FreePort(t)))
+	cmd, logs, fail := startProxy(t, p.bin, append([]string{"-p", p.pidFile, "--admin", "127.0.0.1:0",
+		"-a", "127.0.0.1", "-s", strconv.Itoa(testserver.FreePort(t))}, args...)...)
 	go cmd.Wait() // reaps the first process when it hands over
 	p.logs, p.fail = logs, fail
 	t.Cleanup(func() {
@@ -133,7 +133,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 		"meta:\n  listen: %s 0600\n  timeout: 5000\n  servers:\n    - %s:1\n"+
 		"rd:\n  listen: %s\n  redis: true\n  timeout: 5000\n  servers:\n    - %s:1\n",
 		mcAddr, mc.Addr, sock, mc.Addr, rdAddr, rd.Addr)), 0o644)
-	p := startUpgradeProxy(t, conf)
+	p := startUpgradeProxy(t, "-c", conf)
 
 	l := newClientLoad()
 	l.start(50, "tcp", mcAddr, "text", textStep)
@@ -281,7 +281,7 @@ func TestUpgradeNotify(t *testing.T) {
 	t.Setenv("NOTIFY_SOCKET", sockPath)
 	conf := filepath.Join(t.TempDir(), "conf.yml")
 	os.WriteFile(conf, []byte(proxyConf(loopback(t), "127.0.0.1:1", "1000", "127.0.0.1:0", loopback(t))), 0o644)
-	p := startUpgradeProxy(t, conf)
+	p := startUpgradeProxy(t, "-c", conf)
 	next := func(what string) string {
 		t.Helper()
 		sock.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -298,5 +298,34 @@ func TestUpgradeNotify(t *testing.T) {
 	p.upgrade(t, 1)
 	if got, want := next("upgrade"), fmt.Sprintf("READY=1\nMAINPID=%d\n", p.pid()); got != want {
 		p.fail("after the upgrade: %q, want %q", got, want)
+	}
+}
+
+// TestUpgradeFleet upgrades a fleet member: the new process joins the fleet
+// (its own registration, under its own lease) before the old one leaves,
+// and the fleet then lists the new process alone.
+func TestUpgradeFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: etcd, memcached and the binary")
+	}
+	eps := testserver.StartEtcd(t, 1).Endpoints()
+	port := testserver.FreePort(t)
+	fleetPut(t, eps, fleetYAML(port, testserver.StartMemcached(t).Addr+" mc1"))
+	p := startUpgradeProxy(t, "--etcd", strings.Join(eps, ","), "--etcd-prefix", fleetPrefix, "--etcd-wait", "20s")
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	registered := func(pid int) bool {
+		st := fleetStatus(t, eps)
+		return len(st.Proxies) == 1 && st.Proxies[0].PID == pid
+	}
+	waitFor(t, p.fail, "the first process registered", func() bool { return registered(p.pid()) })
+	roundTrip(t, p.fail, addr, "before")
+	p.upgrade(t, 1)
+	waitFor(t, p.fail, "the new process registered alone", func() bool { return registered(p.pid()) })
+	roundTrip(t, p.fail, addr, "after")
+	logs := p.logs.String()
+	joined := strings.LastIndex(logs, "joined the fleet")
+	left := strings.Index(logs, "the new process is ready; draining")
+	if strings.Count(logs, "joined the fleet") != 2 || left < 0 || joined > left {
+		p.fail("the new process did not join before the old one left")
 	}
 }
