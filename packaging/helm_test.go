@@ -529,3 +529,37 @@ func get(t *testing.T, url string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestHelmValuesDocumented finds each value of values.yaml (to the second
+// level, but for resources, Kubernetes' own) named in docs/kubernetes.md's
+// table of values.
+func TestHelmValuesDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chart, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "kubernetes.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(doc), "\n## Values\n")
+	table, _, _ = strings.Cut(table, "\n## ")
+	for k, v := range values {
+		names := []string{k}
+		if m, ok := v.(map[string]any); ok && len(m) > 0 && k != "resources" {
+			names = names[:0]
+			for k2 := range m {
+				names = append(names, k+"."+k2)
+			}
+		}
+		for _, n := range names {
+			if !strings.Contains(table, "`"+n+"`") {
+				t.Errorf("the value %s is not in docs/kubernetes.md's table of values", n)
+			}
+		}
+	}
+}
