@@ -563,3 +563,31 @@ func TestHelmValuesDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestHelmConfigPorts: the ports come from the configuration: each TCP
+// pool's (a unix socket has none), and the admin and stats addresses of
+// its shardproxy: section over the values.
+func TestHelmConfigPorts(t *testing.T) {
+	conf := "alpha_one:\n  listen: 0.0.0.0:30001\n  servers:\n    - 10.0.0.1:11211:1\n" +
+		"beta:\n  listen: /run/shardproxy/beta.sock\n  servers:\n    - 10.0.0.1:11211:1\n" +
+		"gamma:\n  listen: 0.0.0.0:30002\n  redis: true\n  servers:\n    - 10.0.0.2:6379:1\n" +
+		"shardproxy:\n  admin_listen: 0.0.0.0:30003\n  stats_listen: 0.0.0.0:30004\n"
+	p := filepath.Join(t.TempDir(), "conf.yml")
+	if err := os.WriteFile(p, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := parseRendered(t, template(t, "--set-file", "config="+p))
+	checkPod(t, r)
+	c := r.pod(t).Spec.Containers[0]
+	got := map[string]int{}
+	for _, p := range c.Ports {
+		got[p.Name] = p.ContainerPort
+	}
+	want := map[string]int{"alpha-one": 30001, "gamma": 30002, "admin": 30003, "stats": 30004}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("ports %v, want %v", got, want)
+	}
+	if f := c.flags(t); f["--admin"] != "0.0.0.0:30003" || f["-s"] != "30004" {
+		t.Errorf("args %q: want --admin 0.0.0.0:30003 and -s 30004", c.Args)
+	}
+}
