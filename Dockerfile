@@ -1,5 +1,6 @@
 # A small image of shardproxy: built with Go, run from a distroless base as
-# a non-root user (65532, "nonroot"). Build from the repository root:
+# a non-root user (65532, distroless's "nonroot", given by number so that
+# Kubernetes' runAsNonRoot can check it). Build from the repository root:
 #
 #   docker build -t shardproxy .
 #   docker run --rm -p 22121:22121 \
@@ -9,7 +10,8 @@
 # be 0.0.0.0 (or the container's address) to be reachable from outside.
 # Reload: docker kill -s HUP <container>. Stop: docker stop, which sends
 # SIGTERM; the proxy drains for up to --shutdown-timeout (30 s), so give
-# docker stop a longer -t, or a shorter --shutdown-timeout.
+# docker stop a longer -t, or a shorter --shutdown-timeout. Kubernetes:
+# packaging/helm/shardproxy, docs/kubernetes.md.
 
 # GO_VERSION is go.mod's go line (packaging's test keeps them equal).
 ARG GO_VERSION=1.26.8
@@ -25,7 +27,7 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/shardproxy ./cmd/s
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/shardproxy /usr/local/bin/shardproxy
-USER nonroot:nonroot
+USER 65532:65532
 # 22222: twemproxy's stats port; 22223: the HTTP admin (/metrics), served
 # on every address here so that it can be published; set admin_token in
 # the file, or publish it to trusted networks only. Pools listen where

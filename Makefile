@@ -6,6 +6,10 @@ CONFIG    ?= testdata/default.yml
 GOBIN     := $(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin)
 STATICCHECK         := $(GOBIN)/staticcheck
 STATICCHECK_VERSION ?= latest
+# helm, for packaging's test of the chart (helm lint, helm template); from
+# its Go module, as Debian packages none (about 2 minutes to build).
+HELM                := $(GOBIN)/helm
+HELM_VERSION        ?= v3.22.0
 # memcached's routelib.lua, for the Lua routelib tests (TestRoutelib):
 # make test ROUTELIB=/path/to/memcached/vendor/routelib/routelib.lua. Empty:
 # SHARDPROXY_ROUTELIB from the environment, if set; else those tests skip.
@@ -40,7 +44,7 @@ help:
 	@echo 'make mcp-suite MC_SRC=DIR [MCPROXY=BIN]  memcached'"'"'s t/proxy*.t against shardproxy (and memcached'"'"'s proxy)'
 	@echo '             -> mcp-suite-results/ (scripts/mcp-suite.sh)'
 	@echo 'make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME) each'
-	@echo 'make deps    install memcached, redis-server, redis-sentinel, nutcracker, etcd, dnsmasq, chromium, the client suites, staticcheck when missing'
+	@echo 'make deps    install memcached, redis-server, redis-sentinel, nutcracker, etcd, dnsmasq, chromium, the client suites, staticcheck, helm when missing'
 	@echo 'make clean   remove bin/'
 
 build:
@@ -163,6 +167,9 @@ deps:
 	@[ -x "$(STATICCHECK)" ] || { \
 		echo "deps: go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)"; \
 		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); }
+	@command -v helm >/dev/null 2>&1 || [ -x "$(HELM)" ] || { \
+		echo "deps: go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)"; \
+		$(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
 
 clean:
 	rm -rf bin

@@ -1,17 +1,23 @@
 // Package packaging_test checks what packaging/ and the Dockerfile ship:
 // the systemd unit passes systemd-analyze verify and keeps its reload,
 // restart and hardening settings; the sysusers file makes the unit's user;
-// the Dockerfile builds with go.mod's Go and runs as a non-root user, and,
-// where a docker daemon answers, builds an image that runs.
+// the Dockerfile builds with go.mod's Go a binary that is static and runs
+// it as the chart's non-root user with the unit's paths, and, where a
+// docker daemon answers, builds an image that runs; the Helm chart lints,
+// renders packaging/k8s/, and its pod runs the proxy as configured.
 package packaging_test
 
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -289,7 +295,9 @@ func dockerfile(t *testing.T) []string {
 
 // TestDockerfile checks the Dockerfile without docker: two stages, the
 // build on go.mod's Go, a static binary, and a final stage that runs it as
-// a user other than root.
+// the chart's user (a number, which Kubernetes' runAsNonRoot can check),
+// at the unit's path, with the unit's configuration file and the chart's
+// admin address.
 func TestDockerfile(t *testing.T) {
 	lines := dockerfile(t)
 	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
@@ -301,7 +309,7 @@ func TestDockerfile(t *testing.T) {
 		t.Fatal("go.mod has no go line")
 	}
 	var froms []string
-	user, entry := "", ""
+	user, entry, cmd := "", "", ""
 	for _, l := range lines {
 		op, rest, _ := strings.Cut(l, " ")
 		switch strings.ToUpper(op) {
@@ -316,6 +324,8 @@ func TestDockerfile(t *testing.T) {
 			user = rest
 		case "ENTRYPOINT":
 			entry = rest
+		case "CMD":
+			cmd = rest
 		case "RUN":
 			if strings.Contains(rest, "go build") && !strings.Contains(rest, "CGO_ENABLED=0") {
 				t.Errorf("the build is not static (CGO_ENABLED=0): %s", rest)
@@ -325,12 +335,68 @@ func TestDockerfile(t *testing.T) {
 	if len(froms) < 2 || !strings.HasPrefix(froms[0], "golang:${GO_VERSION}") {
 		t.Errorf("stages %q: want a golang:${GO_VERSION} build stage, then the runtime", froms)
 	}
-	if u, _, _ := strings.Cut(user, ":"); u == "" || u == "root" || u == "0" {
-		t.Errorf("the final stage runs as %q, want a user other than root", user)
+	if want := fmt.Sprintf("%d:%d", imageUID, imageUID); user != want {
+		t.Errorf("the final stage runs as %q, want %s (the chart's runAsUser and runAsGroup)", user, want)
 	}
-	if !strings.Contains(entry, installedBin) {
-		t.Errorf("ENTRYPOINT %s does not run %s", entry, installedBin)
+	var entryArgs, cmdArgs []string
+	if err := json.Unmarshal([]byte(entry), &entryArgs); err != nil || len(entryArgs) != 1 || entryArgs[0] != installedBin {
+		t.Errorf("ENTRYPOINT %s: want [%q] (%v)", entry, installedBin, err)
 	}
+	if err := json.Unmarshal([]byte(cmd), &cmdArgs); err != nil {
+		t.Fatalf("CMD %s: %v", cmd, err)
+	}
+	// The unit's file, and the admin where the chart's probes look.
+	want := []string{"-c", confPath, "--admin", "0.0.0.0:22223"}
+	if !slices.Equal(cmdArgs, want) || !strings.Contains(readUnit(t), installedBin+" -c "+confPath) {
+		t.Errorf("CMD %q, want %q, the unit's configuration file", cmdArgs, want)
+	}
+}
+
+// TestStaticBinary runs the Dockerfile's go build (its output moved to a
+// scratch directory) and finds the binary static: no program interpreter
+// and no dynamic section, as the distroless image, which has no C library,
+// needs. The same check finds the system's ls dynamic.
+func TestStaticBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	build := ""
+	for _, l := range dockerfile(t) {
+		if op, rest, _ := strings.Cut(l, " "); op == "RUN" && strings.Contains(rest, "go build") {
+			build = rest
+		}
+	}
+	out := filepath.Join(t.TempDir(), "shardproxy")
+	cmd := exec.Command("sh", "-c", strings.ReplaceAll(build, "/out/shardproxy", out))
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", build, err, b)
+	}
+	if err := static(out); err != nil {
+		t.Error(err)
+	}
+	if ls, err := exec.LookPath("ls"); err == nil && static(ls) == nil {
+		t.Errorf("%s is found static: the check cannot fail", ls)
+	}
+}
+
+// static returns an error when the ELF file at path asks for a program
+// interpreter or has a dynamic section.
+func static(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			return fmt.Errorf("%s is not static: it has a %v program header", path, p.Type)
+		}
+	}
+	if f.Section(".dynamic") != nil || f.Section(".interp") != nil {
+		return fmt.Errorf("%s is not static: it has a dynamic section", path)
+	}
+	return nil
 }
 
 // TestDockerBuild builds the image and runs it, where a docker daemon
