@@ -279,9 +279,18 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 	leave() // the fleet forgets this proxy before it drains
 	ctx, cancel := context.WithTimeout(context.Background(), o.drain)
 	defer cancel()
-	go func() { // a second signal ends the wait
-		<-sigs
-		cancel()
+	go func() { // a second SIGTERM or SIGINT ends the wait; SIGHUP and SIGUSR2 do not
+		for {
+			select {
+			case sig := <-sigs:
+				if sig == syscall.SIGTERM || sig == syscall.SIGINT {
+					cancel()
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
 	}()
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("shutdown cut short", "err", err)
