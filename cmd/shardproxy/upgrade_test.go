@@ -38,7 +38,7 @@ func startUpgradeProxy(t *testing.T, args ...string) *upgradeProxy {
 	}
 	cmd, logs, fail := startProxy(t, p.bin, append([]string{"-p", p.pidFile, "--admin", "127.0.0.1:0",
 		"-a", "127.0.0.1", "-s", strconv.Itoa(testserver.FreePort(t))}, args...)...)
-	go cmd.Wait() // reaps the first process when it hands over
+	go cmd.Process.Wait() // reaps the first process when it hands over (startProxy's cleanup waits for the log)
 	p.logs, p.fail = logs, fail
 	t.Cleanup(func() {
 		if pid := p.pid(); pid > 0 {
@@ -224,7 +224,13 @@ func TestShutdownUnderLoad(t *testing.T) {
 	cmd, _, fail := startProxy(t, testserver.Shardproxy(t), "-c", conf, "--shutdown-timeout", deadline.String(),
 		"--admin", "127.0.0.1:0", "-a", "127.0.0.1", "-s", strconv.Itoa(testserver.FreePort(t)))
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() { // Process.Wait: startProxy's cleanup calls cmd.Wait
+		st, err := cmd.Process.Wait()
+		if err == nil && !st.Success() {
+			err = fmt.Errorf("%v", st)
+		}
+		exited <- err
+	}()
 	waitFor(t, fail, "the proxy listens", func() bool {
 		c, err := net.Dial("tcp", mcAddr)
 		if err == nil {
