@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The verified clients of the upgrade tests: each keeps one connection,
@@ -316,4 +319,46 @@ func (l *clientLoad) end() {
 func (l *clientLoad) String() string {
 	return fmt.Sprintf("ok %d, wrong %d, failed %d (reply begun: %d), refused %d, closed while idle %d",
 		l.ok.Load(), l.wrong.Load(), l.failed.Load(), l.cut.Load(), l.refused.Load(), l.closedIdle.Load())
+}
+
+// startGoRedis runs n goroutines sharing one go-redis client (its pool, its
+// default retries) that set and get their keys: what an application using
+// that library sees of an upgrade. Its errors count as failed.
+func (l *clientLoad) startGoRedis(n int, addr string) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, PoolSize: n})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer wg.Done()
+			ctx := context.Background()
+			for seq := 0; ; seq++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("goredis%d-k%d", i, seq%100)
+				val := key + ":" + strconv.Itoa(seq)
+				if err := rdb.Set(ctx, key, val, 0).Err(); err != nil {
+					l.bad(&l.failed, fmt.Sprintf("go-redis SET %s: %v", key, err))
+					continue
+				}
+				switch got, err := rdb.Get(ctx, key).Result(); {
+				case err != nil:
+					l.bad(&l.failed, fmt.Sprintf("go-redis GET %s: %v", key, err))
+				case got != val:
+					l.bad(&l.wrong, fmt.Sprintf("go-redis GET %s: %q, want %q", key, got, val))
+				default:
+					l.ok.Add(1)
+				}
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		rdb.Close()
+	}()
 }

@@ -120,7 +120,10 @@ func alive(pid int) bool {
 // what it read, and a request a client writes as the connection closes
 // (before the close reaches it) gets an EOF with no reply. A client that
 // retries such a request on a new connection, as go-redis does, sees
-// nothing; this one counts it (docs/operations.md, Upgrading in place).
+// nothing: 50 goroutines on a go-redis client (its pool checks a
+// connection before reuse, its default retries) run beside them and must
+// see no error at all. The raw clients count such a request (see
+// docs/operations.md, Upgrading in place).
 func TestUpgradeUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: builds the binary, runs memcached and redis-server")
@@ -141,6 +144,8 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	l.start(50, "unix", sock, "meta", metaStep)
 	l.start(50, "tcp", rdAddr, "redis", redisStep)
 	l.start(50, "tcp", rdAddr, "tx", txStep)
+	gr := newClientLoad()
+	gr.startGoRedis(50, rdAddr)
 	ended := false
 	defer func() {
 		if !ended {
@@ -163,11 +168,15 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	}
 	took := time.Since(start)
 	l.end()
+	gr.end()
 	ended = true
-	t.Logf("10 upgrades in %v; clients: %v", took.Round(time.Millisecond), l)
+	t.Logf("10 upgrades in %v; clients: %v; go-redis: %v", took.Round(time.Millisecond), l, gr)
 	t.Logf("drains (new process ready to old one exited): %v", p.drainTimes())
 	if l.wrong.Load()+l.cut.Load()+l.refused.Load() > 0 || l.ok.Load() == 0 {
 		p.fail("clients: %v; first: %q", l, l.firstBad)
+	}
+	if gr.wrong.Load()+gr.failed.Load() > 0 || gr.ok.Load() == 0 {
+		p.fail("go-redis: %v; first: %q", gr, gr.firstBad)
 	}
 	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
 		p.fail("the unix socket after the upgrades: %v %v", fi, err)
