@@ -184,8 +184,9 @@ func TestUpgradeUnderLoad(t *testing.T) {
 }
 
 // failedUpgrade upgrades to a binary that exits at start, then with a
-// configuration file that does not load: each time the old process serves
-// on. The binary and the file are put back.
+// configuration file that does not load, then with one that adds an
+// address in use: each time the old process serves on. The binary and the
+// file are put back.
 func failedUpgrade(t *testing.T, p *upgradeProxy, conf string) {
 	t.Helper()
 	replace := func(path string, b []byte) {
@@ -194,20 +195,31 @@ func failedUpgrade(t *testing.T, p *upgradeProxy, conf string) {
 			t.Fatal(err)
 		}
 	}
-	for _, c := range []struct{ what, path, broken string }{
-		{"a broken binary", p.bin, "#!/bin/sh\necho broken binary >&2\nexit 3\n"},
-		{"a bad configuration", conf, "mc: [\n"},
+	busy, err := net.Listen("tcp", "127.0.0.1:0") // an address the new process cannot bind
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, c := range []struct{ what, path, broken, logged string }{
+		{"a broken binary", p.bin, "#!/bin/sh\necho broken binary >&2\nexit 3\n", "broken binary"},
+		{"a bad configuration", conf, "mc: [\n", "syntax is invalid"},
+		{"an address in use", conf, "busy:\n  listen: " + busy.Addr().String() + "\n  servers:\n    - 127.0.0.1:1:1\n",
+			"address already in use"},
 	} {
 		good, err := os.ReadFile(c.path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		replace(c.path, []byte(c.broken))
+		broken := []byte(c.broken)
+		if c.what == "an address in use" {
+			broken = append(good, broken...)
+		}
+		replace(c.path, broken)
 		pid, failures := p.pid(), p.count("upgrade failed")
 		syscall.Kill(pid, syscall.SIGUSR2)
 		waitFor(t, p.fail, c.what+": the failed upgrade logged", func() bool { return p.count("upgrade failed") > failures })
-		if p.pid() != pid || !alive(pid) {
-			p.fail("after an upgrade to %s: pid %d, was %d", c.what, p.pid(), pid)
+		if p.pid() != pid || !alive(pid) || p.count(c.logged) == 0 {
+			p.fail("after an upgrade to %s: pid %d, was %d; want %q logged", c.what, p.pid(), pid, c.logged)
 		}
 		replace(c.path, good)
 	}
