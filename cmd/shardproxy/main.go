@@ -264,22 +264,20 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 	log.Info("shardproxy started", "version", proxy.Version, "conf", o.conf, "pid", os.Getpid(),
 		"threads", runtime.GOMAXPROCS(0))
 
-	for {
-		sig := waitSignal(sigs, asked, dnsChanged, op)
-		if sig == syscall.SIGHUP {
-			op.reload("sighup")
-			continue
-		}
-		if sig == syscall.SIGUSR2 && !h.upgrade() {
-			continue
-		}
-		log.Info("shutting down", "signal", sig.String(), "timeout", o.drain)
-		break
-	}
+	sig := waitSignal(sigs, asked, dnsChanged, op, h)
+	log.Info("shutting down", "signal", sig.String(), "timeout", o.drain)
 	leave() // the fleet forgets this proxy before it drains
-	ctx, cancel := context.WithTimeout(context.Background(), o.drain)
+	drainServer(srv, o.drain, sigs, log)
+	log.Info("shardproxy stopped")
+	return 0
+}
+
+// drainServer lets in-flight requests finish for at most timeout; a
+// second SIGTERM or SIGINT ends the wait, SIGHUP and SIGUSR2 do not.
+func drainServer(srv *proxy.Server, timeout time.Duration, sigs <-chan os.Signal, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	go func() { // a second SIGTERM or SIGINT ends the wait; SIGHUP and SIGUSR2 do not
+	go func() {
 		for {
 			select {
 			case sig := <-sigs:
@@ -295,18 +293,22 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("shutdown cut short", "err", err)
 	}
-	log.Info("shardproxy stopped")
-	return 0
 }
 
-// waitSignal returns the next signal, reloading for every reload a route
-// file asks for meanwhile, and applying the configuration again for every
-// change of a servers_from pool's servers.
-func waitSignal(sigs <-chan os.Signal, asked, dnsChanged <-chan struct{}, op *operator) os.Signal {
+// waitSignal returns the signal that stops the proxy: SIGTERM, SIGINT, or
+// a SIGUSR2 whose upgrade succeeded. Meanwhile it reloads on SIGHUP and
+// for every reload a route file asks for, and applies the configuration
+// again for every change of a servers_from pool's servers.
+func waitSignal(sigs <-chan os.Signal, asked, dnsChanged <-chan struct{}, op *operator, h *handover) os.Signal {
 	for {
 		select {
 		case sig := <-sigs:
-			return sig
+			switch {
+			case sig == syscall.SIGHUP:
+				op.reload("sighup")
+			case sig != syscall.SIGUSR2 || h.upgrade():
+				return sig
+			}
 		case <-asked:
 			op.reload("lua")
 		case <-dnsChanged:
