@@ -41,7 +41,10 @@ type session struct {
 	parser  codec.RequestParser
 	parts   codec.PartParser // parser, when it cuts long requests into parts
 	closing atomic.Bool      // stop reading: shutdown or a fatal protocol error
-	w       writer           // replies, in order, to the client
+	// draining: the server drains; stop reading at the next request
+	// boundary (drain.go, readloop.go)
+	draining atomic.Bool
+	w        writer // replies, in order, to the client
 
 	need     int            // the length the unfinished request announced (reader only)
 	over     int8           // the unfinished request's Exchange.Over: 0 not asked yet, 1 no, 2 yes (reader only)
