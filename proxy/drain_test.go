@@ -258,3 +258,29 @@ func TestReady(t *testing.T) {
 		}
 	})
 }
+
+// TestDrainRedisStates drains a Redis pool with a client inside a
+// transaction and a subscribed one: the subscriber is closed at once; the
+// transaction is awaited, its EXEC answered, then its connection closed.
+func TestDrainRedisStates(t *testing.T) {
+	r := newDrainRig(t, drainProtos[1], proxy.Options{})
+	tx := rawDial(t, r.addr)
+	tx.send(multibulk("MULTI") + multibulk("SET", "k", "v"))
+	tx.expect("+OK\r\n+QUEUED\r\n", false)
+	sub := rawDial(t, r.addr)
+	sub.send(multibulk("SUBSCRIBE", "ch"))
+	sub.expect("*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n", false)
+	waitFor(t, 10*time.Second, "both connections accepted", func() bool { return r.srv.Stats().CurrConnections == 2 })
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.srv.Drain(context.Background())
+		done <- err
+	}()
+	sub.expect("", true)
+	tx.send(multibulk("EXEC"))
+	tx.expect("*1\r\n+OK\r\n", true)
+	if err := <-done; err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+}

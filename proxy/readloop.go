@@ -213,16 +213,19 @@ func (r *sessionReader) got(n int, err error) bool {
 
 // A draining session (Server.Drain) stops reading at its next request
 // boundary: the requests it has read are answered, a request partly read
-// is read to its end, and what the client sends after that is not read
+// is read to its end (and a transaction to its EXEC or DISCARD), and what
+// the client sends after that is not read
 // (a pipelining client sees its connection close after the replies to
 // what the proxy received; an idle client sees it close at once). The
 // drain's deadline wakes the reader; on a socket it then reads once more
 // what has arrived, and stops at the first boundary it finds.
 
 // drainEnds reports whether the session drains and its reader is at a
-// request boundary: nothing partly read, nothing left to drop.
+// request boundary: nothing partly read, nothing left to drop, and no
+// Redis transaction open (its EXEC or DISCARD is awaited like the rest of
+// a request; a subscribed client has nothing to finish).
 func (r *sessionReader) drainEnds() bool {
-	return r.s.draining.Load() && len(r.buf) == 0 && r.discard == 0 && !r.s.inPart()
+	return r.s.draining.Load() && len(r.buf) == 0 && r.discard == 0 && !r.s.inPart() && r.s.pin == nil
 }
 
 // drainRead takes the drain's wake-up: reading goes on without a
