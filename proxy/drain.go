@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"io"
 	"sync/atomic"
 	"time"
 )
@@ -214,4 +215,23 @@ func (s *Server) requestsRead() int64 {
 func (s *session) drain() {
 	s.draining.Store(true)
 	s.nc.SetReadDeadline(time.Now()) // wakes a reader waiting for its client
+}
+
+// lingerTime bounds how long a drained connection, its write side
+// closed, waits for its client to close.
+const lingerTime = time.Second
+
+// linger ends a drained session's connection without a reset: its
+// client may have sent more than the reader took (a pipeline), and
+// closing a socket with unread input resets it, which can lose the
+// replies not yet delivered. It half-closes, so the client reads its
+// replies and then the end, and discards what arrives until the client
+// closes too, lingerTime at most (a cut closes it at once).
+func (s *session) linger() {
+	cw, ok := s.nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	s.nc.SetReadDeadline(time.Now().Add(lingerTime))
+	io.Copy(io.Discard, s.nc)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -280,6 +281,41 @@ func TestDrainRedisStates(t *testing.T) {
 	sub.expect("", true)
 	tx.send(multibulk("EXEC"))
 	tx.expect("*1\r\n+OK\r\n", true)
+	if err := <-done; err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+}
+
+// TestDrainUnreadRest drains a connection whose client sends another
+// request after the reader stopped: the request read before is answered,
+// the rest is not read, and the client sees its reply, then the end of
+// the stream, not a reset (which could lose replies still in flight).
+func TestDrainUnreadRest(t *testing.T) {
+	p := drainProtos[0]
+	r := newDrainRig(t, p, proxy.Options{})
+	c := rawDial(t, r.addr)
+	c.send(p.set)
+	c.expect(p.setReply, false)
+	r.fp.Hold(faultproxy.Downstream, true)
+	c.send(p.get)
+	waitFor(t, 10*time.Second, "the get read", func() bool { return requestsRead(r.srv) >= 2 })
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.srv.Drain(context.Background())
+		done <- err
+	}()
+	waitFor(t, 10*time.Second, "draining", r.srv.Draining)
+	// The reader stops at once; nothing tells when, so give it time: what
+	// the client sends next stays unread.
+	time.Sleep(200 * time.Millisecond)
+	c.send(p.get)
+	r.fp.Hold(faultproxy.Downstream, false)
+	c.expect(p.getReply, false)
+	c.nc.SetReadDeadline(time.Now().Add(ioTimeout))
+	b, err := io.ReadAll(c.nc)
+	if err != nil || len(b) != 0 {
+		t.Fatalf("after the reply: %q, %v; want the end of the stream", b, err)
+	}
 	if err := <-done; err != nil {
 		t.Fatalf("Drain: %v", err)
 	}

@@ -178,6 +178,9 @@ func (s *session) serve() {
 	}
 	s.w.stop()
 	s.dropStock()
+	if s.draining.Load() {
+		s.linger()
+	}
 	s.nc.Close()
 }
 
