@@ -188,13 +188,16 @@ func (s *Server) Drain(ctx context.Context) (DrainReport, error) {
 }
 
 // cut closes the client connections a drain left open and returns how
-// many there were and the requests they had in flight.
+// many of them were still busy and the requests they had in flight; one
+// that lingers has answered everything and counts as drained.
 func (s *Server) cut() (conns int, requests int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for sess := range s.sessions {
-		conns++
-		requests += sess.outstanding.Load()
+		if !sess.lingering.Load() {
+			conns++
+			requests += sess.outstanding.Load()
+		}
 		sess.nc.Close()
 	}
 	return conns, requests
@@ -228,6 +231,7 @@ const lingerTime = time.Second
 // replies and then the end, and discards what arrives until the client
 // closes too, lingerTime at most (a cut closes it at once).
 func (s *session) linger() {
+	s.lingering.Store(true)
 	cw, ok := s.nc.(interface{ CloseWrite() error })
 	if !ok || cw.CloseWrite() != nil {
 		return

@@ -43,8 +43,9 @@ type session struct {
 	closing atomic.Bool      // stop reading: shutdown or a fatal protocol error
 	// draining: the server drains; stop reading at the next request
 	// boundary (drain.go, readloop.go)
-	draining atomic.Bool
-	w        writer // replies, in order, to the client
+	draining  atomic.Bool
+	lingering atomic.Bool // drained: everything answered, waiting for the client to close (linger)
+	w         writer      // replies, in order, to the client
 
 	need     int            // the length the unfinished request announced (reader only)
 	over     int8           // the unfinished request's Exchange.Over: 0 not asked yet, 1 no, 2 yes (reader only)
