@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
+	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -238,4 +241,26 @@ func (s *session) linger() {
 	}
 	s.nc.SetReadDeadline(time.Now().Add(lingerTime))
 	io.Copy(io.Discard, s.nc)
+}
+
+// inputWaiting reports whether nc's socket (under TLS, the connection
+// beneath) holds input not read yet: a peek that does not wait.
+func inputWaiting(nc net.Conn) bool {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var n int
+	rc.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, _ = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	})
+	return n > 0
 }

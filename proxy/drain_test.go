@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -321,6 +322,41 @@ func TestDrainUnreadRest(t *testing.T) {
 	if err != nil || len(b) != 0 {
 		t.Fatalf("after the reply: %q, %v; want the end of the stream", b, err)
 	}
+	if err := <-done; err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+}
+
+// TestDrainTLS drains a TLS listener: the idle client is closed at once,
+// the busy one gets its reply, then the end.
+func TestDrainTLS(t *testing.T) {
+	p := testserver.NewPKI(t)
+	fp := faultproxy.New(t, testserver.StartMemcached(t).Addr)
+	yaml := fmt.Sprintf("mc:\n  listen: 127.0.0.1:0\n  tls_cert: server.pem\n  tls_key: server.key\n  timeout: 30000\n  servers:\n    - %s:1\n", fp.Addr())
+	srv, _ := startLoggedProxy(t, yaml, filepath.Join(p.Dir, "shardproxy.yml"))
+	addr := srv.Addr("mc").String()
+	idle := tlsDialMemcache(t, addr, p.ClientTLS(false))
+	if got := idle.do("set k 0 0 2\r\nhi\r\n"); got != "STORED\r\n" {
+		t.Fatalf("set = %q", got)
+	}
+	busy := tlsDialMemcache(t, addr, p.ClientTLS(false))
+	if got := busy.do("get k\r\n"); got != "VALUE k 0 2\r\nhi\r\nEND\r\n" {
+		t.Fatalf("get = %q", got)
+	}
+	fp.Hold(faultproxy.Downstream, true)
+	busy.send("get k\r\n")
+	waitFor(t, 10*time.Second, "the get read", func() bool { return requestsRead(srv) >= 3 })
+	done := make(chan error, 1)
+	go func() {
+		_, err := srv.Drain(context.Background())
+		done <- err
+	}()
+	idle.expectClosed()
+	fp.Hold(faultproxy.Downstream, false)
+	if got := busy.reply(); got != "VALUE k 0 2\r\nhi\r\nEND\r\n" {
+		t.Fatalf("get in flight = %q", got)
+	}
+	busy.expectClosed()
 	if err := <-done; err != nil {
 		t.Fatalf("Drain: %v", err)
 	}

@@ -231,10 +231,13 @@ func (r *sessionReader) drainEnds() bool {
 // drainRead takes the drain's wake-up: reading goes on without a
 // deadline (the drain's own deadline cuts the connection) while a request
 // is partly read; on a socket, readFD reads what has arrived and stops at
-// the boundary. A TLS session at a boundary stops at once. It returns
-// false when reading ends.
+// the boundary. A TLS session at a boundary reads on only when its socket
+// holds input (inputWaiting), so the records the client sent before the
+// drain are read; records the TLS layer has taken from the socket but
+// not yet handed over are not looked for. It returns false when reading
+// ends.
 func (r *sessionReader) drainRead() bool {
-	if !r.raw && r.drainEnds() {
+	if !r.raw && r.drainEnds() && !inputWaiting(r.s.nc) {
 		return false
 	}
 	r.armed = false
