@@ -36,6 +36,9 @@ type Options struct {
 	// only as SetRing says, never on their own backends' health; a bad
 	// backend still fails its requests fast. A fleet sets it (ring.go).
 	FleetRing bool
+	// ReadyWait bounds how long after Start Ready waits for every pool's
+	// servers to be tried; default DefaultReadyWait.
+	ReadyWait time.Duration
 }
 
 // Server runs the pools of one configuration at a time and swaps to a new
@@ -50,6 +53,7 @@ type Server struct {
 	fleetRing      bool                       // Options.FleetRing
 	fleet          atomic.Pointer[FleetState] // as SetFleetState last set it
 	health         healthBook                 // what WatchHealth's watchers were told
+	drainer        drainState                 // Drain, Ready (drain.go)
 
 	currConns      atomic.Int64
 	totalConns     atomic.Int64
@@ -144,6 +148,9 @@ func newServer(opts Options) *Server {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 10 * time.Second
 	}
+	if opts.ReadyWait <= 0 {
+		opts.ReadyWait = DefaultReadyWait
+	}
 	s := &Server{
 		log:            opts.Logger,
 		version:        Version,
@@ -156,6 +163,7 @@ func newServer(opts Options) *Server {
 		sessions:       map[*session]struct{}{},
 	}
 	s.backends.Drain = opts.DrainTimeout
+	s.drainer.readyWait = opts.ReadyWait
 	return s
 }
 
@@ -307,6 +315,7 @@ func (s *Server) Start() error {
 	}
 	s.started = true
 	s.activate(gen, bound)
+	s.drainer.startedAt.Store(time.Now().UnixNano())
 	return nil
 }
 
@@ -567,38 +576,11 @@ func (s *Server) retire(old []*pool) {
 	}
 }
 
-// Shutdown stops accepting, lets every session finish the requests it has
-// read (their replies are written), closes the client connections and then
-// the backends. If ctx ends first, the remaining connections are closed
-// abruptly and ctx's error is returned.
+// Shutdown drains the server (Drain), then closes the backends. If ctx
+// ends first, the remaining client connections are cut and ctx's error is
+// returned.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.closed = true
-	for _, l := range s.listeners {
-		l.ln.Close()
-	}
-	for sess := range s.sessions {
-		sess.stop()
-	}
-	s.mu.Unlock()
-
-	done := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		close(done)
-	}()
-	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
-		s.mu.Lock()
-		for sess := range s.sessions {
-			sess.nc.Close()
-		}
-		s.mu.Unlock()
-		<-done
-	}
+	_, err := s.Drain(ctx)
 	s.bg.Wait()
 	s.mu.Lock()
 	for _, p := range s.gen.Load().pools {
@@ -606,6 +588,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		p.lease.Release(false)
 	}
 	s.mu.Unlock()
+	s.wg.Wait() // the sessions cut: their requests fail with their backends
 	s.backends.Wait()
 	return err
 }

@@ -64,7 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.showVersion, "V", false, "print the version and exit")
 	fs.BoolVar(&o.daemonize, "d", false, "not supported: run under a service manager instead")
 	fs.BoolVar(&o.describe, "D", false, "print the stats description and exit")
-	fs.DurationVar(&o.drain, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long to let in-flight requests finish")
+	fs.DurationVar(&o.drain, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT or POST /drain, how long to let in-flight requests finish before cutting the connections left")
 	fs.StringVar(&o.admin, "admin", admin.DefaultHTTPAddr, "HTTP admin address (/metrics, /config, /backends, /version, POST /reload); \"\" serves none; the config's shardproxy: admin_listen overrides it")
 	fs.IntVar(&o.threads, "threads", 0, "threads that run the proxy at once (GOMAXPROCS); 0: the GOMAXPROCS environment variable if set, else half the cores the process may use (at least 1)")
 	o.fleet.add(fs)
@@ -206,8 +206,9 @@ func checkPools(cfg *config.Config, log *slog.Logger) error {
 	return proxy.Check(run, proxy.Options{Logger: log})
 }
 
-// serve runs the proxy until SIGTERM or SIGINT, reloading it on SIGHUP,
-// then lets in-flight requests finish for -shutdown-timeout.
+// serve runs the proxy until SIGTERM, SIGINT or POST /drain, reloading
+// it on SIGHUP, then drains it (proxy.Server.Drain) for at most
+// -shutdown-timeout.
 func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) int {
 	runtime.GOMAXPROCS(threads(o.threads, os.Getenv("GOMAXPROCS") != "", runtime.GOMAXPROCS(0)))
 	var rev int64  // etcd's revision of cfg; 0: the file's
@@ -264,7 +265,11 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 			op.reload("sighup")
 			continue
 		}
-		log.Info("shutting down", "signal", sig.String(), "timeout", o.drain)
+		if sig == nil {
+			log.Info("shutting down", "trigger", "http", "timeout", o.drain)
+		} else {
+			log.Info("shutting down", "signal", sig.String(), "timeout", o.drain)
+		}
 		break
 	}
 	leave() // the fleet forgets this proxy before it drains
@@ -281,14 +286,17 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 	return 0
 }
 
-// waitSignal returns the next signal, reloading for every reload a route
-// file asks for meanwhile, and applying the configuration again for every
-// change of a servers_from pool's servers.
+// waitSignal returns the next signal, or nil when POST /drain asked to
+// drain, reloading for every reload a route file asks for meanwhile, and
+// applying the configuration again for every change of a servers_from
+// pool's servers.
 func waitSignal(sigs <-chan os.Signal, asked, dnsChanged <-chan struct{}, op *operator) os.Signal {
 	for {
 		select {
 		case sig := <-sigs:
 			return sig
+		case <-op.drainAsked:
+			return nil
 		case <-asked:
 			op.reload("lua")
 		case <-dnsChanged:

@@ -41,17 +41,30 @@ type operator struct {
 	// from etcd answers with (under mu).
 	agent  *fleet.Agent
 	result admin.ReloadResult
+
+	// drainAsked hears POST /drain: the signal loop drains and exits as
+	// on SIGTERM (one pending ask is enough).
+	drainAsked chan struct{}
 }
 
 func newOperator(o *options, srv *proxy.Server, log *slog.Logger, dns *dnspool.Group, cfg *config.Config) *operator {
-	op := &operator{path: o.conf, srv: srv, log: log, dns: dns, last: cfg}
+	op := &operator{path: o.conf, srv: srv, log: log, dns: dns, last: cfg, drainAsked: make(chan struct{}, 1)}
 	srv.SetSourceStats(dnsStats(dns))
 	op.statsDefault, op.webDefault = o.adminDefaults()
 	op.stats = admin.NewStats(srv, admin.StatsConfig{
 		Interval: time.Duration(o.statsIntvl) * time.Millisecond, Logger: log})
 	op.web = admin.NewHTTP(srv, admin.HTTPConfig{
-		Reload: func() (admin.ReloadResult, error) { return op.reload("http") }, Logger: log})
+		Reload: func() (admin.ReloadResult, error) { return op.reload("http") },
+		Drain:  op.askDrain, Logger: log})
 	return op
+}
+
+// askDrain asks the signal loop to drain and exit (POST /drain).
+func (op *operator) askDrain() {
+	select {
+	case op.drainAsked <- struct{}{}:
+	default:
+	}
 }
 
 // adminDefaults are the admin addresses used when the config's
