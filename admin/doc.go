@@ -68,6 +68,9 @@
 //	GET  /backends  JSON: every pool's backends with state, failures, retry time
 //	GET  /version   JSON: version, Go version, start time
 //	POST /reload    re-read the config file and reload; JSON result
+//	POST /drain     start the drain SIGTERM starts (HTTPConfig.Drain); 202
+//	GET  /ready     200 "ready", or 503 and why ("starting", "draining"): Source's Ready
+//	GET  /live      200 "live" while the process serves
 //	GET  /          the status page (HTML); GET /status/live is its live part
 //	GET  /status    the status page's figures as JSON
 //
@@ -97,8 +100,9 @@
 // both the first load and the updates. Style sheet and script are embedded
 // (embed.FS); a Content-Security-Policy allows nothing else.
 //
-// When the running config sets admin_token, every endpoint wants
-// "Authorization: Bearer <token>" and answers 401 without it. The token is
+// When the running config sets admin_token, every endpoint but the probes
+// (/ready, /live: probers carry no token, and they tell nothing but the
+// state) wants "Authorization: Bearer <token>" and answers 401 without it. The token is
 // read from the running config at each request, so a reload changes it.
 // Every reply closes its connection (no keep-alive): a request never
 // meets a connection the server is closing for idleness, which would

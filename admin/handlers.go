@@ -18,6 +18,7 @@ import (
 type handlers struct {
 	src    Source
 	reload func() (ReloadResult, error)
+	drain  func()
 	log    *slog.Logger
 	hist   *history // the status page's samples
 }

@@ -50,6 +50,11 @@ type HTTPConfig struct {
 	// function SIGHUP runs. It must be safe for concurrent use. nil makes
 	// POST /reload answer 501.
 	Reload func() (ReloadResult, error)
+	// Drain starts the drain for POST /drain; the command passes what
+	// SIGTERM starts (the process exits when the drain ends). It must
+	// not wait for the drain, and must be safe for concurrent use. nil
+	// makes POST /drain answer 501.
+	Drain func()
 	// Logger receives lifecycle events; nil means slog.Default().
 	Logger *slog.Logger
 	// Listen binds the listener ("tcp"); nil means net.Listen. A process
@@ -95,14 +100,14 @@ func NewHTTP(src Source, cfg HTTPConfig) *HTTPServer {
 func Handler(src Source, cfg HTTPConfig) http.Handler { return newHandlers(src, cfg).mux() }
 
 func newHandlers(src Source, cfg HTTPConfig) *handlers {
-	h := &handlers{src: src, reload: cfg.Reload, log: cfg.Logger, hist: newHistory(src)}
+	h := &handlers{src: src, reload: cfg.Reload, drain: cfg.Drain, log: cfg.Logger, hist: newHistory(src)}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
 	return h
 }
 
-// mux routes the endpoints, behind the token check.
+// mux routes the endpoints, behind the token check but for the probes.
 func (h *handlers) mux() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(h.src),
@@ -117,6 +122,7 @@ func (h *handlers) mux() http.Handler {
 	mux.HandleFunc("GET /backends", h.backends)
 	mux.HandleFunc("GET /version", h.version)
 	mux.HandleFunc("POST /reload", h.reloadNow)
+	mux.HandleFunc("POST /drain", h.drainNow)
 	mux.HandleFunc("GET /{$}", h.page)
 	mux.HandleFunc("GET /status", h.status)
 	mux.HandleFunc("GET /status/live", h.live)
@@ -129,7 +135,7 @@ func (h *handlers) mux() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	return h.authorize(mux)
+	return h.probes(h.authorize(mux))
 }
 
 // Listen serves on addr ("host:port"); "" stops serving. Called again with

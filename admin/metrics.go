@@ -26,6 +26,8 @@ var _ prometheus.Collector = (*Collector)(nil)
 type descs struct {
 	buildInfo, start, accepted, reloads, reloadFailures, loaded, configInfo, spliced *prometheus.Desc
 
+	draining, drainConns, drainRequests *prometheus.Desc
+
 	poolRequests, poolErrors, poolClientEOF, poolClients, poolFragments, poolLatency *prometheus.Desc
 
 	beRequests, beRequestBytes, beResponses, beResponseBytes, beErrors       *prometheus.Desc
@@ -51,6 +53,10 @@ func NewCollector(src Source) *Collector {
 		loaded:         d("config_loaded_timestamp_seconds", "When the running configuration was loaded, in seconds since the epoch."),
 		configInfo:     d("config_info", "Always 1; the labels tell the running configuration's file and checksum.", "source", "checksum"),
 		spliced:        d("spliced_replies_total", "Replies whose value went from the server's socket to the client's by splice(2), not through the proxy's memory."),
+
+		draining:      d("draining", "1 once the proxy drains (SIGTERM, POST /drain, an upgrade), else 0."),
+		drainConns:    d("drain_connections_total", "Client connections a drain closed, by result: drained (everything read from them answered), cut (still busy at the deadline).", "result"),
+		drainRequests: d("drain_requests_total", "Requests of a drain, by result: answered (in flight when it began, or read after), cut (unanswered on a connection cut at the deadline).", "result"),
 
 		poolRequests:  d("pool_requests_total", "Requests read from clients.", pool...),
 		poolErrors:    d("pool_errors_total", "Errors by kind: client (twemproxy's client_err), forward (forward_error), protocol (requests that could not be parsed).", "pool", "kind"),
@@ -85,6 +91,7 @@ func NewCollector(src Source) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.d.buildInfo, c.d.start, c.d.accepted, c.d.reloads, c.d.reloadFailures, c.d.loaded, c.d.configInfo, c.d.spliced,
+		c.d.draining, c.d.drainConns, c.d.drainRequests,
 		c.d.poolRequests, c.d.poolErrors, c.d.poolClientEOF, c.d.poolClients, c.d.poolFragments, c.d.poolLatency,
 		c.d.beRequests, c.d.beRequestBytes, c.d.beResponses, c.d.beResponseBytes, c.d.beErrors,
 		c.d.beConns, c.d.beInQueue, c.d.beOutQueue, c.d.beEjections, c.d.beUp, c.d.beFailures, c.d.beLatency,
@@ -108,6 +115,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	m.counter(c.d.spliced, st.SplicedReplies)
 	m.gauge(c.d.loaded, seconds(info.LoadedAt))
 	m.gauge(c.d.configInfo, 1, info.Source, info.Checksum)
+	c.collectDrain(m, st.Drain)
 	c.d.fleet.collect(m, st.Fleet)
 	seen := map[[2]string]bool{} // const metrics must not repeat a label set
 	for _, p := range st.Pools {
@@ -117,6 +125,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		seen[[2]string{p.Name}] = true
 		c.collectPool(m, p, seen)
 	}
+}
+
+// collectDrain emits the drain's gauge and counters.
+func (c *Collector) collectDrain(m emitter, d proxy.DrainStats) {
+	draining := 0.0
+	if d.Draining {
+		draining = 1
+	}
+	m.gauge(c.d.draining, draining)
+	m.counter(c.d.drainConns, d.ConnectionsDrained, "drained")
+	m.counter(c.d.drainConns, d.ConnectionsCut, "cut")
+	m.counter(c.d.drainRequests, d.Requests, "answered")
+	m.counter(c.d.drainRequests, d.RequestsCut, "cut")
 }
 
 func (c *Collector) collectPool(m emitter, p proxy.PoolStats, seen map[[2]string]bool) {

@@ -44,6 +44,7 @@ func (s *session) readLoop() {
 		r.readConn()
 		return
 	}
+	r.raw = true
 	r.readRaw(rc)
 }
 
@@ -87,6 +88,10 @@ func (r *sessionReader) readFD(fd uintptr) bool {
 		case err == syscall.EINTR:
 			continue
 		case err == syscall.EAGAIN:
+			if r.drainEnds() {
+				r.stop = true
+				return true
+			}
 			return false // wait for readiness
 		case err != nil:
 			n, err = 0, os.NewSyscallError("read", err)
@@ -113,7 +118,7 @@ func (r *sessionReader) readFD(fd uintptr) bool {
 func (r *sessionReader) armFIN() bool {
 	r.armed = true
 	r.s.nc.SetReadDeadline(time.Now().Add(finCheck))
-	if r.s.closing.Load() { // stop's deadline may be the one replaced
+	if r.s.closing.Load() || r.drainEnds() { // stop's or drain's deadline may be the one replaced
 		r.stop = true
 		return true
 	}
@@ -148,6 +153,7 @@ type sessionReader struct {
 	discard int64 // bytes still to drop (the rest of a refused request)
 	small   int   // reads in a row that would have fit the idle buffer
 	armed   bool  // the FIN check's deadline is set (readRaw)
+	raw     bool  // reading through the socket's RawConn (readRaw)
 	stop    bool  // readFD saw the end of reading (readRaw)
 }
 
@@ -181,6 +187,9 @@ func (r *sessionReader) got(n int, err error) bool {
 		}
 	}
 	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) && s.draining.Load() && !s.closing.Load() {
+			return r.drainRead()
+		}
 		if errors.Is(err, io.EOF) {
 			s.p.stats.ClientEOF.Add(1)
 		} else if !s.closing.Load() {
@@ -199,7 +208,41 @@ func (r *sessionReader) got(n int, err error) bool {
 		backend.PutBuffer(buf)
 		r.buf = make([]byte, 0, idleChunk)
 	}
-	return !s.closing.Load()
+	return !s.closing.Load() && !r.drainEnds()
+}
+
+// A draining session (Server.Drain) stops reading at its next request
+// boundary: the requests it has read are answered, a request partly read
+// is read to its end (and a transaction to its EXEC or DISCARD), and what
+// the client sends after that is not read
+// (a pipelining client sees its connection close after the replies to
+// what the proxy received; an idle client sees it close at once). The
+// drain's deadline wakes the reader; on a socket it then reads once more
+// what has arrived, and stops at the first boundary it finds.
+
+// drainEnds reports whether the session drains and its reader is at a
+// request boundary: nothing partly read, nothing left to drop, and no
+// Redis transaction open (its EXEC or DISCARD is awaited like the rest of
+// a request; a subscribed client has nothing to finish).
+func (r *sessionReader) drainEnds() bool {
+	return r.s.draining.Load() && len(r.buf) == 0 && r.discard == 0 && !r.s.inPart() && r.s.pin == nil
+}
+
+// drainRead takes the drain's wake-up: reading goes on without a
+// deadline (the drain's own deadline cuts the connection) while a request
+// is partly read; on a socket, readFD reads what has arrived and stops at
+// the boundary. A TLS session at a boundary reads on only when its socket
+// holds input (inputWaiting), so the records the client sent before the
+// drain are read; records the TLS layer has taken from the socket but
+// not yet handed over are not looked for. It returns false when reading
+// ends.
+func (r *sessionReader) drainRead() bool {
+	if !r.raw && r.drainEnds() && !inputWaiting(r.s.nc) {
+		return false
+	}
+	r.armed = false
+	r.s.nc.SetReadDeadline(time.Time{})
+	return true
 }
 
 // add takes a read of n bytes into the buffer: a read that filled a small

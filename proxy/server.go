@@ -43,6 +43,9 @@ type Options struct {
 	// for. A unix socket's permissions are applied to what it returns. A
 	// pool with reuseport binds its own socket (see listen).
 	Listen func(network, addr string) (net.Listener, error)
+	// ReadyWait bounds how long after Start Ready waits for every pool's
+	// servers to be tried; default DefaultReadyWait.
+	ReadyWait time.Duration
 }
 
 // Server runs the pools of one configuration at a time and swaps to a new
@@ -58,6 +61,7 @@ type Server struct {
 	listenFn       func(network, addr string) (net.Listener, error) // Options.Listen, or Bind
 	fleet          atomic.Pointer[FleetState]                       // as SetFleetState last set it
 	health         healthBook                                       // what WatchHealth's watchers were told
+	drainer        drainState                                       // Drain, Ready (drain.go)
 
 	currConns      atomic.Int64
 	totalConns     atomic.Int64
@@ -155,6 +159,9 @@ func newServer(opts Options) *Server {
 	if opts.Listen == nil {
 		opts.Listen = Bind
 	}
+	if opts.ReadyWait <= 0 {
+		opts.ReadyWait = DefaultReadyWait
+	}
 	s := &Server{
 		log:            opts.Logger,
 		version:        Version,
@@ -168,6 +175,7 @@ func newServer(opts Options) *Server {
 		sessions:       map[*session]struct{}{},
 	}
 	s.backends.Drain = opts.DrainTimeout
+	s.drainer.readyWait = opts.ReadyWait
 	return s
 }
 
@@ -319,6 +327,7 @@ func (s *Server) Start() error {
 	}
 	s.started = true
 	s.activate(gen, bound)
+	s.drainer.startedAt.Store(time.Now().UnixNano())
 	return nil
 }
 
@@ -579,38 +588,11 @@ func (s *Server) retire(old []*pool) {
 	}
 }
 
-// Shutdown stops accepting, lets every session finish the requests it has
-// read (their replies are written), closes the client connections and then
-// the backends. If ctx ends first, the remaining connections are closed
-// abruptly and ctx's error is returned.
+// Shutdown drains the server (Drain), then closes the backends. If ctx
+// ends first, the remaining client connections are cut and ctx's error is
+// returned.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.closed = true
-	for _, l := range s.listeners {
-		l.ln.Close()
-	}
-	for sess := range s.sessions {
-		sess.stop()
-	}
-	s.mu.Unlock()
-
-	done := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		close(done)
-	}()
-	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
-		s.mu.Lock()
-		for sess := range s.sessions {
-			sess.nc.Close()
-		}
-		s.mu.Unlock()
-		<-done
-	}
+	_, err := s.Drain(ctx)
 	s.bg.Wait()
 	s.mu.Lock()
 	for _, p := range s.gen.Load().pools {
@@ -618,6 +600,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		p.lease.Release(false)
 	}
 	s.mu.Unlock()
+	s.wg.Wait() // the sessions cut: their requests fail with their backends
 	s.backends.Wait()
 	return err
 }

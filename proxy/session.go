@@ -41,7 +41,11 @@ type session struct {
 	parser  codec.RequestParser
 	parts   codec.PartParser // parser, when it cuts long requests into parts
 	closing atomic.Bool      // stop reading: shutdown or a fatal protocol error
-	w       writer           // replies, in order, to the client
+	// draining: the server drains; stop reading at the next request
+	// boundary (drain.go, readloop.go)
+	draining  atomic.Bool
+	lingering atomic.Bool // drained: everything answered, waiting for the client to close (linger)
+	w         writer      // replies, in order, to the client
 
 	need     int            // the length the unfinished request announced (reader only)
 	over     int8           // the unfinished request's Exchange.Over: 0 not asked yet, 1 no, 2 yes (reader only)
@@ -175,6 +179,9 @@ func (s *session) serve() {
 	}
 	s.w.stop()
 	s.dropStock()
+	if s.draining.Load() {
+		s.linger()
+	}
 	s.nc.Close()
 }
 

@@ -23,6 +23,8 @@ type Stats struct {
 	// Fleet is the fleet's state as SetFleetState last set it; nil
 	// without a fleet.
 	Fleet *FleetState
+	// Drain is the drain's state and totals (Drain).
+	Drain DrainStats
 	Pools []PoolStats
 }
 
@@ -135,6 +137,7 @@ func (s *Server) Stats() Stats {
 		ReloadFailures:   s.reloadFailures.Load(),
 		SplicedReplies:   backend.SplicedReplies(),
 		Fleet:            s.fleet.Load(),
+		Drain:            s.drainStats(),
 	}
 	for _, p := range s.currentPools() {
 		st.Pools = append(st.Pools, p.snapshot())

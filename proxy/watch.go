@@ -55,9 +55,9 @@ func (s *session) streamWatch() {
 			if err == nil {
 				continue
 			}
-			if errors.Is(err, os.ErrDeadlineExceeded) && !s.closing.Load() {
-				s.nc.SetReadDeadline(time.Time{}) // the reader's FIN check
-				if !s.closing.Load() {            // stop sets closing, then the deadline
+			if errors.Is(err, os.ErrDeadlineExceeded) && !s.closing.Load() && !s.draining.Load() {
+				s.nc.SetReadDeadline(time.Time{})            // the reader's FIN check
+				if !s.closing.Load() && !s.draining.Load() { // stop and drain set their flag, then the deadline
 					continue
 				}
 			}

@@ -64,7 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.showVersion, "V", false, "print the version and exit")
 	fs.BoolVar(&o.daemonize, "d", false, "not supported: run under a service manager instead")
 	fs.BoolVar(&o.describe, "D", false, "print the stats description and exit")
-	fs.DurationVar(&o.drain, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long to let in-flight requests finish")
+	fs.DurationVar(&o.drain, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT or POST /drain, how long to let in-flight requests finish before cutting the connections left")
 	fs.StringVar(&o.admin, "admin", admin.DefaultHTTPAddr, "HTTP admin address (/metrics, /config, /backends, /version, POST /reload); \"\" serves none; the config's shardproxy: admin_listen overrides it")
 	fs.IntVar(&o.threads, "threads", 0, "threads that run the proxy at once (GOMAXPROCS); 0: the GOMAXPROCS environment variable if set, else half the cores the process may use (at least 1)")
 	o.fleet.add(fs)
@@ -206,9 +206,10 @@ func checkPools(cfg *config.Config, log *slog.Logger) error {
 	return proxy.Check(run, proxy.Options{Logger: log})
 }
 
-// serve runs the proxy until SIGTERM or SIGINT, reloading it on SIGHUP
-// and handing it over to a new process on SIGUSR2 (upgrade.go), then lets
-// in-flight requests finish for -shutdown-timeout.
+// serve runs the proxy until SIGTERM, SIGINT or POST /drain, reloading
+// it on SIGHUP and handing it over to a new process on SIGUSR2
+// (upgrade.go), then drains it (proxy.Server.Drain) for at most
+// -shutdown-timeout.
 func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) int {
 	runtime.GOMAXPROCS(threads(o.threads, os.Getenv("GOMAXPROCS") != "", runtime.GOMAXPROCS(0)))
 	var rev int64  // etcd's revision of cfg; 0: the file's
@@ -255,6 +256,7 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 	// file or the "started" line appears reloads, it does not kill.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR2)
+	waitReady(srv)
 	removePidFile := writePidFile(o.pidFile, log)
 	defer removePidFile()
 	h.signalReady()
@@ -265,15 +267,20 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 		"threads", runtime.GOMAXPROCS(0))
 
 	sig := waitSignal(sigs, asked, dnsChanged, op, h)
-	log.Info("shutting down", "signal", sig.String(), "timeout", o.drain)
+	if sig == nil {
+		log.Info("shutting down", "trigger", "http", "timeout", o.drain)
+	} else {
+		log.Info("shutting down", "signal", sig.String(), "timeout", o.drain)
+	}
 	leave() // the fleet forgets this proxy before it drains
 	drainServer(srv, o.drain, sigs, log)
 	log.Info("shardproxy stopped")
 	return 0
 }
 
-// drainServer lets in-flight requests finish for at most timeout; a
-// second SIGTERM or SIGINT ends the wait, SIGHUP and SIGUSR2 do not.
+// drainServer drains srv for at most timeout (Shutdown: Drain, then the
+// backends close); a second SIGTERM or SIGINT ends the wait, SIGHUP and
+// SIGUSR2 do not.
 func drainServer(srv *proxy.Server, timeout time.Duration, sigs <-chan os.Signal, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -295,10 +302,11 @@ func drainServer(srv *proxy.Server, timeout time.Duration, sigs <-chan os.Signal
 	}
 }
 
-// waitSignal returns the signal that stops the proxy: SIGTERM, SIGINT, or
-// a SIGUSR2 whose upgrade succeeded. Meanwhile it reloads on SIGHUP and
-// for every reload a route file asks for, and applies the configuration
-// again for every change of a servers_from pool's servers.
+// waitSignal returns what stops the proxy: SIGTERM, SIGINT, a SIGUSR2
+// whose upgrade succeeded, or nil when POST /drain asked to drain.
+// Meanwhile it reloads on SIGHUP and for every reload a route file asks
+// for, and applies the configuration again for every change of a
+// servers_from pool's servers.
 func waitSignal(sigs <-chan os.Signal, asked, dnsChanged <-chan struct{}, op *operator, h *handover) os.Signal {
 	for {
 		select {
@@ -309,6 +317,8 @@ func waitSignal(sigs <-chan os.Signal, asked, dnsChanged <-chan struct{}, op *op
 			case sig != syscall.SIGUSR2 || h.upgrade():
 				return sig
 			}
+		case <-op.drainAsked:
+			return nil
 		case <-asked:
 			op.reload("lua")
 		case <-dnsChanged:

@@ -41,20 +41,33 @@ type operator struct {
 	// from etcd answers with (under mu).
 	agent  *fleet.Agent
 	result admin.ReloadResult
+
+	// drainAsked hears POST /drain: the signal loop drains and exits as
+	// on SIGTERM (one pending ask is enough).
+	drainAsked chan struct{}
 }
 
 // newOperator returns the operator of srv; listen binds its admin
 // listeners (the handover's hook).
 func newOperator(o *options, srv *proxy.Server, log *slog.Logger, dns *dnspool.Group, cfg *config.Config,
 	listen func(network, addr string) (net.Listener, error)) *operator {
-	op := &operator{path: o.conf, srv: srv, log: log, dns: dns, last: cfg}
+	op := &operator{path: o.conf, srv: srv, log: log, dns: dns, last: cfg, drainAsked: make(chan struct{}, 1)}
 	srv.SetSourceStats(dnsStats(dns))
 	op.statsDefault, op.webDefault = o.adminDefaults()
 	op.stats = admin.NewStats(srv, admin.StatsConfig{
 		Interval: time.Duration(o.statsIntvl) * time.Millisecond, Logger: log, Listen: listen})
 	op.web = admin.NewHTTP(srv, admin.HTTPConfig{
-		Reload: func() (admin.ReloadResult, error) { return op.reload("http") }, Logger: log, Listen: listen})
+		Reload: func() (admin.ReloadResult, error) { return op.reload("http") },
+		Drain:  op.askDrain, Logger: log, Listen: listen})
 	return op
+}
+
+// askDrain asks the signal loop to drain and exit (POST /drain).
+func (op *operator) askDrain() {
+	select {
+	case op.drainAsked <- struct{}{}:
+	default:
+	}
 }
 
 // adminDefaults are the admin addresses used when the config's

@@ -5,12 +5,13 @@ package main
 // there is what runs; /proc/self/exe would run the old one again), with the
 // same arguments and its listening sockets inherited (file descriptors 4
 // and up, named in envListeners). The new process builds its configuration,
-// takes those sockets instead of binding, joins the fleet if any, writes
-// the pid file, and writes one byte on the pipe at descriptor 3: only then
-// does the old process stop accepting and drain. Both accept from the same
-// sockets until then, so no connection is refused. A new process that
-// exits, closes the pipe or stays silent for upgradeTimeout leaves the old
-// one serving (logged).
+// takes those sockets instead of binding, joins the fleet if any, waits
+// until it is ready (waitReady), writes the pid file, and writes one byte
+// on the pipe at descriptor 3: only then does the old process stop
+// accepting and drain (proxy.Server.Drain, through Shutdown). Both accept
+// from the same sockets until then, so no connection is refused. A new
+// process that exits, closes the pipe or stays silent for upgradeTimeout
+// leaves the old one serving (logged).
 //
 // The sockets are passed by inheritance, not tableflip: tableflip allows one
 // Upgrader per process (the tests run the command in-process many times),
@@ -236,6 +237,16 @@ func (h *handover) startNew() (ready *os.File, pid int, err error) {
 	h.passed = true // from here on a closed unix listener keeps its file
 	h.log.Info("upgrade: new process started", "path", path, "new_pid", pid, "listeners", len(names))
 	return r, pid, nil
+}
+
+// waitReady waits until srv is ready, as GET /ready would say (every
+// pool's first servers tried, or proxy.Options.ReadyWait passed), before
+// the process tells an old process or systemd that it serves; a drain
+// asked for meanwhile (POST /drain) ends the wait.
+func waitReady(srv *proxy.Server) {
+	for ok, _ := srv.Ready(); !ok && !srv.Draining(); ok, _ = srv.Ready() {
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // ownsPidFile reports whether path holds this process's id: after an
