@@ -235,9 +235,14 @@ const lingerTime = time.Second
 // closes too, lingerTime at most (a cut closes it at once).
 func (s *session) linger() {
 	s.lingering.Store(true)
-	cw, ok := s.nc.(interface{ CloseWrite() error })
-	if !ok || cw.CloseWrite() != nil {
-		return
+	s.w.mu.Lock()
+	finished := s.w.finished // the last reply's writer half-closed it (lastReply)
+	s.w.mu.Unlock()
+	if !finished {
+		cw, ok := s.nc.(interface{ CloseWrite() error })
+		if !ok || cw.CloseWrite() != nil {
+			return
+		}
 	}
 	s.nc.SetReadDeadline(time.Now().Add(lingerTime))
 	io.Copy(io.Discard, s.nc)

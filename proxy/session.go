@@ -170,6 +170,9 @@ func (s *session) heldWait() {
 // client stopped reading) before the connection closes.
 func (s *session) serve() {
 	s.readLoop()
+	if s.draining.Load() && !s.closing.Load() && s.sub == nil && s.watcher == nil {
+		s.lastReply() // nothing more will be read: the last reply ends the connection
+	}
 	s.blocked.closeAll() // the client left: nothing will unblock them for it
 	s.endSub()           // nor read its messages
 	s.quiesce()

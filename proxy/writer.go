@@ -41,6 +41,12 @@ type writer struct {
 	pending []byte      // what a write that would have blocked left over
 	freed   []*pending  // written, for the reader to reuse (see newPending)
 	stocked atomic.Bool // freed is not empty
+	// finish: the session drains and its reader has stopped, so the
+	// reply that empties the queue is the last: whoever writes it
+	// half-closes the socket at once (finishWrite). finished: that
+	// half-close was done.
+	finish, finished bool
+	corked           bool // the last replies are being written corked (cork)
 
 	batch     []*pending // the holder's scratch
 	partEnded bool       // the holder's: an error ended the reply to the parts' request
@@ -198,6 +204,9 @@ func (s *session) writeReady(blocking bool) {
 			return
 		}
 		if n == 0 {
+			if w.finish && len(w.fifo) == 0 && len(w.pending) == 0 {
+				s.finishWrite()
+			}
 			w.busy = false
 			w.mu.Unlock()
 			if s.waiting.Load() {
@@ -207,6 +216,9 @@ func (s *session) writeReady(blocking bool) {
 		}
 		batch := w.takeHead(n)
 		broken := w.broken
+		if w.finish && len(w.fifo) == 0 && !w.corked {
+			s.cork() // the last replies: their FIN goes in the same segment
+		}
 		w.mu.Unlock()
 
 		broken = s.writeBatch(batch, broken, blocking)
@@ -221,6 +233,54 @@ func (s *session) writeReady(blocking bool) {
 			return
 		}
 	}
+}
+
+// lastReply is called by a draining session's reader once it has stopped
+// reading (serve): no request will be queued any more. If everything is
+// written and nobody writes, it half-closes the socket now; else whoever
+// writes the last reply does, right after it (writeReady). Either way the
+// client's FIN leaves with its last reply, so a client that checks its
+// connection before sending the next request sees the end rather than
+// sending into a connection about to close. Sockets only: a TLS session
+// half-closes in linger, as before.
+func (s *session) lastReply() {
+	w := &s.w
+	if w.raw == nil {
+		return
+	}
+	w.mu.Lock()
+	w.finish = true
+	if !w.busy && len(w.fifo) == 0 && len(w.pending) == 0 {
+		s.finishWrite()
+	}
+	w.mu.Unlock()
+}
+
+// finishWrite half-closes the socket, once. Under mu, with the queue
+// and the leftover written.
+func (s *session) finishWrite() {
+	w := &s.w
+	if w.finished {
+		return
+	}
+	w.finished = true
+	if cw, ok := s.nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite() // sends what a cork held, with the FIN
+	}
+}
+
+// cork holds a TCP socket's last replies until finishWrite's half-close,
+// so that they and the FIN leave in one segment: a client that reads the
+// reply finds the end with it. Under mu.
+func (s *session) cork() {
+	w := &s.w
+	if _, ok := s.nc.(*net.TCPConn); !ok {
+		return
+	}
+	w.corked = true
+	w.raw.Control(func(fd uintptr) {
+		syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CORK, 1)
+	})
 }
 
 // readyHead returns how many replies at the head to write now: the ready
