@@ -89,6 +89,7 @@ func (r *sessionReader) readFD(fd uintptr) bool {
 			continue
 		case err == syscall.EAGAIN:
 			if r.drainEnds() {
+				r.s.lastRead() // now: a request sent after this read is not read
 				r.stop = true
 				return true
 			}

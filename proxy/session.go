@@ -170,9 +170,7 @@ func (s *session) heldWait() {
 // client stopped reading) before the connection closes.
 func (s *session) serve() {
 	s.readLoop()
-	if s.draining.Load() && !s.closing.Load() && s.sub == nil && s.watcher == nil {
-		s.lastReply() // nothing more will be read: the last reply ends the connection
-	}
+	s.lastRead()
 	s.blocked.closeAll() // the client left: nothing will unblock them for it
 	s.endSub()           // nor read its messages
 	s.quiesce()
@@ -186,6 +184,16 @@ func (s *session) serve() {
 		s.linger()
 	}
 	s.nc.Close()
+}
+
+// lastRead is called once a draining session's reader has read its last
+// request: the last reply ends the connection (lastReply). A subscribed
+// client or a watch is sent more after it, and a session stopping for
+// another reason ends as before.
+func (s *session) lastRead() {
+	if s.draining.Load() && !s.closing.Load() && s.sub == nil && s.watcher == nil {
+		s.lastReply()
+	}
 }
 
 // maxBuffer bounds the read buffer: one whole request (line plus value).
