@@ -44,6 +44,7 @@ type drainState struct {
 	report   DrainReport   // set before done closes
 	err      error         // likewise
 
+	late         atomic.Int64 // connections accepted as the drain began (Server.accept)
 	connsDrained atomic.Int64
 	connsCut     atomic.Int64
 	requests     atomic.Int64
@@ -176,6 +177,7 @@ func (s *Server) Drain(ctx context.Context) (DrainReport, error) {
 		err = ctx.Err()
 		rep.Cut, rep.RequestsCut = s.cut()
 	}
+	rep.Connections += int(d.late.Load())
 	rep.Drained = rep.Connections - rep.Cut
 	rep.Requests = max(0, s.requestsRead()-read+inflight-rep.RequestsCut)
 	rep.Took = time.Since(start)

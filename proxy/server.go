@@ -406,10 +406,18 @@ func (s *Server) accept(l *listener) {
 		}
 		sess := newSession(l, p, nc)
 		s.mu.Lock()
-		if s.closed {
+		if s.closed && !s.drainer.draining.Load() {
 			s.mu.Unlock()
 			nc.Close()
 			return
+		}
+		if s.closed {
+			// Accepted as the drain began (an upgrade's listener is
+			// shared with the new process): its client has likely sent
+			// its first request already. It is answered, as on any
+			// draining connection, rather than lost to a close.
+			sess.drain()
+			s.drainer.late.Add(1)
 		}
 		s.sessions[sess] = struct{}{}
 		s.wg.Add(1)
