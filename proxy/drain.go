@@ -238,13 +238,10 @@ const lingerTime = time.Second
 func (s *session) linger() {
 	s.lingering.Store(true)
 	s.w.mu.Lock()
-	finished := s.w.finished // the last reply's writer half-closed it (lastReply)
+	halfClosed := s.finishWrite() // done already when the last reply's writer did it (lastReply)
 	s.w.mu.Unlock()
-	if !finished {
-		cw, ok := s.nc.(interface{ CloseWrite() error })
-		if !ok || cw.CloseWrite() != nil {
-			return
-		}
+	if !halfClosed {
+		return
 	}
 	s.nc.SetReadDeadline(time.Now().Add(lingerTime))
 	io.Copy(io.Discard, s.nc)

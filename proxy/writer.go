@@ -46,6 +46,7 @@ type writer struct {
 	// half-closes the socket at once (finishWrite). finished: that
 	// half-close was done.
 	finish, finished bool
+	halfClosed       bool // finished, and the socket's write side is closed
 	corked           bool // the last replies are being written corked (cork)
 
 	batch     []*pending // the holder's scratch
@@ -256,17 +257,17 @@ func (s *session) lastReply() {
 	w.mu.Unlock()
 }
 
-// finishWrite half-closes the socket, once. Under mu, with the queue
-// and the leftover written.
-func (s *session) finishWrite() {
+// finishWrite half-closes the socket, once, and reports whether the
+// socket is half-closed (a connection that cannot be is not). Under mu,
+// with the queue and the leftover written.
+func (s *session) finishWrite() bool {
 	w := &s.w
-	if w.finished {
-		return
+	if !w.finished {
+		w.finished = true
+		cw, ok := s.nc.(interface{ CloseWrite() error })
+		w.halfClosed = ok && cw.CloseWrite() == nil // sends what a cork held, with the FIN
 	}
-	w.finished = true
-	if cw, ok := s.nc.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite() // sends what a cork held, with the FIN
-	}
+	return w.halfClosed
 }
 
 // cork holds a TCP socket's last replies until finishWrite's half-close,
