@@ -138,19 +138,27 @@ func startAgents(t *testing.T, c *testserver.EtcdCluster, n int) ([]*Agent, []*f
 	var stops []context.CancelFunc
 	for i := range n {
 		ft := newFakeTarget("s1", "s2", "s3")
-		a, err := New(Options{Conn: Conn{Endpoints: c.Endpoints()}, Prefix: prefix, ID: fmt.Sprintf("p%d", i),
+		a, stop := runAgent(t, Options{Conn: Conn{Endpoints: c.Endpoints()}, Prefix: prefix, ID: fmt.Sprintf("p%d", i),
 			Target: ft, LeaseTTL: 2 * time.Second, RequestTimeout: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { a.Run(ctx); close(done) }()
-		stop := func() { cancel(); <-done }
-		t.Cleanup(func() { stop(); a.Close() })
 		agents, targets, stops = append(agents, a), append(targets, ft), append(stops, stop)
 	}
 	return agents, targets, stops
+}
+
+// runAgent makes an Agent of o and runs it until stop, which the test's
+// end calls too (then the Agent's client closes).
+func runAgent(t *testing.T, o Options) (a *Agent, stop func()) {
+	t.Helper()
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(func() { stop(); a.Close() })
+	return a, stop
 }
 
 // waitFor polls cond until it holds or d passes.
@@ -406,15 +414,8 @@ func TestAgentAuth(t *testing.T) {
 	}
 	run := func(password string) *fakeTarget {
 		ft := newFakeTarget()
-		a, err := New(Options{Conn: Conn{Endpoints: c.Endpoints(), Username: "root", Password: password},
+		runAgent(t, Options{Conn: Conn{Endpoints: c.Endpoints(), Username: "root", Password: password},
 			Prefix: prefix, ID: "auth-" + password, Target: ft, LeaseTTL: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { a.Run(ctx); close(done) }()
-		t.Cleanup(func() { cancel(); <-done; a.Close() })
 		return ft
 	}
 	good, bad := run("rootpw"), run("wrong")
@@ -465,15 +466,8 @@ func TestAgentTLS(t *testing.T) {
 	// A proxy runs the first version (Load read it as the proxy started).
 	run := func(id string, cn Conn) *fakeTarget {
 		ft := newFakeTarget()
-		a, err := New(Options{Conn: cn, Prefix: prefix, ID: id, Target: ft, LeaseTTL: 2 * time.Second,
+		runAgent(t, Options{Conn: cn, Prefix: prefix, ID: id, Target: ft, LeaseTTL: 2 * time.Second,
 			RequestTimeout: time.Second, ConfigRevision: first, ConfigChecksum: "sum1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { a.Run(ctx); close(done) }()
-		t.Cleanup(func() { cancel(); <-done; a.Close() })
 		return ft
 	}
 	other := testserver.NewPKI(t)
