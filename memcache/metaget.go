@@ -243,3 +243,23 @@ func metaGetHead(dst []byte, req *codec.Request, reply []byte) (head, data []byt
 	dst = append(dst, "\r\n"...)
 	return dst, reply[eol+1:], "END\r\n"
 }
+
+// MetaGetWrites reports whether the mg line at the start of wire has a
+// flag that writes: N (create the item on a miss) or T (a new TTL).
+// memcached reads a flag from its token's first byte.
+func MetaGetWrites(wire []byte) bool {
+	tok := 0 // tokens seen; flags start at the third
+	for i := 0; i < len(wire) && wire[i] != '\r' && wire[i] != '\n'; i++ {
+		if wire[i] == ' ' {
+			continue
+		}
+		if tok >= 2 && (wire[i] == 'N' || wire[i] == 'T') {
+			return true
+		}
+		tok++
+		for i+1 < len(wire) && wire[i+1] != ' ' && wire[i+1] != '\r' && wire[i+1] != '\n' {
+			i++
+		}
+	}
+	return false
+}

@@ -242,31 +242,11 @@ func nearEffectOf(req *codec.Request) nearEffect {
 		memcache.CmdMetaSet, memcache.CmdMetaDelete, memcache.CmdMetaArithmetic:
 		return nearWrite
 	case memcache.CmdMetaGet:
-		if metaGetWrites(req.Wire) {
+		if memcache.MetaGetWrites(req.Wire) {
 			return nearWrite
 		}
 	case memcache.CmdFlushAll:
 		return nearFlush
 	}
 	return nearNone
-}
-
-// metaGetWrites reports whether the mg line at the start of wire has a
-// flag that writes: N (create the item on a miss) or T (a new TTL).
-// memcached reads a flag from its token's first byte.
-func metaGetWrites(wire []byte) bool {
-	tok := 0 // tokens seen; flags start at the third
-	for i := 0; i < len(wire) && wire[i] != '\r' && wire[i] != '\n'; i++ {
-		if wire[i] == ' ' {
-			continue
-		}
-		if tok >= 2 && (wire[i] == 'N' || wire[i] == 'T') {
-			return true
-		}
-		tok++
-		for i+1 < len(wire) && wire[i+1] != ' ' && wire[i+1] != '\r' && wire[i+1] != '\n' {
-			i++
-		}
-	}
-	return false
 }
