@@ -288,6 +288,11 @@ type Pool struct {
 	// EjectFailover (key failover_pool, a shardproxy extension). It must be
 	// another pool of the same protocol, and only this one level is tried.
 	FailoverPool string
+	// Route makes the pool a route pool (key route, a shardproxy
+	// extension): it has no servers of its own and answers through the
+	// pools it names (migrate, warm_up, shadow, failover; see
+	// docs/migrations.md). Nil for every other pool.
+	Route *Route
 	// ActiveReqLimit caps the requests the pool has in flight to its
 	// servers (key active_req_limit, a shardproxy extension named after
 	// memcached proxy's mcp.active_req_limit); over it a request is answered

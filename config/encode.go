@@ -64,7 +64,7 @@ var marshalOrder = []string{
 
 	"sentinels", "sentinel_auth", "sentinel_auth_user",
 
-	"servers_from", "servers", "replicas",
+	"route", "servers_from", "servers", "replicas",
 }
 
 // node returns the pool's mapping: each key of marshalOrder that its
@@ -194,6 +194,9 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%t %q %q %q %q %t\n", p.ServerTLS, p.ServerTLSCA, p.ServerTLSCert, p.ServerTLSKey,
 		p.ServerTLSServerName, p.ServerTLSSkipVerify)
 	fmt.Fprintf(h, "%q %q %q\n", p.Sentinels, p.SentinelAuth, p.SentinelAuthUser)
+	if p.Route != nil {
+		fmt.Fprintf(h, "route %+v %+v %+v %+v %q\n", p.Route.Migrate, p.Route.WarmUp, p.Route.Shadow, p.Route.Failover, p.Route.Pool)
+	}
 	if p.ServersFrom != nil {
 		fmt.Fprintf(h, "servers_from %s\n", p.ServersFrom)
 	}

@@ -18,6 +18,8 @@ const (
 	KindCluster Kind = "redis_cluster"
 	// KindLua is routed by a route file (lua: file).
 	KindLua Kind = "lua"
+	// KindRoute combines other pools (route: ...).
+	KindRoute Kind = "route"
 )
 
 // KindRules are a pool kind's rules over the keys config reads: which
@@ -58,6 +60,9 @@ type KindRules struct {
 
 // The order of the kinds that claim, lowest first (KindRules.Order).
 const (
+	// OrderRoute is the route kind's: a pool with a route key has no
+	// servers of its own, whatever else it says.
+	OrderRoute = 5
 	// OrderCluster is the redis_cluster kind's: redis_cluster: true
 	// decides whatever else the pool has.
 	OrderCluster = 10

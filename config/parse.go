@@ -108,6 +108,7 @@ type builder struct {
 	errs      errorList
 	listens   []listenAt
 	failovers []listenAt // pools with failover_pool, at that key's line
+	routes    []listenAt // route pools, at their route key's line
 }
 
 // listenAt remembers where a pool's valid listen value was, to report
@@ -167,6 +168,7 @@ func (b *builder) config(doc *yaml.Node) []*Pool {
 	}
 	b.checkListens()
 	b.checkFailovers(pools)
+	b.checkRoutes(pools)
 	slices.SortFunc(pools, func(a, b *Pool) int { return compareNames(a.Name, b.Name) })
 	return pools
 }

@@ -111,6 +111,8 @@ func (pp *poolParser) validateBackends() {
 	switch {
 	case hasLua && hasServers:
 		pp.fail(luaLine, "lua", "a Lua pool defines its backends in its route file; remove servers")
+	case pp.has("route"):
+		// a route pool's rules (checkRoutes, its kind's Validate)
 	case !hasServers && !hasLua && !pp.has("servers_from"):
 		pp.fail(pp.p.Line, "servers", "is missing")
 	}

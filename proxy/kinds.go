@@ -6,6 +6,7 @@ package proxy
 // package of its own and a line here.
 import (
 	_ "shardproxy/cluster"
+	_ "shardproxy/combine"
 	_ "shardproxy/lua"
 	_ "shardproxy/shard"
 )

@@ -64,12 +64,16 @@ var layers = map[string]rule{
 	// replica reads, store and memcache for the near cache.
 	"shard": {parts: []string{"codec", "memcache", "backend", "route", "sharding", "sentinel", "cluster",
 		"store", "config", "kind"}},
+	// combine, the route kind: routers of the other pools' routers
+	// (route's Sub), memcache and resp for the fills' wire, cluster for
+	// the read-only command table.
+	"combine": {parts: []string{"codec", "memcache", "resp", "backend", "route", "cluster", "config", "kind"}},
 	// sentinel follows Redis masters through Sentinel; it stands alone.
 	"sentinel": {},
 	// proxy imports every kind in one place (kinds.go), and cluster for
 	// a Redis Cluster pool's stats.
 	"proxy": {parts: []string{"codec", "memcache", "resp", "backend", "route", "config", "kind",
-		"shard", "cluster", "lua"}},
+		"shard", "cluster", "lua", "combine"}},
 	// admin renders the running config (config.Marshal, the admin section)
 	// and tells a config error from other reload failures.
 	"admin": {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},

@@ -1,0 +1,74 @@
+package combine
+
+import (
+	"strings"
+	"testing"
+
+	"shardproxy/config"
+	_ "shardproxy/shard" // the pools a route names
+)
+
+const twoPools = `old:
+  listen: 127.0.0.1:0
+  servers:
+    - 127.0.0.1:11211:1
+new:
+  listen: 127.0.0.1:0
+  servers:
+    - 127.0.0.1:11212:1
+`
+
+func TestConfigRoute(t *testing.T) {
+	for _, tt := range []struct {
+		name, route string
+		want        string // describe(), or the error's text
+		bad         bool
+	}{
+		{name: "migrate", route: "    migrate:\n      from: old\n      to: new\n      phase: dual_write\n",
+			want: "migrate old->new dual_write"},
+		{name: "warm up", route: "    warm_up:\n      cold: new\n      warm: old\n", want: "warm_up cold new warm old"},
+		{name: "shadow and failover", route: "    pool: old\n    shadow:\n      pool: new\n      fraction: 0.25\n      requests: reads\n" +
+			"    failover:\n      pool: new\n      on: error_or_miss\n",
+			want: "pool old failover new on error_or_miss shadow new reads 0.25"},
+		{name: "no such pool", route: "    pool: nope\n", bad: true, want: `pool "cache": route: no pool is called "nope"`},
+		{name: "bad phase", route: "    migrate:\n      from: old\n      to: new\n      phase: half\n", bad: true,
+			want: `route.migrate.phase: "half" is not one of from_only, dual_write, warm, to_only`},
+		{name: "two routes", route: "    pool: old\n    warm_up:\n      cold: new\n      warm: old\n", bad: true,
+			want: "must have exactly one of migrate, warm_up or pool"},
+		{name: "fraction", route: "    pool: old\n    shadow:\n      pool: new\n      fraction: 2\n", bad: true,
+			want: `route.shadow.fraction: "2" is not a number in (0, 1]`},
+		{name: "unknown key", route: "    pool: old\n    mirror: new\n", bad: true, want: `unknown key "mirror"`},
+		{name: "itself", route: "    pool: cache\n", bad: true, want: "cannot route to itself"},
+		{name: "servers too", route: "    pool: old\n  servers:\n    - 127.0.0.1:1:1\n", bad: true,
+			want: "servers: a route pool has no servers of its own"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			text := twoPools + "cache:\n  listen: 127.0.0.1:0\n  route:\n" + tt.route
+			c, err := config.Parse([]byte(text), "test.yml")
+			if tt.bad {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("err %v, want one saying %q", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := c.Pools[2]
+			if p.Kind() != config.KindRoute || describe(p.Route) != tt.want {
+				t.Fatalf("kind %s, %q; want %q", p.Kind(), describe(p.Route), tt.want)
+			}
+			out, err := c.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := config.Parse(out, "again.yml")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if again.Pools[2].Checksum() != p.Checksum() {
+				t.Errorf("round trip changed the pool:\n%s", out)
+			}
+		})
+	}
+}
