@@ -24,8 +24,8 @@ type shadow struct {
 	fraction float64
 	queue    int64
 
-	n        atomic.Uint64 // requests seen, for the fraction
-	inflight atomic.Int64
+	n                     atomic.Uint64 // requests seen, for the fraction
+	inflight              atomic.Int64
 	sent, dropped, failed atomic.Int64
 }
 
