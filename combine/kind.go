@@ -123,11 +123,11 @@ func (t *top) link(rc *config.Route, routers map[string]route.Router, env *envLi
 	}
 	switch {
 	case rc.Migrate != nil:
-		t.mig = newMigrate("migrate", pool(rc.Migrate.From), pool(rc.Migrate.To), rc.Migrate.From, rc.Migrate.To,
+		t.mig = newMigrate("migrate", routers[rc.Migrate.From], routers[rc.Migrate.To], rc.Migrate.From, rc.Migrate.To,
 			plans[rc.Migrate.Phase], env, oldMig)
 		t.r = t.count(t.mig)
 	case rc.WarmUp != nil:
-		t.mig = newMigrate("warm_up", pool(rc.WarmUp.Warm), pool(rc.WarmUp.Cold), rc.WarmUp.Warm, rc.WarmUp.Cold,
+		t.mig = newMigrate("warm_up", routers[rc.WarmUp.Warm], routers[rc.WarmUp.Cold], rc.WarmUp.Warm, rc.WarmUp.Cold,
 			warmUpPlan, env, oldMig)
 		t.r = t.count(t.mig)
 	default:

@@ -23,9 +23,12 @@ type plan struct {
 	otherFlush bool // a flush goes to the other pool too
 }
 
-// plans are the phases' plans; warm_up's is warmUpPlan.
+// plans are the phases' plans; warm_up's is warmUpPlan. from_only, the
+// phase a migration starts and aborts in, still deletes written keys in
+// to: an abort must leave no value there that a write replaced in from,
+// or the next warm phase would read it.
 var plans = map[string]plan{
-	config.PhaseFromOnly:  {},
+	config.PhaseFromOnly:  {otherGets: true, otherFlush: true},
 	config.PhaseDualWrite: {otherGets: true, otherSets: true, otherFlush: true},
 	config.PhaseWarm:      {getFromB: true, otherGets: true, otherSets: true, otherFlush: true},
 	config.PhaseToOnly:    {readB: true, primaryB: true, otherGets: true, otherFlush: true},
@@ -89,6 +92,36 @@ func newMigrate(name string, a, b route.Router, aName, bName string, p plan, env
 	limits := env.limits
 	m.parsers.New = func() any { return env.d.NewRequestParser(limits) }
 	return m
+}
+
+// placer is a pool's router that says which backend a request's keys
+// live on: the sharded kind's (kind.Dedicator's Place).
+type placer interface {
+	Place(req *codec.Request, hint uint32) (*backend.Backend, int, []byte)
+}
+
+// movedKeys returns the keys of keys that the two pools place on
+// different servers: a pool grown from 4 servers to 6 shares its 4 with
+// the new ring, and a key that stays on its server must not get the
+// other pool's delete after the write (it would delete the write). When
+// a pool cannot say where a key lives, the key counts as moved.
+func (m *migrate) movedKeys(keys [][]byte) [][]byte {
+	pa, okA := m.a.(placer)
+	pb, okB := m.b.(placer)
+	if !okA || !okB {
+		return keys
+	}
+	var moved [][]byte
+	req := codec.Request{Keys: make([][]byte, 1)}
+	for _, k := range keys {
+		req.Keys[0] = k
+		ba, _, refA := pa.Place(&req, 0)
+		bb, _, refB := pb.Place(&req, 0)
+		if refA != nil || refB != nil || ba.Addr() != bb.Addr() {
+			moved = append(moved, k)
+		}
+	}
+	return moved
 }
 
 // keyHint is the hint of a request of one key: every request of the key

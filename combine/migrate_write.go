@@ -48,9 +48,13 @@ func (m *migrate) routeWrite(x *route.Exchange, c class) {
 		op.keys = op.prim.X.Req.Keys
 	}
 	hint := keyHint(x)
-	if m.plan.otherGets {
+	var moved [][]byte
+	if m.plan.otherGets && c != flush {
+		moved = m.movedKeys(op.prim.X.Req.Keys)
+	}
+	if m.plan.otherGets && (c == flush || len(moved) > 0) {
 		op.other = route.GetSub(op.otherDone, nil)
-		if !m.otherRequest(op, c) {
+		if !m.otherRequest(op, c, moved) {
 			op.other.Put()
 			op.other = nil
 			m.counters.writeFailures.Add(1)
@@ -73,7 +77,7 @@ func (m *migrate) routeWrite(x *route.Exchange, c class) {
 
 // otherRequest makes op.other's request: the client's for a set or flush
 // the plan copies, else a delete of its keys.
-func (m *migrate) otherRequest(op *writeOp, c class) bool {
+func (m *migrate) otherRequest(op *writeOp, c class, moved [][]byte) bool {
 	if c == flush && m.plan.otherFlush || c == set && m.plan.otherSets {
 		op.other.X.CopyRequest(&op.prim.X.Req)
 		return true
@@ -81,7 +85,7 @@ func (m *migrate) otherRequest(op *writeOp, c class) bool {
 	if c == flush {
 		return false
 	}
-	return m.parse(op.other, appendDelete(nil, op.prim.X.Req.Keys, m.redis)) == nil
+	return m.parse(op.other, appendDelete(nil, moved, m.redis)) == nil
 }
 
 func (op *writeOp) primDone(*route.Sub) { op.oneDone() }
