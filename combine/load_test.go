@@ -3,6 +3,7 @@ package combine_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,6 +32,7 @@ import (
 type verified struct {
 	t       testing.TB
 	addr    string
+	dial    func(addr string) (store, error)
 	workers int
 	keys    int
 
@@ -91,34 +93,49 @@ func (v *verified) run(ctx context.Context) (wait func()) {
 	return wg.Wait
 }
 
+// store is a client of the proxy for the load: one request at a time.
+type store interface {
+	// get returns the key's value; hit false on a miss. An error reply
+	// is errReply; any other error ends the worker.
+	get(key string) (val string, hit bool, err error)
+	// set stores val for ttl seconds (0: no TTL); errReply when refused.
+	set(key, val string, ttl int) error
+	// del deletes the key; errReply when refused.
+	del(key string) error
+	close()
+}
+
+// errReply is an error the server or proxy answered.
+type errReply struct{ text string }
+
+func (e *errReply) Error() string { return e.text }
+
 func (v *verified) worker(ctx context.Context, w int) {
-	nc, err := net.DialTimeout("tcp", v.addr, 5*time.Second)
+	c, err := v.dial(v.addr)
 	if err != nil {
 		v.report("worker %d: dial: %v", w, err)
 		v.errs.Add(1)
 		return
 	}
-	defer nc.Close()
-	r := bufio.NewReader(nc)
+	defer c.close()
 	model := make([]keyState, v.keys)
 	rng := rand.New(rand.NewPCG(uint64(w), 42))
 	for seq := 0; ctx.Err() == nil; seq++ {
 		k := rng.IntN(v.keys)
 		key := fmt.Sprintf("v:%d:%d", w, k)
 		st := &model[k]
-		nc.SetDeadline(time.Now().Add(10 * time.Second))
 		var err error
 		switch p := rng.IntN(100); {
 		case p < 60:
-			err = v.get(nc, r, key, st)
+			err = v.get(c, key, st)
 		case p < 88:
 			ttl := 0
 			if p >= 82 {
 				ttl = 1 + rng.IntN(3)
 			}
-			err = v.set(nc, r, key, fmt.Sprintf("w%d.%d", w, seq), ttl, st)
+			err = v.set(c, key, fmt.Sprintf("w%d.%d", w, seq), ttl, st)
 		default:
-			err = v.del(nc, r, key, st)
+			err = v.del(c, key, st)
 		}
 		if err != nil {
 			v.report("worker %d: %v", w, err)
@@ -128,42 +145,34 @@ func (v *verified) worker(ctx context.Context, w int) {
 	}
 }
 
-func (v *verified) get(nc net.Conn, r *bufio.Reader, key string, st *keyState) error {
-	v.gets.Add(1)
-	if _, err := io.WriteString(nc, "get "+key+"\r\n"); err != nil {
-		return err
+// replied sorts err: nil for an error reply (counted, reported), else err.
+func (v *verified) replied(err error, what string) error {
+	var er *errReply
+	if errors.As(err, &er) {
+		v.errs.Add(1)
+		v.report("%s: %s", what, er.text)
+		return nil
 	}
-	line, err := r.ReadString('\n')
+	return err
+}
+
+func (v *verified) get(c store, key string, st *keyState) error {
+	v.gets.Add(1)
+	got, hit, err := c.get(key)
 	if err != nil {
-		return err
+		return v.replied(err, "get "+key)
 	}
 	now := time.Now()
 	// live: a value the key must hold now, not one within a second of
 	// its end (memcached's clock ticks in seconds)
 	live := st.has && (st.expires.IsZero() || now.Before(st.expires.Add(-time.Second)))
-	switch {
-	case line == "END\r\n":
+	if !hit {
 		v.misses.Add(1)
 		if live && len(st.maybe) == 0 {
 			v.lost.Add(1)
 		}
 		return nil
-	case strings.HasPrefix(line, "VALUE "):
-	default:
-		v.errs.Add(1)
-		v.report("get %s: %q", key, line)
-		return nil
 	}
-	var k string
-	var flags, n int
-	if _, err := fmt.Sscanf(line, "VALUE %s %d %d", &k, &flags, &n); err != nil {
-		return fmt.Errorf("get %s: %q", key, line)
-	}
-	body := make([]byte, n+2+len("END\r\n"))
-	if _, err := io.ReadFull(r, body); err != nil {
-		return err
-	}
-	got := string(body[:n])
 	v.hits.Add(1)
 	switch {
 	case got == st.val && st.has && (st.expires.IsZero() || now.Before(st.expires.Add(2*time.Second))):
@@ -187,20 +196,11 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func (v *verified) set(nc net.Conn, r *bufio.Reader, key, val string, ttl int, st *keyState) error {
+func (v *verified) set(c store, key, val string, ttl int, st *keyState) error {
 	v.sets.Add(1)
-	if _, err := fmt.Fprintf(nc, "set %s 0 %d %d\r\n%s\r\n", key, ttl, len(val), val); err != nil {
-		return err
-	}
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "STORED\r\n" {
-		v.errs.Add(1)
-		v.report("set %s: %q", key, line)
+	if err := c.set(key, val, ttl); err != nil {
 		st.maybe = append(st.maybe, val)
-		return nil
+		return v.replied(err, "set "+key)
 	}
 	*st = keyState{val: val, has: true}
 	if ttl > 0 {
@@ -209,26 +209,80 @@ func (v *verified) set(nc net.Conn, r *bufio.Reader, key, val string, ttl int, s
 	return nil
 }
 
-func (v *verified) del(nc net.Conn, r *bufio.Reader, key string, st *keyState) error {
+func (v *verified) del(c store, key string, st *keyState) error {
 	v.deletes.Add(1)
-	if _, err := io.WriteString(nc, "delete "+key+"\r\n"); err != nil {
-		return err
-	}
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "DELETED\r\n" && line != "NOT_FOUND\r\n" {
-		v.errs.Add(1)
-		v.report("delete %s: %q", key, line)
+	if err := c.del(key); err != nil {
 		if st.has {
 			st.maybe = append(st.maybe, st.val)
 		}
 		st.has = false
-		return nil
+		return v.replied(err, "delete "+key)
 	}
 	*st = keyState{}
 	return nil
+}
+
+// mcStore is a memcache text client.
+type mcStore struct {
+	nc net.Conn
+	r  *bufio.Reader
+}
+
+func dialMemcache(addr string) (store, error) {
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &mcStore{nc: nc, r: bufio.NewReader(nc)}, nil
+}
+
+func (c *mcStore) close() { c.nc.Close() }
+
+// line sends req and reads a reply line.
+func (c *mcStore) line(req string) (string, error) {
+	c.nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c.nc, req); err != nil {
+		return "", err
+	}
+	return c.r.ReadString('\n')
+}
+
+func (c *mcStore) get(key string) (string, bool, error) {
+	line, err := c.line("get " + key + "\r\n")
+	switch {
+	case err != nil:
+		return "", false, err
+	case line == "END\r\n":
+		return "", false, nil
+	case !strings.HasPrefix(line, "VALUE "):
+		return "", false, &errReply{line}
+	}
+	var k string
+	var flags, n int
+	if _, err := fmt.Sscanf(line, "VALUE %s %d %d", &k, &flags, &n); err != nil {
+		return "", false, fmt.Errorf("get %s: %q", key, line)
+	}
+	body := make([]byte, n+2+len("END\r\n"))
+	if _, err := io.ReadFull(c.r, body); err != nil {
+		return "", false, err
+	}
+	return string(body[:n]), true, nil
+}
+
+func (c *mcStore) set(key, val string, ttl int) error {
+	line, err := c.line(fmt.Sprintf("set %s 0 %d %d\r\n%s\r\n", key, ttl, len(val), val))
+	if err == nil && line != "STORED\r\n" {
+		err = &errReply{line}
+	}
+	return err
+}
+
+func (c *mcStore) del(key string) error {
+	line, err := c.line("delete " + key + "\r\n")
+	if err == nil && line != "DELETED\r\n" && line != "NOT_FOUND\r\n" {
+		err = &errReply{line}
+	}
+	return err
 }
 
 // startProxy runs an in-process proxy for text until the test ends.

@@ -50,7 +50,7 @@ func TestMigrateGrow(t *testing.T) {
 	flush(t, mc)
 
 	srv := startProxy(t, growConfig(port, mc, "from_only", 0))
-	v := &verified{t: t, addr: fmt.Sprintf("127.0.0.1:%d", port), workers: 8, keys: 300}
+	v := &verified{t: t, addr: fmt.Sprintf("127.0.0.1:%d", port), workers: 8, keys: 300, dial: dialMemcache}
 	ctx, cancel := context.WithCancel(context.Background())
 	wait := v.run(ctx)
 	// The first warm phase starts with new's 2 new servers empty; each
@@ -102,7 +102,7 @@ func TestMigrateGrow(t *testing.T) {
 // it to 6, and returns the counts of a window before and after.
 func plainGrow(t *testing.T, mc []*testserver.Server, port int, window time.Duration) [2]loadCounts {
 	srv := startProxy(t, growConfig(port, mc, "", 4))
-	v := &verified{t: t, addr: fmt.Sprintf("127.0.0.1:%d", port), workers: 8, keys: 300}
+	v := &verified{t: t, addr: fmt.Sprintf("127.0.0.1:%d", port), workers: 8, keys: 300, dial: dialMemcache}
 	ctx, cancel := context.WithCancel(context.Background())
 	wait := v.run(ctx)
 	time.Sleep(window)

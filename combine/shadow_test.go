@@ -50,7 +50,7 @@ func TestShadow(t *testing.T) {
 	fp := faultproxy.New(t, s.Addr)
 	port := testserver.FreePort(t)
 	srv := startProxy(t, shadowConfig(port, p, fp.Addr(), 64))
-	v := &verified{t: t, addr: fmt.Sprintf("127.0.0.1:%d", port), workers: 8, keys: 200}
+	v := &verified{t: t, addr: fmt.Sprintf("127.0.0.1:%d", port), workers: 8, keys: 200, dial: dialMemcache}
 	ctx, cancel := context.WithCancel(context.Background())
 	wait := v.run(ctx)
 	stat := func(n string) int64 { return routerStat(srv, "cache", n) }
