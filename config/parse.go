@@ -108,7 +108,6 @@ type builder struct {
 	errs      errorList
 	listens   []listenAt
 	failovers []listenAt // pools with failover_pool, at that key's line
-	routes    []listenAt // route pools, at their route key's line
 }
 
 // listenAt remembers where a pool's valid listen value was, to report
