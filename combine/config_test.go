@@ -72,3 +72,41 @@ func TestConfigRoute(t *testing.T) {
 		})
 	}
 }
+
+// FuzzRouteConfig: any route mapping parses without panic, and one that
+// parses is written by Marshal and read back the same.
+func FuzzRouteConfig(f *testing.F) {
+	for _, s := range []string{
+		"migrate:\n  from: old\n  to: new\n  phase: warm\n",
+		"warm_up:\n  cold: new\n  warm: old\n",
+		"pool: old\nshadow:\n  pool: new\n  fraction: 0.5\n  queue: 3\nfailover:\n  pool: new\n  on: error\n",
+		"pool: old\nshadow:\n  pool: new\n  fraction: 1e-3\n",
+		"pool: [old]\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, route string) {
+		var b strings.Builder
+		b.WriteString(twoPools + "cache:\n  listen: 127.0.0.1:0\n  route:\n")
+		for _, l := range strings.Split(route, "\n") {
+			b.WriteString("    " + l + "\n")
+		}
+		c, err := config.Parse([]byte(b.String()), "fuzz.yml")
+		if err != nil {
+			return
+		}
+		out, err := c.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := config.Parse(out, "again.yml")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		for i, p := range c.Pools {
+			if again.Pools[i].Checksum() != p.Checksum() {
+				t.Fatalf("round trip changed pool %s:\n%s", p.Name, out)
+			}
+		}
+	})
+}

@@ -362,7 +362,7 @@ func routeNode(p *Pool) *yaml.Node {
 	}
 	if s := r.Shadow; s != nil {
 		n := sub("pool", s.Pool, "requests", s.Requests)
-		add(n, "fraction", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(s.Fraction, 'g', -1, 64)})
+		add(n, "fraction", &yaml.Node{Kind: yaml.ScalarNode, Value: strconv.FormatFloat(s.Fraction, 'g', -1, 64)})
 		add(n, "queue", num(strconv.Itoa(s.Queue)))
 		add(m, "shadow", n)
 	}
