@@ -2,9 +2,11 @@ package combine_test
 
 import (
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"shardproxy/admin"
 	"shardproxy/internal/testserver"
 )
 
@@ -106,6 +108,17 @@ func testFailover(t *testing.T, on string) {
 	}
 	t.Logf("on %s: %d keys of the dead server answered by b; failovers %d, failover_failures %d", on, len(dead),
 		routerStat(srv, "cache", "failovers"), routerStat(srv, "cache", "failover_failures"))
+
+	// The counters reach /metrics and the stats command with no more work.
+	rec := httptest.NewRecorder()
+	admin.Handler(srv, admin.HTTPConfig{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	metric := fmt.Sprintf(`shardproxy_router_failovers_total{pool="cache"} %d`, routerStat(srv, "cache", "failovers"))
+	if !strings.Contains(rec.Body.String(), metric) {
+		t.Errorf("/metrics has no %q", metric)
+	}
+	if got := c.do("stats\r\n"); !strings.Contains(got, "STAT failovers ") {
+		t.Errorf("stats has no failovers: %q", got)
+	}
 }
 
 // keysOn returns the keys k0..k(n-1) the memcached at addr holds.

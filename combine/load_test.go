@@ -345,8 +345,8 @@ func dialServer(t testing.TB, addr string) *conn {
 	return &conn{t: t, nc: nc, r: bufio.NewReader(nc)}
 }
 
-// do sends req and returns its reply: a line, or a get's VALUE lines to
-// END.
+// do sends req and returns its reply: a line, or a get's VALUE lines
+// (stats' STAT lines) to END.
 func (c *conn) do(req string) string {
 	c.t.Helper()
 	c.nc.SetDeadline(time.Now().Add(10 * time.Second))
@@ -360,6 +360,9 @@ func (c *conn) do(req string) string {
 			c.t.Fatalf("%q: %v", req, err)
 		}
 		out.WriteString(line)
+		if strings.HasPrefix(line, "STAT ") {
+			continue
+		}
 		if !strings.HasPrefix(line, "VALUE ") {
 			return out.String()
 		}
