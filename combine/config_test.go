@@ -39,6 +39,8 @@ func TestConfigRoute(t *testing.T) {
 			want: `route.shadow.fraction: "2" is not a number in (0, 1]`},
 		{name: "unknown key", route: "    pool: old\n    mirror: new\n", bad: true, want: `unknown key "mirror"`},
 		{name: "itself", route: "    pool: cache\n", bad: true, want: "cannot route to itself"},
+		{name: "no listen", route: "    pool: old\nlone:\n  servers:\n    - 127.0.0.1:1:1\n", bad: true,
+			want: `pool "lone": listen: is missing`},
 		{name: "servers too", route: "    pool: old\n  servers:\n    - 127.0.0.1:1:1\n", bad: true,
 			want: "servers: a route pool has no servers of its own"},
 	} {
@@ -109,4 +111,27 @@ func FuzzRouteConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A pool a route names may have no listen; it gets no listener.
+func TestConfigRoutedWithoutListen(t *testing.T) {
+	text := "cache:\n  listen: 127.0.0.1:0\n  route:\n    pool: inner\ninner:\n  servers:\n    - 127.0.0.1:11211:1\n"
+	c, err := config.Parse([]byte(text), "test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(out), "listen:") != 1 {
+		t.Errorf("Marshal wrote a listen for inner:\n%s", out)
+	}
+	if _, err := config.Parse(out, "again.yml"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Parse([]byte(strings.Replace(text, "  listen: 127.0.0.1:0\n", "", 1)), "test.yml"); err == nil ||
+		!strings.Contains(err.Error(), `pool "cache": listen: is missing`) {
+		t.Errorf("a route pool without listen: %v", err)
+	}
 }

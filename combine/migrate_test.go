@@ -12,19 +12,20 @@ import (
 )
 
 // growConfig is a ketama pool grown from 4 servers (old) to 6 (new: the
-// same 4 and 2 more) through a route pool, cache, in phase phase; with
+// same 4 and 2 more; neither listens: clients reach them only through
+// the route) through a route pool, cache, in phase phase; with
 // phase "" cache is a plain pool of the first n servers.
 func growConfig(port int, mc []*testserver.Server, phase string, n int) string {
 	ring := func(name string, k int) string {
 		var b strings.Builder
-		fmt.Fprintf(&b, "%s:\n  listen: 127.0.0.1:0\n  distribution: ketama\n  hash: fnv1a_64\n  servers:\n", name)
+		fmt.Fprintf(&b, "%s:\n  distribution: ketama\n  hash: fnv1a_64\n  servers:\n", name)
 		for _, s := range mc[:k] {
 			fmt.Fprintf(&b, "    - %s:1\n", s.Addr)
 		}
 		return b.String()
 	}
 	if phase == "" {
-		return strings.Replace(ring("cache", n), "127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", port), 1)
+		return strings.Replace(ring("cache", n), ":\n", fmt.Sprintf(":\n  listen: 127.0.0.1:%d\n", port), 1)
 	}
 	return ring("old", 4) + ring("new", 6) + fmt.Sprintf(
 		"cache:\n  listen: 127.0.0.1:%d\n  route:\n    migrate:\n      from: old\n      to: new\n      phase: %s\n", port, phase)
@@ -131,6 +132,8 @@ func flush(t *testing.T, mc []*testserver.Server) {
 			t.Fatalf("flush_all %s: %q", s.Addr, got)
 		}
 	}
+	// flush_all drops the items of its own second too, those set after it
+	time.Sleep(1100 * time.Millisecond)
 }
 
 // shutdown stops srv now, freeing its ports.

@@ -157,6 +157,22 @@ func TestChecksumCoversEveryField(t *testing.T) {
 			continue
 		}
 		switch f.Type {
+		case reflect.TypeFor[*Route]():
+			routes := []*Route{nil, {Pool: "a"}, {Pool: "b"}, {Pool: "a", Failover: &RouteFailover{Pool: "b", On: FailoverOnError}},
+				{Pool: "a", Failover: &RouteFailover{Pool: "b", On: FailoverOnErrorOrMiss}},
+				{Pool: "a", Shadow: &Shadow{Pool: "b", Fraction: 1, Requests: ShadowAll, Queue: 1}},
+				{Pool: "a", Shadow: &Shadow{Pool: "b", Fraction: 0.5, Requests: ShadowAll, Queue: 1}},
+				{Migrate: &Migrate{From: "a", To: "b", Phase: PhaseWarm}}, {Migrate: &Migrate{From: "a", To: "b", Phase: PhaseToOnly}},
+				{WarmUp: &WarmUp{Cold: "a", Warm: "b"}}, {WarmUp: &WarmUp{Cold: "b", Warm: "a"}}}
+			seen := map[string]int{}
+			for j, r := range routes {
+				p := *base
+				p.Route = r
+				if k, dup := seen[p.Checksum()]; dup {
+					t.Errorf("checksum: routes %d and %d read the same", k, j)
+				}
+				seen[p.Checksum()] = j
+			}
 		case reflect.TypeFor[Listen]():
 			for j := range f.Type.NumField() {
 				p := *base
@@ -362,6 +378,24 @@ cl:
   cluster_refresh: 1000
   servers:
    - 127.0.0.1:7000:1
+moving:
+  listen: 127.0.0.1:22129
+  route:
+    migrate:
+      from: found
+      to: unlistened
+      phase: warm
+    shadow:
+      pool: found
+      fraction: 0.5
+      requests: reads
+      queue: 10
+    failover:
+      pool: found
+      on: error_or_miss
+unlistened:
+  servers:
+   - 127.0.0.1:11219:1
 routed:
   listen: 127.0.0.1:22126
   lua:

@@ -5,6 +5,7 @@ package config_test
 // tests, internal ones too, parse every kind of pool as the proxy does.
 import (
 	_ "shardproxy/cluster"
+	_ "shardproxy/combine"
 	_ "shardproxy/lua"
 	_ "shardproxy/shard"
 )

@@ -108,6 +108,9 @@ type builder struct {
 	errs      errorList
 	listens   []listenAt
 	failovers []listenAt // pools with failover_pool, at that key's line
+	// routed are the names a route key names, read before the pools: a
+	// pool a route names may have no listen.
+	routed map[string]bool
 }
 
 // listenAt remembers where a pool's valid listen value was, to report
@@ -137,6 +140,7 @@ func (b *builder) config(doc *yaml.Node) []*Pool {
 	}
 	var pools []*Pool
 	first := make(map[string]int)
+	b.routed = routedNames(root)
 	for i := 0; i+1 < len(root.Content) && !b.errs.full(); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if !b.plain(k, "", "") {

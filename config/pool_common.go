@@ -13,7 +13,8 @@ import (
 // ejection.
 var commonKeys = map[string]poolKey{
 	"listen": keyOf((*poolParser).setListen, func(p *Pool) *Listen { return &p.Listen }).
-		encodedAs(func(p *Pool) *yaml.Node { return str(p.Listen.text()) }),
+		encodedAs(func(p *Pool) *yaml.Node { return str(p.Listen.text()) }).
+		omitIf(func(p *Pool) bool { return p.Listen == (Listen{}) }),
 	"timeout": keyOf((*poolParser).setTimeout, func(p *Pool) *time.Duration { return &p.Timeout }).
 		encodedAs(func(p *Pool) *yaml.Node { return num(millis(p.Timeout)) }).
 		omitIf(func(p *Pool) bool { return p.Timeout <= 0 }),
@@ -58,7 +59,7 @@ var commonKeys = map[string]poolKey{
 // validateCommon checks the rules every pool follows, whatever its kind.
 func (pp *poolParser) validateCommon() {
 	p := pp.p
-	if !pp.has("listen") {
+	if !pp.has("listen") && !pp.b.routed[p.Name] {
 		pp.fail(p.Line, "listen", "is missing")
 	}
 	pp.validateBackends()

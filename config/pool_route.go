@@ -317,7 +317,7 @@ func (f *RouteFailover) set(rr *routeReader, key string) func(string, *yaml.Node
 
 // checkRoutes checks that every route pool names other pools of its
 // protocol that are not route pools themselves (a route of routes is
-// not built), and queues nothing else.
+// not built).
 func (b *builder) checkRoutes(pools []*Pool) {
 	for _, p := range pools {
 		if p.Route == nil {
@@ -370,4 +370,38 @@ func routeNode(p *Pool) *yaml.Node {
 		add(m, "failover", sub("pool", f.Pool, "on", f.On))
 	}
 	return m
+}
+
+// routedNames returns the pool names the route keys of root, the
+// configuration's top mapping, name: the scalars under a pool's route
+// whose key names a pool. It reads before the pools are parsed, and
+// judges nothing (setRoute does).
+func routedNames(root *yaml.Node) map[string]bool {
+	names := map[string]bool{}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			switch k, v := n.Content[i].Value, n.Content[i+1]; {
+			case v.Kind == yaml.ScalarNode && slices.Contains([]string{"from", "to", "cold", "warm", "pool"}, k):
+				names[v.Value] = true
+			default:
+				walk(v)
+			}
+		}
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		p := root.Content[i+1]
+		if p.Kind != yaml.MappingNode {
+			continue
+		}
+		for j := 0; j+1 < len(p.Content); j += 2 {
+			if p.Content[j].Value == "route" {
+				walk(p.Content[j+1])
+			}
+		}
+	}
+	return names
 }

@@ -178,6 +178,7 @@ var builtKeys = map[string]func(p *Pool){
 	"sentinels":              func(p *Pool) { p.Sentinels = []string{"s:1"} },
 	"sentinel_auth":          func(p *Pool) { p.SentinelAuth = "a" },
 	"sentinel_auth_user":     func(p *Pool) { p.SentinelAuthUser = "u" },
+	"route":                  func(p *Pool) { p.Route = &Route{Pool: "p"} },
 }
 
 // In a Pool built in Go a key is set when its field is not zero, and each

@@ -25,6 +25,9 @@ func Check(cfg *config.Config, opts Options) error {
 	}
 	abort(gen)
 	for _, pc := range cfg.Pools {
+		if pc.Listen == (config.Listen{}) {
+			continue
+		}
 		if err := checkListen(pc.Listen); err != nil {
 			return fmt.Errorf("proxy: pool %q: listen %s: %w", pc.Name, pc.Listen.Addr, err)
 		}

@@ -120,9 +120,12 @@ func tagged(pool, tag string) string {
 	return pool + "\x00" + tag
 }
 
-// listens returns the addresses pc listens on: its listen (tag "") and
-// its listen_tags.
+// listens returns the addresses pc listens on: its listen (tag "", none
+// for a pool without listen) and its listen_tags.
 func listens(pc *config.Pool) []config.TaggedListen {
+	if pc.Listen == (config.Listen{}) { // a pool only a route pool reaches
+		return pc.ListenTags
+	}
 	return append([]config.TaggedListen{{Listen: pc.Listen}}, pc.ListenTags...)
 }
 
@@ -345,7 +348,13 @@ func (s *Server) activate(gen *generation, bound []*listener) {
 		go s.accept(l)
 	}
 	for _, p := range gen.pools {
-		addr := gen.listeners[p.cfg.Name].ln.Addr().String()
+		l := gen.listeners[p.cfg.Name]
+		if l == nil { // a pool without listen, reached through a route pool
+			attrs := []any{"pool", p.cfg.Name, "protocol", p.dialect.Name()}
+			s.log.Info("pool routed", append(attrs, p.kind.Describe(p.cfg, p.router)...)...)
+			continue
+		}
+		addr := l.ln.Addr().String()
 		p.bound.Store(&addr)
 		attrs := []any{"pool", p.cfg.Name, "addr", addr, "protocol", p.dialect.Name()}
 		s.log.Info("pool listening", append(attrs, p.kind.Describe(p.cfg, p.router)...)...)
