@@ -26,6 +26,16 @@ func TestConfigRoute(t *testing.T) {
 	}{
 		{name: "migrate", route: "    migrate:\n      from: old\n      to: new\n      phase: dual_write\n",
 			want: "migrate old->new dual_write"},
+		{name: "at", route: "    migrate:\n      from: old\n      to: new\n      phase: from_only\n      at:\n" +
+			"        dual_write: 2030-01-01T00:00:00Z\n        to_only: 2030-01-02T00:00:00+02:00\n",
+			want: "migrate old->new from_only, dual_write at 2030-01-01T00:00:00Z, to_only at 2030-01-02T00:00:00+02:00"},
+		{name: "at out of order", route: "    migrate:\n      from: old\n      to: new\n      phase: from_only\n      at:\n" +
+			"        warm: 2030-01-01T00:00:00Z\n        dual_write: 2030-01-02T00:00:00Z\n", bad: true,
+			want: "route.migrate.at.dual_write: must come after warm"},
+		{name: "at before phase", route: "    migrate:\n      from: old\n      to: new\n      phase: warm\n      at:\n" +
+			"        dual_write: 2030-01-01T00:00:00Z\n", bad: true, want: "migrate's at must name phases after its phase"},
+		{name: "at bad time", route: "    migrate:\n      from: old\n      to: new\n      phase: warm\n      at:\n" +
+			"        to_only: tomorrow\n", bad: true, want: `"tomorrow" is no RFC 3339 time`},
 		{name: "warm up", route: "    warm_up:\n      cold: new\n      warm: old\n", want: "warm_up cold new warm old"},
 		{name: "shadow and failover", route: "    pool: old\n    shadow:\n      pool: new\n      fraction: 0.25\n      requests: reads\n" +
 			"    failover:\n      pool: new\n      on: error_or_miss\n",
@@ -81,6 +91,7 @@ func FuzzRouteConfig(f *testing.F) {
 	for _, s := range []string{
 		"migrate:\n  from: old\n  to: new\n  phase: warm\n",
 		"warm_up:\n  cold: new\n  warm: old\n",
+		"migrate:\n  from: old\n  to: new\n  phase: from_only\n  at:\n    warm: 2030-01-01T00:00:00.5+01:00\n",
 		"pool: old\nshadow:\n  pool: new\n  fraction: 0.5\n  queue: 3\nfailover:\n  pool: new\n  on: error\n",
 		"pool: old\nshadow:\n  pool: new\n  fraction: 1e-3\n",
 		"pool: [old]\n",

@@ -2,6 +2,7 @@ package combine
 
 import (
 	"fmt"
+	"time"
 
 	"shardproxy/backend"
 	"shardproxy/codec"
@@ -58,7 +59,7 @@ var _ kind.Kind = poolKind{}
 func (poolKind) Build(k *kind.Env) (route.Router, error) {
 	t := &top{rc: k.Counters}
 	old, _ := k.Old.(*top)
-	env := &envLite{d: k.Dialect, redis: k.Pool.Redis, limits: *k.Limits}
+	env := &envLite{d: k.Dialect, redis: k.Pool.Redis, limits: *k.Limits, check: k.Check}
 	rc := k.Pool.Route
 	k.Link(func(routers map[string]route.Router) {
 		t.link(rc, routers, env, old)
@@ -82,6 +83,9 @@ func describe(r *config.Route) string {
 	switch {
 	case r.Migrate != nil:
 		s = fmt.Sprintf("migrate %s->%s %s", r.Migrate.From, r.Migrate.To, r.Migrate.Phase)
+		for _, a := range r.Migrate.At {
+			s += fmt.Sprintf(", %s at %s", a.Phase, a.At.Format(time.RFC3339))
+		}
 	case r.WarmUp != nil:
 		s = fmt.Sprintf("warm_up cold %s warm %s", r.WarmUp.Cold, r.WarmUp.Warm)
 	default:
@@ -101,6 +105,7 @@ type envLite struct {
 	d      codec.Dialect
 	redis  bool
 	limits codec.Options
+	check  bool // a configuration check: no timers
 }
 
 // top is a route pool's router: the parts its route names, put together
@@ -125,6 +130,7 @@ func (t *top) link(rc *config.Route, routers map[string]route.Router, env *envLi
 	case rc.Migrate != nil:
 		t.mig = newMigrate("migrate", routers[rc.Migrate.From], routers[rc.Migrate.To], rc.Migrate.From, rc.Migrate.To,
 			plans[rc.Migrate.Phase], env, oldMig)
+		t.mig.follow(rc.Migrate, env.check)
 		t.r = t.count(t.mig)
 	case rc.WarmUp != nil:
 		t.mig = newMigrate("warm_up", routers[rc.WarmUp.Warm], routers[rc.WarmUp.Cold], rc.WarmUp.Warm, rc.WarmUp.Cold,

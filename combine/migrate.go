@@ -46,7 +46,9 @@ type migrate struct {
 	a, b     route.Router
 	aName    string
 	bName    string
-	plan     plan
+	plan     atomic.Pointer[plan] // the phase's now (it moves by the clock with at:)
+	phase    atomic.Int64         // its number in config's order (route_phase)
+	timers   []*time.Timer
 	redis    bool
 	d        codec.Dialect
 	guard    *guard
@@ -77,13 +79,16 @@ func (m *migrate) Counters() []route.Stat {
 		{Name: "route_writes", Help: "Writes, deletes and flushes routed.", Value: c.writes.Load()},
 		{Name: "route_other_failures", Help: "Writes the other pool failed (a set is then deleted there).", Value: c.otherFailures.Load()},
 		{Name: "route_write_failures", Help: "Writes answered with an error because the other pool could not be written nor its key deleted.", Value: c.writeFailures.Load()},
+		{Name: "route_phase", Help: "The migration's phase now: 0 from_only, 1 dual_write, 2 warm, 3 to_only (a warm-up: 2).", Kind: route.Gauge, Value: m.phase.Load()},
 	}
 }
 
 // newMigrate returns the router of a migration or warm-up between a and
 // b, keeping old's guard when old moved keys between the same pools.
 func newMigrate(name string, a, b route.Router, aName, bName string, p plan, env *envLite, old *migrate) *migrate {
-	m := &migrate{name: name, a: a, b: b, aName: aName, bName: bName, plan: p, redis: env.redis, d: env.d, now: time.Now}
+	m := &migrate{name: name, a: a, b: b, aName: aName, bName: bName, redis: env.redis, d: env.d, now: time.Now}
+	m.plan.Store(&p)
+	m.phase.Store(int64(phaseNumber(config.PhaseWarm)))
 	if old != nil && old.aName == aName && old.bName == bName {
 		m.guard = old.guard
 	} else {
@@ -136,15 +141,47 @@ func keyHint(x *route.Exchange) uint32 {
 	return h.Sum32()
 }
 
+// follow moves m to each phase of mc.At at its time; a phase already
+// begun is m's now. Close stops the timers; a check builds none.
+func (m *migrate) follow(mc *config.Migrate, check bool) {
+	now := m.now()
+	p := plans[mc.PhaseNow(now)]
+	m.plan.Store(&p)
+	m.phase.Store(int64(phaseNumber(mc.PhaseNow(now))))
+	if check {
+		return
+	}
+	for _, a := range mc.At {
+		if d := a.At.Sub(now); d > 0 {
+			p, n := plans[a.Phase], phaseNumber(a.Phase)
+			m.timers = append(m.timers, time.AfterFunc(d, func() {
+				m.plan.Store(&p)
+				m.phase.Store(int64(n))
+			}))
+		}
+	}
+}
+
+// phaseNumber is the number route_phase shows for phase.
+func phaseNumber(phase string) int {
+	for i, p := range []string{config.PhaseFromOnly, config.PhaseDualWrite, config.PhaseWarm, config.PhaseToOnly} {
+		if p == phase {
+			return i
+		}
+	}
+	return -1
+}
+
 // Route implements route.Router.
 func (m *migrate) Route(x *route.Exchange) {
 	c := classify(&x.Req, m.redis)
+	p := m.plan.Load()
 	switch {
-	case c == get1 && m.plan.getFromB:
+	case c == get1 && p.getFromB:
 		m.routeWarmGet(x)
 	case c == other || c == read || c == get1:
 		x.Hint = keyHint(x)
-		if m.plan.readB {
+		if p.readB {
 			m.counters.readsB.Add(1)
 			m.b.Route(x)
 		} else {
@@ -152,13 +189,13 @@ func (m *migrate) Route(x *route.Exchange) {
 			m.a.Route(x)
 		}
 	default:
-		m.routeWrite(x, c)
+		m.routeWrite(x, c, p)
 	}
 }
 
-// sides returns the pool that answers writes and the other one.
-func (m *migrate) sides() (primary, secondary route.Router) {
-	if m.plan.primaryB {
+// sides returns the pool that answers writes under p and the other one.
+func (m *migrate) sides(p *plan) (primary, secondary route.Router) {
+	if p.primaryB {
 		return m.b, m.a
 	}
 	return m.a, m.b
@@ -179,9 +216,13 @@ func (m *migrate) Stats() []route.Stat { return m.Counters() }
 // own; its pools show theirs.
 func (m *migrate) Backends() []*backend.Backend { return nil }
 
-// Close implements route.Router; the pools it routes to are theirs to
-// close.
-func (m *migrate) Close() {}
+// Close implements route.Router: the phases' timers stop; the pools it
+// routes to are theirs to close.
+func (m *migrate) Close() {
+	for _, t := range m.timers {
+		t.Stop()
+	}
+}
 
 // answerError answers x with a server error naming msg, or nothing for
 // a request without reply.

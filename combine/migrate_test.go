@@ -144,3 +144,46 @@ func shutdown(t *testing.T, srv *proxy.Server) {
 		t.Errorf("shutdown: %v", err)
 	}
 }
+
+// TestMigrateAt: a migration whose phases move by the clock (at:) moves
+// under load, with no reload, and reads stay fresh.
+func TestMigrateAt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real memcached")
+	}
+	mc := make([]*testserver.Server, 6)
+	for i := range mc {
+		mc[i] = testserver.StartMemcached(t)
+	}
+	port := testserver.FreePort(t)
+	now := time.Now()
+	at := fmt.Sprintf("      at:\n        dual_write: %s\n        warm: %s\n",
+		now.Add(-time.Hour).UTC().Format(time.RFC3339Nano), now.Add(700*time.Millisecond).UTC().Format(time.RFC3339Nano))
+	srv := startProxy(t, growConfig(port, mc, "from_only", 0)+at)
+	if got := routerStat(srv, "cache", "route_phase"); got != 1 {
+		t.Fatalf("route_phase %d at the start, want 1 (dual_write)", got)
+	}
+	v := &verified{t: t, addr: fmt.Sprintf("127.0.0.1:%d", port), workers: 4, keys: 200, dial: dialMemcache}
+	ctx, cancel := context.WithCancel(context.Background())
+	wait := v.run(ctx)
+	time.Sleep(400 * time.Millisecond)
+	if got := routerStat(srv, "cache", "route_fallbacks"); got != 0 {
+		t.Errorf("%d fallbacks in dual_write", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for routerStat(srv, "cache", "route_phase") != 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(400 * time.Millisecond)
+	cancel()
+	wait()
+	if got := routerStat(srv, "cache", "route_phase"); got != 2 {
+		t.Errorf("route_phase %d after warm's time, want 2", got)
+	}
+	if got := routerStat(srv, "cache", "route_fallbacks"); got == 0 {
+		t.Error("no fallback once warm began")
+	}
+	if c := v.counts(); c.stale != 0 || c.errs != 0 {
+		t.Errorf("%d stale, %d errors: %q", c.stale, c.errs, v.first)
+	}
+}

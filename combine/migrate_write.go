@@ -24,6 +24,7 @@ import (
 //     would read.
 type writeOp struct {
 	m       *migrate
+	plan    *plan // the phase's when the write was routed
 	x       *route.Exchange
 	c       class
 	keys    [][]byte // the guarded keys (nil: every stripe), the primary's storage
@@ -37,11 +38,11 @@ var writeOps = sync.Pool{New: func() any { return new(writeOp) }}
 
 // routeWrite sends a write to the primary, and to the other pool what the
 // plan says.
-func (m *migrate) routeWrite(x *route.Exchange, c class) {
+func (m *migrate) routeWrite(x *route.Exchange, c class, p *plan) {
 	m.counters.writes.Add(1)
-	prim, sec := m.sides()
+	prim, sec := m.sides(p)
 	op := writeOps.Get().(*writeOp)
-	*op = writeOp{m: m, x: x, c: c}
+	*op = writeOp{m: m, plan: p, x: x, c: c}
 	op.prim = route.GetSub(op.primDone, nil)
 	op.prim.X.CopyRequest(&x.Req)
 	if c != flush {
@@ -49,10 +50,10 @@ func (m *migrate) routeWrite(x *route.Exchange, c class) {
 	}
 	hint := keyHint(x)
 	var moved [][]byte
-	if m.plan.otherGets && c != flush {
+	if p.otherGets && c != flush {
 		moved = m.movedKeys(op.prim.X.Req.Keys)
 	}
-	if m.plan.otherGets && (c == flush || len(moved) > 0) {
+	if p.otherGets && (c == flush || len(moved) > 0) {
 		op.other = route.GetSub(op.otherDone, nil)
 		if !m.otherRequest(op, c, moved) {
 			op.other.Put()
@@ -78,7 +79,7 @@ func (m *migrate) routeWrite(x *route.Exchange, c class) {
 // otherRequest makes op.other's request: the client's for a set or flush
 // the plan copies, else a delete of its keys.
 func (m *migrate) otherRequest(op *writeOp, c class, moved [][]byte) bool {
-	if c == flush && m.plan.otherFlush || c == set && m.plan.otherSets {
+	if c == flush && op.plan.otherFlush || c == set && op.plan.otherSets {
 		op.other.X.CopyRequest(&op.prim.X.Req)
 		return true
 	}
@@ -112,7 +113,7 @@ func (op *writeOp) settle() {
 			op.other.Put()
 			op.other = route.GetSub(op.retryDone, nil)
 			if m.parse(op.other, appendDelete(nil, op.prim.X.Req.Keys, m.redis)) == nil {
-				_, sec := m.sides()
+				_, sec := m.sides(op.plan)
 				op.other.Send(sec, keyHint(op.x), nil)
 				return
 			}

@@ -163,6 +163,8 @@ func TestChecksumCoversEveryField(t *testing.T) {
 				{Pool: "a", Shadow: &Shadow{Pool: "b", Fraction: 1, Requests: ShadowAll, Queue: 1}},
 				{Pool: "a", Shadow: &Shadow{Pool: "b", Fraction: 0.5, Requests: ShadowAll, Queue: 1}},
 				{Migrate: &Migrate{From: "a", To: "b", Phase: PhaseWarm}}, {Migrate: &Migrate{From: "a", To: "b", Phase: PhaseToOnly}},
+				{Migrate: &Migrate{From: "a", To: "b", Phase: PhaseWarm, At: []PhaseAt{{PhaseToOnly, time.Unix(1, 0)}}}},
+				{Migrate: &Migrate{From: "a", To: "b", Phase: PhaseWarm, At: []PhaseAt{{PhaseToOnly, time.Unix(2, 0)}}}},
 				{WarmUp: &WarmUp{Cold: "a", Warm: "b"}}, {WarmUp: &WarmUp{Cold: "b", Warm: "a"}}}
 			seen := map[string]int{}
 			for j, r := range routes {
@@ -385,6 +387,8 @@ moving:
       from: found
       to: unlistened
       phase: warm
+      at:
+        to_only: 2030-01-01T00:00:00Z
     shadow:
       pool: found
       fraction: 0.5

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -28,8 +29,30 @@ type Route struct {
 // Migrate is a route's migrate: the phase of a move from From to To.
 type Migrate struct {
 	From, To string
-	// Phase is one of the Phase constants.
+	// Phase is one of the Phase constants: the phase until the first of
+	// At, or for good without At.
 	Phase string
+	// At (key at) moves the migration to later phases by the clock: each
+	// entry's phase from its time on. In the order of the phases, and
+	// after Phase; times in RFC 3339.
+	At []PhaseAt
+}
+
+// PhaseAt is a phase and when it starts.
+type PhaseAt struct {
+	Phase string
+	At    time.Time
+}
+
+// PhaseNow returns the phase of m at now.
+func (m *Migrate) PhaseNow(now time.Time) string {
+	phase := m.Phase
+	for _, a := range m.At {
+		if !now.Before(a.At) {
+			phase = a.Phase
+		}
+	}
+	return phase
 }
 
 // The phases of a migration (Migrate.Phase), in their order.
@@ -169,6 +192,8 @@ func (rr *routeReader) whole(key string, line int, r *Route) bool {
 		msg = "migrate needs from, to and phase"
 	case r.Migrate != nil && r.Migrate.From == r.Migrate.To:
 		msg = "migrate's from and to must be two pools"
+	case r.Migrate != nil && len(r.Migrate.At) > 0 && slices.Index(phases, r.Migrate.At[0].Phase) <= slices.Index(phases, r.Migrate.Phase):
+		msg = "migrate's at must name phases after its phase"
 	case r.WarmUp != nil && (r.WarmUp.Cold == "" || r.WarmUp.Warm == ""):
 		msg = "warm_up needs cold and warm"
 	case r.Shadow != nil && r.Shadow.Pool == "":
@@ -253,8 +278,36 @@ func (m *Migrate) set(rr *routeReader, key string) func(string, *yaml.Node) bool
 			return rr.name(key+".to", v, &m.To)
 		case "phase":
 			return rr.oneOf(key+".phase", v, &m.Phase, phases)
+		case "at":
+			return rr.each(key+".at", v, m.setAt(rr, key+".at"))
 		}
-		return rr.unknown(key, k, v, "from, to or phase")
+		return rr.unknown(key, k, v, "from, to, phase or at")
+	}
+}
+
+// setAt reads at's entries, "phase: time", in the phases' order.
+func (m *Migrate) setAt(rr *routeReader, key string) func(string, *yaml.Node) bool {
+	return func(k string, v *yaml.Node) bool {
+		i := slices.Index(phases, k)
+		if i < 0 {
+			rr.pp.fail(v.Line, key, fmt.Sprintf("%q is not one of %s", k, strings.Join(phases, ", ")))
+			return false
+		}
+		text, ok := rr.pp.scalar(key+"."+k, v)
+		if !ok {
+			return false
+		}
+		at, err := time.Parse(time.RFC3339, text)
+		if err != nil {
+			rr.pp.fail(v.Line, key+"."+k, fmt.Sprintf("%q is no RFC 3339 time (2006-01-02T15:04:05Z)", text))
+			return false
+		}
+		if n := len(m.At); n > 0 && (slices.Index(phases, m.At[n-1].Phase) >= i || !m.At[n-1].At.Before(at)) {
+			rr.pp.fail(v.Line, key+"."+k, "must come after "+m.At[n-1].Phase+", later in time and in the order of the phases")
+			return false
+		}
+		m.At = append(m.At, PhaseAt{Phase: k, At: at})
+		return true
 	}
 }
 
@@ -354,7 +407,15 @@ func routeNode(p *Pool) *yaml.Node {
 	}
 	switch {
 	case r.Migrate != nil:
-		add(m, "migrate", sub("from", r.Migrate.From, "to", r.Migrate.To, "phase", r.Migrate.Phase))
+		n := sub("from", r.Migrate.From, "to", r.Migrate.To, "phase", r.Migrate.Phase)
+		if len(r.Migrate.At) > 0 {
+			at := &yaml.Node{Kind: yaml.MappingNode}
+			for _, a := range r.Migrate.At {
+				add(at, a.Phase, str(a.At.Format(time.RFC3339Nano)))
+			}
+			add(n, "at", at)
+		}
+		add(m, "migrate", n)
 	case r.WarmUp != nil:
 		add(m, "warm_up", sub("cold", r.WarmUp.Cold, "warm", r.WarmUp.Warm))
 	default:
