@@ -354,3 +354,117 @@ func (l *spoolLoad) check(model map[string]map[string]bool, key, got string) {
 		l.mu.Unlock()
 	}
 }
+
+// onServer returns the keys server 0 holds.
+func (rg *spoolRig) onServer(t *testing.T, keys []string) []string {
+	t.Helper()
+	var on []string
+	for _, k := range keys {
+		if _, ok := direct(t, rg.servers[0].Addr, k); ok {
+			on = append(on, k)
+		}
+	}
+	if len(on) == 0 {
+		t.Fatal("no key on server 0")
+	}
+	return on
+}
+
+// waitBack gets keys through the proxy at addr, failing on any hit, until
+// nothing is pending in the spool: server 0 has a socket again, which
+// replayed its deletes before it served.
+func waitBack(t *testing.T, addr string, keys []string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for countersOf(t, addr)["delete_spool_pending"] != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the spool never emptied")
+		}
+		c := dial(t, addr)
+		for _, k := range keys {
+			if got := c.do("get " + k + "\r\n"); strings.HasPrefix(got, "VALUE") {
+				t.Fatalf("get %s: %q", k, got)
+			}
+		}
+		c.nc.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDeleteSpoolEjected: under auto_eject_hosts, the deletes of an
+// ejected server's keys go to the servers that take them meanwhile, and
+// are spooled for it: back in the ring, it does not serve the values
+// deleted while it was out (twemproxy's stale read after an ejection).
+func TestDeleteSpoolEjected(t *testing.T) {
+	rg := newSpoolRig(t, 3, "  auto_eject_hosts: true\n  health_check_interval: 100\n")
+	addr, _ := rg.start(t)
+	keys := victims(t, addr, 60)
+	on := rg.onServer(t, keys)
+	rg.faults[0].Stop()
+	c := dial(t, addr)
+	deadline := time.Now().Add(5 * time.Second)
+	for { // the first failure ejects it; then its keys go elsewhere
+		if got := c.do("get " + on[0] + "\r\n"); got == "END\r\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("server 0 never ejected")
+		}
+	}
+	for _, k := range keys {
+		if got := c.do("delete " + k + "\r\n"); got != "DELETED\r\n" && got != "NOT_FOUND\r\n" {
+			t.Fatalf("delete %s while server 0 is out: %q", k, got)
+		}
+	}
+	if got := countersOf(t, addr)["delete_spool_pending"]; got != int64(len(on)) {
+		t.Fatalf("pending %d, want server 0's %d keys", got, len(on))
+	}
+	if err := rg.faults[0].Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitBack(t, addr, on)
+	expectMisses(t, addr, keys)
+	if got := countersOf(t, addr)["delete_spool_replayed"]; got != int64(len(on)) {
+		t.Errorf("replayed %d, want %d", got, len(on))
+	}
+}
+
+// TestDeleteSpoolReload: a reload that keeps the spool's path hands the
+// spool on, its pending deletes with it.
+func TestDeleteSpoolReload(t *testing.T) {
+	rg := newSpoolRig(t, 3, "  auto_eject_hosts: false\n  health_check_interval: 100\n")
+	srv, err := proxy.New(rg.cfg, proxy.Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	addr := srv.Addr("mc").String()
+	keys := victims(t, addr, 60)
+	rg.faults[0].Stop()
+	failed := rg.deleteAll(t, addr, keys)
+
+	next := *rg.cfg
+	next.Pools = []*config.Pool{ptr(*rg.cfg.Pools[0])}
+	next.Pools[0].Timeout = 2 * time.Second // new backends, the same spool
+	if err := srv.Reload(&next); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	addr = srv.Addr("mc").String() // port 0: the reload bound a new one
+	if got := countersOf(t, addr)["delete_spool_pending"]; got != int64(len(failed)) {
+		t.Fatalf("pending %d after the reload, want %d", got, len(failed))
+	}
+	if err := rg.faults[0].Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitBack(t, addr, failed)
+	expectMisses(t, addr, keys)
+}
+
+func ptr[T any](v T) *T { return &v }
