@@ -468,3 +468,25 @@ func TestDeleteSpoolReload(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestDeleteSpoolTimeout: a delete whose reply never comes (the path lost
+// its bytes: a stopped server's socket looks the same) is spooled, and
+// the server's next socket sends it before the get that follows.
+func TestDeleteSpoolTimeout(t *testing.T) {
+	rg := newSpoolRig(t, 3, "  auto_eject_hosts: false\n")
+	addr, _ := rg.start(t)
+	keys := victims(t, addr, 30)
+	on := rg.onServer(t, keys)
+	if n := rg.faults[0].LoseAll(); n == 0 {
+		t.Fatal("no connection to server 0 to lose")
+	}
+	c := dial(t, addr)
+	if got := c.do("delete " + on[0] + "\r\n"); got != "SERVER_ERROR backend failure: timeout\r\n" {
+		t.Fatalf("delete over a lost path: %q", got)
+	}
+	if v, ok := direct(t, rg.servers[0].Addr, on[0]); !ok || v != "old" {
+		t.Fatalf("server 0 lost %s: the test could not tell a stale read", on[0])
+	}
+	waitBack(t, addr, on[:1])
+	expectMisses(t, addr, on[:1])
+}
