@@ -61,11 +61,15 @@ var layers = map[string]rule{
 		external: []string{"github.com/yuin/gopher-lua"}},
 	// shard, the sharded kind: sharding's distributions, sentinel's
 	// masters, cluster's read_from and read-only command table for
-	// replica reads, store and memcache for the near cache.
+	// replica reads, store and memcache for the near cache, spool for
+	// its deletes that could not reach their server.
 	"shard": {parts: []string{"codec", "memcache", "backend", "route", "sharding", "sentinel", "cluster",
-		"store", "config", "kind"}},
+		"store", "spool", "config", "kind"}},
 	// sentinel follows Redis masters through Sentinel; it stands alone.
 	"sentinel": {},
+	// spool is a file of deletes waiting for their server; it stands
+	// alone.
+	"spool": {},
 	// proxy imports every kind in one place (kinds.go), and cluster for
 	// a Redis Cluster pool's stats.
 	"proxy": {parts: []string{"codec", "memcache", "resp", "backend", "route", "config", "kind",
