@@ -55,7 +55,7 @@ func NewCollector(src Source) *Collector {
 		spliced:        d("spliced_replies_total", "Replies whose value went from the server's socket to the client's by splice(2), not through the proxy's memory."),
 
 		draining:      d("draining", "1 once the proxy drains (SIGTERM, POST /drain, an upgrade), else 0."),
-		drainConns:    d("drain_connections_total", "Client connections a drain closed, by result: drained (everything read from them answered), cut (still busy at the deadline).", "result"),
+		drainConns:    d("drain_connections_total", "Client connections a drain ended, by result: drained (closed once everything read from them was answered), handed (passed to the process of an upgrade, everything read from them answered), cut (still busy at the deadline).", "result"),
 		drainRequests: d("drain_requests_total", "Requests of a drain, by result: answered (in flight when it began, or read after), cut (unanswered on a connection cut at the deadline).", "result"),
 
 		poolRequests:  d("pool_requests_total", "Requests read from clients.", pool...),
@@ -135,6 +135,7 @@ func (c *Collector) collectDrain(m emitter, d proxy.DrainStats) {
 	}
 	m.gauge(c.d.draining, draining)
 	m.counter(c.d.drainConns, d.ConnectionsDrained, "drained")
+	m.counter(c.d.drainConns, d.ConnectionsHanded, "handed")
 	m.counter(c.d.drainConns, d.ConnectionsCut, "cut")
 	m.counter(c.d.drainRequests, d.Requests, "answered")
 	m.counter(c.d.drainRequests, d.RequestsCut, "cut")

@@ -92,7 +92,7 @@ func TestDocsMetrics(t *testing.T) {
 	}
 	var yaml strings.Builder
 	fmt.Fprintf(&yaml, "mc:\n  listen: 127.0.0.1:0\n  auto_eject_hosts: true\n  servers:\n    - %s:1\n", mc)
-	fmt.Fprintf(&yaml, "nc:\n  listen: 127.0.0.1:0\n  near_cache: 1\n  servers:\n    - %s:1\n", mc)
+	fmt.Fprintf(&yaml, "nc:\n  listen: 127.0.0.1:0\n  near_cache: 1\n  delete_spool:\n    path: nc.spool\n  servers:\n    - %s:1\n", mc)
 	fmt.Fprintf(&yaml, "lp:\n  listen: 127.0.0.1:0\n  lua: %s\n  lua_internal_cache: 1\n", lua)
 	yaml.WriteString("rc:\n  listen: 127.0.0.1:0\n  redis: true\n  redis_cluster: true\n  servers:\n")
 	for _, a := range cl.Addrs() {

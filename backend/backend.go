@@ -122,6 +122,12 @@ type Config struct {
 	// is not bad and of its being marked bad (reconnect.go), on the
 	// goroutine that found it; it must not block.
 	OnEvent func(b *Backend, e Event)
+	// Replay, if set, is run on every new socket once its handshake
+	// passed and before it carries a call (replay.go): a pool's spooled
+	// deletes are sent there, so that no request reaches the server
+	// before them. Its failure drops the socket with CauseReplay, as a
+	// failed validation does. Nil (the default): nothing is sent.
+	Replay Replayer
 	// Logger receives state changes; default slog.Default().
 	Logger *slog.Logger
 }

@@ -132,6 +132,10 @@ func (c *conn) connect() (*sock, Cause) {
 		o.MetaProbe = false
 		deadline = time.Now().Add(b.cfg.ConnectTimeout) // the probe may have run out the first
 	}
+	if b.cfg.Replay != nil && !b.replay(nc) {
+		nc.Close()
+		return nil, CauseReplay
+	}
 	if b.cfg.Reconnect {
 		b.validated()
 	}

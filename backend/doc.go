@@ -7,7 +7,8 @@
 // a codec.VersionReader dialect's reply tells the server's version, which
 // Backend.Version keeps; with HandshakeOptions.MetaProbe, whether the
 // server speaks memcached's meta protocol, which Backend.Meta keeps and
-// which lets Config.MetaRewrite rewrite the calls written on that socket)
+// which lets Config.MetaRewrite rewrite the calls written on that socket;
+// then Config.Replay's requests, a pool's spooled deletes: replay.go)
 // -> ready (requests are written in batches by one writer goroutine and their
 // replies matched in FIFO order by one reader goroutine; a codec.Joiner
 // dialect's joinable requests in a batch go as one, memcache's one-key text

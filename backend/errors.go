@@ -19,6 +19,7 @@ const (
 	CauseClosed                       // the backend was closed by the proxy
 	CauseInvalidProtocol              // a reply that breaks the stream (Config.BreaksStream) was passed on
 	CauseOutOfMemory                  // a reply arrived while its call's Over said the buffers were full
+	CauseReplay                       // the requests Config.Replay sends on a new socket were not all answered
 	numCauses
 )
 
@@ -36,6 +37,7 @@ var causeNames = [numCauses]string{
 	CauseClosed:          "closed",
 	CauseInvalidProtocol: "invalidprotocol",
 	CauseOutOfMemory:     "outofmemory",
+	CauseReplay:          "replay",
 }
 
 // String returns the cause's name, e.g. "timeout".

@@ -70,6 +70,7 @@ type registryKey struct {
 	watched, evented        bool
 	reconnect, noJoin       bool
 	breaks                  bool
+	replay                  Replayer
 }
 
 type registryEntry struct {
@@ -160,7 +161,7 @@ func (r *Registry) get(scope string, cfg Config) (*Backend, bool) {
 		health: cfg.HealthInterval, healthTimeout: cfg.HealthTimeout,
 		keepalive: cfg.TCPKeepalive, preconnect: cfg.Preconnect, tls: cfg.TLS,
 		watched: cfg.OnStateChange != nil, evented: cfg.OnEvent != nil,
-		reconnect: cfg.Reconnect, noJoin: cfg.NoJoin, breaks: cfg.BreaksStream != nil,
+		reconnect: cfg.Reconnect, noJoin: cfg.NoJoin, breaks: cfg.BreaksStream != nil, replay: cfg.Replay,
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

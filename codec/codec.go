@@ -437,6 +437,20 @@ type StateUndoer interface {
 	UndoState()
 }
 
+// StateSaver is implemented by a RequestParser that keeps its client's
+// connection state (Redis: AUTH, the HELLO protocol, CLIENT SETNAME), so
+// that the state can move with the connection to another process: an
+// upgrade in place hands its idle client connections to the new process
+// (proxy.Server.SetHandOff, Adopt). AppendState appends the state at a
+// request boundary; RestoreState sets it in a new parser of the same
+// dialect, and refuses bytes it cannot read. A client authenticated under
+// other credentials than the new parser's is restored unauthenticated, as
+// a reload that changes them leaves its clients.
+type StateSaver interface {
+	AppendState(dst []byte) []byte
+	RestoreState(b []byte) error
+}
+
 // PartParser is implemented by a RequestParser that cuts a request too
 // long to buffer whole (a memcache multi-get line of any length) into
 // parts as it streams in: each part is a request of its own (Part set),

@@ -92,7 +92,9 @@ func (c *PoolCheck) RefuseReplicaKeys() {
 }
 
 // RefuseNearKeys refuses the near cache keys in a pool that is not a
-// native memcache pool: why says what answers its gets instead.
+// native memcache pool: why says what answers its gets instead. It
+// refuses delete_spool too, which only the sharded kind's routes see.
 func (c *PoolCheck) RefuseNearKeys(why string) {
 	c.Refuse(nearOnly, "", why)
+	c.Refuse([]string{"delete_spool"}, "", "is only valid for a sharded pool (servers, no lua, no redis_cluster)")
 }

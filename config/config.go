@@ -412,6 +412,10 @@ type Pool struct {
 	// servers from (key servers_from, see ServersFrom); Servers are then
 	// the set used until the first answer, or none.
 	ServersFrom *ServersFrom
+	// DeleteSpool, when not nil, keeps the deletes of a native memcache
+	// pool that could not reach their server, to send them before the
+	// server serves again (key delete_spool, see DeleteSpool).
+	DeleteSpool *DeleteSpool
 
 	// RedisAuthUser is the Redis ACL user that goes with RedisAuth (key
 	// redis_auth_user, a shardproxy extension; needs redis_auth): clients

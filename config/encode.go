@@ -54,7 +54,7 @@ var marshalOrder = []string{
 	"redis_config", "connect_timeout", "hash_seed", "eject_policy",
 	"failover_pool", "lua", "lua_arg", "lua_dirs", "listen_tags", "lua_timeout", "lua_max_alloc",
 	"lua_internal_cache", "server_protocol", "default_version",
-	"near_cache", "near_cache_ttl", "near_cache_fill", "read_from",
+	"near_cache", "near_cache_ttl", "near_cache_fill", "delete_spool", "read_from",
 	"redis_cluster", "cluster_refresh", "active_req_limit",
 	"buffer_memory_limit", "max_keys", "blocking_connections",
 
@@ -199,6 +199,9 @@ func (p *Pool) Checksum() string {
 	}
 	if p.ServersFrom != nil {
 		fmt.Fprintf(h, "servers_from %s\n", p.ServersFrom)
+	}
+	if ds := p.DeleteSpool; ds != nil {
+		fmt.Fprintf(h, "delete_spool %q %d %q %d\n", ds.Path, ds.MaxBytes, ds.Fsync, ds.FsyncInterval)
 	}
 	for _, s := range p.Servers {
 		fmt.Fprintf(h, "%q %q %q %d %d %q %q\n", s.Network, s.Addr, s.Host, s.Port, s.Weight, s.Name, s.Master)

@@ -27,6 +27,11 @@ func withoutLines(pools []*Pool) []Pool {
 			sf.Line = 0
 			q.ServersFrom = &sf
 		}
+		if p.DeleteSpool != nil {
+			ds := *p.DeleteSpool
+			ds.Line = 0
+			q.DeleteSpool = &ds
+		}
 		if p.Replicas != nil {
 			q.Replicas = []Replica{}
 			for _, r := range p.Replicas {
@@ -212,6 +217,23 @@ func TestChecksumCoversEveryField(t *testing.T) {
 					t.Errorf("checksum ignores ListenTags %v", tl)
 				}
 			}
+		case reflect.TypeFor[*DeleteSpool]():
+			one := DeleteSpool{Path: "spool", MaxBytes: 1 << 20, Fsync: FsyncInterval, FsyncInterval: time.Second, Line: 3}
+			withOne := *base
+			withOne.DeleteSpool = &one
+			if withOne.Checksum() == sum {
+				t.Error("checksum ignores DeleteSpool")
+			}
+			st := reflect.TypeFor[DeleteSpool]()
+			for j := range st.NumField() {
+				p, ds := withOne, one
+				p.DeleteSpool = &ds
+				v := reflect.ValueOf(&ds).Elem().Field(j)
+				v.Set(mutate(t, v))
+				if changed := p.Checksum() != withOne.Checksum(); changed != (st.Field(j).Name != "Line") {
+					t.Errorf("checksum and DeleteSpool.%s: changed %v", st.Field(j).Name, changed)
+				}
+			}
 		case reflect.TypeFor[*ServersFrom]():
 			one := ServersFrom{DNS: "a.example", Type: DNSTypeA, Port: 1, Interval: time.Second, MaxChange: 0.5, MaxServers: 9, Line: 3}
 			withOne := *base
@@ -320,6 +342,11 @@ const everyKey = `mc:
   near_cache: 16
   near_cache_ttl: 10
   near_cache_fill: gets
+  delete_spool:
+    path: spool/deletes
+    max_bytes: 1048576
+    fsync: interval
+    fsync_interval: 200
   active_req_limit: 100
   buffer_memory_limit: 1000
   max_keys: 50

@@ -74,10 +74,10 @@ func omitAt[T comparable](k poolKey, field func(*Pool) *T, values []T) poolKey {
 // (pool_native.go) and its near cache (pool_near.go), of a redis_cluster pool (pool_cluster.go), the
 // replica keys of both Redis kinds (pool_replica.go), of a Lua pool
 // (pool_lua.go), the TLS and ACL keys (security.go), the Sentinel keys
-// of a sharded redis pool (pool_sentinel.go), and servers_from (pool_dns.go). Each kind's rules
+// of a sharded redis pool (pool_sentinel.go), servers_from (pool_dns.go), and delete_spool (pool_spool.go). Each kind's rules
 // (KindRules, in the kind's package) say what it does with the keys of
 // the others.
-var poolKeys = joinKeys(commonKeys, nativeKeys, nearKeys, clusterKeys, replicaKeys, luaKeys, securityKeys, sentinelKeys, dnsKeys, routeKeys)
+var poolKeys = joinKeys(commonKeys, nativeKeys, nearKeys, clusterKeys, replicaKeys, luaKeys, securityKeys, sentinelKeys, dnsKeys, spoolKeys, routeKeys)
 
 // joinKeys merges key tables; a key in two of them is a programming error.
 func joinKeys(tables ...map[string]poolKey) map[string]poolKey {

@@ -112,6 +112,7 @@ func TestIsSetCopy(t *testing.T) {
 // other than its zero value.
 var builtKeys = map[string]func(p *Pool){
 	"servers_from":          func(p *Pool) { p.ServersFrom = &ServersFrom{DNS: "x"} },
+	"delete_spool":          func(p *Pool) { p.DeleteSpool = &DeleteSpool{Path: "x"} },
 	"listen":                func(p *Pool) { p.Listen = Listen{Network: "tcp", Addr: ":1"} },
 	"timeout":               func(p *Pool) { p.Timeout = time.Second },
 	"backlog":               func(p *Pool) { p.Backlog = 1 },

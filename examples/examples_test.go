@@ -74,6 +74,8 @@ var examples = []example{
 	{name: "routelib", page: "lua.md", want: "STORED\r\nVALUE session/42 0 2\r\nhi\r\nEND\r\nSTORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n",
 		check: sessionsOn(3, 4)},
 	{name: "tls", page: "configuration.md", want: "OK\nv\n"},
+	{name: "delete-spool", page: "deletes.md", want: "SERVER_ERROR backend failure: connecting\r\n" +
+		"STAT delete_spool_spooled 1\r\nSTAT delete_spool_pending 1\r\n"},
 	{name: "near-cache", page: "caches.md", want: "STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\nVALUE k 0 1\r\n" +
 		"STAT near_cache_hits 1\r\nSTAT near_cache_misses 1\r\n"},
 	{name: "migrate", page: "migrations.md", want: "STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n" +

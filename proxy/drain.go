@@ -22,6 +22,9 @@ type DrainReport struct {
 	// Drained counts those closed once everything read from them was
 	// answered: idle ones at once, busy ones after their last reply.
 	Drained int
+	// Handed counts those passed to another process (SetHandOff) once
+	// everything read from them was answered.
+	Handed int
 	// Cut counts those still open when the drain's context ended,
 	// closed with requests unanswered or one partly read.
 	Cut int
@@ -44,8 +47,11 @@ type drainState struct {
 	report   DrainReport   // set before done closes
 	err      error         // likewise
 
-	late         atomic.Int64 // connections accepted as the drain began (Server.accept)
+	late         atomic.Int64           // connections accepted as the drain began (Server.accept)
+	handOff      func(HandedConn) error // SetHandOff's, counting; nil: none (s.mu)
+	handed       atomic.Int64           // connections handOff passed on
 	connsDrained atomic.Int64
+	connsHanded  atomic.Int64
 	connsCut     atomic.Int64
 	requests     atomic.Int64
 	requestsCut  atomic.Int64
@@ -60,6 +66,7 @@ type drainState struct {
 type DrainStats struct {
 	Draining           bool // Drain has begun
 	ConnectionsDrained int64
+	ConnectionsHanded  int64 // passed to another process (SetHandOff)
 	ConnectionsCut     int64
 	Requests           int64 // answered while draining
 	RequestsCut        int64
@@ -119,6 +126,7 @@ func (s *Server) drainStats() DrainStats {
 	return DrainStats{
 		Draining:           d.draining.Load(),
 		ConnectionsDrained: d.connsDrained.Load(),
+		ConnectionsHanded:  d.connsHanded.Load(),
 		ConnectionsCut:     d.connsCut.Load(),
 		Requests:           d.requests.Load(),
 		RequestsCut:        d.requestsCut.Load(),
@@ -157,10 +165,11 @@ func (s *Server) Drain(ctx context.Context) (DrainReport, error) {
 	}
 	rep := DrainReport{Connections: len(s.sessions)}
 	read := s.requestsRead()
+	handed := d.handed.Load()
 	var inflight int64
 	for sess := range s.sessions {
 		inflight += sess.outstanding.Load()
-		sess.drain()
+		sess.drain(d.handOff)
 	}
 	s.mu.Unlock()
 	s.log.Info("draining", "connections", rep.Connections, "requests_in_flight", inflight)
@@ -178,14 +187,16 @@ func (s *Server) Drain(ctx context.Context) (DrainReport, error) {
 		rep.Cut, rep.RequestsCut = s.cut()
 	}
 	rep.Connections += int(d.late.Load())
-	rep.Drained = rep.Connections - rep.Cut
+	rep.Handed = int(d.handed.Load() - handed)
+	rep.Drained = rep.Connections - rep.Cut - rep.Handed
 	rep.Requests = max(0, s.requestsRead()-read+inflight-rep.RequestsCut)
 	rep.Took = time.Since(start)
 	d.connsDrained.Add(int64(rep.Drained))
+	d.connsHanded.Add(int64(rep.Handed))
 	d.connsCut.Add(int64(rep.Cut))
 	d.requests.Add(rep.Requests)
 	d.requestsCut.Add(rep.RequestsCut)
-	s.log.Info("drained", "connections", rep.Connections, "drained", rep.Drained, "cut", rep.Cut,
+	s.log.Info("drained", "connections", rep.Connections, "drained", rep.Drained, "handed", rep.Handed, "cut", rep.Cut,
 		"requests", rep.Requests, "requests_cut", rep.RequestsCut, "took", rep.Took)
 	d.report, d.err = rep, err
 	close(d.done)
@@ -219,8 +230,9 @@ func (s *Server) requestsRead() int64 {
 
 // drain makes the session stop reading at its next request boundary
 // (see the reader's drain steps in readloop.go) and close once what it
-// read is answered.
-func (s *session) drain() {
+// read is answered, or pass its connection to passTo (nil: none).
+func (s *session) drain(passTo func(HandedConn) error) {
+	s.passTo = passTo
 	s.draining.Store(true)
 	s.nc.SetReadDeadline(time.Now()) // wakes a reader waiting for its client
 }

@@ -33,9 +33,15 @@ const finCheck = time.Second
 // last request and closed is so noticed within finCheck; a busy client
 // costs one deadline per finCheck. The check also gives back the pendings
 // the session keeps (see newPending). TLS sessions read through net.Conn.
-func (s *session) readLoop() {
+//
+// It reports whether a draining session stopped at a request boundary
+// (drainEnds).
+func (s *session) readLoop() (boundary bool) {
 	r := sessionReader{s: s, buf: make([]byte, 0, idleChunk), limit: s.maxBuffer()}
-	defer func() { backend.PutBuffer(r.buf) }()
+	defer func() {
+		boundary = r.drainEnds()
+		backend.PutBuffer(r.buf)
+	}()
 	var rc syscall.RawConn
 	if sc, ok := s.nc.(syscall.Conn); ok {
 		rc, _ = sc.SyscallConn()
@@ -46,6 +52,7 @@ func (s *session) readLoop() {
 	}
 	r.raw = true
 	r.readRaw(rc)
+	return
 }
 
 // readConn reads through net.Conn, for a socket with no file descriptor
@@ -89,7 +96,7 @@ func (r *sessionReader) readFD(fd uintptr) bool {
 			continue
 		case err == syscall.EAGAIN:
 			if r.drainEnds() {
-				r.s.lastRead() // now: a request sent after this read is not read
+				r.s.lastRead(true) // now: a request sent after this read is not read
 				r.stop = true
 				return true
 			}

@@ -413,38 +413,47 @@ func (s *Server) accept(l *listener) {
 			}(nc, p.dialect.AppendError(nil, codec.ErrServer, "too many client connections"))
 			continue
 		}
-		sess := newSession(l, p, nc)
-		s.mu.Lock()
-		if s.closed && !s.drainer.draining.Load() {
-			s.mu.Unlock()
+		if !s.serveSession(l, p, newSession(l, p, nc)) {
 			nc.Close()
 			return
 		}
-		if s.closed {
-			// Accepted as the drain began (an upgrade's listener is
-			// shared with the new process): its client has likely sent
-			// its first request already. It is answered, as on any
-			// draining connection, rather than lost to a close.
-			sess.drain()
-			s.drainer.late.Add(1)
-		}
-		s.sessions[sess] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		s.currConns.Add(1)
-		s.totalConns.Add(1)
-		stats := p.stats
-		stats.ClientConnections.Add(1)
-		go func() {
-			defer s.wg.Done()
-			sess.serve()
-			stats.ClientConnections.Add(-1)
-			s.currConns.Add(-1)
-			s.mu.Lock()
-			delete(s.sessions, sess)
-			s.mu.Unlock()
-		}()
 	}
+}
+
+// serveSession serves sess, a connection of l's pool p, on a goroutine of
+// its own, counted among the server's sessions; false when the server is
+// closed and not draining.
+func (s *Server) serveSession(l *listener, p *pool, sess *session) bool {
+	s.mu.Lock()
+	if s.closed && !s.drainer.draining.Load() {
+		s.mu.Unlock()
+		return false
+	}
+	if s.closed {
+		// Accepted as the drain began (an upgrade's listener is
+		// shared with the new process): its client has likely sent
+		// its first request already. It is answered, as on any
+		// draining connection, rather than lost to a close.
+		sess.drain(s.drainer.handOff)
+		s.drainer.late.Add(1)
+	}
+	s.sessions[sess] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.currConns.Add(1)
+	s.totalConns.Add(1)
+	stats := p.stats
+	stats.ClientConnections.Add(1)
+	go func() {
+		defer s.wg.Done()
+		sess.serve()
+		stats.ClientConnections.Add(-1)
+		s.currConns.Add(-1)
+		s.mu.Lock()
+		delete(s.sessions, sess)
+		s.mu.Unlock()
+	}()
+	return true
 }
 
 // Reload replaces the running configuration with cfg without dropping a

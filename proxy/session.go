@@ -44,8 +44,10 @@ type session struct {
 	// draining: the server drains; stop reading at the next request
 	// boundary (drain.go, readloop.go)
 	draining  atomic.Bool
-	lingering atomic.Bool // drained: everything answered, waiting for the client to close (linger)
-	w         writer      // replies, in order, to the client
+	lingering atomic.Bool            // drained: everything answered, waiting for the client to close (linger)
+	passTo    func(HandedConn) error // the drain's hand-off (handoff.go); nil: none. Set before draining
+	passing   bool                   // drained: the connection is to be handed off once answered (reader, then serve)
+	w         writer                 // replies, in order, to the client
 
 	need     int            // the length the unfinished request announced (reader only)
 	over     int8           // the unfinished request's Exchange.Over: 0 not asked yet, 1 no, 2 yes (reader only)
@@ -169,8 +171,7 @@ func (s *session) heldWait() {
 // The requests read before then are all answered (or dropped, when the
 // client stopped reading) before the connection closes.
 func (s *session) serve() {
-	s.readLoop()
-	s.lastRead()
+	s.lastRead(s.readLoop())
 	s.blocked.closeAll() // the client left: nothing will unblock them for it
 	s.endSub()           // nor read its messages
 	s.quiesce()
@@ -180,20 +181,26 @@ func (s *session) serve() {
 	}
 	s.w.stop()
 	s.dropStock()
-	if s.draining.Load() {
+	if s.draining.Load() && !(s.passing && s.passOn()) {
 		s.linger()
 	}
 	s.nc.Close()
 }
 
 // lastRead is called once a draining session's reader has read its last
-// request: the last reply ends the connection (lastReply). A subscribed
+// request, at a request boundary or not: the connection is to be handed
+// off (handoff.go), or its last reply ends it (lastReply). A subscribed
 // client or a watch is sent more after it, and a session stopping for
 // another reason ends as before.
-func (s *session) lastRead() {
-	if s.draining.Load() && !s.closing.Load() && s.sub == nil && s.watcher == nil {
-		s.lastReply()
+func (s *session) lastRead(boundary bool) {
+	if s.passing || !s.draining.Load() || s.closing.Load() || s.sub != nil || s.watcher != nil {
+		return
 	}
+	if boundary && s.canHandOff() {
+		s.passing = true
+		return
+	}
+	s.lastReply()
 }
 
 // maxBuffer bounds the read buffer: one whole request (line plus value).

@@ -16,12 +16,15 @@ var configRules = config.KindRules{
 }
 
 // validateConfig checks that hash_seed seeds something, that server_protocol:
-// meta is on a memcache pool, refuses the redis_cluster and Lua keys, and
-// checks the near cache, Sentinel and replica keys.
+// meta and delete_spool are on a memcache pool, refuses the redis_cluster
+// and Lua keys, and checks the near cache, Sentinel and replica keys.
 func validateConfig(c *config.PoolCheck) {
 	c.CheckHashSeed()
 	c.RefuseMetaOnRedis()
 	validateNearCache(c)
+	if c.Has("delete_spool") && c.Pool().Redis && !c.Bad("redis") {
+		c.Fail("delete_spool", "is only valid for a memcache pool: a Redis pool's deletes are not spooled")
+	}
 	c.RefuseClusterKeys()
 	c.RefuseLuaKeys()
 	validateSentinel(c)

@@ -15,15 +15,20 @@
 // shard's replicas under read_from (replica.go), and a native memcache
 // pool's near cache (near.go, near_router.go), which answers hot one-key
 // gets from a store in the proxy's memory and stays coherent with the
-// writes the pool forwards.
+// writes the pool forwards; and a native memcache pool's delete spool
+// (spool.go, on package spool), which keeps the deletes a server missed
+// and has its backends send them on a new socket before any request.
 //
 // What a user configures and sees of this kind is in docs/sharded.md,
-// docs/sentinel.md and docs/caches.md at the repository's root.
+// docs/sentinel.md, docs/caches.md and docs/deletes.md at the
+// repository's root.
 //
 // It must not know the proxy: it sees a pool only through kind.Env, takes
 // its backends only from the Env's lease, and answers every Exchange
 // exactly once (route.Router). Its Route runs on a session's reader and
-// must not block.
+// must not block, but for one thing: a delete spooled as it is routed
+// (its server out of the ring) is written to the spool's file, and under
+// fsync always synced, before Route returns.
 //
 // Concurrency: a router's backend table and replica table are replaced
 // whole (atomic pointers), never changed in place, so Route reads them

@@ -132,8 +132,11 @@ func (r *nearRouter) filled(x *route.Exchange, c *backend.Call) {
 
 // written is a write's tap: whatever the reply, the key goes again and
 // the write is no longer in flight.
-func (r *nearRouter) written(_ *route.Exchange, c *backend.Call) {
+func (r *nearRouter) written(x *route.Exchange, c *backend.Call) {
 	r.cache.forget(c.Req.Keys[0], -1)
+	if r.inner.spool != nil {
+		r.inner.spooled(x, c)
+	}
 }
 
 // touched is the tap of gat, gats and other requests that change their
@@ -147,8 +150,15 @@ func (r *nearRouter) touched(_ *route.Exchange, c *backend.Call) {
 // flushed is flush_all's tap, once per server.
 func (r *nearRouter) flushed(*route.Exchange, *backend.Call) { r.cache.flush(-1) }
 
-// Stats implements route.Router: the near cache's counters.
-func (r *nearRouter) Stats() []route.Stat { return r.cache.Counters() }
+// Stats implements route.Router: the near cache's counters, and the
+// delete spool's.
+func (r *nearRouter) Stats() []route.Stat {
+	st := r.cache.Counters()
+	if r.inner.spool != nil {
+		st = append(st, r.inner.spool.Counters()...)
+	}
+	return st
+}
 
 // counters implements kind.CounterSource.
 func (c *nearCache) Counters() []route.Stat {

@@ -46,6 +46,12 @@ type router struct {
 	ring     *ringState          // a ring pool's under a fleet (ring.go); else nil
 	ded      *kind.DedicatedPool // a Redis pool's dedicated connections; nil for memcached
 	rc       *kind.Counters      // the pool's, which counts ded until it closes
+	spool    *deleteSpool        // delete_spool's (spool.go); else nil
+	// home is the pool's distribution with every server in it, which
+	// names a key's own server while the pool's may have ejected it: a
+	// spool's pool that ejects (spool.go); else nil.
+	home     *sharding.Pool
+	tapSpool func(*route.Exchange, *backend.Call) // spooled, bound once
 }
 
 var (
@@ -67,6 +73,9 @@ func newRouter(k *kind.Env) (route.Router, error) {
 		return nil, err
 	}
 	r.followRing(k)
+	if err := r.startSpool(k); err != nil {
+		return nil, err
+	}
 	if err := r.startReplicas(k); err != nil {
 		return nil, err
 	}
@@ -141,6 +150,9 @@ func (r *router) startServers(k *kind.Env, byName map[string]config.Server) {
 		s := byName[ss.Name]
 		cfg := k.BackendConfig(s.Addr)
 		cfg.Name = s.Name
+		if r.spool != nil {
+			cfg.Replay = r.spool
+		}
 		if r.probesMeta() {
 			autoMeta(&cfg, k.OnMeta)
 		}
@@ -287,6 +299,9 @@ func (r *router) routeKey(x *route.Exchange) bool {
 	}
 	if !r.usable(x, idx) {
 		return false
+	}
+	if r.spool != nil {
+		r.spoolRouted(x, idx)
 	}
 	return r.send(x, idx)
 }
@@ -464,6 +479,9 @@ func (r *router) Stats() []route.Stat {
 	if r.replicas != nil {
 		st = append(st, r.replicas.Counters()...)
 	}
+	if r.spool != nil {
+		st = append(st, r.spool.Counters()...)
+	}
 	return st
 }
 
@@ -555,5 +573,8 @@ func (r *router) Close() {
 	if r.ded != nil {
 		r.ded.Close()
 		r.rc.Retire(r.ded)
+	}
+	if r.spool != nil {
+		r.spool.release()
 	}
 }

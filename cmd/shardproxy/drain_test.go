@@ -227,7 +227,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	if b, err := io.ReadAll(sc.r); len(b) != 0 {
 		fail("the stuck request got %q (%v), want its connection cut", b, err)
 	}
-	m := regexp.MustCompile(`msg=drained connections=(\d+) drained=(\d+) cut=(\d+) requests=(\d+) requests_cut=(\d+) took=(\S+)`).
+	m := regexp.MustCompile(`msg=drained connections=(\d+) drained=(\d+) handed=0 cut=(\d+) requests=(\d+) requests_cut=(\d+) took=(\S+)`).
 		FindStringSubmatch(logs.String())
 	// A dial that checks for refusal may land before the drain began: a
 	// connection more, idle, drained.

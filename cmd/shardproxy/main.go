@@ -259,7 +259,7 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 	waitReady(srv)
 	removePidFile := writePidFile(o.pidFile, log)
 	defer removePidFile()
-	h.signalReady()
+	h.signalReady(srv)
 	if err := notifyReady(); err != nil {
 		log.Warn("cannot tell systemd the proxy is ready", "err", err)
 	}
@@ -273,7 +273,9 @@ func serve(o *options, cfg *config.Config, fl *config.Fleet, log *slog.Logger) i
 		log.Info("shutting down", "signal", sig.String(), "timeout", o.drain)
 	}
 	leave() // the fleet forgets this proxy before it drains
+	h.handOff(srv)
 	drainServer(srv, o.drain, sigs, log)
+	h.close()
 	log.Info("shardproxy stopped")
 	return 0
 }

@@ -7,11 +7,12 @@ package main
 // and up, named in envListeners). The new process builds its configuration,
 // takes those sockets instead of binding, joins the fleet if any, waits
 // until it is ready (waitReady), writes the pid file, and writes one byte
-// on the pipe at descriptor 3: only then does the old process stop
-// accepting and drain (proxy.Server.Drain, through Shutdown). Both accept
-// from the same sockets until then, so no connection is refused. A new
-// process that exits, closes the pipe or stays silent for upgradeTimeout
-// leaves the old one serving (logged).
+// on the link at descriptor 3: only then does the old process stop
+// accepting and drain (proxy.Server.Drain, through Shutdown), handing its
+// client connections to the new process over the link (handconns.go).
+// Both accept from the same sockets until then, so no connection is
+// refused. A new process that exits, closes the link or stays silent for
+// upgradeTimeout leaves the old one serving (logged).
 //
 // The sockets are passed by inheritance, not tableflip: tableflip allows one
 // Upgrader per process (the tests run the command in-process many times),
@@ -41,7 +42,7 @@ import (
 const envListeners = "SHARDPROXY_LISTENERS"
 
 const (
-	readyFD         = 3 // the pipe a new process writes its readiness on
+	readyFD         = 3 // the link a new process writes its readiness on (handconns.go)
 	firstListenerFD = 4
 )
 
@@ -56,9 +57,13 @@ type handover struct {
 
 	mu        sync.Mutex
 	inherited map[string]*os.File // "network address" → a socket from the old process, until taken
-	ready     *os.File            // the pipe to the old process; nil: none
+	link      *net.UnixConn       // to the old process, until ready; nil: none
+	pipe      *os.File            // to an old process of an older release, until ready; nil: none
 	live      map[*handedListener]struct{}
 	passed    bool // a new process has taken the sockets over
+
+	next  *net.UnixConn // the link to the new process, once ready
+	takes bool          // it takes client connections (linkTakesConns)
 }
 
 // newHandover returns the process's handover, with the sockets and the
@@ -70,8 +75,7 @@ func newHandover(log *slog.Logger) *handover {
 		return h
 	}
 	os.Unsetenv(envListeners)
-	syscall.CloseOnExec(readyFD)
-	h.ready = os.NewFile(readyFD, "upgrade-ready")
+	h.link, h.pipe = inheritLink()
 	for i, name := range strings.Split(names, "\n") {
 		if name == "" {
 			continue
@@ -126,10 +130,11 @@ func (l *handedListener) Close() error {
 	return l.Listener.Close()
 }
 
-// signalReady tells the old process, if any, that this one serves: it then
-// stops accepting and drains. Inherited sockets the configuration no longer
-// uses are closed (a unix socket's file removed).
-func (h *handover) signalReady() {
+// signalReady tells the old process, if any, that this one serves and
+// takes its client connections (served on srv): it then stops accepting
+// and drains. Inherited sockets the configuration no longer uses are
+// closed (a unix socket's file removed).
+func (h *handover) signalReady(srv *proxy.Server) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for key, f := range h.inherited {
@@ -139,15 +144,43 @@ func (h *handover) signalReady() {
 		f.Close()
 		delete(h.inherited, key)
 	}
-	if h.ready == nil {
+	var err error
+	switch {
+	case h.link != nil:
+		if _, err = h.link.Write([]byte{linkTakesConns}); err == nil {
+			go adoptConns(h.link, srv, h.log)
+		} else {
+			h.link.Close()
+		}
+	case h.pipe != nil:
+		_, err = h.pipe.Write([]byte{linkReady})
+		h.pipe.Close()
+	default:
 		return
 	}
-	if _, err := h.ready.Write([]byte{1}); err != nil {
+	h.link, h.pipe = nil, nil
+	if err != nil {
 		h.log.Error("cannot tell the old process this one is ready", "err", err)
+		return
 	}
-	h.ready.Close()
-	h.ready = nil
 	h.log.Info("upgrade: ready, the old process drains", "ppid", os.Getppid())
+}
+
+// handOff has srv's drain hand its client connections to the new process
+// of a successful upgrade, when it takes them.
+func (h *handover) handOff(srv *proxy.Server) {
+	if h.next != nil && h.takes {
+		next := h.next
+		srv.SetHandOff(func(hc proxy.HandedConn) error { return passConn(next, hc) })
+	}
+}
+
+// close closes the link to the new process, once the drain is over: it
+// then stops waiting for connections.
+func (h *handover) close() {
+	if h.next != nil {
+		h.next.Close()
+	}
 }
 
 // upgrade starts a new process with the listeners and waits until it is
@@ -158,7 +191,6 @@ func (h *handover) upgrade() bool {
 		h.log.Error("upgrade failed: the new process did not start; serving on", "err", err)
 		return false
 	}
-	defer r.Close()
 	proc, _ := os.FindProcess(pid)
 	exited := make(chan error, 1)
 	go func() { // reaps it if it fails; if it serves, this process exits first
@@ -168,16 +200,19 @@ func (h *handover) upgrade() bool {
 		}
 		exited <- err
 	}()
-	got := make(chan bool, 1)
+	got := make(chan byte, 1)
 	go func() {
 		var b [1]byte
-		n, _ := r.Read(b[:])
-		got <- n == 1
+		if n, _ := r.Read(b[:]); n == 1 {
+			got <- b[0]
+		}
+		close(got)
 	}()
 	select {
-	case ok := <-got:
+	case b, ok := <-got:
 		if ok {
-			h.log.Info("upgrade: the new process is ready; draining", "new_pid", pid)
+			h.next, h.takes = r, b == linkTakesConns
+			h.log.Info("upgrade: the new process is ready; draining", "new_pid", pid, "hands_over_connections", h.takes)
 			return true
 		}
 		err = fmt.Errorf("it exited: %v", <-exited)
@@ -185,6 +220,7 @@ func (h *handover) upgrade() bool {
 		proc.Kill()
 		err = fmt.Errorf("not ready after %s: killed", upgradeTimeout)
 	}
+	r.Close()
 	h.mu.Lock()
 	h.passed = false
 	h.mu.Unlock()
@@ -193,11 +229,11 @@ func (h *handover) upgrade() bool {
 }
 
 // startNew starts the binary at the path this process was started from,
-// with its arguments, stdio and listeners; it returns the read end of the
-// readiness pipe. The sockets' descriptors are passed as they are, under
-// the lock that keeps them open: os.File's Fd would make them blocking
-// under this process's accept loops.
-func (h *handover) startNew() (ready *os.File, pid int, err error) {
+// with its arguments, stdio and listeners; it returns this process's end
+// of the link. The sockets' descriptors are passed as they are, under the
+// lock that keeps them open: os.File's Fd would make them blocking under
+// this process's accept loops.
+func (h *handover) startNew() (link *net.UnixConn, pid int, err error) {
 	path, err := exec.LookPath(os.Args[0])
 	if err == nil {
 		path, err = filepath.Abs(path)
@@ -205,7 +241,7 @@ func (h *handover) startNew() (ready *os.File, pid int, err error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	r, w, err := os.Pipe()
+	r, w, err := newLink()
 	if err != nil {
 		return nil, 0, err
 	}

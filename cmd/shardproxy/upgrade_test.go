@@ -114,16 +114,11 @@ func alive(pid int) bool {
 // cut short, no connection is refused. Between two upgrades a new binary
 // that exits at start leaves the old process serving.
 //
-// The requests that got no reply at all are counted and logged, not held
-// to 0: memcached's and Redis's protocols have no way to tell a client to
-// go elsewhere, so the old process closes each connection after answering
-// what it read, and a request a client writes as the connection closes
-// (before the close reaches it) gets an EOF with no reply. A client that
-// retries such a request on a new connection, as go-redis does, sees
-// nothing: 50 goroutines on a go-redis client (its pool checks a
-// connection before reuse, its default retries) run beside them and must
-// see no error at all. The raw clients count such a request (see
-// docs/operations.md, Upgrading in place).
+// The old process hands every client connection to the new one at a
+// request boundary (handconns.go), so no client sees its connection
+// close and no request goes unanswered: the raw clients, which count a
+// request with no reply as failed, must count none, and 50 goroutines on
+// a go-redis client (its pool, its default retries) must see no error.
 func TestUpgradeUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: builds the binary, runs memcached and redis-server")
@@ -172,7 +167,9 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	ended = true
 	t.Logf("10 upgrades in %v; clients: %v; go-redis: %v", took.Round(time.Millisecond), l, gr)
 	t.Logf("drains (new process ready to old one exited): %v", p.drainTimes())
-	if l.wrong.Load()+l.cut.Load()+l.refused.Load() > 0 || l.ok.Load() == 0 {
+	// The connections are handed over: no client sees its connection
+	// close, and none loses a request.
+	if l.wrong.Load()+l.failed.Load()+l.refused.Load()+l.closedIdle.Load() > 0 || l.ok.Load() == 0 {
 		p.fail("clients: %v; first: %q", l, l.firstBad)
 	}
 	if gr.wrong.Load()+gr.failed.Load() > 0 || gr.ok.Load() == 0 {
@@ -288,4 +285,88 @@ func TestUpgradeFleet(t *testing.T) {
 	if strings.Count(logs, "joined the fleet") != 2 || left < 0 || joined > left {
 		p.fail("the new process did not join before the old one left")
 	}
+}
+
+// TestUpgradeKeepsSessions upgrades under clients whose connections carry
+// state: a RESP3 client with a name keeps both on the connection the new
+// process takes over, and a memcache client over a unix socket keeps its
+// connection. Neither sees its connection close.
+func TestUpgradeKeepsSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: builds the binary, runs memcached and redis-server")
+	}
+	rdAddr := loopback(t)
+	sock := filepath.Join(t.TempDir(), "mc.sock")
+	conf := filepath.Join(t.TempDir(), "conf.yml")
+	os.WriteFile(conf, []byte(fmt.Sprintf("mc:\n  listen: %s\n  servers:\n    - %s:1\n"+
+		"rd:\n  listen: %s\n  redis: true\n  servers:\n    - %s:1\n",
+		sock, testserver.StartMemcached(t).Addr, rdAddr, testserver.StartRedis(t).Addr)), 0o644)
+	p := startUpgradeProxy(t, "-c", conf)
+
+	rd := dialClient(t, p.fail, "tcp", rdAddr)
+	if err := rd.send(command("HELLO", "3", "SETNAME", "app")); err != nil {
+		p.fail("HELLO: %v", err)
+	}
+	if l, err := rd.line(); err != nil || !strings.HasPrefix(l, "%") {
+		p.fail("HELLO 3: %q %v", l, err)
+	}
+	rd.r.Discard(rd.r.Buffered()) // the map's fields; nothing else was sent
+	mc := dialClient(t, p.fail, "unix", sock)
+	if err := textStep(mc, "k", 1); err != nil {
+		p.fail("before the upgrade: %v", err)
+	}
+	before := p.pid()
+	p.upgrade(t, 1)
+
+	if err := redisSteps(rd, []string{command("CLIENT", "GETNAME"), command("GET", "missing")}, []string{"app", "_"}); err != nil {
+		p.fail("the Redis client after the upgrade: %v", err)
+	}
+	if err := textStep(mc, "k", 2); err != nil {
+		p.fail("the memcache client after the upgrade: %v", err)
+	}
+	if p.pid() == before || p.count("adopted=2") != 1 {
+		p.fail("the new process (pid %d, was %d) did not log 2 connections adopted", p.pid(), before)
+	}
+}
+
+// TestUpgradeToOlderRelease upgrades to a new process that says it is ready
+// without taking client connections, as a release before the hand-over
+// does: the old process drains as a shutdown does, its idle client sees the
+// connection close.
+func TestUpgradeToOlderRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: builds the binary")
+	}
+	addr := loopback(t)
+	conf := filepath.Join(t.TempDir(), "conf.yml")
+	os.WriteFile(conf, []byte(proxyConf(addr, testserver.StartMemcached(t).Addr, "1000", "127.0.0.1:0", loopback(t))), 0o644)
+	p := startUpgradeProxy(t, "-c", conf)
+	c := dialClient(t, p.fail, "tcp", addr)
+	if err := textStep(c, "k", 1); err != nil {
+		p.fail("before the upgrade: %v", err)
+	}
+	old := p.pid()
+	os.Remove(p.bin)
+	// Ready on descriptor 3, then nothing for a while, with no output
+	// the test waits for.
+	os.WriteFile(p.bin, []byte("#!/bin/sh\nprintf '\\001' >&3\nexec sleep 5 </dev/null >/dev/null 2>&1 3>&-\n"), 0o755)
+	syscall.Kill(old, syscall.SIGUSR2)
+	waitFor(t, p.fail, "the old process exits", func() bool { return !alive(old) })
+	if p.count("hands_over_connections=false") != 1 {
+		p.fail("the old process did not see a new process that takes no connections")
+	}
+	if !c.peerClosed() {
+		p.fail("the idle client's connection is open after the drain")
+	}
+}
+
+// dialClient dials a verified client's connection.
+func dialClient(t *testing.T, fail func(string, ...any), network, addr string) *clientConn {
+	t.Helper()
+	nc, err := net.DialTimeout(network, addr, 5*time.Second)
+	if err != nil {
+		fail("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return newClientConn(nc)
 }

@@ -61,15 +61,19 @@ var layers = map[string]rule{
 		external: []string{"github.com/yuin/gopher-lua"}},
 	// shard, the sharded kind: sharding's distributions, sentinel's
 	// masters, cluster's read_from and read-only command table for
-	// replica reads, store and memcache for the near cache.
+	// replica reads, store and memcache for the near cache, spool for
+	// its deletes that could not reach their server.
 	"shard": {parts: []string{"codec", "memcache", "backend", "route", "sharding", "sentinel", "cluster",
-		"store", "config", "kind"}},
+		"store", "spool", "config", "kind"}},
 	// combine, the route kind: routers of the other pools' routers
 	// (route's Sub), memcache and resp for the fills' wire, cluster for
 	// the read-only command table.
 	"combine": {parts: []string{"codec", "memcache", "resp", "backend", "route", "cluster", "config", "kind"}},
 	// sentinel follows Redis masters through Sentinel; it stands alone.
 	"sentinel": {},
+	// spool is a file of deletes waiting for their server; it stands
+	// alone.
+	"spool": {},
 	// proxy imports every kind in one place (kinds.go), and cluster for
 	// a Redis Cluster pool's stats.
 	"proxy": {parts: []string{"codec", "memcache", "resp", "backend", "route", "config", "kind",
