@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"shardproxy/internal/faultproxy"
 	"shardproxy/internal/testserver"
 	"shardproxy/proxy"
 )
@@ -185,5 +186,68 @@ func TestMigrateAt(t *testing.T) {
 	}
 	if c := v.counts(); c.stale != 0 || c.errs != 0 {
 		t.Errorf("%d stale, %d errors: %q", c.stale, c.errs, v.first)
+	}
+}
+
+// TestMigrateOtherFails: in dual_write, the other pool (to) down: a set
+// is answered with an error (it could be neither written there nor
+// deleted), reads go on from from, and once to is back writes are
+// acknowledged again, to holding no value older than from's.
+func TestMigrateOtherFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real memcached")
+	}
+	from, to := testserver.StartMemcached(t), testserver.StartMemcached(t)
+	fp := faultproxy.New(t, to.Addr)
+	port := testserver.FreePort(t)
+	srv := startProxy(t, fmt.Sprintf(`old:
+  servers:
+    - %s:1
+new:
+  timeout: 300
+  server_retry_timeout: 200
+  servers:
+    - %s:1
+cache:
+  listen: 127.0.0.1:%d
+  route:
+    migrate:
+      from: old
+      to: new
+      phase: dual_write
+`, from.Addr, fp.Addr(), port))
+	c := dialServer(t, fmt.Sprintf("127.0.0.1:%d", port))
+	if got := c.do("set k 0 0 2\r\nv1\r\n"); got != "STORED\r\n" {
+		t.Fatalf("set: %q", got)
+	}
+	if got := dialServer(t, to.Addr).do("get k\r\n"); got != "VALUE k 0 2\r\nv1\r\nEND\r\n" {
+		t.Fatalf("to holds %q after a dual write", got)
+	}
+	fp.Stop()
+	for _, req := range []string{"set k 0 0 2\r\nv2\r\n", "delete k\r\n"} {
+		if got := c.do(req); !strings.HasPrefix(got, "SERVER_ERROR route: the other pool of migrate failed") {
+			t.Errorf("%q with to down: %q", req, got)
+		}
+	}
+	if got := c.do("get k\r\n"); got != "END\r\n" && got != "VALUE k 0 2\r\nv2\r\nEND\r\n" {
+		t.Errorf("get with to down: %q", got)
+	}
+	if n := routerStat(srv, "cache", "route_write_failures"); n != 2 {
+		t.Errorf("route_write_failures %d, want 2", n)
+	}
+	if err := fp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.do("set k 0 0 2\r\nv3\r\n") != "STORED\r\n" {
+		if time.Now().After(deadline) {
+			t.Fatal("writes still fail with to back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// to holds the value, or nothing if its set failed and the delete
+	// after it did not: never an older value
+	if got := dialServer(t, to.Addr).do("get k\r\n"); got != "VALUE k 0 2\r\nv3\r\nEND\r\n" && got != "END\r\n" {
+		t.Errorf("to holds %q once back", got)
 	}
 }
