@@ -345,8 +345,8 @@ func dialServer(t testing.TB, addr string) *conn {
 	return &conn{t: t, nc: nc, r: bufio.NewReader(nc)}
 }
 
-// do sends req and returns its reply: a line, or a get's VALUE lines
-// (stats' STAT lines) to END.
+// do sends req and returns its reply: a line, a get's VALUE lines
+// (stats' STAT lines) to END, or a meta get's VA line and value.
 func (c *conn) do(req string) string {
 	c.t.Helper()
 	c.nc.SetDeadline(time.Now().Add(10 * time.Second))
@@ -362,6 +362,16 @@ func (c *conn) do(req string) string {
 		out.WriteString(line)
 		if strings.HasPrefix(line, "STAT ") {
 			continue
+		}
+		if strings.HasPrefix(line, "VA ") { // a meta get's value
+			var n int
+			fmt.Sscanf(line, "VA %d", &n)
+			body := make([]byte, n+2)
+			if _, err := io.ReadFull(c.r, body); err != nil {
+				c.t.Fatal(err)
+			}
+			out.Write(body)
+			return out.String()
 		}
 		if !strings.HasPrefix(line, "VALUE ") {
 			return out.String()
