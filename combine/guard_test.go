@@ -37,3 +37,17 @@ func TestGuard(t *testing.T) {
 		t.Fatal("a fill passed a flush")
 	}
 }
+
+// A reload that keeps a route's two pools keeps its guard, so writes in
+// flight through the old router still stop the new one's fills; other
+// pools get a guard of their own.
+func TestGuardKeptAcrossReload(t *testing.T) {
+	env := &envLite{}
+	old := newMigrate("migrate", nil, nil, "a", "b", plans["dual_write"], env, nil)
+	if m := newMigrate("migrate", nil, nil, "a", "b", plans["warm"], env, old); m.guard != old.guard {
+		t.Error("the same pools got a new guard")
+	}
+	if m := newMigrate("migrate", nil, nil, "a", "c", plans["warm"], env, old); m.guard == old.guard {
+		t.Error("other pools kept the guard")
+	}
+}
