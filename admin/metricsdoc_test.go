@@ -94,6 +94,9 @@ func TestDocsMetrics(t *testing.T) {
 	fmt.Fprintf(&yaml, "mc:\n  listen: 127.0.0.1:0\n  auto_eject_hosts: true\n  servers:\n    - %s:1\n", mc)
 	fmt.Fprintf(&yaml, "nc:\n  listen: 127.0.0.1:0\n  near_cache: 1\n  delete_spool:\n    path: nc.spool\n  servers:\n    - %s:1\n", mc)
 	fmt.Fprintf(&yaml, "lp:\n  listen: 127.0.0.1:0\n  lua: %s\n  lua_internal_cache: 1\n", lua)
+	// route pools: a migration, and a pool with a shadow and a failover
+	yaml.WriteString("mg:\n  listen: 127.0.0.1:0\n  route:\n    migrate:\n      from: mc\n      to: nc\n      phase: warm\n")
+	yaml.WriteString("sf:\n  listen: 127.0.0.1:0\n  route:\n    pool: mc\n    shadow:\n      pool: nc\n    failover:\n      pool: nc\n")
 	yaml.WriteString("rc:\n  listen: 127.0.0.1:0\n  redis: true\n  redis_cluster: true\n  servers:\n")
 	for _, a := range cl.Addrs() {
 		fmt.Fprintf(&yaml, "    - %s:1\n", a)
@@ -102,7 +105,7 @@ func TestDocsMetrics(t *testing.T) {
 		proxy.Options{Logger: testLogger(t), FleetRing: true})
 	srv.SetFleetState(proxy.FleetState{ID: "p1", Prefix: "/shardproxy/test", Connected: true, ConfigRevision: 5, Proxies: 1})
 	srv.SetRing("mc", proxy.Ring{Version: 2})
-	for _, p := range []string{"mc", "nc", "lp"} {
+	for _, p := range []string{"mc", "nc", "lp", "mg", "sf"} {
 		c := dialMC(t, srv.Addr(p).String())
 		c.do("set k 0 0 1\r\nv\r\n", "STORED", "SERVER_ERROR")
 		c.do("get k\r\n", "END", "SERVER_ERROR")
