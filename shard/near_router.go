@@ -181,6 +181,12 @@ func (c *nearCache) Counters() []route.Stat {
 // Backends implements route.Router.
 func (r *nearRouter) Backends() []*backend.Backend { return r.inner.Backends() }
 
+// Place is the wrapped router's: where a request's keys live (a route
+// pool asks, to skip a key two pools place on one server).
+func (r *nearRouter) Place(req *codec.Request, hint uint32) (*backend.Backend, int, []byte) {
+	return r.inner.Place(req, hint)
+}
+
 // MetaProbed is the wrapped router's: a near cache does not change what
 // the servers are asked.
 func (r *nearRouter) MetaProbed() ([]*backend.Backend, bool) { return r.inner.MetaProbed() }
