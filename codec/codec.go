@@ -387,6 +387,34 @@ type LocalAdder interface {
 	AddLocal(req *Request, env Env)
 }
 
+// ClientsEnv is implemented by the Env a session passes with a local
+// command: it knows the client connections of the session's pool, which
+// Redis's CLIENT LIST, CLIENT INFO and CLIENT KILL show and end (the
+// proxy's clients, not a server's). Dialects type-assert for it.
+type ClientsEnv interface {
+	// Clients returns the pool's client connections, the asking one
+	// among them (Client.Self).
+	Clients() []Client
+}
+
+// Client is one client connection of a pool (ClientsEnv).
+type Client struct {
+	// Parser is the connection's: its dialect reads what the client set
+	// (an id, a name, a protocol) from it, through means of its own that
+	// are safe on any goroutine.
+	Parser      RequestParser
+	Addr, LAddr string // the client's address and the listener's
+	FD          int    // the socket's descriptor; -1: none
+	Age, Idle   time.Duration
+	Cmd         int  // the Request.Cmd of the last request read
+	Multi       bool // inside a transaction
+	Subscribed  bool // holds subscriptions
+	Self        bool // the connection asking
+	// Kill ends the connection once the requests it has sent are
+	// answered, as the server ends a killed client.
+	Kill func()
+}
+
 // VersionEnv is implemented by an Env that knows the version of the
 // servers behind the pool: memcache's "version" answers it (clients read
 // it to decide which of the server's features to use), while

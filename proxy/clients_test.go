@@ -1,86 +1,156 @@
 package proxy_test
 
 import (
-	"os/exec"
+	"context"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
-// Client suites no one here wrote, run as a user would, through a native
-// memcache pool of three real memcached: libmemcached's memccapable (the
-// ASCII protocol's conformance checks) and an application session of
-// Python's pymemcache (testdata/clients/pymemcache_check.py). Each runs
-// under every server_protocol. They run when the tool is installed (make
-// deps installs libmemcached-tools and python3-pymemcache).
+// TestRedisClientList lists, describes and kills the proxy's own Redis
+// clients: CLIENT LIST shows each with its id, address, name, flags and
+// protocol as redis-server words them (go-redis parses CLIENT INFO), its
+// filters pick them, and CLIENT KILL ends one once its replies are sent.
+func TestRedisClientList(t *testing.T) {
+	_, yaml := redisPool(t, 2, "")
+	_, addr := startProxy(t, yaml, "rd")
 
-// lookTool returns the path of a tool, or skips the test with the package
-// that brings it.
-func lookTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test: runs real memcached")
+	named := respDial(t, addr)
+	if got := named.do("CLIENT", "SETNAME", "app"); got != "+OK\r\n" {
+		t.Fatalf("SETNAME: %q", got)
 	}
-	path, err := exec.LookPath(name)
+	namedID := clientID(t, named)
+	tx := respDial(t, addr)
+	txID := clientID(t, tx)
+	if got := tx.do("MULTI"); got != "+OK\r\n" {
+		t.Fatalf("MULTI: %q", got)
+	}
+	sub := respDial(t, addr)
+	subID := clientID(t, sub)
+	sub.do("SUBSCRIBE", "ch")
+
+	list := bulkText(t, named.do("CLIENT", "LIST"))
+	lines := strings.Split(strings.TrimSuffix(list, "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("CLIENT LIST has %d lines, want 3:\n%s", len(lines), list)
+	}
+	fields := map[int64]map[string]string{}
+	for _, l := range lines {
+		f := lineFields(l)
+		id, _ := strconv.ParseInt(f["id"], 10, 64)
+		fields[id] = f
+	}
+	for id, want := range map[int64]map[string]string{
+		namedID: {"name": "app", "flags": "N", "cmd": "client|list", "multi": "-1", "resp": "2", "user": "default", "db": "0"},
+		txID:    {"name": "", "flags": "x", "cmd": "multi", "multi": "0"},
+		subID:   {"flags": "P", "cmd": "subscribe"},
+	} {
+		for k, v := range want {
+			if got := fields[id][k]; got != v {
+				t.Errorf("client %d: %s=%q, want %q (line %v)", id, k, got, v, fields[id])
+			}
+		}
+	}
+	if a := fields[namedID]["addr"]; a != named.nc.LocalAddr().String() || fields[namedID]["laddr"] != addr {
+		t.Errorf("addr=%s laddr=%s, want %s and %s", a, fields[namedID]["laddr"], named.nc.LocalAddr(), addr)
+	}
+
+	byID := bulkText(t, named.do("CLIENT", "LIST", "ID", strconv.FormatInt(txID, 10), "999999"))
+	if strings.Count(byID, "\n") != 1 || lineFields(strings.TrimSpace(byID))["id"] != strconv.FormatInt(txID, 10) {
+		t.Errorf("CLIENT LIST ID %d: %q", txID, byID)
+	}
+	pubsub := bulkText(t, named.do("CLIENT", "LIST", "TYPE", "pubsub"))
+	if strings.Count(pubsub, "\n") != 1 || lineFields(strings.TrimSpace(pubsub))["id"] != strconv.FormatInt(subID, 10) {
+		t.Errorf("CLIENT LIST TYPE pubsub: %q", pubsub)
+	}
+
+	// go-redis reads CLIENT INFO into its struct.
+	rdb := newGoRedis(t, &redis.Options{Addr: addr, Protocol: 3, ClientName: "lib"})
+	info, err := rdb.ClientInfo(context.Background()).Result()
 	if err != nil {
-		t.Skipf("%s not installed: apt-get install %s (make deps)", name, pkg)
+		t.Fatalf("go-redis ClientInfo: %v", err)
 	}
-	return path
+	if info.Name != "lib" || info.Resp != 3 || info.ID <= 0 || info.LastCmd != "client|info" {
+		t.Errorf("go-redis ClientInfo: %+v", info)
+	}
+
+	if got := named.do("CLIENT", "KILL", "ID", strconv.FormatInt(txID, 10)); got != ":1\r\n" {
+		t.Fatalf("CLIENT KILL ID: %q", got)
+	}
+	tx.expectClosed()
+	if got := named.do("CLIENT", "KILL", sub.nc.LocalAddr().String()); got != "+OK\r\n" {
+		t.Fatalf("CLIENT KILL addr: %q", got)
+	}
+	sub.expectClosed()
+	// SKIPME yes by default: the asking client stays.
+	if got := named.do("CLIENT", "KILL", "ID", strconv.FormatInt(namedID, 10)); got != ":0\r\n" {
+		t.Fatalf("CLIENT KILL of itself: %q", got)
+	}
+	if got := named.do("PING"); got != "+PONG\r\n" {
+		t.Fatalf("after CLIENT KILL SKIPME yes: %q", got)
+	}
+	if got := named.do("CLIENT", "KILL", "ID", strconv.FormatInt(namedID, 10), "SKIPME", "no"); got != ":1\r\n" {
+		t.Fatalf("CLIENT KILL of itself, SKIPME no: %q", got)
+	}
+	named.expectClosed()
 }
 
-// runTool runs a client suite against addr and returns its output; it
-// fails the test when the suite does.
-func runTool(t *testing.T, timeout time.Duration, path string, args ...string) string {
+// TestRedisClientErrors sends CLIENT commands the proxy answers itself,
+// malformed or not, to the proxy and to a redis-server: the replies are
+// the same.
+func TestRedisClientErrors(t *testing.T) {
+	servers, yaml := redisPool(t, 1, "")
+	_, addr := startProxy(t, yaml, "rd")
+	proxied := respDial(t, addr)
+	direct := respDial(t, servers[0].Addr)
+	for _, cmd := range [][]string{
+		{"CLIENT", "LIST", "TYPE", "bogus"}, {"CLIENT", "LIST", "ID", "3", "x"}, {"CLIENT", "LIST", "ID"},
+		{"CLIENT", "LIST", "foo"}, {"CLIENT", "INFO", "x"}, {"CLIENT", "KILL", "1.2.3.4:5"},
+		{"CLIENT", "KILL", "ID", "999"}, {"CLIENT", "KILL", "ID", "x"}, {"CLIENT", "KILL", "ID", "0"},
+		{"CLIENT", "KILL", "TYPE", "bogus"}, {"CLIENT", "KILL", "SKIPME", "maybe"}, {"CLIENT", "KILL", "foo", "bar"},
+		{"CLIENT", "KILL", "ADDR", "1.2.3.4:5", "SKIPME", "no"}, {"CLIENT", "KILL", "USER", "nobody"},
+		{"CLIENT", "KILL", "LADDR", "1.2.3.4:5"}, {"CLIENT", "KILL", "ADDR"}, {"CLIENT", "KILL", "TYPE", "master"},
+		{"CLIENT", "NO-EVICT", "on"}, {"CLIENT", "NO-EVICT", "OFF"}, {"CLIENT", "NO-EVICT", "maybe"}, {"CLIENT", "KILL"},
+	} {
+		if got, want := proxied.do(cmd...), direct.do(cmd...); got != want {
+			t.Errorf("%q: proxy %q, redis-server %q", cmd, got, want)
+		}
+	}
+}
+
+// clientID returns c's CLIENT ID.
+func clientID(t *testing.T, c *respClient) int64 {
 	t.Helper()
-	cmd := exec.Command(path, args...)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-done:
-		case <-time.After(timeout):
-			cmd.Process.Kill()
-		}
-	}()
-	out, err := cmd.CombinedOutput()
+	r := c.do("CLIENT", "ID")
+	id, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(r, ":")), 10, 64)
 	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", path, strings.Join(args, " "), err, out)
+		t.Fatalf("CLIENT ID: %q", r)
 	}
-	return string(out)
+	return id
 }
 
-func TestMemccapable(t *testing.T) {
-	tool := lookTool(t, "memccapable", "libmemcached-tools")
-	forServerProtocols(t, func(t *testing.T, extra string) {
-		_, yaml := memcachedPool(t, 3, "  timeout: 2000\n"+extra)
-		_, addr := startProxy(t, yaml, "mc")
-		host, port, _ := strings.Cut(addr, ":")
-		out := runTool(t, time.Minute, tool, "-a", "-h", host, "-p", port, "-t", "5")
-		if !strings.Contains(out, "All tests passed") || strings.Contains(out, "[fail]") {
-			t.Fatalf("memccapable -a:\n%s", out)
-		}
-		if n := strings.Count(out, "[pass]"); n < 27 {
-			t.Errorf("memccapable -a passed %d tests, want every one of at least 27:\n%s", n, out)
-		}
-	})
+var bulkHead = regexp.MustCompile(`^\$(\d+)\r\n`)
+
+// bulkText returns a bulk string reply's text.
+func bulkText(t *testing.T, r string) string {
+	t.Helper()
+	m := bulkHead.FindStringSubmatch(r)
+	if m == nil {
+		t.Fatalf("not a bulk string: %q", r)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return r[len(m[0]) : len(m[0])+n]
 }
 
-func TestPymemcache(t *testing.T) {
-	python := lookTool(t, "/usr/bin/python3", "python3")
-	if err := exec.Command(python, "-c", "import pymemcache").Run(); err != nil {
-		t.Skip("pymemcache not installed: apt-get install python3-pymemcache (make deps)")
+// lineFields splits a CLIENT LIST line into its fields.
+func lineFields(l string) map[string]string {
+	f := map[string]string{}
+	for _, kv := range strings.Fields(l) {
+		k, v, _ := strings.Cut(kv, "=")
+		f[k] = v
 	}
-	forServerProtocols(t, func(t *testing.T, extra string) {
-		_, yaml := memcachedPool(t, 3, "  timeout: 2000\n"+extra)
-		_, addr := startProxy(t, yaml, "mc")
-		host, port, _ := strings.Cut(addr, ":")
-		if _, err := strconv.Atoi(port); err != nil {
-			t.Fatalf("proxy address %q", addr)
-		}
-		out := runTool(t, time.Minute, python, "testdata/clients/pymemcache_check.py", host, port)
-		if strings.Contains(out, "FAIL") || strings.Count(out, "ok ") < 40 {
-			t.Fatalf("pymemcache session:\n%s", out)
-		}
-	})
+	return f
 }

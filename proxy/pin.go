@@ -196,6 +196,7 @@ func (s *session) routePinStart(p *pending, dd kind.Dedicator) {
 	switch p.Req.Pin {
 	case codec.PinMulti:
 		s.pin = &pinState{dp: dd.Dedicated(), where: -1, multi: true}
+		s.view.pinned.Store(true)
 		s.pin.dp.Pinned.Add(1)
 		s.answerRaw(p, replyOK)
 	case codec.PinWatch:
@@ -205,6 +206,7 @@ func (s *session) routePinStart(p *pending, dd kind.Dedicator) {
 			return
 		}
 		s.pin = &pinState{dp: dp}
+		s.view.pinned.Store(true)
 		s.pin.setConn(d, where)
 		dp.Pinned.Add(1)
 		s.sendPinned(p, 0, false)
@@ -461,6 +463,7 @@ func (s *session) sendPinned(p *pending, timeout time.Duration, last bool) {
 	case last:
 		dp, reuse := pin.dp, pin.reusable()
 		s.pin = nil
+		s.view.pinned.Store(false)
 		s.unpinned = true
 		dp.Pinned.Add(-1)
 		after = func(c *backend.Call) { dp.Give(d, reuse && c.Reply.Err == nil) }
@@ -514,6 +517,7 @@ func (s *session) endPin(reuse bool) {
 		return
 	}
 	s.pin = nil
+	s.view.pinned.Store(false)
 	pin.dp.Pinned.Add(-1)
 	if pin.d != nil {
 		pin.dp.Give(pin.d, reuse && pin.reusable())
@@ -537,7 +541,7 @@ func (s *session) answerRaw(p *pending, reply string) {
 // answerLocal answers a command the proxy serves itself.
 func (s *session) answerLocal(p *pending) {
 	s.counts.publish()
-	p.Answer(s.p.dialect.AppendLocal(p.Out(), &p.Req, s.p))
+	s.appendLocal(p, s.p)
 }
 
 // commandName is p's command in capitals, for messages.

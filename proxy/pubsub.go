@@ -123,6 +123,7 @@ func (s *session) routeSubscribed(p *pending) bool {
 	if !s.subscribed() {
 		if s.sub.idle() {
 			s.sub = nil // nothing held, nothing under way: the pool may change again
+			s.view.subbed.Store(false)
 		}
 		return false
 	}
@@ -194,6 +195,7 @@ func (s *session) routeSub(p *pending) {
 		s.sub = &subState{s: s, pool: s.p, dd: dd, dp: dd.Dedicated(), proto: p.Req.Proto, spoke: p.Req.Proto,
 			conns: map[*backend.Backend]*subConn{}, channels: map[string]*subConn{},
 			patterns: map[string][]*subConn{}, shards: map[string]*subConn{}}
+		s.view.subbed.Store(true)
 	}
 	sub := s.sub
 	sub.mu.Lock()
@@ -473,6 +475,7 @@ func (s *session) endSub() {
 		return
 	}
 	s.sub = nil
+	s.view.subbed.Store(false)
 	sub.mu.Lock()
 	sub.closing = true
 	before := sub.total()

@@ -327,7 +327,7 @@ func TestRedisCommands(t *testing.T) {
 				args []any
 				want string
 			}{
-				{[]any{"CLIENT", "LIST"}, "ERR CLIENT LIST is not supported by shardproxy: it administers a single server"},
+				{[]any{"CLIENT", "PAUSE", "10"}, "ERR CLIENT PAUSE is not supported by shardproxy: it administers a single server"},
 				{[]any{"FUNCTION", "DUMP"}, "ERR FUNCTION DUMP is not supported by shardproxy: functions must be managed on every server"},
 				{[]any{"foo", "bar"}, "ERR unknown command 'foo', with args beginning with: 'bar' "},
 				{[]any{"get"}, "ERR wrong number of arguments for 'get' command"},

@@ -63,6 +63,8 @@ type session struct {
 	unpinned bool           // a pin just ended: the next request waits for its last reply (reader only)
 	blocked  blockedConns   // dedicated connections blocked for the client (pin.go)
 	line     partLine       // the request being cut into parts (reader only)
+	env      localEnv       // a local command's env, while it is answered (reader only; clients.go)
+	view     sessionView    // what CLIENT LIST shows of it (clients.go)
 
 	// outstanding counts requests queued and not yet written; switchPool
 	// waits for it to reach zero (see drainWait).
@@ -79,13 +81,13 @@ var sessionIDs atomic.Uint32
 
 func newSession(l *listener, p *pool, nc net.Conn) *session {
 	s := &session{
-		l:      l,
-		p:      p,
-		nc:     nc,
-		id:     sessionIDs.Add(1),
-		parser: p.dialect.NewRequestParser(p.limits),
+		l:  l,
+		p:  p,
+		nc: nc,
+		id: sessionIDs.Add(1),
 	}
-	s.parts, _ = s.parser.(codec.PartParser)
+	s.setParser(p.dialect.NewRequestParser(p.limits))
+	s.view.born = time.Now()
 	s.tag = l.tagOf()
 	s.drained = sync.NewCond(&s.mu)
 	s.w.init(nc)
@@ -223,7 +225,8 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 	defer s.leave()
 	defer s.batch.Flush() // every call routed from buf goes out, then leave
 	defer s.pushStaged()  // counted, and with the writer, before any reply arrives
-	start := 0
+	start, cmd := 0, -1
+	defer s.viewRead(&cmd)
 	for start < len(buf) && !s.closing.Load() {
 		p := s.nextPending()
 		inPart := s.inPart()
@@ -247,6 +250,7 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 			continue
 		}
 		start += n
+		cmd = p.Req.Cmd
 		p.Over, s.over = s.over == 2, 0
 		s.enter(p)
 		if p.Req.Part != codec.PartMore { // a request cut into parts counts once
@@ -424,8 +428,7 @@ func (s *session) switchPool(cur *pool) {
 	s.counts.publish()
 	s.drainWait()
 	if cur.dialect != s.p.dialect || !reflect.DeepEqual(cur.limits, s.p.limits) {
-		s.parser = cur.dialect.NewRequestParser(cur.limits)
-		s.parts, _ = s.parser.(codec.PartParser)
+		s.setParser(cur.dialect.NewRequestParser(cur.limits))
 	}
 	s.p = cur
 	s.tag = s.l.tagOf() // stored before cur: the pair a reload set
@@ -451,7 +454,7 @@ func (s *session) route(p *pending) {
 	}
 	if p.Req.Route == codec.RouteLocal {
 		s.counts.publish() // its answer may show the requests before it, and itself
-		p.Answer(pl.dialect.AppendLocal(p.Out(), &p.Req, pl))
+		s.appendLocal(p, pl)
 		return
 	}
 	keys, ok := s.line.add(p)

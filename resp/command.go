@@ -96,6 +96,10 @@ const (
 	localClientGetname
 	localClientID
 	localClientSetinfo
+	localClientList
+	localClientInfo
+	localClientKill
+	localClientNoEvict
 )
 
 // command is one row of the command table (commands_gen.go).

@@ -84,8 +84,14 @@ func (p *parser) localReply(c *command) (out []byte, errReply string) {
 		return redcon.AppendInt(out, p.id), ""
 	case localClientSetinfo:
 		return appendOKUnless(out, clientSetinfo(p.arg(2), p.arg(3)))
+	case localClientNoEvict: // the proxy evicts no client
+		return appendOKUnless(out, p.checkClient(c.local))
+	case localClientList, localClientKill, localClientInfo: // AppendLocal answers
+		return out, p.checkClient(c.local)
 	}
-	return p.sessionReply(out, c.local)
+	out, errReply = p.sessionReply(out, c.local)
+	p.publish()
+	return out, errReply
 }
 
 // sessionReply runs a local command that changes the session's state
@@ -262,6 +268,8 @@ func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byt
 		return appendHello(dst, req.Arg, req.Proto, env)
 	case c.local == localInfo:
 		return appendInfo(dst, req.Proto, env)
+	case c.local == localClientList || c.local == localClientInfo || c.local == localClientKill:
+		return appendClients(dst, req, c.local, env)
 	case req.Arg > 0 && req.Arg < len(req.Buf):
 		return append(dst, req.Buf[req.Arg:]...)
 	}

@@ -46,8 +46,9 @@ type parser struct {
 
 	authed bool
 	id     int64
-	name   []byte // CLIENT SETNAME
-	proto  uint8  // 3 after HELLO 3, else 0 (RESP2): codec.Request.Proto
+	name   []byte                   // CLIENT SETNAME
+	proto  uint8                    // 3 after HELLO 3, else 0 (RESP2): codec.Request.Proto
+	shared atomic.Pointer[identity] // name and proto, for CLIENT LIST on any goroutine (clients.go)
 
 	// The state before the last request changed it (saved), for UndoState.
 	saved      bool
@@ -82,6 +83,7 @@ func (p *parser) UndoState() {
 	if p.saved {
 		p.saved, p.authed, p.proto = false, p.savedAuth, p.savedProto
 		p.name = append(p.name[:0], p.savedName...)
+		p.publish()
 	}
 }
 
@@ -105,6 +107,7 @@ func newParser(o codec.Options) *parser {
 	}
 	p.maxRequest = p.maxValue + p.maxLine + requestSlack
 	p.authed = p.password == ""
+	p.publish()
 	for _, name := range o.Deny {
 		p.denyName(name)
 	}

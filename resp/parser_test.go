@@ -172,7 +172,7 @@ func TestParseRequestErrors(t *testing.T) {
 		{"keys", mb("KEYS", "*"), "-ERR KEYS is not supported by shardproxy: it needs every server\r\n", false},
 		{"config get", mb("CONFIG", "GET", "save"), "-ERR CONFIG GET is not supported by shardproxy: it administers a single server\r\n", false},
 		{"client reply", mb("CLIENT", "REPLY", "OFF"), "-ERR CLIENT REPLY is not supported by shardproxy: it changes the shared server connection\r\n", false},
-		{"client list", mb("CLIENT", "LIST"), "-ERR CLIENT LIST is not supported by shardproxy: it administers a single server\r\n", false},
+		{"client pause", mb("CLIENT", "PAUSE", "10"), "-ERR CLIENT PAUSE is not supported by shardproxy: it administers a single server\r\n", false},
 		{"select other db", mb("SELECT", "3"), "-ERR SELECT 3 is not supported by shardproxy: this pool serves db 0 only\r\n", false},
 		{"select not a number", mb("SELECT", "x"), "-ERR value is not an integer or out of range\r\n", false},
 		{"select negative", mb("SELECT", "-1"), "-ERR DB index is out of range\r\n", false},

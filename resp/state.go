@@ -46,6 +46,7 @@ func (p *parser) RestoreState(b []byte) error {
 	p.authed = p.password == "" || b[1]&stateAuthed != 0 && string(sum[:8]) == string(b[3:stateHead])
 	p.proto = b[2]
 	p.name = append(p.name[:0], b[stateHead:]...)
+	p.publish()
 	return nil
 }
 

@@ -86,3 +86,21 @@ func FuzzState(f *testing.F) {
 		}
 	})
 }
+
+// FuzzClientFilter checks that any arguments of CLIENT LIST or KILL are
+// read or refused with an error reply, and that a request's wire, whatever
+// it holds, gives its arguments back without a panic.
+func FuzzClientFilter(f *testing.F) {
+	f.Add("TYPE normal ID 3", true)
+	f.Add("ID 1 2 3", false)
+	f.Add("1.2.3.4:5", true)
+	f.Add("SKIPME no USER default ADDR a LADDR b", true)
+	f.Fuzz(func(t *testing.T, args string, kill bool) {
+		p := dialect.NewRequestParser(codec.Options{}).(*parser)
+		bs := bytes.Fields([]byte(args))
+		if _, errReply := p.parseClientFilter(bs, kill); errReply != "" && (errReply[0] != '-' || !bytes.HasSuffix([]byte(errReply), []byte("\r\n"))) {
+			t.Fatalf("%q: error reply %q", args, errReply)
+		}
+		wireArgs([]byte(args))
+	})
+}

@@ -1,0 +1,140 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"shardproxy/codec"
+)
+
+// What a session shows of itself to Redis's CLIENT LIST, CLIENT INFO and
+// CLIENT KILL (codec.ClientsEnv), kept where any goroutine may read it:
+// the parser's identity is the dialect's (resp's published identity).
+
+// sessionView is the part of a session other sessions read.
+type sessionView struct {
+	born    time.Time                           // accepted (or adopted)
+	lastAt  atomic.Int64                        // the last read's time, UnixNano
+	lastCmd atomic.Int32                        // the last request read's codec.Request.Cmd
+	parser  atomic.Pointer[codec.RequestParser] // the session's parser, set when it changes
+	pinned  atomic.Bool                         // in a transaction (MULTI, WATCH)
+	subbed  atomic.Bool                         // holds subscriptions
+}
+
+// localEnv is the Env a session passes with a command the proxy answers
+// itself: its pool, and the session for codec.ClientsEnv.
+type localEnv struct {
+	*pool
+	s   *session
+	cmd int // the asking request's codec.Request.Cmd
+}
+
+var _ codec.ClientsEnv = (*localEnv)(nil)
+
+// appendLocal answers p, a command the proxy answers itself, with pl's
+// dialect: the session is its env (localEnv), which the reader alone uses.
+func (s *session) appendLocal(p *pending, pl *pool) {
+	s.env = localEnv{pool: pl, s: s, cmd: p.Req.Cmd}
+	p.Answer(pl.dialect.AppendLocal(p.Out(), &p.Req, &s.env))
+	s.env = localEnv{}
+}
+
+// setParser makes parser the session's, for its reader and for others'
+// CLIENT LIST.
+func (s *session) setParser(parser codec.RequestParser) {
+	s.parser = parser
+	s.parts, _ = parser.(codec.PartParser)
+	s.view.parser.Store(&parser)
+}
+
+// Clients implements codec.ClientsEnv: the sessions whose listener serves
+// the pool now.
+func (e *localEnv) Clients() []codec.Client {
+	srv := e.pool.srv
+	now := time.Now()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	out := make([]codec.Client, 0, len(srv.sessions))
+	for sess := range srv.sessions {
+		if cur := sess.l.pool.Load(); cur == nil || cur.stats != e.pool.stats {
+			continue
+		}
+		c := sess.client(now)
+		if sess == e.s {
+			c.Self, c.Idle, c.Cmd = true, 0, e.cmd
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// client describes the session for CLIENT LIST.
+func (s *session) client(now time.Time) codec.Client {
+	v := &s.view
+	c := codec.Client{
+		FD:         fdOf(s.nc),
+		Age:        now.Sub(v.born),
+		Cmd:        int(v.lastCmd.Load()),
+		Multi:      v.pinned.Load(),
+		Subscribed: v.subbed.Load(),
+		Kill:       s.stop,
+	}
+	if p := v.parser.Load(); p != nil {
+		c.Parser = *p
+	}
+	if at := v.lastAt.Load(); at != 0 {
+		c.Idle = now.Sub(time.Unix(0, at))
+	} else {
+		c.Idle = c.Age
+	}
+	c.Addr, c.LAddr = addrOf(s.nc.RemoteAddr()), addrOf(s.nc.LocalAddr())
+	if c.Addr == "" { // a unix socket's client: Redis names the socket
+		c.Addr = c.LAddr
+	}
+	return c
+}
+
+// addrOf is a as CLIENT LIST writes it: host:port, or a unix socket's
+// path and ":0".
+func addrOf(a net.Addr) string {
+	switch a := a.(type) {
+	case nil:
+		return ""
+	case *net.UnixAddr:
+		if a.Name == "" || a.Name == "@" {
+			return ""
+		}
+		return a.Name + ":0"
+	}
+	return a.String()
+}
+
+// fdOf returns the descriptor of nc's socket, or -1.
+func fdOf(nc net.Conn) int {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	rc.Control(func(f uintptr) { fd = int(f) })
+	return fd
+}
+
+// viewRead notes a read for CLIENT LIST: its time, and the command of the
+// last request it held (*cmd; -1: none whole).
+func (s *session) viewRead(cmd *int) {
+	s.view.lastAt.Store(time.Now().UnixNano())
+	if *cmd >= 0 {
+		s.view.lastCmd.Store(int32(*cmd))
+	}
+}

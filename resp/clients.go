@@ -1,0 +1,274 @@
+package resp
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/redcon"
+
+	"shardproxy/codec"
+)
+
+// CLIENT LIST, CLIENT INFO and CLIENT KILL answer from the pool's client
+// connections (codec.ClientsEnv): the proxy's own clients, which a
+// server behind it never sees. Their arguments are checked while parsing,
+// in the client's order, with redis-server's errors; AppendLocal reads them
+// again from the request's wire and lists or ends the connections.
+
+// identity is what a parser's client set that another session's CLIENT
+// LIST shows: published whole (parser.publish) when it changes, so that
+// any goroutine may read it.
+type identity struct {
+	name  string
+	proto uint8
+}
+
+// publish makes the parser's name and protocol what CLIENT LIST shows.
+func (p *parser) publish() {
+	if id := p.shared.Load(); id == nil || id.name != string(p.name) || id.proto != p.proto {
+		p.shared.Store(&identity{name: string(p.name), proto: p.proto})
+	}
+}
+
+// clientFilter is the filters of a CLIENT LIST or CLIENT KILL.
+type clientFilter struct {
+	ids         []int64
+	typ         string // "" for any, or normal, pubsub, master, replica
+	addr, laddr string
+	user        string
+	keepSelf    bool // KILL's SKIPME yes, its default; LIST lists the asking client
+	legacy      bool // CLIENT KILL addr:port
+}
+
+// Redis's words for CLIENT's errors.
+const (
+	replyNoSuchClient = "-ERR No such client\r\n"
+	replyBadClientID  = "-ERR Invalid client ID\r\n"
+	replyKillID       = "-ERR client-id should be greater than 0\r\n"
+)
+
+// clientArgs returns the arguments of the request being parsed, from the
+// third on (after CLIENT and the subcommand).
+func (p *parser) clientArgs() [][]byte {
+	args := make([][]byte, 0, p.argc()-2)
+	for i := 2; i < p.argc(); i++ {
+		args = append(args, p.arg(i))
+	}
+	return args
+}
+
+// wireArgs returns the arguments of a request's wire, a multibulk, from
+// the third on.
+func wireArgs(wire []byte) [][]byte {
+	var args [][]byte
+	_, v := redcon.ReadNextRESP(wire)
+	v.ForEach(func(a redcon.RESP) bool {
+		args = append(args, a.Data)
+		return true
+	})
+	if len(args) < 2 {
+		return nil
+	}
+	return args[2:]
+}
+
+// parseClientFilter reads the filters of CLIENT LIST (kill false) or
+// CLIENT KILL, or returns the error redis-server answers them with.
+func (p *parser) parseClientFilter(args [][]byte, kill bool) (clientFilter, string) {
+	f := clientFilter{keepSelf: kill}
+	if kill && len(args) == 1 {
+		f.legacy, f.addr = true, string(args[0])
+		return f, ""
+	}
+	for i := 0; i < len(args); i += 2 {
+		if i+1 >= len(args) {
+			return f, replySyntax
+		}
+		opt, val := strings.ToLower(string(args[i])), string(args[i+1])
+		switch {
+		case opt == "type":
+			if f.typ = strings.ToLower(val); !validClientType(f.typ) {
+				return f, "-ERR Unknown client type '" + val + "'\r\n"
+			}
+		case opt == "id" && !kill:
+			return p.listIDs(f, args[i+1:])
+		case opt == "id":
+			id, err := strconv.ParseInt(val, 10, 64)
+			if err != nil || id <= 0 {
+				return f, replyKillID
+			}
+			f.ids = append(f.ids, id)
+		case opt == "addr" && kill:
+			f.addr = val
+		case opt == "laddr" && kill:
+			f.laddr = val
+		case opt == "user" && kill:
+			if val != p.userName() {
+				return f, "-ERR No such user '" + val + "'\r\n"
+			}
+			f.user = val
+		case opt == "skipme" && kill && (strings.EqualFold(val, "yes") || strings.EqualFold(val, "no")):
+			f.keepSelf = strings.EqualFold(val, "yes")
+		default:
+			return f, replySyntax
+		}
+	}
+	return f, ""
+}
+
+// listIDs reads CLIENT LIST's ID filter, which takes the rest of the
+// arguments.
+func (p *parser) listIDs(f clientFilter, ids [][]byte) (clientFilter, string) {
+	for _, b := range ids {
+		id, err := strconv.ParseInt(string(b), 10, 64)
+		if err != nil || id <= 0 {
+			return f, replyBadClientID
+		}
+		f.ids = append(f.ids, id)
+	}
+	return f, ""
+}
+
+func validClientType(t string) bool {
+	return t == "normal" || t == "pubsub" || t == "master" || t == "replica" || t == "slave"
+}
+
+// userName is the user the pool's clients authenticate as.
+func (p *parser) userName() string {
+	if p.username == "" {
+		return "default"
+	}
+	return p.username
+}
+
+// checkClient checks a CLIENT LIST, KILL or NO-EVICT while parsing.
+func (p *parser) checkClient(local localCmd) string {
+	switch local {
+	case localClientList, localClientKill:
+		_, errReply := p.parseClientFilter(p.clientArgs(), local == localClientKill)
+		return errReply
+	case localClientNoEvict:
+		if v := p.arg(2); !strings.EqualFold(string(v), "on") && !strings.EqualFold(string(v), "off") {
+			return replySyntax
+		}
+	}
+	return ""
+}
+
+// match reports whether c passes f.
+func (f *clientFilter) match(c *codec.Client, id int64, user string) bool {
+	switch {
+	case len(f.ids) > 0 && !containsID(f.ids, id),
+		f.typ != "" && f.typ != clientType(c),
+		f.addr != "" && f.addr != c.Addr,
+		f.laddr != "" && f.laddr != c.LAddr,
+		f.user != "" && f.user != user,
+		f.keepSelf && c.Self && !f.legacy:
+		return false
+	}
+	return true
+}
+
+func containsID(ids []int64, id int64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// clientType is CLIENT LIST's TYPE of c: the proxy's clients are never
+// replicas or masters.
+func clientType(c *codec.Client) string {
+	if c.Subscribed {
+		return "pubsub"
+	}
+	return "normal"
+}
+
+// appendClients answers CLIENT LIST, INFO or KILL from env's clients.
+func appendClients(dst []byte, req *codec.Request, local localCmd, env codec.Env) []byte {
+	ce, ok := env.(codec.ClientsEnv)
+	if !ok {
+		return redcon.AppendError(dst, "ERR no client list here")
+	}
+	clients := ce.Clients()
+	var self *parser
+	for i := range clients {
+		if clients[i].Self {
+			self, _ = clients[i].Parser.(*parser)
+		}
+	}
+	if self == nil {
+		return redcon.AppendError(dst, "ERR the asking client is not listed")
+	}
+	if local == localClientInfo {
+		for i := range clients {
+			if clients[i].Self {
+				return appendText(dst, req.Proto, appendClientLine(nil, &clients[i], self.userName()))
+			}
+		}
+	}
+	f, _ := self.parseClientFilter(wireArgs(req.Wire), local == localClientKill)
+	var text []byte
+	killed := 0
+	for i := range clients {
+		c := &clients[i]
+		cp, ok := c.Parser.(*parser)
+		if !ok || !f.match(c, cp.id, cp.userName()) {
+			continue
+		}
+		if local == localClientList {
+			text = appendClientLine(text, c, cp.userName())
+			continue
+		}
+		c.Kill()
+		killed++
+	}
+	switch {
+	case local == localClientList:
+		return appendText(dst, req.Proto, text)
+	case !f.legacy:
+		return redcon.AppendInt(dst, int64(killed))
+	case killed == 0:
+		return append(dst, replyNoSuchClient...)
+	}
+	return redcon.AppendOK(dst)
+}
+
+// appendClientLine appends c's line of CLIENT LIST, in redis-server 7.0's
+// fields; those that describe a server's own buffers are 0.
+func appendClientLine(b []byte, c *codec.Client, user string) []byte {
+	cp := c.Parser.(*parser)
+	id := cp.shared.Load()
+	if id == nil {
+		id = &identity{}
+	}
+	flags, multi := "N", -1
+	switch {
+	case c.Subscribed:
+		flags = "P"
+	case c.Multi:
+		flags, multi = "x", 0
+	}
+	cmd := "NULL"
+	if c := commandOf(c.Cmd); c != nil {
+		cmd = c.name
+	}
+	b = append(b, "id="...)
+	b = strconv.AppendInt(b, cp.id, 10)
+	b = append(b, " addr="+c.Addr+" laddr="+c.LAddr+" fd="...)
+	b = strconv.AppendInt(b, int64(c.FD), 10)
+	b = append(b, " name="+id.name+" age="...)
+	b = strconv.AppendInt(b, int64(c.Age.Seconds()), 10)
+	b = append(b, " idle="...)
+	b = strconv.AppendInt(b, int64(c.Idle.Seconds()), 10)
+	b = append(b, " flags="+flags+" db="...)
+	b = strconv.AppendInt(b, int64(cp.db), 10)
+	b = append(b, " sub=0 psub=0 ssub=0 multi="...)
+	b = strconv.AppendInt(b, int64(multi), 10)
+	b = append(b, " qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd="+cmd+" user="+user+" redir=-1 resp="...)
+	b = strconv.AppendInt(b, int64(max(id.proto, 2)), 10)
+	return append(b, '\n')
+}
