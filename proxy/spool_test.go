@@ -443,18 +443,7 @@ func TestDeleteSpoolEjected(t *testing.T) {
 // spool on, its pending deletes with it.
 func TestDeleteSpoolReload(t *testing.T) {
 	rg := newSpoolRig(t, 3, "  auto_eject_hosts: false\n  health_check_interval: 100\n")
-	srv, err := proxy.New(rg.cfg, proxy.Options{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
+	srv := runProxy(t, rg.cfg, proxy.Options{Logger: testLogger(t)})
 	addr := srv.Addr("mc").String()
 	keys := victims(t, addr, 60)
 	rg.faults[0].Stop()
