@@ -297,3 +297,40 @@ func checkVersion(s string) string {
 	}
 	return ""
 }
+
+// readMapping reads v, the mapping of key's own keys (servers_from,
+// delete_spool), each a single value its setter in sets takes into dst,
+// returning the refusal's words or "". Each problem is reported naming key
+// and the inner key, at its line (an unknown key's message lists want),
+// so one run reports all of them. It returns the line of each key taken,
+// and false when anything was refused.
+func readMapping[T any](pp *poolParser, key string, v *yaml.Node, want string, sets map[string]func(T, *yaml.Node) string, dst T) (seen map[string]int, ok bool) {
+	seen, ok = map[string]int{}, true
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, val := v.Content[i], v.Content[i+1]
+		if !pp.b.plain(k, pp.p.Name, key) || !pp.b.plain(val, pp.p.Name, key) {
+			pp.bad[key], ok = true, false
+			continue
+		}
+		msg := ""
+		set, known := sets[k.Value]
+		switch {
+		case k.Kind != yaml.ScalarNode || !known:
+			msg = fmt.Sprintf("unknown key %q; want %s", k.Value, want)
+		case seen[k.Value] != 0:
+			msg = fmt.Sprintf("%s: duplicate key (first at line %d)", k.Value, seen[k.Value])
+		case val.Kind != yaml.ScalarNode:
+			msg = k.Value + ": must be a single value, not " + kindName(val)
+		default:
+			seen[k.Value] = k.Line
+			if msg = set(dst, val); msg != "" {
+				msg = k.Value + ": " + msg
+			}
+		}
+		if msg != "" {
+			pp.fail(k.Line, key, msg)
+			ok = false
+		}
+	}
+	return seen, ok
+}

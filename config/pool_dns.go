@@ -85,14 +85,14 @@ var dnsKeys = map[string]poolKey{
 }
 
 // serversFromKeys are servers_from's own keys, each read by its setter.
-var serversFromKeys = map[string]func(pp *poolParser, sf *ServersFrom, v *yaml.Node) string{
+var serversFromKeys = map[string]func(sf *ServersFrom, v *yaml.Node) string{
 	"dns":        setDNSName,
 	"type":       setDNSType,
-	"port":       func(pp *poolParser, sf *ServersFrom, v *yaml.Node) string { return sub(v, 1, 65535, &sf.Port) },
+	"port":       func(sf *ServersFrom, v *yaml.Node) string { return sub(v, 1, 65535, &sf.Port) },
 	"interval":   setDNSInterval,
 	"resolver":   setDNSResolver,
 	"max_change": setDNSMaxChange,
-	"max_servers": func(pp *poolParser, sf *ServersFrom, v *yaml.Node) string {
+	"max_servers": func(sf *ServersFrom, v *yaml.Node) string {
 		return sub(v, 1, MaxDNSMaxServers, &sf.MaxServers)
 	},
 }
@@ -106,34 +106,7 @@ func (pp *poolParser) setServersFrom(key string, v *yaml.Node) {
 	}
 	sf := &ServersFrom{Type: DNSTypeSRV, Interval: DefaultDNSInterval, MaxChange: DefaultDNSMaxChange,
 		MaxServers: DefaultDNSMaxServers, Line: pp.keys[key]}
-	seen := map[string]int{}
-	ok := true
-	for i := 0; i+1 < len(v.Content); i += 2 {
-		k, val := v.Content[i], v.Content[i+1]
-		if !pp.b.plain(k, pp.p.Name, key) || !pp.b.plain(val, pp.p.Name, key) {
-			pp.bad[key], ok = true, false
-			continue
-		}
-		msg := ""
-		set, known := serversFromKeys[k.Value]
-		switch {
-		case k.Kind != yaml.ScalarNode || !known:
-			msg = fmt.Sprintf("unknown key %q; want dns, type, port, interval, resolver, max_change or max_servers", k.Value)
-		case seen[k.Value] != 0:
-			msg = fmt.Sprintf("%s: duplicate key (first at line %d)", k.Value, seen[k.Value])
-		case val.Kind != yaml.ScalarNode:
-			msg = k.Value + ": must be a single value, not " + kindName(val)
-		default:
-			seen[k.Value] = k.Line
-			if msg = set(pp, sf, val); msg != "" {
-				msg = k.Value + ": " + msg
-			}
-		}
-		if msg != "" {
-			pp.fail(k.Line, key, msg)
-			ok = false
-		}
-	}
+	seen, ok := readMapping(pp, key, v, "dns, type, port, interval, resolver, max_change or max_servers", serversFromKeys, sf)
 	if ok && pp.checkServersFrom(sf.Line, key, sf, seen) {
 		pp.p.ServersFrom = sf
 	}
@@ -156,7 +129,7 @@ func (pp *poolParser) checkServersFrom(line int, key string, sf *ServersFrom, se
 	return false
 }
 
-func setDNSName(_ *poolParser, sf *ServersFrom, v *yaml.Node) string {
+func setDNSName(sf *ServersFrom, v *yaml.Node) string {
 	name := strings.TrimSuffix(v.Value, ".")
 	if name == "" || len(name) > 253 || strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
 		return fmt.Sprintf("%q is not a DNS name", v.Value)
@@ -165,7 +138,7 @@ func setDNSName(_ *poolParser, sf *ServersFrom, v *yaml.Node) string {
 	return ""
 }
 
-func setDNSType(_ *poolParser, sf *ServersFrom, v *yaml.Node) string {
+func setDNSType(sf *ServersFrom, v *yaml.Node) string {
 	switch t := strings.ToUpper(v.Value); t {
 	case DNSTypeSRV, DNSTypeA, DNSTypeAAAA:
 		sf.Type = t
@@ -174,7 +147,7 @@ func setDNSType(_ *poolParser, sf *ServersFrom, v *yaml.Node) string {
 	return fmt.Sprintf("unknown type %q; want SRV, A or AAAA", v.Value)
 }
 
-func setDNSInterval(_ *poolParser, sf *ServersFrom, v *yaml.Node) string {
+func setDNSInterval(sf *ServersFrom, v *yaml.Node) string {
 	var ms int
 	if msg := sub(v, 1, maxInt32, &ms); msg != "" {
 		return msg
@@ -186,7 +159,7 @@ func setDNSInterval(_ *poolParser, sf *ServersFrom, v *yaml.Node) string {
 	return fmt.Sprintf("%d ms is below the floor of %d ms", ms, MinDNSInterval.Milliseconds())
 }
 
-func setDNSResolver(_ *poolParser, sf *ServersFrom, v *yaml.Node) string {
+func setDNSResolver(sf *ServersFrom, v *yaml.Node) string {
 	addr, msg := parseSentinelAddr(v.Value)
 	if msg != "" {
 		return strings.Replace(msg, "host:port", "host:port of a DNS server", 1)
@@ -195,7 +168,7 @@ func setDNSResolver(_ *poolParser, sf *ServersFrom, v *yaml.Node) string {
 	return ""
 }
 
-func setDNSMaxChange(_ *poolParser, sf *ServersFrom, v *yaml.Node) string {
+func setDNSMaxChange(sf *ServersFrom, v *yaml.Node) string {
 	f, err := strconv.ParseFloat(v.Value, 64)
 	if err != nil || f <= 0 || f > 1 {
 		return fmt.Sprintf("%q is not a share above 0 and at most 1 (0.5: half the servers)", v.Value)

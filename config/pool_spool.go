@@ -100,34 +100,7 @@ func (pp *poolParser) setDeleteSpool(key string, v *yaml.Node) {
 	}
 	ds := &DeleteSpool{MaxBytes: DefaultSpoolMaxBytes, Fsync: DefaultSpoolFsync,
 		FsyncInterval: DefaultSpoolFsyncInterval, Line: pp.keys[key]}
-	seen := map[string]int{}
-	ok := true
-	for i := 0; i+1 < len(v.Content); i += 2 {
-		k, val := v.Content[i], v.Content[i+1]
-		if !pp.b.plain(k, pp.p.Name, key) || !pp.b.plain(val, pp.p.Name, key) {
-			pp.bad[key], ok = true, false
-			continue
-		}
-		msg := ""
-		set, known := deleteSpoolKeys[k.Value]
-		switch {
-		case k.Kind != yaml.ScalarNode || !known:
-			msg = fmt.Sprintf("unknown key %q; want path, max_bytes, fsync or fsync_interval", k.Value)
-		case seen[k.Value] != 0:
-			msg = fmt.Sprintf("%s: duplicate key (first at line %d)", k.Value, seen[k.Value])
-		case val.Kind != yaml.ScalarNode:
-			msg = k.Value + ": must be a single value, not " + kindName(val)
-		default:
-			seen[k.Value] = k.Line
-			if msg = set(ds, val); msg != "" {
-				msg = k.Value + ": " + msg
-			}
-		}
-		if msg != "" {
-			pp.fail(k.Line, key, msg)
-			ok = false
-		}
-	}
+	seen, ok := readMapping(pp, key, v, "path, max_bytes, fsync or fsync_interval", deleteSpoolKeys, ds)
 	switch {
 	case !ok:
 	case ds.Path == "":
