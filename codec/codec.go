@@ -334,6 +334,12 @@ type Options struct {
 	// pool's redis_config key (sharded and Redis Cluster pools); the
 	// memcache parser ignores it.
 	ServerConfig bool
+	// ClusterView asks the RESP parser to answer CLUSTER SLOTS, SHARDS,
+	// NODES, INFO, MYID and KEYSLOT (from the Env: ClusterEnv), READONLY,
+	// READWRITE and ASKING itself, so that cluster-aware clients take
+	// the pool's proxies for a Redis Cluster. The pool's kind sets it from
+	// the pool's redis_cluster_view key; without it they are refused.
+	ClusterView bool
 }
 
 // HandshakeOptions describe what a new backend socket must be told.
@@ -413,6 +419,32 @@ type Client struct {
 	// Kill ends the connection once the requests it has sent are
 	// answered, as the server ends a killed client.
 	Kill func()
+}
+
+// ClusterEnv is implemented by the Env a session passes with a local
+// command of a pool with Options.ClusterView: the proxies that serve the
+// pool, shown to cluster-aware clients as a Redis Cluster's masters.
+type ClusterEnv interface {
+	// ClusterNodes returns the pool's proxies in the order of their
+	// slots, the asking one marked Self.
+	ClusterNodes() []ClusterNode
+	// ClusterSlot returns key's hash slot, as Redis Cluster computes it.
+	ClusterSlot(key []byte) int
+}
+
+// ClusterAwarer is implemented by a RequestParser whose client may have
+// asked for the cluster's map (a Redis client's CLUSTER SLOTS, SHARDS or
+// NODES): such a client follows MOVED.
+type ClusterAwarer interface {
+	ClusterAware() bool
+}
+
+// ClusterNode is one proxy of a pool shown as a Redis Cluster master.
+type ClusterNode struct {
+	ID    string   // 40 hexadecimal characters
+	Addr  string   // host:port, where clients reach its pool
+	Slots [][2]int // the slot ranges it serves, first and last
+	Self  bool     // the proxy asked
 }
 
 // VersionEnv is implemented by an Env that knows the version of the

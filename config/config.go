@@ -262,6 +262,12 @@ type Pool struct {
 	// says so). CONFIG SET of a setting the proxy depends on (requirepass,
 	// port, tls-*, maxclients, ...) is refused even then.
 	AllowRedisConfig bool
+	// RedisClusterView shows a sharded Redis pool's proxies to
+	// cluster-aware clients as a Redis Cluster (key redis_cluster_view, a
+	// shardproxy extension; default false): the proxy answers CLUSTER
+	// SLOTS, NODES, ... with itself, or with the fleet's proxies of the
+	// pool, each serving a share of the slots.
+	RedisClusterView bool
 	// ConnectTimeout bounds one connect to a server (key connect_timeout, in
 	// milliseconds, > 0, a shardproxy extension). When the key is absent,
 	// Parse uses Timeout if the pool has one (twemproxy's timeout covers the

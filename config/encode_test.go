@@ -385,6 +385,7 @@ rd:
   redis_db: 2
   redis_flushall: true
   redis_config: true
+  redis_cluster_view: true
   blocking_connections: 8
   read_from: replica
   servers:

@@ -38,10 +38,11 @@ var commonKeys = map[string]poolKey{
 
 	"item_size_max": intKey(func(p *Pool) *int { return &p.ItemSizeMax }, 1024, 1<<30).
 		omitIf(func(p *Pool) bool { return p.ItemSizeMax == defaultItemSizeMax(p.Redis) }),
-	"max_request_line": intKey(func(p *Pool) *int { return &p.MaxRequestLine }, 2048, 64<<20, DefaultMaxRequestLine),
-	"flush_all":        boolKey(func(p *Pool) *bool { return &p.AllowFlushAll }, DefaultFlushAll),
-	"redis_flushall":   boolKey(func(p *Pool) *bool { return &p.AllowRedisFlushAll }, false),
-	"redis_config":     boolKey(func(p *Pool) *bool { return &p.AllowRedisConfig }, false),
+	"max_request_line":   intKey(func(p *Pool) *int { return &p.MaxRequestLine }, 2048, 64<<20, DefaultMaxRequestLine),
+	"flush_all":          boolKey(func(p *Pool) *bool { return &p.AllowFlushAll }, DefaultFlushAll),
+	"redis_flushall":     boolKey(func(p *Pool) *bool { return &p.AllowRedisFlushAll }, false),
+	"redis_config":       boolKey(func(p *Pool) *bool { return &p.AllowRedisConfig }, false),
+	"redis_cluster_view": boolKey(func(p *Pool) *bool { return &p.RedisClusterView }, false),
 	"connect_timeout": msKey(func(p *Pool) *time.Duration { return &p.ConnectTimeout }, 1).
 		omitIf(func(p *Pool) bool { return p.ConnectTimeout == defaultConnectTimeout(p.Timeout) }),
 	"eject_policy": stringKey(func(p *Pool) *string { return &p.EjectPolicy }, checkEjectPolicy, DefaultEjectPolicy, ""),
@@ -89,6 +90,12 @@ func (pp *poolParser) validateRedisKeys() {
 	}
 	if line, ok := pp.keys["redis_config"]; ok && p.AllowRedisConfig {
 		pp.refuseRedisKey(line, "redis_config", notRedis, "a Lua pool does not carry CONFIG")
+	}
+	if line, ok := pp.keys["redis_cluster_view"]; ok && p.RedisClusterView {
+		pp.refuseRedisKey(line, "redis_cluster_view", notRedis, "a Lua pool's route decides where keys go")
+		if p.RedisCluster {
+			pp.fail(line, "redis_cluster_view", "a redis_cluster pool's clients may reach the cluster's nodes themselves")
+		}
 	}
 }
 

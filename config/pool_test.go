@@ -135,6 +135,7 @@ var builtKeys = map[string]func(p *Pool){
 	"flush_all":             func(p *Pool) { p.AllowFlushAll = true },
 	"redis_flushall":        func(p *Pool) { p.AllowRedisFlushAll = true },
 	"redis_config":          func(p *Pool) { p.AllowRedisConfig = true },
+	"redis_cluster_view":    func(p *Pool) { p.RedisClusterView = true },
 	"connect_timeout":       func(p *Pool) { p.ConnectTimeout = time.Second },
 	"eject_policy":          func(p *Pool) { p.EjectPolicy = EjectFailFast },
 	"failover_pool":         func(p *Pool) { p.FailoverPool = "b" },

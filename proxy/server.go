@@ -78,6 +78,8 @@ type Server struct {
 	// each pool's router holds its own through a lease (see builder).
 	backends backend.Registry
 
+	members atomic.Pointer[fleetMembers] // SetFleetMembers's (clusterview.go)
+
 	mu        sync.Mutex      // serialises Start, Reload, SetRing and Shutdown; guards the fields below
 	removed   []*poolStats    // of pools a reload removed, the latest last (removedPools at most)
 	rings     map[string]Ring // by pool name, as SetRing last set them

@@ -457,6 +457,9 @@ func (s *session) route(p *pending) {
 		s.appendLocal(p, pl)
 		return
 	}
+	if pl.limits.ClusterView && s.moved(p, pl) {
+		return
+	}
 	keys, ok := s.line.add(p)
 	if !ok {
 		return

@@ -100,6 +100,13 @@ const (
 	localClientInfo
 	localClientKill
 	localClientNoEvict
+	localClusterOK
+	localClusterSlots
+	localClusterShards
+	localClusterNodes
+	localClusterInfo
+	localClusterMyID
+	localClusterKeyslot
 )
 
 // command is one row of the command table (commands_gen.go).
@@ -131,6 +138,10 @@ type command struct {
 	// change every server's settings: a parser without
 	// codec.Options.ServerConfig refuses them with reason.
 	serverConfig bool
+	// clusterView commands (CLUSTER SLOTS, NODES, ..., READONLY) are
+	// answered by a pool that shows its proxies as a Redis Cluster
+	// (codec.Options.ClusterView), refused elsewhere.
+	clusterView bool
 	// noAuth commands run before AUTH (AUTH, HELLO, QUIT, RESET).
 	noAuth bool
 	// block says where the timeout of a classBlock command (and WAIT) is.

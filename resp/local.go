@@ -88,6 +88,9 @@ func (p *parser) localReply(c *command) (out []byte, errReply string) {
 		return appendOKUnless(out, p.checkClient(c.local))
 	case localClientList, localClientKill, localClientInfo: // AppendLocal answers
 		return out, p.checkClient(c.local)
+	case localClusterOK, localClusterSlots, localClusterShards, localClusterNodes, localClusterInfo,
+		localClusterMyID, localClusterKeyslot:
+		return p.clusterReply(out, c.local), ""
 	}
 	out, errReply = p.sessionReply(out, c.local)
 	p.publish()
@@ -270,6 +273,8 @@ func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byt
 		return appendInfo(dst, req.Proto, env)
 	case c.local == localClientList || c.local == localClientInfo || c.local == localClientKill:
 		return appendClients(dst, req, c.local, env)
+	case c.local >= localClusterSlots && c.local <= localClusterKeyslot:
+		return appendCluster(dst, req, c.local, env)
 	case req.Arg > 0 && req.Arg < len(req.Buf):
 		return append(dst, req.Buf[req.Arg:]...)
 	}

@@ -31,24 +31,26 @@ type span struct{ start, end int }
 // session's state that Redis keeps per connection: whether the client has
 // authenticated, its name and its id.
 type parser struct {
-	maxLine    int
-	maxValue   int
-	maxKey     int // 0: no limit beyond maxValue
-	maxRequest int
-	password   string
-	username   string
-	db         int
-	deny       []bool // by Cmd
-	serverInfo bool   // INFO goes to the servers (codec.Options.ServerInfo)
-	keyspace   bool   // SCAN, KEYS, ... are carried (codec.Options.Keyspace)
-	resp2Only  bool   // HELLO 3 is refused (codec.Options.RESP2Only)
-	config     bool   // CONFIG GET, SET, ... are carried (codec.Options.ServerConfig)
+	maxLine     int
+	maxValue    int
+	maxKey      int // 0: no limit beyond maxValue
+	maxRequest  int
+	password    string
+	username    string
+	db          int
+	deny        []bool // by Cmd
+	serverInfo  bool   // INFO goes to the servers (codec.Options.ServerInfo)
+	keyspace    bool   // SCAN, KEYS, ... are carried (codec.Options.Keyspace)
+	resp2Only   bool   // HELLO 3 is refused (codec.Options.RESP2Only)
+	config      bool   // CONFIG GET, SET, ... are carried (codec.Options.ServerConfig)
+	clusterView bool   // CLUSTER SLOTS, ... are answered (codec.Options.ClusterView)
 
 	authed bool
 	id     int64
 	name   []byte                   // CLIENT SETNAME
 	proto  uint8                    // 3 after HELLO 3, else 0 (RESP2): codec.Request.Proto
 	shared atomic.Pointer[identity] // name and proto, for CLIENT LIST on any goroutine (clients.go)
+	aware  bool                     // asked for the cluster's map (clusterview.go)
 
 	// The state before the last request changed it (saved), for UndoState.
 	saved      bool
@@ -100,10 +102,11 @@ func newParser(o codec.Options) *parser {
 		db:       o.DB,
 		id:       clientIDs.Add(1),
 
-		serverInfo: o.ServerInfo,
-		keyspace:   o.Keyspace,
-		resp2Only:  o.RESP2Only,
-		config:     o.ServerConfig,
+		serverInfo:  o.ServerInfo,
+		keyspace:    o.Keyspace,
+		resp2Only:   o.RESP2Only,
+		config:      o.ServerConfig,
+		clusterView: o.ClusterView,
 	}
 	p.maxRequest = p.maxValue + p.maxLine + requestSlack
 	p.authed = p.password == ""

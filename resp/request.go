@@ -57,7 +57,7 @@ func (p *parser) refusal(cmd int, c *command) string {
 		return replyNoAuth
 	case p.deny != nil && (p.deny[cmd] || p.deny[p.containerOf(cmd)]):
 		return errorLine(displayName(c.name) + " is disabled for this pool")
-	case c.every && !p.keyspace || c.serverConfig && !p.config:
+	case c.every && !p.keyspace || c.serverConfig && !p.config || c.clusterView && !p.clusterView:
 		return notSupported(c.name, c.reason)
 	case cmd == cmdConfigSet:
 		if reply := p.refuseConfigSet(); reply != "" {

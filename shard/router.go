@@ -68,6 +68,7 @@ func newRouter(k *kind.Env) (route.Router, error) {
 	k.Limits.ServerInfo = true // INFO merges the servers' sections
 	k.Limits.Keyspace = true   // SCAN walks the servers, KEYS ... fan out
 	k.Limits.ServerConfig = pc.Redis && pc.AllowRedisConfig
+	k.Limits.ClusterView = pc.Redis && pc.RedisClusterView
 	r, byName := makeRouter(k)
 	if err := r.distribute(asShard(k.Old)); err != nil {
 		return nil, err

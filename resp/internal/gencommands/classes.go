@@ -82,6 +82,10 @@ type override struct {
 	// (codec.Options.ServerConfig, key redis_config), refused with reason
 	// elsewhere.
 	serverConfig bool
+	// clusterView marks a cluster command a pool answers itself when it
+	// shows its proxies as a Redis Cluster (codec.Options.ClusterView,
+	// key redis_cluster_view), refused with reason elsewhere.
+	clusterView bool
 }
 
 // overrides are keyed by the full lower-case name.
@@ -139,17 +143,17 @@ var overrides = map[string]override{
 	"evalsha_ro":        {class: same, keys: keysNumkeys, keyArg: 2},
 	"fcall":             {class: same, keys: keysNumkeys, keyArg: 2},
 	"fcall_ro":          {class: same, keys: keysNumkeys, keyArg: 2},
-	"xread":             {class: same, keys: keysStreams},                    // with BLOCK: codec.RouteBlock
-	"xreadgroup":        {class: same, keys: keysStreams},                    // with BLOCK: codec.RouteBlock
-	"migrate":           {class: unsupported, reason: rMove},                 // movable keys, never carried
-	"move":              {class: unsupported, reason: rMove},                 // one key, but another database
-	"swapdb":            {class: unsupported, reason: rAdmin},                // no admin flag, still one server's business
-	"lastsave":          {class: unsupported, reason: rAdmin},                // @admin category, no admin flag
-	"role":              {class: unsupported, reason: rAdmin},                // @admin category, no admin flag
-	"wait":              {class: pin, pin: "codec.PinWait", block: blockMs2}, // keyless: the pinned server's replicas
-	"readonly":          {class: unsupported, reason: rCluster},              // cluster replica reads
-	"readwrite":         {class: unsupported, reason: rCluster},
-	"asking":            {class: unsupported, reason: rCluster},
+	"xread":             {class: same, keys: keysStreams},                                             // with BLOCK: codec.RouteBlock
+	"xreadgroup":        {class: same, keys: keysStreams},                                             // with BLOCK: codec.RouteBlock
+	"migrate":           {class: unsupported, reason: rMove},                                          // movable keys, never carried
+	"move":              {class: unsupported, reason: rMove},                                          // one key, but another database
+	"swapdb":            {class: unsupported, reason: rAdmin},                                         // no admin flag, still one server's business
+	"lastsave":          {class: unsupported, reason: rAdmin},                                         // @admin category, no admin flag
+	"role":              {class: unsupported, reason: rAdmin},                                         // @admin category, no admin flag
+	"wait":              {class: pin, pin: "codec.PinWait", block: blockMs2},                          // keyless: the pinned server's replicas
+	"readonly":          {class: local, local: "localClusterOK", clusterView: true, reason: rCluster}, // cluster replica reads
+	"readwrite":         {class: local, local: "localClusterOK", clusterView: true, reason: rCluster},
+	"asking":            {class: local, local: "localClusterOK", clusterView: true, reason: rCluster},
 	"restore-asking":    {class: unsupported, reason: rCluster},
 
 	// Blocking commands: a connection of the client's own while they wait.
@@ -224,6 +228,12 @@ var overrides = map[string]override{
 	"function|flush":          {class: all, every: true, reason: rEvery},
 	"function|list":           {class: all, every: true, reason: rEvery},
 	"cluster":                 {class: container, subReason: rCluster},
+	"cluster|slots":           {class: local, local: "localClusterSlots", clusterView: true, reason: rCluster},
+	"cluster|shards":          {class: local, local: "localClusterShards", clusterView: true, reason: rCluster},
+	"cluster|nodes":           {class: local, local: "localClusterNodes", clusterView: true, reason: rCluster},
+	"cluster|info":            {class: local, local: "localClusterInfo", clusterView: true, reason: rCluster},
+	"cluster|myid":            {class: local, local: "localClusterMyID", clusterView: true, reason: rCluster},
+	"cluster|keyslot":         {class: local, local: "localClusterKeyslot", clusterView: true, reason: rCluster},
 	"pubsub":                  {class: container, subReason: rPubSub},
 	"pubsub|channels":         {class: all},
 	"pubsub|numsub":           {class: all},

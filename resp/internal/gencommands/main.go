@@ -383,6 +383,9 @@ func renderOptions(b *bytes.Buffer, r row) {
 	if r.o.serverConfig {
 		b.WriteString(", serverConfig: true")
 	}
+	if r.o.clusterView {
+		b.WriteString(", clusterView: true")
+	}
 	if r.has("no_auth") {
 		b.WriteString(", noAuth: true")
 	}
