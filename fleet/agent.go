@@ -41,6 +41,10 @@ type Options struct {
 	// and, called on each refresh, its listen addresses.
 	Version string
 	Listen  func() []string
+	// Pools, called on each refresh, gives the address clients reach each
+	// pool at; it goes into the registration, which every proxy reads
+	// (Target.SetMembers). Nil: none.
+	Pools func() map[string]string
 }
 
 // Agent is one proxy's member of the fleet. Run drives it.

@@ -96,6 +96,8 @@ func (ft *fakeTarget) Health() []Health {
 	return out
 }
 
+func (ft *fakeTarget) SetMembers(string, []Member) {}
+
 func (ft *fakeTarget) SetState(st State) {
 	ft.mu.Lock()
 	defer ft.mu.Unlock()
@@ -117,10 +119,10 @@ func (ft *fakeTarget) setBad(server string, bad bool) {
 func (ft *fakeTarget) snapshot() (applied []int64, refused []string, rings map[string]Ring, st State) {
 	ft.mu.Lock()
 	defer ft.mu.Unlock()
-	return slices.Clone(ft.applied), slices.Clone(ft.refused), maps(ft.rings), ft.state
+	return slices.Clone(ft.applied), slices.Clone(ft.refused), cloneRings(ft.rings), ft.state
 }
 
-func maps(m map[string]Ring) map[string]Ring {
+func cloneRings(m map[string]Ring) map[string]Ring {
 	out := map[string]Ring{}
 	for k, v := range m {
 		out[k] = v

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
@@ -35,6 +36,7 @@ func (a *Agent) put(key string, value []byte, modRev int64) {
 	case strings.HasPrefix(key, a.key("proxies")+"/"):
 		if p, ok := keyParts(key, a.key("proxies")+"/", 1); ok {
 			a.view.live[p[0]] = true
+			a.setMember(p[0], value)
 		}
 	case strings.HasPrefix(key, a.key("health")+"/"):
 		if pool, server, id, ok := a.healthParts(key); ok {
@@ -53,6 +55,7 @@ func (a *Agent) del(key string) {
 	case strings.HasPrefix(key, a.key("proxies")+"/"):
 		if p, ok := keyParts(key, a.key("proxies")+"/", 1); ok {
 			delete(a.view.live, p[0])
+			a.setMember(p[0], nil)
 		}
 	case strings.HasPrefix(key, a.key("health")+"/"):
 		if pool, server, id, ok := a.healthParts(key); ok {
@@ -233,11 +236,12 @@ func (a *Agent) do(ctx context.Context, op clientv3.Op) error {
 // when it changes, watched by none, so a new version does not send every
 // proxy's status to every proxy). Both are leased.
 type Registration struct {
-	ID      string    `json:"id"`
-	Host    string    `json:"host"`
-	PID     int       `json:"pid"`
-	Version string    `json:"version"`
-	Started time.Time `json:"started"`
+	ID      string            `json:"id"`
+	Host    string            `json:"host"`
+	PID     int               `json:"pid"`
+	Version string            `json:"version"`
+	Started time.Time         `json:"started"`
+	Pools   map[string]string `json:"pools,omitempty"` // where clients reach each pool (Options.Pools)
 	ProxyStatus
 }
 
@@ -253,15 +257,19 @@ type ProxyStatus struct {
 // register puts the registration once a session, and the status when
 // what it shows changed.
 func (a *Agent) register(ctx context.Context) error {
-	if a.reg == nil {
-		r := Registration{ID: a.o.ID, Host: a.host, PID: os.Getpid(), Version: a.o.Version, Started: a.started.UTC()}
-		b, _ := json.Marshal(struct {
-			ID      string    `json:"id"`
-			Host    string    `json:"host"`
-			PID     int       `json:"pid"`
-			Version string    `json:"version"`
-			Started time.Time `json:"started"`
-		}{r.ID, r.Host, r.PID, r.Version, r.Started})
+	r := Registration{ID: a.o.ID, Host: a.host, PID: os.Getpid(), Version: a.o.Version, Started: a.started.UTC()}
+	if a.o.Pools != nil {
+		r.Pools = a.o.Pools()
+	}
+	b, _ := json.Marshal(struct {
+		ID      string            `json:"id"`
+		Host    string            `json:"host"`
+		PID     int               `json:"pid"`
+		Version string            `json:"version"`
+		Started time.Time         `json:"started"`
+		Pools   map[string]string `json:"pools,omitempty"`
+	}{r.ID, r.Host, r.PID, r.Version, r.Started, r.Pools})
+	if string(b) != string(a.reg) { // once a session, and when the pools moved
 		if err := a.do(ctx, clientv3.OpPut(a.key("proxies", a.o.ID), string(b), clientv3.WithLease(a.leaseID))); err != nil {
 			return err
 		}
@@ -278,7 +286,7 @@ func (a *Agent) register(ctx context.Context) error {
 	for pool, ring := range a.o.Target.Rings() {
 		st.Rings[pool] = ring.Version
 	}
-	b, _ := json.Marshal(st)
+	b, _ = json.Marshal(st)
 	if string(b) == string(a.status) {
 		return nil
 	}
@@ -287,4 +295,28 @@ func (a *Agent) register(ctx context.Context) error {
 	}
 	a.status = b
 	return nil
+}
+
+// setMember takes a proxy's registration (nil: it left) into the members
+// the Target is given: the pools it lists and where clients reach them.
+// An unreadable registration lists no pools.
+func (a *Agent) setMember(id string, value []byte) {
+	if value == nil {
+		delete(a.view.members, id)
+	} else {
+		var r Registration
+		json.Unmarshal(value, &r)
+		if maps.Equal(a.view.members[id], r.Pools) && a.view.members[id] != nil {
+			return
+		}
+		a.view.members[id] = r.Pools
+		if r.Pools == nil {
+			a.view.members[id] = map[string]string{}
+		}
+	}
+	members := make([]Member, 0, len(a.view.members))
+	for _, id := range slices.Sorted(maps.Keys(a.view.members)) {
+		members = append(members, Member{ID: id, Pools: maps.Clone(a.view.members[id])})
+	}
+	a.o.Target.SetMembers(a.o.ID, members)
 }

@@ -77,13 +77,14 @@ type ringState struct {
 // view is what an Agent knows of the keys under P/proxies, P/health and
 // P/ring, kept by its session's Get and watch.
 type view struct {
-	live   map[string]bool                       // proxy ids registered
-	health map[string]map[string]map[string]bool // pool -> server -> reporting ids
-	rings  map[string]ringState                  // pool -> its ring key
+	live    map[string]bool                       // proxy ids registered
+	members map[string]map[string]string          // proxy id -> its pools' client addresses
+	health  map[string]map[string]map[string]bool // pool -> server -> reporting ids
+	rings   map[string]ringState                  // pool -> its ring key
 }
 
 func newView() *view {
-	return &view{live: map[string]bool{}, health: map[string]map[string]map[string]bool{},
+	return &view{live: map[string]bool{}, members: map[string]map[string]string{}, health: map[string]map[string]map[string]bool{},
 		rings: map[string]ringState{}}
 }
 

@@ -133,6 +133,8 @@ func (s *simTarget) Health() []fleet.Health {
 	return hs
 }
 
+func (s *simTarget) SetMembers(string, []fleet.Member) {}
+
 func (s *simTarget) SetState(st fleet.State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -30,6 +30,17 @@ type Target interface {
 	Health() []Health
 	// SetState shows the fleet's state (stats, /metrics, the status page).
 	SetState(State)
+	// SetMembers gives the fleet's live proxies, each with the address
+	// clients reach each of its pools at (a Redis pool's cluster view),
+	// whenever they change; self is this proxy's id.
+	SetMembers(self string, members []Member)
+}
+
+// Member is a live proxy of the fleet: its id, and the address clients
+// reach each of its pools at, by pool name.
+type Member struct {
+	ID    string
+	Pools map[string]string
 }
 
 // Ring is a ring pool's ejected servers at a fleet version.

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -95,6 +96,18 @@ func TestClusterViewFleet(t *testing.T) {
 	}
 	if got := respDial(t, a1).do("SET", "foo", "v"); got != "+OK\r\n" {
 		t.Errorf("SET foo from the first proxy, plain client: %q", got)
+	}
+	// redis-cli -c, a second cluster client: it reads the map the first
+	// proxy gives, and, having asked nothing before its GET, is served
+	// where it asks (it would follow a MOVED).
+	host, port, _ := strings.Cut(a1, ":")
+	out, err := exec.Command("redis-cli", "-c", "-h", host, "-p", port, "CLUSTER", "SLOTS").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), a2[strings.LastIndex(a2, ":")+1:]) {
+		t.Errorf("redis-cli -c CLUSTER SLOTS: %q %v", out, err)
+	}
+	out, err = exec.Command("redis-cli", "-c", "-h", host, "-p", port, "GET", "foo").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "v" {
+		t.Errorf("redis-cli -c GET foo through the first proxy: %q %v", out, err)
 	}
 
 	ctx := context.Background()

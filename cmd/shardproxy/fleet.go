@@ -97,6 +97,41 @@ func (t fleetTarget) listen() []string {
 	return out
 }
 
+// pools returns where clients reach each pool that shows the fleet as a
+// Redis Cluster (redis_cluster_view), for the registration: its bound
+// address, a wildcard host replaced by this machine's address
+// (advertised).
+func (t fleetTarget) pools() map[string]string {
+	info := t.op.srv.Info()
+	if info.Config == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, p := range info.Config.Pools {
+		if a := t.op.srv.Addr(p.Name); a != nil && p.RedisClusterView {
+			out[p.Name] = advertised(a.String())
+		}
+	}
+	return out
+}
+
+// advertised is addr with a wildcard host (0.0.0.0, ::) replaced by the
+// machine's first address that is not a loopback one, which other hosts
+// can reach; addr as it is when it has none.
+func advertised(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || !net.ParseIP(host).IsUnspecified() {
+		return addr
+	}
+	ifaddrs, _ := net.InterfaceAddrs()
+	for _, ia := range ifaddrs {
+		if ipn, ok := ia.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+			return net.JoinHostPort(ipn.IP.String(), port)
+		}
+	}
+	return addr
+}
+
 // fleetConfig is the configuration a fleet proxy starts on: the local
 // file's when it has pools (served until etcd answers), else etcd's,
 // waited for up to --etcd-wait. rev is etcd's revision of it (0: the file).
@@ -124,7 +159,7 @@ func joinFleet(fl *config.Fleet, op *operator, rev int64, sum string, log *slog.
 	}
 	t := fleetTarget{ringTarget: ringTarget{op.srv}, op: op, listenHost: fl.ListenHost}
 	a, err := fleet.New(fleet.Options{Conn: conn, Prefix: fl.Prefix, ID: fl.ID, Target: t, Logger: log,
-		ConfigRevision: rev, ConfigChecksum: sum, Version: proxy.Version, Listen: t.listen})
+		ConfigRevision: rev, ConfigChecksum: sum, Version: proxy.Version, Listen: t.listen, Pools: t.pools})
 	if err != nil {
 		return nil, err
 	}

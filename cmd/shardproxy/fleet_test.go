@@ -32,23 +32,27 @@ type fleetProxy struct {
 // on its own loopback address (127.0.0.2, ...) at the pool's port.
 func startFleetProxies(t *testing.T, eps []string, n, port int) []*fleetProxy {
 	t.Helper()
-	bin := testserver.Shardproxy(t)
 	var out []*fleetProxy
 	for i := range n {
-		p := &fleetProxy{id: "p" + strconv.Itoa(i), admin: loopback(t)}
-		host := fmt.Sprintf("127.0.0.%d", i+2)
-		p.addr = fmt.Sprintf("%s:%d", host, port)
-		cmd, _, fail := startProxy(t, bin, "--etcd", strings.Join(eps, ","), "--etcd-prefix", fleetPrefix,
-			"--fleet-id", p.id, "--fleet-listen-host", host, "-a", "127.0.0.1",
-			"-s", strconv.Itoa(testserver.FreePort(t)), "--admin", p.admin, "--etcd-wait", "20s")
-		p.fail = fail
-		p.stop = func() error {
-			cmd.Process.Signal(syscall.SIGTERM)
-			return cmd.Wait()
-		}
-		out = append(out, p)
+		out = append(out, startFleetProxy(t, eps, "p"+strconv.Itoa(i), fmt.Sprintf("127.0.0.%d", i+2), port))
 	}
 	return out
+}
+
+// startFleetProxy runs one proxy of the fleet, id, on host at the pool's
+// port.
+func startFleetProxy(t *testing.T, eps []string, id, host string, port int) *fleetProxy {
+	t.Helper()
+	p := &fleetProxy{id: id, admin: loopback(t), addr: fmt.Sprintf("%s:%d", host, port)}
+	cmd, _, fail := startProxy(t, testserver.Shardproxy(t), "--etcd", strings.Join(eps, ","), "--etcd-prefix", fleetPrefix,
+		"--fleet-id", p.id, "--fleet-listen-host", host, "-a", "127.0.0.1",
+		"-s", strconv.Itoa(testserver.FreePort(t)), "--admin", p.admin, "--etcd-wait", "20s")
+	p.fail = fail
+	p.stop = func() error {
+		cmd.Process.Signal(syscall.SIGTERM)
+		return cmd.Wait()
+	}
+	return p
 }
 
 // fleetYAML is the fleet's configuration: a ketama pool over the named

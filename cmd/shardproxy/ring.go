@@ -48,3 +48,11 @@ func (t ringTarget) Health() []fleet.Health {
 }
 
 func (t ringTarget) SetState(st fleet.State) { t.srv.SetFleetState(proxy.FleetState(st)) }
+
+func (t ringTarget) SetMembers(self string, members []fleet.Member) {
+	ms := make([]proxy.FleetMember, len(members))
+	for i, m := range members {
+		ms[i] = proxy.FleetMember(m)
+	}
+	t.srv.SetFleetMembers(self, ms)
+}
