@@ -96,6 +96,9 @@ const (
 	localClientGetname
 	localClientID
 	localClientSetinfo
+	localSlowlogGet
+	localSlowlogLen
+	localSlowlogReset
 )
 
 // command is one row of the command table (commands_gen.go).

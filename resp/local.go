@@ -37,6 +37,8 @@ func (p *parser) local(frame []byte, req *codec.Request, cmd int, c *command) (i
 	switch {
 	case c.local == localHello:
 		req.Arg = int(p.id)
+	case c.local == localSlowlogGet:
+		req.Arg = p.slowN
 	case len(out) > 0:
 		req.Arg = len(b)
 		req.Buf = append(b, out...)
@@ -84,6 +86,10 @@ func (p *parser) localReply(c *command) (out []byte, errReply string) {
 		return redcon.AppendInt(out, p.id), ""
 	case localClientSetinfo:
 		return appendOKUnless(out, clientSetinfo(p.arg(2), p.arg(3)))
+	case localSlowlogGet:
+		return out, p.slowlogCount()
+	case localSlowlogLen, localSlowlogReset:
+		return out, "" // AppendLocal asks the pool
 	}
 	return p.sessionReply(out, c.local)
 }
@@ -262,6 +268,8 @@ func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byt
 		return appendHello(dst, req.Arg, req.Proto, env)
 	case c.local == localInfo:
 		return appendInfo(dst, req.Proto, env)
+	case c.local == localSlowlogGet || c.local == localSlowlogLen || c.local == localSlowlogReset:
+		return appendSlowlog(dst, c.local, req.Arg, env)
 	case req.Arg > 0 && req.Arg < len(req.Buf):
 		return append(dst, req.Buf[req.Arg:]...)
 	}

@@ -47,6 +47,7 @@ type parser struct {
 	authed bool
 	id     int64
 	name   []byte // CLIENT SETNAME
+	slowN  int    // SLOWLOG GET's count, for AppendLocal (slowlog.go)
 	proto  uint8  // 3 after HELLO 3, else 0 (RESP2): codec.Request.Proto
 
 	// The state before the last request changed it (saved), for UndoState.
