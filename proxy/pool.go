@@ -11,6 +11,7 @@ import (
 	"shardproxy/codec"
 	"shardproxy/config"
 	"shardproxy/kind"
+	"shardproxy/observe"
 	"shardproxy/route"
 
 	// Dialects register themselves with codec.
@@ -64,6 +65,9 @@ type poolStats struct {
 
 	// router keeps the router's counters whole across reloads.
 	router kind.Counters
+
+	// obs are the pool's slowlog and its commands' latency (observe.go).
+	obs observe.Pool
 
 	// base holds the counters "stats reset" reset, as they were then:
 	// the memcache stats command shows them less these (see shown).
@@ -124,6 +128,9 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 		p.stats = old.stats // counters are cumulative across reloads
 	} else if ps := srv.removedStats(pc.Name); ps != nil && !b.check {
 		p.stats = ps // a pool a reload removed comes back: it counts on
+	}
+	if !b.check {
+		p.stats.obs.Slowlog.Configure(pc.SlowlogThreshold, pc.SlowlogMaxLen)
 	}
 	var err error
 	if p.tls, err = listenTLS(cfg, pc); err != nil {

@@ -13,6 +13,7 @@ import (
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/config"
+	"shardproxy/observe"
 	"shardproxy/route"
 )
 
@@ -77,6 +78,8 @@ type Server struct {
 	// backends are shared by the routers of successive generations:
 	// each pool's router holds its own through a lease (see builder).
 	backends backend.Registry
+
+	tap observe.Tap // every pool's requests, to the subscribers of Tap
 
 	mu        sync.Mutex      // serialises Start, Reload, SetRing and Shutdown; guards the fields below
 	removed   []*poolStats    // of pools a reload removed, the latest last (removedPools at most)

@@ -61,6 +61,8 @@ type session struct {
 	unpinned bool           // a pin just ended: the next request waits for its last reply (reader only)
 	blocked  blockedConns   // dedicated connections blocked for the client (pin.go)
 	line     partLine       // the request being cut into parts (reader only)
+	readAt   time.Time      // when the current read arrived (reader only; observe.go)
+	addr     string         // the client's address, once a record named it (writer only)
 
 	// outstanding counts requests queued and not yet written; switchPool
 	// waits for it to reach zero (see drainWait).
@@ -216,6 +218,7 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 	defer s.leave()
 	defer s.batch.Flush() // every call routed from buf goes out, then leave
 	defer s.pushStaged()  // counted, and with the writer, before any reply arrives
+	s.readAt = time.Now() // one clock reading per read: its requests' start (observe.go)
 	start := 0
 	for start < len(buf) && !s.closing.Load() {
 		p := s.nextPending()
@@ -278,6 +281,7 @@ func (s *session) nextPending() *pending {
 	p := s.newPending()
 	p.pool = s.p
 	p.sess = s
+	p.readAt = s.readAt
 	if s.need > bigRequest && cap(p.Req.Buf) < s.need {
 		// A big request: the parser copies it into a recycled buffer.
 		backend.PutBuffer(p.Req.Buf)
