@@ -94,6 +94,14 @@ func (l *Slowlog) newest(n int) []SlowEntry {
 	return out
 }
 
+// Added returns how many requests the slowlog has taken over its life,
+// those it no longer holds included.
+func (l *Slowlog) Added() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.id
+}
+
 // Len returns how many entries the ring holds.
 func (l *Slowlog) Len() int {
 	l.mu.Lock()

@@ -65,6 +65,9 @@ type PoolStats struct {
 	// Commands is the latency of each command the pool's clients sent,
 	// from read to written, by command name (observe.Commands).
 	Commands []observe.CommandLatency
+	// SlowRequests counts the requests the pool's slowlog took, over its
+	// life (observe.Slowlog.Added).
+	SlowRequests int64
 }
 
 // SlotRange is a run of consecutive Redis Cluster slots one master serves.
@@ -166,6 +169,7 @@ func (p *pool) snapshot() PoolStats {
 		Fragments:         p.stats.Fragments.Load(),
 		Requests:          p.stats.Requests.Load(),
 		Commands:          p.stats.obs.Commands.Snapshot(),
+		SlowRequests:      p.stats.obs.Slowlog.Added(),
 		ProtocolErrors:    p.stats.ProtocolErrors.Load(),
 		Router:            p.routerStats(),
 		Source:            p.srv.sourceStats(p.cfg.Name),
