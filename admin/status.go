@@ -51,6 +51,9 @@ type poolView struct {
 	Source  []errorCount `json:"source,omitempty"`
 	Servers []serverView `json:"servers"`
 	Graph   []graphPoint `json:"graph"`
+	// Slowlog is the pool's slowlog, newest first (the page shows
+	// pageSlowlog entries), when the Source is an Observer.
+	Slowlog *slowlogPool `json:"slowlog,omitempty"`
 }
 
 type serverView struct {
@@ -312,6 +315,14 @@ func fmtRate(f optFloat) string {
 		return strconv.FormatFloat(v, 'f', 1, 64)
 	}
 	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+// fmtUsec shows a time in microseconds in ms or µs.
+func fmtUsec(us int64) string {
+	if us >= 1000 {
+		return strconv.FormatFloat(float64(us)/1e3, 'f', 1, 64) + " ms"
+	}
+	return strconv.FormatInt(us, 10) + " µs"
 }
 
 // fmtLatency shows a latency in seconds in ms or µs; "-" when absent.
