@@ -52,7 +52,9 @@ func ParseFilter(q url.Values) (Filter, error) {
 		if err != nil || !(v > 0 && v <= 1) {
 			return f, errors.New("observe: sample must be a number above 0 and at most 1")
 		}
-		f.Sample = v
+		if v < 1 {
+			f.Sample = v // 1 is every request, as 0 is
+		}
 	}
 	return f, nil
 }

@@ -93,13 +93,14 @@ func appendSlowArgs(dst, wire []byte, name string) []byte {
 	more := total > shown
 	dst = redcon.AppendArray(dst, shown+btoi(more))
 	for _, a := range args[:shown] {
-		if a.size > slowMaxString {
-			s := append(a.have[:slowMaxString:slowMaxString], "... ("...)
-			s = strconv.AppendInt(s, int64(a.size-slowMaxString), 10)
+		have := a.have[:min(len(a.have), slowMaxString)]
+		if a.size > len(have) { // long, or cut
+			s := append(have[:len(have):len(have)], "... ("...)
+			s = strconv.AppendInt(s, int64(a.size-len(have)), 10)
 			dst = redcon.AppendBulk(dst, append(s, " more bytes)"...))
 			continue
 		}
-		dst = redcon.AppendBulk(dst, a.have)
+		dst = redcon.AppendBulk(dst, have)
 	}
 	if more {
 		dst = redcon.AppendBulkString(dst, "... ("+strconv.Itoa(total-shown)+" more arguments)")
