@@ -76,6 +76,7 @@ var examples = []example{
 	{name: "tls", page: "configuration.md", want: "OK\nv\n"},
 	{name: "near-cache", page: "caches.md", want: "STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\nVALUE k 0 1\r\n" +
 		"STAT near_cache_hits 1\r\nSTAT near_cache_misses 1\r\n"},
+	{name: "slowlog", page: "observability.md", want: "OK\nv\n1\nEVAL\n"},
 }
 
 // sessionsOn checks that the key session/42 is on the memcached at each
