@@ -184,6 +184,17 @@ func TestSlowlogEndpoint(t *testing.T) {
 	if e.Command != "get" || e.Key != "user:42" || e.Backend != "s1" || e.Result != "miss" || e.ServerUS < 29000 || e.US < e.ServerUS {
 		t.Errorf("entry %+v", e)
 	}
+	// The two gets in the command's histogram: the slow one above 25ms.
+	m := httpBody(t, web+"/metrics")
+	for _, want := range []string{
+		`shardproxy_command_latency_seconds_count{command="get",pool="mc"} 2`,
+		`shardproxy_command_latency_seconds_bucket{command="get",pool="mc",le="0.025"} 1`,
+		`shardproxy_slow_requests_total{pool="mc"} 1`,
+	} {
+		if !strings.Contains(m, want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	resp, err := http.Post(web+"/slowlog/reset?pool=mc", "", nil)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST /slowlog/reset: %v %v", resp, err)
