@@ -41,7 +41,7 @@ func (t *latencyTally) observe(s *session, p *pending, now time.Time) {
 	}
 	d := now.Sub(p.readAt)
 	t.add(&p.pool.stats.obs.Commands, p.Req.Name, d)
-	if th := p.pool.cfg.SlowlogThreshold; (th > 0 && d >= th) || p.pool.srv.tap.On() {
+	if th := p.pool.slow; (th > 0 && d >= th) || p.pool.srv.tap.On() {
 		s.record(p, now, d)
 	}
 }
@@ -113,7 +113,7 @@ func (s *session) record(p *pending, now time.Time, d time.Duration) {
 			r.Result = observe.ResultHit
 		}
 	}
-	if th := pl.cfg.SlowlogThreshold; th > 0 && d >= th {
+	if th := pl.slow; th > 0 && d >= th {
 		pl.stats.obs.Slowlog.Add(&r)
 	}
 	pl.srv.tap.Publish(&r)

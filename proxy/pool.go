@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"shardproxy/backend"
 	"shardproxy/codec"
@@ -36,6 +37,7 @@ type pool struct {
 	routing  atomic.Int64           // sessions routing a request with this pool right now
 	inflight atomic.Int64           // requests routed with this pool, not yet written
 	bound    atomic.Pointer[string] // the listener's address, once it serves
+	slow     time.Duration          // the slowlog's threshold; 0: no slowlog (observe.go)
 	log      *slog.Logger
 
 	stats *poolStats // kept across reloads for a pool of the same name
@@ -129,8 +131,11 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 	} else if ps := srv.removedStats(pc.Name); ps != nil && !b.check {
 		p.stats = ps // a pool a reload removed comes back: it counts on
 	}
+	if pc.SlowlogMaxLen > 0 {
+		p.slow = pc.SlowlogThreshold
+	}
 	if !b.check {
-		p.stats.obs.Slowlog.Configure(pc.SlowlogThreshold, pc.SlowlogMaxLen)
+		p.stats.obs.Slowlog.Configure(p.slow, pc.SlowlogMaxLen)
 	}
 	var err error
 	if p.tls, err = listenTLS(cfg, pc); err != nil {

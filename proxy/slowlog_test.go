@@ -28,13 +28,27 @@ func TestSlowlogRedis(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1, PoolSize: 1})
 	t.Cleanup(func() { rdb.Close() })
 
+	// The spikes: entries of the slowed server with 50ms at it. A busy
+	// machine (-race) may make other requests slow too; those the proxy
+	// took the time of (not at a server) are told apart by their phases.
+	spikes := func() (n int) {
+		for _, e := range srv.Slowlogs(-1)[0].Entries {
+			if _, _, server, _ := e.Phases(); server >= 45*time.Millisecond {
+				if e.Backend != "slow" {
+					t.Errorf("entry %d: %v at server %q, which no fault slows", e.ID, server, e.Backend)
+				}
+				n++
+			}
+		}
+		return n
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	n := 0
 	for ; time.Now().Before(deadline); n++ {
 		if err := rdb.Get(ctx, fmt.Sprintf("key:%d", n)).Err(); err != redis.Nil {
 			t.Fatalf("get: %v", err)
 		}
-		if n%100 == 99 && slowlogLen(t, rdb) >= 3 {
+		if n%100 == 99 && spikes() >= 3 {
 			break
 		}
 	}
@@ -42,9 +56,9 @@ func TestSlowlogRedis(t *testing.T) {
 	if err != nil {
 		t.Fatalf("SLOWLOG GET: %v", err)
 	}
-	t.Logf("%d requests, %d slow", n, len(logs))
-	if len(logs) < 3 {
-		t.Fatalf("after %d requests the slowlog holds %d entries, want 3", n, len(logs))
+	t.Logf("%d requests, %d slow, %d slowed by the server", n, len(logs), spikes())
+	if spikes() < 3 {
+		t.Fatalf("after %d requests the slowlog holds %d entries of the slowed server, want 3", n, spikes())
 	}
 	for i, e := range logs {
 		if e.Duration < 25*time.Millisecond || e.Duration > 5*time.Second {
@@ -61,14 +75,6 @@ func TestSlowlogRedis(t *testing.T) {
 		}
 		if i > 0 && e.ID >= logs[i-1].ID {
 			t.Errorf("entry %d: id %d after %d: not newest first", i, e.ID, logs[i-1].ID)
-		}
-	}
-	for _, pl := range srv.Slowlogs(-1) {
-		for _, e := range pl.Entries {
-			_, _, server, _ := e.Phases()
-			if e.Backend != "slow" || server < 45*time.Millisecond {
-				t.Errorf("entry %d: backend %q, %v at the server, want slow and 50ms", e.ID, e.Backend, server)
-			}
 		}
 	}
 	if got, _ := rdb.SlowLogGet(ctx, 1).Result(); len(got) != 1 || got[0].ID != logs[0].ID {
@@ -91,9 +97,10 @@ func TestSlowlogMemcache(t *testing.T) {
 	mc := testserver.StartMemcached(t)
 	fp := faultproxy.New(t, mc.Addr)
 	yaml := fmt.Sprintf("mc:\n  listen: 127.0.0.1:0\n  slowlog_threshold: 20\n  servers:\n    - %s:1 late\n", fp.Addr())
-	_, addr := startProxy(t, yaml, "mc")
+	srv, addr := startProxy(t, yaml, "mc")
 	c := dial(t, addr)
 	c.do("get warm\r\n") // the socket is up before the toxic
+	srv.ResetSlowlog("") // its dial may have been slow
 	fp.Latency(faultproxy.Downstream, 40*time.Millisecond, 0)
 	if got := c.do("get user:1\r\n"); got != "END\r\n" {
 		t.Fatalf("get: %q", got)
