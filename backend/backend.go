@@ -453,6 +453,15 @@ type staged struct {
 	call *Call
 }
 
+// Start stamps the calls staged from now to the next Flush with t, the
+// time their requests were read, unless one was staged already: a caller
+// that reads the clock anyway saves Stage its own reading.
+func (bt *Batch) Start(t time.Time) {
+	if bt.now.IsZero() {
+		bt.now = t
+	}
+}
+
 // Stage queues c for b in the batch, as Send would queue it for b at once.
 // Nothing is written before Flush; the caller must Flush before it waits
 // for any staged call.

@@ -39,7 +39,8 @@ const MaxKey = 250
 // of its way through the proxy:
 //
 //	Read     the session read the request from the client's socket
-//	Queued   the router queued it for a backend (zero: no backend call)
+//	Queued   the router queued it for a backend (zero: no backend call);
+//	         a sharded pool's calls take the time of their read
 //	Sent     the backend handed it to the server's socket
 //	Replied  the backend framed the server's reply
 //	Written  the session handed the reply to the client's socket

@@ -219,6 +219,7 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 	defer s.batch.Flush() // every call routed from buf goes out, then leave
 	defer s.pushStaged()  // counted, and with the writer, before any reply arrives
 	s.readAt = time.Now() // one clock reading per read: its requests' start (observe.go)
+	s.batch.Start(s.readAt)
 	start := 0
 	for start < len(buf) && !s.closing.Load() {
 		p := s.nextPending()

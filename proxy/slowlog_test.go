@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -119,7 +120,10 @@ func TestSlowlogMemcache(t *testing.T) {
 		t.Fatalf("stats slowlog:\n%s", strings.Join(lines, "\n"))
 	}
 	e := lines[2]
-	for _, want := range []string{"STAT 1 time=", " cmd=get key=user:1 backend=late client=127.0.0.1:", " server_us="} {
+	if !regexp.MustCompile(`^STAT [0-9]+ time=[0-9]+\.[0-9]{6} us=`).MatchString(e) {
+		t.Errorf("entry %q", e)
+	}
+	for _, want := range []string{" time=", " cmd=get key=user:1 backend=late client=127.0.0.1:", " server_us="} {
 		if !strings.Contains(e, want) {
 			t.Errorf("entry %q lacks %q", e, want)
 		}
