@@ -145,3 +145,46 @@ func slowlogLen(t *testing.T, rdb *redis.Client) int64 {
 	}
 	return n
 }
+
+// TestSlowlogReload: a reload keeps the pool's slowlog, a new
+// slowlog_max_len keeps its newest entries, and slowlog_max_len: 0 turns
+// it off.
+func TestSlowlogReload(t *testing.T) {
+	mc := testserver.StartMemcached(t)
+	fp := faultproxy.New(t, mc.Addr)
+	port := testserver.FreePort(t)
+	yaml := func(extra string) string {
+		return fmt.Sprintf("mc:\n  listen: 127.0.0.1:%d\n  slowlog_threshold: 20\n%s  servers:\n    - %s:1\n", port, extra, fp.Addr())
+	}
+	srv, reload := reloadable(t, yaml(""))
+	c := dial(t, fmt.Sprintf("127.0.0.1:%d", port))
+	c.do("get warm\r\n")
+	srv.ResetSlowlog("")
+	fp.Latency(faultproxy.Downstream, 30*time.Millisecond, 0)
+	for _, k := range []string{"a", "b", "c"} {
+		c.do("get " + k + "\r\n")
+	}
+	keys := func() (s string) {
+		for _, e := range srv.Slowlogs(-1)[0].Entries {
+			s += string(e.Key)
+		}
+		return s
+	}
+	if got := keys(); got != "cba" {
+		t.Fatalf("slowlog before the reload: %q", got)
+	}
+	if err := reload(yaml("  slowlog_max_len: 2\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(); got != "cb" {
+		t.Errorf("after a reload to 2 entries: %q", got)
+	}
+	if err := reload(yaml("  slowlog_max_len: 0\n")); err != nil {
+		t.Fatal(err)
+	}
+	c = dial(t, fmt.Sprintf("127.0.0.1:%d", port)) // on the new pool
+	c.do("get d\r\n")
+	if got := keys(); got != "" || srv.Slowlogs(-1)[0].Threshold != 0 {
+		t.Errorf("slowlog_max_len: 0 keeps %q", got)
+	}
+}
