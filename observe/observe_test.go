@@ -224,3 +224,20 @@ func FuzzParseFilter(f *testing.F) {
 		flt.matches(record("user:1", time.Millisecond))
 	})
 }
+
+// BenchmarkTapPublish is the tap's cost per request: a follower whose key
+// pattern passes none of them (Miss), and one it passes every one of,
+// read by nobody once its buffer is full (Full).
+func BenchmarkTapPublishMiss(b *testing.B) { benchPublish(b, "user:*") }
+func BenchmarkTapPublishFull(b *testing.B) { benchPublish(b, "sb*") }
+
+func benchPublish(b *testing.B, pattern string) {
+	var tap Tap
+	sub, _ := tap.Subscribe(Filter{Key: pattern})
+	defer sub.Close()
+	r := record("sb4f2a91c0:1234", time.Millisecond)
+	b.ReportAllocs()
+	for b.Loop() {
+		tap.Publish(r)
+	}
+}
