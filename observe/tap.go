@@ -79,19 +79,26 @@ func (f Filter) Query() url.Values {
 // matches reports whether r passes f, sampling included.
 func (f *Filter) matches(r *Record) bool {
 	switch {
-	case f.Pool != "" && f.Pool != r.Pool,
-		f.Command != "" && f.Command != r.Command,
+	case !f.wants(r.Pool, r.Command, r.Key),
 		f.Backend != "" && f.Backend != r.Backend,
 		f.Min > 0 && r.Total() < f.Min:
 		return false
 	}
-	if f.Key != "" {
-		key := unsafe.String(unsafe.SliceData(r.Key), len(r.Key)) // match keeps nothing
-		if ok, _ := match.MatchLimit(key, f.Key, maxMatch); !ok {
-			return false
-		}
-	}
 	return f.Sample <= 0 || f.Sample >= 1 || rand.Float64() < f.Sample
+}
+
+// wants reports whether a request of pool, command and first key may
+// pass f: what is known before its record is made.
+func (f *Filter) wants(pool, command string, key []byte) bool {
+	if f.Pool != "" && f.Pool != pool || f.Command != "" && f.Command != command {
+		return false
+	}
+	if f.Key == "" {
+		return true
+	}
+	k := unsafe.String(unsafe.SliceData(key), len(key)) // match keeps nothing
+	ok, _ := match.MatchLimit(k, f.Key, maxMatch)
+	return ok
 }
 
 // Tap fans the records of every pool out to its subscribers, each through
@@ -109,6 +116,23 @@ type Tap struct {
 // On reports whether anyone taps: the session builds no record for the
 // tap otherwise.
 func (t *Tap) On() bool { return t.on.Load() }
+
+// Wants reports whether some subscriber may want a request of pool,
+// command and first key (nil for none): the session makes the request's
+// record for the tap only then, so that a tap on a key pattern costs
+// little for the requests it does not show.
+func (t *Tap) Wants(pool, command string, key []byte) bool {
+	p := t.subs.Load()
+	if p == nil {
+		return false
+	}
+	for _, s := range *p {
+		if s.filter.wants(pool, command, key) {
+			return true
+		}
+	}
+	return false
+}
 
 // Subscriber is one tap client: its filter and its lines.
 type Subscriber struct {

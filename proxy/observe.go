@@ -40,10 +40,21 @@ func (t *latencyTally) observe(s *session, p *pending, now time.Time) {
 		return // a message of a subscription, or a part of a request
 	}
 	d := now.Sub(p.readAt)
-	t.add(&p.pool.stats.obs.Commands, p.Req.Name, d)
-	if th := p.pool.slow; (th > 0 && d >= th) || p.pool.srv.tap.On() {
-		s.record(p, now, d)
+	pl := p.pool
+	t.add(&pl.stats.obs.Commands, p.Req.Name, d)
+	slow := pl.slow > 0 && d >= pl.slow
+	tapped := pl.srv.tap.On() && pl.srv.tap.Wants(pl.cfg.Name, p.Req.Name, firstKey(&p.Req))
+	if slow || tapped {
+		s.record(p, now, slow, tapped)
 	}
+}
+
+// firstKey is req's first key, nil for none.
+func firstKey(req *codec.Request) []byte {
+	if len(req.Keys) == 0 {
+		return nil
+	}
+	return req.Keys[0]
 }
 
 // add counts d for command name of cmds.
@@ -73,9 +84,9 @@ func (t *latencyTally) flush() {
 	t.n = 0
 }
 
-// record builds p's record and hands it to the pool's slowlog, when it
-// took d (written at now) and that is over the threshold, and to the tap.
-func (s *session) record(p *pending, now time.Time, d time.Duration) {
+// record builds p's record, written at now, and hands it to the pool's
+// slowlog (slow) and to the tap (tapped).
+func (s *session) record(p *pending, now time.Time, slow, tapped bool) {
 	pl := p.pool
 	r := observe.Record{
 		Pool:    pl.cfg.Name,
@@ -85,8 +96,8 @@ func (s *session) record(p *pending, now time.Time, d time.Duration) {
 		Read:    p.readAt,
 		Written: now,
 	}
-	if len(p.Req.Keys) > 0 {
-		r.Key = p.Req.Keys[0][:min(len(p.Req.Keys[0]), observe.MaxKey)]
+	if k := firstKey(&p.Req); k != nil {
+		r.Key = k[:min(len(k), observe.MaxKey)]
 	}
 	r.Args = p.Req.Wire[:min(len(p.Req.Wire), observe.MaxArgs)]
 	var slowest time.Duration
@@ -113,10 +124,12 @@ func (s *session) record(p *pending, now time.Time, d time.Duration) {
 			r.Result = observe.ResultHit
 		}
 	}
-	if th := pl.slow; th > 0 && d >= th {
+	if slow {
 		pl.stats.obs.Slowlog.Add(&r)
 	}
-	pl.srv.tap.Publish(&r)
+	if tapped {
+		pl.srv.tap.Publish(&r)
+	}
 }
 
 // resultOf classifies a backend call's reply; results order by how bad.
