@@ -460,6 +460,12 @@ type Pool struct {
 	SlowlogThreshold time.Duration
 	SlowlogMaxLen    int
 
+	// HotKeys is how many of its most requested keys over the last 10
+	// seconds the pool reports (key hot_keys, 0 to MaxHotKeys; 0, the
+	// default, counts none: counting costs a lock and a sketch update
+	// per request).
+	HotKeys int
+
 	// NearCache is the size in MiB of a native memcache pool's near
 	// cache (key near_cache, a shardproxy extension, 0 to MaxNearCache;
 	// 0, the default, means none): an in-process cache that answers a

@@ -283,6 +283,7 @@ const everyKey = `mc:
   redis: false
   slowlog_threshold: 25
   slowlog_max_len: 16
+  hot_keys: 5
   preconnect: true
   auto_eject_hosts: true
   server_connections: 2

@@ -31,6 +31,8 @@ func TestSlowlogKeys(t *testing.T) {
 			at + `3: pool "alpha": slowlog_threshold: "10ms" is not a number`},
 		{"length too big", pool("  slowlog_max_len: 5000\n"),
 			at + `3: pool "alpha": slowlog_max_len: 5000 is out of range [0, 4096]`},
+		{"hot keys too many", pool("  hot_keys: 65\n"),
+			at + `3: pool "alpha": hot_keys: 65 is out of range [0, 64]`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse([]byte(tt.text), src)

@@ -64,9 +64,22 @@ func (c *Commands) Snapshot() []CommandLatency {
 	return out
 }
 
-// Pool is what a pool's views keep: its slowlog and its commands'
-// latency. The zero Pool is ready; it is kept across reloads.
+// Pool is what a pool's views keep: its slowlog, its commands' latency
+// and its hot keys (nil while it counts none). The zero Pool is ready; it
+// is kept across reloads.
 type Pool struct {
 	Slowlog  Slowlog
 	Commands Commands
+	Hot      atomic.Pointer[HotKeys]
+}
+
+// ConfigureHot makes the pool count its n hottest keys (0: none), keeping
+// its counts when n is unchanged.
+func (p *Pool) ConfigureHot(n int) {
+	switch h := p.Hot.Load(); {
+	case n <= 0:
+		p.Hot.Store(nil)
+	case h == nil || h.Len() != n:
+		p.Hot.Store(NewHotKeys(n))
+	}
 }

@@ -1,7 +1,9 @@
 package observe
 
 import (
+	"math/rand/v2"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -239,5 +241,50 @@ func benchPublish(b *testing.B, pattern string) {
 	b.ReportAllocs()
 	for b.Loop() {
 		tap.Publish(r)
+	}
+}
+
+// TestHotKeys: over Zipf-distributed keys, one key taking 30% of the
+// requests is the top one with its counts; a window later it is gone.
+func TestHotKeys(t *testing.T) {
+	h := NewHotKeys(5)
+	now := time.Unix(1000, 0)
+	z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, 1_000_000)
+	hot := 0
+	for i := range 100_000 {
+		key := "k" + strconv.FormatUint(z.Uint64(), 10)
+		if i%10 < 3 {
+			key, hot = "hot", hot+1
+		}
+		h.Add([]byte(key), 100, now.Add(time.Duration(i)*time.Microsecond))
+	}
+	top := h.Top(now.Add(time.Second))
+	if len(top) != 5 || top[0].Key != "hot" || top[0].Requests < uint64(hot) || top[0].Requests > uint64(hot)+200 ||
+		top[0].Bytes < uint64(hot)*100 {
+		t.Fatalf("top: %+v (hot had %d requests)", top, hot)
+	}
+	for i := 1; i < len(top); i++ {
+		if top[i].Requests > top[i-1].Requests {
+			t.Errorf("not most requested first: %+v", top)
+		}
+	}
+	if top := h.Top(now.Add(HotWindow + time.Second)); len(top) != 0 {
+		t.Errorf("a window later: %+v", top)
+	}
+}
+
+// BenchmarkHotKeysAdd is hot_keys' cost per request.
+func BenchmarkHotKeysAdd(b *testing.B) {
+	h := NewHotKeys(10)
+	keys := make([][]byte, 1024)
+	for i := range keys {
+		keys[i] = []byte("user:" + strconv.Itoa(i*7919))
+	}
+	now := time.Now()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		h.Add(keys[i%len(keys)], 100, now)
+		i++
 	}
 }

@@ -48,8 +48,10 @@ var layers = map[string]rule{
 	// requests implements, and the Exchange a session hands them.
 	"route": {parts: []string{"codec", "backend"}},
 	// observe is the per-request record and its views (slowlog, tap,
-	// latency per command); the tap's key patterns are tidwall/match's.
-	"observe": {parts: []string{"codec", "backend", "route"}, external: []string{"github.com/tidwall/match"}},
+	// latency per command, hot keys); the tap's key patterns are
+	// tidwall/match's, the hot keys' sketches BoomFilters'.
+	"observe": {parts: []string{"codec", "backend", "route"}, external: []string{"github.com/tidwall/match",
+		"github.com/tylertreat/BoomFilters"}},
 	// config reads a configuration into the model every kind reads.
 	"config": {parts: []string{"sharding", "codec"}, external: []string{"gopkg.in/yaml.v3"}},
 	// kind is the contract between the proxy and its pool kinds: it
