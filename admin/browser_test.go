@@ -202,7 +202,8 @@ func freeAddr(t *testing.T) string {
 
 // TestStatusPageSlowlogInBrowser: a request made slow by its server while
 // the status page is open appears in the page's slowlog, by the page's
-// live update, with the server that took the time.
+// live update, with the server that took the time, and its key among the
+// pool's hot keys.
 func TestStatusPageSlowlogInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs memcached and Chromium")
@@ -212,7 +213,7 @@ func TestStatusPageSlowlogInBrowser(t *testing.T) {
 		t.Skip("chromium is not installed (Debian package chromium; make deps installs it): the status page is not loaded in a browser")
 	}
 	var fp *faultproxy.Proxy
-	srv, addr, base := startObserved(t, "  slowlog_threshold: 15\n", func(a string) string {
+	srv, addr, base := startObserved(t, "  slowlog_threshold: 15\n  hot_keys: 3\n", func(a string) string {
 		fp = faultproxy.New(t, a)
 		return fp.Addr()
 	})
@@ -237,5 +238,8 @@ func TestStatusPageSlowlogInBrowser(t *testing.T) {
 		if !strings.Contains(row[1], want) {
 			t.Errorf("slowlog row %q lacks %q", row[1], want)
 		}
+	}
+	if !strings.Contains(dom, `<tr data-hot-key="user:slow">`) || strings.Contains(stale, `<tr data-hot-key="user:slow">`) {
+		t.Errorf("the open page's hot keys did not gain user:slow:\n%s", dom)
 	}
 }

@@ -30,7 +30,7 @@ type descs struct {
 
 	poolRequests, poolErrors, poolClientEOF, poolClients, poolFragments, poolLatency *prometheus.Desc
 
-	commandLatency, slowRequests, tapSubscribers, tapLines, tapDropped *prometheus.Desc
+	commandLatency, slowRequests, tapSubscribers, tapLines, tapDropped, hotRequests, hotBytes *prometheus.Desc
 
 	beRequests, beRequestBytes, beResponses, beResponseBytes, beErrors       *prometheus.Desc
 	beConns, beInQueue, beOutQueue, beEjections, beUp, beFailures, beLatency *prometheus.Desc
@@ -72,6 +72,8 @@ func NewCollector(src Source) *Collector {
 		tapSubscribers: d("tap_subscribers", "Clients following the tap (GET /tap, shardproxy tap)."),
 		tapLines:       d("tap_lines_total", "Lines the tap offered its subscribers."),
 		tapDropped:     d("tap_dropped_total", "Tap lines lost because their subscriber read too slowly."),
+		hotRequests:    d("hot_key_requests", "The pool's most requested keys (hot_keys of them) and their requests over the last 10 seconds (a count-min sketch's estimate).", "pool", "key"),
+		hotBytes:       d("hot_key_bytes", "The reply bytes of those keys' requests over the last 10 seconds (estimate).", "pool", "key"),
 
 		beRequests:      d("backend_requests_total", "Requests sent to the backend (requests).", be...),
 		beRequestBytes:  d("backend_request_bytes_total", "Request bytes sent to the backend (request_bytes).", be...),
@@ -101,7 +103,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.d.buildInfo, c.d.start, c.d.accepted, c.d.reloads, c.d.reloadFailures, c.d.loaded, c.d.configInfo, c.d.spliced,
 		c.d.draining, c.d.drainConns, c.d.drainRequests,
 		c.d.poolRequests, c.d.poolErrors, c.d.poolClientEOF, c.d.poolClients, c.d.poolFragments, c.d.poolLatency,
-		c.d.commandLatency, c.d.slowRequests, c.d.tapSubscribers, c.d.tapLines, c.d.tapDropped,
+		c.d.commandLatency, c.d.slowRequests, c.d.tapSubscribers, c.d.tapLines, c.d.tapDropped, c.d.hotRequests, c.d.hotBytes,
 		c.d.beRequests, c.d.beRequestBytes, c.d.beResponses, c.d.beResponseBytes, c.d.beErrors,
 		c.d.beConns, c.d.beInQueue, c.d.beOutQueue, c.d.beEjections, c.d.beUp, c.d.beFailures, c.d.beLatency,
 		c.d.beRedirects, c.d.beChecks, c.d.beCheckFailures, c.d.beRestores, c.d.beProbing,
@@ -173,6 +175,10 @@ func (c *Collector) collectPool(m emitter, p proxy.PoolStats, seen map[[2]string
 	}
 	m.histogram(c.d.poolLatency, p.Latency, p.Name)
 	m.counter(c.d.slowRequests, p.SlowRequests, p.Name)
+	for _, k := range p.HotKeys {
+		m.gauge(c.d.hotRequests, float64(k.Requests), p.Name, k.Key)
+		m.gauge(c.d.hotBytes, float64(k.Bytes), p.Name, k.Key)
+	}
 	for _, cl := range p.Commands {
 		m.histogram(c.d.commandLatency, proxy.LatencySnapshot{Counts: cl.Counts, Sum: cl.Sum}, p.Name, cl.Command)
 	}

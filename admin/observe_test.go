@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -214,4 +216,45 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestHotKeysZipf: under Zipf load over a million keys with one key
+// taking 30% of the requests, the pool reports that key first within a
+// second, in its stats, "stats hotkeys" and /metrics.
+func TestHotKeysZipf(t *testing.T) {
+	srv, addr, web := startObserved(t, "  hot_keys: 5\n", nil)
+	z := rand.NewZipf(rand.New(rand.NewPCG(7, 8)), 1.1, 1, 1_000_000)
+	keys := make([]string, 50_000)
+	for i := range keys {
+		keys[i] = "k" + strconv.FormatUint(z.Uint64(), 10)
+		if i%10 < 3 {
+			keys[i] = "hot"
+		}
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	go func() { defer close(done); pipeline(t, addr, len(keys), 100, func(i int) string { return keys[i] }) }()
+	found := time.Duration(-1)
+	for found < 0 && time.Since(start) < 5*time.Second {
+		if hk := srv.Stats().Pools[0].HotKeys; len(hk) > 0 && hk[0].Key == "hot" {
+			found = time.Since(start)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	<-done
+	t.Logf("the hot key reported first %v after the load began", found)
+	if found < 0 || found > time.Second {
+		t.Fatalf("the hot key was first after %v: %+v", found, srv.Stats().Pools[0].HotKeys)
+	}
+	hk := srv.Stats().Pools[0].HotKeys
+	if len(hk) != 5 || hk[0].Requests < 15_000 || hk[1].Requests > hk[0].Requests/2 {
+		t.Errorf("hot keys %+v", hk)
+	}
+	c := dialMC(t, addr)
+	if got := c.do("stats hotkeys\r\n", "END"); !strings.Contains(got, "STAT hotkeys_window_seconds 10\r\nSTAT 1 key=hot requests=") {
+		t.Errorf("stats hotkeys:\n%s", got)
+	}
+	if m := httpBody(t, web+"/metrics"); !strings.Contains(m, `shardproxy_hot_key_requests{key="hot",pool="mc"} `) {
+		t.Errorf("/metrics: %s", grepLines(m, "hot_key"))
+	}
 }

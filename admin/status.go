@@ -54,6 +54,16 @@ type poolView struct {
 	// Slowlog is the pool's slowlog, newest first (the page shows
 	// pageSlowlog entries), when the Source is an Observer.
 	Slowlog *slowlogPool `json:"slowlog,omitempty"`
+	// HotKeys are the pool's most requested keys over the last 10
+	// seconds (hot_keys), most requested first.
+	HotKeys []hotKey `json:"hot_keys,omitempty"`
+}
+
+// hotKey is one of a pool's hot keys.
+type hotKey struct {
+	Key      string `json:"key"`
+	Requests uint64 `json:"requests"`
+	Bytes    uint64 `json:"bytes"`
 }
 
 type serverView struct {
@@ -168,6 +178,9 @@ func (h *history) poolView(p, old *proxy.PoolStats, pc *config.Pool, dt float64)
 		pv.Servers = append(pv.Servers, h.serverView(p.Name, s, os, ejects, dt))
 	}
 	applyRing(&pv, p)
+	for _, k := range p.HotKeys {
+		pv.HotKeys = append(pv.HotKeys, hotKey{Key: k.Key, Requests: k.Requests, Bytes: k.Bytes})
+	}
 	return pv
 }
 

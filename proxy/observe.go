@@ -42,6 +42,9 @@ func (t *latencyTally) observe(s *session, p *pending, now time.Time) {
 	d := now.Sub(p.readAt)
 	pl := p.pool
 	t.add(&pl.stats.obs.Commands, p.Req.Name, d)
+	if h := pl.stats.obs.Hot.Load(); h != nil {
+		h.Add(firstKey(&p.Req), p.ReplyBytes(), now)
+	}
 	slow := pl.slow > 0 && d >= pl.slow
 	tapped := pl.srv.tap.On() && pl.srv.tap.Wants(pl.cfg.Name, p.Req.Name, firstKey(&p.Req))
 	if slow || tapped {

@@ -136,6 +136,7 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 	}
 	if !b.check {
 		p.stats.obs.Slowlog.Configure(p.slow, pc.SlowlogMaxLen)
+		p.stats.obs.ConfigureHot(pc.HotKeys)
 	}
 	var err error
 	if p.tls, err = listenTLS(cfg, pc); err != nil {

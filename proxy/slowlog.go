@@ -99,6 +99,31 @@ func appendWord(b, w []byte) []byte {
 	return append(b, w...)
 }
 
+// hotKeys are the pool's hot keys now, nil when it counts none.
+func (p *pool) hotKeys() []observe.HotKey {
+	if h := p.stats.obs.Hot.Load(); h != nil {
+		return h.Top(time.Now())
+	}
+	return nil
+}
+
+// hotSection is memcache's "stats hotkeys": the window, then one line per
+// key, most requested first, named by its rank:
+//
+//	STAT hotkeys_window_seconds 10
+//	STAT 1 key=user:42 requests=30112 bytes=3011200
+func (p *pool) hotSection() []codec.Stat {
+	keys := p.hotKeys()
+	stats := []codec.Stat{{Name: "hotkeys_window_seconds", Value: strconv.Itoa(int(observe.HotWindow / time.Second))}}
+	for i, k := range keys {
+		v := append([]byte("key="), appendWord(nil, []byte(k.Key))...)
+		v = strconv.AppendUint(append(v, " requests="...), k.Requests, 10)
+		v = strconv.AppendUint(append(v, " bytes="...), k.Bytes, 10)
+		stats = append(stats, codec.Stat{Name: strconv.Itoa(i + 1), Value: string(v)})
+	}
+	return stats
+}
+
 // PoolSlowlog is one pool's slowlog: its settings and entries.
 type PoolSlowlog struct {
 	Pool      string

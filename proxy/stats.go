@@ -68,6 +68,9 @@ type PoolStats struct {
 	// SlowRequests counts the requests the pool's slowlog took, over its
 	// life (observe.Slowlog.Added).
 	SlowRequests int64
+	// HotKeys are the pool's most requested keys over the last
+	// observe.HotWindow, most requested first; nil without hot_keys.
+	HotKeys []observe.HotKey
 }
 
 // SlotRange is a run of consecutive Redis Cluster slots one master serves.
@@ -170,6 +173,7 @@ func (p *pool) snapshot() PoolStats {
 		Requests:          p.stats.Requests.Load(),
 		Commands:          p.stats.obs.Commands.Snapshot(),
 		SlowRequests:      p.stats.obs.Slowlog.Added(),
+		HotKeys:           p.hotKeys(),
 		ProtocolErrors:    p.stats.ProtocolErrors.Load(),
 		Router:            p.routerStats(),
 		Source:            p.srv.sourceStats(p.cfg.Name),
