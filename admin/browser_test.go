@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"shardproxy/admin"
+	"shardproxy/internal/faultproxy"
 	"shardproxy/internal/testserver"
 	"shardproxy/proxy"
 )
@@ -197,4 +198,48 @@ func runChromium(t *testing.T, bin string, args ...string) string {
 // freeAddr is a free loopback address (in SHARDPROXY_PORT_RANGE if set).
 func freeAddr(t *testing.T) string {
 	return "127.0.0.1:" + strconv.Itoa(testserver.FreePort(t))
+}
+
+// TestStatusPageSlowlogInBrowser: a request made slow by its server while
+// the status page is open appears in the page's slowlog, by the page's
+// live update, with the server that took the time, and its key among the
+// pool's hot keys.
+func TestStatusPageSlowlogInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs memcached and Chromium")
+	}
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed (Debian package chromium; make deps installs it): the status page is not loaded in a browser")
+	}
+	var fp *faultproxy.Proxy
+	srv, addr, base := startObserved(t, "  slowlog_threshold: 15\n  hot_keys: 3\n", func(a string) string {
+		fp = faultproxy.New(t, a)
+		return fp.Addr()
+	})
+	pipeline(t, addr, 1, 1, func(int) string { return "warm" })
+	srv.ResetSlowlog("") // the warm get's dial may have been slow
+	stale := httpBody(t, base+"/")
+	if !strings.Contains(stale, "No slow requests.") {
+		t.Fatalf("before the slow request the page shows a slowlog:\n%s", stale)
+	}
+	fp.Latency(faultproxy.Downstream, 30*time.Millisecond, 0)
+	pipeline(t, addr, 1, 1, func(int) string { return "user:slow" })
+	if n := len(srv.Slowlogs(-1)[0].Entries); n != 1 {
+		t.Fatalf("slowlog holds %d entries", n)
+	}
+	front := serveFront(t, stale, base)
+	dom := runChromium(t, chromium, "--virtual-time-budget=3000", "--dump-dom", front+"/")
+	row := regexp.MustCompile(`<tr data-slow-id="1">(.*?)</tr>`).FindStringSubmatch(dom)
+	if row == nil {
+		t.Fatalf("the open page shows no slowlog entry:\n%s", dom)
+	}
+	for _, want := range []string{"<code>get</code>", "<code>user:slow</code>", "<td>s1</td>", "miss"} {
+		if !strings.Contains(row[1], want) {
+			t.Errorf("slowlog row %q lacks %q", row[1], want)
+		}
+	}
+	if !strings.Contains(dom, `<tr data-hot-key="user:slow">`) || strings.Contains(stale, `<tr data-hot-key="user:slow">`) {
+		t.Errorf("the open page's hot keys did not gain user:slow:\n%s", dom)
+	}
 }

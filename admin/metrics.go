@@ -30,6 +30,8 @@ type descs struct {
 
 	poolRequests, poolErrors, poolClientEOF, poolClients, poolFragments, poolLatency *prometheus.Desc
 
+	commandLatency, slowRequests, tapSubscribers, tapLines, tapDropped, hotRequests, hotBytes *prometheus.Desc
+
 	beRequests, beRequestBytes, beResponses, beResponseBytes, beErrors       *prometheus.Desc
 	beConns, beInQueue, beOutQueue, beEjections, beUp, beFailures, beLatency *prometheus.Desc
 	beRedirects, beChecks, beCheckFailures, beRestores, beProbing            *prometheus.Desc
@@ -65,6 +67,14 @@ func NewCollector(src Source) *Collector {
 		poolFragments: d("pool_fragments_total", "Sub-requests made by splitting multi-key requests (fragments).", pool...),
 		poolLatency:   d("pool_latency_seconds", "Backend reply latency over every backend the pool has had, removed ones included.", pool...),
 
+		commandLatency: d("command_latency_seconds", "Requests by command, from reading the request to handing its reply to the client's socket.", "pool", "command"),
+		slowRequests:   d("slow_requests_total", "Requests the pool's slowlog took: at least slowlog_threshold from read to written.", pool...),
+		tapSubscribers: d("tap_subscribers", "Clients following the tap (GET /tap, shardproxy tap)."),
+		tapLines:       d("tap_lines_total", "Lines the tap offered its subscribers."),
+		tapDropped:     d("tap_dropped_total", "Tap lines lost because their subscriber read too slowly."),
+		hotRequests:    d("hot_key_requests", "The pool's most requested keys (hot_keys of them) and their requests over the last 10 seconds (a count-min sketch's estimate).", "pool", "key"),
+		hotBytes:       d("hot_key_bytes", "The reply bytes of those keys' requests over the last 10 seconds (estimate).", "pool", "key"),
+
 		beRequests:      d("backend_requests_total", "Requests sent to the backend (requests).", be...),
 		beRequestBytes:  d("backend_request_bytes_total", "Request bytes sent to the backend (request_bytes).", be...),
 		beResponses:     d("backend_responses_total", "Replies read from the backend (responses).", be...),
@@ -93,6 +103,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.d.buildInfo, c.d.start, c.d.accepted, c.d.reloads, c.d.reloadFailures, c.d.loaded, c.d.configInfo, c.d.spliced,
 		c.d.draining, c.d.drainConns, c.d.drainRequests,
 		c.d.poolRequests, c.d.poolErrors, c.d.poolClientEOF, c.d.poolClients, c.d.poolFragments, c.d.poolLatency,
+		c.d.commandLatency, c.d.slowRequests, c.d.tapSubscribers, c.d.tapLines, c.d.tapDropped, c.d.hotRequests, c.d.hotBytes,
 		c.d.beRequests, c.d.beRequestBytes, c.d.beResponses, c.d.beResponseBytes, c.d.beErrors,
 		c.d.beConns, c.d.beInQueue, c.d.beOutQueue, c.d.beEjections, c.d.beUp, c.d.beFailures, c.d.beLatency,
 		c.d.beRedirects, c.d.beChecks, c.d.beCheckFailures, c.d.beRestores, c.d.beProbing,
@@ -116,6 +127,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	m.gauge(c.d.loaded, seconds(info.LoadedAt))
 	m.gauge(c.d.configInfo, 1, info.Source, info.Checksum)
 	c.collectDrain(m, st.Drain)
+	m.gauge(c.d.tapSubscribers, float64(st.Tap.Subscribers))
+	m.counter(c.d.tapLines, int64(st.Tap.Lines))
+	m.counter(c.d.tapDropped, int64(st.Tap.Dropped))
 	c.d.fleet.collect(m, st.Fleet)
 	seen := map[[2]string]bool{} // const metrics must not repeat a label set
 	for _, p := range st.Pools {
@@ -161,6 +175,14 @@ func (c *Collector) collectPool(m emitter, p proxy.PoolStats, seen map[[2]string
 		}
 	}
 	m.histogram(c.d.poolLatency, p.Latency, p.Name)
+	m.counter(c.d.slowRequests, p.SlowRequests, p.Name)
+	for _, k := range p.HotKeys {
+		m.gauge(c.d.hotRequests, float64(k.Requests), p.Name, k.Key)
+		m.gauge(c.d.hotBytes, float64(k.Bytes), p.Name, k.Key)
+	}
+	for _, cl := range p.Commands {
+		m.histogram(c.d.commandLatency, proxy.LatencySnapshot{Counts: cl.Counts, Sum: cl.Sum}, p.Name, cl.Command)
+	}
 	c.d.fleet.collectRing(m, p)
 	for _, r := range p.Router {
 		c.collectRouter(m, p.Name, r)

@@ -73,8 +73,8 @@ end
 `
 
 // TestDocsMetrics scrapes /metrics on a proxy with a pool of every kind
-// (sharded, near cache, Lua with its own cache and a counter of the route
-// file's, Redis Cluster), in a fleet whose ring the sharded pool follows,
+// (sharded with hot keys, near cache, Lua with its own cache and a counter
+// of the route file's, Redis Cluster), in a fleet whose ring the sharded pool follows,
 // after some traffic, and fails if a series is
 // missing from the metrics table of docs/operations.md, has another type there, or if the
 // table lists a series the proxy does not serve.
@@ -91,7 +91,7 @@ func TestDocsMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var yaml strings.Builder
-	fmt.Fprintf(&yaml, "mc:\n  listen: 127.0.0.1:0\n  auto_eject_hosts: true\n  servers:\n    - %s:1\n", mc)
+	fmt.Fprintf(&yaml, "mc:\n  listen: 127.0.0.1:0\n  auto_eject_hosts: true\n  hot_keys: 3\n  servers:\n    - %s:1\n", mc)
 	fmt.Fprintf(&yaml, "nc:\n  listen: 127.0.0.1:0\n  near_cache: 1\n  delete_spool:\n    path: nc.spool\n  servers:\n    - %s:1\n", mc)
 	fmt.Fprintf(&yaml, "lp:\n  listen: 127.0.0.1:0\n  lua: %s\n  lua_internal_cache: 1\n", lua)
 	// route pools: a migration, and a pool with a shadow and a failover

@@ -22,6 +22,7 @@ var web embed.FS
 var pageTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
 	"rate":        fmtRate,
 	"latency":     fmtLatency,
+	"usec":        fmtUsec,
 	"since":       fmtSince,
 	"retry":       fmtRetry,
 	"probe":       fmtProbe,
@@ -64,7 +65,7 @@ func (h *handlers) live(w http.ResponseWriter, r *http.Request) { h.render(w, r,
 func (h *handlers) render(w http.ResponseWriter, r *http.Request, name string) {
 	h.hist.fresh()
 	var b bytes.Buffer
-	if err := pageTemplate.ExecuteTemplate(&b, name, h.hist.view(h.src.Info())); err != nil {
+	if err := pageTemplate.ExecuteTemplate(&b, name, h.view()); err != nil {
 		h.log.Error("status page", "err", err)
 		http.Error(w, "admin: cannot render the status page", http.StatusInternalServerError)
 		return
@@ -74,6 +75,28 @@ func (h *handlers) render(w http.ResponseWriter, r *http.Request, name string) {
 	w.Header().Set("Content-Security-Policy", contentPolicy)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	writeMaybeGzip(w, r, b.Bytes())
+}
+
+// pageSlowlog is how many of a pool's slowlog entries the page shows.
+const pageSlowlog = 10
+
+// view is the status page's view: the history's, with each pool's
+// newest slowlog entries.
+func (h *handlers) view() statusView {
+	v := h.hist.view(h.src.Info())
+	o, ok := h.src.(Observer)
+	if !ok {
+		return v
+	}
+	sl := slowlogOf(o.Slowlogs(pageSlowlog), "")
+	for i := range v.Pools {
+		for j := range sl.Pools {
+			if sl.Pools[j].Pool == v.Pools[i].Name {
+				v.Pools[i].Slowlog = &sl.Pools[j]
+			}
+		}
+	}
+	return v
 }
 
 // writeMaybeGzip writes body gzipped when the client takes gzip: the
@@ -94,7 +117,7 @@ func writeMaybeGzip(w http.ResponseWriter, r *http.Request, body []byte) {
 // status serves GET /status: the page's figures as JSON.
 func (h *handlers) status(w http.ResponseWriter, r *http.Request) {
 	h.hist.fresh()
-	writeJSON(w, http.StatusOK, h.hist.view(h.src.Info()))
+	writeJSON(w, http.StatusOK, h.view())
 }
 
 // assets serves the embedded style sheet and script under /static/; the

@@ -51,6 +51,19 @@ type poolView struct {
 	Source  []errorCount `json:"source,omitempty"`
 	Servers []serverView `json:"servers"`
 	Graph   []graphPoint `json:"graph"`
+	// Slowlog is the pool's slowlog, newest first (the page shows
+	// pageSlowlog entries), when the Source is an Observer.
+	Slowlog *slowlogPool `json:"slowlog,omitempty"`
+	// HotKeys are the pool's most requested keys over the last 10
+	// seconds (hot_keys), most requested first.
+	HotKeys []hotKey `json:"hot_keys,omitempty"`
+}
+
+// hotKey is one of a pool's hot keys.
+type hotKey struct {
+	Key      string `json:"key"`
+	Requests uint64 `json:"requests"`
+	Bytes    uint64 `json:"bytes"`
 }
 
 type serverView struct {
@@ -165,6 +178,9 @@ func (h *history) poolView(p, old *proxy.PoolStats, pc *config.Pool, dt float64)
 		pv.Servers = append(pv.Servers, h.serverView(p.Name, s, os, ejects, dt))
 	}
 	applyRing(&pv, p)
+	for _, k := range p.HotKeys {
+		pv.HotKeys = append(pv.HotKeys, hotKey{Key: k.Key, Requests: k.Requests, Bytes: k.Bytes})
+	}
 	return pv
 }
 
@@ -312,6 +328,14 @@ func fmtRate(f optFloat) string {
 		return strconv.FormatFloat(v, 'f', 1, 64)
 	}
 	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+// fmtUsec shows a time in microseconds in ms or µs.
+func fmtUsec(us int64) string {
+	if us >= 1000 {
+		return strconv.FormatFloat(float64(us)/1e3, 'f', 1, 64) + " ms"
+	}
+	return strconv.FormatInt(us, 10) + " µs"
 }
 
 // fmtLatency shows a latency in seconds in ms or µs; "-" when absent.

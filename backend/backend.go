@@ -168,10 +168,20 @@ type Call struct {
 	probe    bool      // an idle socket's health check (health.go), not a client's
 	joined   bool      // written joined with the calls after it, which end the joined reply (join.go)
 	deadline time.Time // zero: none
-	start    time.Time
-	owned    []byte // the recycled buffer Reply.Raw lives in, if any
-	arena    *arena // the chunk a small Reply.Raw was carved from, if any
+	start    time.Time // queued (Send, Stage)
+	sent     time.Time // handed to the socket's write
+	replied  time.Time // its reply framed by the socket's reader
+	owned    []byte    // the recycled buffer Reply.Raw lives in, if any
+	arena    *arena    // the chunk a small Reply.Raw was carved from, if any
 	body     Spliced
+}
+
+// Times returns when c was queued for its backend, written to the
+// server's socket and answered, each zero when c did not get that far (a
+// marked-bad backend answers at once; a failed socket answers with an
+// error). Read them once Done has run.
+func (c *Call) Times() (queued, sent, replied time.Time) {
+	return c.start, c.sent, c.replied
 }
 
 // Spliced returns the part of c's reply that waits in a pipe, or nil
@@ -447,6 +457,15 @@ type Batch struct {
 type staged struct {
 	conn *conn
 	call *Call
+}
+
+// Start stamps the calls staged from now to the next Flush with t, the
+// time their requests were read, unless one was staged already: a caller
+// that reads the clock anyway saves Stage its own reading.
+func (bt *Batch) Start(t time.Time) {
+	if bt.now.IsZero() {
+		bt.now = t
+	}
 }
 
 // Stage queues c for b in the batch, as Send would queue it for b at once.

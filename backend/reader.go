@@ -463,6 +463,7 @@ func (s *sock) complete(done []*Call, bytes int64) {
 			n--
 			continue
 		}
+		call.replied = now
 		lat.observe(now.Sub(call.start))
 		switch call.Reply.Kind {
 		case codec.ReplyFailure:

@@ -73,6 +73,10 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 	b := s.c.b
 	deadline := earliest(batch)
 	first, n := batch[0].deadline, int64(len(batch))
+	now := time.Now() // one clock read per write; Call.Times reports it
+	for _, call := range batch {
+		call.sent = now
+	}
 	s.mu.Lock()
 	if s.dead.Load() {
 		s.mu.Unlock()

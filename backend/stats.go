@@ -64,6 +64,22 @@ func bucket(d time.Duration) int {
 	return i
 }
 
+// Observe counts d in h.
+func (h *Histogram) Observe(d time.Duration) {
+	h.Counts[bucket(d)].Add(1)
+	h.Sum.Add(int64(d))
+}
+
+// Add adds n observations of d's bucket, and sum to the sum: what a
+// caller that gathers a batch's observations adds at once.
+func (h *Histogram) Add(bucket int, n, sum int64) {
+	h.Counts[bucket].Add(n)
+	h.Sum.Add(sum)
+}
+
+// Bucket returns the index in Histogram.Counts that d counts in.
+func Bucket(d time.Duration) int { return bucket(d) }
+
 // observations are durations recorded together, then added to a
 // Histogram at once: the replies of one read add to each bucket they
 // fall in once, rather than twice per reply.

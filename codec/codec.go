@@ -447,6 +447,33 @@ type ClusterNode struct {
 	Self  bool     // the proxy asked
 }
 
+// SlowEntry is one request of a pool's slowlog, as a dialect shows it
+// (Redis's SLOWLOG GET, memcache's "stats slowlog").
+type SlowEntry struct {
+	ID      int64         // numbers entries over the slowlog's life
+	Time    time.Time     // when the request was read
+	Took    time.Duration // from read to its reply handed to the client
+	Command string        // the request's name
+	Key     []byte        // its first key, cut; nil for none
+	Wire    []byte        // the request as the client sent it, cut
+	Client  string        // the client's address
+	Backend string        // the server of its slowest backend call, "" for none
+	// Where the time went: in the proxy before the request was queued,
+	// queued for the server's socket, at the server, in the proxy after.
+	In, Queued, Server, Out time.Duration
+}
+
+// SlowlogEnv is implemented by an Env with a slowlog (every pool of the
+// proxy). Dialects type-assert for it.
+type SlowlogEnv interface {
+	// Slowlog returns up to n entries, newest first (n < 0: all).
+	Slowlog(n int) []SlowEntry
+	// SlowlogLen returns how many entries the slowlog holds.
+	SlowlogLen() int
+	// SlowlogReset empties the slowlog.
+	SlowlogReset()
+}
+
 // VersionEnv is implemented by an Env that knows the version of the
 // servers behind the pool: memcache's "version" answers it (clients read
 // it to decide which of the server's features to use), while

@@ -75,6 +75,13 @@ const (
 	// server has told its own (key default_version): the memcached release
 	// whose replies the proxy's memcache dialect matches.
 	DefaultVersion = "1.6.18"
+	// DefaultSlowlogThreshold is the total time from which a pool's
+	// request is kept in its slowlog (key slowlog_threshold), Redis's
+	// slowlog-log-slower-than.
+	DefaultSlowlogThreshold = 10 * time.Millisecond
+	// DefaultSlowlogMaxLen is how many slow requests a pool's slowlog
+	// keeps (key slowlog_max_len), Redis's slowlog-max-len.
+	DefaultSlowlogMaxLen = 128
 )
 
 // MaxServerConnections bounds server_connections. twemproxy opens its
@@ -457,6 +464,22 @@ type Pool struct {
 	// Parse sets DefaultVersion (1.6.18); for a Pool built by hand ""
 	// means that default. Only a memcache pool may set it.
 	DefaultVersion string
+
+	// SlowlogThreshold is the time from reading a request to handing its
+	// reply to the client's socket from which the request is kept in the
+	// pool's slowlog (key slowlog_threshold, in milliseconds, at least 1,
+	// default 10 ms). SlowlogMaxLen is how many the slowlog keeps, newest
+	// first (key slowlog_max_len, 0 to MaxSlowlogLen, default 128; 0
+	// turns the slowlog off). Every kind of pool has one; for a Pool
+	// built by hand 0 and 0 mean none.
+	SlowlogThreshold time.Duration
+	SlowlogMaxLen    int
+
+	// HotKeys is how many of its most requested keys over the last 10
+	// seconds the pool reports (key hot_keys, 0 to MaxHotKeys; 0, the
+	// default, counts none: counting costs a lock and a sketch update
+	// per request).
+	HotKeys int
 
 	// NearCache is the size in MiB of a native memcache pool's near
 	// cache (key near_cache, a shardproxy extension, 0 to MaxNearCache;

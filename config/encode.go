@@ -57,6 +57,7 @@ var marshalOrder = []string{
 	"near_cache", "near_cache_ttl", "near_cache_fill", "delete_spool", "read_from",
 	"redis_cluster", "cluster_refresh", "active_req_limit",
 	"buffer_memory_limit", "max_keys", "blocking_connections",
+	"slowlog_threshold", "slowlog_max_len", "hot_keys",
 
 	"redis_auth_user", "tls_cert", "tls_key", "tls_client_ca",
 	"server_tls", "server_tls_ca", "server_tls_cert", "server_tls_key",
@@ -189,6 +190,7 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%d %d %q\n", p.NearCache, p.NearCacheTTL, p.NearCacheFill)
 	fmt.Fprintf(h, "%d %d %d %d\n", p.ActiveReqLimit, p.BufferMemoryLimit, p.MaxKeys, p.BlockingConnections)
 	fmt.Fprintf(h, "%d %d\n", p.HealthCheckInterval, p.HealthCheckTimeout)
+	fmt.Fprintf(h, "%d %d %d\n", p.SlowlogThreshold, p.SlowlogMaxLen, p.HotKeys)
 	fmt.Fprintf(h, "%t %q %d\n", p.RedisCluster, p.ReadFrom, p.ClusterRefresh)
 	fmt.Fprintf(h, "%q %q %q %q\n", p.RedisAuthUser, p.TLSCert, p.TLSKey, p.TLSClientCA)
 	fmt.Fprintf(h, "%t %q %q %q %q %t\n", p.ServerTLS, p.ServerTLSCA, p.ServerTLSCert, p.ServerTLSKey,

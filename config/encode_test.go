@@ -321,6 +321,9 @@ const everyKey = `mc:
   backlog: 100
   client_connections: 10
   redis: false
+  slowlog_threshold: 25
+  slowlog_max_len: 16
+  hot_keys: 5
   preconnect: true
   auto_eject_hosts: true
   server_connections: 2

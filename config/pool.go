@@ -77,7 +77,7 @@ func omitAt[T comparable](k poolKey, field func(*Pool) *T, values []T) poolKey {
 // of a sharded redis pool (pool_sentinel.go), servers_from (pool_dns.go), and delete_spool (pool_spool.go). Each kind's rules
 // (KindRules, in the kind's package) say what it does with the keys of
 // the others.
-var poolKeys = joinKeys(commonKeys, nativeKeys, nearKeys, clusterKeys, replicaKeys, luaKeys, securityKeys, sentinelKeys, dnsKeys, spoolKeys, routeKeys)
+var poolKeys = joinKeys(commonKeys, nativeKeys, nearKeys, clusterKeys, replicaKeys, luaKeys, securityKeys, sentinelKeys, dnsKeys, spoolKeys, routeKeys, slowlogKeys)
 
 // joinKeys merges key tables; a key in two of them is a programming error.
 func joinKeys(tables ...map[string]poolKey) map[string]poolKey {
@@ -173,6 +173,8 @@ func newPool(name string, line int) *Pool {
 		ServerProtocol:      DefaultServerProtocol,
 		BlockingConnections: DefaultBlockingConnections,
 		DefaultVersion:      DefaultVersion,
+		SlowlogThreshold:    DefaultSlowlogThreshold,
+		SlowlogMaxLen:       DefaultSlowlogMaxLen,
 	}
 }
 

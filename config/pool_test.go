@@ -143,6 +143,9 @@ var builtKeys = map[string]func(p *Pool){
 	"buffer_memory_limit":   func(p *Pool) { p.BufferMemoryLimit = 1 },
 	"max_keys":              func(p *Pool) { p.MaxKeys = 1 },
 	"default_version":       func(p *Pool) { p.DefaultVersion = "1.4.0" },
+	"slowlog_threshold":     func(p *Pool) { p.SlowlogThreshold = time.Second },
+	"slowlog_max_len":       func(p *Pool) { p.SlowlogMaxLen = 1 },
+	"hot_keys":              func(p *Pool) { p.HotKeys = 1 },
 	"blocking_connections":  func(p *Pool) { p.BlockingConnections = 1 },
 
 	"hash":            func(p *Pool) { p.Hash = "md5" },

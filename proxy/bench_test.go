@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"shardproxy/internal/testserver"
+	"shardproxy/observe"
 )
 
 // benchPipeline runs b.N gets of a 100-byte value through the proxy (or
@@ -98,3 +100,33 @@ func BenchmarkGetLuaV2P1(b *testing.B)      { benchLuaV2(b, 1, "") }
 func BenchmarkGetLuaV2MetaP1(b *testing.B)  { benchLuaV2(b, 1, "  server_protocol: meta\n") }
 func BenchmarkGetLuaV2P16(b *testing.B)     { benchLuaV2(b, 16, "") }
 func BenchmarkGetLuaV2MetaP16(b *testing.B) { benchLuaV2(b, 16, "  server_protocol: meta\n") }
+
+// BenchmarkGetProxyP16Tap* are BenchmarkGetProxyP16 while a tap client
+// follows the pool with a key pattern: Miss's matches none of the load's
+// keys (each request is still recorded and matched), Hit's matches every
+// one, and its reader takes every line.
+func BenchmarkGetProxyP16TapMiss(b *testing.B) { benchTap(b, "user:*") }
+func BenchmarkGetProxyP16TapHit(b *testing.B)  { benchTap(b, "ben*") }
+
+func benchTap(b *testing.B, pattern string) {
+	mc := testserver.StartMemcached(b)
+	srv, addr := startProxy(b, fmt.Sprintf("mc:\n  listen: 127.0.0.1:0\n  timeout: 5000\n  servers:\n    - %s:1\n", mc.Addr), "mc")
+	sub, err := srv.Tap().Subscribe(observe.Filter{Key: pattern})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lines := make(chan int)
+	go func() {
+		n := 0
+		var buf []byte
+		for ok := true; ok; {
+			buf, ok = sub.Next(buf[:0])
+			n += bytes.Count(buf, []byte("\n"))
+		}
+		lines <- n
+	}()
+	benchGets(b, addr, 50, 16)
+	b.StopTimer()
+	sub.Close()
+	b.ReportMetric(float64(<-lines)/float64(b.N), "lines/op")
+}

@@ -130,10 +130,10 @@ func fdOf(nc net.Conn) int {
 	return fd
 }
 
-// viewRead notes a read for CLIENT LIST: its time, and the command of the
-// last request it held (*cmd; -1: none whole).
+// viewRead notes a read for CLIENT LIST: its time (readAt), and the
+// command of the last request it held (*cmd; -1: none whole).
 func (s *session) viewRead(cmd *int) {
-	s.view.lastAt.Store(time.Now().UnixNano())
+	s.view.lastAt.Store(s.readAt.UnixNano())
 	if *cmd >= 0 {
 		s.view.lastCmd.Store(int32(*cmd))
 	}

@@ -152,7 +152,8 @@ func (p *pool) badBackends() []codec.Stat {
 }
 
 // Section implements codec.SectionEnv: "proxybe" gives the backends
-// marked bad (stats proxybe), "proxy" gives memcached proxy's
+// marked bad (stats proxybe), "slowlog" the pool's slowlog (stats
+// slowlog, slowlog.go), "hotkeys" its hot keys, "proxy" gives memcached proxy's
 // counter names (stats proxy, INFO proxy), its cmd_ counters since the
 // last "stats reset" and the router's own lines of it; "settings" the
 // pool's settings (stats settings);
@@ -166,6 +167,10 @@ func (p *pool) Section(name string) ([]codec.Stat, bool) {
 		return p.settings(), true
 	case "proxybe":
 		return p.badBackends(), true
+	case "slowlog":
+		return p.slowlogSection(), true
+	case "hotkeys":
+		return p.hotSection(), true
 	case "proxy":
 	case "":
 		return nil, false

@@ -3,6 +3,7 @@ package proxy
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"shardproxy/route"
 )
@@ -17,6 +18,7 @@ type pending struct {
 	pool    *pool       // the pool that routed it: its dialect words the reply
 	counted bool        // in the pool's Active and Buffered counts
 	ready   atomic.Bool // answered: the writer may write it
+	readAt  time.Time   // when the read that brought it arrived
 }
 
 var pendingPool sync.Pool
@@ -46,6 +48,7 @@ func (p *pending) reset() {
 	p.sess = nil
 	p.pool = nil
 	p.counted = false
+	p.readAt = time.Time{}
 	p.Exchange.Clear()
 }
 

@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/config"
 	"shardproxy/kind"
+	"shardproxy/observe"
 	"shardproxy/route"
 
 	// Dialects register themselves with codec.
@@ -35,6 +37,7 @@ type pool struct {
 	routing  atomic.Int64           // sessions routing a request with this pool right now
 	inflight atomic.Int64           // requests routed with this pool, not yet written
 	bound    atomic.Pointer[string] // the listener's address, once it serves
+	slow     time.Duration          // the slowlog's threshold; 0: no slowlog (observe.go)
 	log      *slog.Logger
 
 	stats *poolStats // kept across reloads for a pool of the same name
@@ -64,6 +67,9 @@ type poolStats struct {
 
 	// router keeps the router's counters whole across reloads.
 	router kind.Counters
+
+	// obs are the pool's slowlog and its commands' latency (observe.go).
+	obs observe.Pool
 
 	// base holds the counters "stats reset" reset, as they were then:
 	// the memcache stats command shows them less these (see shown).
@@ -124,6 +130,13 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 		p.stats = old.stats // counters are cumulative across reloads
 	} else if ps := srv.removedStats(pc.Name); ps != nil && !b.check {
 		p.stats = ps // a pool a reload removed comes back: it counts on
+	}
+	if pc.SlowlogMaxLen > 0 {
+		p.slow = pc.SlowlogThreshold
+	}
+	if !b.check {
+		p.stats.obs.Slowlog.Configure(p.slow, pc.SlowlogMaxLen)
+		p.stats.obs.ConfigureHot(pc.HotKeys)
 	}
 	var err error
 	if p.tls, err = listenTLS(cfg, pc); err != nil {

@@ -13,6 +13,7 @@ import (
 	"shardproxy/backend"
 	"shardproxy/codec"
 	"shardproxy/config"
+	"shardproxy/observe"
 	"shardproxy/route"
 )
 
@@ -79,6 +80,7 @@ type Server struct {
 	backends backend.Registry
 
 	members atomic.Pointer[fleetMembers] // SetFleetMembers's (clusterview.go)
+	tap     observe.Tap                  // every pool's requests, to the subscribers of Tap
 
 	mu        sync.Mutex      // serialises Start, Reload, SetRing and Shutdown; guards the fields below
 	removed   []*poolStats    // of pools a reload removed, the latest last (removedPools at most)

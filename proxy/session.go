@@ -65,6 +65,8 @@ type session struct {
 	line     partLine       // the request being cut into parts (reader only)
 	env      localEnv       // a local command's env, while it is answered (reader only; clients.go)
 	view     sessionView    // what CLIENT LIST shows of it (clients.go)
+	readAt   time.Time      // when the current read arrived (reader only; observe.go)
+	addr     string         // the client's address, once a record named it (writer only)
 
 	// outstanding counts requests queued and not yet written; switchPool
 	// waits for it to reach zero (see drainWait).
@@ -225,6 +227,8 @@ func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 	defer s.leave()
 	defer s.batch.Flush() // every call routed from buf goes out, then leave
 	defer s.pushStaged()  // counted, and with the writer, before any reply arrives
+	s.readAt = time.Now() // one clock reading per read: its requests' start (observe.go), CLIENT LIST's idle
+	s.batch.Start(s.readAt)
 	start, cmd := 0, -1
 	defer s.viewRead(&cmd)
 	for start < len(buf) && !s.closing.Load() {
@@ -289,6 +293,7 @@ func (s *session) nextPending() *pending {
 	p := s.newPending()
 	p.pool = s.p
 	p.sess = s
+	p.readAt = s.readAt
 	if s.need > bigRequest && cap(p.Req.Buf) < s.need {
 		// A big request: the parser copies it into a recycled buffer.
 		backend.PutBuffer(p.Req.Buf)

@@ -6,6 +6,7 @@ import (
 	"shardproxy/backend"
 	"shardproxy/cluster"
 	"shardproxy/config"
+	"shardproxy/observe"
 	"shardproxy/route"
 )
 
@@ -25,6 +26,8 @@ type Stats struct {
 	Fleet *FleetState
 	// Drain is the drain's state and totals (Drain).
 	Drain DrainStats
+	// Tap are the tap's counters: subscribers, lines, lines dropped.
+	Tap   observe.TapStats
 	Pools []PoolStats
 }
 
@@ -59,6 +62,15 @@ type PoolStats struct {
 	// pools.
 	Ring    *Ring
 	Servers []ServerStats
+	// Commands is the latency of each command the pool's clients sent,
+	// from read to written, by command name (observe.Commands).
+	Commands []observe.CommandLatency
+	// SlowRequests counts the requests the pool's slowlog took, over its
+	// life (observe.Slowlog.Added).
+	SlowRequests int64
+	// HotKeys are the pool's most requested keys over the last
+	// observe.HotWindow, most requested first; nil without hot_keys.
+	HotKeys []observe.HotKey
 }
 
 // SlotRange is a run of consecutive Redis Cluster slots one master serves.
@@ -138,6 +150,7 @@ func (s *Server) Stats() Stats {
 		SplicedReplies:   backend.SplicedReplies(),
 		Fleet:            s.fleet.Load(),
 		Drain:            s.drainStats(),
+		Tap:              s.tap.Stats(),
 	}
 	for _, p := range s.currentPools() {
 		st.Pools = append(st.Pools, p.snapshot())
@@ -158,6 +171,9 @@ func (p *pool) snapshot() PoolStats {
 		ForwardError:      p.stats.ForwardError.Load(),
 		Fragments:         p.stats.Fragments.Load(),
 		Requests:          p.stats.Requests.Load(),
+		Commands:          p.stats.obs.Commands.Snapshot(),
+		SlowRequests:      p.stats.obs.Slowlog.Added(),
+		HotKeys:           p.hotKeys(),
 		ProtocolErrors:    p.stats.ProtocolErrors.Load(),
 		Router:            p.routerStats(),
 		Source:            p.srv.sourceStats(p.cfg.Name),

@@ -316,6 +316,8 @@ func (w *writer) takeHead(n int) []*pending {
 // buffers are released. It reports whether the client is gone now.
 func (s *session) writeBatch(batch []*pending, broken, blocking bool) bool {
 	outHolder, out := getOut()
+	now := time.Now() // the batch's replies are written now (observe.go)
+	var lat latencyTally
 	var tally lookupTally
 	var heldDone int64
 	var pl *pool // the pool of the last run of batch, and its length
@@ -353,6 +355,7 @@ func (s *session) writeBatch(batch []*pending, broken, blocking bool) bool {
 				out, broken = s.quit(out, blocking), true
 			}
 		}
+		lat.observe(s, p, now)
 		release(p)
 		heldDone += p.ReplyBytes()
 		inPool++
@@ -363,6 +366,7 @@ func (s *session) writeBatch(batch []*pending, broken, blocking bool) bool {
 		pl.inflight.Add(-inPool)
 		tally.flush(pl)
 	}
+	lat.flush()
 	// Once per batch: both counters are shared with the reader's core.
 	s.held.Add(-heldDone)
 	if parts > 0 {

@@ -107,6 +107,9 @@ const (
 	localClusterInfo
 	localClusterMyID
 	localClusterKeyslot
+	localSlowlogGet
+	localSlowlogLen
+	localSlowlogReset
 )
 
 // command is one row of the command table (commands_gen.go).

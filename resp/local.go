@@ -37,6 +37,8 @@ func (p *parser) local(frame []byte, req *codec.Request, cmd int, c *command) (i
 	switch {
 	case c.local == localHello:
 		req.Arg = int(p.id)
+	case c.local == localSlowlogGet:
+		req.Arg = p.slowN
 	case len(out) > 0:
 		req.Arg = len(b)
 		req.Buf = append(b, out...)
@@ -91,6 +93,10 @@ func (p *parser) localReply(c *command) (out []byte, errReply string) {
 	case localClusterOK, localClusterSlots, localClusterShards, localClusterNodes, localClusterInfo,
 		localClusterMyID, localClusterKeyslot:
 		return p.clusterReply(out, c.local), ""
+	case localSlowlogGet:
+		return out, p.slowlogCount()
+	case localSlowlogLen, localSlowlogReset:
+		return out, "" // AppendLocal asks the pool
 	}
 	out, errReply = p.sessionReply(out, c.local)
 	p.publish()
@@ -275,6 +281,8 @@ func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byt
 		return appendClients(dst, req, c.local, env)
 	case c.local >= localClusterSlots && c.local <= localClusterKeyslot:
 		return appendCluster(dst, req, c.local, env)
+	case c.local == localSlowlogGet || c.local == localSlowlogLen || c.local == localSlowlogReset:
+		return appendSlowlog(dst, c.local, req.Arg, env)
 	case req.Arg > 0 && req.Arg < len(req.Buf):
 		return append(dst, req.Buf[req.Arg:]...)
 	}

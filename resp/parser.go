@@ -48,6 +48,7 @@ type parser struct {
 	authed bool
 	id     int64
 	name   []byte                   // CLIENT SETNAME
+	slowN  int                      // SLOWLOG GET's count, for AppendLocal (slowlog.go)
 	proto  uint8                    // 3 after HELLO 3, else 0 (RESP2): codec.Request.Proto
 	shared atomic.Pointer[identity] // name and proto, for CLIENT LIST on any goroutine (clients.go)
 	aware  bool                     // asked for the cluster's map (clusterview.go)

@@ -64,6 +64,7 @@ type Exchange struct {
 	left  atomic.Int32
 
 	call       backend.Call       // the one call of Send
+	sentTo     *backend.Backend   // where Send sent it
 	calls      []backend.Call     // the calls of FanOut
 	backs      []*backend.Backend // where each of calls went, to name them to Merge
 	subs       []*codec.Request
@@ -100,6 +101,7 @@ func (x *Exchange) Clear() {
 	x.Tap = nil
 	x.after = nil
 	x.call = backend.Call{}
+	x.sentTo = nil
 	clear(x.calls)
 	x.calls = x.calls[:0]
 	clear(x.backs)
@@ -154,7 +156,24 @@ func (x *Exchange) Send(b *backend.Backend) {
 	x.call.Splice = x.Pipes != nil && x.Tap == nil &&
 		(x.Req.Mode == codec.ModeNormal || x.Req.Mode == codec.ModeRewrite)
 	x.call.Pipes = x.Pipes
+	x.sentTo = b
 	x.stage(b, &x.call)
+}
+
+// EachCall calls fn with each backend call x made, once answered: Send's
+// or SendOn's (whose backend is nil: a dedicated socket's), or FanOut's in
+// order. A request's record (package observe) reads them.
+func (x *Exchange) EachCall(fn func(b *backend.Backend, c *backend.Call)) {
+	if x.call.Req != nil {
+		fn(x.sentTo, &x.call)
+	}
+	for i := range x.calls {
+		var b *backend.Backend
+		if i < len(x.backs) {
+			b = x.backs[i]
+		}
+		fn(b, &x.calls[i])
+	}
 }
 
 // SendOn answers x with the reply to x.Req on d, a socket dedicated to

@@ -129,7 +129,12 @@ type Watcher struct {
 	buf     []byte
 	skipped uint64
 	closed  bool
+	dropped atomic.Uint64 // every line skipped, over the watcher's life
 }
+
+// Dropped returns how many lines the watcher has lost because its client
+// read too slowly, over its life.
+func (w *Watcher) Dropped() uint64 { return w.dropped.Load() }
 
 // offer appends line unless it does not fit, which counts it as skipped.
 func (w *Watcher) offer(line []byte) {
@@ -145,6 +150,7 @@ func (w *Watcher) offer(line []byte) {
 	}
 	if len(w.buf)+len(skip)+len(line) > WatchBuffer {
 		w.skipped++
+		w.dropped.Add(1)
 		w.mu.Unlock()
 		return
 	}

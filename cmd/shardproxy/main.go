@@ -107,6 +107,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "fleet" {
 		return fleetCommand(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "tap" {
+		return tapCommand(args[1:], stdout, stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		if err == flag.ErrHelp {

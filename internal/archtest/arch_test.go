@@ -47,6 +47,11 @@ var layers = map[string]rule{
 	// route is the Router contract every way of answering a pool's
 	// requests implements, and the Exchange a session hands them.
 	"route": {parts: []string{"codec", "backend"}},
+	// observe is the per-request record and its views (slowlog, tap,
+	// latency per command, hot keys); the tap's key patterns are
+	// tidwall/match's, the hot keys' sketches BoomFilters'.
+	"observe": {parts: []string{"codec", "backend", "route"}, external: []string{"github.com/tidwall/match",
+		"github.com/tylertreat/BoomFilters"}},
 	// config reads a configuration into the model every kind reads.
 	"config": {parts: []string{"sharding", "codec"}, external: []string{"gopkg.in/yaml.v3"}},
 	// kind is the contract between the proxy and its pool kinds: it
@@ -77,10 +82,10 @@ var layers = map[string]rule{
 	// proxy imports every kind in one place (kinds.go), and cluster for
 	// a Redis Cluster pool's stats.
 	"proxy": {parts: []string{"codec", "memcache", "resp", "backend", "route", "config", "kind",
-		"shard", "cluster", "lua", "combine"}},
+		"shard", "cluster", "lua", "combine", "observe"}},
 	// admin renders the running config (config.Marshal, the admin section)
 	// and tells a config error from other reload failures.
-	"admin": {parts: []string{"proxy", "config"}, external: []string{"github.com/prometheus/"}},
+	"admin": {parts: []string{"proxy", "config", "observe"}, external: []string{"github.com/prometheus/"}},
 	// dnspool resolves a pool's servers_from into servers, for the
 	// command to hand the proxy; it knows the configuration only.
 	"dnspool": {parts: []string{"config"}, external: []string{"github.com/miekg/dns"}},
@@ -89,7 +94,7 @@ var layers = map[string]rule{
 	// of its own, never importing it.
 	"fleet": {parts: []string{"config"}, external: []string{"go.etcd.io/etcd/client/v3", "go.etcd.io/etcd/api/v3/",
 		"go.uber.org/zap", "google.golang.org/grpc"}},
-	"cmd/shardproxy": {parts: []string{"proxy", "config", "admin", "dnspool", "fleet"}},
+	"cmd/shardproxy": {parts: []string{"proxy", "config", "admin", "dnspool", "fleet", "observe"}},
 	// proc is the one supervisor of real server processes: testserver
 	// builds the tests' servers on it, soak and bench run their fleets
 	// with it.

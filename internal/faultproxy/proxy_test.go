@@ -676,3 +676,23 @@ func TestListen(t *testing.T) {
 	defer p.Close()
 	roundTrip(t, dialProxy(t, p), "x")
 }
+
+// TestSpike: a share of the chunks is delayed by SpikeBy, the rest pass
+// at once.
+func TestSpike(t *testing.T) {
+	r := startRecorder(t)
+	p := New(t, r.ln.Addr().String())
+	nc := dialProxy(t, p)
+	p.Set(Downstream, Toxic{Spike: 0.5, SpikeBy: 60 * time.Millisecond})
+	slow, fast := 0, 0
+	for i := 0; i < 40 && (slow == 0 || fast == 0); i++ {
+		if d := roundTrip(t, nc, "x"); d >= 60*time.Millisecond {
+			slow++
+		} else {
+			fast++
+		}
+	}
+	if slow == 0 || fast == 0 {
+		t.Fatalf("spike on half the chunks: %d slow, %d fast", slow, fast)
+	}
+}

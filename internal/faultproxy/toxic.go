@@ -41,6 +41,12 @@ type Toxic struct {
 	// Jitter varies Latency by a uniform amount in [-Jitter, +Jitter]
 	// (never below zero).
 	Jitter time.Duration
+	// Spike adds SpikeBy to the delay of a share of the chunks, chosen at
+	// random (0.01: one in a hundred): a server slow now and then. With
+	// one request per chunk (a client that waits for each reply), that
+	// share of the requests.
+	Spike   float64
+	SpikeBy time.Duration
 	// Rate caps the direction at this many bytes per second; 0 is no cap.
 	Rate int
 	// Slice splits every write into writes of at most Slice bytes (1: a
@@ -200,6 +206,9 @@ func (p *Proxy) snapshot(dir Direction) (Toxic, time.Duration) {
 	d := t.Latency
 	if t.Jitter > 0 {
 		d += time.Duration(p.rng.Int64N(int64(2*t.Jitter)+1)) - t.Jitter
+	}
+	if t.Spike > 0 && p.rng.Float64() < t.Spike {
+		d += t.SpikeBy
 	}
 	return t, max(d, 0)
 }

@@ -249,6 +249,9 @@ var overrides = map[string]override{
 	"latency":                 {class: container, subReason: rAdmin},
 	"module":                  {class: container, subReason: rAdmin},
 	"slowlog":                 {class: container, subReason: rAdmin},
+	"slowlog|get":             {class: local, local: "localSlowlogGet"}, // the pool's slowlog
+	"slowlog|len":             {class: local, local: "localSlowlogLen"},
+	"slowlog|reset":           {class: local, local: "localSlowlogReset"},
 }
 
 // extra are commands the reference redis-server lacks but clients send:

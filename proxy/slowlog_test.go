@@ -1,0 +1,190 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"shardproxy/internal/faultproxy"
+	"shardproxy/internal/testserver"
+)
+
+// TestSlowlogRedis: one of a Redis pool's two servers answers 1% of its
+// requests 50 ms late. The pool's slowlog keeps those requests, names
+// that server and the time spent at it, and go-redis reads them with
+// SLOWLOG GET in Redis's format; SLOWLOG LEN and RESET work on it.
+func TestSlowlogRedis(t *testing.T) {
+	slow, fast := testserver.StartRedis(t), testserver.StartRedis(t)
+	fp := faultproxy.New(t, slow.Addr)
+	fp.Set(faultproxy.Downstream, faultproxy.Toxic{Spike: 0.01, SpikeBy: 50 * time.Millisecond})
+	yaml := fmt.Sprintf("rd:\n  listen: 127.0.0.1:0\n  redis: true\n  slowlog_threshold: 25\n  slowlog_max_len: 16\n"+
+		"  servers:\n    - %s:1 slow\n    - %s:1 fast\n", fp.Addr(), fast.Addr)
+	srv, addr := startProxy(t, yaml, "rd")
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1, PoolSize: 1})
+	t.Cleanup(func() { rdb.Close() })
+
+	// The spikes: entries of the slowed server with 50ms at it. A busy
+	// machine (-race) may make other requests slow too; those the proxy
+	// took the time of (not at a server) are told apart by their phases.
+	spikes := func() (n int) {
+		for _, e := range srv.Slowlogs(-1)[0].Entries {
+			if _, _, server, _ := e.Phases(); server >= 45*time.Millisecond {
+				if e.Backend != "slow" {
+					t.Errorf("entry %d: %v at server %q, which no fault slows", e.ID, server, e.Backend)
+				}
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	n := 0
+	for ; time.Now().Before(deadline); n++ {
+		if err := rdb.Get(ctx, fmt.Sprintf("key:%d", n)).Err(); err != redis.Nil {
+			t.Fatalf("get: %v", err)
+		}
+		if n%100 == 99 && spikes() >= 3 {
+			break
+		}
+	}
+	logs, err := rdb.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		t.Fatalf("SLOWLOG GET: %v", err)
+	}
+	t.Logf("%d requests, %d slow, %d slowed by the server", n, len(logs), spikes())
+	if spikes() < 3 {
+		t.Fatalf("after %d requests the slowlog holds %d entries of the slowed server, want 3", n, spikes())
+	}
+	for i, e := range logs {
+		if e.Duration < 25*time.Millisecond || e.Duration > 5*time.Second {
+			t.Errorf("entry %d: duration %v", i, e.Duration)
+		}
+		if len(e.Args) != 2 || e.Args[0] != "get" || !strings.HasPrefix(e.Args[1], "key:") {
+			t.Errorf("entry %d: args %q", i, e.Args)
+		}
+		if !strings.HasPrefix(e.ClientAddr, "127.0.0.1:") {
+			t.Errorf("entry %d: client %q", i, e.ClientAddr)
+		}
+		if since := time.Since(e.Time); since < 0 || since > time.Minute {
+			t.Errorf("entry %d: time %v", i, e.Time)
+		}
+		if i > 0 && e.ID >= logs[i-1].ID {
+			t.Errorf("entry %d: id %d after %d: not newest first", i, e.ID, logs[i-1].ID)
+		}
+	}
+	if got, _ := rdb.SlowLogGet(ctx, 1).Result(); len(got) != 1 || got[0].ID != logs[0].ID {
+		t.Errorf("SLOWLOG GET 1: %v", got)
+	}
+	if err := rdb.Do(ctx, "SLOWLOG", "RESET").Err(); err != nil {
+		t.Fatalf("SLOWLOG RESET: %v", err)
+	}
+	if n := slowlogLen(t, rdb); n != 0 {
+		t.Errorf("SLOWLOG LEN after RESET: %d", n)
+	}
+	if err := rdb.Do(ctx, "SLOWLOG", "GET", "x").Err(); err == nil || !strings.Contains(err.Error(), "not an integer") {
+		t.Errorf("SLOWLOG GET x: %v", err)
+	}
+}
+
+// TestSlowlogMemcache: "stats slowlog" lists a memcache pool's slow
+// requests with the server that took the time.
+func TestSlowlogMemcache(t *testing.T) {
+	mc := testserver.StartMemcached(t)
+	fp := faultproxy.New(t, mc.Addr)
+	yaml := fmt.Sprintf("mc:\n  listen: 127.0.0.1:0\n  slowlog_threshold: 20\n  servers:\n    - %s:1 late\n", fp.Addr())
+	srv, addr := startProxy(t, yaml, "mc")
+	c := dial(t, addr)
+	c.do("get warm\r\n") // the socket is up before the toxic
+	srv.ResetSlowlog("") // its dial may have been slow
+	fp.Latency(faultproxy.Downstream, 40*time.Millisecond, 0)
+	if got := c.do("get user:1\r\n"); got != "END\r\n" {
+		t.Fatalf("get: %q", got)
+	}
+	fp.Clear()
+	c.send("stats slowlog\r\n")
+	var lines []string
+	for {
+		l := c.line()
+		if l == "END" || l == "ERROR" {
+			break
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) != 3 || lines[0] != "STAT slowlog_len 1" || lines[1] != "STAT slowlog_threshold_us 20000" {
+		t.Fatalf("stats slowlog:\n%s", strings.Join(lines, "\n"))
+	}
+	e := lines[2]
+	if !regexp.MustCompile(`^STAT [0-9]+ time=[0-9]+\.[0-9]{6} us=`).MatchString(e) {
+		t.Errorf("entry %q", e)
+	}
+	for _, want := range []string{" time=", " cmd=get key=user:1 backend=late client=127.0.0.1:", " server_us="} {
+		if !strings.Contains(e, want) {
+			t.Errorf("entry %q lacks %q", e, want)
+		}
+	}
+	var us, server int64
+	fmt.Sscanf(e[strings.Index(e, " us=")+1:], "us=%d", &us)
+	fmt.Sscanf(e[strings.Index(e, " server_us=")+1:], "server_us=%d", &server)
+	if us < 40000 || server < 39000 || server > us {
+		t.Errorf("entry %q: %dus in all, %dus at the server", e, us, server)
+	}
+}
+
+// slowlogLen asks SLOWLOG LEN (go-redis has no method for it).
+func slowlogLen(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	n, err := rdb.Do(context.Background(), "SLOWLOG", "LEN").Int64()
+	if err != nil {
+		t.Fatalf("SLOWLOG LEN: %v", err)
+	}
+	return n
+}
+
+// TestSlowlogReload: a reload keeps the pool's slowlog, a new
+// slowlog_max_len keeps its newest entries, and slowlog_max_len: 0 turns
+// it off.
+func TestSlowlogReload(t *testing.T) {
+	mc := testserver.StartMemcached(t)
+	fp := faultproxy.New(t, mc.Addr)
+	port := testserver.FreePort(t)
+	yaml := func(extra string) string {
+		return fmt.Sprintf("mc:\n  listen: 127.0.0.1:%d\n  slowlog_threshold: 20\n%s  servers:\n    - %s:1\n", port, extra, fp.Addr())
+	}
+	srv, reload := reloadable(t, yaml(""))
+	c := dial(t, fmt.Sprintf("127.0.0.1:%d", port))
+	c.do("get warm\r\n")
+	srv.ResetSlowlog("")
+	fp.Latency(faultproxy.Downstream, 30*time.Millisecond, 0)
+	for _, k := range []string{"a", "b", "c"} {
+		c.do("get " + k + "\r\n")
+	}
+	keys := func() (s string) {
+		for _, e := range srv.Slowlogs(-1)[0].Entries {
+			s += string(e.Key)
+		}
+		return s
+	}
+	if got := keys(); got != "cba" {
+		t.Fatalf("slowlog before the reload: %q", got)
+	}
+	if err := reload(yaml("  slowlog_max_len: 2\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(); got != "cb" {
+		t.Errorf("after a reload to 2 entries: %q", got)
+	}
+	if err := reload(yaml("  slowlog_max_len: 0\n")); err != nil {
+		t.Fatal(err)
+	}
+	c = dial(t, fmt.Sprintf("127.0.0.1:%d", port)) // on the new pool
+	c.do("get d\r\n")
+	if got := keys(); got != "" || srv.Slowlogs(-1)[0].Threshold != 0 {
+		t.Errorf("slowlog_max_len: 0 keeps %q", got)
+	}
+}
