@@ -79,7 +79,8 @@ type Server struct {
 	// each pool's router holds its own through a lease (see builder).
 	backends backend.Registry
 
-	tap observe.Tap // every pool's requests, to the subscribers of Tap
+	tap    observe.Tap               // every pool's requests, to the subscribers of Tap
+	tracer atomic.Pointer[tracerBox] // SetTracer's; nil: no tracing (observe.go)
 
 	mu        sync.Mutex      // serialises Start, Reload, SetRing and Shutdown; guards the fields below
 	removed   []*poolStats    // of pools a reload removed, the latest last (removedPools at most)
