@@ -210,7 +210,7 @@ func RedactedYAML(cfg *config.Config) ([]byte, error) {
 // write. Values are double-quoted; Go's escapes are YAML's for the ASCII
 // that addresses hold.
 func appendAdmin(b []byte, a config.Admin) []byte {
-	if a == (config.Admin{}) {
+	if a.StatsListen == "" && a.HTTPListen == "" && a.Token == "" && a.Traces.Endpoint == "" {
 		return b
 	}
 	b = append(b, config.AdminSection+":\n"...)
@@ -222,6 +222,12 @@ func appendAdmin(b []byte, a config.Admin) []byte {
 	}
 	if a.Token != "" {
 		b = fmt.Appendf(b, "  admin_token: %q\n", Redacted)
+	}
+	if t := a.Traces; t.Endpoint != "" {
+		b = fmt.Appendf(b, "  trace_endpoint: %q\n  trace_sample: %v\n  trace_slow: %v\n", t.Endpoint, t.Sample, !t.SlowOff)
+		if t.Service != "" {
+			b = fmt.Appendf(b, "  trace_service: %q\n", t.Service)
+		}
 	}
 	return b
 }

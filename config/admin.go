@@ -2,6 +2,10 @@ package config
 
 import (
 	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -9,7 +13,13 @@ import (
 // adminSection reads the top-level "shardproxy:" mapping.
 func (b *builder) adminSection(n *yaml.Node) {
 	const pool = AdminSection
-	b.sectionKeys(n, pool, "admin_listen, stats_listen and admin_token", func(k, v *yaml.Node) {
+	sampled := false
+	defer func() {
+		if t := &b.admin.Traces; t.Endpoint != "" && !sampled {
+			t.Sample = DefaultTraceSample
+		}
+	}()
+	b.sectionKeys(n, pool, "admin_listen, stats_listen, admin_token and trace_*", func(k, v *yaml.Node) {
 		if v.Kind != yaml.ScalarNode {
 			b.errs.add(v.Line, pool, k.Value, "must be a single value, not "+kindName(v))
 			return
@@ -31,10 +41,56 @@ func (b *builder) adminSection(n *yaml.Node) {
 			}
 		case "admin_token":
 			b.admin.Token = v.Value
+		case "trace_endpoint", "trace_sample", "trace_slow", "trace_service":
+			sampled = sampled || k.Value == "trace_sample"
+			if msg := setTrace(&b.admin.Traces, k.Value, v.Value); msg != "" {
+				b.errs.add(v.Line, pool, k.Value, msg)
+			}
 		default:
-			b.errs.add(k.Line, pool, k.Value, "unknown key; want admin_listen, stats_listen or admin_token")
+			b.errs.add(k.Line, pool, k.Value, "unknown key; want admin_listen, stats_listen, admin_token, trace_endpoint, trace_sample, trace_slow or trace_service")
 		}
 	})
+}
+
+// setTrace sets the trace_* key to s, or returns why it cannot.
+func setTrace(t *Traces, key, s string) string {
+	switch key {
+	case "trace_endpoint":
+		if msg := traceEndpoint(s); msg != "" {
+			return msg
+		}
+		t.Endpoint = s
+	case "trace_sample":
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(f >= 0 && f <= 1) {
+			return fmt.Sprintf("%q is no share between 0 and 1", s)
+		}
+		t.Sample = f
+	case "trace_slow":
+		if s != "true" && s != "false" {
+			return fmt.Sprintf("%q is not true or false", s)
+		}
+		t.SlowOff = s == "false"
+	case "trace_service":
+		t.Service = s
+	}
+	return ""
+}
+
+// traceEndpoint checks an OTLP/HTTP endpoint: an http(s) URL with a host,
+// or host:port.
+func traceEndpoint(s string) string {
+	if !strings.Contains(s, "://") {
+		if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
+			return fmt.Sprintf("%q is no URL (http://host:4318) or host:port", s)
+		}
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return fmt.Sprintf("%q is no http or https URL with a host", s)
+	}
+	return ""
 }
 
 // sectionKeys walks a top-level section that is no pool (shardproxy:,

@@ -147,7 +147,32 @@ type Admin struct {
 	// Token, when set, must be sent by HTTP admin clients as
 	// "Authorization: Bearer <token>" (key admin_token).
 	Token string
+	// Traces is where a sample of the requests goes as OpenTelemetry
+	// spans (keys trace_*); off when its Endpoint is "".
+	Traces Traces
 }
+
+// Traces configures the export of requests as OpenTelemetry spans over
+// OTLP/HTTP (package tracing).
+type Traces struct {
+	// Endpoint is the OTLP/HTTP receiver (key trace_endpoint): a URL
+	// ("http://collector:4318"; /v1/traces is added to a URL with no
+	// path) or host:port; "" turns tracing off.
+	Endpoint string
+	// Sample is the share of requests traced (key trace_sample, 0 to 1;
+	// default DefaultTraceSample).
+	Sample float64
+	// SlowOff leaves out the requests a pool's slowlog keeps, which are
+	// otherwise traced whatever Sample says (key trace_slow: false).
+	SlowOff bool
+	// Service is the spans' service.name (key trace_service; default
+	// "shardproxy").
+	Service string
+}
+
+// DefaultTraceSample is trace_sample's default: one request in a
+// thousand.
+const DefaultTraceSample = 0.001
 
 // Pool is one top-level entry of nutcracker.yml: a listening address and the
 // servers that keys arriving there are sharded over.

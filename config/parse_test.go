@@ -581,10 +581,24 @@ func TestAdminSection(t *testing.T) {
 	if c.Admin != (Admin{StatsListen: "127.0.0.1:22222", HTTPListen: "127.0.0.1:0", Token: "s3cret"}) || len(c.Pools) != 1 {
 		t.Fatalf("admin %+v, pools %d", c.Admin, len(c.Pools))
 	}
+	for in, want := range map[string]Traces{
+		"trace_endpoint: http://c:4318\n":                                         {Endpoint: "http://c:4318", Sample: DefaultTraceSample},
+		"trace_endpoint: c:4318\n  trace_sample: 0\n  trace_slow: false\n":        {Endpoint: "c:4318", SlowOff: true},
+		"trace_endpoint: https://c/x\n  trace_sample: 1\n  trace_service: edge\n": {Endpoint: "https://c/x", Sample: 1, Service: "edge"},
+	} {
+		c, err := Parse([]byte("shardproxy:\n  "+in+pool("")), "x.yml")
+		if err != nil || c.Admin.Traces != want {
+			t.Errorf("%q: %+v %v, want %+v", in, c.Admin.Traces, err, want)
+		}
+	}
 	for _, tc := range []struct{ in, want string }{
 		{"shardproxy:\n  bogus: 1\n", `x.yml:2: pool "shardproxy": bogus: unknown key`},
 		{"shardproxy:\n  stats_listen: /tmp/s\n", `x.yml:2: pool "shardproxy": stats_listen: must be host:port`},
 		{"shardproxy: 3\n", `x.yml:1: pool "shardproxy": must be a mapping`},
+		{"shardproxy:\n  trace_endpoint: collector\n", `x.yml:2: pool "shardproxy": trace_endpoint: "collector" is no URL`},
+		{"shardproxy:\n  trace_endpoint: ftp://c:21\n", `x.yml:2: pool "shardproxy": trace_endpoint: "ftp://c:21" is no http or https URL`},
+		{"shardproxy:\n  trace_sample: 1.5\n", `x.yml:2: pool "shardproxy": trace_sample: "1.5" is no share between 0 and 1`},
+		{"shardproxy:\n  trace_slow: yes\n", `x.yml:2: pool "shardproxy": trace_slow: "yes" is not true or false`},
 	} {
 		_, err := Parse([]byte(tc.in+pool("")), "x.yml")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -49,14 +49,15 @@ const MaxKey = 250
 // those of its slowest call, and Backend names that call's server. Traces
 // read the same fields.
 type Record struct {
-	Pool    string
-	Command string // as the dialect names it: "get", "client|setname"
-	Key     []byte // the first key, at most MaxKey bytes; nil for none
-	Keys    int    // how many keys the request has
-	Args    []byte // the request as the client sent it, cut (see MaxArgs)
-	Client  string // the client's address
-	Backend string // the server of the (slowest) backend call, "" for none
-	Calls   int    // backend calls the request made
+	Pool     string
+	Protocol string // the pool's dialect: "memcache", "redis"
+	Command  string // as the dialect names it: "get", "client|setname"
+	Key      []byte // the first key, at most MaxKey bytes; nil for none
+	Keys     int    // how many keys the request has
+	Args     []byte // the request as the client sent it, cut (see MaxArgs)
+	Client   string // the client's address
+	Backend  string // the server of the (slowest) backend call, "" for none
+	Calls    int    // backend calls the request made
 
 	Read, Queued, Sent, Replied, Written time.Time
 

@@ -17,6 +17,6 @@ func Checksum(cfg *config.Config) string {
 	for _, p := range cfg.Pools {
 		h.Write([]byte(p.Checksum()))
 	}
-	fmt.Fprintf(h, "%q %q %q\n", cfg.Admin.StatsListen, cfg.Admin.HTTPListen, cfg.Admin.Token)
+	fmt.Fprintf(h, "%q %q %q %+v\n", cfg.Admin.StatsListen, cfg.Admin.HTTPListen, cfg.Admin.Token, cfg.Admin.Traces)
 	return hex.EncodeToString(h.Sum(nil))
 }

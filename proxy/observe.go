@@ -47,9 +47,35 @@ func (t *latencyTally) observe(s *session, p *pending, now time.Time) {
 	}
 	slow := pl.slow > 0 && d >= pl.slow
 	tapped := pl.srv.tap.On() && pl.srv.tap.Wants(pl.cfg.Name, p.Req.Name, firstKey(&p.Req))
-	if slow || tapped {
-		s.record(p, now, slow, tapped)
+	var tr Tracer
+	if b := pl.srv.tracer.Load(); b != nil && b.t.Wants(slow) {
+		tr = b.t
 	}
+	if slow || tapped || tr != nil {
+		s.record(p, now, slow, tapped, tr)
+	}
+}
+
+// Tracer traces a sample of the requests (tracing.Tracer): Wants is asked
+// for each request answered (slow: its pool's slowlog keeps it), and
+// Export is given the record of each it wanted, after its reply is
+// written. Both run on the session's writer and must not block.
+type Tracer interface {
+	Wants(slow bool) bool
+	Export(r *observe.Record)
+}
+
+// tracerBox holds the server's Tracer (Server.SetTracer).
+type tracerBox struct{ t Tracer }
+
+// SetTracer makes t trace the requests answered from now on; nil stops
+// tracing. Safe for concurrent use.
+func (s *Server) SetTracer(t Tracer) {
+	if t == nil {
+		s.tracer.Store(nil)
+		return
+	}
+	s.tracer.Store(&tracerBox{t})
 }
 
 // firstKey is req's first key, nil for none.
@@ -88,16 +114,17 @@ func (t *latencyTally) flush() {
 }
 
 // record builds p's record, written at now, and hands it to the pool's
-// slowlog (slow) and to the tap (tapped).
-func (s *session) record(p *pending, now time.Time, slow, tapped bool) {
+// slowlog (slow), to the tap (tapped) and to the tracer (tr, if any).
+func (s *session) record(p *pending, now time.Time, slow, tapped bool, tr Tracer) {
 	pl := p.pool
 	r := observe.Record{
-		Pool:    pl.cfg.Name,
-		Command: p.Req.Name,
-		Keys:    len(p.Req.Keys),
-		Client:  s.clientAddr(),
-		Read:    p.readAt,
-		Written: now,
+		Pool:     pl.cfg.Name,
+		Protocol: pl.dialect.Name(),
+		Command:  p.Req.Name,
+		Keys:     len(p.Req.Keys),
+		Client:   s.clientAddr(),
+		Read:     p.readAt,
+		Written:  now,
 	}
 	if k := firstKey(&p.Req); k != nil {
 		r.Key = k[:min(len(k), observe.MaxKey)]
@@ -132,6 +159,9 @@ func (s *session) record(p *pending, now time.Time, slow, tapped bool) {
 	}
 	if tapped {
 		pl.srv.tap.Publish(&r)
+	}
+	if tr != nil {
+		tr.Export(&r)
 	}
 }
 

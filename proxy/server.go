@@ -81,6 +81,7 @@ type Server struct {
 
 	members atomic.Pointer[fleetMembers] // SetFleetMembers's (clusterview.go)
 	tap     observe.Tap                  // every pool's requests, to the subscribers of Tap
+	tracer  atomic.Pointer[tracerBox]    // SetTracer's; nil: no tracing (observe.go)
 
 	mu        sync.Mutex      // serialises Start, Reload, SetRing and Shutdown; guards the fields below
 	removed   []*poolStats    // of pools a reload removed, the latest last (removedPools at most)

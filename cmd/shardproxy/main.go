@@ -360,6 +360,9 @@ func start(o *options, cfg *config.Config, log *slog.Logger, h *handover, schedu
 		return nil, nil, false
 	}
 	op := newOperator(o, srv, log, dns, cfg, h.Listen)
+	if err := op.trace(cfg.Admin.Traces); err != nil {
+		log.Error("cannot trace", "err", err)
+	}
 	if errs := op.listen(cfg.Admin); len(errs) > 0 {
 		for _, err := range errs {
 			log.Error("cannot start admin", "err", err)

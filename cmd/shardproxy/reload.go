@@ -13,6 +13,7 @@ import (
 	"shardproxy/dnspool"
 	"shardproxy/fleet"
 	"shardproxy/proxy"
+	"shardproxy/tracing"
 )
 
 // operator runs the admin servers and the one reload that SIGHUP and
@@ -45,6 +46,11 @@ type operator struct {
 	// drainAsked hears POST /drain: the signal loop drains and exits as
 	// on SIGTERM (one pending ask is enough).
 	drainAsked chan struct{}
+
+	// traces is the trace_* settings tracer follows; tracer is nil
+	// while they trace nothing (trace.go).
+	traces config.Traces
+	tracer *tracing.Tracer
 }
 
 // newOperator returns the operator of srv; listen binds its admin
@@ -148,17 +154,23 @@ func (op *operator) apply(cfg *config.Config, trigger string) (admin.ReloadResul
 		op.log.Error("admin address not moved, old one kept", "err", err)
 		res.Warnings = append(res.Warnings, err.Error())
 	}
+	if err := op.trace(cfg.Admin.Traces); err != nil {
+		op.log.Error("tracing not changed", "err", err)
+		res.Warnings = append(res.Warnings, err.Error())
+	}
 	res.Took = time.Since(start)
 	op.log.Info("reload done", "trigger", trigger, "conf", cfg.Source, "checksum", res.Checksum,
 		"warnings", len(res.Warnings), "took", res.Took)
 	return res, nil
 }
 
-// close stops the admin servers and the DNS watchers.
+// close stops the admin servers, the DNS watchers and the tracer (its
+// queued spans sent first).
 func (op *operator) close() {
 	op.web.Close()
 	op.stats.Close()
 	op.dns.Close()
+	op.stopTracer()
 }
 
 func or(a, b string) string {

@@ -52,6 +52,8 @@ var layers = map[string]rule{
 	// tidwall/match's, the hot keys' sketches BoomFilters'.
 	"observe": {parts: []string{"codec", "backend", "route"}, external: []string{"github.com/tidwall/match",
 		"github.com/tylertreat/BoomFilters"}},
+	// tracing makes OpenTelemetry spans of the records and exports them.
+	"tracing": {parts: []string{"observe"}, external: []string{"go.opentelemetry.io/"}},
 	// config reads a configuration into the model every kind reads.
 	"config": {parts: []string{"sharding", "codec"}, external: []string{"gopkg.in/yaml.v3"}},
 	// kind is the contract between the proxy and its pool kinds: it
@@ -94,13 +96,13 @@ var layers = map[string]rule{
 	// of its own, never importing it.
 	"fleet": {parts: []string{"config"}, external: []string{"go.etcd.io/etcd/client/v3", "go.etcd.io/etcd/api/v3/",
 		"go.uber.org/zap", "google.golang.org/grpc"}},
-	"cmd/shardproxy": {parts: []string{"proxy", "config", "admin", "dnspool", "fleet", "observe"}},
+	"cmd/shardproxy": {parts: []string{"proxy", "config", "admin", "dnspool", "fleet", "observe", "tracing"}},
 	// proc is the one supervisor of real server processes: testserver
 	// builds the tests' servers on it, soak and bench run their fleets
 	// with it.
 	"internal/proc": {},
 	// testserver's DNS server is miekg/dns's, in the test's process.
-	"internal/testserver": {internal: []string{"internal/proc"}, external: []string{"github.com/miekg/dns"}},
+	"internal/testserver": {internal: []string{"internal/proc"}, external: []string{"github.com/miekg/dns", "go.opentelemetry.io/proto/otlp", "google.golang.org/protobuf"}},
 	"internal/faultproxy": {},
 	"internal/archtest":   {},
 	"internal/codectest":  {parts: []string{"codec"}},
