@@ -531,6 +531,12 @@ type Pool struct {
 	// DefaultNearCacheFill for a pool with a near cache and leaves "" for
 	// any other, which may not set it.
 	NearCacheFill string
+	// NearCacheHot keeps only the pool's hot keys in its near cache (key
+	// near_cache_hot, a shardproxy extension; needs hot_keys): a get
+	// fills the near cache when its key is among the hot_keys most
+	// requested now, so the cache serves the keys that overload a
+	// server, with the same coherence rules and TTL cap.
+	NearCacheHot bool
 
 	// The TLS keys (shardproxy extensions) hold file paths; a relative path
 	// is relative to the config file's directory (see Config.Path). The

@@ -345,6 +345,7 @@ const everyKey = `mc:
   near_cache: 16
   near_cache_ttl: 10
   near_cache_fill: gets
+  near_cache_hot: true
   delete_spool:
     path: spool/deletes
     max_bytes: 1048576

@@ -88,3 +88,15 @@ func TestNearCacheErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestNearCacheHotNeedsHotKeys: near_cache_hot without hot_keys is
+// refused, naming the key.
+func TestNearCacheHotNeedsHotKeys(t *testing.T) {
+	_, err := Parse([]byte("mc:\n  listen: 127.0.0.1:22120\n  near_cache: 1\n  near_cache_hot: true\n  servers:\n    - 127.0.0.1:11211:1\n"), "x.yml")
+	if err == nil || !strings.Contains(err.Error(), `x.yml:4: pool "mc": near_cache_hot: needs hot_keys`) {
+		t.Fatalf("near_cache_hot without hot_keys: %v", err)
+	}
+	if _, err := Parse([]byte("mc:\n  listen: 127.0.0.1:22120\n  near_cache: 1\n  near_cache_hot: true\n  hot_keys: 3\n  servers:\n    - 127.0.0.1:11211:1\n"), "x.yml"); err != nil {
+		t.Fatalf("near_cache_hot with hot_keys: %v", err)
+	}
+}

@@ -72,6 +72,9 @@ func (pp *poolParser) validateCommon() {
 		pp.refuseRedisKey(line, "blocking_connections", !p.Redis && !pp.bad["redis"], "a Lua pool has no dedicated connections")
 	}
 	pp.validateEject()
+	if line, ok := pp.keys["near_cache_hot"]; ok && p.NearCacheHot && p.HotKeys == 0 && !pp.bad["hot_keys"] {
+		pp.fail(line, "near_cache_hot", "needs hot_keys: the near cache keeps the keys it names")
+	}
 }
 
 // onlyRedis is why a memcache pool refuses a Redis key.

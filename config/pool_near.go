@@ -36,6 +36,7 @@ var nearKeys = map[string]poolKey{
 		encodedAs(func(p *Pool) *yaml.Node { return str(p.NearCacheFill) }).
 		omitIf(func(p *Pool) bool { return p.NearCacheFill == DefaultNearCacheFill || p.NearCacheFill == "" }).
 		onlyIf(hasNearCache),
+	"near_cache_hot": boolKey(func(p *Pool) *bool { return &p.NearCacheHot }, false).onlyIf(hasNearCache),
 }
 
 // setNearCacheTTL reads whole seconds, 1 to MaxNearCacheTTL.
@@ -89,4 +90,4 @@ func (pp *poolParser) setNearCacheFill(key string, v *yaml.Node) {
 }
 
 // nearOnly are the keys only a native memcache pool may set.
-var nearOnly = []string{"near_cache", "near_cache_ttl", "near_cache_fill"}
+var nearOnly = []string{"near_cache", "near_cache_ttl", "near_cache_fill", "near_cache_hot"}

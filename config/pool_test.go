@@ -156,6 +156,7 @@ var builtKeys = map[string]func(p *Pool){
 	"near_cache":      func(p *Pool) { p.NearCache = 1 },
 	"near_cache_ttl":  func(p *Pool) { p.NearCacheTTL = time.Second },
 	"near_cache_fill": func(p *Pool) { p.NearCacheFill = NearCacheFillGetGets },
+	"near_cache_hot":  func(p *Pool) { p.NearCacheHot = true },
 
 	"redis_cluster":   func(p *Pool) { p.RedisCluster = true },
 	"read_from":       func(p *Pool) { p.ReadFrom = ReadFromReplica },

@@ -94,6 +94,10 @@ type Env struct {
 	// OnMeta is the server's hook for server_protocol auto
 	// (backend.Config.OnMeta): it logs what the pool's servers speak.
 	OnMeta func(b *backend.Backend, meta, first bool)
+	// Hot reports whether a key is among the pool's hot keys now
+	// (hot_keys; false for every key without it): a near cache with
+	// near_cache_hot keeps only those.
+	Hot func(key []byte) bool
 	// Watch asks to hear of every backend state change while the pool's
 	// generation runs.
 	Watch func(f func(b *backend.Backend, bad bool))

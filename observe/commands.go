@@ -73,6 +73,13 @@ type Pool struct {
 	Hot      atomic.Pointer[HotKeys]
 }
 
+// IsHot reports whether key is among the pool's hot keys now (false
+// without hot_keys).
+func (p *Pool) IsHot(key []byte) bool {
+	h := p.Hot.Load()
+	return h != nil && h.IsHot(key)
+}
+
 // ConfigureHot makes the pool count its n hottest keys (0: none), keeping
 // its counts when n is unchanged.
 func (p *Pool) ConfigureHot(n int) {

@@ -3,6 +3,7 @@ package observe
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	boom "github.com/tylertreat/BoomFilters"
@@ -41,7 +42,13 @@ type HotKeys struct {
 	mu        sync.Mutex
 	cur, prev hotGen
 	since     time.Time // when cur began
+	takenAt   time.Time // when hot was last taken
+
+	hot atomic.Pointer[map[string]struct{}] // the top keys as of takenAt (IsHot)
 }
+
+// hotEvery is how often Add takes the top keys for IsHot.
+const hotEvery = 100 * time.Millisecond
 
 // hotGen is one half window's counts.
 type hotGen struct {
@@ -82,7 +89,26 @@ func (h *HotKeys) Add(key []byte, bytes int64, now time.Time) {
 	h.cur.top.Add(own)
 	h.cur.reqs.Add(own)
 	h.cur.bytes.AddN(own, uint64(max(bytes, 0)))
+	if now.Sub(h.takenAt) >= hotEvery {
+		h.takenAt = now
+		set := map[string]struct{}{}
+		for _, k := range h.top() {
+			set[k.Key] = struct{}{}
+		}
+		h.hot.Store(&set)
+	}
 	h.mu.Unlock()
+}
+
+// IsHot reports whether key was among the top keys when Add last took
+// them (every hotEvery while requests come). It takes no lock.
+func (h *HotKeys) IsHot(key []byte) bool {
+	m := h.hot.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[string(key)]
+	return ok
 }
 
 // rotate starts a new generation once half a window has passed; mu is
@@ -107,6 +133,11 @@ func (h *HotKeys) Top(now time.Time) []HotKey {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.rotate(now)
+	return h.top()
+}
+
+// top is Top once rotated; mu is held.
+func (h *HotKeys) top() []HotKey {
 	seen := map[string]bool{}
 	var out []HotKey
 	for _, g := range [2]*hotGen{&h.cur, &h.prev} {

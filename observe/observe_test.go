@@ -288,3 +288,27 @@ func BenchmarkHotKeysAdd(b *testing.B) {
 		i++
 	}
 }
+
+// TestIsHot: a key most requested is hot once the top keys are taken
+// again (every hotEvery), and a key requested once is not.
+func TestIsHot(t *testing.T) {
+	h := NewHotKeys(2)
+	now := time.Unix(1_800_000_000, 0)
+	if h.IsHot([]byte("a")) {
+		t.Fatalf("a key is hot before any request")
+	}
+	for i := range 100 {
+		h.Add([]byte("a"), 10, now.Add(time.Duration(i)*time.Millisecond))
+	}
+	h.Add([]byte("b"), 10, now.Add(150*time.Millisecond))
+	for range 50 {
+		h.Add([]byte("c"), 10, now.Add(150*time.Millisecond))
+	}
+	h.Add([]byte("z"), 10, now.Add(300*time.Millisecond))
+	if !h.IsHot([]byte("a")) || !h.IsHot([]byte("c")) {
+		t.Errorf("a and c, the most requested, are not hot")
+	}
+	if h.IsHot([]byte("z")) {
+		t.Errorf("z, requested once, is hot")
+	}
+}

@@ -179,6 +179,7 @@ func (b *builder) env(p *pool, dialTLS *tls.Config) *kind.Env {
 		ForwardErrors:  &p.stats.ForwardError,
 		OnStateChange:  b.s.backendStateChanged,
 		OnMeta:         b.s.backendMetaChanged,
+		Hot:            p.stats.obs.IsHot,
 		Watch:          func(f func(*backend.Backend, bool)) { b.watchers = append(b.watchers, f) },
 		Link:           func(f func(map[string]route.Router)) { b.links = append(b.links, f) },
 		ScheduleReload: b.s.scheduleReload,

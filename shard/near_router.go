@@ -15,7 +15,8 @@ import (
 type nearRouter struct {
 	inner *router
 	cache *nearCache
-	fill  [2]bool // fill from get, from gets
+	fill  [2]bool               // fill from get, from gets
+	hot   func(key []byte) bool // near_cache_hot: only the keys it names fill; nil: any
 
 	// The taps, bound once so that setting one costs no allocation.
 	tapGet, tapWrite, tapTouch, tapFlush func(*route.Exchange, *backend.Call)
@@ -29,8 +30,11 @@ var (
 // newNearRouter wraps inner with pc's near cache: the running router's,
 // when a reload kept its size and TTL, else a new one.
 // A new cache is counted by rc until it closes.
-func newNearRouter(inner *router, old route.Router, pc *config.Pool, rc *kind.Counters) *nearRouter {
+func newNearRouter(inner *router, old route.Router, pc *config.Pool, rc *kind.Counters, hot func([]byte) bool) *nearRouter {
 	r := &nearRouter{inner: inner}
+	if pc.NearCacheHot {
+		r.hot = hot
+	}
 	if o, ok := old.(*nearRouter); ok && o.cache.keeps(pc) {
 		o.cache.Hold()
 		r.cache = o.cache
@@ -73,9 +77,9 @@ func (r *nearRouter) Route(x *route.Exchange) {
 			return
 		}
 		c.misses.Add(1)
-		r.routeFill(x, r.fill[0])
+		r.routeFill(x, r.fill[0] && r.admits(key))
 	case nearGets:
-		r.routeFill(x, r.fill[1])
+		r.routeFill(x, r.fill[1] && r.admits(x.Req.Keys[0]))
 	case nearWrite:
 		r.routeWrite(x)
 	case nearTouch:
@@ -91,6 +95,12 @@ func (r *nearRouter) Route(x *route.Exchange) {
 	default:
 		r.inner.Route(x)
 	}
+}
+
+// admits reports whether key may fill the cache: any key, or with
+// near_cache_hot one of the pool's hot keys now.
+func (r *nearRouter) admits(key []byte) bool {
+	return r.hot == nil || r.hot(key)
 }
 
 // routeFill sends a one-key get or gets; when fill, its hit fills the

@@ -89,7 +89,7 @@ func newRouter(k *kind.Env) (route.Router, error) {
 	}
 	r.startServers(k, byName)
 	if pc.NearCache > 0 {
-		return newNearRouter(r, k.Old, pc, k.Counters), nil
+		return newNearRouter(r, k.Old, pc, k.Counters, k.Hot), nil
 	}
 	return r, nil
 }
