@@ -147,6 +147,7 @@ func newPoolRouter(k *kind.Env) (route.Router, error) {
 	k.Limits.ServerInfo = true // INFO merges the masters' sections
 	k.Limits.Keyspace = true   // SCAN walks the masters, KEYS ... fan out
 	k.Limits.ServerConfig = pc.AllowRedisConfig
+	k.Limits.DedicatedScripts = pc.RedisScripts == config.RedisScriptsDedicated
 	readFrom, err := ParseReadFrom(pc.ReadFrom)
 	if err != nil {
 		return nil, err

@@ -340,6 +340,11 @@ type Options struct {
 	// the pool's proxies for a Redis Cluster. The pool's kind sets it from
 	// the pool's redis_cluster_view key; without it they are refused.
 	ClusterView bool
+	// DedicatedScripts asks the RESP parser to route EVAL, EVALSHA and
+	// FCALL (and their _RO forms) as RouteBlock requests that wait as
+	// long as the script runs, so that each runs on a connection of its
+	// own. The pool's kind sets it from the pool's redis_scripts key.
+	DedicatedScripts bool
 }
 
 // HandshakeOptions describe what a new backend socket must be told.

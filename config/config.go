@@ -300,6 +300,15 @@ type Pool struct {
 	// SLOTS, NODES, ... with itself, or with the fleet's proxies of the
 	// pool, each serving a share of the slots.
 	RedisClusterView bool
+	// RedisScripts says where a Redis pool's scripts run (key
+	// redis_scripts, a shardproxy extension; sharded and Redis Cluster
+	// pools): RedisScriptsShared (the default) sends EVAL, EVALSHA and
+	// FCALL on the connection the pool shares among its clients, in
+	// pipelines; RedisScriptsDedicated sends each on a connection of its
+	// own, as a blocking command goes, so that a long script holds that
+	// connection only: the other clients' commands reach the server (and
+	// get its -BUSY), and SCRIPT KILL can end the script.
+	RedisScripts string
 	// ConnectTimeout bounds one connect to a server (key connect_timeout, in
 	// milliseconds, > 0, a shardproxy extension). When the key is absent,
 	// Parse uses Timeout if the pool has one (twemproxy's timeout covers the

@@ -51,7 +51,7 @@ var marshalOrder = []string{
 	"tcpkeepalive", "reuseport",
 
 	"item_size_max", "max_request_line", "flush_all", "redis_flushall",
-	"redis_config", "redis_cluster_view", "connect_timeout", "hash_seed", "eject_policy",
+	"redis_config", "redis_cluster_view", "redis_scripts", "connect_timeout", "hash_seed", "eject_policy",
 	"failover_pool", "lua", "lua_arg", "lua_dirs", "listen_tags", "lua_timeout", "lua_max_alloc",
 	"lua_internal_cache", "server_protocol", "default_version",
 	"near_cache", "near_cache_ttl", "near_cache_fill", "near_cache_hot", "delete_spool", "read_from",
@@ -186,7 +186,7 @@ func (p *Pool) Checksum() string {
 	fmt.Fprintf(h, "%d %d %t %d %d\n", p.ItemSizeMax, p.MaxRequestLine, p.AllowFlushAll, p.ConnectTimeout, p.HashSeed)
 	fmt.Fprintf(h, "%q %q %q %q %q %d\n", p.EjectPolicy, p.FailoverPool, p.Lua, p.LuaArg, p.ServerProtocol, p.LuaTimeout)
 	fmt.Fprintf(h, "%q %q %v\n", p.LuaMore, p.LuaDirs, p.ListenTags)
-	fmt.Fprintf(h, "%d %d %q %t %t %t\n", p.LuaMaxAlloc, p.LuaInternalCache, p.DefaultVersion, p.AllowRedisFlushAll, p.AllowRedisConfig, p.RedisClusterView)
+	fmt.Fprintf(h, "%d %d %q %t %t %t %q\n", p.LuaMaxAlloc, p.LuaInternalCache, p.DefaultVersion, p.AllowRedisFlushAll, p.AllowRedisConfig, p.RedisClusterView, p.RedisScripts)
 	fmt.Fprintf(h, "%d %d %q %t\n", p.NearCache, p.NearCacheTTL, p.NearCacheFill, p.NearCacheHot)
 	fmt.Fprintf(h, "%d %d %d %d\n", p.ActiveReqLimit, p.BufferMemoryLimit, p.MaxKeys, p.BlockingConnections)
 	fmt.Fprintf(h, "%d %d\n", p.HealthCheckInterval, p.HealthCheckTimeout)

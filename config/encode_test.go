@@ -390,6 +390,7 @@ rd:
   redis_flushall: true
   redis_config: true
   redis_cluster_view: true
+  redis_scripts: dedicated
   blocking_connections: 8
   read_from: replica
   servers:

@@ -43,6 +43,8 @@ var commonKeys = map[string]poolKey{
 	"redis_flushall":     boolKey(func(p *Pool) *bool { return &p.AllowRedisFlushAll }, false),
 	"redis_config":       boolKey(func(p *Pool) *bool { return &p.AllowRedisConfig }, false),
 	"redis_cluster_view": boolKey(func(p *Pool) *bool { return &p.RedisClusterView }, false),
+	"redis_scripts": stringKey(func(p *Pool) *string { return &p.RedisScripts },
+		oneOf("value", []string{RedisScriptsShared, RedisScriptsDedicated}), RedisScriptsShared, ""),
 	"connect_timeout": msKey(func(p *Pool) *time.Duration { return &p.ConnectTimeout }, 1).
 		omitIf(func(p *Pool) bool { return p.ConnectTimeout == defaultConnectTimeout(p.Timeout) }),
 	"eject_policy": stringKey(func(p *Pool) *string { return &p.EjectPolicy }, checkEjectPolicy, DefaultEjectPolicy, ""),
@@ -77,6 +79,12 @@ func (pp *poolParser) validateCommon() {
 	}
 }
 
+// Values of Pool.RedisScripts: where a Redis pool's scripts run.
+const (
+	RedisScriptsShared    = "shared"
+	RedisScriptsDedicated = "dedicated"
+)
+
 // onlyRedis is why a memcache pool refuses a Redis key.
 const onlyRedis = "is only valid for a redis pool (redis: true)"
 
@@ -93,6 +101,9 @@ func (pp *poolParser) validateRedisKeys() {
 	}
 	if line, ok := pp.keys["redis_config"]; ok && p.AllowRedisConfig {
 		pp.refuseRedisKey(line, "redis_config", notRedis, "a Lua pool does not carry CONFIG")
+	}
+	if line, ok := pp.keys["redis_scripts"]; ok && p.RedisScripts == RedisScriptsDedicated {
+		pp.refuseRedisKey(line, "redis_scripts", notRedis, "a Lua pool has no dedicated connections")
 	}
 	if line, ok := pp.keys["redis_cluster_view"]; ok && p.RedisClusterView {
 		pp.refuseRedisKey(line, "redis_cluster_view", notRedis, "a Lua pool's route decides where keys go")

@@ -136,6 +136,7 @@ var builtKeys = map[string]func(p *Pool){
 	"redis_flushall":        func(p *Pool) { p.AllowRedisFlushAll = true },
 	"redis_config":          func(p *Pool) { p.AllowRedisConfig = true },
 	"redis_cluster_view":    func(p *Pool) { p.RedisClusterView = true },
+	"redis_scripts":         func(p *Pool) { p.RedisScripts = RedisScriptsDedicated },
 	"connect_timeout":       func(p *Pool) { p.ConnectTimeout = time.Second },
 	"eject_policy":          func(p *Pool) { p.EjectPolicy = EjectFailFast },
 	"failover_pool":         func(p *Pool) { p.FailoverPool = "b" },

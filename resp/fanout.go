@@ -10,13 +10,15 @@ import (
 
 // Cmd numbers the fan-out code needs by name.
 var (
-	cmdMGET        = lookup("mget")
-	cmdMSET        = lookup("mset")
-	cmdScriptExist = lookup("script|exists")
-	cmdKEYS        = lookup("keys")
-	cmdDBSIZE      = lookup("dbsize")
-	cmdRANDOMKEY   = lookup("randomkey")
-	cmdFuncList    = lookup("function|list")
+	cmdMGET         = lookup("mget")
+	cmdMSET         = lookup("mset")
+	cmdScriptExist  = lookup("script|exists")
+	cmdScriptKill   = lookup("script|kill")
+	cmdFunctionKill = lookup("function|kill")
+	cmdKEYS         = lookup("keys")
+	cmdDBSIZE       = lookup("dbsize")
+	cmdRANDOMKEY    = lookup("randomkey")
+	cmdFuncList     = lookup("function|list")
 )
 
 // Split implements codec.Dialect for the classMulti commands (MGET, MSET,
@@ -137,8 +139,11 @@ func indexOf(s []int, v int) int {
 // INFO is the exception to failing as a whole: it answers what the
 // servers that answered said, and names the others (mergeInfo).
 func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, owners []int, replies []codec.Reply) []byte {
-	if req.Cmd == cmdINFO {
+	switch req.Cmd {
+	case cmdINFO:
 		return mergeInfo(dst, req, replies)
+	case cmdScriptKill, cmdFunctionKill:
+		return mergeKill(dst, replies)
 	}
 	c := commandOf(req.Cmd)
 	if out, failed := d.appendFailure(dst, c, replies); failed {
@@ -315,4 +320,44 @@ func mergeSame(dst []byte, replies []codec.Reply) ([]byte, bool) {
 		}
 	}
 	return append(dst, replies[0].Raw...), true
+}
+
+// The scripts a pool with redis_scripts: dedicated runs on connections
+// of their own (codec.Options.DedicatedScripts).
+var scriptCmds = [...]int{lookup("eval"), lookup("evalsha"), lookup("eval_ro"), lookup("evalsha_ro"),
+	lookup("fcall"), lookup("fcall_ro")}
+
+// isScript reports whether cmd runs a script or a function.
+func isScript(cmd int) bool {
+	for _, c := range scriptCmds {
+		if c == cmd {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeKill answers SCRIPT KILL or FUNCTION KILL sent to every server:
+// the server that ran the script killed it (+OK), the others had none
+// (-NOTBUSY); OK when one did, else the first other answer (a -NOTBUSY
+// from all, an -UNKILLABLE, or the failure of one that did not answer).
+func mergeKill(dst []byte, replies []codec.Reply) []byte {
+	first := -1
+	for i, r := range replies {
+		switch {
+		case r.Err == nil && r.Kind == codec.ReplyOK:
+			return redcon.AppendOK(dst)
+		case first < 0 || r.Err != nil || !bytes.HasPrefix(r.Raw, []byte("-NOTBUSY")):
+			if first < 0 || bytes.HasPrefix(replies[first].Raw, []byte("-NOTBUSY")) {
+				first = i
+			}
+		}
+	}
+	if first < 0 {
+		return append(dst, "-NOTBUSY No scripts in execution right now.\r\n"...)
+	}
+	if r := replies[first]; r.Err != nil {
+		return redcon.AppendError(dst, "ERR "+r.Err.Error())
+	}
+	return append(dst, replies[first].Raw...)
 }

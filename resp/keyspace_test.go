@@ -31,10 +31,38 @@ func TestKeyspaceRoutes(t *testing.T) {
 		}
 	}
 	// The subcommands that stay one server's business.
-	for _, in := range [][]string{{"FUNCTION", "DUMP"}, {"FUNCTION", "STATS"}, {"FUNCTION", "KILL"}} {
+	for _, in := range [][]string{{"FUNCTION", "DUMP"}, {"FUNCTION", "STATS"}} {
 		req, n, err := parse(t, keyspaceOpts, mb(in...))
 		if got := describeRequest(req, n, err); !strings.Contains(got, "is not supported by shardproxy") {
 			t.Errorf("%q: %s", in, got)
+		}
+	}
+}
+
+// TestKillRoutes: SCRIPT KILL and FUNCTION KILL go to every server, and
+// their answers merge: OK when one server killed a script, else the
+// first that is not NOTBUSY, else NOTBUSY.
+func TestKillRoutes(t *testing.T) {
+	for _, in := range [][]string{{"SCRIPT", "KILL"}, {"FUNCTION", "KILL"}} {
+		req, n, err := parse(t, codec.Options{}, mb(in...))
+		if err != nil || req.Route != codec.RouteAll {
+			t.Errorf("%q: %s", in, describeRequest(req, n, err))
+		}
+	}
+	notBusy := codec.Reply{Kind: codec.ReplyError, Raw: []byte("-NOTBUSY No scripts in execution right now.\r\n")}
+	ok := codec.Reply{Kind: codec.ReplyOK, Raw: []byte("+OK\r\n")}
+	unkillable := codec.Reply{Kind: codec.ReplyError, Raw: []byte("-UNKILLABLE Sorry the script already executed write commands\r\n")}
+	for _, tc := range []struct {
+		replies []codec.Reply
+		want    string
+	}{
+		{[]codec.Reply{notBusy, ok, notBusy}, "+OK\r\n"},
+		{[]codec.Reply{notBusy, notBusy}, string(notBusy.Raw)},
+		{[]codec.Reply{notBusy, unkillable}, string(unkillable.Raw)},
+	} {
+		req, _, _ := parse(t, codec.Options{}, mb("SCRIPT", "KILL"))
+		if got := string(dialect.Merge(nil, req, nil, nil, tc.replies)); got != tc.want {
+			t.Errorf("merge of %d replies: %q, want %q", len(tc.replies), got, tc.want)
 		}
 	}
 }

@@ -44,6 +44,7 @@ type parser struct {
 	resp2Only   bool   // HELLO 3 is refused (codec.Options.RESP2Only)
 	config      bool   // CONFIG GET, SET, ... are carried (codec.Options.ServerConfig)
 	clusterView bool   // CLUSTER SLOTS, ... are answered (codec.Options.ClusterView)
+	scriptsOwn  bool   // scripts run on dedicated connections (codec.Options.DedicatedScripts)
 
 	authed bool
 	id     int64
@@ -108,6 +109,7 @@ func newParser(o codec.Options) *parser {
 		resp2Only:   o.RESP2Only,
 		config:      o.ServerConfig,
 		clusterView: o.ClusterView,
+		scriptsOwn:  o.DedicatedScripts,
 	}
 	p.maxRequest = p.maxValue + p.maxLine + requestSlack
 	p.authed = p.password == ""

@@ -22,9 +22,10 @@ const (
 // ParseReply implements codec.Dialect. It frames one reply of any RESP2
 // or RESP3 type, aggregates nested to any depth, without recursion: it
 // counts the elements still to read. The kind comes from the top level:
-// an error (simple or blob) whose code is LOADING, BUSY or OOM is
-// ReplyFailure (the server is unhealthy, as twemproxy counts it), any
-// other error ReplyError, a null bulk string, null array or RESP3 null
+// an error (simple or blob) whose code is LOADING or OOM is ReplyFailure
+// (the server is unhealthy, as twemproxy counts it), any other error
+// ReplyError (-BUSY too: a server running a long script answers it until
+// the script ends or SCRIPT KILL ends it, and is not to be ejected), a null bulk string, null array or RESP3 null
 // ReplyMiss, anything else ReplyOK (a reply with an attribute before it
 // too, whatever follows the attribute). req is not needed: RESP replies
 // frame themselves, and a RESP3 socket's replies are framed by the same
@@ -288,7 +289,7 @@ func errorKind(msg []byte) codec.ReplyKind {
 		code = code[:i]
 	}
 	switch string(code) {
-	case "LOADING", "BUSY", "OOM":
+	case "LOADING", "OOM":
 		return codec.ReplyFailure
 	}
 	return codec.ReplyError

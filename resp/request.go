@@ -97,6 +97,8 @@ func (p *parser) keyed(frame []byte, req *codec.Request, cmd int, c *command, cl
 		}
 	case cls == classSub:
 		req.Sub = c.sub
+	case p.scriptsOwn && isScript(cmd):
+		blockRoute(req, 0) // as long as the script runs
 	}
 	return n, nil
 }

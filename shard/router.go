@@ -69,6 +69,7 @@ func newRouter(k *kind.Env) (route.Router, error) {
 	k.Limits.Keyspace = true   // SCAN walks the servers, KEYS ... fan out
 	k.Limits.ServerConfig = pc.Redis && pc.AllowRedisConfig
 	k.Limits.ClusterView = pc.Redis && pc.RedisClusterView
+	k.Limits.DedicatedScripts = pc.Redis && pc.RedisScripts == config.RedisScriptsDedicated
 	r, byName := makeRouter(k)
 	if err := r.distribute(asShard(k.Old)); err != nil {
 		return nil, err

@@ -1,0 +1,57 @@
+package proxy_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"shardproxy/internal/testserver"
+)
+
+// TestScriptKill runs a script that never ends through a pool with
+// redis_scripts: dedicated, over a redis-server whose busy-reply-threshold
+// is 100 ms: another client's GET gets the server's -BUSY, SCRIPT KILL
+// through the proxy ends the script (its client gets Redis's error), the
+// GET is then answered, and the server was never marked failed. With the
+// scripts on the shared connection, the GET and the SCRIPT KILL would wait
+// behind the script on that connection.
+func TestScriptKill(t *testing.T) {
+	rd := testserver.StartRedis(t, "--busy-reply-threshold", "100")
+	yaml := fmt.Sprintf("rd:\n  listen: 127.0.0.1:0\n  redis: true\n  redis_scripts: dedicated\n  timeout: 3000\n"+
+		"  auto_eject_hosts: true\n  server_failure_limit: 1\n  servers:\n    - %s:1\n", rd.Addr)
+	srv, addr := startProxy(t, yaml, "rd")
+	runner := respDial(t, addr)
+	if got := runner.do("SET", "k", "v"); got != "+OK\r\n" {
+		t.Fatalf("SET: %q", got)
+	}
+	runner.send(multibulk("EVAL", "while true do end", "0"))
+	time.Sleep(300 * time.Millisecond) // the script runs past the threshold
+
+	other := respDial(t, addr)
+	if got := other.do("GET", "k"); !strings.HasPrefix(got, "-BUSY ") {
+		t.Fatalf("GET while the script runs: %q, want -BUSY", got)
+	}
+	if got := respDial(t, addr).do("SCRIPT", "KILL"); got != "+OK\r\n" {
+		t.Fatalf("SCRIPT KILL: %q", got)
+	}
+	if got := runner.reply(); !strings.HasPrefix(got, "-ERR ") || !strings.Contains(got, "killed") {
+		t.Fatalf("the script's reply: %q, want its kill", got)
+	}
+	if got := other.do("GET", "k"); got != "$1\r\nv\r\n" {
+		t.Fatalf("GET after the kill: %q", got)
+	}
+	if got := runner.do("GET", "k"); got != "$1\r\nv\r\n" {
+		t.Fatalf("GET on the script's connection after the kill: %q", got)
+	}
+	if got := other.do("SCRIPT", "KILL"); !strings.HasPrefix(got, "-NOTBUSY") {
+		t.Errorf("SCRIPT KILL with no script: %q", got)
+	}
+	for _, p := range srv.Stats().Pools {
+		for _, s := range p.Servers {
+			if s.Failures != 0 || s.Ejects != 0 || s.ServerTimedout != 0 {
+				t.Errorf("server %s: %d failures, %d ejections, %d timeouts; want none", s.Name, s.Failures, s.Ejects, s.ServerTimedout)
+			}
+		}
+	}
+}
