@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,24 +18,6 @@ import (
 	"shardproxy/observe"
 	"shardproxy/proxy"
 )
-
-// syncBuffer is a bytes.Buffer the tap writes and the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestTapCommand: shardproxy tap follows a running proxy's admin and
 // prints the requests its filter passes, and only those.
@@ -62,7 +43,7 @@ func TestTapCommand(t *testing.T) {
 	t.Cleanup(func() { web.Close() })
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out testserver.Buffer
 	done := make(chan error, 1)
 	go func() { done <- tap(ctx, web.Addr().String(), "", observe.Filter{Key: "user:*", Command: "get"}, &out) }()
 	for deadline := time.Now().Add(10 * time.Second); srv.Stats().Tap.Subscribers != 1; time.Sleep(10 * time.Millisecond) {
