@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +18,10 @@ import (
 
 // BenchmarkShadow measures the primary's throughput (ops/s) and p99
 // latency through a route pool without a shadow, with a live shadow, a
-// dead one (its listener gone) and a hung one (it never answers). The
+// dead one (its listener gone) and a hung one (a server that answers the
+// handshake's version, then reads every request and answers none: no
+// shadow server's work competes for the CPU, as a blackholed memcached's
+// would). The
 // copies are sent at once and bounded by the shadow's queue, so the three
 // should read within noise of the first: run with -count and compare.
 //
@@ -33,15 +37,15 @@ func benchShadow(b *testing.B, mode string) {
 	fp := faultproxy.New(b, s.Addr)
 	port := testserver.FreePort(b)
 	target := fp.Addr()
-	if mode == "none" {
+	switch mode {
+	case "none":
 		target = ""
+	case "hung":
+		target = testserver.Fake(b, hungServer)
 	}
 	startProxy(b, shadowConfig(port, p, target, 1024))
-	switch mode {
-	case "dead":
+	if mode == "dead" {
 		fp.Stop()
-	case "hung":
-		fp.Blackhole(faultproxy.Downstream, true)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	var (
@@ -116,6 +120,21 @@ func readReply(r *bufio.Reader) bool {
 			}
 		default:
 			return false
+		}
+	}
+}
+
+// hungServer answers a memcached's version to the handshake, then reads
+// every request and answers none.
+func hungServer(nc net.Conn) {
+	r := bufio.NewReader(nc)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if strings.HasPrefix(line, "version") {
+			io.WriteString(nc, "VERSION 1.6.21\r\n")
 		}
 	}
 }

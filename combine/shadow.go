@@ -14,7 +14,10 @@ import (
 // queue of them in flight; a copy over the bound is dropped and counted.
 // A dead shadow pool fails its copies at once (its backends are marked
 // bad) and a hung one holds at most queue copies until its timeout: the
-// client's requests wait for neither.
+// client's requests wait for neither. Once breakAfter copies in a row
+// have failed, the shadow is taken for down: one copy in probeEvery is
+// still sent, and the rest are not made (skipped, counted) until a copy
+// succeeds, so a dead or hung shadow costs the primary almost nothing.
 type shadow struct {
 	inner    route.Router
 	to       route.Router
@@ -27,7 +30,17 @@ type shadow struct {
 	n                     atomic.Uint64 // requests seen, for the fraction
 	inflight              atomic.Int64
 	sent, dropped, failed atomic.Int64
+	streak                atomic.Int64  // copies failed in a row
+	probes                atomic.Uint64 // copies wanted while down, for probeEvery
+	skipped               atomic.Int64
 }
+
+// The shadow's breaker: down after breakAfter failed copies in a row, one
+// copy in probeEvery tries it while down.
+const (
+	breakAfter = 64
+	probeEvery = 64
+)
 
 func newShadow(inner, to route.Router, sc *config.Shadow, redis bool) *shadow {
 	return &shadow{
@@ -67,6 +80,10 @@ func (s *shadow) sample() bool {
 }
 
 func (s *shadow) copy(x *route.Exchange) {
+	if s.streak.Load() >= breakAfter && s.probes.Add(1)%probeEvery != 0 {
+		s.skipped.Add(1)
+		return
+	}
 	if s.inflight.Add(1) > s.queue {
 		s.inflight.Add(-1)
 		s.dropped.Add(1)
@@ -81,6 +98,9 @@ func (s *shadow) copy(x *route.Exchange) {
 func (s *shadow) done(sub *route.Sub) {
 	if _, failed := sub.X.Outcome(); failed {
 		s.failed.Add(1)
+		s.streak.Add(1)
+	} else {
+		s.streak.Store(0)
 	}
 	sub.Put()
 	s.inflight.Add(-1)
@@ -92,6 +112,7 @@ func (s *shadow) Counters() []route.Stat {
 		{Name: "shadow_sent", Help: "Requests copied to the shadow pool.", Value: s.sent.Load()},
 		{Name: "shadow_dropped", Help: "Copies dropped because the shadow queue was full.", Value: s.dropped.Load()},
 		{Name: "shadow_failed", Help: "Copies the shadow pool failed (error, timeout, down).", Value: s.failed.Load()},
+		{Name: "shadow_skipped", Help: "Copies not made while the shadow pool failed every copy (one in 64 still tries it).", Value: s.skipped.Load()},
 		{Name: "shadow_queued", Help: "Copies in flight to the shadow pool now.", Kind: route.Gauge, Value: s.inflight.Load()},
 	}
 }

@@ -41,7 +41,8 @@ cache:
 // TestShadow runs a verified load through a route pool with a shadow,
 // and hangs the shadow, then kills it: the primary's clients see no error
 // and no stale read; the shadow's copies are sent, failed and dropped as
-// counted.
+// counted; while dead the shadow gets one copy in 64 (the rest are
+// skipped), and once back it gets them all again.
 func TestShadow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs real memcached")
@@ -54,6 +55,7 @@ func TestShadow(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	wait := v.run(ctx)
 	stat := func(n string) int64 { return routerStat(srv, "cache", n) }
+	sentIn, skippedIn := map[string]int64{}, map[string]int64{}
 	for _, step := range []string{"live", "hung", "dead", "back"} {
 		switch step {
 		case "hung":
@@ -67,11 +69,18 @@ func TestShadow(t *testing.T) {
 			}
 		}
 		before := v.counts()
-		sent, dropped, failed := stat("shadow_sent"), stat("shadow_dropped"), stat("shadow_failed")
+		sent, dropped, failed, skipped := stat("shadow_sent"), stat("shadow_dropped"), stat("shadow_failed"), stat("shadow_skipped")
 		time.Sleep(time.Second)
 		d := v.counts().minus(before)
-		t.Logf("shadow %-4s: primary gets %6d errors %d stale %d; shadow sent %6d dropped %6d failed %6d",
-			step, d.gets, d.errs, d.stale, stat("shadow_sent")-sent, stat("shadow_dropped")-dropped, stat("shadow_failed")-failed)
+		sentIn[step], skippedIn[step] = stat("shadow_sent")-sent, stat("shadow_skipped")-skipped
+		t.Logf("shadow %-4s: primary gets %6d errors %d stale %d; shadow sent %6d dropped %6d failed %6d skipped %6d",
+			step, d.gets, d.errs, d.stale, sentIn[step], stat("shadow_dropped")-dropped, stat("shadow_failed")-failed, skippedIn[step])
+	}
+	if skippedIn["dead"] == 0 || sentIn["dead"] > skippedIn["dead"]/16 {
+		t.Errorf("dead shadow: %d copies sent, %d skipped; want about one in 64 sent", sentIn["dead"], skippedIn["dead"])
+	}
+	if sentIn["back"] < sentIn["live"]/4 {
+		t.Errorf("shadow back: %d copies sent in a second, against %d while live: it was not taken back", sentIn["back"], sentIn["live"])
 	}
 	cancel()
 	wait()
