@@ -228,6 +228,12 @@ func TestStatusPageSlowlogInBrowser(t *testing.T) {
 	if n := len(srv.Slowlogs(-1)[0].Entries); n != 1 {
 		t.Fatalf("slowlog holds %d entries", n)
 	}
+	// The page's figures, hot keys among them, are the history's last
+	// sample (one a second; the slowlog is read as the page is made):
+	// wait for one taken after the request.
+	eventually(t, "a sample with the hot key", func() bool {
+		return strings.Contains(httpBody(t, base+"/status/live"), `data-hot-key="user:slow"`)
+	})
 	front := serveFront(t, stale, base)
 	dom := runChromium(t, chromium, "--virtual-time-budget=3000", "--dump-dom", front+"/")
 	row := regexp.MustCompile(`<tr data-slow-id="1">(.*?)</tr>`).FindStringSubmatch(dom)
