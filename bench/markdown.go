@@ -40,7 +40,7 @@ func (r *report) markdownSetup(b *strings.Builder) {
 	for _, k := range keys {
 		fmt.Fprintf(b, "- %s: %s\n", k, r.Machine[k])
 	}
-	for _, k := range []string{"shardproxy", "nutcracker", "memcached", "redis-server", "memcached-proxy"} {
+	for _, k := range []string{"shardproxy", "nutcracker", "memcached", "redis-server", "memcached-proxy", "memtier_benchmark"} {
 		fmt.Fprintf(b, "- %s: %s\n", k, r.Versions[k])
 	}
 	if r.Noise != "" {
@@ -69,6 +69,10 @@ func (r *report) markdownLoads(b *strings.Builder) {
 			continue
 		}
 		markdownTable(b, tableHeader, t.cells())
+		if h, rows := t.generatorCells(); rows != nil {
+			b.WriteString("\nBy both generators, each cell shardbench / memtier_benchmark (medians of the same rounds):\n\n")
+			markdownTable(b, h, rows)
+		}
 	}
 }
 
