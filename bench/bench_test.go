@@ -133,8 +133,8 @@ func TestReportRenders(t *testing.T) {
 	sc := &scaling{Name: "conns", Title: "client connections", XLabel: "client connections", Targets: targetNames,
 		LogOps: true}
 	for _, x := range []float64{10, 100, 1000} {
-		sc.Points = append(sc.Points, point{X: x, Target: direct, Sample: s(x*100, nan)},
-			point{X: x, Target: shardproxy, Sample: s(x*90, 6)}, point{X: x, Target: nutcracker, Err: "x"})
+		sc.Points = append(sc.Points, point{X: x, Target: direct, Sample: s(x*100, nan), RSSKiB: 2048},
+			point{X: x, Target: shardproxy, Sample: s(x*90, 6), RSSKiB: int64(x) * 10}, point{X: x, Target: nutcracker, Err: "x"})
 	}
 	rep := &report{Date: "today", Settings: "test", Machine: map[string]string{"cores": "2"},
 		Versions: map[string]string{}, Tables: []*table{tbl}, Scaling: []*scaling{sc},
@@ -148,12 +148,13 @@ func TestReportRenders(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| shardproxy | 90,000 | 0.90 |", "did not start: boom", "a failure",
-		"scaling-conns-ops.png", "5.00 KiB", "| met |"} {
+		"scaling-conns-ops.png", "scaling-conns-rss.png", "| 1,000 | 100,000 | 90,000 | — | 3.00 | 6.00 | — | 2.0 MiB | 9.8 MiB | — |",
+		"5.00 KiB", "| met |"} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("README.md lacks %q", want)
 		}
 	}
-	for _, png := range []string{"scaling-conns-ops.png", "scaling-conns-cpu.png"} {
+	for _, png := range []string{"scaling-conns-ops.png", "scaling-conns-cpu.png", "scaling-conns-rss.png"} {
 		b, err := os.ReadFile(filepath.Join(dir, png))
 		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 			t.Errorf("%s: not a PNG (%v)", png, err)
@@ -257,7 +258,7 @@ func TestHarnessRuns(t *testing.T) {
 	md, _ := os.ReadFile(filepath.Join(out, "README.md"))
 	for _, want := range []string{"### memcache text, pipeline 1", "The generator's own lateness"} {
 		if !bytes.Contains(md, []byte(want)) {
-			t.Errorf("README.md lacks %q:\n%s", want, md)
+			t.Errorf("README.md lacks %q", want)
 		}
 	}
 }

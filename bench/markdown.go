@@ -99,11 +99,12 @@ func (r *report) markdownScaling(b *strings.Builder) {
 	if len(r.Scaling) == 0 {
 		return
 	}
-	b.WriteString("\n## Scaling\n\nOne run per point; CPU is the proxy's per request (for direct, the server's).\n")
+	b.WriteString("\n## Scaling\n\nOne run per point, each against fresh proxies; CPU is the proxy's per request " +
+		"(for direct, the server's), memory the proxy's peak RSS over the point (for direct, the server's RSS).\n")
 	for _, sc := range r.Scaling {
-		fmt.Fprintf(b, "\n### Throughput and CPU vs %s\n\n%s.\n\n", sc.Title, sc.Load)
-		fmt.Fprintf(b, "| throughput | CPU per request |\n| --- | --- |\n| ![](%s) | ![](%s) |\n\n",
-			sc.file("ops"), sc.file("cpu"))
+		fmt.Fprintf(b, "\n### Throughput, CPU and memory vs %s\n\n%s.\n\n", sc.Title, sc.Load)
+		fmt.Fprintf(b, "| throughput | CPU per request | memory |\n| --- | --- | --- |\n| ![](%s) | ![](%s) | ![](%s) |\n\n",
+			sc.file("ops"), sc.file("cpu"), sc.file("rss"))
 		h, rows := sc.cells()
 		markdownTable(b, h, rows)
 	}

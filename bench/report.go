@@ -373,6 +373,9 @@ func (sc *scaling) cells() ([]string, [][]string) {
 	for _, t := range sc.Targets {
 		header = append(header, t+" "+cpuLabel(t))
 	}
+	for _, t := range sc.Targets {
+		header = append(header, t+" "+rssLabel(t))
+	}
 	var xs []float64
 	for _, p := range sc.Points {
 		if len(xs) == 0 || xs[len(xs)-1] != p.X {
@@ -383,13 +386,13 @@ func (sc *scaling) cells() ([]string, [][]string) {
 	var rows [][]string
 	for _, x := range xs {
 		row := []string{fmtInt(x)}
-		var cpus []string
+		var cpus, rsss []string
 		other := nan
 		for _, t := range sc.Targets {
-			ops, cpu := "—", "—"
+			ops, cpu, rss := "—", "—", "—"
 			for _, p := range sc.Points {
 				if p.X == x && p.Target == t && p.Err == "" {
-					ops, cpu = fmtInt(p.Sample.OpsPerSec), fmtFloat(cpuOfTarget(t, p.Sample))
+					ops, cpu, rss = fmtInt(p.Sample.OpsPerSec), fmtFloat(cpuOfTarget(t, p.Sample)), fmtKiB(p.RSSKiB)
 					if o := p.Sample.OtherCores; math.IsNaN(other) || o > other {
 						other = o
 					}
@@ -397,8 +400,9 @@ func (sc *scaling) cells() ([]string, [][]string) {
 			}
 			row = append(row, ops)
 			cpus = append(cpus, cpu)
+			rsss = append(rsss, rss)
 		}
-		rows = append(rows, append(append(row, cpus...), fmtCores(other)))
+		rows = append(rows, append(append(append(row, cpus...), rsss...), fmtCores(other)))
 	}
 	return header, rows
 }
@@ -410,6 +414,13 @@ func cpuOfTarget(target string, s sample) float64 {
 		return s.BackendCPU
 	}
 	return s.ProxyCPU
+}
+
+func rssLabel(target string) string {
+	if target == direct {
+		return "server RSS"
+	}
+	return "peak RSS"
 }
 
 func cpuLabel(target string) string {
