@@ -43,7 +43,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quickDefault := os.Getenv("BENCH_QUICK") != "" && os.Getenv("BENCH_QUICK") != "0"
-	fs.BoolVar(&o.quick, "quick", quickDefault, "smoke run of about a minute: 1 round, 0.8 s runs, 2 points per scaling run "+
+	fs.BoolVar(&o.quick, "quick", quickDefault, "smoke run of a few minutes: 1 round, 0.8 s runs (memtier: 1 s), 2 points per scaling run "+
 		"(default true when BENCH_QUICK=1); its report goes to a temporary directory unless -out is given")
 	fs.IntVar(&o.rounds, "rounds", 5, "rounds per load; each round runs every target once, tables show medians")
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of one run of a load")
