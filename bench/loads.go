@@ -86,6 +86,11 @@ var defaultsTargets = []string{direct, shardproxy, shardproxyDefaults, nutcracke
 // sends by default), and memcached's proxy with the same route file.
 var v2Targets = []string{direct, shardproxyV2, shardproxyV2Meta, shardproxy, shardproxyText, mcProxy}
 
+// v2FixedTargets are the rows of the fixed-rate V2 load: shardproxy's
+// defaults and its native pool, its V2 route as it comes and with meta,
+// and memcached's proxy running the same route, over one memcached.
+var v2FixedTargets = []string{direct, shardproxyDefaults, shardproxy, shardproxyV2, shardproxyV2Meta, mcProxy}
+
 // targets returns the load's rows.
 func (l load) targets() []string {
 	if l.Targets != nil {
@@ -156,7 +161,7 @@ func loads() []load {
 			Args: common("text", "-pipeline", "16"), Targets: v2Targets, Memtier: true},
 		{Name: "lua-v2-p1-half", Title: "memcache text, pipeline 1, V2 Lua route to one memcached, fixed rate " +
 			"(half of nutcracker's peak in memcache-p1)", Servers: 1,
-			Args: common("text", "-pipeline", "1"), Targets: v2Targets, Memtier: true,
+			Args: common("text", "-pipeline", "1"), Targets: v2FixedTargets, Memtier: true,
 			rate: halfOfNutcracker("memcache-p1")},
 	}
 	for i := range ls {

@@ -17,7 +17,9 @@ func (r *report) markdown() string {
 		"[scaling](#scaling) · [load generator cross-check](#load-generator-cross-check) · [method](#method)\n\n")
 	r.markdownSetup(&b)
 	b.WriteString("\n## Goals\n\nIssue 8's \"done when\" figures, issue 25's speed goals for a V2 Lua route " +
-		"(item 5) and issue 27's goals for shardproxy's defaults (item 8), from this run.\n\n")
+		"(item 5), issue 27's goals for shardproxy's defaults (item 8) and issue 44's goals at a fixed rate, " +
+		"with 100 KB values and for Redis unpipelined, each judged by shardbench and by memtier_benchmark apart, " +
+		"from this run.\n\n")
 	markdownTable(&b, criteriaHeader, r.criteriaCells())
 	r.markdownLoads(&b)
 	r.markdownIdle(&b)

@@ -202,3 +202,37 @@ func TestDisagreement(t *testing.T) {
 		t.Errorf("nutcracker's row: %q", rows[1])
 	}
 }
+
+// TestProductionGoals checks that issue 44's goals are judged by each
+// generator on its own samples.
+func TestProductionGoals(t *testing.T) {
+	rowOf := func(target string, sbCPU, mtCPU float64) *row {
+		r := &row{Target: target, Samples: []sample{{OpsPerSec: 1000, ProxyCPU: sbCPU}}}
+		r.Median = median(r.Samples)
+		r.Memtier = []sample{{OpsPerSec: 1000, ProxyCPU: mtCPU}}
+		m := median(r.Memtier)
+		r.MemtierMedian = &m
+		return r
+	}
+	// shardbench reads 8 against 10 (0.80×: met), memtier 9.5 against 10
+	// (0.95×: not met).
+	rep := &report{Tables: []*table{{Load: load{Name: "redis-p1-half"},
+		Rows: []*row{rowOf(shardproxyDefaults, 8, 9.5), rowOf(nutcracker, 10, 10)}}}}
+	got := map[string]criterion{}
+	for _, c := range productionGoals(rep) {
+		got[c.What] = c
+	}
+	const what = "redis-p1-half: proxy CPU per request, shardproxy-defaults ÷ nutcracker (issue 44, "
+	if c := got[what+"shardbench)"]; c.Status != "met" || c.Measured != "0.80×" {
+		t.Errorf("shardbench: %+v", c)
+	}
+	if c := got[what+"memtier)"]; c.Status != "NOT MET" || c.Measured != "0.95×" {
+		t.Errorf("memtier: %+v", c)
+	}
+	if c := got["lua-v2-p1-half: p99, shardproxy-defaults ÷ memcached-proxy (issue 44, memtier)"]; c.Status != "not measured" {
+		t.Errorf("a load not run: %+v", c)
+	}
+	if memtierRow(&row{Samples: []sample{{}}}) != nil {
+		t.Error("a row without memtier's samples gives a memtier row")
+	}
+}
