@@ -35,7 +35,7 @@ help:
 	@echo 'make test    deps, lint, then go test -race ./... here and in bench/ (integration tests run real servers;'
 	@echo '             ROUTELIB=PATH of memcached'"'"'s routelib.lua runs the routelib tests)'
 	@echo 'make lint    gofmt check, go vet, staticcheck'
-	@echo 'make bench   shardproxy vs nutcracker vs direct, by shardbench and memtier_benchmark (~30 min; BENCH_QUICK=1 ~4 min) -> bench/report/'
+	@echo 'make bench   shardproxy vs nutcracker vs direct, by shardbench and memtier_benchmark (~40 min; BENCH_QUICK=1 a few min) -> bench/report/'
 	@echo 'make memtier build memtier_benchmark $(MEMTIER_VERSION) from its public source into MEMTIER_DIR when none is on PATH'
 	@echo 'make soak    DURATION=$(DURATION): proxy under memcached+Redis load, faults and reloads; checks every reply'
 	@echo 'make bench-go  go test -bench of every package with -benchmem'
@@ -77,9 +77,10 @@ lint:
 	cd bench && $(STATICCHECK) ./...
 
 # Starts memcached, redis-server, shardproxy and nutcracker on free loopback
-# ports and runs cmd/shardbench against them (bench/ is the harness); writes
-# bench/report/ (README.md, PNG plots, results.json). BENCH_QUICK=1 is a
-# one-minute smoke run reported to a temporary directory; BENCH_ARGS passes
+# ports and runs cmd/shardbench and memtier_benchmark against them (bench/ is
+# the harness); writes bench/report/ (README.md, PNG plots, results.json).
+# BENCH_QUICK=1 is a smoke run of a few minutes reported to a temporary
+# directory; BENCH_ARGS passes
 # flags, e.g. BENCH_ARGS='-rounds 7 -duration 10s' (bin/bench -h lists them).
 # MEMCACHED_PROXY names a memcached built with its proxy (1.6.45,
 # ./configure --enable-proxy), which the lua-v2 loads then measure beside

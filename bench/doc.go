@@ -60,9 +60,9 @@
 // Run it from the repository root after building bin/shardproxy and
 // bin/shardbench, which `make bench` does:
 //
-//	make bench                                # about 45 minutes on 2 cores
+//	make bench                                # about 40 minutes on 2 cores
 //	BENCH_QUICK=1 make bench                  # a few minutes; report in a temporary directory
-//	make bench BENCH_ARGS='-memtier off'      # shardbench only, about 20 minutes
+//	make bench BENCH_ARGS='-memtier off'      # shardbench only
 //	make bench BENCH_ARGS='-only loads -loads memcache-p1-half,redis-p1-half -fixed-rate 25000'
 //	make bench BENCH_ARGS='-rounds 7 -duration 10s'
 //	make bench BENCH_ARGS='-only crosscheck'
