@@ -282,14 +282,20 @@ func (h *harness) execMemtier(args []string, timeout time.Duration) (mtResult, t
 	return res, cpu, err
 }
 
-// lastLine is the last non-empty line of memtier's progress output, which
-// carries its complaint when it fails.
+// lastLine is memtier's complaint in its progress output: the last line
+// that names an error, else the last line.
 func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexAny(s, "\r\n"); i >= 0 {
-		s = s[i+1:]
+	lines := strings.FieldsFunc(s, func(r rune) bool { return r == '\r' || r == '\n' })
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.ToLower(lines[i]); strings.Contains(l, "error") || strings.Contains(l, "refused") ||
+			strings.Contains(l, "fail") {
+			return short(strings.TrimSpace(lines[i]), 200)
+		}
 	}
-	return short(s, 200)
+	if len(lines) == 0 {
+		return ""
+	}
+	return short(strings.TrimSpace(lines[len(lines)-1]), 200)
 }
 
 // memtierSeconds is memtier's --test-time for a run of d: whole seconds,

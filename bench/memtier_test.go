@@ -236,3 +236,17 @@ func TestProductionGoals(t *testing.T) {
 		t.Error("a row without memtier's samples gives a memtier row")
 	}
 }
+
+func TestMemtierComplaint(t *testing.T) {
+	out := "[RUN #1 0%,   0 secs]  1 threads 50 conns:  0 ops\rConnection error: Connection refused\n" +
+		"Thread 0 finished due to connection failures, requesting restart.\n\nSaving JSON output file: x.json\nJson file closed.\n"
+	if got := lastLine(out); got != "Thread 0 finished due to connection failures, requesting restart." {
+		t.Errorf("got %q", got)
+	}
+	if got := lastLine("a\nb\n"); got != "b" {
+		t.Errorf("got %q", got)
+	}
+	if got := lastLine(""); got != "" {
+		t.Errorf("got %q", got)
+	}
+}
