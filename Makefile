@@ -25,7 +25,7 @@ APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools
 	memccapable:libmemcached-tools /usr/lib/python3/dist-packages/pymemcache:python3-pymemcache chromium:chromium \
 	nc:netcat-openbsd openssl:openssl systemd-analyze:systemd etcd:etcd-server dnsmasq:dnsmasq
 
-.PHONY: help build run test lint bench bench-go bench-fleet fuzz deps clean soak redis-suite mcp-suite
+.PHONY: help build run test lint bench memtier bench-go bench-fleet fuzz deps clean soak redis-suite mcp-suite
 
 help:
 	@echo 'make build   build bin/shardproxy'
@@ -35,7 +35,8 @@ help:
 	@echo 'make test    deps, lint, then go test -race ./... here and in bench/ (integration tests run real servers;'
 	@echo '             ROUTELIB=PATH of memcached'"'"'s routelib.lua runs the routelib tests)'
 	@echo 'make lint    gofmt check, go vet, staticcheck'
-	@echo 'make bench   shardproxy vs nutcracker vs direct (~13 min; BENCH_QUICK=1 ~1 min) -> bench/report/'
+	@echo 'make bench   shardproxy vs nutcracker vs direct, by shardbench and memtier_benchmark (~40 min; BENCH_QUICK=1 a few min) -> bench/report/'
+	@echo 'make memtier build memtier_benchmark $(MEMTIER_VERSION) from its public source into MEMTIER_DIR when none is on PATH'
 	@echo 'make soak    DURATION=$(DURATION): proxy under memcached+Redis load, faults and reloads; checks every reply'
 	@echo 'make bench-go  go test -bench of every package with -benchmem'
 	@echo 'make bench-fleet  100 fleet agents against a 3-member etcd: apply and ejection times, etcd traffic (~1 min)'
@@ -76,19 +77,35 @@ lint:
 	cd bench && $(STATICCHECK) ./...
 
 # Starts memcached, redis-server, shardproxy and nutcracker on free loopback
-# ports and runs cmd/shardbench against them (bench/ is the harness); writes
-# bench/report/ (README.md, PNG plots, results.json). BENCH_QUICK=1 is a
-# one-minute smoke run reported to a temporary directory; BENCH_ARGS passes
+# ports and runs cmd/shardbench and memtier_benchmark against them (bench/ is
+# the harness); writes bench/report/ (README.md, PNG plots, results.json).
+# BENCH_QUICK=1 is a smoke run of a few minutes reported to a temporary
+# directory; BENCH_ARGS passes
 # flags, e.g. BENCH_ARGS='-rounds 7 -duration 10s' (bin/bench -h lists them).
 # MEMCACHED_PROXY names a memcached built with its proxy (1.6.45,
 # ./configure --enable-proxy), which the lua-v2 loads then measure beside
 # shardproxy's V2 route; without it those rows are absent.
+# MEMTIER is memtier_benchmark, the second load generator of the goal loads:
+# the one on PATH, else MEMTIER_DIR's, which make memtier builds.
 BENCH_ARGS ?=
 MEMCACHED_PROXY ?=
-bench: deps build
+bench: deps build memtier
 	$(GO) build -o bin/shardbench ./cmd/shardbench
 	cd bench && $(GO) build -o ../bin/bench .
-	bin/bench $(if $(MEMCACHED_PROXY),-memcached-proxy $(MEMCACHED_PROXY)) $(BENCH_ARGS)
+	bin/bench -memtier $(MEMTIER) $(if $(MEMCACHED_PROXY),-memcached-proxy $(MEMCACHED_PROXY)) $(BENCH_ARGS)
+
+# memtier_benchmark (github.com/RedisLabs/memtier_benchmark), built from its
+# public source outside the repository when it is not installed: clones tag
+# MEMTIER_VERSION of MEMTIER_SRC (a git URL, or a directory holding its source
+# tree) and builds it without TLS into MEMTIER_DIR (scripts/build-memtier.sh,
+# which apt-get installs the Debian packages it needs: g++ make autoconf
+# automake libtool pkg-config libevent-dev zlib1g-dev git).
+MEMTIER_VERSION ?= 2.3.0
+MEMTIER_SRC     ?= https://github.com/RedisLabs/memtier_benchmark.git
+MEMTIER_DIR     ?= $(HOME)/.cache/shardproxy/memtier_benchmark-$(MEMTIER_VERSION)
+MEMTIER         ?= $(or $(shell command -v memtier_benchmark 2>/dev/null),$(MEMTIER_DIR)/memtier_benchmark)
+memtier:
+	@[ -x "$(MEMTIER)" ] || scripts/build-memtier.sh $(dir $(MEMTIER)) $(MEMTIER_VERSION) $(MEMTIER_SRC)
 
 # Runs bin/shardproxy for DURATION against 3 memcached and 3 redis-server
 # (one of each behind soak's fault proxy) under verifying load, with faults

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -133,8 +134,8 @@ func TestReportRenders(t *testing.T) {
 	sc := &scaling{Name: "conns", Title: "client connections", XLabel: "client connections", Targets: targetNames,
 		LogOps: true}
 	for _, x := range []float64{10, 100, 1000} {
-		sc.Points = append(sc.Points, point{X: x, Target: direct, Sample: s(x*100, nan)},
-			point{X: x, Target: shardproxy, Sample: s(x*90, 6)}, point{X: x, Target: nutcracker, Err: "x"})
+		sc.Points = append(sc.Points, point{X: x, Target: direct, Sample: s(x*100, nan), RSSKiB: 2048},
+			point{X: x, Target: shardproxy, Sample: s(x*90, 6), RSSKiB: int64(x) * 10}, point{X: x, Target: nutcracker, Err: "x"})
 	}
 	rep := &report{Date: "today", Settings: "test", Machine: map[string]string{"cores": "2"},
 		Versions: map[string]string{}, Tables: []*table{tbl}, Scaling: []*scaling{sc},
@@ -148,12 +149,13 @@ func TestReportRenders(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| shardproxy | 90,000 | 0.90 |", "did not start: boom", "a failure",
-		"scaling-conns-ops.png", "5.00 KiB", "| met |"} {
+		"scaling-conns-ops.png", "scaling-conns-rss.png", "| 1,000 | 100,000 | 90,000 | — | 3.00 | 6.00 | — | 2.0 MiB | 9.8 MiB | — |",
+		"5.00 KiB", "| met |"} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("README.md lacks %q", want)
 		}
 	}
-	for _, png := range []string{"scaling-conns-ops.png", "scaling-conns-cpu.png"} {
+	for _, png := range []string{"scaling-conns-ops.png", "scaling-conns-cpu.png", "scaling-conns-rss.png"} {
 		b, err := os.ReadFile(filepath.Join(dir, png))
 		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 			t.Errorf("%s: not a PNG (%v)", png, err)
@@ -185,18 +187,21 @@ func buildTools(t *testing.T) string {
 	return dir
 }
 
-// TestHarnessRuns runs the harness end to end on one short load and a few
-// idle connections. It checks that it runs and that its output is sane, not
-// what the figures are.
+// TestHarnessRuns runs the harness end to end on one short load, its
+// fixed-rate twin and a few idle connections. It checks that it runs and
+// that its output is sane, not what the figures are. With MEMTIER set in
+// the environment (a memtier_benchmark binary) both loads run under memtier
+// too; without it they run under shardbench only, and the tables say so.
 func TestHarnessRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the harness runs real servers")
 	}
 	dir := buildTools(t)
 	out := filepath.Join(dir, "report")
+	memtier := os.Getenv("MEMTIER")
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"-only", "loads,idle", "-loads", "memcache-p1,memcache-p1-half", "-rounds", "1", "-duration", "300ms",
-		"-warmup", "100ms", "-idle-conns", "200", "-out", out,
+		"-warmup", "100ms", "-idle-conns", "200", "-out", out, "-memtier", cmp.Or(memtier, "off"),
 		"-shardproxy", filepath.Join(dir, "shardproxy"), "-shardbench", filepath.Join(dir, "shardbench")},
 		&stdout, &stderr)
 	if code != 0 {
@@ -206,15 +211,21 @@ func TestHarnessRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	type sampleJSON struct {
+		OpsPerSec  float64 `json:"ops_per_sec"`
+		Errors     int64   `json:"errors"`
+		PacingLate float64 `json:"pacing_late_p99_us"`
+		P99        float64 `json:"p99_us"`
+	}
 	var rep struct {
 		Loads []struct {
-			Rows []struct {
+			Rate      float64 `json:"rate"`
+			PerConn   int     `json:"rate_per_conn"`
+			NoMemtier string  `json:"no_memtier"`
+			Rows      []struct {
 				Target  string
-				Samples []struct {
-					OpsPerSec  float64 `json:"ops_per_sec"`
-					Errors     int64   `json:"errors"`
-					PacingLate float64 `json:"pacing_late_p99_us"`
-				}
+				Samples []sampleJSON
+				Memtier []sampleJSON `json:"memtier_samples"`
 			}
 		}
 		Idle []struct {
@@ -226,9 +237,25 @@ func TestHarnessRuns(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	// memcache-p1 has shardproxy's defaults as a row of its own.
-	if len(rep.Loads) != 2 || len(rep.Loads[0].Rows) != 4 || len(rep.Loads[1].Rows) != 3 {
-		t.Fatalf("want two loads with four and three targets:\n%s", b)
+	// Both have shardproxy's defaults as a row of their own.
+	if len(rep.Loads) != 2 || len(rep.Loads[0].Rows) != 4 || len(rep.Loads[1].Rows) != 4 {
+		t.Fatalf("want two loads with four targets:\n%s", b)
+	}
+	if fixed := rep.Loads[1]; fixed.PerConn < 1 || fixed.Rate != memtierRate(fixed.PerConn)*50 {
+		t.Errorf("fixed rate %v, %d per connection: not what memtier paces 50 connections to", fixed.Rate, fixed.PerConn)
+	}
+	for _, l := range rep.Loads {
+		if (memtier == "") != strings.Contains(l.NoMemtier, "memtier_benchmark not run") {
+			t.Errorf("MEMTIER=%q, note %q", memtier, l.NoMemtier)
+		}
+		for _, r := range l.Rows {
+			if memtier != "" && (len(r.Memtier) != 1 || r.Memtier[0].OpsPerSec <= 0 || r.Memtier[0].P99 <= 0 || r.Memtier[0].Errors != 0) {
+				t.Errorf("%s: memtier samples %+v", r.Target, r.Memtier)
+			}
+			if memtier == "" && len(r.Memtier) > 0 {
+				t.Errorf("%s: memtier samples without memtier", r.Target)
+			}
+		}
 	}
 	if got := rep.Loads[0].Rows[2].Target; got != shardproxyDefaults {
 		t.Errorf("memcache-p1's third row is %s, want %s", got, shardproxyDefaults)
@@ -255,9 +282,13 @@ func TestHarnessRuns(t *testing.T) {
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(out, "README.md"))
-	for _, want := range []string{"### memcache text, pipeline 1", "The generator's own lateness"} {
+	wants := []string{"### memcache text, pipeline 1", "The generator's own lateness"}
+	if memtier != "" {
+		wants = append(wants, "shardbench / memtier_benchmark", "--rate-limiting")
+	}
+	for _, want := range wants {
 		if !bytes.Contains(md, []byte(want)) {
-			t.Errorf("README.md lacks %q:\n%s", want, md)
+			t.Errorf("README.md lacks %q", want)
 		}
 	}
 }

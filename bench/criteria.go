@@ -59,6 +59,7 @@ func evaluate(r *report) []criterion {
 
 	out = append(out, v2Goals(r)...)
 	out = append(out, defaultsGoals(r)...)
+	out = append(out, productionGoals(r)...)
 
 	c = criterion{What: "shardbench vs redis-benchmark, SET and GET at pipeline 1 and 16",
 		Goal: fmt.Sprintf("within %.0f%%", 100*crossTolerance), Status: "not measured"}
@@ -112,6 +113,52 @@ func defaultsGoals(r *report) []criterion {
 			ratioGoal(load+": proxy CPU per request, shardproxy-defaults ÷ nutcracker (issue 27)", "≤", 1, cpu, d, nc))
 	}
 	return out
+}
+
+// productionGoals are issue 44's goals, each judged by shardbench and by
+// memtier_benchmark apart (a goal one generator meets and the other does
+// not is not met): at a fixed rate, shardproxy's defaults' CPU per
+// request against memcached's proxy (memcache) and nutcracker (Redis), and
+// their p99 against the peer's in the same table; with 100 KB values, the
+// defaults' req/s and CPU against nutcracker's; Redis unpipelined,
+// shardproxy's req/s against nutcracker's.
+func productionGoals(r *report) []criterion {
+	var out []criterion
+	ops := func(s *sample) float64 { return s.OpsPerSec }
+	cpu := func(s *sample) float64 { return s.ProxyCPU }
+	p99 := func(s *sample) float64 { return s.P99 }
+	type goal struct {
+		load, what, op string
+		limit          float64
+		figure         func(*sample) float64
+		target, peer   string
+	}
+	goals := []goal{
+		{"lua-v2-p1-half", "proxy CPU per request, shardproxy-defaults ÷ memcached-proxy", "≤", 1, cpu, shardproxyDefaults, mcProxy},
+		{"lua-v2-p1-half", "p99, shardproxy-defaults ÷ memcached-proxy", "≤", 1, p99, shardproxyDefaults, mcProxy},
+		{"memcache-p1-half", "p99, shardproxy-defaults ÷ nutcracker", "≤", 1, p99, shardproxyDefaults, nutcracker},
+		{"redis-p1-half", "proxy CPU per request, shardproxy-defaults ÷ nutcracker", "≤", 0.85, cpu, shardproxyDefaults, nutcracker},
+		{"redis-p1-half", "p99, shardproxy-defaults ÷ nutcracker", "≤", 1, p99, shardproxyDefaults, nutcracker},
+		{"memcache-100k", "req/s, shardproxy-defaults ÷ nutcracker", "≥", 1.15, ops, shardproxyDefaults, nutcracker},
+		{"memcache-100k", "proxy CPU per request, shardproxy-defaults ÷ nutcracker", "≤", 1, cpu, shardproxyDefaults, nutcracker},
+		{"redis-p1", "req/s, shardproxy ÷ nutcracker", "≥", 1.2, ops, shardproxy, nutcracker},
+	}
+	for _, g := range goals {
+		a, b := r.row(g.load, g.target), r.row(g.load, g.peer)
+		out = append(out,
+			ratioGoal(g.load+": "+g.what+" (issue 44, shardbench)", g.op, g.limit, g.figure, a, b),
+			ratioGoal(g.load+": "+g.what+" (issue 44, memtier)", g.op, g.limit, g.figure, memtierRow(a), memtierRow(b)))
+	}
+	return out
+}
+
+// memtierRow is a row whose samples are memtier's, for ratioGoal; nil
+// when it has none.
+func memtierRow(r *row) *row {
+	if r == nil || r.MemtierMedian == nil {
+		return nil
+	}
+	return &row{Target: r.Target, Samples: r.Memtier, Median: *r.MemtierMedian}
 }
 
 // rows returns the shardproxy and nutcracker rows of a load, or nil.
@@ -200,12 +247,12 @@ func (r *report) criteriaCells() [][]string {
 	return rows
 }
 
-var criteriaHeader = []string{"goal (issue 8, 25, 27)", "target", "measured", "status"}
+var criteriaHeader = []string{"goal (issue 8, 25, 27, 44)", "target", "measured", "status"}
 
 // criteriaText renders the goals for the terminal.
 func (r *report) criteriaText() string {
 	var b strings.Builder
-	b.WriteString("== issue 8, 25 and 27 goals, this run\n")
+	b.WriteString("== issue 8, 25, 27 and 44 goals, this run\n")
 	for _, c := range r.criteriaCells() {
 		fmt.Fprintf(&b, "  %-9s %s: %s (target %s)\n", c[3], c[0], c[2], c[1])
 	}

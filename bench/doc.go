@@ -33,6 +33,25 @@
 // one Lua state); without it those rows are absent and the table says so.
 // They check issue 25's speed goals.
 //
+// The goal loads (memcache p1/p16, 1 KB, 100 KB, 1,000 connections, Redis
+// p1/p16, the V2 route, and the fixed-rate loads) run under a second,
+// independent generator too, memtier_benchmark (-memtier; make bench builds
+// 2.3.0 from its public source when none is on PATH), in the same rounds as
+// shardbench, the generators' order alternating from round to round
+// (memtier.go). A second table per load shows both generators' medians side
+// by side and flags each figure on which they are more than 15% apart.
+//
+// The fixed-rate loads (memcache-p1-half, redis-p1-half, lua-v2-p1-half)
+// run the same targets at half of nutcracker's peak in the same run (or
+// -fixed-rate), rounded to whole requests per second per connection as
+// memtier's --rate-limiting takes them, and report CPU per request and
+// p50/p99/p99.9 by both generators.
+//
+// The scaling series vary client connections (10 to 10,000), memcached
+// servers behind the pool (1 to 100, each a process of its own), pipeline
+// depth (1 to 64) and value size, and draw throughput, CPU per request and
+// the proxy's peak RSS against each.
+//
 // The memcache-near load runs shardproxy's native pool over the 4
 // memcached with and without a near cache (shardproxy-near: near_cache 64,
 // the default near_cache_ttl and fill) under zipf keys (YCSB's theta 0.99)
@@ -41,8 +60,10 @@
 // Run it from the repository root after building bin/shardproxy and
 // bin/shardbench, which `make bench` does:
 //
-//	make bench                                # about 16 minutes on 2 cores
-//	BENCH_QUICK=1 make bench                  # about a minute; report in a temporary directory
+//	make bench                                # about 40 minutes on 2 cores
+//	BENCH_QUICK=1 make bench                  # a few minutes; report in a temporary directory
+//	make bench BENCH_ARGS='-memtier off'      # shardbench only
+//	make bench BENCH_ARGS='-only loads -loads memcache-p1-half,redis-p1-half -fixed-rate 25000'
 //	make bench BENCH_ARGS='-rounds 7 -duration 10s'
 //	make bench BENCH_ARGS='-only crosscheck'
 //	make bench MEMCACHED_PROXY=/path/to/memcached BENCH_ARGS='-only loads -loads lua-v2-p1,lua-v2-p16'

@@ -19,9 +19,10 @@ const (
 	// nothing a load writes is evicted (an eviction would be a miss, and
 	// after the prefill a miss is a wrong reply).
 	memcachedMB = 1024
-	// maxClients is memcached's -c: above the 2,000 connections of the
-	// scaling runs (memcached's default is 1,024).
-	maxClients = 4096
+	// maxClients is memcached's -c and redis-server's maxclients: above
+	// the 10,000 connections of the scaling runs (memcached's default is
+	// 1,024).
+	maxClients = 12000
 	// proxyTimeout is the pools' timeout (ms): generous, so that a slow
 	// 256 KB round trip under load is not turned into an error.
 	proxyTimeout = 5000
@@ -47,6 +48,9 @@ type binaries struct {
 	// memcachedProxy is a memcached built with its proxy (-memcached-proxy);
 	// "" leaves the memcached-proxy rows out.
 	memcachedProxy string
+	// memtier is memtier_benchmark (-memtier); "" runs every load under
+	// shardbench only.
+	memtier string
 }
 
 // newFleet starts n memcached and n redis-server backends.

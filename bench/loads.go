@@ -30,9 +30,12 @@ type load struct {
 	// V2 loads compare shardproxy's Lua route (shardproxyV2) with its
 	// native pool and memcached's proxy.
 	Targets []string `json:"targets,omitempty"`
+	// Memtier runs the load under memtier_benchmark too, in the same
+	// rounds, when its binary is there (-memtier).
+	Memtier bool `json:"memtier,omitempty"`
 	// rate, when set, returns the -rate to run at from the tables so far
-	// (0 and a reason when it cannot).
-	rate func(done []*table) (float64, string)
+	// and the options (0 and a reason when it cannot).
+	rate func(done []*table, o *options) (float64, string)
 }
 
 // Target names, in the order tables list them.
@@ -83,6 +86,11 @@ var defaultsTargets = []string{direct, shardproxy, shardproxyDefaults, nutcracke
 // sends by default), and memcached's proxy with the same route file.
 var v2Targets = []string{direct, shardproxyV2, shardproxyV2Meta, shardproxy, shardproxyText, mcProxy}
 
+// v2FixedTargets are the rows of the fixed-rate V2 load: shardproxy's
+// defaults and its native pool, its V2 route as it comes and with meta,
+// and memcached's proxy running the same route, over one memcached.
+var v2FixedTargets = []string{direct, shardproxyDefaults, shardproxy, shardproxyV2, shardproxyV2Meta, mcProxy}
+
 // targets returns the load's rows.
 func (l load) targets() []string {
 	if l.Targets != nil {
@@ -116,37 +124,45 @@ const benchThreads = 1
 func loads() []load {
 	ls := []load{
 		{Name: "memcache-p1", Title: "memcache text, pipeline 1", Servers: 4,
-			Args: common("text", "-pipeline", "1"), Targets: defaultsTargets},
+			Args: common("text", "-pipeline", "1"), Targets: defaultsTargets, Memtier: true},
 		{Name: "memcache-p1-text", Title: "memcache text, pipeline 1, shardproxy with server_protocol text", Servers: 4,
 			Args: common("text", "-pipeline", "1"), ServerProtocol: "text"},
 		{Name: "memcache-p1-threads", Title: "memcache text, pipeline 1, shardproxy on every core", Servers: 4,
 			Args: common("text", "-pipeline", "1"), Threads: runtime.NumCPU()},
 		{Name: "memcache-p16", Title: "memcache text, pipeline 16", Servers: 4,
-			Args: common("text", "-pipeline", "16")},
+			Args: common("text", "-pipeline", "16"), Memtier: true},
 		{Name: "redis-p1", Title: "Redis, pipeline 1", Redis: true, Servers: 4,
-			Args: common("resp", "-pipeline", "1")},
+			Args: common("resp", "-pipeline", "1"), Memtier: true},
 		{Name: "redis-p16", Title: "Redis, pipeline 16", Redis: true, Servers: 4,
-			Args: common("resp", "-pipeline", "16")},
+			Args: common("resp", "-pipeline", "16"), Memtier: true},
 		{Name: "memcache-mget100", Title: "memcache text, 100-key multi-get over 4 servers", Servers: 4,
 			Args: []string{"-proto", "text", "-conns", "50", "-pipeline", "1", "-value", "100",
 				"-ratio", "0:1", "-mget", "100", "-keys", "10000"}},
 		{Name: "memcache-1k", Title: "memcache text, 1 KB values", Servers: 4,
 			Args: []string{"-proto", "text", "-conns", "50", "-pipeline", "1", "-value", "1024",
-				"-ratio", "1:9", "-keys", "10000"}},
+				"-ratio", "1:9", "-keys", "10000"}, Memtier: true},
 		{Name: "memcache-100k", Title: "memcache text, 100 KB values", Servers: 4,
 			Args: []string{"-proto", "text", "-conns", "50", "-pipeline", "1", "-value", "102400",
-				"-ratio", "1:9", "-keys", "200"}, Targets: defaultsTargets},
+				"-ratio", "1:9", "-keys", "200"}, Targets: defaultsTargets, Memtier: true},
 		{Name: "memcache-1000c", Title: "memcache text, 1,000 connections", Servers: 4,
 			Args: []string{"-proto", "text", "-conns", "1000", "-pipeline", "1", "-value", "100",
-				"-ratio", "1:9", "-keys", "10000"}},
-		{Name: "memcache-p1-half", Title: "memcache text, pipeline 1, paced at half of nutcracker's peak", Servers: 4,
-			Args: common("text", "-pipeline", "1"), rate: halfOfNutcracker("memcache-p1")},
+				"-ratio", "1:9", "-keys", "10000"}, Memtier: true},
+		{Name: "memcache-p1-half", Title: "memcache text, pipeline 1, fixed rate (half of nutcracker's peak)", Servers: 4,
+			Args: common("text", "-pipeline", "1"), Targets: defaultsTargets, Memtier: true,
+			rate: halfOfNutcracker("memcache-p1")},
+		{Name: "redis-p1-half", Title: "Redis, pipeline 1, fixed rate (half of nutcracker's peak)", Redis: true, Servers: 4,
+			Args: common("resp", "-pipeline", "1"), Targets: defaultsTargets, Memtier: true,
+			rate: halfOfNutcracker("redis-p1")},
 		{Name: "memcache-near", Title: "memcache text, pipeline 1, zipf keys (theta 0.99), shardproxy with and without near_cache",
 			Servers: 4, Args: common("text", "-pipeline", "1", "-dist", "zipf"), Targets: nearTargets},
 		{Name: "lua-v2-p1", Title: "memcache text, pipeline 1, V2 Lua route to one memcached", Servers: 1,
-			Args: common("text", "-pipeline", "1"), Targets: v2Targets},
+			Args: common("text", "-pipeline", "1"), Targets: v2Targets, Memtier: true},
 		{Name: "lua-v2-p16", Title: "memcache text, pipeline 16, V2 Lua route to one memcached", Servers: 1,
-			Args: common("text", "-pipeline", "16"), Targets: v2Targets},
+			Args: common("text", "-pipeline", "16"), Targets: v2Targets, Memtier: true},
+		{Name: "lua-v2-p1-half", Title: "memcache text, pipeline 1, V2 Lua route to one memcached, fixed rate " +
+			"(half of nutcracker's peak in memcache-p1)", Servers: 1,
+			Args: common("text", "-pipeline", "1"), Targets: v2FixedTargets, Memtier: true,
+			rate: halfOfNutcracker("memcache-p1")},
 	}
 	for i := range ls {
 		if !ls[i].Redis && ls[i].ServerProtocol == "" {
@@ -159,10 +175,13 @@ func loads() []load {
 	return ls
 }
 
-// halfOfNutcracker paces a load at half the rate nutcracker reached in the
-// named load of the same run.
-func halfOfNutcracker(name string) func([]*table) (float64, string) {
-	return func(done []*table) (float64, string) {
+// halfOfNutcracker paces a load at -fixed-rate when given, else at half
+// the rate nutcracker reached in the named load of the same run.
+func halfOfNutcracker(name string) func([]*table, *options) (float64, string) {
+	return func(done []*table, o *options) (float64, string) {
+		if o.fixedRate > 0 {
+			return o.fixedRate, ""
+		}
 		for _, t := range done {
 			if t.Load.Name != name {
 				continue
@@ -171,20 +190,25 @@ func halfOfNutcracker(name string) func([]*table) (float64, string) {
 				return math.Round(r.Median.OpsPerSec / 2), ""
 			}
 		}
-		return 0, "needs nutcracker's figure from " + name
+		return 0, "needs nutcracker's figure from " + name + " in the same run, or -fixed-rate"
 	}
 }
 
 // table is one load's results.
 type table struct {
-	Load   load    `json:"load"`
-	Rate   float64 `json:"rate,omitempty"`
-	Rounds int     `json:"rounds"`
-	Rows   []*row  `json:"rows"`
-	Note   string  `json:"note,omitempty"` // why the load did not run
+	Load load `json:"load"`
+	// Rate is a fixed-rate load's requests per second over all
+	// connections, PerConn its share of one connection.
+	Rate    float64 `json:"rate,omitempty"`
+	PerConn int     `json:"rate_per_conn,omitempty"`
+	Rounds  int     `json:"rounds"`
+	Rows    []*row  `json:"rows"`
+	Note    string  `json:"note,omitempty"` // why the load did not run
 	// Absent says which rows are left out and why (memcached-proxy
 	// without its binary).
 	Absent string `json:"absent,omitempty"`
+	// NoMemtier says why a load marked Memtier ran under shardbench only.
+	NoMemtier string `json:"no_memtier,omitempty"`
 }
 
 // row is one target's results in a table.
@@ -194,6 +218,14 @@ type row struct {
 	Median  sample   `json:"median"`
 	PeakKiB int64    `json:"peak_rss_kib"` // VmHWM of the proxy (direct: the backend)
 	Err     string   `json:"error,omitempty"`
+	// Memtier holds memtier_benchmark's samples of the same target in
+	// the same rounds, MemtierMedian their median and MemtierErr what
+	// stopped them; Disagree the figures on which the two generators'
+	// medians are more than disagreeTolerance apart.
+	Memtier       []sample `json:"memtier_samples,omitempty"`
+	MemtierMedian *sample  `json:"memtier_median,omitempty"`
+	MemtierErr    string   `json:"memtier_error,omitempty"`
+	Disagree      []string `json:"disagree,omitempty"`
 }
 
 func (t *table) row(target string) *row {
@@ -211,13 +243,15 @@ func (h *harness) runLoad(l load, done []*table) *table {
 	t := &table{Load: l, Rounds: h.opt.rounds}
 	args := l.Args
 	if l.rate != nil {
-		rate, why := l.rate(done)
+		rate, why := l.rate(done, h.opt)
 		if rate <= 0 {
 			t.Note = "not run: " + why
 			return t
 		}
-		t.Rate = rate
-		args = append(append([]string(nil), args...), "-rate", strconv.FormatFloat(rate, 'f', 0, 64))
+		// Both generators run at the rate memtier can pace: a whole
+		// number of requests per second per connection.
+		t.PerConn, t.Rate = fixedRate(rate, flagInt(args, "-conns", 1))
+		args = append(append([]string(nil), args...), "-rate", strconv.FormatFloat(t.Rate, 'f', 0, 64))
 	}
 	if err := h.fleet.flush(); err != nil {
 		t.Note = "not run: " + err.Error()
@@ -241,9 +275,18 @@ func (h *harness) runLoad(l load, done []*table) *table {
 		}
 		t.Rows = append(t.Rows, r)
 	}
-	h.runRounds(t, tg, backends, args)
+	var mt *mtLoad
+	if l.Memtier {
+		mt, t.NoMemtier = h.memtierFor(args)
+	}
+	h.runRounds(t, tg, backends, args, mt)
 	for _, r := range t.Rows {
 		r.Median = median(r.Samples)
+		if len(r.Memtier) > 0 {
+			m := median(r.Memtier)
+			r.MemtierMedian = &m
+			r.Disagree = disagreement(r.Median, m)
+		}
 		if p := tg.proc(r.Target, backends); p != nil && p.Running() {
 			r.PeakKiB, _ = proc.Status(p.Pid(), "VmHWM")
 		}
@@ -253,27 +296,100 @@ func (h *harness) runLoad(l load, done []*table) *table {
 
 // runRounds runs the rounds of t's load with args: each target that
 // started runs once a round, the order rotating from round to round, and
-// each run adds a sample to its row or ends the row with an error.
-func (h *harness) runRounds(t *table, tg *targets, backends []*proc.Process, args []string) {
+// each run adds a sample to its row or ends the row with an error. With
+// mt, each target runs under memtier too, right before or after
+// shardbench, the generators' order alternating from round to round.
+func (h *harness) runRounds(t *table, tg *targets, backends []*proc.Process, args []string, mt *mtLoad) {
 	name := t.Load.Name
+	prefilled := map[string]bool{}
 	for round := range h.opt.rounds {
 		for i := range t.Rows {
 			r := t.Rows[(i+round)%len(t.Rows)]
-			if r.Err != "" {
-				continue
+			for g := range 2 {
+				if (g+round)%2 == 0 {
+					h.shardbenchRound(name, r, tg, backends, args)
+				} else if mt != nil {
+					h.memtierRound(name, r, tg, backends, *mt, prefilled)
+				}
 			}
-			s, err := h.runTarget(tg, r.Target, backends, args, h.opt.duration, h.opt.warmup)
-			if err != nil {
-				r.Err = err.Error()
-				h.fail("%s: %s: %v", name, r.Target, err)
-				continue
-			}
-			if s.Errors > 0 {
-				h.fail("%s: %s: %d wrong replies: %v", name, r.Target, s.Errors, s.ErrorNotes)
-			}
-			r.Samples = append(r.Samples, s)
 		}
 	}
+}
+
+// shardbenchRound runs shardbench once against r's target.
+func (h *harness) shardbenchRound(name string, r *row, tg *targets, backends []*proc.Process, args []string) {
+	if r.Err != "" {
+		return
+	}
+	s, err := h.runTarget(tg, r.Target, backends, args, h.opt.duration, h.opt.warmup)
+	if err != nil {
+		r.Err = err.Error()
+		h.fail("%s: %s: %v", name, r.Target, err)
+		return
+	}
+	if s.Errors > 0 {
+		h.fail("%s: %s: %d wrong replies: %v", name, r.Target, s.Errors, s.ErrorNotes)
+	}
+	r.Samples = append(r.Samples, s)
+}
+
+// memtierRound runs memtier once against r's target, after setting its
+// keys through that target the first time (prefilled).
+func (h *harness) memtierRound(name string, r *row, tg *targets, backends []*proc.Process, l mtLoad, prefilled map[string]bool) {
+	if r.MemtierErr != "" || (r.Err != "" && len(r.Samples) == 0) {
+		return
+	}
+	p := tg.proc(r.Target, backends)
+	var err error
+	var s sample
+	switch {
+	case p == nil || !p.Running():
+		err = fmt.Errorf("%s is not running", r.Target)
+	case !prefilled[r.Target]:
+		err = h.memtierPrefill(p.Addr(), l)
+		prefilled[r.Target] = err == nil
+	}
+	if err == nil {
+		proxy, bs := p, backends
+		if r.Target == direct {
+			proxy, bs = nil, backends[:1]
+		}
+		s, err = h.runMemtier(p.Addr(), l, proxy, bs, h.opt.duration)
+	}
+	if err != nil {
+		r.MemtierErr = err.Error()
+		h.fail("%s: %s under memtier: %v", name, r.Target, err)
+		return
+	}
+	if s.Errors > 0 {
+		h.fail("%s: %s under memtier: %v", name, r.Target, s.ErrorNotes)
+	}
+	r.Memtier = append(r.Memtier, s)
+}
+
+// memtierFor returns memtier's version of a load's shardbench flags, or
+// nil and why the load runs under shardbench only.
+func (h *harness) memtierFor(args []string) (*mtLoad, string) {
+	if h.fleet.bins.memtier == "" {
+		return nil, "memtier_benchmark not run: no binary (make bench builds one; -memtier names it)"
+	}
+	l, err := memtierLoad(args)
+	if err != nil {
+		return nil, "memtier_benchmark not run: " + err.Error()
+	}
+	return &l, ""
+}
+
+// flagInt returns the integer value of a shardbench flag in args, or def.
+func flagInt(args []string, name string, def int) int {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == name {
+			if n, err := strconv.Atoi(args[i+1]); err == nil {
+				return n
+			}
+		}
+	}
+	return def
 }
 
 // targets are the ways a load reaches the backends.

@@ -30,6 +30,9 @@ type options struct {
 	loads         map[string]bool // load names to run; empty = all
 	bins          binaries
 	verbose       bool
+	// fixedRate is the fixed-rate loads' requests per second; 0 is half of
+	// nutcracker's peak in the same run.
+	fixedRate float64
 }
 
 // sections of a run, in run order.
@@ -40,7 +43,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quickDefault := os.Getenv("BENCH_QUICK") != "" && os.Getenv("BENCH_QUICK") != "0"
-	fs.BoolVar(&o.quick, "quick", quickDefault, "smoke run of about a minute: 1 round, 0.8 s runs, 2 points per scaling run "+
+	fs.BoolVar(&o.quick, "quick", quickDefault, "smoke run of a few minutes: 1 round, 0.8 s runs (memtier: 1 s), 2 points per scaling run "+
 		"(default true when BENCH_QUICK=1); its report goes to a temporary directory unless -out is given")
 	fs.IntVar(&o.rounds, "rounds", 5, "rounds per load; each round runs every target once, tables show medians")
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of one run of a load")
@@ -54,6 +57,10 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.bins.shardbench, "shardbench", "bin/shardbench", "shardbench binary")
 	fs.StringVar(&o.bins.memcachedProxy, "memcached-proxy", "", "a memcached built with its proxy (1.6.45, --enable-proxy), "+
 		"measured in the lua-v2 loads beside shardproxy's V2 route; empty leaves those rows out")
+	fs.StringVar(&o.bins.memtier, "memtier", "", "memtier_benchmark (2.3.0), the second load generator of the goal loads; "+
+		"empty: memtier_benchmark on PATH, else those loads run under shardbench only; off: never")
+	fs.Float64Var(&o.fixedRate, "fixed-rate", 0, "requests per second of the fixed-rate loads (*-half), over all "+
+		"connections; 0: half of nutcracker's peak in the same run's unpaced load")
 	fs.BoolVar(&o.verbose, "v", false, "print every shardbench and redis-benchmark command")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -76,8 +83,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	if o.loads, err = parseList(*loadNames, loadNameList()); err != nil {
 		return nil, fmt.Errorf("-loads: %w", err)
 	}
-	if o.rounds < 1 || o.duration <= 0 || o.scaleDuration <= 0 || o.warmup < 0 || o.idleConns < 1 {
-		return nil, errors.New("-rounds, -duration, -scale-duration and -idle-conns must be positive")
+	if o.rounds < 1 || o.duration <= 0 || o.scaleDuration <= 0 || o.warmup < 0 || o.idleConns < 1 || o.fixedRate < 0 {
+		return nil, errors.New("-rounds, -duration, -scale-duration and -idle-conns must be positive, -fixed-rate not negative")
 	}
 	return o, nil
 }
@@ -313,6 +320,19 @@ func findBinaries(b binaries) (binaries, error) {
 		}
 		errs = append(errs, err)
 		b.memcachedProxy = p
+	}
+	switch b.memtier {
+	case "off":
+		b.memtier = ""
+	case "":
+		b.memtier, _ = proc.LookPath("memtier_benchmark")
+	default:
+		p, err := proc.LookPath(b.memtier)
+		if err == nil {
+			p, err = filepath.Abs(p)
+		}
+		errs = append(errs, err)
+		b.memtier = p
 	}
 	for _, p := range []*string{&b.shardproxy, &b.shardbench} {
 		abs, err := filepath.Abs(*p)

@@ -17,7 +17,9 @@ func (r *report) markdown() string {
 		"[scaling](#scaling) · [load generator cross-check](#load-generator-cross-check) · [method](#method)\n\n")
 	r.markdownSetup(&b)
 	b.WriteString("\n## Goals\n\nIssue 8's \"done when\" figures, issue 25's speed goals for a V2 Lua route " +
-		"(item 5) and issue 27's goals for shardproxy's defaults (item 8), from this run.\n\n")
+		"(item 5), issue 27's goals for shardproxy's defaults (item 8) and issue 44's goals at a fixed rate, " +
+		"with 100 KB values and for Redis unpipelined, each judged by shardbench and by memtier_benchmark apart, " +
+		"from this run.\n\n")
 	markdownTable(&b, criteriaHeader, r.criteriaCells())
 	r.markdownLoads(&b)
 	r.markdownIdle(&b)
@@ -40,7 +42,7 @@ func (r *report) markdownSetup(b *strings.Builder) {
 	for _, k := range keys {
 		fmt.Fprintf(b, "- %s: %s\n", k, r.Machine[k])
 	}
-	for _, k := range []string{"shardproxy", "nutcracker", "memcached", "redis-server", "memcached-proxy"} {
+	for _, k := range []string{"shardproxy", "nutcracker", "memcached", "redis-server", "memcached-proxy", "memtier_benchmark"} {
 		fmt.Fprintf(b, "- %s: %s\n", k, r.Versions[k])
 	}
 	if r.Noise != "" {
@@ -69,6 +71,10 @@ func (r *report) markdownLoads(b *strings.Builder) {
 			continue
 		}
 		markdownTable(b, tableHeader, t.cells())
+		if h, rows := t.generatorCells(); rows != nil {
+			b.WriteString("\nBy both generators, each cell shardbench / memtier_benchmark (medians of the same rounds):\n\n")
+			markdownTable(b, h, rows)
+		}
 	}
 }
 
@@ -95,11 +101,12 @@ func (r *report) markdownScaling(b *strings.Builder) {
 	if len(r.Scaling) == 0 {
 		return
 	}
-	b.WriteString("\n## Scaling\n\nOne run per point; CPU is the proxy's per request (for direct, the server's).\n")
+	b.WriteString("\n## Scaling\n\nOne run per point, each against fresh proxies; CPU is the proxy's per request " +
+		"(for direct, the server's), memory the proxy's peak RSS over the point (for direct, the server's RSS).\n")
 	for _, sc := range r.Scaling {
-		fmt.Fprintf(b, "\n### Throughput and CPU vs %s\n\n%s.\n\n", sc.Title, sc.Load)
-		fmt.Fprintf(b, "| throughput | CPU per request |\n| --- | --- |\n| ![](%s) | ![](%s) |\n\n",
-			sc.file("ops"), sc.file("cpu"))
+		fmt.Fprintf(b, "\n### Throughput, CPU and memory vs %s\n\n%s.\n\n", sc.Title, sc.Load)
+		fmt.Fprintf(b, "| throughput | CPU per request | memory |\n| --- | --- | --- |\n| ![](%s) | ![](%s) | ![](%s) |\n\n",
+			sc.file("ops"), sc.file("cpu"), sc.file("rss"))
 		h, rows := sc.cells()
 		markdownTable(b, h, rows)
 	}
@@ -166,7 +173,15 @@ const loadsText = "Each table: the same load against *direct* (the first backend
 	"`server_protocol: text` (requests reach memcached as sent, as from a Lua pool, whose route decides " +
 	"what it sends; memcached batches meta replies but not text ones), and *memcached-proxy* " +
 	"memcached's own proxy running the same file (only when its binary is given: " +
-	"`make bench MEMCACHED_PROXY=/path/to/memcached`).\n"
+	"`make bench MEMCACHED_PROXY=/path/to/memcached`).\n\n" +
+	"The goal loads run under a second generator too, memtier_benchmark, in the same rounds as shardbench " +
+	"(the generators' order alternating from round to round; memtier sets its own keys through the target " +
+	"once per load). Their second table gives each figure as shardbench / memtier, medians of the rounds, " +
+	"and marks ⚑ every figure on which memtier's is more than 15% from shardbench's; the last column names " +
+	"them with memtier's deviation. A figure the two generators disagree on is not a verdict on the proxy. " +
+	"The *-half loads run at a fixed rate: half of nutcracker's peak in the same run's unpaced load " +
+	"(or -fixed-rate), rounded to whole requests per second per connection, as memtier's --rate-limiting " +
+	"takes it; both generators run at that rate, and the caption gives it.\n"
 
 // worstCount formats the count ratio farthest from 1, or "–" for none.
 func worstCount(ratios []float64) string {
@@ -205,9 +220,16 @@ const methodText = `
   goal that compares shardproxy with nutcracker is judged on the median of the rounds' own
   ratios (the two ran in the same round, seconds apart), which the host's drift over a run
   does not skew the way a ratio of two medians can.
-- The paced load counts latency from each batch's scheduled start (a server that falls behind
-  is charged for it). A sleep to a start can end late; that lateness is the generator's own,
-  and its p99 is given under the paced table.
+- The paced loads count shardbench's latency from each batch's scheduled start (a server that
+  falls behind is charged for it). A sleep to a start can end late; that lateness is the
+  generator's own, and its p99 is given under the paced table. memtier_benchmark paces
+  differently: it refills each connection's budget up to 50 times a second and counts latency
+  from each request's send, so a server that falls behind shows in its req/s, not its latency.
+- memtier_benchmark (2.3.0, one thread, --json-out-file for req/s and p50/p99/p99.9) sets every
+  key of a load through the target once (--key-pattern P:P, -n allkeys) before its first run
+  there, then runs --test-time whole seconds with random keys; the proxy's and the backends'
+  CPU per request are read from /proc over the whole run. It verifies no value, but a run in
+  which more than 0.1% of its gets miss fails.
 - shardbench checks every reply: values are a function of (key, version) and a get must return a
   version written for that key, byte for byte; after the prefill a miss is wrong. Any wrong reply
   fails the run.
@@ -220,7 +242,7 @@ const methodText = `
   before and after the run is in Setup; other work on the machine shows up as noise.
 - The cross-check alone: ` + "`make bench BENCH_ARGS='-only crosscheck'`" + `; one load:
   ` + "`make bench BENCH_ARGS='-only loads -loads redis-p16'`" + `.
-- ` + "`BENCH_QUICK=1 make bench`" + ` is a one-minute smoke run (its report goes to a temporary
+- ` + "`BENCH_QUICK=1 make bench`" + ` is a smoke run of a few minutes (its report goes to a temporary
   directory); ` + "`make bench BENCH_ARGS='-rounds 5 -duration 10s'`" + ` runs longer; ` + "`bin/bench -h`" + ` lists
   every flag.
 `

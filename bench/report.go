@@ -54,6 +54,11 @@ func newReport(opt *options, bins binaries) *report {
 	} else {
 		r.Versions["memcached-proxy"] = "not given (-memcached-proxy; make bench MEMCACHED_PROXY=...): its rows are absent"
 	}
+	if bins.memtier != "" {
+		r.Versions["memtier_benchmark"] = firstLine(commandOutput(bins.memtier, "--version")) + " (" + bins.memtier + ")"
+	} else {
+		r.Versions["memtier_benchmark"] = "not found (make bench builds it; -memtier): the loads ran under shardbench only"
+	}
 	if opt.quick {
 		r.Settings = "BENCH_QUICK smoke run: " + r.Settings
 	}
@@ -215,7 +220,7 @@ func (t *table) caption() string {
 	s := fmt.Sprintf("%s over %d %s; shardbench %s", t.Load.Title, t.Load.Servers,
 		map[bool]string{false: "memcached", true: "redis-server"}[t.Load.Redis], strings.Join(t.Load.Args, " "))
 	if t.Rate > 0 {
-		s += fmt.Sprintf(" -rate %.0f", t.Rate)
+		s += fmt.Sprintf(" -rate %.0f (memtier: --rate-limiting %d per connection)", t.Rate, t.PerConn)
 	}
 	if t.Load.ServerProtocol != "" {
 		s += "; shardproxy with server_protocol " + t.Load.ServerProtocol
@@ -233,6 +238,9 @@ func (t *table) caption() string {
 	s += fmt.Sprintf("; median of %d round(s)", t.Rounds)
 	if t.Absent != "" {
 		s += ". " + t.Absent
+	}
+	if t.NoMemtier != "" {
+		s += ". " + t.NoMemtier
 	}
 	if t.Rate > 0 {
 		var parts []string
@@ -258,7 +266,54 @@ func (t *table) text() string {
 		return b.String()
 	}
 	writeTabs(&b, tableHeader, t.cells())
+	if h, rows := t.generatorCells(); rows != nil {
+		fmt.Fprintf(&b, "by both generators, shardbench / memtier_benchmark:\n")
+		writeTabs(&b, h, rows)
+	}
 	return b.String()
+}
+
+// generatorHeader is the header of a load's side-by-side table.
+var generatorHeader = []string{"target", "req/s", "p50 µs", "p99 µs", "p99.9 µs", "proxy CPU µs/req",
+	"backend CPU µs/req", fmt.Sprintf("apart > %.0f%%", 100*disagreeTolerance)}
+
+// generatorCells returns the side-by-side table of a load run under both
+// generators: each cell "shardbench / memtier", marked ⚑ where the two are
+// more than disagreeTolerance apart, and the last column naming those
+// figures with memtier's deviation. Nil rows when no row has memtier's
+// figures.
+func (t *table) generatorCells() ([]string, [][]string) {
+	var rows [][]string
+	for _, r := range t.Rows {
+		if r.MemtierMedian == nil && r.MemtierErr == "" {
+			continue
+		}
+		if r.MemtierMedian == nil {
+			rows = append(rows, []string{r.Target, "—", "—", "—", "—", "—", "—", "memtier: " + short(r.MemtierErr, 90)})
+			continue
+		}
+		sb, mt := r.Median, *r.MemtierMedian
+		cells := []string{r.Target}
+		for _, f := range comparedFigures {
+			format := fmtInt
+			if strings.HasSuffix(f.name, "CPU") {
+				format = fmtFloat
+			}
+			c := format(f.get(&sb)) + " / " + format(f.get(&mt))
+			for _, d := range r.Disagree {
+				if strings.HasPrefix(d, f.name+" ") {
+					c += " ⚑"
+				}
+			}
+			cells = append(cells, c)
+		}
+		flag := "—"
+		if len(r.Disagree) > 0 {
+			flag = "⚑ " + strings.Join(r.Disagree, ", ")
+		}
+		rows = append(rows, append(cells, flag))
+	}
+	return generatorHeader, rows
 }
 
 // writeTabs writes aligned columns.
@@ -318,6 +373,9 @@ func (sc *scaling) cells() ([]string, [][]string) {
 	for _, t := range sc.Targets {
 		header = append(header, t+" "+cpuLabel(t))
 	}
+	for _, t := range sc.Targets {
+		header = append(header, t+" "+rssLabel(t))
+	}
 	var xs []float64
 	for _, p := range sc.Points {
 		if len(xs) == 0 || xs[len(xs)-1] != p.X {
@@ -328,13 +386,13 @@ func (sc *scaling) cells() ([]string, [][]string) {
 	var rows [][]string
 	for _, x := range xs {
 		row := []string{fmtInt(x)}
-		var cpus []string
+		var cpus, rsss []string
 		other := nan
 		for _, t := range sc.Targets {
-			ops, cpu := "—", "—"
+			ops, cpu, rss := "—", "—", "—"
 			for _, p := range sc.Points {
 				if p.X == x && p.Target == t && p.Err == "" {
-					ops, cpu = fmtInt(p.Sample.OpsPerSec), fmtFloat(cpuOfTarget(t, p.Sample))
+					ops, cpu, rss = fmtInt(p.Sample.OpsPerSec), fmtFloat(cpuOfTarget(t, p.Sample)), fmtKiB(p.RSSKiB)
 					if o := p.Sample.OtherCores; math.IsNaN(other) || o > other {
 						other = o
 					}
@@ -342,8 +400,9 @@ func (sc *scaling) cells() ([]string, [][]string) {
 			}
 			row = append(row, ops)
 			cpus = append(cpus, cpu)
+			rsss = append(rsss, rss)
 		}
-		rows = append(rows, append(append(row, cpus...), fmtCores(other)))
+		rows = append(rows, append(append(append(row, cpus...), rsss...), fmtCores(other)))
 	}
 	return header, rows
 }
@@ -355,6 +414,13 @@ func cpuOfTarget(target string, s sample) float64 {
 		return s.BackendCPU
 	}
 	return s.ProxyCPU
+}
+
+func rssLabel(target string) string {
+	if target == direct {
+		return "server RSS"
+	}
+	return "peak RSS"
 }
 
 func cpuLabel(target string) string {

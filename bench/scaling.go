@@ -24,7 +24,11 @@ type point struct {
 	X      float64 `json:"x"`
 	Target string  `json:"target"`
 	Sample sample  `json:"sample"`
-	Err    string  `json:"error,omitempty"`
+	// RSSKiB is the proxy's peak RSS (VmHWM) over the point, which it
+	// alone ran (every point starts fresh proxies); for direct, the
+	// server's RSS after it.
+	RSSKiB int64  `json:"rss_kib,omitempty"`
+	Err    string `json:"error,omitempty"`
 }
 
 // scalingPlan describes the three scaling runs: the variable's values and
@@ -38,12 +42,17 @@ type scalingPlan struct {
 	setup func(h *harness, x int) (args []string, backends []*proc.Process, err error)
 }
 
+// The backends series starts up to 100 memcached processes (one thread,
+// 64 MiB each, allocated as used): idle ones cost the machine little, and
+// real servers show what a proxy pays per server (connections, pollers,
+// the ketama ring) better than one server behind many ports would.
 func scalingPlans(quick bool) []scalingPlan {
-	conns := []int{10, 50, 200, 500, 1000, 2000}
-	servers := []int{1, 2, 4, 8, 16, 32, 64}
+	conns := []int{10, 50, 200, 1000, 2000, 10000}
+	servers := []int{1, 2, 4, 10, 32, 100}
+	depths := []int{1, 4, 16, 64}
 	values := []int{100, 1024, 4096, 16384, 65536, 262144}
 	if quick {
-		conns, servers, values = []int{10, 2000}, []int{1, 64}, []int{100, 262144}
+		conns, servers, depths, values = []int{50, 1000}, []int{1, 10}, []int{1, 16}, []int{100, 262144}
 	}
 	return []scalingPlan{
 		{name: "conns", title: "client connections", xlabel: "client connections",
@@ -60,6 +69,12 @@ func scalingPlans(quick bool) []scalingPlan {
 			setup: func(h *harness, x int) ([]string, []*proc.Process, error) {
 				b, err := h.memcachedServers(x)
 				return common("text", "-pipeline", "16"), b, err
+			}},
+		{name: "pipeline", title: "pipeline depth", xlabel: "requests in flight per connection (pipeline)",
+			load:    "memcache text, 50 connections, 100 B values, set:get 1:9, 10,000 keys, 4 servers",
+			targets: targetNames, xs: depths,
+			setup: func(h *harness, x int) ([]string, []*proc.Process, error) {
+				return common("text", "-pipeline", strconv.Itoa(x)), h.fleet.backends(false, 4), nil
 			}},
 		{name: "values", title: "value size", xlabel: "value size (bytes)", logOps: true,
 			load: "memcache text, 50 connections, pipeline 1, set:get 1:9, 4 servers, " +
@@ -99,6 +114,7 @@ func (h *harness) runScaling(sp scalingPlan) *scaling {
 				pt.Err = err.Error()
 			} else {
 				pt.Sample = s
+				pt.RSSKiB = rssOf(tg.proc(target, backends), target)
 				if s.Errors > 0 {
 					h.fail("scaling %s %d: %s: %d wrong replies: %v", sp.name, x, target, s.Errors, s.ErrorNotes)
 				}
@@ -111,6 +127,20 @@ func (h *harness) runScaling(sp scalingPlan) *scaling {
 		tg.stop()
 	}
 	return sc
+}
+
+// rssOf returns a scaling point's memory figure: a proxy's VmHWM (it
+// ran this point only), a direct server's VmRSS (it serves every point).
+func rssOf(p *proc.Process, target string) int64 {
+	if p == nil || !p.Running() {
+		return 0
+	}
+	field := "VmHWM"
+	if target == direct {
+		field = "VmRSS"
+	}
+	kib, _ := proc.Status(p.Pid(), field)
+	return kib
 }
 
 // memcachedServers returns n memcached backends: the main ones first, then
