@@ -2,12 +2,14 @@ package main
 
 // The client connections of an upgrade. The old process and the new one
 // share a unix socket pair (SOCK_SEQPACKET) at the new process's
-// descriptor 3 (readyFD). The new process writes one byte on it when it is
-// ready: linkTakesConns says it also takes client connections. The old
-// process's drain then sends each client connection it can hand over
+// descriptor 3 (readyFD). The new process writes one message on it when
+// it is ready: linkTakesConns says it also takes client connections, and
+// the lines after it name the addresses it listens on (readyMessage). The
+// old process's drain then sends each client connection it can hand over
 // (proxy.Server.SetHandOff) as one message: the listener's "network
 // address" and the session's state, with the socket's descriptor
-// (SCM_RIGHTS). The new process serves each on its listener at that
+// (SCM_RIGHTS); a connection of an address the new process does not
+// listen on ends as any drain ends it, after its last reply. The new process serves each on its listener at that
 // address (proxy.Server.Adopt) until the old process closes its end. The
 // clients see no close: what they sent after their last reply waits in
 // the socket for the new process.

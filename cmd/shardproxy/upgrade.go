@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,8 +63,9 @@ type handover struct {
 	live      map[*handedListener]struct{}
 	passed    bool // a new process has taken the sockets over
 
-	next  *net.UnixConn // the link to the new process, once ready
-	takes bool          // it takes client connections (linkTakesConns)
+	next   *net.UnixConn   // the link to the new process, once ready
+	takes  bool            // it takes client connections (linkTakesConns)
+	served map[string]bool // the "network address"es it listens on; nil: not said
 }
 
 // newHandover returns the process's handover, with the sockets and the
@@ -147,7 +149,7 @@ func (h *handover) signalReady(srv *proxy.Server) {
 	var err error
 	switch {
 	case h.link != nil:
-		if _, err = h.link.Write([]byte{linkTakesConns}); err == nil {
+		if _, err = h.link.Write(h.readyMessage()); err == nil {
 			go adoptConns(h.link, srv, h.log)
 		} else {
 			h.link.Close()
@@ -166,13 +168,54 @@ func (h *handover) signalReady(srv *proxy.Server) {
 	h.log.Info("upgrade: ready, the old process drains", "ppid", os.Getppid())
 }
 
-// handOff has srv's drain hand its client connections to the new process
-// of a successful upgrade, when it takes them.
-func (h *handover) handOff(srv *proxy.Server) {
-	if h.next != nil && h.takes {
-		next := h.next
-		srv.SetHandOff(func(hc proxy.HandedConn) error { return passConn(next, hc) })
+// readyMessage is what this process writes on the link when it is ready:
+// linkTakesConns, then the "network address" of every listener it has,
+// one per line, so that the old process hands over only the connections
+// of addresses this one serves. mu is held.
+func (h *handover) readyMessage() []byte {
+	keys := make([]string, 0, len(h.live))
+	for l := range h.live {
+		keys = append(keys, l.key)
 	}
+	slices.Sort(keys)
+	return append([]byte{linkTakesConns}, strings.Join(keys, "\n")...)
+}
+
+// readReady reads the new process's ready message: whether it takes
+// client connections, and the addresses it serves (nil when it did not
+// say: all of them).
+func readReady(msg []byte) (takes bool, served map[string]bool) {
+	if len(msg) == 0 || msg[0] != linkTakesConns {
+		return false, nil
+	}
+	if len(msg) > 1 {
+		served = map[string]bool{}
+		for _, key := range strings.Split(string(msg[1:]), "\n") {
+			served[key] = true
+		}
+	}
+	return true, served
+}
+
+// errNotServed refuses the hand-over of a connection whose address the
+// new process does not listen on: the drain ends it with the FIN after
+// its last reply instead.
+var errNotServed = errors.New("the new process does not listen on its address")
+
+// handOff has srv's drain hand its client connections to the new process
+// of a successful upgrade, when it takes them: those of the addresses it
+// serves.
+func (h *handover) handOff(srv *proxy.Server) {
+	if h.next == nil || !h.takes {
+		return
+	}
+	next, served := h.next, h.served
+	srv.SetHandOff(func(hc proxy.HandedConn) error {
+		if served != nil && !served[hc.Network+" "+hc.Addr] {
+			return errNotServed
+		}
+		return passConn(next, hc)
+	})
 }
 
 // close closes the link to the new process, once the drain is over: it
@@ -200,18 +243,19 @@ func (h *handover) upgrade() bool {
 		}
 		exited <- err
 	}()
-	got := make(chan byte, 1)
+	got := make(chan []byte, 1)
 	go func() {
-		var b [1]byte
-		if n, _ := r.Read(b[:]); n == 1 {
-			got <- b[0]
+		b := make([]byte, maxHandedMessage)
+		if n, _ := r.Read(b); n > 0 {
+			got <- b[:n]
 		}
 		close(got)
 	}()
 	select {
-	case b, ok := <-got:
+	case msg, ok := <-got:
 		if ok {
-			h.next, h.takes = r, b == linkTakesConns
+			h.next = r
+			h.takes, h.served = readReady(msg)
 			h.log.Info("upgrade: the new process is ready; draining", "new_pid", pid, "hands_over_connections", h.takes)
 			return true
 		}

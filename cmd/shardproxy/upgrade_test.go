@@ -370,3 +370,43 @@ func dialClient(t *testing.T, fail func(string, ...any), network, addr string) *
 	t.Cleanup(func() { nc.Close() })
 	return newClientConn(nc)
 }
+
+// TestUpgradeDroppedListener upgrades to a configuration without one of
+// the running addresses: the client of the address kept is handed over;
+// the client of the address dropped is not handed to a process that would
+// close it, but ends as a drain ends it, after its replies.
+func TestUpgradeDroppedListener(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: builds the binary, runs memcached")
+	}
+	mc := testserver.StartMemcached(t).Addr
+	kept, dropped := loopback(t), loopback(t)
+	conf := filepath.Join(t.TempDir(), "conf.yml")
+	write := func(pools string) {
+		if err := os.WriteFile(conf, []byte(pools), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := func(name, addr string) string {
+		return fmt.Sprintf("%s:\n  listen: %s\n  servers:\n    - %s:1\n", name, addr, mc)
+	}
+	write(pool("kept", kept) + pool("dropped", dropped))
+	p := startUpgradeProxy(t, "-c", conf)
+	a, b := dialClient(t, p.fail, "tcp", kept), dialClient(t, p.fail, "tcp", dropped)
+	for _, c := range []*clientConn{a, b} {
+		if err := textStep(c, "k", 1); err != nil {
+			p.fail("before the upgrade: %v", err)
+		}
+	}
+	write(pool("kept", kept))
+	p.upgrade(t, 1)
+	if err := textStep(a, "k", 2); err != nil {
+		p.fail("the kept address's client after the upgrade: %v", err)
+	}
+	if !b.peerClosed() {
+		p.fail("the dropped address's client is still connected")
+	}
+	if p.count("a connection handed over is closed") != 0 || p.count("handed=1") != 1 {
+		p.fail("want one connection handed over and none closed by the new process")
+	}
+}
