@@ -5,7 +5,8 @@
 #   direct      one redis-server
 #   proxy       bin/shardproxy in front of a pool of 3 redis-server
 #               (ketama, redis_flushall: true so the suite can flush,
-#               redis_config: true so it can CONFIG SET)
+#               redis_config: true so it can CONFIG SET, redis_scripts:
+#               dedicated so a busy script can be killed as on a server)
 #   nutcracker  nutcracker in front of the same kind of pool
 #   nutcracker-flush  the same, but the suite's copy empties the servers
 #               directly before each test group (nutcracker refuses
@@ -169,7 +170,7 @@ start_fleet() {
 	fi
 	for i in 1 2 3; do start_redis $((base + i)) "$dir/r$i"; done
 	if [ "$name" = proxy ]; then
-		pool_yaml suite "$port" $'redis_flushall: true\n  redis_config: true' $((base + 1)) $((base + 2)) $((base + 3)) >"$dir/pool.yml"
+		pool_yaml suite "$port" $'redis_flushall: true\n  redis_config: true\n  redis_scripts: dedicated' $((base + 1)) $((base + 2)) $((base + 3)) >"$dir/pool.yml"
 		"$root/bin/shardproxy" -c "$dir/pool.yml" -a 127.0.0.1 -s $((base + 11)) \
 			-admin 127.0.0.1:$((base + 12)) -o "$dir/proxy.log" &
 	else
