@@ -164,6 +164,13 @@ type Call struct {
 	// backend connection that reads a reply while its worker's buffers
 	// are over buffer_memory_limit. It must not block.
 	Over func() bool
+	// Gate, on a dedicated socket, holds the call's write until it is
+	// closed (or gateWait has passed), and Written is called once the
+	// call is written, or has failed unwritten: a chain of them keeps the
+	// blocking commands of several clients in the order they came
+	// (kind.DedicatedPool.Order).
+	Gate    <-chan struct{}
+	Written func()
 
 	probe    bool      // an idle socket's health check (health.go), not a client's
 	joined   bool      // written joined with the calls after it, which end the joined reply (join.go)
@@ -538,8 +545,39 @@ func (b *Backend) finish(c *Call, cause Cause) {
 	if cause == CauseTimeout && !c.probe {
 		b.stats.Timeouts.Add(1)
 	}
+	c.Gate = nil
+	if w := c.Written; w != nil { // failed unwritten: the calls ordered after it go on
+		c.Written = nil
+		w()
+	}
 	c.Reply = codec.Reply{Err: errs[cause]}
 	c.Done(c)
+}
+
+// gateWait bounds how long a call waits for its Gate: a call before it
+// whose socket is slow to open does not hold it longer.
+const gateWait = 2 * time.Second
+
+// passGates waits for the gates of a dedicated socket's batch and takes
+// their calls' Written, which the writer calls once the batch is written
+// (or its socket found dead). A shared socket's calls have neither.
+func passGates(batch []*Call, wrote []func()) []func() {
+	for _, call := range batch {
+		if g := call.Gate; g != nil {
+			call.Gate = nil
+			t := time.NewTimer(gateWait)
+			select {
+			case <-g:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		if w := call.Written; w != nil {
+			call.Written = nil
+			wrote = append(wrote, w)
+		}
+	}
+	return wrote
 }
 
 // succeeded resets the failure count after a good reply.

@@ -71,6 +71,15 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 		return s.writePush(batch, bufs)
 	}
 	b := s.c.b
+	var wrote []func()
+	if s.c.once { // a dedicated socket: its calls may be ordered after others' (Call.Gate)
+		wrote = passGates(batch, nil)
+		defer func() {
+			for _, w := range wrote {
+				w()
+			}
+		}()
+	}
 	deadline := earliest(batch)
 	first, n := batch[0].deadline, int64(len(batch))
 	now := time.Now() // one clock read per write; Call.Times reports it

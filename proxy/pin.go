@@ -153,6 +153,7 @@ func (s *session) routeBlocking(p *pending, dd kind.Dedicator) {
 	}
 	s.blocked.add(d)
 	dp.Blocked.Add(1)
+	p.Order(dp.Order(d.Backend()))
 	p.SendOn(d, s.blockTimeout(p.Req.Block), func(c *backend.Call) {
 		dp.Blocked.Add(-1)
 		s.blocked.remove(d)

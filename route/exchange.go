@@ -195,6 +195,13 @@ func (x *Exchange) SendOn(d *backend.Dedicated, timeout time.Duration, after fun
 	d.Send(&x.call)
 }
 
+// Order makes the call SendOn sends next wait for gate before it is
+// written, and call written once it is written or has failed
+// (backend.Call.Gate, Written).
+func (x *Exchange) Order(gate <-chan struct{}, written func()) {
+	x.call.Gate, x.call.Written = gate, written
+}
+
 // onDone is the Done of SendOn's call.
 func (x *Exchange) onDone(c *backend.Call) {
 	if f := x.after; f != nil {

@@ -1,0 +1,89 @@
+package kind_test
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+	"shardproxy/internal/testserver"
+	"shardproxy/kind"
+	"shardproxy/memcache"
+)
+
+// TestOrder sends two blocking commands, ordered, on two dedicated
+// connections of one server: the second's connection is open, the
+// first's still to be opened, its handshake answered 100 ms late. The
+// second is written only once the first is, as the order says; unordered
+// it would be written 100 ms before it.
+func TestOrder(t *testing.T) {
+	var conns atomic.Int32
+	addr := testserver.Fake(t, func(nc net.Conn) {
+		slow := conns.Add(1) > 1 // the first connection is the open one
+		r := bufio.NewReader(nc)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if strings.HasPrefix(line, "version") {
+				if slow {
+					time.Sleep(100 * time.Millisecond)
+				}
+				nc.Write([]byte("VERSION 1.6.21\r\n"))
+				continue
+			}
+			nc.Write([]byte("END\r\n"))
+		}
+	})
+	d := &memcache.Dialect{}
+	b := backend.New(backend.Config{Addr: addr, Dialect: d, Timeout: 5 * time.Second})
+	t.Cleanup(b.Close)
+	dp := kind.NewDedicatedPool(0)
+	t.Cleanup(dp.Close)
+	get := func() *codec.Request {
+		req := &codec.Request{}
+		if _, err := d.NewRequestParser(codec.Options{}).ParseRequest([]byte("get k\r\n"), req); err != nil {
+			t.Fatal(err)
+		}
+		return req
+	}
+	send := func(ded *backend.Dedicated, c *backend.Call, wg *sync.WaitGroup) {
+		wg.Add(1)
+		c.Done = func(*backend.Call) { wg.Done() }
+		ded.Send(c)
+	}
+	var wg sync.WaitGroup
+	open, _ := dp.Take(b, 0, d)
+	send(open, &backend.Call{Req: get()}, &wg) // its socket opens now
+	wg.Wait()
+	fresh, _ := dp.Take(b, 0, d)
+
+	first, second := &backend.Call{Req: get()}, &backend.Call{Req: get()}
+	first.Gate, first.Written = dp.Order(b)
+	second.Gate, second.Written = dp.Order(b)
+	send(fresh, first, &wg)
+	send(open, second, &wg)
+	wg.Wait()
+	if first.Reply.Err != nil || second.Reply.Err != nil {
+		t.Fatalf("replies: %v, %v", first.Reply.Err, second.Reply.Err)
+	}
+	_, sent1, _ := first.Times()
+	_, sent2, _ := second.Times()
+	if sent2.Before(sent1) {
+		t.Fatalf("the second command was written %v before the first", sent1.Sub(sent2))
+	}
+	// Nothing waits on an order that has ended.
+	third := &backend.Call{Req: get()}
+	third.Gate, third.Written = dp.Order(b)
+	if third.Gate != nil {
+		t.Fatalf("a gate after every command ordered was written")
+	}
+	send(open, third, &wg)
+	wg.Wait()
+}
