@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"slices"
 	"strconv"
+	"strings"
 
 	"shardproxy/cluster"
 	"shardproxy/codec"
@@ -27,25 +28,41 @@ type FleetMember struct {
 	Pools map[string]string
 }
 
-// fleetMembers is the fleet's live proxies as SetFleetMembers last set them.
+// fleetMembers is the fleet's live proxies as SetFleetMembers last set
+// them, by pool: the proxies that serve each, in the order of their ids.
 type fleetMembers struct {
-	self    string // this proxy's id
-	members []FleetMember
+	pools map[string]poolMembers
 }
 
-// SetFleetMembers makes members, sorted by id, the fleet's live proxies;
-// self is this proxy's id. Safe for concurrent use.
+// poolMembers is the proxies of one pool: their ids and addresses, and
+// which of them is this proxy (-1: none).
+type poolMembers struct {
+	ids, addrs []string
+	self       int
+}
+
+// SetFleetMembers makes members the fleet's live proxies; self is this
+// proxy's id. Safe for concurrent use.
 func (s *Server) SetFleetMembers(self string, members []FleetMember) {
-	m := &fleetMembers{self: self, members: slices.Clone(members)}
-	slices.SortFunc(m.members, func(a, b FleetMember) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
+	members = slices.Clone(members)
+	slices.SortFunc(members, func(a, b FleetMember) int { return strings.Compare(a.ID, b.ID) })
+	m := &fleetMembers{pools: map[string]poolMembers{}}
+	for _, fm := range members {
+		for pool, addr := range fm.Pools {
+			if addr == "" {
+				continue
+			}
+			pm := m.pools[pool]
+			if len(pm.ids) == 0 {
+				pm.self = -1
+			}
+			if fm.ID == self {
+				pm.self = len(pm.ids)
+			}
+			pm.ids, pm.addrs = append(pm.ids, fm.ID), append(pm.addrs, addr)
+			m.pools[pool] = pm
 		}
-		return 0
-	})
+	}
 	s.members.Store(m)
 }
 
@@ -57,31 +74,31 @@ func (e *localEnv) ClusterNodes() []codec.ClusterNode {
 // ClusterSlot implements codec.ClusterEnv.
 func (e *localEnv) ClusterSlot(key []byte) int { return cluster.Slot(key) }
 
-// clusterNodes returns the pool's proxies as cluster nodes; here is the
-// address the asking client reached this proxy at, its node's when the
-// fleet lists none for it.
-func (p *pool) clusterNodes(here string) []codec.ClusterNode {
-	var ids, addrs []string
-	self := -1
+// fleetView returns the pool's proxies in the fleet; self < 0 when there
+// is no fleet, or this proxy is not listed in it yet.
+func (p *pool) fleetView() poolMembers {
 	if m := p.srv.members.Load(); m != nil {
-		for _, fm := range m.members {
-			if addr := fm.Pools[p.cfg.Name]; addr != "" {
-				if fm.ID == m.self {
-					self = len(ids)
-				}
-				ids, addrs = append(ids, fm.ID), append(addrs, addr)
-			}
+		if pm, ok := m.pools[p.cfg.Name]; ok {
+			return pm
 		}
 	}
-	if self < 0 { // no fleet, or not yet listed in it: this proxy alone
-		ids, addrs, self = []string{"proxy " + here}, []string{here}, 0
+	return poolMembers{self: -1}
+}
+
+// clusterNodes returns the pool's proxies as cluster nodes; here is the
+// address the asking client reached this proxy at, its node's when the
+// fleet lists none for it (this proxy alone).
+func (p *pool) clusterNodes(here string) []codec.ClusterNode {
+	pm := p.fleetView()
+	if pm.self < 0 {
+		pm = poolMembers{ids: []string{"proxy " + here}, addrs: []string{here}, self: 0}
 	}
-	nodes := make([]codec.ClusterNode, len(ids))
-	for i := range ids {
-		first, last := slotRange(i, len(ids))
-		sum := sha1.Sum([]byte(ids[i] + "\x00" + p.cfg.Name))
-		nodes[i] = codec.ClusterNode{ID: hex.EncodeToString(sum[:]), Addr: addrs[i],
-			Slots: [][2]int{{first, last}}, Self: i == self}
+	nodes := make([]codec.ClusterNode, len(pm.ids))
+	for i := range pm.ids {
+		first, last := slotRange(i, len(pm.ids))
+		sum := sha1.Sum([]byte(pm.ids[i] + "\x00" + p.cfg.Name))
+		nodes[i] = codec.ClusterNode{ID: hex.EncodeToString(sum[:]), Addr: pm.addrs[i],
+			Slots: [][2]int{{first, last}}, Self: i == pm.self}
 	}
 	return nodes
 }
@@ -101,17 +118,17 @@ func (s *session) moved(p *pending, pl *pool) bool {
 	if ca, ok := s.parser.(codec.ClusterAwarer); !ok || !ca.ClusterAware() {
 		return false
 	}
-	nodes := pl.clusterNodes(s.nc.LocalAddr().String())
-	if len(nodes) < 2 {
+	pm := pl.fleetView()
+	if pm.self < 0 || len(pm.ids) < 2 {
 		return false
 	}
 	slot := cluster.Slot(p.Req.Keys[0])
-	for _, n := range nodes {
-		if r := n.Slots[0]; slot >= r[0] && slot <= r[1] {
-			if n.Self {
+	for i := range pm.ids {
+		if first, last := slotRange(i, len(pm.ids)); slot >= first && slot <= last {
+			if i == pm.self {
 				return false
 			}
-			p.Answer(append(p.Out(), "-MOVED "+strconv.Itoa(slot)+" "+n.Addr+"\r\n"...))
+			p.Answer(append(p.Out(), "-MOVED "+strconv.Itoa(slot)+" "+pm.addrs[i]+"\r\n"...))
 			return true
 		}
 	}
