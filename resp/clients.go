@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -158,7 +159,7 @@ func (p *parser) checkClient(local localCmd) string {
 // match reports whether c passes f.
 func (f *clientFilter) match(c *codec.Client, id int64, user string) bool {
 	switch {
-	case len(f.ids) > 0 && !containsID(f.ids, id),
+	case len(f.ids) > 0 && !slices.Contains(f.ids, id),
 		f.typ != "" && f.typ != clientType(c),
 		f.addr != "" && f.addr != c.Addr,
 		f.laddr != "" && f.laddr != c.LAddr,
@@ -167,15 +168,6 @@ func (f *clientFilter) match(c *codec.Client, id int64, user string) bool {
 		return false
 	}
 	return true
-}
-
-func containsID(ids []int64, id int64) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // clientType is CLIENT LIST's TYPE of c: the proxy's clients are never
