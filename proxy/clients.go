@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"crypto/tls"
 	"net"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"shardproxy/codec"
@@ -114,19 +112,10 @@ func addrOf(a net.Addr) string {
 
 // fdOf returns the descriptor of nc's socket, or -1.
 func fdOf(nc net.Conn) int {
-	if tc, ok := nc.(*tls.Conn); ok {
-		nc = tc.NetConn()
-	}
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return -1
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return -1
-	}
 	fd := -1
-	rc.Control(func(f uintptr) { fd = int(f) })
+	if rc := socketOf(nc); rc != nil {
+		rc.Control(func(f uintptr) { fd = int(f) })
+	}
 	return fd
 }
 

@@ -262,15 +262,8 @@ func (s *session) linger() {
 // inputWaiting reports whether nc's socket (under TLS, the connection
 // beneath) holds input not read yet: a peek that does not wait.
 func inputWaiting(nc net.Conn) bool {
-	if tc, ok := nc.(*tls.Conn); ok {
-		nc = tc.NetConn()
-	}
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := socketOf(nc)
+	if rc == nil {
 		return false
 	}
 	var n int
@@ -279,4 +272,21 @@ func inputWaiting(nc net.Conn) bool {
 		n, _, _ = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 	})
 	return n > 0
+}
+
+// socketOf returns the RawConn of nc's socket (under TLS, of the
+// connection beneath), or nil when it has none.
+func socketOf(nc net.Conn) syscall.RawConn {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
 }
