@@ -41,7 +41,7 @@ func benchShadow(b *testing.B, mode string) {
 	case "none":
 		target = ""
 	case "hung":
-		target = testserver.Fake(b, hungServer)
+		target = testserver.FakeMemcached(b, hungServer)
 	}
 	startProxy(b, shadowConfig(port, p, target, 1024))
 	if mode == "dead" {
@@ -126,15 +126,9 @@ func readReply(r *bufio.Reader) bool {
 
 // hungServer answers a memcached's version to the handshake, then reads
 // every request and answers none.
-func hungServer(nc net.Conn) {
-	r := bufio.NewReader(nc)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return
-		}
-		if strings.HasPrefix(line, "version") {
-			io.WriteString(nc, "VERSION 1.6.21\r\n")
-		}
+func hungServer(_ int, line string) string {
+	if strings.HasPrefix(line, "version") {
+		return testserver.FakeVersion
 	}
+	return ""
 }

@@ -1,11 +1,8 @@
 package kind_test
 
 import (
-	"bufio"
-	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,24 +19,14 @@ import (
 // second is written only once the first is, as the order says; unordered
 // it would be written 100 ms before it.
 func TestOrder(t *testing.T) {
-	var conns atomic.Int32
-	addr := testserver.Fake(t, func(nc net.Conn) {
-		slow := conns.Add(1) > 1 // the first connection is the open one
-		r := bufio.NewReader(nc)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			if strings.HasPrefix(line, "version") {
-				if slow {
-					time.Sleep(100 * time.Millisecond)
-				}
-				nc.Write([]byte("VERSION 1.6.21\r\n"))
-				continue
-			}
-			nc.Write([]byte("END\r\n"))
+	addr := testserver.FakeMemcached(t, func(conn int, line string) string {
+		if !strings.HasPrefix(line, "version") {
+			return "END\r\n"
 		}
+		if conn > 1 { // the first connection is the open one
+			time.Sleep(100 * time.Millisecond)
+		}
+		return testserver.FakeVersion
 	})
 	d := &memcache.Dialect{}
 	b := backend.New(backend.Config{Addr: addr, Dialect: d, Timeout: 5 * time.Second})

@@ -1,8 +1,10 @@
 package testserver
 
 import (
+	"bufio"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -36,4 +38,29 @@ func Fake(t testing.TB, serve func(nc net.Conn)) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// FakeVersion is the version a FakeMemcached answers memcached's
+// "version" with.
+const FakeVersion = "VERSION 1.6.21\r\n"
+
+// FakeMemcached is a Fake that reads memcached text lines: answer gets the
+// number of its connection (1 for the first accepted) and each line, and
+// returns what to write back ("" for nothing).
+func FakeMemcached(t testing.TB, answer func(conn int, line string) string) string {
+	t.Helper()
+	var n atomic.Int32
+	return Fake(t, func(nc net.Conn) {
+		conn := int(n.Add(1))
+		r := bufio.NewReader(nc)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if reply := answer(conn, line); reply != "" {
+				nc.Write([]byte(reply))
+			}
+		}
+	})
 }
