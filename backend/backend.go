@@ -220,6 +220,16 @@ func (c *Call) Release() {
 	}
 }
 
+// MoveReply moves c's reply, the buffers it lives in (a spliced value's
+// pipe among them) and its times to dst, a call for the same request that
+// was not sent: dst then owns them, and its Release recycles them. c holds
+// no reply afterwards.
+func (c *Call) MoveReply(dst *Call) {
+	dst.Reply, dst.owned, dst.arena, dst.body = c.Reply, c.owned, c.arena, c.body
+	dst.start, dst.sent, dst.replied = c.start, c.sent, c.replied
+	c.Reply, c.owned, c.arena, c.body = codec.Reply{}, nil, nil, Spliced{}
+}
+
 // Backend is one server with its sockets and health state.
 type Backend struct {
 	cfg    Config

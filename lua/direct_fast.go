@@ -6,6 +6,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/route"
 )
 
 // A direct handler (direct_v1.go, direct_v2.go) needs the Lua state only to
@@ -72,6 +73,7 @@ type fastCall struct {
 	be    *beRef
 	req   *codec.Request
 	c     Completion
+	x     *route.Exchange // c, when it is the Exchange of req: it takes the reply
 	bytes int64
 	out   []byte
 }
@@ -118,12 +120,20 @@ func (r *Router) sendFast(be *beRef, req *codec.Request, hint uint32, c Completi
 	fc.call.Req = req
 	fc.call.MetaRewrite = r.cfg.MetaRewrite != nil
 	fc.call.Over = r.overBuffer
+	if x, ok := c.(*route.Exchange); ok && req == &x.Req {
+		fc.x = x
+		x.Forward(&fc.call) // a long value may be spliced: its reply then must go to x.Take
+	}
 	be.send(&fc.call, hint, bt) // Route counted the request in active and bufferUsed
 }
 
 // done answers the client from the backend's goroutine.
 func (fc *fastCall) done(*backend.Call) {
 	reply := fc.call.Reply
+	if fc.x != nil && reply.Err == nil && fc.req.Mode != codec.ModeNoreply {
+		fc.take()
+		return
+	}
 	out := fc.r.appendReply(fc.out[:0], fc.req, reply)
 	// out is a copy: the reply's buffer goes back to the backend's
 	// reader, which would otherwise make a new 64 KiB chunk every few
@@ -136,10 +146,28 @@ func (fc *fastCall) done(*backend.Call) {
 		fc.out = nil
 	}
 	fc.call = backend.Call{Done: fc.call.Done}
-	fc.r, fc.be, fc.req, fc.c = nil, nil, nil, nil
+	fc.r, fc.be, fc.req, fc.c, fc.x = nil, nil, nil, nil, nil
 	r.active.Add(-1)
 	r.bufferUsed.Add(-bytes)
 	c.Complete(out)
+	fastCalls.Put(fc)
+}
+
+// take hands the reply to the request's Exchange as it came from the
+// backend, the buffer it was read into (or the pipe a long value was
+// spliced into) with it: the client's writer writes it as a native pool's
+// reply, where appendReply would copy it twice, a big one into new memory.
+func (fc *fastCall) take() {
+	r, x, bytes := fc.r, fc.x, fc.bytes
+	var b *backend.Backend
+	if fc.be.internal == nil {
+		b = fc.be.b
+	}
+	r.active.Add(-1)
+	r.bufferUsed.Add(-bytes)
+	x.Take(b, &fc.call)
+	fc.call = backend.Call{Done: fc.call.Done}
+	fc.r, fc.be, fc.req, fc.c, fc.x = nil, nil, nil, nil, nil
 	fastCalls.Put(fc)
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shardproxy/internal/testserver"
 )
 
 // spliceValue is the value of key i: 150 KB, long enough to be spliced,
@@ -18,15 +20,34 @@ func spliceValue(i int) string {
 // and in order among small replies and misses, on both server protocols,
 // whether the client reads at once or only after the proxy's writes
 // filled its socket; clients that leave without reading give their pipes
-// back (later values are still spliced).
+// back (later values are still spliced). A V2 route's handler that only
+// enqueues and waits (answered without Lua, lua/direct_fast.go) splices
+// too, on either protocol.
 func TestSplicedValues(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs real memcached")
 	}
-	for _, proto := range []string{"auto", "text"} {
-		t.Run(proto, func(t *testing.T) {
+	native := func(proto string) func(t *testing.T) string {
+		return func(t *testing.T) string {
 			_, yaml := memcachedPool(t, 2, "  server_protocol: "+proto+"\n")
-			srv, addr := startProxy(t, yaml, "mc")
+			return yaml
+		}
+	}
+	v2 := func(proto string) func(t *testing.T) string {
+		return func(t *testing.T) string {
+			mc := testserver.StartMemcached(t)
+			return "mc:\n  listen: 127.0.0.1:0\n  lua: " + v2DirectRoute(t, mc) + "\n  server_protocol: " + proto + "\n"
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		yaml func(t *testing.T) string
+	}{
+		{"auto", native("auto")}, {"text", native("text")},
+		{"lua-v2-text", v2("text")}, {"lua-v2-meta", v2("meta")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, addr := startProxy(t, tc.yaml(t), "mc")
 			const keys, lateRounds = 8, 6
 			c := dial(t, addr)
 			for i := range keys {

@@ -153,11 +153,31 @@ func (x *Exchange) Send(b *backend.Backend) {
 	x.call.Done = x.doneFn
 	x.call.Timeout = 0
 	x.call.MetaRewrite = true
-	x.call.Splice = x.Pipes != nil && x.Tap == nil &&
-		(x.Req.Mode == codec.ModeNormal || x.Req.Mode == codec.ModeRewrite)
-	x.call.Pipes = x.Pipes
+	x.Forward(&x.call)
 	x.sentTo = b
 	x.stage(b, &x.call)
+}
+
+// Forward readies c, a call a router sends for x.Req on its own rather
+// than through Send, to hand its reply back with Take: like Send's, c may
+// then splice a long value, so its reply must reach x through Take.
+func (x *Exchange) Forward(c *backend.Call) {
+	c.Splice = x.Pipes != nil && x.Tap == nil &&
+		(x.Req.Mode == codec.ModeNormal || x.Req.Mode == codec.ModeRewrite)
+	c.Pipes = x.Pipes
+}
+
+// Take answers x with c's reply, c being a call a router sent for x.Req
+// on its own (see Forward) and b where it went (nil when none, for x's
+// record). The reply and its buffers pass to x, which writes it as it
+// writes Send's: a big reply from the backend's buffer, a spliced value
+// from its pipe, never a copy of either. c holds no reply afterwards.
+func (x *Exchange) Take(b *backend.Backend, c *backend.Call) {
+	c.MoveReply(&x.call)
+	x.call.Req = &x.Req
+	x.sentTo = b
+	x.left.Store(1)
+	x.callDone(&x.call)
 }
 
 // EachCall calls fn with each backend call x made, once answered: Send's
