@@ -120,7 +120,8 @@ func defaultsGoals(r *report) []criterion {
 // not is not met): at a fixed rate, shardproxy's defaults' CPU per
 // request against memcached's proxy (memcache) and nutcracker (Redis), and
 // their p99 against the peer's in the same table; with 100 KB values, the
-// defaults' req/s and CPU against nutcracker's; Redis unpipelined,
+// defaults' req/s and CPU against nutcracker's, and the V2 route's against
+// memcached's proxy running the same file; Redis unpipelined,
 // shardproxy's req/s against nutcracker's.
 func productionGoals(r *report) []criterion {
 	var out []criterion
@@ -141,6 +142,8 @@ func productionGoals(r *report) []criterion {
 		{"redis-p1-half", "p99, shardproxy-defaults ÷ nutcracker", "≤", 1, p99, shardproxyDefaults, nutcracker},
 		{"memcache-100k", "req/s, shardproxy-defaults ÷ nutcracker", "≥", 1.15, ops, shardproxyDefaults, nutcracker},
 		{"memcache-100k", "proxy CPU per request, shardproxy-defaults ÷ nutcracker", "≤", 1, cpu, shardproxyDefaults, nutcracker},
+		{"lua-v2-100k", "req/s, shardproxy-v2 ÷ memcached-proxy", "≥", 1, ops, shardproxyV2, mcProxy},
+		{"lua-v2-100k", "proxy CPU per request, shardproxy-v2 ÷ memcached-proxy", "≤", 1, cpu, shardproxyV2, mcProxy},
 		{"redis-p1", "req/s, shardproxy ÷ nutcracker", "≥", 1.2, ops, shardproxy, nutcracker},
 	}
 	for _, g := range goals {

@@ -86,6 +86,11 @@ var defaultsTargets = []string{direct, shardproxy, shardproxyDefaults, nutcracke
 // sends by default), and memcached's proxy with the same route file.
 var v2Targets = []string{direct, shardproxyV2, shardproxyV2Meta, shardproxy, shardproxyText, mcProxy}
 
+// v2BigTargets are the rows of the V2 load with 100 KB values: the Lua
+// route as it comes, the native pool of the same memcached, and
+// memcached's proxy running the same route file.
+var v2BigTargets = []string{direct, shardproxyV2, shardproxy, mcProxy}
+
 // v2FixedTargets are the rows of the fixed-rate V2 load: shardproxy's
 // defaults and its native pool, its V2 route as it comes and with meta,
 // and memcached's proxy running the same route, over one memcached.
@@ -159,6 +164,9 @@ func loads() []load {
 			Args: common("text", "-pipeline", "1"), Targets: v2Targets, Memtier: true},
 		{Name: "lua-v2-p16", Title: "memcache text, pipeline 16, V2 Lua route to one memcached", Servers: 1,
 			Args: common("text", "-pipeline", "16"), Targets: v2Targets, Memtier: true},
+		{Name: "lua-v2-100k", Title: "memcache text, 100 KB values, V2 Lua route to one memcached", Servers: 1,
+			Args: []string{"-proto", "text", "-conns", "50", "-pipeline", "1", "-value", "102400",
+				"-ratio", "1:9", "-keys", "200"}, Targets: v2BigTargets, Memtier: true},
 		{Name: "lua-v2-p1-half", Title: "memcache text, pipeline 1, V2 Lua route to one memcached, fixed rate " +
 			"(half of nutcracker's peak in memcache-p1)", Servers: 1,
 			Args: common("text", "-pipeline", "1"), Targets: v2FixedTargets, Memtier: true,
