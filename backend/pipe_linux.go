@@ -10,6 +10,7 @@ import (
 const (
 	spliceMove     = 0x1
 	spliceNonblock = 0x2
+	spliceMore     = 0x4
 	fSetPipeSize   = 1031
 	fionread       = 0x541b
 )
@@ -43,10 +44,15 @@ func (p *pipe) close() {
 }
 
 // splice is splice(2) of at most n bytes from in to out, never waiting,
-// through RawSyscall (see RawRead).
-func splice(in, out, n int) (int, error) {
-	m, _, e := syscall.RawSyscall6(syscall.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(n),
-		spliceMove|spliceNonblock)
+// through RawSyscall (see RawRead). more tells a socket out that more
+// bytes follow at once (SPLICE_F_MORE): it holds a last part-filled
+// segment for them instead of sending it alone.
+func splice(in, out, n int, more bool) (int, error) {
+	flags := uintptr(spliceMove | spliceNonblock)
+	if more {
+		flags |= spliceMore
+	}
+	m, _, e := syscall.RawSyscall6(syscall.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(n), flags)
 	if e != 0 {
 		return 0, e
 	}
@@ -61,3 +67,16 @@ func unread(fd int) int {
 	}
 	return int(n)
 }
+
+// msgMore is sendmsg(2)'s MSG_MORE (RawWritevMore).
+const msgMore = syscall.MSG_MORE
+
+// sendmsgMore is sendmsg(2) of v with MSG_MORE, through RawSyscall.
+func sendmsgMore(fd int, v []syscall.Iovec) (uintptr, syscall.Errno) {
+	h := syscall.Msghdr{Iov: &v[0]}
+	setLen(&h.Iovlen, len(v)) // its type is the word's size
+	n, _, e := syscall.RawSyscall(syscall.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(&h)), msgMore)
+	return n, e
+}
+
+func setLen[T uint32 | uint64](p *T, n int) { *p = T(n) }

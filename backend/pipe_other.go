@@ -9,6 +9,11 @@ func newPipe() *pipe { return nil }
 
 func (p *pipe) close() {}
 
-func splice(in, out, n int) (int, error) { return 0, syscall.ENOSYS }
+func splice(in, out, n int, more bool) (int, error) { return 0, syscall.ENOSYS }
 
 func unread(fd int) int { return 0 }
+
+// msgMore is 0: RawWritevMore is RawWritev.
+const msgMore = 0
+
+func sendmsgMore(fd int, v []syscall.Iovec) (uintptr, syscall.Errno) { return 0, syscall.ENOSYS }

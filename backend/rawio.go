@@ -159,6 +159,19 @@ func (r *rawConn) doWrite(fd uintptr) bool {
 // (see RawRead): it writes what the socket takes now and returns how much.
 // iov is the caller's scratch, reused from call to call.
 func RawWritev(fd int, bufs [][]byte, iov *[]syscall.Iovec) (int, error) {
+	return rawWritev(fd, bufs, iov, false)
+}
+
+// RawWritevMore is RawWritev on a socket, telling it that more bytes
+// follow at once (sendmsg(2) with MSG_MORE, where the system has it): it
+// holds a last part-filled segment for them instead of sending it alone.
+// A spliced reply's head goes so, and its value, so that the three parts
+// leave in as few segments as their size needs.
+func RawWritevMore(fd int, bufs [][]byte, iov *[]syscall.Iovec) (int, error) {
+	return rawWritev(fd, bufs, iov, true)
+}
+
+func rawWritev(fd int, bufs [][]byte, iov *[]syscall.Iovec, more bool) (int, error) {
 	v := (*iov)[:0]
 	for _, b := range bufs {
 		if len(v) == maxIovec {
@@ -172,7 +185,13 @@ func RawWritev(fd int, bufs [][]byte, iov *[]syscall.Iovec) (int, error) {
 	if len(v) == 0 {
 		return 0, nil
 	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&v[0])), uintptr(len(v)))
+	var n uintptr
+	var e syscall.Errno
+	if more && msgMore != 0 {
+		n, e = sendmsgMore(fd, v)
+	} else {
+		n, _, e = syscall.RawSyscall(syscall.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&v[0])), uintptr(len(v)))
+	}
 	clear(v) // the scratch must not keep the buffers alive
 	if e != 0 {
 		return 0, e

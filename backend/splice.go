@@ -111,7 +111,7 @@ func (sp *Spliced) Len() int { return sp.n }
 // Len counts what is left. Call it inside the socket's RawConn.Write.
 func (sp *Spliced) SpliceOut(fd int) (bool, error) {
 	for sp.n > 0 {
-		n, err := splice(sp.p.r, fd, sp.n)
+		n, err := splice(sp.p.r, fd, sp.n, true) // the reply's After follows
 		switch err {
 		case nil:
 			sp.n -= n
@@ -217,7 +217,7 @@ func (r *rawConn) doSplice(fd uintptr) bool {
 	body := &sp.call.body
 	waiting := false // the socket held bytes at the last EAGAIN
 	for sp.left > 0 {
-		n, err := splice(int(fd), body.p.w, sp.left)
+		n, err := splice(int(fd), body.p.w, sp.left, false)
 		switch err {
 		case nil:
 			if n == 0 {

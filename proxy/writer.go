@@ -57,6 +57,7 @@ type writer struct {
 	// would be an allocation per write.
 	out     []byte
 	big     []byte // written after out, without copying (writev)
+	more    bool   // a spliced value follows out and big at once (RawWritevMore)
 	n       int
 	err     error
 	iov     []syscall.Iovec
@@ -81,12 +82,16 @@ func (w *writer) spliceOut(fd uintptr) bool {
 // rawWrite is writeFn: one write(2) (or writev(2), with big) attempt,
 // never a wait.
 func (w *writer) rawWrite(fd uintptr) bool {
-	if w.big == nil {
+	switch {
+	case w.more:
+		bufs := [2][]byte{w.out, w.big}
+		w.n, w.err = backend.RawWritevMore(int(fd), bufs[:], &w.iov)
+	case w.big == nil:
 		w.n, w.err = backend.RawWrite(int(fd), w.out)
-		return true
+	default:
+		bufs := [2][]byte{w.out, w.big}
+		w.n, w.err = backend.RawWritev(int(fd), bufs[:], &w.iov)
 	}
-	bufs := [2][]byte{w.out, w.big}
-	w.n, w.err = backend.RawWritev(int(fd), bufs[:], &w.iov)
 	return true
 }
 
@@ -401,7 +406,14 @@ func (s *session) writeBigReply(head, big []byte, spliced *backend.Spliced, tail
 	if blocking {
 		broken = s.writeBig(head, big)
 	} else {
+		// A spliced value and its After follow the head at once: the
+		// socket holds a part-filled segment for them (MSG_MORE, and
+		// SPLICE_F_MORE on the value), so the reply leaves in as few
+		// segments as its size needs, not one more per part, each of
+		// which would cost the kernel a segment and wake the client.
+		s.w.more = spliced != nil
 		broken = s.writeNB(head, big)
+		s.w.more = false
 	}
 	out := head[:0]
 	if spliced != nil {
