@@ -22,7 +22,8 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # use (nc and openssl for examples/, systemd-analyze to verify
 # packaging/shardproxy.service).
 APT_DEPS  := memcached:memcached redis-server:redis-server redis-cli:redis-tools redis-sentinel:redis-sentinel nutcracker:nutcracker \
-	memccapable:libmemcached-tools /usr/lib/python3/dist-packages/pymemcache:python3-pymemcache chromium:chromium \
+	memccapable:libmemcached-tools /usr/lib/python3/dist-packages/pymemcache:python3-pymemcache \
+	/usr/lib/python3/dist-packages/redis:python3-redis chromium:chromium \
 	nc:netcat-openbsd openssl:openssl systemd-analyze:systemd etcd:etcd-server dnsmasq:dnsmasq
 
 .PHONY: help build run test lint bench memtier bench-go bench-fleet fuzz deps clean soak redis-suite mcp-suite

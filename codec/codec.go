@@ -209,6 +209,10 @@ type Request struct {
 	// servers; the dialect's Merge puts it beside the servers' replies
 	// (Redis INFO: the "# Proxy" section after the servers' sections).
 	WithLocal bool
+	// ClusterView is set by the parser of a pool that answers as a Redis
+	// Cluster (Options.ClusterView), for the merges that say so (Redis
+	// INFO's cluster_enabled).
+	ClusterView bool
 	// Buf is the storage that Keys and Wire point into; reused by Reset.
 	Buf []byte
 	// Pin says what a RoutePin request does.

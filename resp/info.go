@@ -119,6 +119,9 @@ func mergeInfo(dst []byte, req *codec.Request, replies []codec.Reply) []byte {
 		return append(dst, replies[first].Raw...)
 	}
 	merged := mergeSections(got)
+	if req.ClusterView {
+		setField(merged, "cluster", "cluster_enabled", "1")
+	}
 	lines := proxyLines(req)
 	if lines != nil || len(failed) > 0 {
 		proxy := infoSection{name: "Proxy", header: true, lines: parseLines(lines)}
@@ -126,6 +129,21 @@ func mergeInfo(dst []byte, req *codec.Request, replies []codec.Reply) []byte {
 		merged = append(merged, proxy)
 	}
 	return appendText(dst, req.Proto, appendSections(nil, merged))
+}
+
+// setField sets a field of the merged section named section (lower case)
+// to value, where that section is in the reply.
+func setField(secs []infoSection, section, key, value string) {
+	for i := range secs {
+		if strings.ToLower(secs[i].name) != section {
+			continue
+		}
+		for j := range secs[i].lines {
+			if secs[i].lines[j].key == key {
+				secs[i].lines[j].value = value
+			}
+		}
+	}
 }
 
 // infoText returns the text of an INFO reply, or why there is none.

@@ -30,7 +30,13 @@ func bulkReply(text string) codec.Reply {
 // the Proxy section, adds the lines of env.
 func infoRequest(t *testing.T, env codec.Env, args ...string) *codec.Request {
 	t.Helper()
-	p := dialect.NewRequestParser(codec.Options{ServerInfo: true})
+	return infoRequestWith(t, codec.Options{ServerInfo: true}, env, args...)
+}
+
+// infoRequestWith is infoRequest from a parser with o.
+func infoRequestWith(t *testing.T, o codec.Options, env codec.Env, args ...string) *codec.Request {
+	t.Helper()
+	p := dialect.NewRequestParser(o)
 	req := &codec.Request{}
 	if _, err := p.ParseRequest([]byte(mb(append([]string{"INFO"}, args...)...)), req); err != nil {
 		t.Fatal(err)
@@ -169,6 +175,12 @@ func TestInfoMerge(t *testing.T) {
 	}
 	if v, _ := field(got, "Cluster", "cluster_enabled"); v != "0" {
 		t.Errorf("cluster_enabled %s", v)
+	}
+	// A pool with redis_cluster_view answers as a cluster node: redis-py's
+	// RedisCluster reads cluster_enabled before it asks CLUSTER SLOTS.
+	viewReq := infoRequestWith(t, codec.Options{ServerInfo: true, ClusterView: true}, infoEnv{}, "everything")
+	if v, _ := field(mergedInfo(t, viewReq, bulkReply(a), bulkReply(b)), "Cluster", "cluster_enabled"); v != "1" {
+		t.Errorf("cluster view: cluster_enabled %s, want 1", v)
 	}
 	// Keyspace per database; the proxy's section last.
 	if n, want := keysOf(t, got), 2*keysOf(t, a)+keysOf(t, b); n != want {

@@ -33,8 +33,10 @@ import (
 //     and usec_per_call recomputed from them.
 //   - Latencystats: per command, each percentile the largest.
 //   - Cluster: the reference server's, with cluster_enabled 0 (the proxy
-//     is not a cluster node); Modules and any other section: the
-//     reference server's lines as they are.
+//     is not a cluster node), or 1 on a pool with redis_cluster_view
+//     (Request.ClusterView), which answers as one: redis-py's
+//     RedisCluster asks INFO before CLUSTER SLOTS; Modules and any other
+//     section: the reference server's lines as they are.
 //
 // A field a rule cannot combine (a value that is not a number where
 // numbers are summed) is the reference server's.

@@ -53,6 +53,7 @@ func (p *parser) infoToServers(frame []byte, req *codec.Request, cmd int, c *com
 	p.build(frame, req, cmd, c, 0)
 	req.Route = codec.RouteAll
 	req.WithLocal = true
+	req.ClusterView = p.clusterView
 	if p.wantsProxyInfo() {
 		req.Arg = infoProxyWanted
 	}
