@@ -14,23 +14,12 @@ import (
 // for the next write, or about 200 ms: the proxy writes the rest of the
 // reply right after it, or leaves it to the writer goroutine's next write.)
 func TestRawWritevMore(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	nc, peer := tcpPair(t)
 	go func() {
-		if c, err := ln.Accept(); err == nil {
-			defer c.Close()
-			b, _ := io.ReadAll(c)
-			c.Write(b) // echo, once the writer has half-closed
-		}
+		b, _ := io.ReadAll(peer)
+		peer.Write(b) // echo, once the writer has half-closed
+		peer.Close()
 	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
 	head, body, tail := []byte("VALUE k 0 5\r\n"), []byte("hello"), []byte("\r\nEND\r\n")
 	rc, _ := nc.(*net.TCPConn).SyscallConn()
 	var iov []syscall.Iovec

@@ -13,30 +13,7 @@ import (
 // must wait for room and carry on from the middle of a buffer, and the
 // reader must get every byte in order.
 func TestRawWriteAll(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- c
-	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	peer := <-accepted
-	if peer == nil {
-		t.Fatal("accept failed")
-	}
-	defer peer.Close()
+	nc, peer := tcpPair(t)
 
 	var bufs [][]byte
 	var want bytes.Buffer
@@ -91,4 +68,30 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// tcpPair returns the two ends of a loopback TCP connection, closed when
+// the test ends.
+func tcpPair(t *testing.T) (nc, peer net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	nc, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	if peer = <-accepted; peer == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { peer.Close() })
+	return nc, peer
 }
