@@ -60,6 +60,7 @@ type session struct {
 	free     []*pending     // written pendings to reuse (reader only; see newPending)
 	pin      *pinState      // the client's transaction, if any (reader only; pin.go)
 	sub      *subState      // the client's subscriptions, if any (pubsub.go)
+	trk      *trackState    // the client's tracking, while on (reader only; tracking.go)
 	unpinned bool           // a pin just ended: the next request waits for its last reply (reader only)
 	blocked  blockedConns   // dedicated connections blocked for the client (pin.go)
 	line     partLine       // the request being cut into parts (reader only)
@@ -126,6 +127,9 @@ func (s *session) pushStaged() {
 	} else {
 		s.push(s.staged)
 	}
+	if s.trk != nil { // its reads are tracked now: their calls have not gone out
+		s.trk.handOver()
+	}
 	clear(s.staged)
 	s.staged = s.staged[:0]
 }
@@ -178,6 +182,8 @@ func (s *session) serve() {
 	s.lastRead(s.readLoop())
 	s.blocked.closeAll() // the client left: nothing will unblock them for it
 	s.endSub()           // nor read its messages
+	s.endTrack()         // nor its invalidations
+	s.view.gone.Store(true)
 	s.quiesce()
 	s.endPin(false)
 	if s.watcher != nil {
@@ -443,6 +449,9 @@ func (s *session) switchPool(cur *pool) {
 // once the pool's limits admit it, to the pool's router.
 func (s *session) route(p *pending) {
 	pl := s.p
+	if s.trk != nil {
+		s.trk.note(p)
+	}
 	if p.Req.Route == codec.RouteWatch {
 		s.startWatch(p)
 		return

@@ -1,0 +1,467 @@
+package proxy
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"shardproxy/backend"
+	"shardproxy/codec"
+	"shardproxy/resp"
+)
+
+// This file is the pool's half of client-side caching (CLIENT TRACKING);
+// tracking.go is the client's.
+//
+// A tracker serves one Redis pool (by name, so that a reload that keeps
+// the pool keeps it) while any of its clients has tracking on. It holds
+// one connection of the proxy's own per server (invConn): a push-mode
+// connection that said HELLO 3 and CLIENT TRACKING ON BCAST, so that the
+// server pushes an invalidation for every key written on it, by anyone:
+// a client of this proxy, of another proxy of the fleet, or one
+// connected to the server directly. The shared request sockets are left
+// as they are: BCAST without a prefix needs no read to be tracked on the
+// connection that read, so nothing about the clients' reads has to reach
+// the server, and no request of a client without tracking pays anything.
+// The cost is on the server and this connection: every write to the
+// server becomes a push frame, while tracking is on in the pool.
+//
+// The tracker keeps, per server, which tracking clients read which key
+// (the clients' default mode, OPTIN and OPTOUT), at most maxTrackedKeys
+// keys over the pool: past it, keys are dropped at random and their
+// readers get their invalidation, as Redis's tracking-table-max-keys
+// evicts. A BCAST client reads nothing into the table: it gets every
+// invalidation whose key matches one of its prefixes.
+//
+// A connection lost (the server restarted, the network cut, a reload
+// removed the server) means writes were missed: its clients (those that
+// read a key there, and every BCAST client) get a null invalidation, as
+// Redis sends after FLUSHALL: forget everything. The tracker opens a new
+// connection a second later (retryTracking); reads of that server until
+// it is confirmed are invalidated again once it is (they might have
+// missed a write), and the BCAST clients get a second null then.
+//
+// Lock order: tracker.mu, then a session's trackState.mu or subState.mu
+// (deliveries take them after tracker.mu is released).
+
+// Why a tracking connection ended, when its socket did not say.
+var (
+	errServerClosed    = errors.New("proxy: server removed")
+	errTrackingRefused = errors.New("proxy: server refused client tracking")
+)
+
+// maxTrackedKeys bounds a pool's tracked keys (Redis's
+// tracking-table-max-keys default).
+const maxTrackedKeys = 1_000_000
+
+// retryTracking is how long after a connection failed the tracker opens
+// a new one.
+const retryTracking = time.Second
+
+// trackHub holds the server's trackers by pool name.
+type trackHub struct {
+	mu   sync.Mutex
+	pool map[string]*tracker
+}
+
+// of returns the tracker of pl's name, made on first use.
+func (h *trackHub) of(pl *pool) *tracker {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pool == nil {
+		h.pool = map[string]*tracker{}
+	}
+	t := h.pool[pl.cfg.Name]
+	if t == nil {
+		t = &tracker{srv: pl.srv, log: pl.log, conns: map[*backend.Backend]*invConn{},
+			clients: map[*trackState]struct{}{}, max: maxTrackedKeys}
+		h.pool[pl.cfg.Name] = t
+	}
+	return t
+}
+
+// tracker is one pool's tracking: its invalidation connections and its
+// tracking clients.
+type tracker struct {
+	srv *Server
+	log *slog.Logger
+	max int // maxTrackedKeys; tests lower it
+
+	mu      sync.Mutex
+	conns   map[*backend.Backend]*invConn
+	clients map[*trackState]struct{}
+	keys    int // entries of every conn's table
+}
+
+// invConn is the tracker's connection to one server.
+type invConn struct {
+	t     *tracker
+	b     *backend.Backend
+	d     *backend.Dedicated
+	ready bool // the server confirmed CLIENT TRACKING
+	gone  bool // failed or closed: a newer invConn may have taken b
+	// again is set for a connection that replaces a lost one: once it is
+	// confirmed, what was read meanwhile is invalidated.
+	again bool
+	waits []*trackWait
+	// table is which clients read which key of this server.
+	table map[string][]*trackState
+}
+
+// trackWait is a CLIENT TRACKING ON waiting for the servers' connections
+// to be confirmed; done runs once every one is (or failed).
+type trackWait struct {
+	left int
+	done func()
+}
+
+// Wires of the connection's commands.
+var (
+	invHello = resp.EncodeCommand("hello", [][]byte{[]byte("3")})
+	invOn    = resp.EncodeCommand("client", [][]byte{[]byte("tracking"), []byte("on"), []byte("bcast")})
+)
+
+// join adds ts to the tracker and opens a connection to each of servers
+// that has none; done runs once all are confirmed or failed.
+func (t *tracker) join(ts *trackState, servers []*backend.Backend, done func()) {
+	t.mu.Lock()
+	t.clients[ts] = struct{}{}
+	w := &trackWait{done: done}
+	var opened []*invConn
+	for _, b := range servers {
+		c := t.conns[b]
+		if c == nil {
+			c = t.open(b, false)
+			opened = append(opened, c)
+		}
+		if !c.ready {
+			w.left++
+			c.waits = append(c.waits, w)
+		}
+	}
+	t.mu.Unlock()
+	t.start(opened)
+	if w.left == 0 {
+		done()
+	}
+}
+
+// open makes b's invConn. Under mu; start sends its commands after.
+func (t *tracker) open(b *backend.Backend, again bool) *invConn {
+	c := &invConn{t: t, b: b, again: again, table: map[string][]*trackState{}}
+	t.conns[b] = c
+	return c
+}
+
+// start dials what open made. Not under mu: a connection that fails at
+// once calls its PushFunc, which takes mu.
+func (t *tracker) start(cs []*invConn) {
+	for _, c := range cs {
+		d := c.b.DedicatePush(c.push)
+		if d == nil { // b is closed (a reload removed its server): no retry
+			c.lost(errServerClosed, false)
+			continue
+		}
+		t.mu.Lock()
+		c.d = d
+		gone := c.gone
+		t.mu.Unlock()
+		if gone {
+			d.Close()
+			continue
+		}
+		for _, wire := range [][]byte{invHello, invOn} {
+			d.Send(&backend.Call{Req: &codec.Request{Name: "client|tracking", Route: codec.RouteSubscribe,
+				Wire: wire, Buf: wire}, Timeout: -1, Done: c.sent})
+		}
+	}
+}
+
+// sent is the Done of a command sent on c.
+func (c *invConn) sent(call *backend.Call) {
+	if err := call.Reply.Err; err != nil {
+		c.lost(err, true)
+	}
+}
+
+// leave takes ts out of the tracker (tracking off, or the client left);
+// the last client closes the connections.
+func (t *tracker) leave(ts *trackState) {
+	t.mu.Lock()
+	delete(t.clients, ts)
+	t.dropKeys(ts)
+	var closing []*backend.Dedicated
+	if len(t.clients) == 0 {
+		for b, c := range t.conns {
+			c.gone = true
+			delete(t.conns, b)
+			if c.d != nil {
+				closing = append(closing, c.d)
+			}
+			closing = c.release(closing)
+		}
+	}
+	t.mu.Unlock()
+	for _, d := range closing {
+		d.Close()
+	}
+}
+
+// release ends c's waits. Under mu.
+func (c *invConn) release(closing []*backend.Dedicated) []*backend.Dedicated {
+	waits := c.waits
+	c.waits = nil
+	for _, w := range waits {
+		if w.left--; w.left == 0 {
+			go w.done() // not under mu: it queues on the session
+		}
+	}
+	return closing
+}
+
+// dropKeys forgets every key ts read. Under mu.
+func (t *tracker) dropKeys(ts *trackState) {
+	for c, keys := range ts.keys {
+		for k := range keys {
+			c.unlink(k, ts)
+			t.keys--
+		}
+	}
+	clear(ts.keys)
+}
+
+// unlink takes ts out of key's readers. Under mu.
+func (c *invConn) unlink(key string, ts *trackState) {
+	readers := c.table[key]
+	for i, r := range readers {
+		if r == ts {
+			readers = append(readers[:i], readers[i+1:]...)
+			break
+		}
+	}
+	if len(readers) == 0 {
+		delete(c.table, key)
+	} else {
+		c.table[key] = readers
+	}
+}
+
+// evictOne drops one tracked key, at random, and adds its invalidation
+// for its readers to ds. Under mu.
+func (t *tracker) evictOne(ds []delivery) []delivery {
+	for _, c := range t.conns {
+		for k, readers := range c.table {
+			delete(c.table, k)
+			for _, ts := range readers {
+				ts.remove(c, k)
+				t.keys--
+				ds = append(ds, delivery{ts: ts, keys: []string{k}})
+			}
+			return ds
+		}
+	}
+	t.keys = 0 // nothing left to evict
+	return ds
+}
+
+// push is c's backend.PushFunc: the server's frames, or its loss.
+func (c *invConn) push(frame []byte, err error) {
+	if err != nil {
+		c.lost(err, true)
+		return
+	}
+	keys, all, ok := resp.ReadInvalidate(frame)
+	switch {
+	case ok && all:
+		c.invalidateAll(true)
+	case ok:
+		c.invalidate(keys)
+	case len(frame) > 0 && frame[0] == '+': // CLIENT TRACKING's +OK
+		c.confirmed()
+	case len(frame) > 0 && frame[0] == '-':
+		c.t.log.Warn("client tracking refused by server", "server", c.b.Name(),
+			"err", strings.TrimSpace(string(frame[1:])))
+		c.lost(errTrackingRefused, false)
+	}
+	// HELLO's map, and anything else, says nothing of keys.
+}
+
+// confirmed marks c ready: the server tracks every key for it now.
+func (c *invConn) confirmed() {
+	t := c.t
+	t.mu.Lock()
+	if c.gone || c.ready {
+		t.mu.Unlock()
+		return
+	}
+	c.ready = true
+	c.release(nil)
+	var ds []delivery
+	if c.again {
+		ds = t.flushConn(c, ds)
+	}
+	t.mu.Unlock()
+	deliverAll(ds)
+}
+
+// invalidate delivers the invalidation of keys, written on c's server:
+// to each client that read one (its table entry dropped, one message a
+// key, as Redis's default mode sends) and to each BCAST client whose
+// prefixes match (one message a prefix).
+func (c *invConn) invalidate(keys [][]byte) {
+	t := c.t
+	var ds []delivery
+	t.mu.Lock()
+	if c.gone {
+		t.mu.Unlock()
+		return
+	}
+	for _, k := range keys {
+		readers := c.table[string(k)]
+		if readers == nil {
+			continue
+		}
+		delete(c.table, string(k))
+		key := string(k)
+		for _, ts := range readers {
+			ts.remove(c, key)
+			t.keys--
+			ds = append(ds, delivery{ts: ts, keys: []string{key}})
+		}
+	}
+	for ts := range t.clients {
+		ds = ts.matchPrefixes(ds, keys)
+	}
+	t.mu.Unlock()
+	deliverAll(ds)
+}
+
+// invalidateAll is the server's null (a FLUSHALL), or the proxy's own
+// when c is lost: every client that read a key there, and every BCAST
+// client, forgets everything. Every key ts read anywhere is dropped: the
+// client flushes its whole cache on a null.
+func (c *invConn) invalidateAll(fromServer bool) {
+	t := c.t
+	t.mu.Lock()
+	if fromServer && c.gone {
+		t.mu.Unlock()
+		return
+	}
+	ds := t.flushConn(c, nil)
+	t.mu.Unlock()
+	deliverAll(ds)
+}
+
+// flushConn adds a null invalidation for every client that read a key on
+// c's server and every BCAST client, and drops their keys. Under mu.
+func (t *tracker) flushConn(c *invConn, ds []delivery) []delivery {
+	told := map[*trackState]bool{}
+	for _, readers := range c.table {
+		for _, ts := range readers {
+			told[ts] = true
+		}
+	}
+	for ts := range t.clients {
+		if ts.bcast {
+			told[ts] = true
+		}
+	}
+	for ts := range told {
+		t.dropKeys(ts)
+		ds = append(ds, delivery{ts: ts, all: true})
+	}
+	return ds
+}
+
+// lost handles the end of c's connection: its clients get a null
+// invalidation, and with retry a new connection is opened after
+// retryTracking.
+func (c *invConn) lost(err error, retry bool) {
+	t := c.t
+	t.mu.Lock()
+	if c.gone {
+		t.mu.Unlock()
+		return
+	}
+	c.gone = true
+	if t.conns[c.b] == c {
+		delete(t.conns, c.b)
+	}
+	c.release(nil)
+	var ds []delivery
+	if c.ready || !retry {
+		t.log.Warn("client tracking connection lost", "server", c.b.Name(), "err", err)
+		ds = t.flushConn(c, nil)
+	} else {
+		ds = t.flushReads(c, nil) // never confirmed: its reads wait for the next one
+	}
+	d := c.d
+	t.mu.Unlock()
+	if d != nil {
+		go d.Close() // not on its reader, which may be the caller
+	}
+	deliverAll(ds)
+	if retry {
+		time.AfterFunc(retryTracking, func() { t.retry(c.b) })
+	}
+}
+
+// flushReads moves what was read on c, which is gone before it was
+// confirmed, to its successor's table (made now), which invalidates them
+// once confirmed. Under mu.
+func (t *tracker) flushReads(c *invConn, ds []delivery) []delivery {
+	if len(c.table) == 0 || len(t.clients) == 0 {
+		return ds
+	}
+	next := t.conns[c.b]
+	if next == nil {
+		next = t.open(c.b, true) // started by retry
+	}
+	for k, readers := range c.table {
+		for _, ts := range readers {
+			ts.remove(c, k)
+			if ts.add(next, k) {
+				next.table[k] = append(next.table[k], ts)
+			} else {
+				t.keys--
+			}
+		}
+	}
+	clear(c.table)
+	return ds
+}
+
+// retry opens b's connection again if clients still track and none was
+// opened meanwhile.
+func (t *tracker) retry(b *backend.Backend) {
+	t.mu.Lock()
+	c := t.conns[b]
+	switch {
+	case len(t.clients) == 0:
+		t.mu.Unlock()
+		return
+	case c == nil:
+		c = t.open(b, true)
+	case c.d != nil: // opened already
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	t.start([]*invConn{c})
+}
+
+// delivery is one invalidation for one client: keys, or all (a null).
+type delivery struct {
+	ts   *trackState
+	keys []string
+	all  bool
+}
+
+// deliverAll delivers ds, in order. Not under mu.
+func deliverAll(ds []delivery) {
+	for _, d := range ds {
+		d.ts.deliver(d.keys, d.all)
+	}
+}

@@ -1,0 +1,203 @@
+package proxy_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"shardproxy/resp"
+)
+
+// Client-side caching through a sharded pool of real redis-servers: a
+// RESP3 client with CLIENT TRACKING on gets the invalidation of a key it
+// read when the key is written through the same proxy, through a second
+// proxy over the same servers, and directly on the server; a null
+// invalidation when the proxy's connection to the server is lost; BCAST
+// with a prefix, OPTIN with CLIENT CACHING YES, RESP2 with REDIRECT, and
+// the errors of bad arguments as redis-server words them.
+
+// invalidateBound is how long an invalidation may take to arrive; the
+// test logs what it measured.
+const invalidateBound = 2 * time.Second
+
+// invalidate3 is the push frame of an invalidation of keys (none: a null).
+func invalidate3(keys ...string) string {
+	if keys == nil {
+		return ">2\r\n" + bulk("invalidate") + "_\r\n"
+	}
+	return string(resp.AppendInvalidate(nil, keys, resp.Proto3))
+}
+
+// expectPush reads the next frame of c within invalidateBound and
+// compares it with want; it returns how long it took from since.
+func expectPush(t *testing.T, c *respClient, want string, since time.Time) time.Duration {
+	t.Helper()
+	c.nc.SetReadDeadline(time.Now().Add(invalidateBound))
+	got, err := readRESP(c.r)
+	took := time.Since(since)
+	if err != nil {
+		t.Fatalf("no invalidation within %v: %v", invalidateBound, err)
+	}
+	if got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	return took
+}
+
+// trackingClient is a RESP3 client of addr with tracking on (opts added).
+func trackingClient(t *testing.T, addr string, opts ...string) *respClient {
+	t.Helper()
+	c := respDial(t, addr)
+	hello3(t, c)
+	if got := c.do(append([]string{"CLIENT", "TRACKING", "on"}, opts...)...); got != "+OK\r\n" {
+		t.Fatalf("CLIENT TRACKING on %v: %q", opts, got)
+	}
+	return c
+}
+
+func TestClientTracking(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	servers, yaml := redisPool(t, 2, "")
+	_, addr := startProxy(t, yaml, "rd")
+	_, addr2 := startProxy(t, yaml, "rd") // a second proxy of the fleet, over the same servers
+	where := redisPlacement(t, addrsOf(servers), "")
+	keys := keyEach(where, servers, "k")
+	serverOf := func(key string) string { return where(key) }
+
+	t.Run("writes from anywhere invalidate", func(t *testing.T) {
+		c := trackingClient(t, addr)
+		other, other2 := respDial(t, addr), respDial(t, addr2)
+		for _, key := range keys {
+			writers := []struct {
+				name string
+				set  func(v string) string
+			}{
+				{"same proxy", func(v string) string { return other.do("SET", key, v) }},
+				{"second proxy", func(v string) string { return other2.do("SET", key, v) }},
+				{"server directly", func(v string) string { return directRedis(t, serverOf(key), "", 0).do("SET", key, v) }},
+			}
+			for _, w := range writers {
+				if got := c.do("GET", key); strings.HasPrefix(got, "-") {
+					t.Fatalf("GET: %q", got)
+				}
+				start := time.Now()
+				if got := w.set("v"); got != "+OK\r\n" {
+					t.Fatalf("SET: %q", got)
+				}
+				took := expectPush(t, c, invalidate3(key), start)
+				t.Logf("%s on %s: invalidation after %v", w.name, serverOf(key), took)
+			}
+		}
+		// A key not read since its invalidation is not tracked any more.
+		other.do("SET", keys[0], "again")
+		if got := c.do("PING"); got != "+PONG\r\n" {
+			t.Fatalf("untracked write: got %q before the PING's reply", got)
+		}
+	})
+
+	t.Run("a lost server connection is a null", func(t *testing.T) {
+		c := trackingClient(t, addr)
+		c.do("GET", keys[0])
+		start := time.Now()
+		servers[0].Restart()
+		took := expectPush(t, c, invalidate3(), start)
+		t.Logf("server restarted: null invalidation after %v", took)
+		// Tracking goes on over the new connection.
+		waitFor(t, 10*time.Second, "GET after restart", func() bool {
+			got := c.do("GET", keys[0])
+			return !strings.HasPrefix(got, "-")
+		})
+		// The retried connection invalidates what was read meanwhile
+		// (a null for the server's keys once it is confirmed), then
+		// every write.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			c.do("GET", keys[0])
+			start = time.Now()
+			directRedis(t, servers[0].Addr, "", 0).do("SET", keys[0], "after")
+			c.nc.SetReadDeadline(time.Now().Add(invalidateBound))
+			got, err := readRESP(c.r)
+			if err != nil {
+				t.Fatalf("no invalidation after the restart: %v", err)
+			}
+			if got == invalidate3(keys[0]) {
+				break
+			}
+			if got != invalidate3() || time.Now().After(deadline) {
+				t.Fatalf("after restart: %q", got)
+			}
+		}
+	})
+
+	t.Run("BCAST with a prefix", func(t *testing.T) {
+		c := trackingClient(t, addr, "BCAST", "PREFIX", "user:")
+		other := respDial(t, addr)
+		other.do("SET", "order:1", "x") // no match: nothing
+		start := time.Now()
+		other.do("SET", "user:1", "x") // never read: BCAST tells all the same
+		expectPush(t, c, invalidate3("user:1"), start)
+		if got := c.do("CLIENT", "TRACKINGINFO"); got != "%3\r\n"+bulk("flags")+"~2\r\n"+bulk("on")+bulk("bcast")+
+			bulk("redirect")+":0\r\n"+bulk("prefixes")+"*1\r\n"+bulk("user:") {
+			t.Fatalf("TRACKINGINFO: %q", got)
+		}
+	})
+
+	t.Run("OPTIN with CLIENT CACHING YES", func(t *testing.T) {
+		c := trackingClient(t, addr, "OPTIN")
+		other := respDial(t, addr)
+		c.do("GET", keys[0]) // not cached: not tracked
+		if got := c.do("CLIENT", "CACHING", "yes"); got != "+OK\r\n" {
+			t.Fatalf("CLIENT CACHING yes: %q", got)
+		}
+		c.do("GET", keys[1])
+		other.do("SET", keys[0], "x")
+		start := time.Now()
+		other.do("SET", keys[1], "x")
+		expectPush(t, c, invalidate3(keys[1]), start)
+	})
+
+	t.Run("RESP2 with REDIRECT", func(t *testing.T) {
+		rd := respDial(t, addr)
+		id := strings.TrimSuffix(strings.TrimPrefix(rd.do("CLIENT", "ID"), ":"), "\r\n")
+		if got := rd.do("SUBSCRIBE", resp.InvalidateChannel); !strings.HasPrefix(got, "*3\r\n") {
+			t.Fatalf("SUBSCRIBE: %q", got)
+		}
+		c := respDial(t, addr)
+		if got := c.do("CLIENT", "TRACKING", "on", "REDIRECT", id); got != "+OK\r\n" {
+			t.Fatalf("CLIENT TRACKING on REDIRECT: %q", got)
+		}
+		if got := c.do("CLIENT", "GETREDIR"); got != ":"+id+"\r\n" {
+			t.Fatalf("GETREDIR: %q", got)
+		}
+		c.do("GET", keys[1])
+		start := time.Now()
+		respDial(t, addr).do("SET", keys[1], "y")
+		expectPush(t, rd, "*3\r\n"+bulk("message")+bulk(resp.InvalidateChannel)+"*1\r\n"+bulk(keys[1]), start)
+	})
+
+	t.Run("errors as redis-server words them", func(t *testing.T) {
+		c := respDial(t, addr)
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"CLIENT", "TRACKING", "on", "PREFIX", "a"}, "-ERR PREFIX option requires BCAST mode to be enabled\r\n"},
+			{[]string{"CLIENT", "TRACKING", "on", "BCAST", "OPTIN"}, "-ERR OPTIN and OPTOUT are not compatible with BCAST\r\n"},
+			{[]string{"CLIENT", "TRACKING", "on", "OPTIN", "OPTOUT"}, "-ERR You can't specify both OPTIN mode and OPTOUT mode\r\n"},
+			{[]string{"CLIENT", "TRACKING", "on", "REDIRECT", "999999"}, "-ERR The client ID you want redirect to does not exist\r\n"},
+			{[]string{"CLIENT", "TRACKING", "on", "REDIRECT", "x"}, "-ERR value is not an integer or out of range\r\n"},
+			{[]string{"CLIENT", "TRACKING", "maybe"}, "-ERR syntax error\r\n"},
+			{[]string{"CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "a", "PREFIX", "ab"},
+				"-ERR Prefix 'a' overlaps with another provided prefix 'ab'. Prefixes for a single client must not overlap.\r\n"},
+			{[]string{"CLIENT", "CACHING", "yes"},
+				"-ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled\r\n"},
+			{[]string{"CLIENT", "GETREDIR"}, ":-1\r\n"},
+		} {
+			if got := c.do(tc.args...); got != tc.want {
+				t.Errorf("%v: %q, want %q", tc.args, got, tc.want)
+			}
+		}
+	})
+}
