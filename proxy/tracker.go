@@ -106,6 +106,9 @@ type invConn struct {
 	// confirmed, what was read meanwhile is invalidated.
 	again bool
 	waits []*trackWait
+	// barriers are the PINGs sent (barrier), in order: each retires
+	// its client's own writes up to seq when its PONG arrives.
+	barriers []barrier
 	// table is which clients read which key of this server.
 	table map[string][]*trackState
 }
@@ -278,6 +281,8 @@ func (c *invConn) push(frame []byte, err error) {
 		c.invalidateAll(true)
 	case ok:
 		c.invalidate(keys)
+	case string(frame) == "+PONG\r\n":
+		c.ponged()
 	case len(frame) > 0 && frame[0] == '+': // CLIENT TRACKING's +OK
 		c.confirmed()
 	case len(frame) > 0 && frame[0] == '-':
@@ -332,7 +337,7 @@ func (c *invConn) invalidate(keys [][]byte) {
 		}
 	}
 	for ts := range t.clients {
-		ds = ts.matchPrefixes(ds, keys)
+		ds = ts.matchPrefixes(ds, c, keys)
 	}
 	t.mu.Unlock()
 	deliverAll(ds)
@@ -388,6 +393,9 @@ func (c *invConn) lost(err error, retry bool) {
 	c.gone = true
 	if t.conns[c.b] == c {
 		delete(t.conns, c.b)
+	}
+	for ts := range t.clients {
+		delete(ts.own, c) // no PONG will retire them
 	}
 	c.release(nil)
 	var ds []delivery
@@ -464,4 +472,49 @@ func deliverAll(ds []delivery) {
 	for _, d := range ds {
 		d.ts.deliver(d.keys, d.all)
 	}
+}
+
+// barrier is a PING sent on a tracking connection for a BCAST NOLOOP
+// client's own writes (trackState.ownWrite).
+type barrier struct {
+	ts  *trackState
+	seq uint64
+}
+
+var invPing = resp.EncodeCommand("ping", nil)
+
+// barrier sends a PING on each connection where ts has own writes
+// pending; its PONG retires them. Any goroutine.
+func (t *tracker) barrier(ts *trackState) {
+	var sends []*backend.Dedicated
+	t.mu.Lock()
+	for c, own := range ts.own {
+		if len(own) > 0 && c.ready && !c.gone && c.d != nil {
+			c.barriers = append(c.barriers, barrier{ts: ts, seq: own[len(own)-1].seq})
+			sends = append(sends, c.d)
+		}
+	}
+	t.mu.Unlock()
+	for _, d := range sends {
+		d.Send(&backend.Call{Req: &codec.Request{Name: "ping", Route: codec.RouteSubscribe,
+			Wire: invPing, Buf: invPing}, Timeout: -1, Done: func(*backend.Call) {}})
+	}
+}
+
+// ponged retires the own writes of the oldest barrier of c.
+func (c *invConn) ponged() {
+	t := c.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(c.barriers) == 0 {
+		return
+	}
+	b := c.barriers[0]
+	c.barriers = c.barriers[1:]
+	own := b.ts.own[c]
+	i := 0
+	for i < len(own) && own[i].seq <= b.seq {
+		i++
+	}
+	b.ts.own[c] = own[i:]
 }

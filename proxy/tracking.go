@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
@@ -9,6 +10,7 @@ import (
 	"shardproxy/codec"
 	"shardproxy/kind"
 	"shardproxy/resp"
+	"shardproxy/route"
 )
 
 // This file is the client's half of client-side caching: CLIENT
@@ -33,10 +35,14 @@ type trackState struct {
 	st   resp.Tracking // reader only
 	ops  []trackOp     // reads and NOLOOP writes since the last handOver (reader only)
 
-	// Under t.mu: the keys read, per server; BCAST's prefixes.
+	// Under t.mu: the keys read, per server; BCAST's prefixes; and with
+	// BCAST and NOLOOP, the client's own writes whose invalidations are
+	// still to come (ownWrite), per server.
 	keys     map[*invConn]map[string]struct{}
 	bcast    bool
 	prefixes []string
+	own      map[*invConn][]ownWrite
+	ownSeq   uint64
 
 	// Under mu: where deliveries go, and whether they may.
 	mu       sync.Mutex
@@ -50,6 +56,23 @@ type trackState struct {
 type trackOp struct {
 	key   string
 	write bool
+}
+
+// maxOwnWrites bounds a client's own writes waiting for their barrier,
+// per server; past it, its own writes' invalidations reach it (more than
+// NOLOOP asks, never less).
+const maxOwnWrites = 1024
+
+// ownWrite is a BCAST NOLOOP client's write of key, numbered: its
+// invalidation, when the server sends one, is skipped. Once the write's
+// reply has arrived, the proxy sends a PING on the server's tracking
+// connection (barrier); the server queued the write's invalidation on
+// that connection before it read the PING, so when the PONG arrives every
+// own write numbered up to then has had its invalidation or has none,
+// and is retired: no entry is left to swallow another client's write.
+type ownWrite struct {
+	key string
+	seq uint64
 }
 
 // add records that ts read key on c's server; false when it had. Under
@@ -83,7 +106,7 @@ func (ts *trackState) remove(c *invConn, key string) bool {
 
 // matchPrefixes adds to ds, for a BCAST client, one invalidation per
 // prefix of keys that match it. Under t.mu.
-func (ts *trackState) matchPrefixes(ds []delivery, keys [][]byte) []delivery {
+func (ts *trackState) matchPrefixes(ds []delivery, c *invConn, keys [][]byte) []delivery {
 	if !ts.bcast {
 		return ds
 	}
@@ -94,11 +117,34 @@ func (ts *trackState) matchPrefixes(ds []delivery, keys [][]byte) []delivery {
 				hit = append(hit, string(k))
 			}
 		}
-		if hit != nil {
+		if hit = ts.skipOwn(c, hit); hit != nil {
 			ds = append(ds, delivery{ts: ts, keys: hit})
 		}
 	}
 	return ds
+}
+
+// skipOwn drops from keys, invalidated on c's server, those the client
+// wrote itself (NOLOOP), each once. Under t.mu.
+func (ts *trackState) skipOwn(c *invConn, keys []string) []string {
+	own := ts.own[c]
+	if len(own) == 0 {
+		return keys
+	}
+	kept := keys[:0]
+	for _, k := range keys {
+		i := slices.IndexFunc(own, func(w ownWrite) bool { return w.key == k })
+		if i < 0 {
+			kept = append(kept, k)
+			continue
+		}
+		own = slices.Delete(own, i, i+1)
+	}
+	ts.own[c] = own
+	if len(kept) == 0 {
+		return nil
+	}
+	return kept
 }
 
 // note notes what p, about to be routed, reads or writes for the
@@ -116,19 +162,36 @@ func (ts *trackState) note(p *pending) {
 	if len(req.Keys) > 0 && req.Route != codec.RouteSubscribe && req.Route != codec.RouteLocal {
 		readOnly := cluster.ReadOnly(req.Name)
 		switch {
-		case ts.st.Tracks(readOnly):
+		case ts.st.Tracks(readOnly || isScript(req.Name)):
 			for _, k := range req.Keys {
 				ts.ops = append(ts.ops, trackOp{key: string(k)})
 			}
-		case !readOnly && ts.st.NoLoop && !ts.st.BCAST:
+		case !readOnly && ts.st.NoLoop:
 			for _, k := range req.Keys {
 				ts.ops = append(ts.ops, trackOp{key: string(k), write: true})
+			}
+			if ts.st.BCAST {
+				p.Tap = ts.written // a Redis pool's router sets no Tap of its own
 			}
 		}
 	}
 	if ts.s.pin == nil || !ts.s.pin.multi {
 		ts.st.Caching = false
 	}
+}
+
+// isScript reports whether name runs a script or function: its declared
+// keys are taken as read (Redis tracks them when the script reads any
+// key; the proxy cannot see inside, so it tracks more, never less).
+func isScript(name string) bool {
+	return strings.HasPrefix(name, "eval") || strings.HasPrefix(name, "fcall")
+}
+
+// written is the Tap of a BCAST NOLOOP client's write: its reply has
+// arrived, and every own write noted so far may retire once a PING on
+// each server's tracking connection is answered. On the backend's reader.
+func (ts *trackState) written(*route.Exchange, *backend.Call) {
+	ts.t.barrier(ts)
 }
 
 // handOver gives the tracker the keys noted since the last call (reader
@@ -196,7 +259,8 @@ func (s *session) trackOn(p *pending, pl *pool, st, was resp.Tracking, out []byt
 	}
 	ts := s.trk
 	if ts == nil {
-		ts = &trackState{s: s, t: pl.srv.tracking.of(pl), pool: pl, keys: map[*invConn]map[string]struct{}{}}
+		ts = &trackState{s: s, t: pl.srv.tracking.of(pl), pool: pl, keys: map[*invConn]map[string]struct{}{},
+			own: map[*invConn][]ownWrite{}}
 		s.trk = ts
 		s.view.trk.Store(ts)
 	}
@@ -352,6 +416,12 @@ func (t *tracker) apply(ts *trackState, ops []trackOp, place func(string) *backe
 		}
 		c := t.conns[b]
 		switch {
+		case op.write && ts.bcast:
+			if c != nil && len(ts.own[c]) < maxOwnWrites {
+				ts.ownSeq++
+				ts.own[c] = append(ts.own[c], ownWrite{key: op.key, seq: ts.ownSeq})
+			}
+			continue
 		case op.write:
 			if c != nil && ts.remove(c, op.key) {
 				c.unlink(op.key, ts)
