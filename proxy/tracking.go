@@ -161,8 +161,11 @@ func (ts *trackState) note(p *pending) {
 	}
 	if len(req.Keys) > 0 && req.Route != codec.RouteSubscribe && req.Route != codec.RouteLocal {
 		readOnly := cluster.ReadOnly(req.Name)
+		if isScript(req.Name) { // read, unless NOLOOP takes it for a write of its own
+			readOnly = !ts.st.NoLoop
+		}
 		switch {
-		case ts.st.Tracks(readOnly || isScript(req.Name)):
+		case ts.st.Tracks(readOnly):
 			for _, k := range req.Keys {
 				ts.ops = append(ts.ops, trackOp{key: string(k)})
 			}
@@ -182,7 +185,8 @@ func (ts *trackState) note(p *pending) {
 
 // isScript reports whether name runs a script or function: its declared
 // keys are taken as read (Redis tracks them when the script reads any
-// key; the proxy cannot see inside, so it tracks more, never less).
+// key; the proxy cannot see inside, so it tracks more, never less), and
+// under NOLOOP as written (the client's own).
 func isScript(name string) bool {
 	return strings.HasPrefix(name, "eval") || strings.HasPrefix(name, "fcall")
 }
