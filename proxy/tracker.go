@@ -144,9 +144,10 @@ func (t *tracker) join(ts *trackState, servers []*backend.Backend, done func()) 
 			c.waits = append(c.waits, w)
 		}
 	}
+	ready := w.left == 0 // else the last confirmation runs done
 	t.mu.Unlock()
 	t.start(opened)
-	if w.left == 0 {
+	if ready {
 		done()
 	}
 }
