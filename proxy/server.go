@@ -154,6 +154,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	s.gen.Store(gen)
 	s.logMetaSummaries(gen)
+	s.tracking.reloaded(gen.pools) // a server gen adds, or gives new options, is tracked at once
 	return s, nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/kind"
 	"shardproxy/resp"
 )
 
@@ -518,4 +519,38 @@ func (c *invConn) ponged() {
 		i++
 	}
 	b.ts.own[c] = own[i:]
+}
+
+// reloaded opens a tracking connection to each server of pools that a
+// tracker with clients has none to: a server a reload added, or whose
+// backend it replaced (new options). Such a connection invalidates, once
+// confirmed, what was read of its server before (a null to BCAST
+// clients), as a connection that replaces a lost one does. The old
+// backends' connections end with them, a null to their clients.
+func (h *trackHub) reloaded(pools []*pool) {
+	for _, pl := range pools {
+		h.mu.Lock()
+		t := h.pool[pl.cfg.Name]
+		h.mu.Unlock()
+		if t == nil {
+			continue
+		}
+		dd, ok := pl.router.(kind.Dedicator)
+		if !ok || pl.cfg.RedisCluster {
+			continue
+		}
+		servers, refusal := dd.PatternServers()
+		if refusal != nil {
+			continue
+		}
+		t.mu.Lock()
+		var opened []*invConn
+		for _, b := range servers {
+			if len(t.clients) > 0 && t.conns[b] == nil {
+				opened = append(opened, t.open(b, true))
+			}
+		}
+		t.mu.Unlock()
+		t.start(opened)
+	}
 }

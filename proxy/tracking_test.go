@@ -1,10 +1,12 @@
 package proxy_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"shardproxy/internal/testserver"
 	"shardproxy/resp"
 )
 
@@ -107,28 +109,9 @@ func TestClientTracking(t *testing.T) {
 		// Tracking goes on over the new connection, which invalidates
 		// what was read while it was not confirmed (a null), then
 		// every write.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if reply, _ := doSkipping(t, c, "GET", keys[0]); strings.HasPrefix(reply, "-") {
-				if time.Now().After(deadline) {
-					t.Fatalf("GET after restart: %q", reply)
-				}
-				time.Sleep(50 * time.Millisecond)
-				continue
-			}
+		invalidatedAfterNulls(t, c, keys[0], func() {
 			directRedis(t, servers[0].Addr, "", 0).do("SET", keys[0], "after")
-			c.nc.SetReadDeadline(time.Now().Add(invalidateBound))
-			got, err := readRESP(c.r)
-			if err != nil {
-				t.Fatalf("no invalidation after the restart: %v", err)
-			}
-			if got == invalidate3(keys[0]) {
-				break
-			}
-			if got != invalidate3() || time.Now().After(deadline) {
-				t.Fatalf("after restart: %q", got)
-			}
-		}
+		})
 	})
 
 	t.Run("BCAST with a prefix", func(t *testing.T) {
@@ -245,5 +228,89 @@ func doSkipping(t *testing.T, c *respClient, args ...string) (string, []string) 
 			return got, pushes
 		}
 		pushes = append(pushes, got)
+	}
+}
+
+// A reload that keeps the pool keeps its tracking: the client's keys and
+// the proxy's connections to the servers, so a write after the reload
+// invalidates a key read before it. One that gives the servers new
+// options (new backends) sends a null, as a lost connection does, and
+// tracks on over the new ones.
+func TestClientTrackingReload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	a, b := testserver.StartRedis(t), testserver.StartRedis(t)
+	port := testserver.FreePort(t)
+	yaml := poolYAML("rd", port, "  redis: true\n", a, b)
+	_, reload := reloadable(t, yaml)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	c := trackingClient(t, addr)
+	other := respDial(t, addr)
+	for i, extra := range []string{"  redis: true\n", "  redis: true\n  timeout: 2000\n"} {
+		key := fmt.Sprintf("r%d", i)
+		c.do("GET", key)
+		if err := reload(poolYAML("rd", port, extra, a, b)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			start := time.Now()
+			other.do("SET", key, "after reload")
+			took := expectPush(t, c, invalidate3(key), start)
+			t.Logf("reload %d: invalidation after %v", i, took)
+			continue
+		}
+		// New options are new backends: the old connections end, a null,
+		// and the new ones, opened at the reload, invalidate what was read
+		// before they were confirmed (a null); then every write.
+		expectPush(t, c, invalidate3(), time.Now())
+		invalidatedAfterNulls(t, c, key, func() { other.do("SET", key, "after reload") })
+	}
+}
+
+// A Redis Cluster pool refuses tracking with the error the docs quote.
+func TestClientTrackingClusterRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	rc := testserver.StartRedisCluster(t, 3, 0)
+	_, addr := startProxy(t, clusterYAML("rc", rc.Addrs()[:1], "  listen: 127.0.0.1:0\n"), "rc")
+	c := respDial(t, addr)
+	hello3(t, c)
+	want := "-ERR CLIENT TRACKING is not supported by this pool: it needs a sharded Redis pool\r\n"
+	if got := c.do("CLIENT", "TRACKING", "on"); got != want {
+		t.Fatalf("CLIENT TRACKING on: %q, want %q", got, want)
+	}
+	if got := c.do("CLIENT", "TRACKINGINFO"); !strings.Contains(got, bulk("off")) {
+		t.Fatalf("TRACKINGINFO after the refusal: %q", got)
+	}
+}
+
+// invalidatedAfterNulls reads key and has write write it until the
+// client gets its invalidation; null invalidations between are allowed
+// (a tracking connection confirmed after a read), for 10 seconds.
+func invalidatedAfterNulls(t *testing.T, c *respClient, key string, write func()) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if reply, _ := doSkipping(t, c, "GET", key); strings.HasPrefix(reply, "-") {
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s: %q", key, reply)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		write()
+		c.nc.SetReadDeadline(time.Now().Add(invalidateBound))
+		got, err := readRESP(c.r)
+		if err != nil {
+			t.Fatalf("no invalidation of %s: %v", key, err)
+		}
+		if got == invalidate3(key) {
+			return
+		}
+		if got != invalidate3() || time.Now().After(deadline) {
+			t.Fatalf("waiting for the invalidation of %s: %q", key, got)
+		}
 	}
 }
