@@ -11,6 +11,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/resp"
 	"shardproxy/route"
 )
 
@@ -483,6 +484,9 @@ func (s *session) route(p *pending) {
 		return
 	}
 	if p.Req.WithLocal { // the dialect adds the proxy's part (INFO's Proxy section)
+		if n, ok := resp.TrackingMaxKeys(&p.Req); ok {
+			pl.srv.tracking.of(pl).setMax(n)
+		}
 		if la, ok := pl.dialect.(codec.LocalAdder); ok {
 			s.counts.publish()
 			la.AddLocal(&p.Req, pl)

@@ -88,9 +88,9 @@ func (h *trackHub) of(pl *pool) *tracker {
 type tracker struct {
 	srv *Server
 	log *slog.Logger
-	max int // maxTrackedKeys; tests lower it
 
 	mu      sync.Mutex
+	max     int // maxTrackedKeys, or what CONFIG SET tracking-table-max-keys set; 0: no limit
 	conns   map[*backend.Backend]*invConn
 	clients map[*trackState]struct{}
 	keys    int // entries of every conn's table
@@ -553,4 +553,24 @@ func (h *trackHub) reloaded(pools []*pool) {
 		t.mu.Unlock()
 		t.start(opened)
 	}
+}
+
+// setMax bounds the tracked keys at n (0: no limit), as CONFIG SET
+// tracking-table-max-keys bounds a server's table; keys past it are
+// evicted at once, their readers told.
+func (t *tracker) setMax(n int64) {
+	t.mu.Lock()
+	t.max = int(min(n, maxTrackedKeys*1000))
+	ds := t.evict(nil)
+	t.mu.Unlock()
+	deliverAll(ds)
+}
+
+// evict drops keys past the bound, adding their invalidations to ds.
+// Under mu.
+func (t *tracker) evict(ds []delivery) []delivery {
+	for t.max > 0 && t.keys > t.max {
+		ds = t.evictOne(ds)
+	}
+	return ds
 }

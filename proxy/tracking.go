@@ -441,9 +441,7 @@ func (t *tracker) apply(ts *trackState, ops []trackOp, place func(string) *backe
 			t.keys++
 		}
 	}
-	for t.keys > t.max {
-		evicted = t.evictOne(evicted)
-	}
+	evicted = t.evict(evicted)
 	t.mu.Unlock()
 	t.start(opened)
 	deliverAll(evicted)

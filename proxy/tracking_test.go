@@ -314,3 +314,45 @@ func invalidatedAfterNulls(t *testing.T, c *respClient, key string, write func()
 		}
 	}
 }
+
+// CONFIG SET tracking-table-max-keys through a pool with redis_config
+// bounds the proxy's table as it bounds a server's: the keys past it are
+// evicted at once, and their readers get their invalidations.
+func TestClientTrackingMaxKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	_, yaml := redisPool(t, 2, "  redis_config: true\n")
+	_, addr := startProxy(t, yaml, "rd")
+	c := trackingClient(t, addr)
+	keys := []string{"m1", "m2", "m3"}
+	for _, k := range keys {
+		c.do("GET", k)
+	}
+	admin := respDial(t, addr)
+	if got := admin.do("CONFIG", "SET", "tracking-table-max-keys", "1"); got != "+OK\r\n" {
+		t.Fatalf("CONFIG SET: %q", got)
+	}
+	seen := map[string]bool{}
+	for range 2 {
+		c.nc.SetReadDeadline(time.Now().Add(invalidateBound))
+		got, err := readRESP(c.r)
+		if err != nil {
+			t.Fatalf("evictions: %v (have %v)", err, seen)
+		}
+		for _, k := range keys {
+			if got == invalidate3(k) {
+				seen[k] = true
+			}
+		}
+	}
+	if len(seen) != 2 {
+		t.Fatalf("evicted %v, want two of %v", seen, keys)
+	}
+	if got := admin.do("CONFIG", "SET", "tracking-table-max-keys", "0"); got != "+OK\r\n" {
+		t.Fatalf("CONFIG SET 0: %q", got)
+	}
+	if got := c.do("PING"); got != "+PONG\r\n" {
+		t.Fatalf("one key left: %q", got)
+	}
+}

@@ -99,6 +99,8 @@ func (p *parser) keyed(frame []byte, req *codec.Request, cmd int, c *command, cl
 		req.Sub = c.sub
 	case p.scriptsOwn && isScript(cmd):
 		blockRoute(req, 0) // as long as the script runs
+	case cmd == cmdConfigSet:
+		_, req.WithLocal = p.trackingMaxKeys() // the proxy's own table follows it
 	}
 	return n, nil
 }

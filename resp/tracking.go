@@ -369,3 +369,29 @@ func ClientOf(rp codec.RequestParser) (id int64, proto uint8, ok bool) {
 	}
 	return p.id, proto, true
 }
+
+// trackingMaxKeys reports whether the CONFIG SET being parsed gives
+// tracking-table-max-keys a number.
+func (p *parser) trackingMaxKeys() (int64, bool) { return maxKeysArg(p.clientArgs()) }
+
+// TrackingMaxKeys returns the value req, a CONFIG SET, gives
+// tracking-table-max-keys, whose table of keys read the proxy keeps per
+// pool as a server keeps its own: 0 is no limit.
+func TrackingMaxKeys(req *codec.Request) (int64, bool) {
+	if req.Cmd != cmdConfigSet {
+		return 0, false
+	}
+	return maxKeysArg(wireArgs(req.Wire))
+}
+
+// maxKeysArg reads tracking-table-max-keys's value from CONFIG SET's
+// parameter and value pairs.
+func maxKeysArg(args [][]byte) (int64, bool) {
+	for i := 0; i+1 < len(args); i += 2 {
+		if equalFold(args[i], "tracking-table-max-keys") {
+			n, ok := parseInt(args[i+1])
+			return n, ok && n >= 0
+		}
+	}
+	return 0, false
+}
