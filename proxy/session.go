@@ -202,9 +202,11 @@ func (s *session) serve() {
 // request, at a request boundary or not: the connection is to be handed
 // off (handoff.go), or its last reply ends it (lastReply). A subscribed
 // client or a watch is sent more after it, and a session stopping for
-// another reason ends as before.
+// another reason ends as before. A client with tracking on is not handed
+// off either: the next process does not know what it read, and its
+// connection closing tells it to drop its cache.
 func (s *session) lastRead(boundary bool) {
-	if s.passing || !s.draining.Load() || s.closing.Load() || s.sub != nil || s.watcher != nil {
+	if s.passing || !s.draining.Load() || s.closing.Load() || s.sub != nil || s.watcher != nil || s.trk != nil {
 		return
 	}
 	if boundary && s.canHandOff() {
