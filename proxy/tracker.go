@@ -90,7 +90,9 @@ type tracker struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
-	max     int // maxTrackedKeys, or what CONFIG SET tracking-table-max-keys set; 0: no limit
+	pool    *pool         // the latest pool of the name (join, sync)
+	stop    chan struct{} // ends follow; nil while no client tracks
+	max     int           // maxTrackedKeys, or what CONFIG SET tracking-table-max-keys set; 0: no limit
 	conns   map[*backend.Backend]*invConn
 	clients map[*trackState]struct{}
 	keys    int // entries of every conn's table
@@ -129,9 +131,14 @@ var (
 
 // join adds ts to the tracker and opens a connection to each of servers
 // that has none; done runs once all are confirmed or failed.
-func (t *tracker) join(ts *trackState, servers []*backend.Backend, done func()) {
+func (t *tracker) join(ts *trackState, pl *pool, servers []*backend.Backend, done func()) {
 	t.mu.Lock()
 	t.clients[ts] = struct{}{}
+	t.pool = pl
+	if t.stop == nil {
+		t.stop = make(chan struct{})
+		go t.follow(t.stop)
+	}
 	w := &trackWait{done: done}
 	var opened []*invConn
 	for _, b := range servers {
@@ -199,6 +206,10 @@ func (t *tracker) leave(ts *trackState) {
 	t.dropKeys(ts)
 	var closing []*backend.Dedicated
 	if len(t.clients) == 0 {
+		if t.stop != nil {
+			close(t.stop)
+			t.stop = nil
+		}
 		for b, c := range t.conns {
 			c.gone = true
 			delete(t.conns, b)
@@ -532,28 +543,59 @@ func (h *trackHub) reloaded(pools []*pool) {
 		h.mu.Lock()
 		t := h.pool[pl.cfg.Name]
 		h.mu.Unlock()
-		if t == nil {
-			continue
+		if t != nil {
+			t.sync(pl)
 		}
-		dd, ok := pl.router.(kind.Dedicator)
-		if !ok || pl.cfg.RedisCluster {
-			continue
-		}
-		servers, refusal := dd.PatternServers()
-		if refusal != nil {
-			continue
-		}
-		t.mu.Lock()
-		var opened []*invConn
-		for _, b := range servers {
-			if len(t.clients) > 0 && t.conns[b] == nil {
-				opened = append(opened, t.open(b, true))
-			}
-		}
-		t.mu.Unlock()
-		t.start(opened)
 	}
 }
+
+// sync opens a connection to each of pl's servers that has none, while
+// the tracker has clients; it makes pl the pool the tracker follows.
+func (t *tracker) sync(pl *pool) {
+	dd, ok := pl.router.(kind.Dedicator)
+	if !ok || pl.cfg.RedisCluster {
+		return
+	}
+	servers, refusal := dd.PatternServers()
+	if refusal != nil {
+		return
+	}
+	t.mu.Lock()
+	t.pool = pl
+	var opened []*invConn
+	for _, b := range servers {
+		if len(t.clients) > 0 && t.conns[b] == nil {
+			opened = append(opened, t.open(b, true))
+		}
+	}
+	t.mu.Unlock()
+	t.start(opened)
+}
+
+// follow runs while the tracker has clients: every followEvery it syncs
+// with its pool's servers, so that a Sentinel pool's new master (a
+// backend table swapped without a reload) is tracked too.
+func (t *tracker) follow(stop <-chan struct{}) {
+	tick := time.NewTicker(followEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			t.mu.Lock()
+			pl := t.pool
+			t.mu.Unlock()
+			if pl != nil {
+				t.sync(pl)
+			}
+		}
+	}
+}
+
+// followEvery is how often a tracker looks for servers it has no
+// connection to.
+const followEvery = time.Second
 
 // setMax bounds the tracked keys at n (0: no limit), as CONFIG SET
 // tracking-table-max-keys bounds a server's table; keys past it are

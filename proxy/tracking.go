@@ -280,7 +280,7 @@ func (s *session) trackOn(p *pending, pl *pool, st, was resp.Tracking, out []byt
 		p.Answer(out)
 		return
 	}
-	ts.t.join(ts, servers, func() { p.Answer(out) })
+	ts.t.join(ts, pl, servers, func() { p.Answer(out) })
 }
 
 // endTrack turns the client's tracking off (CLIENT TRACKING OFF, RESET,
