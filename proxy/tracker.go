@@ -25,7 +25,10 @@ import (
 // connected to the server directly. The shared request sockets are left
 // as they are: BCAST without a prefix needs no read to be tracked on the
 // connection that read, so nothing about the clients' reads has to reach
-// the server, and no request of a client without tracking pays anything.
+// the server, and a request of a client without tracking pays one branch.
+// (Turning tracking on the shared sockets instead, redirected to such a
+// connection, would deliver the same invalidations, but every socket of
+// the pool, and each one a reconnect opens, would have to be switched.)
 // The cost is on the server and this connection: every write to the
 // server becomes a push frame, while tracking is on in the pool.
 //
@@ -44,8 +47,9 @@ import (
 // it is confirmed are invalidated again once it is (they might have
 // missed a write), and the BCAST clients get a second null then.
 //
-// Lock order: tracker.mu, then a session's trackState.mu or subState.mu
-// (deliveries take them after tracker.mu is released).
+// Locks: tracker.mu guards the tables; a delivery is collected under it
+// and made after it is released, under the receiving session's
+// trackState.mu or subState.mu, so no goroutine holds two of them.
 
 // Why a tracking connection ended, when its socket did not say.
 var (
