@@ -272,14 +272,8 @@ func (c *invConn) unlink(key string, ts *trackState) {
 // for its readers to ds. Under mu.
 func (t *tracker) evictOne(ds []delivery) []delivery {
 	for _, c := range t.conns {
-		for k, readers := range c.table {
-			delete(c.table, k)
-			for _, ts := range readers {
-				ts.remove(c, k)
-				t.keys--
-				ds = append(ds, delivery{ts: ts, keys: []string{k}})
-			}
-			return ds
+		for k := range c.table {
+			return t.dropKey(c, k, ds)
 		}
 	}
 	t.keys = 0 // nothing left to evict
@@ -323,6 +317,8 @@ func (c *invConn) confirmed() {
 	var ds []delivery
 	if c.again {
 		ds = t.flushConn(c, ds)
+	} else {
+		ds = t.flushTable(c, ds) // reads sent behind CLIENT TRACKING ON, before this
 	}
 	t.mu.Unlock()
 	deliverAll(ds)
@@ -341,16 +337,8 @@ func (c *invConn) invalidate(keys [][]byte) {
 		return
 	}
 	for _, k := range keys {
-		readers := c.table[string(k)]
-		if readers == nil {
-			continue
-		}
-		delete(c.table, string(k))
-		key := string(k)
-		for _, ts := range readers {
-			ts.remove(c, key)
-			t.keys--
-			ds = append(ds, delivery{ts: ts, keys: []string{key}})
+		if _, ok := c.table[string(k)]; ok {
+			ds = t.dropKey(c, string(k), ds)
 		}
 	}
 	for ts := range t.clients {
@@ -374,6 +362,28 @@ func (c *invConn) invalidateAll(fromServer bool) {
 	ds := t.flushConn(c, nil)
 	t.mu.Unlock()
 	deliverAll(ds)
+}
+
+// flushTable adds an invalidation of each key read on c's server before c
+// was confirmed: a write then went unseen. Under mu.
+func (t *tracker) flushTable(c *invConn, ds []delivery) []delivery {
+	for k := range c.table {
+		ds = t.dropKey(c, k, ds)
+	}
+	return ds
+}
+
+// dropKey takes key out of c's table and adds its invalidation for each
+// client that read it. Under mu.
+func (t *tracker) dropKey(c *invConn, key string, ds []delivery) []delivery {
+	readers := c.table[key]
+	delete(c.table, key)
+	for _, ts := range readers {
+		ts.remove(c, key)
+		t.keys--
+		ds = append(ds, delivery{ts: ts, keys: []string{key}})
+	}
+	return ds
 }
 
 // flushConn adds a null invalidation for every client that read a key on

@@ -356,3 +356,33 @@ func TestClientTrackingMaxKeys(t *testing.T) {
 		t.Fatalf("one key left: %q", got)
 	}
 }
+
+// A read sent right behind CLIENT TRACKING ON, before the proxy's
+// connections to the servers are confirmed, is tracked: a write then,
+// which those connections may not have seen, invalidates it once they
+// are confirmed, and a later write invalidates it as ever.
+func TestClientTrackingPipelined(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	_, yaml := redisPool(t, 3, "")
+	_, addr := startProxy(t, yaml, "rd")
+	c, other := respDial(t, addr), respDial(t, addr)
+	hello3(t, c)
+	c.send(multibulk("CLIENT", "TRACKING", "on") + multibulk("GET", "p") + multibulk("PING"))
+	other.do("SET", "p", "raced")
+	var got []string
+	for len(got) < 3 || got[len(got)-1] != "+PONG\r\n" {
+		got = append(got, c.reply())
+	}
+	if got[0] != "+OK\r\n" {
+		t.Fatalf("CLIENT TRACKING on: %q", got)
+	}
+	if len(got) == 3 { // the write came after the confirmations: the server tells
+		start := time.Now()
+		other.do("SET", "p", "later")
+		expectPush(t, c, invalidate3("p"), start)
+	} else if got[2] != invalidate3("p") {
+		t.Fatalf("pipelined: %q", got)
+	}
+}
