@@ -100,7 +100,9 @@
 // broken stream: redis-server 7.0 never sends them. A push (">")
 // is framed as an array; on a shared socket none arrives, because the
 // commands that subscribe a connection go on connections of the
-// client's own, and client tracking is not carried. A malformed
+// client's own, and client tracking is the proxy's, on connections of its
+// own (tracking.go has the words: the commands' replies and errors, the
+// invalidation messages, ReadInvalidate for a server's pushes). A malformed
 // reply, a line over MaxReplyLine or a bulk string over MaxReplyBulk is an
 // error (the sentinels in errors.go): the backend stream is out of step.
 // ResumeReply frames a reply that arrives in pieces in linear time: it

@@ -91,6 +91,8 @@ func (p *parser) localReply(c *command) (out []byte, errReply string) {
 		return appendOKUnless(out, p.checkClient(c.local))
 	case localClientList, localClientKill, localClientInfo: // AppendLocal answers
 		return out, p.checkClient(c.local)
+	case localClientTracking: // the session answers (Tracking.Do)
+		return out, ""
 	case localClusterOK, localClusterSlots, localClusterShards, localClusterNodes, localClusterInfo,
 		localClusterMyID, localClusterKeyslot:
 		return p.clusterReply(out, c.local), ""

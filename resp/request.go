@@ -63,6 +63,7 @@ func (p *parser) refusal(cmd int, c *command) string {
 		if reply := p.refuseConfigSet(); reply != "" {
 			return reply
 		}
+		_, p.trackMax = p.trackingMaxKeys() // the proxy's own table follows it (keyed)
 	}
 	if c.calledClass() == classUnsupported {
 		return notSupported(c.name, c.reason)
@@ -100,6 +101,7 @@ func (p *parser) keyed(frame []byte, req *codec.Request, cmd int, c *command, cl
 	case p.scriptsOwn && isScript(cmd):
 		blockRoute(req, 0) // as long as the script runs
 	}
+	req.WithLocal, p.trackMax = p.trackMax, false // no branch for the requests that are not
 	return n, nil
 }
 
