@@ -52,8 +52,9 @@ func TestOrder(t *testing.T) {
 	fresh, _ := dp.Take(b, 0, d)
 
 	first, second := &backend.Call{Req: get()}, &backend.Call{Req: get()}
-	first.Gate, first.Written = dp.Order(b)
-	second.Gate, second.Written = dp.Order(b)
+	now := time.Now()
+	first.Gate, first.Written = dp.Order(b, now)
+	second.Gate, second.Written = dp.Order(b, now)
 	send(fresh, first, &wg)
 	send(open, second, &wg)
 	wg.Wait()
@@ -65,12 +66,52 @@ func TestOrder(t *testing.T) {
 	if sent2.Before(sent1) {
 		t.Fatalf("the second command was written %v before the first", sent1.Sub(sent2))
 	}
-	// Nothing waits on an order that has ended.
+	// Nothing waits on an order that has ended, once settled.
 	third := &backend.Call{Req: get()}
-	third.Gate, third.Written = dp.Order(b)
-	if third.Gate != nil {
-		t.Fatalf("a gate after every command ordered was written")
+	third.Gate, third.Written = dp.Order(b, time.Now().Add(-kind.OrderSettle))
+	select {
+	case <-third.Gate:
+	default:
+		t.Fatalf("a settled command after every command ordered was written waits")
 	}
 	send(open, third, &wg)
 	wg.Wait()
+}
+
+// TestOrderArrival orders three commands routed in the reverse of the
+// order they arrived in, as two clients' reader goroutines may run: each
+// gate opens in arrival order, once the one before it is written, and
+// none before its settle.
+func TestOrderArrival(t *testing.T) {
+	b := backend.New(backend.Config{Addr: "127.0.0.1:1", Dialect: &memcache.Dialect{}})
+	t.Cleanup(b.Close)
+	dp := kind.NewDedicatedPool(0)
+	t.Cleanup(dp.Close)
+	t0 := time.Now()
+	type ordered struct {
+		gate    <-chan struct{}
+		written func()
+	}
+	var turns [3]ordered
+	for i := 2; i >= 0; i-- { // routed last to first
+		turns[i].gate, turns[i].written = dp.Order(b, t0.Add(time.Duration(i)*time.Microsecond))
+	}
+	for i, o := range turns {
+		for _, later := range turns[i+1:] {
+			select {
+			case <-later.gate:
+				t.Fatalf("a command's gate opened before the one that arrived before it was written (%d)", i)
+			default:
+			}
+		}
+		select {
+		case <-o.gate:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("command %d never let through", i)
+		}
+		if i == 0 && time.Since(t0) < kind.OrderSettle {
+			t.Fatalf("the first command let through %v after it arrived, before the settle", time.Since(t0))
+		}
+		o.written()
+	}
 }

@@ -153,12 +153,21 @@ func (s *session) routeBlocking(p *pending, dd kind.Dedicator) {
 	}
 	s.blocked.add(d)
 	dp.Blocked.Add(1)
-	p.Order(dp.Order(d.Backend()))
+	p.Order(dp.Order(d.Backend(), s.arrivedAt()))
 	p.SendOn(d, s.blockTimeout(p.Req.Block), func(c *backend.Call) {
 		dp.Blocked.Add(-1)
 		s.blocked.remove(d)
 		dp.Give(d, c.Reply.Err == nil)
 	})
+}
+
+// arrivedAt is when the current read's bytes reached the proxy: the
+// kernel's time when the reader has it, else the read's.
+func (s *session) arrivedAt() time.Time {
+	if s.arrived != 0 {
+		return time.Unix(0, s.arrived)
+	}
+	return s.readAt
 }
 
 // dedicate takes a connection of dp to the server of p's keys (any

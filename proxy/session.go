@@ -66,6 +66,7 @@ type session struct {
 	env      localEnv       // a local command's env, while it is answered (reader only; clients.go)
 	view     sessionView    // what CLIENT LIST shows of it (clients.go)
 	readAt   time.Time      // when the current read arrived (reader only; observe.go)
+	arrived  int64          // when the kernel received the current read's bytes, Unix ns; 0: not known (reader only; readloop.go's stampOn)
 	addr     string         // the client's address, once a record named it (writer only)
 
 	// outstanding counts requests queued and not yet written; switchPool
