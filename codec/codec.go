@@ -85,6 +85,16 @@ const (
 	PinWait        // WAIT: replicas of the pinned server (Block is its timeout)
 )
 
+// Script marks the requests of a pool whose scripts run on dedicated
+// connections (Options.DedicatedScripts) that the proxy treats apart.
+type Script uint8
+
+const (
+	ScriptNone Script = iota
+	ScriptRun         // EVAL, FCALL ...: a RouteBlock request that runs a script, not ordered among blocking commands
+	ScriptPing        // PING, a RouteLocal request: sent to a server running a script instead, which answers -BUSY as Redis does
+)
+
 // ErrNoTarget is the text of the error a router answers to a RouteServer
 // request whose Target names no server of the pool (a cursor from a pool
 // that had more servers, or a made-up one): Redis's own word for a bad
@@ -228,6 +238,8 @@ type Request struct {
 	Block time.Duration
 	// Sub says what a RouteSubscribe request does.
 	Sub Sub
+	// Script marks a script and a PING under DedicatedScripts.
+	Script Script
 }
 
 // Reset clears r for reuse, keeping its storage.
@@ -343,7 +355,8 @@ type Options struct {
 	// DedicatedScripts asks the RESP parser to route EVAL, EVALSHA and
 	// FCALL (and their _RO forms) as RouteBlock requests that wait as
 	// long as the script runs, so that each runs on a connection of its
-	// own. The pool's kind sets it from the pool's redis_scripts key.
+	// own, and to mark them and PING (Request.Script). The pool's kind
+	// sets it from the pool's redis_scripts key.
 	DedicatedScripts bool
 }
 

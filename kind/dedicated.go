@@ -41,6 +41,9 @@ type DedicatedPool struct {
 	servers map[*backend.Backend]*dedicatedSet
 	closed  bool
 
+	scripts map[*backend.Backend]int // scripts running per server (RunScript)
+	running atomic.Int64             // scripts running on every server
+
 	inUse   atomic.Int64 // gauge: connections taken, not given back
 	idle    atomic.Int64 // gauge: connections kept for reuse
 	refused atomic.Int64 // counter: requests refused at the limit
@@ -78,7 +81,7 @@ func NewDedicatedPool(limit int) *DedicatedPool {
 	if limit <= 0 {
 		limit = 64
 	}
-	return &DedicatedPool{limit: limit, servers: map[*backend.Backend]*dedicatedSet{}}
+	return &DedicatedPool{limit: limit, servers: map[*backend.Backend]*dedicatedSet{}, scripts: map[*backend.Backend]int{}}
 }
 
 // Take returns a connection to b speaking protocol version proto for one

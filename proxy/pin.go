@@ -153,12 +153,39 @@ func (s *session) routeBlocking(p *pending, dd kind.Dedicator) {
 	}
 	s.blocked.add(d)
 	dp.Blocked.Add(1)
-	p.Order(dp.Order(d.Backend(), s.arrivedAt()))
+	ended := func() {}
+	if p.Req.Script == codec.ScriptRun {
+		ended = dp.RunScript(d.Backend())
+	} else {
+		p.Order(dp.Order(d.Backend(), s.arrivedAt()))
+	}
 	p.SendOn(d, s.blockTimeout(p.Req.Block), func(c *backend.Call) {
+		ended()
 		dp.Blocked.Add(-1)
 		s.blocked.remove(d)
 		dp.Give(d, c.Reply.Err == nil)
 	})
+}
+
+// pingBusy sends a PING (codec.ScriptPing) to a server of the pool that
+// runs a script on a dedicated connection, whose answer is Redis's
+// (-BUSY while the script is past its threshold, else PONG). It returns
+// false, for the proxy to answer, when no script runs.
+func (s *session) pingBusy(p *pending) bool {
+	dd, ok := s.p.router.(kind.Dedicator)
+	if !ok || dd.Dedicated() == nil {
+		return false
+	}
+	b := dd.Dedicated().ScriptServer()
+	if b == nil {
+		return false
+	}
+	p.Hint = s.id
+	p.Tag = s.tag
+	p.Batch = &s.batch
+	p.Pipes = nil
+	p.Send(b)
+	return true
 }
 
 // arrivedAt is when the current read's bytes reached the proxy: the

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ func TestScriptKill(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the script runs past the threshold
 
 	other := respDial(t, addr)
+	if got := other.do("PING"); !strings.HasPrefix(got, "-BUSY ") {
+		t.Fatalf("PING while the script runs: %q, want -BUSY as from Redis", got)
+	}
 	if got := other.do("GET", "k"); !strings.HasPrefix(got, "-BUSY ") {
 		t.Fatalf("GET while the script runs: %q, want -BUSY", got)
 	}
@@ -43,6 +47,26 @@ func TestScriptKill(t *testing.T) {
 	}
 	if got := runner.do("GET", "k"); got != "$1\r\nv\r\n" {
 		t.Fatalf("GET on the script's connection after the kill: %q", got)
+	}
+	// With no script running the proxy answers PING itself: the server
+	// saw only the PING during the script, which it rejected.
+	pings := func() (calls, rejected string) {
+		stats, err := testserver.RedisDo(rd.Addr, "INFO", "commandstats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`cmdstat_ping:calls=(\d+),.*rejected_calls=(\d+)`).FindStringSubmatch(stats)
+		if m == nil {
+			t.Fatalf("no PING in the server's stats: %q", stats)
+		}
+		return m[1], m[2]
+	}
+	calls, rejected := pings()
+	if got := other.do("PING"); got != "+PONG\r\n" {
+		t.Fatalf("PING after the kill: %q", got)
+	}
+	if calls2, rejected2 := pings(); rejected != "1" || calls2 != calls || rejected2 != rejected {
+		t.Errorf("the server's PINGs: %s rejected, calls %s then %s; want 1 rejected and no call for the PING after the kill", rejected2, calls, calls2)
 	}
 	if got := other.do("SCRIPT", "KILL"); !strings.HasPrefix(got, "-NOTBUSY") {
 		t.Errorf("SCRIPT KILL with no script: %q", got)

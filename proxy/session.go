@@ -459,6 +459,9 @@ func (s *session) route(p *pending) {
 		return
 	}
 	if p.Req.Route == codec.RouteLocal {
+		if p.Req.Script == codec.ScriptPing && s.pingBusy(p) {
+			return
+		}
 		s.counts.publish() // its answer may show the requests before it, and itself
 		s.appendLocal(p, pl)
 		return

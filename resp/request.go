@@ -99,6 +99,7 @@ func (p *parser) keyed(frame []byte, req *codec.Request, cmd int, c *command, cl
 		req.Sub = c.sub
 	case p.scriptsOwn && isScript(cmd):
 		blockRoute(req, 0) // as long as the script runs
+		req.Script = codec.ScriptRun
 	}
 	return n, nil
 }
@@ -222,6 +223,7 @@ func (p *parser) build(frame []byte, req *codec.Request, cmd int, c *command, ex
 	req.Mode = codec.ModeNormal
 	req.Close = false
 	req.Arg = 0
+	req.Script = codec.ScriptNone
 	req.Keys = req.Keys[:0]
 	for _, i := range p.keyPos {
 		s := p.args[i]
