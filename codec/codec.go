@@ -158,7 +158,7 @@ const (
 	// connection stays in sync and the server counts as healthy.
 	ReplyError
 	// ReplyFailure is a reply that says the server itself is unhealthy (Redis
-	// -LOADING, -BUSY, -OOM): delivered to the client, counted as a backend failure.
+	// -LOADING): delivered to the client, counted as a backend failure.
 	ReplyFailure
 	// ReplyFatal is an error reply that shows the server misread the stream
 	// (memcached "ERROR": it did not understand what the proxy sent). It is

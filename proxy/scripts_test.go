@@ -79,3 +79,38 @@ func TestScriptKill(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisOOM sends writes to a server at its maxmemory: each gets the
+// server's -OOM, and the server, which still serves reads, is not marked
+// bad for it (a script's -OOM on a dedicated connection neither).
+func TestRedisOOM(t *testing.T) {
+	rd := testserver.StartRedis(t)
+	yaml := fmt.Sprintf("rd:\n  listen: 127.0.0.1:0\n  redis: true\n  redis_scripts: dedicated\n"+
+		"  auto_eject_hosts: false\n  server_failure_limit: 1\n  servers:\n    - %s:1\n", rd.Addr)
+	srv, addr := startProxy(t, yaml, "rd")
+	c := respDial(t, addr)
+	if got := c.do("SET", "k", "v"); got != "+OK\r\n" {
+		t.Fatalf("SET: %q", got)
+	}
+	if _, err := testserver.RedisDo(rd.Addr, "CONFIG", "SET", "maxmemory", "1"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if got := c.do("SET", "k2", "v"); !strings.HasPrefix(got, "-OOM ") {
+			t.Fatalf("SET at maxmemory: %q, want -OOM", got)
+		}
+		if got := c.do("EVAL", "#!lua\nreturn 1", "0"); !strings.HasPrefix(got, "-OOM ") {
+			t.Fatalf("a script at maxmemory: %q, want -OOM", got)
+		}
+		if got := c.do("GET", "k"); got != "$1\r\nv\r\n" {
+			t.Fatalf("GET at maxmemory: %q", got)
+		}
+	}
+	for _, p := range srv.Stats().Pools {
+		for _, s := range p.Servers {
+			if s.Failures != 0 || s.Ejects != 0 {
+				t.Errorf("server %s: %d failures, %d ejections; want none", s.Name, s.Failures, s.Ejects)
+			}
+		}
+	}
+}
