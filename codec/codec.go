@@ -95,6 +95,17 @@ const (
 	ScriptPing        // PING, a RouteLocal request: sent to a server running a script instead, which answers -BUSY as Redis does
 )
 
+// Pause marks CLIENT PAUSE and CLIENT UNPAUSE, which go to every server:
+// while a pause is on, the proxy sends its clients' commands on
+// connections of their own, where the servers hold those the pause holds.
+type Pause uint8
+
+const (
+	PauseNone Pause = iota
+	PauseOn         // CLIENT PAUSE, for Request.Block
+	PauseOff        // CLIENT UNPAUSE
+)
+
 // ErrNoTarget is the text of the error a router answers to a RouteServer
 // request whose Target names no server of the pool (a cursor from a pool
 // that had more servers, or a made-up one): Redis's own word for a bad
@@ -240,6 +251,8 @@ type Request struct {
 	Sub Sub
 	// Script marks a script and a PING under DedicatedScripts.
 	Script Script
+	// Pause marks CLIENT PAUSE (its timeout in Block) and UNPAUSE.
+	Pause Pause
 }
 
 // Reset clears r for reuse, keeping its storage.

@@ -36,6 +36,7 @@ type pool struct {
 	lease    *backend.Lease         // the backends the router holds
 	routing  atomic.Int64           // sessions routing a request with this pool right now
 	inflight atomic.Int64           // requests routed with this pool, not yet written
+	paused   atomic.Int64           // a CLIENT PAUSE's end, Unix ns; 0: none (pause.go)
 	bound    atomic.Pointer[string] // the listener's address, once it serves
 	slow     time.Duration          // the slowlog's threshold; 0: no slowlog (observe.go)
 	log      *slog.Logger

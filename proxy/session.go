@@ -469,6 +469,9 @@ func (s *session) route(p *pending) {
 	if pl.limits.ClusterView && s.moved(p, pl) {
 		return
 	}
+	if (pl.paused.Load() != 0 || p.Req.Pause != codec.PauseNone) && s.routePaused(p, pl) {
+		return
+	}
 	keys, ok := s.line.add(p)
 	if !ok {
 		return

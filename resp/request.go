@@ -100,6 +100,8 @@ func (p *parser) keyed(frame []byte, req *codec.Request, cmd int, c *command, cl
 	case p.scriptsOwn && isScript(cmd):
 		blockRoute(req, 0) // as long as the script runs
 		req.Script = codec.ScriptRun
+	case cmd == cmdClientPause || cmd == cmdClientUnpause:
+		p.pause(req, cmd)
 	}
 	return n, nil
 }
@@ -224,6 +226,7 @@ func (p *parser) build(frame []byte, req *codec.Request, cmd int, c *command, ex
 	req.Close = false
 	req.Arg = 0
 	req.Script = codec.ScriptNone
+	req.Pause = codec.PauseNone
 	req.Keys = req.Keys[:0]
 	for _, i := range p.keyPos {
 		s := p.args[i]

@@ -201,6 +201,8 @@ var overrides = map[string]override{
 	"client|info":             {class: local, local: "localClientInfo"},
 	"client|kill":             {class: local, local: "localClientKill"},
 	"client|no-evict":         {class: local, local: "localClientNoEvict"},
+	"client|pause":            {class: all, serverConfig: true, reason: rAdmin},
+	"client|unpause":          {class: all, serverConfig: true, reason: rAdmin},
 	"object":                  {class: container, subReason: rAdmin},
 	"object|encoding":         {class: key},
 	"object|freq":             {class: key},
