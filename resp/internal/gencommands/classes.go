@@ -251,6 +251,12 @@ var overrides = map[string]override{
 	"config|resetstat":        {class: all, serverConfig: true, reason: rAdmin},
 	"config|rewrite":          {class: all, serverConfig: true, reason: rAdmin},
 	"latency":                 {class: container, subReason: rAdmin},
+	"latency|latest":          {class: all},
+	"latency|history":         {class: all},
+	"latency|histogram":       {class: all},
+	"latency|doctor":          {class: all},
+	"latency|graph":           {class: all},
+	"latency|reset":           {class: all, serverConfig: true, reason: rAdmin},
 	"module":                  {class: container, subReason: rAdmin},
 	"slowlog":                 {class: container, subReason: rAdmin},
 	"slowlog|get":             {class: local, local: "localSlowlogGet"}, // the pool's slowlog
