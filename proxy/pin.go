@@ -129,6 +129,10 @@ func (s *session) routeDedicated(p *pending) bool {
 		return true
 	}
 	if s.pin != nil {
+		if p.Req.Route == codec.RouteAll && !s.pin.multi {
+			s.routeWatchingAll(p)
+			return false
+		}
 		s.routePinned(p, dd)
 		return true
 	}
@@ -226,6 +230,18 @@ func (s *session) blockTimeout(wait time.Duration) time.Duration {
 		return -1
 	}
 	return wait + pool
+}
+
+// routeWatchingAll lets a command for every server (FLUSHALL, FLUSHDB,
+// CONFIG SET ...) of a client that WATCHes keys, not yet in MULTI, go as
+// any client's does, over the shared connections: a server's WATCH sees
+// a change by any of its clients, so a FLUSHALL touches the watched keys
+// as when sent on the client's own connection. The client's commands
+// before it are answered first, and the next waits for its reply, so its
+// order holds across the two connections.
+func (s *session) routeWatchingAll(p *pending) {
+	s.drainWait()
+	s.unpinned = true
 }
 
 // routePinStart serves a transaction command of a client not pinned.

@@ -60,7 +60,7 @@ type session struct {
 	free     []*pending     // written pendings to reuse (reader only; see newPending)
 	pin      *pinState      // the client's transaction, if any (reader only; pin.go)
 	sub      *subState      // the client's subscriptions, if any (pubsub.go)
-	unpinned bool           // a pin just ended: the next request waits for its last reply (reader only)
+	unpinned bool           // the next request waits for the replies before it: a pin ended, a request went another way (reader only)
 	blocked  blockedConns   // dedicated connections blocked for the client (pin.go)
 	line     partLine       // the request being cut into parts (reader only)
 	env      localEnv       // a local command's env, while it is answered (reader only; clients.go)
