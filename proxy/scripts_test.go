@@ -114,3 +114,37 @@ func TestRedisOOM(t *testing.T) {
 		}
 	}
 }
+
+// TestFunctionStats runs a function that loops on one server of two:
+// FUNCTION STATS names it while it runs (the busy server answers it),
+// PING gets -BUSY, FUNCTION KILL ends it, and then FUNCTION STATS shows
+// no script and the library every server has.
+func TestFunctionStats(t *testing.T) {
+	_, yaml := redisPool(t, 2, "  redis_scripts: dedicated\n  timeout: 3000\n", "--busy-reply-threshold", "100")
+	_, addr := startProxy(t, yaml, "rd")
+	c, runner := respDial(t, addr), respDial(t, addr)
+	if got := c.do("FUNCTION", "LOAD", "#!lua name=lib\nredis.register_function('spin', function() local a = 1 while true do a = a + 1 end end)"); got != "$3\r\nlib\r\n" {
+		t.Fatalf("FUNCTION LOAD: %q", got)
+	}
+	idle := "*4\r\n$14\r\nrunning_script\r\n$-1\r\n$7\r\nengines\r\n*2\r\n$3\r\nLUA\r\n*4\r\n$15\r\nlibraries_count\r\n:1\r\n$15\r\nfunctions_count\r\n:1\r\n"
+	if got := c.do("FUNCTION", "STATS"); got != idle {
+		t.Fatalf("FUNCTION STATS with no script: %q, want %q", got, idle)
+	}
+	runner.send(multibulk("FCALL", "spin", "0"))
+	time.Sleep(300 * time.Millisecond) // past the threshold
+	if got := c.do("FUNCTION", "STATS"); !strings.HasPrefix(got, "*4\r\n$14\r\nrunning_script\r\n*6\r\n$4\r\nname\r\n$4\r\nspin\r\n") {
+		t.Fatalf("FUNCTION STATS while the function runs: %q", got)
+	}
+	if got := c.do("PING"); !strings.HasPrefix(got, "-BUSY ") {
+		t.Fatalf("PING while the function runs: %q", got)
+	}
+	if got := c.do("FUNCTION", "KILL"); got != "+OK\r\n" {
+		t.Fatalf("FUNCTION KILL: %q", got)
+	}
+	if got := runner.reply(); !strings.Contains(got, "killed") {
+		t.Fatalf("the function's reply: %q", got)
+	}
+	if got := c.do("FUNCTION", "STATS"); got != idle {
+		t.Fatalf("FUNCTION STATS after the kill: %q", got)
+	}
+}

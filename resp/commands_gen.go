@@ -133,7 +133,7 @@ var commandTable = [...]command{
 	{name: "function|list", arity: -2, class: classAll, reason: "it needs every server", every: true},
 	{name: "function|load", arity: -3, class: classAll, reason: "it needs every server", every: true},
 	{name: "function|restore", arity: -3, class: classUnsupported, reason: "functions must be managed on every server"},
-	{name: "function|stats", arity: 2, class: classUnsupported, reason: "functions must be managed on every server"},
+	{name: "function|stats", arity: 2, class: classAll},
 	{name: "geoadd", arity: -5, first: 1, last: 1, step: 1, class: classKey},
 	{name: "geodist", arity: -4, first: 1, last: 1, step: 1, class: classKey},
 	{name: "geohash", arity: -2, first: 1, last: 1, step: 1, class: classKey},

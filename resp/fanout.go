@@ -223,6 +223,8 @@ func mergeAll(dst []byte, req *codec.Request, c *command, replies []codec.Reply)
 		return mergeNumpat(dst, replies)
 	case cmdConfigGet:
 		return mergeConfigGet(dst, req.Proto, replies)
+	case cmdFunctionStats:
+		return mergeFunctionStats(dst, req.Proto, replies)
 	case cmdLatencyReset:
 		return mergeCounts(dst, replies)
 	case cmdLatencyLatest:

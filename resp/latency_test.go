@@ -47,7 +47,8 @@ func TestMergeLatency(t *testing.T) {
 }
 
 // FuzzMergeLatency: any two server replies to each LATENCY subcommand
-// merged by the proxy make one whole reply, and one server's histogram
+// (and to FUNCTION STATS, merged alike) merged by the proxy make one
+// whole reply, and one server's histogram
 // merged alone is itself.
 func FuzzMergeLatency(f *testing.F) {
 	f.Add([]byte(histogram2), []byte(histogram2), uint8(0))
@@ -55,8 +56,10 @@ func FuzzMergeLatency(f *testing.F) {
 	f.Add([]byte(latest), []byte(latest), uint8(1))
 	f.Add([]byte(history), []byte("*0\r\n"), uint8(2))
 	f.Add([]byte(doctor), []byte("=15\r\ntxt:Dave: fine.\r\n"), uint8(3))
+	f.Add([]byte("*4\r\n$14\r\nrunning_script\r\n$-1\r\n$7\r\nengines\r\n*2\r\n$3\r\nLUA\r\n*4\r\n$15\r\nlibraries_count\r\n:1\r\n$15\r\nfunctions_count\r\n:1\r\n"),
+		[]byte("%2\r\n$14\r\nrunning_script\r\n%1\r\n$4\r\nname\r\n$4\r\nspin\r\n$7\r\nengines\r\n%0\r\n"), uint8(4))
 	var reqs []*codec.Request
-	for _, args := range [][]string{{"LATENCY", "HISTOGRAM"}, {"LATENCY", "LATEST"}, {"LATENCY", "HISTORY", "x"}, {"LATENCY", "DOCTOR"}} {
+	for _, args := range [][]string{{"LATENCY", "HISTOGRAM"}, {"LATENCY", "LATEST"}, {"LATENCY", "HISTORY", "x"}, {"LATENCY", "DOCTOR"}, {"FUNCTION", "STATS"}} {
 		req, _, err := parse(f, configOpts, mb(args...))
 		if err != nil {
 			f.Fatal(err)

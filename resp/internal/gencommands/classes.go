@@ -231,6 +231,7 @@ var overrides = map[string]override{
 	"function|flush":          {class: all, every: true, reason: rEvery},
 	"function|list":           {class: all, every: true, reason: rEvery},
 	"function|kill":           {class: all},
+	"function|stats":          {class: all},
 	"cluster":                 {class: container, subReason: rCluster},
 	"cluster|slots":           {class: local, local: "localClusterSlots", clusterView: true, reason: rCluster},
 	"cluster|shards":          {class: local, local: "localClusterShards", clusterView: true, reason: rCluster},
