@@ -137,6 +137,10 @@ func (s *session) routeDedicated(p *pending) bool {
 		return true
 	}
 	if r == codec.RouteBlock {
+		if p.Req.Script == codec.ScriptRun {
+			s.routeScript(p, dd)
+			return true
+		}
 		s.routeBlocking(p, dd)
 		return true
 	}
@@ -157,14 +161,8 @@ func (s *session) routeBlocking(p *pending, dd kind.Dedicator) {
 	}
 	s.blocked.add(d)
 	dp.Blocked.Add(1)
-	ended := func() {}
-	if p.Req.Script == codec.ScriptRun {
-		ended = dp.RunScript(d.Backend())
-	} else {
-		p.Order(dp.Order(d.Backend(), s.arrivedAt()))
-	}
+	p.Order(dp.Order(d.Backend(), s.arrivedAt()))
 	p.SendOn(d, s.blockTimeout(p.Req.Block), func(c *backend.Call) {
-		ended()
 		dp.Blocked.Add(-1)
 		s.blocked.remove(d)
 		dp.Give(d, c.Reply.Err == nil)

@@ -148,3 +148,27 @@ func TestFunctionStats(t *testing.T) {
 		t.Fatalf("FUNCTION STATS after the kill: %q", got)
 	}
 }
+
+// TestScriptsPipelined pipelines 200 scripts that each increment one
+// key, under redis_scripts: dedicated with two dedicated connections per
+// server: they run on one connection, in the client's order, as on
+// Redis, where each on a connection of its own took one of the two and
+// ran in any order.
+func TestScriptsPipelined(t *testing.T) {
+	_, yaml := redisPool(t, 1, "  redis_scripts: dedicated\n  blocking_connections: 2\n  timeout: 3000\n")
+	srv, addr := startProxy(t, yaml, "rd")
+	c := respDial(t, addr)
+	var b strings.Builder
+	for i := 0; i < 200; i++ {
+		b.WriteString(multibulk("EVAL", "return redis.call('incr', KEYS[1])", "1", "x"))
+	}
+	c.send(b.String())
+	for i := 1; i <= 200; i++ {
+		if got, want := c.reply(), fmt.Sprintf(":%d\r\n", i); got != want {
+			t.Fatalf("script %d: %q, want %q", i, got, want)
+		}
+	}
+	waitFor(t, 5*time.Second, "the script connection given back", func() bool {
+		return routerStat(t, srv, "rd", "dedicated_connections") == 0 && routerStat(t, srv, "rd", "dedicated_idle") == 1
+	})
+}

@@ -62,6 +62,7 @@ type session struct {
 	sub      *subState      // the client's subscriptions, if any (pubsub.go)
 	unpinned bool           // the next request waits for the replies before it: a pin ended, a request went another way (reader only)
 	blocked  blockedConns   // dedicated connections blocked for the client (pin.go)
+	scripts  scriptConns    // connections running the client's scripts (scripts.go)
 	line     partLine       // the request being cut into parts (reader only)
 	env      localEnv       // a local command's env, while it is answered (reader only; clients.go)
 	view     sessionView    // what CLIENT LIST shows of it (clients.go)
