@@ -521,6 +521,15 @@ type ResetEnv interface {
 	ResetStats()
 }
 
+// BusyReader is implemented by a dialect whose servers answer a busy
+// reply while they run something long (Redis: -BUSY during a script):
+// such a server is up, and a new socket's validation request (the last
+// of its handshake) answered so is good.
+type BusyReader interface {
+	// Busy reports whether reply, framed, is the busy reply.
+	Busy(reply []byte) bool
+}
+
 // VersionReader is implemented by a dialect whose handshake learns the
 // server's version (memcache: the "VERSION ..." reply).
 type VersionReader interface {

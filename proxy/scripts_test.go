@@ -36,6 +36,11 @@ func TestScriptKill(t *testing.T) {
 	if got := other.do("GET", "k"); !strings.HasPrefix(got, "-BUSY ") {
 		t.Fatalf("GET while the script runs: %q, want -BUSY", got)
 	}
+	// A connection opened now (a blocking command's) is good: its
+	// handshake's PING gets -BUSY from a server that is up.
+	if got := respDial(t, addr).do("BLPOP", "q", "1"); !strings.HasPrefix(got, "-BUSY ") {
+		t.Fatalf("BLPOP on a new connection while the script runs: %q, want -BUSY", got)
+	}
 	if got := respDial(t, addr).do("SCRIPT", "KILL"); got != "+OK\r\n" {
 		t.Fatalf("SCRIPT KILL: %q", got)
 	}
@@ -49,7 +54,8 @@ func TestScriptKill(t *testing.T) {
 		t.Fatalf("GET on the script's connection after the kill: %q", got)
 	}
 	// With no script running the proxy answers PING itself: the server
-	// saw only the PING during the script, which it rejected.
+	// saw only the PINGs during the script, which it rejected: the
+	// client's and the new connection's handshake.
 	pings := func() (calls, rejected string) {
 		stats, err := testserver.RedisDo(rd.Addr, "INFO", "commandstats")
 		if err != nil {
@@ -65,8 +71,8 @@ func TestScriptKill(t *testing.T) {
 	if got := other.do("PING"); got != "+PONG\r\n" {
 		t.Fatalf("PING after the kill: %q", got)
 	}
-	if calls2, rejected2 := pings(); rejected != "1" || calls2 != calls || rejected2 != rejected {
-		t.Errorf("the server's PINGs: %s rejected, calls %s then %s; want 1 rejected and no call for the PING after the kill", rejected2, calls, calls2)
+	if calls2, rejected2 := pings(); rejected != "2" || calls2 != calls || rejected2 != rejected {
+		t.Errorf("the server's PINGs: %s rejected, calls %s then %s; want 2 rejected and no call for the PING after the kill", rejected2, calls, calls2)
 	}
 	if got := other.do("SCRIPT", "KILL"); !strings.HasPrefix(got, "-NOTBUSY") {
 		t.Errorf("SCRIPT KILL with no script: %q", got)
