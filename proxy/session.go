@@ -487,6 +487,9 @@ func (s *session) route(p *pending) {
 			la.AddLocal(&p.Req, pl)
 		}
 	}
+	if o := pl.order; o != nil && o.Ordered() { // a blocking command that arrived before p goes first
+		o.WaitBefore(s.arrivedAt())
+	}
 	p.Hint = s.id
 	p.Tag = s.tag
 	p.Batch = &s.batch
