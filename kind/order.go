@@ -83,17 +83,22 @@ func (dp *DedicatedPool) Order(b *backend.Backend, at time.Time) (gate <-chan st
 // written: one atomic load, for the session to call WaitBefore only then.
 func (dp *DedicatedPool) Ordered() bool { return dp.ordered.Load() > 0 }
 
-// WaitBefore is called before a request that arrived at at is routed: it
-// settles the blocking commands that arrived before it, and waits until
-// they are written (2 s at most), so that the request reaches their
-// servers after them, as on Redis (a push that wakes a client blocked
-// just before it, a DEL of its key).
+// WaitBefore is called before a request read at at (its arrival) is
+// routed: it settles the blocking commands read before it, but those of
+// the same read (the request's own client's, pipelined before it), and
+// waits until they are written (2 s at most), so that the request
+// reaches their servers after them, as on Redis (a push that wakes a
+// client blocked just before it, a DEL of its key). A blocking command
+// read before it arrived before it but in the rare case of two clients'
+// reads run in the reverse order of their arrival; its arrival time is
+// not compared, as the first read of a new connection may have none of
+// the kernel's.
 func (dp *DedicatedPool) WaitBefore(at time.Time) {
 	var dones []chan struct{}
 	dp.mu.Lock()
 	for _, set := range dp.servers {
 		for _, t := range set.turns {
-			if t.at.Before(at) {
+			if !t.at.Equal(at) {
 				t.settled = true
 				dones = append(dones, t.done)
 			}

@@ -456,6 +456,9 @@ func (s *session) route(p *pending) {
 		s.routeSub(p)
 		return
 	}
+	if o := pl.order; o != nil && o.Ordered() && p.Req.Route != codec.RouteBlock && p.Req.Route != codec.RouteLocal {
+		o.WaitBefore(s.arrivedAt()) // the blocking commands read before p go first
+	}
 	if s.routeDedicated(p) {
 		return
 	}
@@ -486,9 +489,6 @@ func (s *session) route(p *pending) {
 			s.counts.publish()
 			la.AddLocal(&p.Req, pl)
 		}
-	}
-	if o := pl.order; o != nil && o.Ordered() { // a blocking command that arrived before p goes first
-		o.WaitBefore(s.arrivedAt())
 	}
 	p.Hint = s.id
 	p.Tag = s.tag
