@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"shardproxy/backend"
+	"shardproxy/kind"
 )
 
 // finCheck bounds how long a session may miss its client's FIN (see
@@ -51,6 +52,9 @@ func (s *session) readLoop() (boundary bool) {
 		return
 	}
 	r.raw = true
+	if _, ok := s.p.router.(kind.Dedicator); ok {
+		r.stampOn(rc)
+	}
 	r.readRaw(rc)
 	return
 }
@@ -90,7 +94,13 @@ func (r *sessionReader) readRaw(rc syscall.RawConn) {
 func (r *sessionReader) readFD(fd uintptr) bool {
 	for {
 		b := r.buffer()
-		n, err := backend.RawRead(int(fd), b)
+		var n int
+		var err error
+		if r.oob == nil {
+			n, err = backend.RawRead(int(fd), b)
+		} else {
+			n, r.s.arrived, err = backend.RawReadStamped(int(fd), b, r.oob)
+		}
 		switch {
 		case err == syscall.EINTR:
 			continue
@@ -117,6 +127,19 @@ func (r *sessionReader) readFD(fd uintptr) bool {
 			return false // drained: wait for the next edge
 		}
 		return r.armFIN()
+	}
+}
+
+// stampOn has the kernel note when the client's bytes arrive, for a
+// pool whose clients may block (kind.Dedicator): the blocking commands of
+// two clients are put back in the order they arrived (kind's Order), which
+// their reader goroutines may not have run in. It costs recvmsg(2) for
+// read(2) on each read.
+func (r *sessionReader) stampOn(rc syscall.RawConn) {
+	var err error
+	rc.Control(func(fd uintptr) { err = backend.StampRecv(int(fd)) })
+	if err == nil {
+		r.oob = make([]byte, backend.StampSpace)
 	}
 }
 
@@ -156,13 +179,14 @@ func (r *sessionReader) checkFIN() bool {
 type sessionReader struct {
 	s       *session
 	buf     []byte
-	limit   int   // the largest buffer: one whole request
-	free    int   // the room the last read had
-	discard int64 // bytes still to drop (the rest of a refused request)
-	small   int   // reads in a row that would have fit the idle buffer
-	armed   bool  // the FIN check's deadline is set (readRaw)
-	raw     bool  // reading through the socket's RawConn (readRaw)
-	stop    bool  // readFD saw the end of reading (readRaw)
+	limit   int    // the largest buffer: one whole request
+	free    int    // the room the last read had
+	discard int64  // bytes still to drop (the rest of a refused request)
+	small   int    // reads in a row that would have fit the idle buffer
+	armed   bool   // the FIN check's deadline is set (readRaw)
+	raw     bool   // reading through the socket's RawConn (readRaw)
+	oob     []byte // recvmsg's control buffer, when the kernel notes arrival times (stampOn); nil: none
+	stop    bool   // readFD saw the end of reading (readRaw)
 }
 
 // buffer is where the next read goes: never empty.

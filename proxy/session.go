@@ -62,12 +62,14 @@ type session struct {
 	pin      *pinState      // the client's transaction, if any (reader only; pin.go)
 	sub      *subState      // the client's subscriptions, if any (pubsub.go)
 	trk      *trackState    // the client's tracking, while on (reader only; tracking.go)
-	unpinned bool           // a pin just ended: the next request waits for its last reply (reader only)
+	unpinned bool           // the next request waits for the replies before it: a pin ended, a request went another way (reader only)
 	blocked  blockedConns   // dedicated connections blocked for the client (pin.go)
+	scripts  scriptConns    // connections running the client's scripts (scripts.go)
 	line     partLine       // the request being cut into parts (reader only)
 	env      localEnv       // a local command's env, while it is answered (reader only; clients.go)
 	view     sessionView    // what CLIENT LIST shows of it (clients.go)
 	readAt   time.Time      // when the current read arrived (reader only; observe.go)
+	arrived  int64          // when the kernel received the current read's bytes, Unix ns; 0: not known (reader only; readloop.go's stampOn)
 	addr     string         // the client's address, once a record named it (writer only)
 
 	// outstanding counts requests queued and not yet written; switchPool
@@ -479,15 +481,24 @@ func (s *session) route(p *pending) {
 		s.routeSub(p)
 		return
 	}
+	if o := pl.order; o != nil && o.Ordered() && p.Req.Route != codec.RouteBlock && p.Req.Route != codec.RouteLocal {
+		o.WaitBefore(s.arrivedAt()) // the blocking commands read before p go first
+	}
 	if s.routeDedicated(p) {
 		return
 	}
 	if p.Req.Route == codec.RouteLocal {
+		if p.Req.Script == codec.ScriptPing && s.pingBusy(p) {
+			return
+		}
 		s.counts.publish() // its answer may show the requests before it, and itself
 		s.appendLocal(p, pl)
 		return
 	}
 	if pl.limits.ClusterView && s.moved(p, pl) {
+		return
+	}
+	if (pl.paused.Load() != 0 || p.Req.Pause != codec.PauseNone) && s.routePaused(p, pl) {
 		return
 	}
 	keys, ok := s.line.add(p)

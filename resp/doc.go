@@ -91,9 +91,9 @@
 //
 // ParseReply frames exactly one reply of either version, nested
 // aggregates included, without recursion, and classifies it: -LOADING
-// and -OOM (simple or blob errors) as ReplyFailure (the server is
-// unhealthy), other errors (-BUSY of a long script among them) as
-// ReplyError, null bulk strings, null arrays
+// (a simple or blob error) as ReplyFailure (the server is unhealthy),
+// other errors (-BUSY of a long script, -OOM of a write at maxmemory
+// among them) as ReplyError, null bulk strings, null arrays
 // and RESP3 nulls as ReplyMiss, everything else as ReplyOK. A map counts
 // two elements a pair, an attribute its pairs and the reply after it. The
 // streamed forms of RESP3 (a "?" length, ";" chunks, "." end) are a

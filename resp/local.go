@@ -34,6 +34,9 @@ func (p *parser) local(frame []byte, req *codec.Request, cmd int, c *command) (i
 	b := p.build(frame, req, cmd, c, len(out))
 	req.Route = codec.RouteLocal
 	req.Close = c.local == localQuit
+	if c.local == localPing && p.scriptsOwn {
+		req.Script = codec.ScriptPing
+	}
 	switch {
 	case c.local == localHello:
 		req.Arg = int(p.id)
