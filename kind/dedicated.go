@@ -44,6 +44,7 @@ type DedicatedPool struct {
 	scripts map[*backend.Backend]int // scripts running per server (RunScript)
 	running atomic.Int64             // scripts running on every server
 	ordered atomic.Int64             // blocking commands ordered, not yet written (Order)
+	blocked atomic.Bool              // a blocking command was ever ordered (HasBlocked)
 
 	inUse   atomic.Int64 // gauge: connections taken, not given back
 	idle    atomic.Int64 // gauge: connections kept for reuse

@@ -50,6 +50,9 @@ func (dp *DedicatedPool) Order(b *backend.Backend, at time.Time) (gate <-chan st
 	copy(set.turns[i+1:], set.turns[i:])
 	set.turns[i] = t
 	dp.ordered.Add(1)
+	if !dp.blocked.Load() {
+		dp.blocked.Store(true)
+	}
 	wait := time.Until(at.Add(OrderSettle))
 	if wait <= 0 {
 		t.settled = true
@@ -78,6 +81,11 @@ func (dp *DedicatedPool) Order(b *backend.Backend, at time.Time) (gate <-chan st
 		dp.mu.Unlock()
 	}
 }
+
+// HasBlocked reports whether a blocking command was ever ordered: the
+// pool's sessions then have the kernel note when their clients' bytes
+// arrive, which the pools whose clients never block do not pay for.
+func (dp *DedicatedPool) HasBlocked() bool { return dp.blocked.Load() }
 
 // Ordered reports whether a blocking command ordered by Order is not yet
 // written: one atomic load, for the session to call WaitBefore only then.
