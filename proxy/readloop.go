@@ -53,7 +53,9 @@ func (s *session) readLoop() (boundary bool) {
 	}
 	r.raw = true
 	if dd, ok := s.p.router.(kind.Dedicator); ok {
-		r.dp = dd.Dedicated()
+		if r.dp = dd.Dedicated(); r.dp != nil && r.dp.HasBlocked() {
+			rc.Control(r.stampOn) // from the first byte: the kernel starts stamping a moment after
+		}
 	}
 	r.readRaw(rc)
 	return
