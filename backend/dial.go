@@ -204,6 +204,7 @@ func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline 
 		case kind == codec.ReplyOK:
 		case probing:
 			hs.meta = false
+		case i == len(reqs)-1 && busy(d, buf[:n]): // up, running a long script
 		default:
 			return shake{cause: CauseBadValidate}
 		}
@@ -219,6 +220,12 @@ func handshake(nc net.Conn, d codec.Dialect, o codec.HandshakeOptions, deadline 
 	}
 	hs.ok = true
 	return hs
+}
+
+// busy reports whether reply is d's busy reply (codec.BusyReader).
+func busy(d codec.Dialect, reply []byte) bool {
+	br, ok := d.(codec.BusyReader)
+	return ok && br.Busy(reply)
 }
 
 // joinWire returns the requests' bytes, one after the other.

@@ -139,7 +139,7 @@ func (c *conn) check(s *sock) *Call {
 	now := time.Now()
 	call := &Call{Req: req, probe: true, start: now, deadline: now.Add(b.cfg.HealthTimeout)}
 	call.Done = func(call *Call) {
-		ok := call.Reply.Err == nil && call.Reply.Kind == codec.ReplyOK
+		ok := call.Reply.Err == nil && (call.Reply.Kind == codec.ReplyOK || busy(b.cfg.Dialect, call.Reply.Raw))
 		call.Release()
 		// Cap 1: one check at a time. The writer selects on checked, so
 		// receiving it is its wake-up; no kick.

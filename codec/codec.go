@@ -85,6 +85,27 @@ const (
 	PinWait        // WAIT: replicas of the pinned server (Block is its timeout)
 )
 
+// Script marks the requests of a pool whose scripts run on dedicated
+// connections (Options.DedicatedScripts) that the proxy treats apart.
+type Script uint8
+
+const (
+	ScriptNone Script = iota
+	ScriptRun         // EVAL, FCALL ...: a RouteBlock request that runs a script, not ordered among blocking commands
+	ScriptPing        // PING, a RouteLocal request: sent to a server running a script instead, which answers -BUSY as Redis does
+)
+
+// Pause marks CLIENT PAUSE and CLIENT UNPAUSE, which go to every server:
+// while a pause is on, the proxy sends its clients' commands on
+// connections of their own, where the servers hold those the pause holds.
+type Pause uint8
+
+const (
+	PauseNone Pause = iota
+	PauseOn         // CLIENT PAUSE, for Request.Block
+	PauseOff        // CLIENT UNPAUSE
+)
+
 // ErrNoTarget is the text of the error a router answers to a RouteServer
 // request whose Target names no server of the pool (a cursor from a pool
 // that had more servers, or a made-up one): Redis's own word for a bad
@@ -148,7 +169,7 @@ const (
 	// connection stays in sync and the server counts as healthy.
 	ReplyError
 	// ReplyFailure is a reply that says the server itself is unhealthy (Redis
-	// -LOADING, -BUSY, -OOM): delivered to the client, counted as a backend failure.
+	// -LOADING): delivered to the client, counted as a backend failure.
 	ReplyFailure
 	// ReplyFatal is an error reply that shows the server misread the stream
 	// (memcached "ERROR": it did not understand what the proxy sent). It is
@@ -232,6 +253,10 @@ type Request struct {
 	Block time.Duration
 	// Sub says what a RouteSubscribe request does.
 	Sub Sub
+	// Script marks a script and a PING under DedicatedScripts.
+	Script Script
+	// Pause marks CLIENT PAUSE (its timeout in Block) and UNPAUSE.
+	Pause Pause
 }
 
 // Reset clears r for reuse, keeping its storage.
@@ -347,7 +372,8 @@ type Options struct {
 	// DedicatedScripts asks the RESP parser to route EVAL, EVALSHA and
 	// FCALL (and their _RO forms) as RouteBlock requests that wait as
 	// long as the script runs, so that each runs on a connection of its
-	// own. The pool's kind sets it from the pool's redis_scripts key.
+	// own, and to mark them and PING (Request.Script). The pool's kind
+	// sets it from the pool's redis_scripts key.
 	DedicatedScripts bool
 }
 
@@ -497,6 +523,15 @@ type VersionEnv interface {
 type ResetEnv interface {
 	// ResetStats starts the resettable counters Stats shows from zero.
 	ResetStats()
+}
+
+// BusyReader is implemented by a dialect whose servers answer a busy
+// reply while they run something long (Redis: -BUSY during a script):
+// such a server is up, and a new socket's validation request (the last
+// of its handshake) answered so is good.
+type BusyReader interface {
+	// Busy reports whether reply, framed, is the busy reply.
+	Busy(reply []byte) bool
 }
 
 // VersionReader is implemented by a dialect whose handshake learns the

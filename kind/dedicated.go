@@ -41,6 +41,11 @@ type DedicatedPool struct {
 	servers map[*backend.Backend]*dedicatedSet
 	closed  bool
 
+	scripts map[*backend.Backend]int // scripts running per server (RunScript)
+	running atomic.Int64             // scripts running on every server
+	ordered atomic.Int64             // blocking commands ordered, not yet written (Order)
+	blocked atomic.Bool              // a blocking command was ever ordered (HasBlocked)
+
 	inUse   atomic.Int64 // gauge: connections taken, not given back
 	idle    atomic.Int64 // gauge: connections kept for reuse
 	refused atomic.Int64 // counter: requests refused at the limit
@@ -58,7 +63,7 @@ type DedicatedPool struct {
 // apart by the protocol version their handshake asked for (RESP2, RESP3):
 // a client gets one that speaks its own. The limit counts both.
 type dedicatedSet struct {
-	last  chan struct{} // closed once the last blocking command ordered is written (Order); nil: none pending
+	turns []*turn // blocking commands ordered, not yet written, by arrival (Order)
 	inUse int
 	idle  []*backend.Dedicated
 	idle3 []*backend.Dedicated // Proto 3
@@ -78,7 +83,7 @@ func NewDedicatedPool(limit int) *DedicatedPool {
 	if limit <= 0 {
 		limit = 64
 	}
-	return &DedicatedPool{limit: limit, servers: map[*backend.Backend]*dedicatedSet{}}
+	return &DedicatedPool{limit: limit, servers: map[*backend.Backend]*dedicatedSet{}, scripts: map[*backend.Backend]int{}}
 }
 
 // Take returns a connection to b speaking protocol version proto for one
@@ -207,34 +212,4 @@ func (dp *DedicatedPool) Counters() []route.Stat {
 // slots (in a sharded pool: on different servers), in d's words.
 func AppendCrossSlot(dst []byte, d codec.Dialect) []byte {
 	return d.AppendError(dst, codec.ErrCrossServer, "Keys in request don't hash to the same slot")
-}
-
-// Order keeps the blocking commands sent to b in the order they are
-// routed: each waits to be written until the one ordered before it was
-// written (or failed), as Redis serves blocked clients in the order their
-// commands reached it. Each takes its own dedicated connection, and one
-// that must be opened would otherwise let a later one on an open
-// connection reach the server first. It returns the command's gate
-// (backend.Call.Gate: nil when none is pending) and its Written.
-func (dp *DedicatedPool) Order(b *backend.Backend) (gate <-chan struct{}, written func()) {
-	next := make(chan struct{})
-	dp.mu.Lock()
-	set := dp.servers[b]
-	if set == nil {
-		set = &dedicatedSet{}
-		dp.servers[b] = set
-	}
-	if set.last != nil {
-		gate = set.last
-	}
-	set.last = next
-	dp.mu.Unlock()
-	return gate, func() {
-		close(next)
-		dp.mu.Lock()
-		if set.last == next {
-			set.last = nil
-		}
-		dp.mu.Unlock()
-	}
 }

@@ -52,8 +52,9 @@ func TestOrder(t *testing.T) {
 	fresh, _ := dp.Take(b, 0, d)
 
 	first, second := &backend.Call{Req: get()}, &backend.Call{Req: get()}
-	first.Gate, first.Written = dp.Order(b)
-	second.Gate, second.Written = dp.Order(b)
+	now := time.Now()
+	first.Gate, first.Written = dp.Order(b, now)
+	second.Gate, second.Written = dp.Order(b, now)
 	send(fresh, first, &wg)
 	send(open, second, &wg)
 	wg.Wait()
@@ -65,12 +66,85 @@ func TestOrder(t *testing.T) {
 	if sent2.Before(sent1) {
 		t.Fatalf("the second command was written %v before the first", sent1.Sub(sent2))
 	}
-	// Nothing waits on an order that has ended.
+	// Nothing waits on an order that has ended, once settled.
 	third := &backend.Call{Req: get()}
-	third.Gate, third.Written = dp.Order(b)
-	if third.Gate != nil {
-		t.Fatalf("a gate after every command ordered was written")
+	third.Gate, third.Written = dp.Order(b, time.Now().Add(-kind.OrderSettle))
+	select {
+	case <-third.Gate:
+	default:
+		t.Fatalf("a settled command after every command ordered was written waits")
 	}
 	send(open, third, &wg)
 	wg.Wait()
+}
+
+// TestOrderArrival orders three commands routed in the reverse of the
+// order they arrived in, as two clients' reader goroutines may run: each
+// gate opens in arrival order, once the one before it is written.
+func TestOrderArrival(t *testing.T) {
+	b := backend.New(backend.Config{Addr: "127.0.0.1:1", Dialect: &memcache.Dialect{}})
+	t.Cleanup(b.Close)
+	dp := kind.NewDedicatedPool(0)
+	t.Cleanup(dp.Close)
+	t0 := time.Now()
+	type ordered struct {
+		gate    <-chan struct{}
+		written func()
+	}
+	var turns [3]ordered
+	for i := 2; i >= 0; i-- { // routed last to first
+		turns[i].gate, turns[i].written = dp.Order(b, t0.Add(time.Duration(i)*time.Microsecond))
+	}
+	for i, o := range turns {
+		select {
+		case <-o.gate:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("command %d never let through", i)
+		}
+		for _, later := range turns[i+1:] {
+			select {
+			case <-later.gate:
+				t.Fatalf("a command's gate opened before the one that arrived before it was written (%d)", i)
+			default:
+			}
+		}
+		o.written()
+	}
+	if dp.Ordered() {
+		t.Fatal("commands ordered after every one was written")
+	}
+}
+
+// TestWaitBefore holds a request that arrived after a blocking command
+// until that command is written, and lets the command through at once
+// rather than after its settle.
+func TestWaitBefore(t *testing.T) {
+	b := backend.New(backend.Config{Addr: "127.0.0.1:1", Dialect: &memcache.Dialect{}})
+	t.Cleanup(b.Close)
+	dp := kind.NewDedicatedPool(0)
+	t.Cleanup(dp.Close)
+	at := time.Now().Add(time.Hour) // settles by WaitBefore only
+	gate, written := dp.Order(b, at)
+	dp.WaitBefore(at) // arrived with it (pipelined after it): no wait
+	waited := make(chan struct{})
+	go func() {
+		dp.WaitBefore(at.Add(time.Microsecond))
+		close(waited)
+	}()
+	select {
+	case <-gate:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a later request did not let the blocking command through")
+	}
+	select {
+	case <-waited:
+		t.Fatal("the later request went before the blocking command was written")
+	case <-time.After(20 * time.Millisecond):
+	}
+	written()
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the later request still waits after the blocking command was written")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"shardproxy/codec"
+	"shardproxy/resp"
 )
 
 // What a session shows of itself to Redis's CLIENT LIST, CLIENT INFO and
@@ -20,6 +21,9 @@ type sessionView struct {
 	parser  atomic.Pointer[codec.RequestParser] // the session's parser, set when it changes
 	pinned  atomic.Bool                         // in a transaction (MULTI, WATCH)
 	subbed  atomic.Bool                         // holds subscriptions
+	sub     atomic.Pointer[subState]            // its subscriptions, for other clients' invalidations (tracking.go)
+	trk     atomic.Pointer[trackState]          // its tracking, while on (tracking.go)
+	gone    atomic.Bool                         // the session ended
 }
 
 // localEnv is the Env a session passes with a command the proxy answers
@@ -35,6 +39,10 @@ var _ codec.ClientsEnv = (*localEnv)(nil)
 // appendLocal answers p, a command the proxy answers itself, with pl's
 // dialect: the session is its env (localEnv), which the reader alone uses.
 func (s *session) appendLocal(p *pending, pl *pool) {
+	if resp.IsTrackingCommand(p.Req.Name) {
+		s.trackCommand(p, pl)
+		return
+	}
 	s.env = localEnv{pool: pl, s: s, cmd: p.Req.Cmd}
 	p.Answer(pl.dialect.AppendLocal(p.Out(), &p.Req, &s.env))
 	s.env = localEnv{}

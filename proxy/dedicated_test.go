@@ -381,3 +381,42 @@ func TestRedisTransactions(t *testing.T) {
 		c.do("UNWATCH")
 	})
 }
+
+// TestRedisWatchFlush sends FLUSHALL and FLUSHDB from a client that
+// WATCHes a key, before its MULTI, as Redis's suite does: they reach
+// every server, and the watched key's server fails the EXEC when they
+// deleted the key, and runs it when the key did not exist.
+func TestRedisWatchFlush(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	_, yaml := redisPool(t, 3, "  timeout: 1000\n  redis_flushall: true\n")
+	_, addr := startProxy(t, yaml, "rd")
+	c := respDial(t, addr)
+	for _, flush := range []string{"FLUSHALL", "FLUSHDB"} {
+		for _, tc := range []struct {
+			exists bool
+			want   string
+		}{{true, "*-1\r\n"}, {false, "*1\r\n+PONG\r\n"}} {
+			c.do("DEL", "x")
+			c.do("SET", "other", "1")
+			if tc.exists {
+				c.do("SET", "x", "30")
+			}
+			if got := c.do("WATCH", "x"); got != "+OK\r\n" {
+				t.Fatalf("WATCH: %q", got)
+			}
+			if got := c.do(flush); got != "+OK\r\n" {
+				t.Fatalf("%s while watching: %q", flush, got)
+			}
+			c.do("MULTI")
+			c.do("PING")
+			if got := c.do("EXEC"); got != tc.want {
+				t.Fatalf("EXEC after %s, the key existing %v: %q, want %q", flush, tc.exists, got, tc.want)
+			}
+			if got := c.do("EXISTS", "other"); got != ":0\r\n" {
+				t.Fatalf("%s left another server's key: %q", flush, got)
+			}
+		}
+	}
+}

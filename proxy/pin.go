@@ -129,10 +129,18 @@ func (s *session) routeDedicated(p *pending) bool {
 		return true
 	}
 	if s.pin != nil {
+		if p.Req.Route == codec.RouteAll && !s.pin.multi {
+			s.routeWatchingAll(p)
+			return false
+		}
 		s.routePinned(p, dd)
 		return true
 	}
 	if r == codec.RouteBlock {
+		if p.Req.Script == codec.ScriptRun {
+			s.routeScript(p, dd)
+			return true
+		}
 		s.routeBlocking(p, dd)
 		return true
 	}
@@ -153,12 +161,42 @@ func (s *session) routeBlocking(p *pending, dd kind.Dedicator) {
 	}
 	s.blocked.add(d)
 	dp.Blocked.Add(1)
-	p.Order(dp.Order(d.Backend()))
+	p.Order(dp.Order(d.Backend(), s.arrivedAt()))
 	p.SendOn(d, s.blockTimeout(p.Req.Block), func(c *backend.Call) {
 		dp.Blocked.Add(-1)
 		s.blocked.remove(d)
 		dp.Give(d, c.Reply.Err == nil)
 	})
+}
+
+// pingBusy sends a PING (codec.ScriptPing) to a server of the pool that
+// runs a script on a dedicated connection, whose answer is Redis's
+// (-BUSY while the script is past its threshold, else PONG). It returns
+// false, for the proxy to answer, when no script runs.
+func (s *session) pingBusy(p *pending) bool {
+	dd, ok := s.p.router.(kind.Dedicator)
+	if !ok || dd.Dedicated() == nil {
+		return false
+	}
+	b := dd.Dedicated().ScriptServer()
+	if b == nil {
+		return false
+	}
+	p.Hint = s.id
+	p.Tag = s.tag
+	p.Batch = &s.batch
+	p.Pipes = nil
+	p.Send(b)
+	return true
+}
+
+// arrivedAt is when the current read's bytes reached the proxy: the
+// kernel's time when the reader has it, else the read's.
+func (s *session) arrivedAt() time.Time {
+	if s.arrived != 0 {
+		return time.Unix(0, s.arrived)
+	}
+	return s.readAt
 }
 
 // dedicate takes a connection of dp to the server of p's keys (any
@@ -190,6 +228,18 @@ func (s *session) blockTimeout(wait time.Duration) time.Duration {
 		return -1
 	}
 	return wait + pool
+}
+
+// routeWatchingAll lets a command for every server (FLUSHALL, FLUSHDB,
+// CONFIG SET ...) of a client that WATCHes keys, not yet in MULTI, go as
+// any client's does, over the shared connections: a server's WATCH sees
+// a change by any of its clients, so a FLUSHALL touches the watched keys
+// as when sent on the client's own connection. The client's commands
+// before it are answered first, and the next waits for its reply, so its
+// order holds across the two connections.
+func (s *session) routeWatchingAll(p *pending) {
+	s.drainWait()
+	s.unpinned = true
 }
 
 // routePinStart serves a transaction command of a client not pinned.

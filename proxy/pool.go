@@ -36,6 +36,8 @@ type pool struct {
 	lease    *backend.Lease         // the backends the router holds
 	routing  atomic.Int64           // sessions routing a request with this pool right now
 	inflight atomic.Int64           // requests routed with this pool, not yet written
+	paused   atomic.Int64           // a CLIENT PAUSE's end, Unix ns; 0: none (pause.go)
+	order    *kind.DedicatedPool    // the router's dedicated connections, whose blocking commands a request waits for (kind.DedicatedPool.WaitBefore); nil: none
 	bound    atomic.Pointer[string] // the listener's address, once it serves
 	slow     time.Duration          // the slowlog's threshold; 0: no slowlog (observe.go)
 	log      *slog.Logger
@@ -158,6 +160,9 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 	}
 	if p.router, err = p.kind.Build(env); err != nil {
 		return nil, fmt.Errorf("proxy: pool %q: %w", pc.Name, err)
+	}
+	if dd, ok := p.router.(kind.Dedicator); ok {
+		p.order = dd.Dedicated()
 	}
 	return p, nil
 }

@@ -124,6 +124,7 @@ func (s *session) routeSubscribed(p *pending) bool {
 		if s.sub.idle() {
 			s.sub = nil // nothing held, nothing under way: the pool may change again
 			s.view.subbed.Store(false)
+			s.view.sub.Store(nil)
 		}
 		return false
 	}
@@ -196,6 +197,7 @@ func (s *session) routeSub(p *pending) {
 			conns: map[*backend.Backend]*subConn{}, channels: map[string]*subConn{},
 			patterns: map[string][]*subConn{}, shards: map[string]*subConn{}}
 		s.view.subbed.Store(true)
+		s.view.sub.Store(s.sub)
 	}
 	sub := s.sub
 	sub.mu.Lock()
@@ -476,6 +478,7 @@ func (s *session) endSub() {
 	}
 	s.sub = nil
 	s.view.subbed.Store(false)
+	s.view.sub.Store(nil)
 	sub.mu.Lock()
 	sub.closing = true
 	before := sub.total()

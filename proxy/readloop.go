@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"shardproxy/backend"
+	"shardproxy/kind"
 )
 
 // finCheck bounds how long a session may miss its client's FIN (see
@@ -51,6 +52,11 @@ func (s *session) readLoop() (boundary bool) {
 		return
 	}
 	r.raw = true
+	if dd, ok := s.p.router.(kind.Dedicator); ok {
+		if r.dp = dd.Dedicated(); r.dp != nil && r.dp.HasBlocked() {
+			rc.Control(r.stampOn) // from the first byte: the kernel starts stamping a moment after
+		}
+	}
 	r.readRaw(rc)
 	return
 }
@@ -88,9 +94,18 @@ func (r *sessionReader) readRaw(rc syscall.RawConn) {
 // readFD is readRaw's RawConn.Read callback: it reads until the socket is
 // drained (true stops the wait, with r.stop set when reading ends).
 func (r *sessionReader) readFD(fd uintptr) bool {
+	if r.dp != nil && r.oob == nil && r.dp.HasBlocked() {
+		r.stampOn(fd)
+	}
 	for {
 		b := r.buffer()
-		n, err := backend.RawRead(int(fd), b)
+		var n int
+		var err error
+		if r.oob == nil {
+			n, err = backend.RawRead(int(fd), b)
+		} else {
+			n, r.s.arrived, err = backend.RawReadStamped(int(fd), b, r.oob)
+		}
 		switch {
 		case err == syscall.EINTR:
 			continue
@@ -118,6 +133,22 @@ func (r *sessionReader) readFD(fd uintptr) bool {
 		}
 		return r.armFIN()
 	}
+}
+
+// stampOn has the kernel note when the client's bytes arrive, once a
+// blocking command was ordered on the session's pool (HasBlocked): the
+// blocking commands of two clients are put back in the order they
+// arrived (kind's Order), which their reader goroutines may not have run
+// in. It costs recvmsg(2) for read(2) on each read, and the kernel a
+// timestamp per packet it receives, so the pools whose clients never
+// block do not turn it on; until it is on (a pool's first blocking
+// command), a read's time is when the session read it.
+func (r *sessionReader) stampOn(fd uintptr) {
+	if backend.StampRecv(int(fd)) != nil {
+		r.dp = nil // not again
+		return
+	}
+	r.oob = make([]byte, backend.StampSpace)
 }
 
 // armFIN arms the FIN check, when a read found the socket drained and the
@@ -156,13 +187,15 @@ func (r *sessionReader) checkFIN() bool {
 type sessionReader struct {
 	s       *session
 	buf     []byte
-	limit   int   // the largest buffer: one whole request
-	free    int   // the room the last read had
-	discard int64 // bytes still to drop (the rest of a refused request)
-	small   int   // reads in a row that would have fit the idle buffer
-	armed   bool  // the FIN check's deadline is set (readRaw)
-	raw     bool  // reading through the socket's RawConn (readRaw)
-	stop    bool  // readFD saw the end of reading (readRaw)
+	limit   int                 // the largest buffer: one whole request
+	free    int                 // the room the last read had
+	discard int64               // bytes still to drop (the rest of a refused request)
+	small   int                 // reads in a row that would have fit the idle buffer
+	armed   bool                // the FIN check's deadline is set (readRaw)
+	raw     bool                // reading through the socket's RawConn (readRaw)
+	oob     []byte              // recvmsg's control buffer, when the kernel notes arrival times (stampOn); nil: none
+	dp      *kind.DedicatedPool // the pool's, whose HasBlocked turns stampOn on; nil: not a Redis pool's, or on
+	stop    bool                // readFD saw the end of reading (readRaw)
 }
 
 // buffer is where the next read goes: never empty.

@@ -79,9 +79,10 @@ type Server struct {
 	// each pool's router holds its own through a lease (see builder).
 	backends backend.Registry
 
-	members atomic.Pointer[fleetMembers] // SetFleetMembers's (clusterview.go)
-	tap     observe.Tap                  // every pool's requests, to the subscribers of Tap
-	tracer  atomic.Pointer[tracerBox]    // SetTracer's; nil: no tracing (observe.go)
+	members  atomic.Pointer[fleetMembers] // SetFleetMembers's (clusterview.go)
+	tap      observe.Tap                  // every pool's requests, to the subscribers of Tap
+	tracer   atomic.Pointer[tracerBox]    // SetTracer's; nil: no tracing (observe.go)
+	tracking trackHub                     // client-side caching's trackers, by pool (tracker.go)
 
 	mu        sync.Mutex      // serialises Start, Reload, SetRing and Shutdown; guards the fields below
 	removed   []*poolStats    // of pools a reload removed, the latest last (removedPools at most)
@@ -153,6 +154,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	s.gen.Store(gen)
 	s.logMetaSummaries(gen)
+	s.tracking.reloaded(gen.pools) // a server gen adds, or gives new options, is tracked at once
 	return s, nil
 }
 

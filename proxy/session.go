@@ -11,6 +11,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/resp"
 	"shardproxy/route"
 )
 
@@ -60,12 +61,15 @@ type session struct {
 	free     []*pending     // written pendings to reuse (reader only; see newPending)
 	pin      *pinState      // the client's transaction, if any (reader only; pin.go)
 	sub      *subState      // the client's subscriptions, if any (pubsub.go)
-	unpinned bool           // a pin just ended: the next request waits for its last reply (reader only)
+	trk      *trackState    // the client's tracking, while on (reader only; tracking.go)
+	unpinned bool           // the next request waits for the replies before it: a pin ended, a request went another way (reader only)
 	blocked  blockedConns   // dedicated connections blocked for the client (pin.go)
+	scripts  scriptConns    // connections running the client's scripts (scripts.go)
 	line     partLine       // the request being cut into parts (reader only)
 	env      localEnv       // a local command's env, while it is answered (reader only; clients.go)
 	view     sessionView    // what CLIENT LIST shows of it (clients.go)
 	readAt   time.Time      // when the current read arrived (reader only; observe.go)
+	arrived  int64          // when the kernel received the current read's bytes, Unix ns; 0: not known (reader only; readloop.go's stampOn)
 	addr     string         // the client's address, once a record named it (writer only)
 
 	// outstanding counts requests queued and not yet written; switchPool
@@ -126,6 +130,9 @@ func (s *session) pushStaged() {
 	} else {
 		s.push(s.staged)
 	}
+	if s.trk != nil { // its reads are tracked now: their calls have not gone out
+		s.trk.handOver()
+	}
 	clear(s.staged)
 	s.staged = s.staged[:0]
 }
@@ -178,6 +185,8 @@ func (s *session) serve() {
 	s.lastRead(s.readLoop())
 	s.blocked.closeAll() // the client left: nothing will unblock them for it
 	s.endSub()           // nor read its messages
+	s.endTrack()         // nor its invalidations
+	s.view.gone.Store(true)
 	s.quiesce()
 	s.endPin(false)
 	if s.watcher != nil {
@@ -195,9 +204,11 @@ func (s *session) serve() {
 // request, at a request boundary or not: the connection is to be handed
 // off (handoff.go), or its last reply ends it (lastReply). A subscribed
 // client or a watch is sent more after it, and a session stopping for
-// another reason ends as before.
+// another reason ends as before. A client with tracking on is not handed
+// off either: the next process does not know what it read, and its
+// connection closing tells it to drop its cache.
 func (s *session) lastRead(boundary bool) {
-	if s.passing || !s.draining.Load() || s.closing.Load() || s.sub != nil || s.watcher != nil {
+	if s.passing || !s.draining.Load() || s.closing.Load() || s.sub != nil || s.watcher != nil || s.trk != nil {
 		return
 	}
 	if boundary && s.canHandOff() {
@@ -456,6 +467,9 @@ func (s *session) switchPool(cur *pool) {
 // once the pool's limits admit it, to the pool's router.
 func (s *session) route(p *pending) {
 	pl := s.p
+	if s.trk != nil {
+		s.trk.note(p)
+	}
 	if p.Req.Route == codec.RouteWatch {
 		s.startWatch(p)
 		return
@@ -467,15 +481,24 @@ func (s *session) route(p *pending) {
 		s.routeSub(p)
 		return
 	}
+	if o := pl.order; o != nil && o.Ordered() && p.Req.Route != codec.RouteBlock && p.Req.Route != codec.RouteLocal {
+		o.WaitBefore(s.arrivedAt()) // the blocking commands read before p go first
+	}
 	if s.routeDedicated(p) {
 		return
 	}
 	if p.Req.Route == codec.RouteLocal {
+		if p.Req.Script == codec.ScriptPing && s.pingBusy(p) {
+			return
+		}
 		s.counts.publish() // its answer may show the requests before it, and itself
 		s.appendLocal(p, pl)
 		return
 	}
 	if pl.limits.ClusterView && s.moved(p, pl) {
+		return
+	}
+	if (pl.paused.Load() != 0 || p.Req.Pause != codec.PauseNone) && s.routePaused(p, pl) {
 		return
 	}
 	keys, ok := s.line.add(p)
@@ -487,6 +510,9 @@ func (s *session) route(p *pending) {
 		return
 	}
 	if p.Req.WithLocal { // the dialect adds the proxy's part (INFO's Proxy section)
+		if n, ok := resp.TrackingMaxKeys(&p.Req); ok {
+			pl.srv.tracking.of(pl).setMax(n)
+		}
 		if la, ok := pl.dialect.(codec.LocalAdder); ok {
 			s.counts.publish()
 			la.AddLocal(&p.Req, pl)

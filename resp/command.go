@@ -100,6 +100,7 @@ const (
 	localClientInfo
 	localClientKill
 	localClientNoEvict
+	localClientTracking // CLIENT TRACKING, TRACKINGINFO, CACHING, GETREDIR: the session answers
 	localClusterOK
 	localClusterSlots
 	localClusterShards

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"bytes"
 	"cmp"
 	"strconv"
 
@@ -64,6 +65,12 @@ func (*Dialect) Handshake(o codec.HandshakeOptions) []*codec.Request {
 		reqs = append(reqs, newRequest("select", strconv.Itoa(o.DB)))
 	}
 	return append(reqs, newRequest("ping"))
+}
+
+// Busy implements codec.BusyReader: -BUSY, a server running a script
+// past its busy-reply-threshold (not -BUSYKEY, -BUSYGROUP).
+func (*Dialect) Busy(reply []byte) bool {
+	return bytes.HasPrefix(reply, []byte("-BUSY "))
 }
 
 // newRequest builds a request the proxy itself sends to a backend.

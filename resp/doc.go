@@ -91,16 +91,18 @@
 //
 // ParseReply frames exactly one reply of either version, nested
 // aggregates included, without recursion, and classifies it: -LOADING
-// and -OOM (simple or blob errors) as ReplyFailure (the server is
-// unhealthy), other errors (-BUSY of a long script among them) as
-// ReplyError, null bulk strings, null arrays
+// (a simple or blob error) as ReplyFailure (the server is unhealthy),
+// other errors (-BUSY of a long script, -OOM of a write at maxmemory
+// among them) as ReplyError, null bulk strings, null arrays
 // and RESP3 nulls as ReplyMiss, everything else as ReplyOK. A map counts
 // two elements a pair, an attribute its pairs and the reply after it. The
 // streamed forms of RESP3 (a "?" length, ";" chunks, "." end) are a
 // broken stream: redis-server 7.0 never sends them. A push (">")
 // is framed as an array; on a shared socket none arrives, because the
 // commands that subscribe a connection go on connections of the
-// client's own, and client tracking is not carried. A malformed
+// client's own, and client tracking is the proxy's, on connections of its
+// own (tracking.go has the words: the commands' replies and errors, the
+// invalidation messages, ReadInvalidate for a server's pushes). A malformed
 // reply, a line over MaxReplyLine or a bulk string over MaxReplyBulk is an
 // error (the sentinels in errors.go): the backend stream is out of step.
 // ResumeReply frames a reply that arrives in pieces in linear time: it

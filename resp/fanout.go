@@ -223,6 +223,18 @@ func mergeAll(dst []byte, req *codec.Request, c *command, replies []codec.Reply)
 		return mergeNumpat(dst, replies)
 	case cmdConfigGet:
 		return mergeConfigGet(dst, req.Proto, replies)
+	case cmdFunctionStats:
+		return mergeFunctionStats(dst, req.Proto, replies)
+	case cmdLatencyReset:
+		return mergeCounts(dst, replies)
+	case cmdLatencyLatest:
+		return mergeLatencyLatest(dst, replies)
+	case cmdLatencyHistory:
+		return mergeLatencyHistory(dst, replies)
+	case cmdLatencyHistogram:
+		return mergeLatencyHistogram(dst, req.Proto, replies)
+	case cmdLatencyDoctor, cmdLatencyGraph:
+		return mergeTexts(dst, req.Proto, replies)
 	}
 	if c.class == classAll {
 		return mergeSame(dst, replies)

@@ -31,7 +31,7 @@ func TestKeyspaceRoutes(t *testing.T) {
 		}
 	}
 	// The subcommands that stay one server's business.
-	for _, in := range [][]string{{"FUNCTION", "DUMP"}, {"FUNCTION", "STATS"}} {
+	for _, in := range [][]string{{"FUNCTION", "DUMP"}} {
 		req, n, err := parse(t, keyspaceOpts, mb(in...))
 		if got := describeRequest(req, n, err); !strings.Contains(got, "is not supported by shardproxy") {
 			t.Errorf("%q: %s", in, got)
@@ -43,7 +43,7 @@ func TestKeyspaceRoutes(t *testing.T) {
 // their answers merge: OK when one server killed a script, else the
 // first that is not NOTBUSY, else NOTBUSY.
 func TestKillRoutes(t *testing.T) {
-	for _, in := range [][]string{{"SCRIPT", "KILL"}, {"FUNCTION", "KILL"}} {
+	for _, in := range [][]string{{"SCRIPT", "KILL"}, {"FUNCTION", "KILL"}, {"FUNCTION", "STATS"}} {
 		req, n, err := parse(t, codec.Options{}, mb(in...))
 		if err != nil || req.Route != codec.RouteAll {
 			t.Errorf("%q: %s", in, describeRequest(req, n, err))

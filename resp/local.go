@@ -34,6 +34,9 @@ func (p *parser) local(frame []byte, req *codec.Request, cmd int, c *command) (i
 	b := p.build(frame, req, cmd, c, len(out))
 	req.Route = codec.RouteLocal
 	req.Close = c.local == localQuit
+	if c.local == localPing && p.scriptsOwn {
+		req.Script = codec.ScriptPing
+	}
 	switch {
 	case c.local == localHello:
 		req.Arg = int(p.id)
@@ -91,6 +94,8 @@ func (p *parser) localReply(c *command) (out []byte, errReply string) {
 		return appendOKUnless(out, p.checkClient(c.local))
 	case localClientList, localClientKill, localClientInfo: // AppendLocal answers
 		return out, p.checkClient(c.local)
+	case localClientTracking: // the session answers (Tracking.Do)
+		return out, ""
 	case localClusterOK, localClusterSlots, localClusterShards, localClusterNodes, localClusterInfo,
 		localClusterMyID, localClusterKeyslot:
 		return p.clusterReply(out, c.local), ""

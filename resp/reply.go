@@ -22,10 +22,12 @@ const (
 // ParseReply implements codec.Dialect. It frames one reply of any RESP2
 // or RESP3 type, aggregates nested to any depth, without recursion: it
 // counts the elements still to read. The kind comes from the top level:
-// an error (simple or blob) whose code is LOADING or OOM is ReplyFailure
-// (the server is unhealthy, as twemproxy counts it), any other error
-// ReplyError (-BUSY too: a server running a long script answers it until
-// the script ends or SCRIPT KILL ends it, and is not to be ejected), a null bulk string, null array or RESP3 null
+// an error (simple or blob) whose code is LOADING is ReplyFailure (the
+// server is unhealthy), any other error ReplyError (-BUSY too: a server
+// running a long script answers it until the script ends or SCRIPT KILL
+// ends it, and is not to be ejected; and -OOM: a server at its maxmemory
+// refuses the commands that may grow it and serves every other, so
+// ejecting it would fail its reads too), a null bulk string, null array or RESP3 null
 // ReplyMiss, anything else ReplyOK (a reply with an attribute before it
 // too, whatever follows the attribute). req is not needed: RESP replies
 // frame themselves, and a RESP3 socket's replies are framed by the same
@@ -289,7 +291,7 @@ func errorKind(msg []byte) codec.ReplyKind {
 		code = code[:i]
 	}
 	switch string(code) {
-	case "LOADING", "OOM":
+	case "LOADING":
 		return codec.ReplyFailure
 	}
 	return codec.ReplyError

@@ -26,7 +26,7 @@ var validReplies = []struct {
 	{"busygroup is no failure", "-BUSYGROUP Consumer Group name already exists\r\n", codec.ReplyError},
 	{"loading", "-LOADING Redis is loading the dataset in memory\r\n", codec.ReplyFailure},
 	{"busy is no failure", "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n", codec.ReplyError},
-	{"oom", "-OOM command not allowed when used memory > 'maxmemory'.\r\n", codec.ReplyFailure},
+	{"oom", "-OOM command not allowed when used memory > 'maxmemory'.\r\n", codec.ReplyError},
 	{"integer", ":42\r\n", codec.ReplyOK},
 	{"negative integer", ":-9223372036854775808\r\n", codec.ReplyOK},
 	{"zero", ":0\r\n", codec.ReplyOK},

@@ -63,6 +63,7 @@ func (p *parser) refusal(cmd int, c *command) string {
 		if reply := p.refuseConfigSet(); reply != "" {
 			return reply
 		}
+		_, p.trackMax = p.trackingMaxKeys() // the proxy's own table follows it (keyed)
 	}
 	if c.calledClass() == classUnsupported {
 		return notSupported(c.name, c.reason)
@@ -99,7 +100,11 @@ func (p *parser) keyed(frame []byte, req *codec.Request, cmd int, c *command, cl
 		req.Sub = c.sub
 	case p.scriptsOwn && isScript(cmd):
 		blockRoute(req, 0) // as long as the script runs
+		req.Script = codec.ScriptRun
+	case cmd == cmdClientPause || cmd == cmdClientUnpause:
+		p.pause(req, cmd)
 	}
+	req.WithLocal, p.trackMax = p.trackMax, false // no branch for the requests that are not
 	return n, nil
 }
 
@@ -222,6 +227,8 @@ func (p *parser) build(frame []byte, req *codec.Request, cmd int, c *command, ex
 	req.Mode = codec.ModeNormal
 	req.Close = false
 	req.Arg = 0
+	req.Script = codec.ScriptNone
+	req.Pause = codec.PauseNone
 	req.Keys = req.Keys[:0]
 	for _, i := range p.keyPos {
 		s := p.args[i]
