@@ -102,26 +102,39 @@ func (p *parser) refuseConfigSet() string {
 func mergeConfigGet(dst []byte, proto uint8, replies []codec.Reply) ([]byte, bool) {
 	var fields [][]byte // names and values in turn, each whole
 	seen := map[string]bool{}
-	for _, r := range replies {
-		vals, ok := readFields(r.Raw)
-		if !ok {
-			return dst, false
-		}
-		for i := 0; i < len(vals); i += 2 {
-			name, null, ok := readString(vals[i])
-			if !ok || null {
-				return dst, false
-			}
-			if seen[string(name)] {
-				continue
-			}
+	ok := eachField(replies, func(name, field, value []byte) bool {
+		if !seen[string(name)] {
 			seen[string(name)] = true
-			fields = append(fields, vals[i], vals[i+1])
+			fields = append(fields, field, value)
 		}
+		return true
+	})
+	if !ok {
+		return dst, false
 	}
 	dst = appendFieldsHeader(dst, len(fields)/2, proto)
 	for _, f := range fields {
 		dst = append(dst, f...)
 	}
 	return dst, true
+}
+
+// eachField calls fn with each field of every reply, a flat array of
+// names and values (RESP2) or a map (RESP3), in order: its name, and the
+// name's and the value's whole frames. It reports false when a reply is
+// neither or a name is not a string, or when fn does.
+func eachField(replies []codec.Reply, fn func(name, field, value []byte) bool) bool {
+	for _, r := range replies {
+		vals, ok := readFields(r.Raw)
+		if !ok {
+			return false
+		}
+		for i := 0; i < len(vals); i += 2 {
+			name, null, ok := readString(vals[i])
+			if !ok || null || !fn(name, vals[i], vals[i+1]) {
+				return false
+			}
+		}
+	}
+	return true
 }

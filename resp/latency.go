@@ -153,25 +153,16 @@ type commandHistogram struct {
 // the counts per bucket add up.
 func mergeLatencyHistogram(dst []byte, proto uint8, replies []codec.Reply) ([]byte, bool) {
 	var cmds []*commandHistogram
-	for _, r := range replies {
-		vals, ok := readFields(r.Raw)
-		if !ok {
-			return dst, false
+	ok := eachField(replies, func(name, _, value []byte) bool {
+		j := slices.IndexFunc(cmds, func(c *commandHistogram) bool { return string(c.name) == string(name) })
+		if j < 0 {
+			cmds = append(cmds, &commandHistogram{name: name, buckets: map[int64]int64{}})
+			j = len(cmds) - 1
 		}
-		for i := 0; i < len(vals); i += 2 {
-			name, null, ok := readString(vals[i])
-			if !ok || null {
-				return dst, false
-			}
-			j := slices.IndexFunc(cmds, func(c *commandHistogram) bool { return string(c.name) == string(name) })
-			if j < 0 {
-				cmds = append(cmds, &commandHistogram{name: name, buckets: map[int64]int64{}})
-				j = len(cmds) - 1
-			}
-			if !cmds[j].add(vals[i+1]) {
-				return dst, false
-			}
-		}
+		return cmds[j].add(value)
+	})
+	if !ok {
+		return dst, false
 	}
 	dst = appendFieldsHeader(dst, len(cmds), proto)
 	for _, c := range cmds {
