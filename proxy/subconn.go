@@ -342,12 +342,19 @@ func (s *session) queueMessage(sub *subState) *pending {
 		s.dropSlow()
 		return nil
 	}
+	return s.queuePush(sub.pool)
+}
+
+// queuePush queues a frame the proxy pushes to the client on pool pl's
+// behalf (a message, an invalidation) behind its replies so far, and
+// returns its pending, not ready yet: the caller completes it.
+func (s *session) queuePush(pl *pool) *pending {
 	p := getPending()
-	p.pool, p.sess = sub.pool, s
+	p.pool, p.sess = pl, s
 	p.Req.Name = "message"
 	s.outstanding.Add(1)
-	sub.pool.inflight.Add(1)
-	s.queue([]*pending{p}) // not ready yet: the caller completes it
+	pl.inflight.Add(1)
+	s.queue([]*pending{p})
 	return p
 }
 

@@ -375,12 +375,7 @@ func (s *session) pushRaw(out []byte) {
 		s.dropSlow()
 		return
 	}
-	p := getPending()
-	p.pool, p.sess = ts.pool, s
-	p.Req.Name = "message"
-	s.outstanding.Add(1)
-	ts.pool.inflight.Add(1)
-	s.queue([]*pending{p})
+	p := s.queuePush(ts.pool)
 	ts.mu.Unlock()
 	p.Complete(out)
 }
