@@ -145,12 +145,10 @@ func (fc *fastCall) done(*backend.Call) {
 	} else {
 		fc.out = nil
 	}
-	fc.call = backend.Call{Done: fc.call.Done}
-	fc.r, fc.be, fc.req, fc.c, fc.x = nil, nil, nil, nil, nil
-	r.active.Add(-1)
-	r.bufferUsed.Add(-bytes)
+	fc.reset()
+	r.settle(bytes)
 	c.Complete(out)
-	fastCalls.Put(fc)
+	fastCalls.Put(fc) // after Complete: out is fc.out's storage
 }
 
 // take hands the reply to the request's Exchange as it came from the
@@ -163,12 +161,16 @@ func (fc *fastCall) take() {
 	if fc.be.internal == nil {
 		b = fc.be.b
 	}
-	r.active.Add(-1)
-	r.bufferUsed.Add(-bytes)
+	r.settle(bytes)
 	x.Take(b, &fc.call)
+	fc.reset()
+	fastCalls.Put(fc)
+}
+
+// reset clears fc, whose reply was handed on, for the pool.
+func (fc *fastCall) reset() {
 	fc.call = backend.Call{Done: fc.call.Done}
 	fc.r, fc.be, fc.req, fc.c, fc.x = nil, nil, nil, nil, nil
-	fastCalls.Put(fc)
 }
 
 // appendReply appends what the client sees for req when a backend call

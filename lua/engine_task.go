@@ -233,8 +233,7 @@ func (w *worker) retire(t *task) {
 
 // complete hands the client its reply.
 func (w *worker) complete(t *task, out []byte) {
-	w.r.active.Add(-1)
-	w.r.bufferUsed.Add(-t.bytes)
+	w.r.settle(t.bytes)
 	t.c.Complete(out)
 	w.out = out[:0]
 	if cap(w.out) > 64<<10 {
@@ -288,8 +287,7 @@ func (w *worker) completeMulti(m *multi) {
 	} else {
 		w.out = w.mergeInPlace(w.out[:0], m)
 	}
-	w.r.active.Add(-1)
-	w.r.bufferUsed.Add(-m.bytes)
+	w.r.settle(m.bytes)
 	m.c.Complete(w.out)
 }
 

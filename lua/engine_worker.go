@@ -276,8 +276,7 @@ func (w *worker) handle(ev *event) {
 func (w *worker) handleOne(ev *event) {
 	if w.closed {
 		if ev.kind == evRequest {
-			w.r.active.Add(-1)
-			w.r.bufferUsed.Add(-int64(len(ev.req.Wire)))
+			w.r.settle(int64(len(ev.req.Wire)))
 			w.r.reject(ev.req, ev.c, errClosed.Error())
 		}
 		return

@@ -425,8 +425,7 @@ func (r *Router) RouteTagged(req *codec.Request, hint uint32, tag string, c Comp
 		return
 	}
 	if !w.submit(event{kind: evRequest, req: req, hint: hint, c: c, batch: bt, tag: tag}, true) {
-		r.active.Add(-1)
-		r.bufferUsed.Add(-int64(len(req.Wire)))
+		r.settle(int64(len(req.Wire)))
 		r.reject(req, c, "lua worker queue full")
 	}
 }
@@ -438,6 +437,14 @@ func (r *Router) RouteTagged(req *codec.Request, hint uint32, tag string, c Comp
 func hasValue(wire []byte) bool {
 	i := bytes.IndexByte(wire, '\n')
 	return i >= 0 && i+1 < len(wire)
+}
+
+// settle counts a request routed with Route as answered: no longer
+// active, and its bytes no longer held (active_req_limit,
+// buffer_memory_limit).
+func (r *Router) settle(bytes int64) {
+	r.active.Add(-1)
+	r.bufferUsed.Add(-bytes)
 }
 
 // reject answers a request the router does not run.
