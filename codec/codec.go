@@ -257,6 +257,11 @@ type Request struct {
 	Script Script
 	// Pause marks CLIENT PAUSE (its timeout in Block) and UNPAUSE.
 	Pause Pause
+	// TxOne marks a RouteAll request that a transaction runs on its own
+	// server, queued there as a keyless command is (Redis DEBUG SLEEP
+	// inside MULTI), where the proxy refuses other RouteAll requests
+	// inside a transaction.
+	TxOne bool
 }
 
 // Reset clears r for reuse, keeping its storage.

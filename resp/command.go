@@ -146,6 +146,9 @@ type command struct {
 	// answered by a pool that shows its proxies as a Redis Cluster
 	// (codec.Options.ClusterView), refused elsewhere.
 	clusterView bool
+	// txOne commands go to every server, but inside a transaction to its
+	// own server (codec.Request.TxOne): DEBUG's.
+	txOne bool
 	// noAuth commands run before AUTH (AUTH, HELLO, QUIT, RESET).
 	noAuth bool
 	// block says where the timeout of a classBlock command (and WAIT) is.

@@ -132,10 +132,12 @@ func indexOf(s []int, v int) int {
 // when every server has the same (mergeLibraries), PUBSUB CHANNELS and
 // SHARDCHANNELS every channel once, NUMSUB and SHARDNUMSUB the sum per
 // channel, NUMPAT the largest count (mergeNumpat), CONFIG GET every
-// parameter once (mergeConfigGet); the others (FLUSHDB, FLUSHALL, SCRIPT
-// LOAD and FLUSH, FUNCTION LOAD, DELETE and FLUSH, CONFIG SET, RESETSTAT
-// and REWRITE) answer what every server answered, and an error when they
-// disagree. A CONFIG request's failed fragment names its server.
+// parameter once (mergeConfigGet), DEBUG DIGEST the XOR of the digests
+// and LASTSAVE the oldest (debug.go); the others (FLUSHDB, FLUSHALL,
+// SCRIPT LOAD and FLUSH, FUNCTION LOAD, DELETE and FLUSH, CONFIG SET,
+// RESETSTAT and REWRITE, SAVE, BGSAVE, DEBUG SLEEP ...) answer what every
+// server answered, and an error when they disagree. A failed fragment of
+// a CONFIG, DEBUG or persistence request names its server (namesServer).
 // INFO is the exception to failing as a whole: it answers what the
 // servers that answered said, and names the others (mergeInfo).
 func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, owners []int, replies []codec.Reply) []byte {
@@ -154,8 +156,7 @@ func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, o
 	switch {
 	case ok:
 	case c != nil && c.class == classAll:
-		return d.AppendError(dst[:start], codec.ErrServer, "the servers' replies to "+displayName(req.Name)+
-			" disagree or are not what it answers")
+		return d.disagreement(dst[:start], req, c, replies)
 	default:
 		return d.AppendError(dst[:start], codec.ErrServer, "unexpected replies from the backends to "+req.Name)
 	}
@@ -169,7 +170,7 @@ func (d *Dialect) appendFailure(dst []byte, c *command, replies []codec.Reply) (
 	for _, r := range replies {
 		if r.Err != nil {
 			msg := r.Err.Error()
-			if c != nil && c.serverConfig && r.Server != "" {
+			if c != nil && namesServer(c) && r.Server != "" {
 				// Some servers may have applied it: say which did not, as
 				// a cluster pool says which node failed.
 				msg = "server " + r.Server + ": " + msg
@@ -235,6 +236,10 @@ func mergeAll(dst []byte, req *codec.Request, c *command, replies []codec.Reply)
 		return mergeLatencyHistogram(dst, req.Proto, replies)
 	case cmdLatencyDoctor, cmdLatencyGraph:
 		return mergeTexts(dst, req.Proto, replies)
+	case cmdDebugDigest:
+		return mergeDigest(dst, replies)
+	case cmdLastsave:
+		return mergeOldest(dst, replies)
 	}
 	if c.class == classAll {
 		return mergeSame(dst, replies)

@@ -344,7 +344,13 @@ func TestParityCommandTable(t *testing.T) {
 		}
 	}
 	all.ForEach(func(e redcon.RESP) bool { check(e); return true })
-	if extras := 1; seen+extras != len(commandTable) { // client|setinfo
+	extras := 1 // client|setinfo, and DEBUG's subcommands, which COMMAND does not list
+	for _, c := range commandTable {
+		if strings.HasPrefix(c.name, "debug|") {
+			extras++
+		}
+	}
+	if seen+extras != len(commandTable) {
 		t.Errorf("server has %d commands, the table %d (with %d extra)", seen, len(commandTable), extras)
 	}
 }

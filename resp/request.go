@@ -64,6 +64,10 @@ func (p *parser) refusal(cmd int, c *command) string {
 			return reply
 		}
 		_, p.trackMax = p.trackingMaxKeys() // the proxy's own table follows it (keyed)
+	case cmd == cmdDebugProtocol && p.proto != 0 && equalFold(p.arg(2), "push"):
+		// The server sends a push frame, then the reply: on a connection
+		// shared by many clients the push would be taken for the reply.
+		return notSupported("debug|protocol|push", "a push frame on a shared server connection would be taken for a reply")
 	}
 	if c.calledClass() == classUnsupported {
 		return notSupported(c.name, c.reason)
@@ -105,6 +109,7 @@ func (p *parser) keyed(frame []byte, req *codec.Request, cmd int, c *command, cl
 		p.pause(req, cmd)
 	}
 	req.WithLocal, p.trackMax = p.trackMax, false // no branch for the requests that are not
+	req.TxOne = c.txOne
 	return n, nil
 }
 
@@ -229,6 +234,7 @@ func (p *parser) build(frame []byte, req *codec.Request, cmd int, c *command, ex
 	req.Arg = 0
 	req.Script = codec.ScriptNone
 	req.Pause = codec.PauseNone
+	req.TxOne = false
 	req.Keys = req.Keys[:0]
 	for _, i := range p.keyPos {
 		s := p.args[i]

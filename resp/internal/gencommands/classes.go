@@ -59,6 +59,8 @@ const (
 	rConnection  = "it changes the shared server connection"
 	rMove        = "it moves keys to another database or server"
 	rFunctions   = "functions must be managed on every server"
+	rCrash       = "it stops, restarts or breaks a server"
+	rPopulate    = "it makes keys on servers that do not own them"
 )
 
 // override decides on one command ("get") or subcommand ("client|setname").
@@ -82,6 +84,9 @@ type override struct {
 	// (codec.Options.ServerConfig, key redis_config), refused with reason
 	// elsewhere.
 	serverConfig bool
+	// txOne marks a command for every server that a transaction runs on
+	// its own server instead (codec.Request.TxOne): DEBUG inside MULTI.
+	txOne bool
 	// clusterView marks a cluster command a pool answers itself when it
 	// shows its proxies as a Redis Cluster (codec.Options.ClusterView,
 	// key redis_cluster_view), refused with reason elsewhere.
@@ -101,8 +106,15 @@ var overrides = map[string]override{
 	"info":   {class: local, local: "localInfo"},
 
 	// Keyless commands whose answer does not depend on the server.
-	"time":   {class: anyServer},
-	"lolwut": {class: anyServer},
+	"time":       {class: anyServer},
+	"lolwut":     {class: anyServer},
+	"pfselftest": {class: anyServer},
+
+	// Persistence: every server does it, the replies merged (resp/debug.go).
+	"save":         {class: all},
+	"bgsave":       {class: all},
+	"bgrewriteaof": {class: all},
+	"pfdebug":      {class: key},
 
 	// Every server. FLUSHALL is also subject to the pool's flush keys
 	// (the parser's Deny).
@@ -148,7 +160,7 @@ var overrides = map[string]override{
 	"migrate":           {class: unsupported, reason: rMove},                                          // movable keys, never carried
 	"move":              {class: unsupported, reason: rMove},                                          // one key, but another database
 	"swapdb":            {class: unsupported, reason: rAdmin},                                         // no admin flag, still one server's business
-	"lastsave":          {class: unsupported, reason: rAdmin},                                         // @admin category, no admin flag
+	"lastsave":          {class: all},                                                                 // the oldest of the servers' (resp/debug.go)
 	"role":              {class: unsupported, reason: rAdmin},                                         // @admin category, no admin flag
 	"wait":              {class: pin, pin: "codec.PinWait", block: blockMs2},                          // keyless: the pinned server's replicas
 	"readonly":          {class: local, local: "localClusterOK", clusterView: true, reason: rCluster}, // cluster replica reads
@@ -263,15 +275,101 @@ var overrides = map[string]override{
 	"latency|graph":           {class: all},
 	"latency|reset":           {class: all, serverConfig: true, reason: rAdmin},
 	"module":                  {class: container, subReason: rAdmin},
-	"slowlog":                 {class: container, subReason: rAdmin},
-	"slowlog|get":             {class: local, local: "localSlowlogGet"}, // the pool's slowlog
-	"slowlog|len":             {class: local, local: "localSlowlogLen"},
-	"slowlog|reset":           {class: local, local: "localSlowlogReset"},
+	// DEBUG by subcommand (the subcommands are extra entries below): about
+	// a key, to its server; a server's setting or action, to every
+	// server; a reply's shape, to any one. The rest is refused.
+	"debug":                              {class: container, subReason: rAdmin},
+	"debug|object":                       {class: key},
+	"debug|sdslen":                       {class: key},
+	"debug|listpack":                     {class: key},
+	"debug|quicklist":                    {class: key},
+	"debug|htstats-key":                  {class: key},
+	"debug|digest-value":                 {class: same},
+	"debug|digest":                       {class: all, txOne: true},
+	"debug|sleep":                        {class: all, txOne: true},
+	"debug|reload":                       {class: all, txOne: true},
+	"debug|loadaof":                      {class: all, txOne: true},
+	"debug|set-active-expire":            {class: all, txOne: true},
+	"debug|quicklist-packed-threshold":   {class: all, txOne: true},
+	"debug|pause-cron":                   {class: all, txOne: true},
+	"debug|set-disable-deny-scripts":     {class: all, txOne: true},
+	"debug|set-skip-checksum-validation": {class: all, txOne: true},
+	"debug|aof-flush-sleep":              {class: all, txOne: true},
+	"debug|replybuffer":                  {class: all, txOne: true},
+	"debug|config-rewrite-force-all":     {class: all, txOne: true},
+	"debug|log":                          {class: all, txOne: true},
+	"debug|protocol":                     {class: anyServer},
+	"debug|stringmatch-test":             {class: anyServer},
+	"debug|structsize":                   {class: anyServer},
+	"debug|htstats":                      {class: anyServer},
+	"debug|error":                        {class: anyServer},
+	"debug|segfault":                     {class: unsupported, reason: rCrash},
+	"debug|panic":                        {class: unsupported, reason: rCrash},
+	"debug|restart":                      {class: unsupported, reason: rCrash},
+	"debug|crash-and-recover":            {class: unsupported, reason: rCrash},
+	"debug|oom":                          {class: unsupported, reason: rCrash},
+	"debug|assert":                       {class: unsupported, reason: rCrash},
+	"debug|leak":                         {class: unsupported, reason: rCrash},
+	"debug|populate":                     {class: unsupported, reason: rPopulate},
+	"debug|mallctl":                      {class: unsupported, reason: rAdmin},
+	"debug|mallctl-str":                  {class: unsupported, reason: rAdmin},
+	"debug|change-repl-id":               {class: unsupported, reason: rAdmin},
+	"debug|client-eviction":              {class: unsupported, reason: rAdmin},
+	"debug|replicate":                    {class: unsupported, reason: rAdmin},
+	"debug|drop-cluster-packet-filter":   {class: unsupported, reason: rCluster},
+	"debug|clusterlink":                  {class: unsupported, reason: rCluster},
+	"slowlog":                            {class: container, subReason: rAdmin},
+	"slowlog|get":                        {class: local, local: "localSlowlogGet"}, // the pool's slowlog
+	"slowlog|len":                        {class: local, local: "localSlowlogLen"},
+	"slowlog|reset":                      {class: local, local: "localSlowlogReset"},
 }
 
 // extra are commands the reference redis-server lacks but clients send:
 // go-redis v9 names itself with CLIENT SETINFO (Redis 7.2) on every new
-// connection. Fields as COMMAND reports them.
+// connection. Fields as COMMAND reports them. DEBUG's subcommands are no
+// subcommands to COMMAND (debug.c reads argument 1 itself): they are
+// listed here with the argument counts and key positions debug.c
+// accepts, a minimum where it takes several.
 var extra = []entry{
 	{name: "client|setinfo", arity: 4, flags: []string{"noscript", "loading", "stale"}},
+	{name: "debug|help", arity: 2},
+	{name: "debug|object", arity: 3, first: 2, last: 2, step: 1},
+	{name: "debug|sdslen", arity: 3, first: 2, last: 2, step: 1},
+	{name: "debug|listpack", arity: 3, first: 2, last: 2, step: 1},
+	{name: "debug|quicklist", arity: -3, first: 2, last: 2, step: 1},
+	{name: "debug|htstats-key", arity: -3, first: 2, last: 2, step: 1},
+	{name: "debug|digest-value", arity: -2, first: 2, last: -1, step: 1},
+	{name: "debug|digest", arity: 2},
+	{name: "debug|sleep", arity: 3},
+	{name: "debug|reload", arity: -2},
+	{name: "debug|loadaof", arity: 2},
+	{name: "debug|set-active-expire", arity: 3},
+	{name: "debug|quicklist-packed-threshold", arity: 3},
+	{name: "debug|pause-cron", arity: 3},
+	{name: "debug|set-disable-deny-scripts", arity: 3},
+	{name: "debug|set-skip-checksum-validation", arity: 3},
+	{name: "debug|aof-flush-sleep", arity: 3},
+	{name: "debug|replybuffer", arity: 4},
+	{name: "debug|config-rewrite-force-all", arity: 2},
+	{name: "debug|log", arity: 3},
+	{name: "debug|protocol", arity: 3},
+	{name: "debug|stringmatch-test", arity: 2},
+	{name: "debug|structsize", arity: 2},
+	{name: "debug|htstats", arity: -3},
+	{name: "debug|error", arity: 3},
+	{name: "debug|segfault", arity: -2},
+	{name: "debug|panic", arity: -2},
+	{name: "debug|restart", arity: -2},
+	{name: "debug|crash-and-recover", arity: -2},
+	{name: "debug|oom", arity: -2},
+	{name: "debug|assert", arity: -2},
+	{name: "debug|leak", arity: -2},
+	{name: "debug|populate", arity: -2},
+	{name: "debug|mallctl", arity: -2},
+	{name: "debug|mallctl-str", arity: -2},
+	{name: "debug|change-repl-id", arity: -2},
+	{name: "debug|client-eviction", arity: -2},
+	{name: "debug|replicate", arity: -2},
+	{name: "debug|drop-cluster-packet-filter", arity: -2},
+	{name: "debug|clusterlink", arity: -2},
 }

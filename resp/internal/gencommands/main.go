@@ -386,6 +386,9 @@ func renderOptions(b *bytes.Buffer, r row) {
 	if r.o.clusterView {
 		b.WriteString(", clusterView: true")
 	}
+	if r.o.txOne {
+		b.WriteString(", txOne: true")
+	}
 	if r.has("no_auth") {
 		b.WriteString(", noAuth: true")
 	}
