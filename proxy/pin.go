@@ -31,7 +31,10 @@ import (
 // MULTI itself is answered by the proxy until the server is known, and
 // so are the keyless commands queued before it (+QUEUED); they go to the
 // server, their replies dropped, ahead of the first command with keys (or
-// of EXEC, to any server, when no command named a key).
+// of EXEC, to any server, when no command named a key). A command for
+// every server marked codec.Request.TxOne (DEBUG SLEEP, ...) is one of
+// them: it runs on the transaction's server, as on a lone redis-server;
+// the other commands for every server are refused inside a transaction.
 
 // Wire bytes the proxy sends on a pinned connection itself.
 var (
@@ -281,8 +284,10 @@ func (s *session) routePinned(p *pending, dd kind.Dedicator) {
 		s.routePinnedLocal(p, dd)
 		return
 	case codec.RouteAll:
-		s.refuseInPin(p, commandName(p)+" inside a transaction is not supported by shardproxy: it needs every server")
-		return
+		if !req.TxOne { // else, as keyless, on the transaction's server (DEBUG)
+			s.refuseInPin(p, commandName(p)+" inside a transaction is not supported by shardproxy: it needs every server")
+			return
+		}
 	case codec.RoutePin:
 		if s.routePinCommand(p, dd) {
 			return
