@@ -41,8 +41,8 @@ func startDebugRig(t *testing.T) debugRig {
 // keyOn returns a key (with prefix) the pool places on server i.
 func (r debugRig) keyOn(t *testing.T, prefix string, i int) string {
 	t.Helper()
-	for n := range 1000 {
-		if k := prefix + strconv.Itoa(n); r.on(k) == i {
+	for n := range 100000 {
+		if k := prefix + strconv.Itoa(n*7919); r.on(k) == i {
 			return k
 		}
 	}
