@@ -111,7 +111,9 @@ func readIntsOf(vals [][]byte) ([]int64, bool) {
 }
 
 // mergeLatencyHistory answers LATENCY HISTORY event: every server's
-// samples of it, [time, ms] each, by time.
+// samples of it, [time, ms] each, by time. Samples of one second are one,
+// the longest, as a server keeps one sample a second: a DEBUG SLEEP sent
+// to every server is one event of the pool, not one per server.
 func mergeLatencyHistory(dst []byte, replies []codec.Reply) ([]byte, bool) {
 	var samples [][]int64
 	for _, r := range replies {
@@ -128,6 +130,15 @@ func mergeLatencyHistory(dst []byte, replies []codec.Reply) ([]byte, bool) {
 		}
 	}
 	slices.SortStableFunc(samples, func(a, b []int64) int { return cmp.Compare(a[0], b[0]) })
+	kept := samples[:0]
+	for _, s := range samples {
+		if n := len(kept); n > 0 && kept[n-1][0] == s[0] {
+			kept[n-1][1] = max(kept[n-1][1], s[1])
+			continue
+		}
+		kept = append(kept, s)
+	}
+	samples = kept
 	dst = redcon.AppendArray(dst, len(samples))
 	for _, s := range samples {
 		dst = redcon.AppendArray(dst, 2)

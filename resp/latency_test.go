@@ -32,6 +32,9 @@ func TestMergeLatency(t *testing.T) {
 			"*1\r\n*4\r\n$7\r\ncommand\r\n:1700000009\r\n:120\r\n:300\r\n"},
 		{[]string{"LATENCY", "HISTORY", "command"}, history, "*1\r\n*2\r\n:1700000003\r\n:9\r\n",
 			"*3\r\n*2\r\n:1700000000\r\n:250\r\n*2\r\n:1700000003\r\n:9\r\n*2\r\n:1700000005\r\n:120\r\n"},
+		// One second's samples on two servers are one, the longest.
+		{[]string{"LATENCY", "HISTORY", "command"}, history, "*2\r\n*2\r\n:1700000000\r\n:300\r\n*2\r\n:1700000005\r\n:100\r\n",
+			"*2\r\n*2\r\n:1700000000\r\n:300\r\n*2\r\n:1700000005\r\n:120\r\n"},
 		{[]string{"LATENCY", "RESET"}, ":1\r\n", ":2\r\n", ":3\r\n"},
 		{[]string{"LATENCY", "DOCTOR"}, doctor, doctor, "$47\r\nserver s1:\nDave: fine.\n\nserver s2:\nDave: fine.\n\r\n"},
 	} {
