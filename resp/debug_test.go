@@ -62,6 +62,7 @@ func TestDebugRoutes(t *testing.T) {
 		{mb("debug", "digest-value", "a", "b"), codec.RouteSame, []string{"a", "b"}, false},
 		{mb("DEBUG", "SLEEP", "0"), codec.RouteAll, nil, true},
 		{mb("DEBUG", "RELOAD", "NOSAVE"), codec.RouteAll, nil, true},
+		{mb("debug", "Set-Skip-Checksum-Validation", "1"), codec.RouteAll, nil, true}, // the longest name
 		{mb("DEBUG", "PROTOCOL", "attrib"), codec.RouteAny, nil, false},
 		{mb("DEBUG", "HELP"), codec.RouteAny, nil, false},
 		{mb("SAVE"), codec.RouteAll, nil, false},

@@ -43,6 +43,8 @@ func FuzzRequest(f *testing.F) {
 	f.Add([]byte(mb("FUNCTION", "LIST", "WITHCODE")))
 	f.Add([]byte(mb("CONFIG", "SET", "hz", "10", "tls-port", "1")))
 	f.Add([]byte("config get maxmemory*\r\n"))
+	f.Add([]byte(mb("HELLO", "3") + mb("DEBUG", "PROTOCOL", "push") + "debug object k\r\n"))
+	f.Add([]byte(mb("DEBUG", "DIGEST-VALUE", "a", "b") + "DEBUG SLEEP 0\r\n" + "debug segfault\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, o := range fuzzOptions {
 			checkRequest(t, o, data)
