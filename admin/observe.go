@@ -28,7 +28,7 @@ type slowlogReply struct {
 
 type slowlogPool struct {
 	Pool        string      `json:"pool"`
-	ThresholdUS int64       `json:"threshold_us"` // 0: off
+	ThresholdUS int64       `json:"threshold_us"` // -1: off, 0: every request
 	MaxLen      int         `json:"max_len"`
 	Entries     []slowEntry `json:"entries"` // newest first
 }
@@ -89,7 +89,7 @@ func slowlogOf(pls []proxy.PoolSlowlog, pool string) slowlogReply {
 		if pool != "" && pl.Pool != pool {
 			continue
 		}
-		sp := slowlogPool{Pool: pl.Pool, ThresholdUS: pl.Threshold.Microseconds(), MaxLen: pl.MaxLen, Entries: []slowEntry{}}
+		sp := slowlogPool{Pool: pl.Pool, ThresholdUS: observe.Micros(pl.Threshold), MaxLen: pl.MaxLen, Entries: []slowEntry{}}
 		for i := range pl.Entries {
 			sp.Entries = append(sp.Entries, slowEntryOf(&pl.Entries[i]))
 		}

@@ -507,6 +507,15 @@ type SlowlogEnv interface {
 	SlowlogLen() int
 	// SlowlogReset empties the slowlog.
 	SlowlogReset()
+	// SlowlogSettings returns the threshold from which a request is kept
+	// (negative: none is) and how many entries it keeps.
+	SlowlogSettings() (threshold time.Duration, maxLen int)
+	// SetSlowlogThreshold sets the threshold: negative keeps no request,
+	// 0 every request.
+	SetSlowlogThreshold(threshold time.Duration)
+	// SetSlowlogMaxLen sets how many entries the slowlog keeps, the
+	// oldest past it dropped at once.
+	SetSlowlogMaxLen(maxLen int)
 }
 
 // VersionEnv is implemented by an Env that knows the version of the

@@ -45,7 +45,8 @@ func (t *latencyTally) observe(s *session, p *pending, now time.Time) {
 	if h := pl.stats.obs.Hot.Load(); h != nil {
 		h.Add(firstKey(&p.Req), p.ReplyBytes(), now)
 	}
-	slow := pl.slow > 0 && d >= pl.slow
+	th, on := pl.stats.obs.Slowlog.Threshold()
+	slow := on && d >= th
 	tapped := pl.srv.tap.On() && pl.srv.tap.Wants(pl.cfg.Name, p.Req.Name, firstKey(&p.Req))
 	var tr Tracer
 	if b := pl.srv.tracer.Load(); b != nil && b.t.Wants(slow) {

@@ -3,6 +3,8 @@ package resp
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +17,10 @@ import (
 // slowEnv is a testEnv with a slowlog.
 type slowEnv struct {
 	testEnv
-	entries []codec.SlowEntry
-	reset   bool
+	entries   []codec.SlowEntry
+	reset     bool
+	threshold time.Duration
+	maxLen    int
 }
 
 func (e *slowEnv) Slowlog(n int) []codec.SlowEntry {
@@ -27,6 +31,11 @@ func (e *slowEnv) Slowlog(n int) []codec.SlowEntry {
 }
 func (e *slowEnv) SlowlogLen() int { return len(e.entries) }
 func (e *slowEnv) SlowlogReset()   { e.reset = true }
+func (e *slowEnv) SlowlogSettings() (time.Duration, int) {
+	return e.threshold, e.maxLen
+}
+func (e *slowEnv) SetSlowlogThreshold(d time.Duration) { e.threshold = d }
+func (e *slowEnv) SetSlowlogMaxLen(n int)              { e.maxLen = n }
 
 // readArgs reads appendSlowArgs' array back.
 func readArgs(t *testing.T, b []byte) []string {
@@ -157,4 +166,76 @@ func FuzzSlowArgs(f *testing.F) {
 			t.Fatalf("%q: reply %q", wire, out)
 		}
 	})
+}
+
+// TestSlowlogConfig: CONFIG SET of the slowlog's parameters is checked
+// as redis-server checks it and sets the pool's slowlog (AddLocal);
+// CONFIG GET answers the pool's values in place of the servers'.
+func TestSlowlogConfig(t *testing.T) {
+	for in, want := range map[string]string{
+		mb("CONFIG", "SET", "slowlog-log-slower-than", "x"):      "-ERR CONFIG SET failed (possibly related to argument 'slowlog-log-slower-than') - argument couldn't be parsed into an integer\r\n",
+		mb("CONFIG", "SET", "hz", "10", "SLOWLOG-MAX-LEN", "-1"): "-ERR CONFIG SET failed (possibly related to argument 'slowlog-max-len') - argument must be between 0 and 9223372036854775807 inclusive\r\n",
+		mb("config", "set", "slowlog-log-slower-than", "-2"):     "-ERR CONFIG SET failed (possibly related to argument 'slowlog-log-slower-than') - argument must be between -1 and 9223372036854775807 inclusive\r\n",
+	} {
+		req, n, err := parse(t, configOpts, in)
+		if got := describeRequest(req, n, err); !strings.Contains(got, strconv.Quote(want)[1:len(strconv.Quote(want))-1]) {
+			t.Errorf("%q: %s\nwant %q", in, got, want)
+		}
+	}
+	env := &slowEnv{threshold: 10 * time.Millisecond, maxLen: 128}
+	set := func(args ...string) {
+		t.Helper()
+		req, n, err := parse(t, configOpts, mb(append([]string{"CONFIG", "SET"}, args...)...))
+		if err != nil || req.Route != codec.RouteAll || !req.WithLocal {
+			t.Fatalf("%q: %s", args, describeRequest(req, n, err))
+		}
+		dialect.AddLocal(req, env)
+	}
+	set("slowlog-log-slower-than", "0", "slowlog-max-len", "10")
+	if env.threshold != 0 || env.maxLen != 10 {
+		t.Errorf("after 0 and 10: %v %d", env.threshold, env.maxLen)
+	}
+	set("hz", "10", "Slowlog-Log-Slower-Than", "-1")
+	if env.threshold >= 0 || env.maxLen != 10 {
+		t.Errorf("after -1: %v %d", env.threshold, env.maxLen)
+	}
+	set("slowlog-log-slower-than", "9223372036854775807")
+	if env.threshold != math.MaxInt64 {
+		t.Errorf("after the largest: %v", env.threshold)
+	}
+	set("slowlog-log-slower-than", "1500")
+	if req, _, _ := parse(t, configOpts, mb("CONFIG", "SET", "hz", "10")); req.WithLocal {
+		t.Error("CONFIG SET hz is WithLocal")
+	}
+
+	servers := []codec.Reply{
+		{Raw: []byte(mb("slowlog-max-len", "128", "hz", "10", "slowlog-log-slower-than", "10000"))},
+		{Raw: []byte(mb("hz", "10", "slowlog-log-slower-than", "10000", "slowlog-max-len", "128"))},
+	}
+	for _, tc := range []struct {
+		patterns []string
+		want     string
+	}{
+		{[]string{"*"}, mb("slowlog-max-len", "10", "hz", "10", "slowlog-log-slower-than", "1500")},
+		{[]string{"SLOWLOG-[l]*"}, mb("slowlog-max-len", "128", "hz", "10", "slowlog-log-slower-than", "1500")},
+	} {
+		req, n, err := parse(t, configOpts, mb(append([]string{"CONFIG", "GET"}, tc.patterns...)...))
+		if err != nil || !req.WithLocal {
+			t.Fatalf("%q: %s", tc.patterns, describeRequest(req, n, err))
+		}
+		dialect.AddLocal(req, env)
+		if got := string(dialect.Merge(nil, req, nil, nil, servers)); got != tc.want {
+			t.Errorf("CONFIG GET %q:\ngot  %q\nwant %q", tc.patterns, got, tc.want)
+		}
+	}
+	if req, _, _ := parse(t, configOpts, mb("CONFIG", "GET", "hz", "maxmemory*")); req.WithLocal {
+		t.Error("CONFIG GET hz is WithLocal")
+	}
+	// A server that does not list them (not a redis-server) gets the
+	// proxy's appended.
+	req, _, _ := parse(t, configOpts, mb("CONFIG", "GET", "slowlog-max-len"))
+	dialect.AddLocal(req, env)
+	if got := string(dialect.Merge(nil, req, nil, nil, []codec.Reply{{Raw: []byte("*0\r\n")}})); got != mb("slowlog-max-len", "10") {
+		t.Errorf("CONFIG GET from servers without it: %q", got)
+	}
 }
