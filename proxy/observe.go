@@ -156,6 +156,12 @@ func (s *session) record(p *pending, now time.Time, slow, tapped bool, tr Tracer
 		}
 	}
 	if slow {
+		if n, ok := s.parser.(codec.ClientNamer); ok {
+			r.Name = n.ClientName()
+		}
+		if rd, ok := pl.dialect.(codec.Redactor); ok {
+			r.Args = rd.Redact(nil, r.Args)
+		}
 		pl.stats.obs.Slowlog.Add(&r)
 	}
 	if tapped {

@@ -47,7 +47,7 @@ func slowEntry(e *observe.SlowEntry) codec.SlowEntry {
 	in, queued, server, out := e.Phases()
 	return codec.SlowEntry{
 		ID: e.ID, Time: e.Read, Took: e.Total(), Command: e.Command, Key: e.Key, Wire: e.Args,
-		Client: e.Client, Backend: e.Backend, In: in, Queued: queued, Server: server, Out: out,
+		Client: e.Client, Name: e.Name, Backend: e.Backend, In: in, Queued: queued, Server: server, Out: out,
 	}
 }
 

@@ -199,9 +199,10 @@ return 1`
 // slowlog-max-len through a Redis pool set the pool's slowlog as well as
 // the servers' (and CONFIG GET answers the pool's), with Redis's
 // meanings: a threshold above a request's time leaves it out, 0 keeps
-// every request, -1 none, a shorter length drops the oldest at once. A
-// reload that leaves the pool's slowlog keys as they were keeps what
-// CONFIG SET set.
+// every request, -1 none, a shorter length drops the oldest at once. An
+// entry names the client as CLIENT SETNAME named it and shows AUTH's and
+// HELLO's password redacted. A reload that leaves the pool's slowlog keys
+// as they were keeps what CONFIG SET set.
 func TestSlowlogConfigSet(t *testing.T) {
 	const pw = "s3cret"
 	servers := []*testserver.Server{testserver.StartRedis(t, "--requirepass", pw), testserver.StartRedis(t, "--requirepass", pw)}
@@ -254,7 +255,7 @@ func TestSlowlogConfigSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(logs) != 1 || logs[0].Args[0] != "EVAL" || logs[0].Duration < 150*time.Millisecond {
+	if len(logs) != 1 || logs[0].Args[0] != "EVAL" || logs[0].Duration < 150*time.Millisecond || logs[0].ClientName != "app" {
 		t.Fatalf("threshold 50 ms, after PING and a 150 ms script: %+v", logs)
 	}
 
@@ -296,13 +297,42 @@ func TestSlowlogConfigSet(t *testing.T) {
 		t.Errorf("after a refused length: %q", got)
 	}
 
+	// Secrets redacted, the rest as sent, the client's name in each.
+	do("CONFIG", "SET", "slowlog-max-len", "10")
+	do("SLOWLOG", "RESET")
+	do("AUTH", pw)
+	do("HELLO", "2", "AUTH", "default", pw)
+	do("SET", "k", "v")
+	logs, err = rdb.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown []string
+	for _, e := range logs {
+		shown = append(shown, strings.Join(e.Args, " "))
+		if e.ClientName != "app" {
+			t.Errorf("entry %q: client name %q", e.Args, e.ClientName)
+		}
+	}
+	want := []string{"SET k v", "HELLO 2 AUTH (redacted) (redacted)", "AUTH (redacted)", "SLOWLOG RESET"}
+	if strings.Join(shown, "|") != strings.Join(want, "|") {
+		t.Errorf("entries:\n got %q\nwant %q", shown, want)
+	}
+	for _, pl := range srv.Slowlogs(-1) { // the admin's view keeps no secret either
+		for _, e := range pl.Entries {
+			if strings.Contains(string(e.Args), pw) {
+				t.Errorf("entry %d keeps the password: %q", e.ID, e.Args)
+			}
+		}
+	}
+
 	// A reload that leaves slowlog_threshold and slowlog_max_len as they
 	// were keeps what CONFIG SET set; one that changes them sets the
 	// file's.
 	if err := reload(yaml("  hash: fnv1a_64\n")); err != nil {
 		t.Fatal(err)
 	}
-	if pl := srv.Slowlogs(0)[0]; pl.Threshold != 0 || pl.MaxLen != 3 {
+	if pl := srv.Slowlogs(0)[0]; pl.Threshold != 0 || pl.MaxLen != 10 {
 		t.Errorf("after a reload of another key: threshold %v, length %d", pl.Threshold, pl.MaxLen)
 	}
 	if err := reload(yaml("  hash: fnv1a_64\n  slowlog_max_len: 64\n")); err != nil {

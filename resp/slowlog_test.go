@@ -1,9 +1,11 @@
 package resp
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,7 +87,7 @@ func TestSlowArgs(t *testing.T) {
 // pool's slowlog; a bad count is refused as Redis refuses it.
 func TestSlowlogLocal(t *testing.T) {
 	env := &slowEnv{entries: []codec.SlowEntry{
-		{ID: 2, Time: time.Unix(1700000000, 0), Took: 52 * time.Millisecond, Command: "get", Wire: []byte(mb("get", "b")), Client: "127.0.0.1:1"},
+		{ID: 2, Time: time.Unix(1700000000, 0), Took: 52 * time.Millisecond, Command: "get", Wire: []byte(mb("get", "b")), Client: "127.0.0.1:1", Name: "app"},
 		{ID: 1, Time: time.Unix(1699999999, 0), Took: 30 * time.Millisecond, Command: "get", Wire: []byte(mb("get", "a")), Client: "127.0.0.1:2"},
 	}}
 	ask := func(args ...string) string {
@@ -104,7 +106,7 @@ func TestSlowlogLocal(t *testing.T) {
 		return string(dialect.AppendLocal(nil, req, env))
 	}
 	want := "*2\r\n" +
-		"*6\r\n:2\r\n:1700000000\r\n:52000\r\n*2\r\n$3\r\nget\r\n$1\r\nb\r\n$11\r\n127.0.0.1:1\r\n$0\r\n\r\n" +
+		"*6\r\n:2\r\n:1700000000\r\n:52000\r\n*2\r\n$3\r\nget\r\n$1\r\nb\r\n$11\r\n127.0.0.1:1\r\n$3\r\napp\r\n" +
 		"*6\r\n:1\r\n:1699999999\r\n:30000\r\n*2\r\n$3\r\nget\r\n$1\r\na\r\n$11\r\n127.0.0.1:2\r\n$0\r\n\r\n"
 	if got := ask("SLOWLOG", "GET"); got != want {
 		t.Errorf("SLOWLOG GET:\n%q\nwant\n%q", got, want)
@@ -164,6 +166,71 @@ func FuzzSlowArgs(f *testing.F) {
 		out := appendSlowArgs(nil, wire, "x")
 		if cmd, err := redcon.Parse(out); err != nil || len(cmd.Args) == 0 || len(cmd.Args) > slowMaxArgs {
 			t.Fatalf("%q: reply %q", wire, out)
+		}
+	})
+}
+
+// TestRedact: the arguments redis-server redacts from its slowlog are
+// shown as "(redacted)", from whole and cut wires; the others are kept
+// as they are, the same bytes.
+func TestRedact(t *testing.T) {
+	many := []string{"acl", "setuser", "u"}
+	for range 40 {
+		many = append(many, "+get")
+	}
+	for _, tc := range []struct {
+		name string
+		wire string
+		want []string
+	}{
+		{"auth", mb("AUTH", "pw"), []string{"AUTH", redacted}},
+		{"auth with a user", mb("auth", "u", "pw"), []string{"auth", redacted, redacted}},
+		{"hello", mb("HELLO", "3", "SETNAME", "auth", "AUTH", "u", "pw"), []string{"HELLO", "3", "SETNAME", "auth", "AUTH", redacted, redacted}},
+		{"acl setuser", mb("acl", "setuser", "u", "on", ">pw"), []string{"acl", "setuser", redacted, redacted, redacted}},
+		{"acl setuser, many", mb(many...), append([]string{"acl", "setuser"}, append(slices.Repeat([]string{redacted}, 29), "... (12 more arguments)")...)},
+		{"config set", mb("config", "set", "hz", "10", "MASTERAUTH", "pw", "masteruser", "u"), []string{"config", "set", "hz", "10", "MASTERAUTH", redacted, "masteruser", redacted}},
+		{"migrate auth", mb("migrate", "h", "1", "k", "0", "5000", "COPY", "AUTH", "pw"), []string{"migrate", "h", "1", "k", "0", "5000", "COPY", "AUTH", redacted}},
+		{"migrate auth2", mb("migrate", "h", "1", "", "0", "5000", "AUTH2", "u", "pw", "KEYS", "auth", "x"), []string{"migrate", "h", "1", "", "0", "5000", "AUTH2", redacted, redacted, "KEYS", "auth", "x"}},
+		{"cut in the secret", mb("auth", "u", strings.Repeat("p", 40))[:30], []string{"auth", redacted, redacted}},
+		{"cut before the secret", mb("auth", "u", "pw")[:20], []string{"auth", redacted, "... (1 more arguments)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := readArgs(t, appendSlowArgs(nil, dialect.Redact(nil, []byte(tc.wire)), "x"))
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("%q:\ngot  %q\nwant %q", tc.wire, got, tc.want)
+			}
+		})
+	}
+	for _, wire := range []string{mb("get", "k"), mb("config", "set", "hz", "10"), mb("acl", "list"), mb("migrate", "h", "1", "auth", "0", "5000")} {
+		if got := dialect.Redact(nil, []byte(wire)); string(got) != wire {
+			t.Errorf("%q redacted: %q", wire, got)
+		}
+	}
+	if got := string(dialect.Redact(nil, []byte("AUTH secret\r\n"))); got != "AUTH" {
+		t.Errorf("an inline AUTH kept as %q", got)
+	}
+}
+
+// FuzzRedact: any wire, and every prefix of it, redacts without a panic
+// into a wire whose arguments and count SLOWLOG GET shows as it shows
+// the original's, but for secrets; redacting again changes nothing.
+func FuzzRedact(f *testing.F) {
+	for _, s := range []string{mb("auth", "u", "pw"), mb("HELLO", "3", "AUTH", "u", "pw"), mb("acl", "setuser", "u", "on"),
+		mb("config", "set", "requirepass", "x"), mb("migrate", "h", "1", "k", "0", "5000", "AUTH2", "u", "p"), "AUTH pw\r\n", "*3\r\n$4\r\nauth\r\n$9999\r\nab"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, wire []byte) {
+		for i := range len(wire) + 1 {
+			w := wire[:i]
+			out := dialect.Redact(nil, w)
+			args, total := slowArgs(w)
+			rargs, rtotal := slowArgs(out)
+			if len(args) > 0 && (rtotal != total || len(rargs) != len(args)) {
+				t.Fatalf("%q: %d of %d arguments, redacted %q: %d of %d", w, len(args), total, out, len(rargs), rtotal)
+			}
+			if again := dialect.Redact(nil, out); !bytes.Equal(again, out) {
+				t.Fatalf("%q: redacted %q, again %q", w, out, again)
+			}
 		}
 	})
 }
