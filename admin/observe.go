@@ -44,6 +44,7 @@ type slowEntry struct {
 	Keys     int       `json:"keys"`
 	Args     string    `json:"args"` // the request as sent, cut at 512 bytes
 	Client   string    `json:"client"`
+	Name     string    `json:"name,omitempty"` // the client's (Redis's CLIENT SETNAME)
 	Backend  string    `json:"backend,omitempty"`
 	Calls    int       `json:"calls"`
 	Result   string    `json:"result"`
@@ -57,7 +58,7 @@ func slowEntryOf(e *observe.SlowEntry) slowEntry {
 	in, queued, server, out := e.Phases()
 	return slowEntry{
 		ID: e.ID, Time: e.Read, US: e.Total().Microseconds(), Command: e.Command, Key: string(e.Key), Keys: e.Keys,
-		Args: string(e.Args), Client: e.Client, Backend: e.Backend, Calls: e.Calls, Result: e.Result.String(),
+		Args: string(e.Args), Client: e.Client, Name: e.Name, Backend: e.Backend, Calls: e.Calls, Result: e.Result.String(),
 		InUS: in.Microseconds(), QueuedUS: queued.Microseconds(), ServerUS: server.Microseconds(), OutUS: out.Microseconds(),
 	}
 }
