@@ -306,3 +306,35 @@ func TestSlowlogConfig(t *testing.T) {
 		t.Errorf("CONFIG GET from servers without it: %q", got)
 	}
 }
+
+// FuzzSlowlogConfig: any CONFIG SET or GET arguments parse, set the
+// pool's slowlog within Redis's bounds (AddLocal) and, for GET, merge with
+// a server's reply into one whole reply, without a panic.
+func FuzzSlowlogConfig(f *testing.F) {
+	f.Add(true, "slowlog-log-slower-than", "0", "slowlog-max-len", "10", []byte("+OK\r\n"))
+	f.Add(true, "SLOWLOG-MAX-LEN", "-1", "hz", "10", []byte("+OK\r\n"))
+	f.Add(false, "slowlog-*", "[", "*max-len", "x", []byte(mb("slowlog-max-len", "128")))
+	f.Add(false, "*", "\\", "s?owlog*", "", []byte("%1\r\n$2\r\nhz\r\n$2\r\n10\r\n"))
+	f.Fuzz(func(t *testing.T, set bool, a, b, c, d string, server []byte) {
+		sub := "GET"
+		if set {
+			sub = "SET"
+		}
+		req, _, err := parse(t, configOpts, mb("CONFIG", sub, a, b, c, d))
+		if err != nil || !req.WithLocal {
+			return
+		}
+		env := &slowEnv{threshold: -1, maxLen: 7}
+		dialect.AddLocal(req, env)
+		if env.threshold < -1 || env.maxLen < 0 {
+			t.Fatalf("CONFIG %s %q %q %q %q: threshold %v, length %d", sub, a, b, c, d, env.threshold, env.maxLen)
+		}
+		if set || nextValue(server) != len(server) {
+			return
+		}
+		out := dialect.Merge(nil, req, nil, nil, []codec.Reply{{Raw: server}})
+		if n := nextValue(out); n == 0 || n != len(out) {
+			t.Fatalf("CONFIG GET %q %q %q %q merged with %q into %q, not one whole reply", a, b, c, d, server, out)
+		}
+	})
+}
