@@ -28,7 +28,7 @@ type slowlogReply struct {
 
 type slowlogPool struct {
 	Pool        string      `json:"pool"`
-	ThresholdUS int64       `json:"threshold_us"` // 0: off
+	ThresholdUS int64       `json:"threshold_us"` // -1: off, 0: every request
 	MaxLen      int         `json:"max_len"`
 	Entries     []slowEntry `json:"entries"` // newest first
 }
@@ -44,6 +44,7 @@ type slowEntry struct {
 	Keys     int       `json:"keys"`
 	Args     string    `json:"args"` // the request as sent, cut at 512 bytes
 	Client   string    `json:"client"`
+	Name     string    `json:"name,omitempty"` // the client's (Redis's CLIENT SETNAME)
 	Backend  string    `json:"backend,omitempty"`
 	Calls    int       `json:"calls"`
 	Result   string    `json:"result"`
@@ -57,7 +58,7 @@ func slowEntryOf(e *observe.SlowEntry) slowEntry {
 	in, queued, server, out := e.Phases()
 	return slowEntry{
 		ID: e.ID, Time: e.Read, US: e.Total().Microseconds(), Command: e.Command, Key: string(e.Key), Keys: e.Keys,
-		Args: string(e.Args), Client: e.Client, Backend: e.Backend, Calls: e.Calls, Result: e.Result.String(),
+		Args: string(e.Args), Client: e.Client, Name: e.Name, Backend: e.Backend, Calls: e.Calls, Result: e.Result.String(),
 		InUS: in.Microseconds(), QueuedUS: queued.Microseconds(), ServerUS: server.Microseconds(), OutUS: out.Microseconds(),
 	}
 }
@@ -89,7 +90,7 @@ func slowlogOf(pls []proxy.PoolSlowlog, pool string) slowlogReply {
 		if pool != "" && pl.Pool != pool {
 			continue
 		}
-		sp := slowlogPool{Pool: pl.Pool, ThresholdUS: pl.Threshold.Microseconds(), MaxLen: pl.MaxLen, Entries: []slowEntry{}}
+		sp := slowlogPool{Pool: pl.Pool, ThresholdUS: observe.Micros(pl.Threshold), MaxLen: pl.MaxLen, Entries: []slowEntry{}}
 		for i := range pl.Entries {
 			sp.Entries = append(sp.Entries, slowEntryOf(&pl.Entries[i]))
 		}

@@ -497,6 +497,7 @@ type SlowEntry struct {
 	Key     []byte        // its first key, cut; nil for none
 	Wire    []byte        // the request as the client sent it, cut
 	Client  string        // the client's address
+	Name    string        // the client's name (Redis's CLIENT SETNAME), "" for none
 	Backend string        // the server of its slowest backend call, "" for none
 	// Where the time went: in the proxy before the request was queued,
 	// queued for the server's socket, at the server, in the proxy after.
@@ -512,6 +513,33 @@ type SlowlogEnv interface {
 	SlowlogLen() int
 	// SlowlogReset empties the slowlog.
 	SlowlogReset()
+	// SlowlogSettings returns the threshold from which a request is kept
+	// (negative: none is) and how many entries it keeps.
+	SlowlogSettings() (threshold time.Duration, maxLen int)
+	// SetSlowlogThreshold sets the threshold: negative keeps no request,
+	// 0 every request.
+	SetSlowlogThreshold(threshold time.Duration)
+	// SetSlowlogMaxLen sets how many entries the slowlog keeps, the
+	// oldest past it dropped at once.
+	SetSlowlogMaxLen(maxLen int)
+}
+
+// Redactor is implemented by a dialect with requests whose arguments a
+// slowlog must not keep as they are (Redis: a password). The proxy asks
+// it for each request its slowlog keeps.
+type Redactor interface {
+	// Redact returns wire, a request as the client sent it and possibly
+	// cut short, as a slowlog keeps it: wire itself when it carries no
+	// secret, else a copy appended to dst with each secret argument
+	// replaced (Redis's "(redacted)").
+	Redact(dst, wire []byte) []byte
+}
+
+// ClientNamer is implemented by a RequestParser whose client may name
+// itself (Redis's CLIENT SETNAME). It is safe on any goroutine.
+type ClientNamer interface {
+	// ClientName returns the client's name, "" for none.
+	ClientName() string
 }
 
 // VersionEnv is implemented by an Env that knows the version of the

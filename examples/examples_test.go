@@ -80,7 +80,7 @@ var examples = []example{
 		"STAT near_cache_hits 1\r\nSTAT near_cache_misses 1\r\n"},
 	{name: "migrate", page: "migrations.md", want: "STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n" +
 		"STAT route_fallbacks 1\r\nSTAT route_fallback_hits 1\r\n"},
-	{name: "slowlog", page: "observability.md", want: "OK\nv\n1\nEVAL\n"},
+	{name: "slowlog", page: "observability.md", want: "OK\nv\n1\nEVAL\nOK\nv\nGET\n3\n"},
 }
 
 // sessionsOn checks that the key session/42 is on the memcached at each

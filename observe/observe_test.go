@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"math"
 	"math/rand/v2"
 	"net/url"
 	"strconv"
@@ -56,8 +57,51 @@ func TestSlowlogRing(t *testing.T) {
 		t.Errorf("after Reset: %+v", es)
 	}
 	l.Configure(10*time.Millisecond, 0)
-	if l.Threshold() != 0 {
-		t.Error("max_len 0 leaves the slowlog on")
+	if _, on := l.Threshold(); on || l.Len() != 0 {
+		t.Error("max_len 0 leaves the slowlog on, or keeps entries")
+	}
+}
+
+// TestSlowlogSettings: Redis's meanings of the threshold and the length,
+// each set alone as CONFIG SET sets them.
+func TestSlowlogSettings(t *testing.T) {
+	var l Slowlog
+	if _, on := l.Threshold(); on {
+		t.Fatal("the zero Slowlog is on")
+	}
+	l.Configure(10*time.Millisecond, 4)
+	if th, on := l.Threshold(); !on || th != 10*time.Millisecond {
+		t.Fatalf("Threshold() = %v, %v", th, on)
+	}
+	l.SetThreshold(0) // every request
+	if th, on := l.Threshold(); !on || th != 0 {
+		t.Fatalf("threshold 0: %v, %v", th, on)
+	}
+	for i := range 4 {
+		l.Add(record(string(rune('a'+i)), time.Microsecond))
+	}
+	l.SetMaxLen(2) // the oldest go at once
+	if th, n := l.Settings(); l.Len() != 2 || string(l.Get(-1)[1].Key) != "c" || th != 0 || n != 2 {
+		t.Fatalf("after SetMaxLen(2): len %d, settings %v %d", l.Len(), th, n)
+	}
+	l.SetThreshold(Off)
+	if _, on := l.Threshold(); on {
+		t.Fatal("Off leaves the slowlog on")
+	}
+	if th, _ := l.Settings(); th != Off {
+		t.Fatalf("Settings' threshold = %v, want Off", th)
+	}
+	l.SetThreshold(time.Duration(math.MaxInt64))
+	if th, on := l.Threshold(); !on || th != math.MaxInt64-1 {
+		t.Fatalf("the largest threshold: %v, %v", th, on)
+	}
+	l.SetMaxLen(0)
+	if _, on := l.Threshold(); on || l.Len() != 0 {
+		t.Fatal("a length of 0 keeps entries, or leaves the slowlog on")
+	}
+	l.SetMaxLen(3) // the threshold set before comes back
+	if th, on := l.Threshold(); !on || th != math.MaxInt64-1 {
+		t.Fatalf("after a length again: %v, %v", th, on)
 	}
 }
 

@@ -56,6 +56,7 @@ type Record struct {
 	Keys     int    // how many keys the request has
 	Args     []byte // the request as the client sent it, cut (see MaxArgs)
 	Client   string // the client's address
+	Name     string // the client's name (Redis's CLIENT SETNAME), "" for none
 	Backend  string // the server of the (slowest) backend call, "" for none
 	Calls    int    // backend calls the request made
 

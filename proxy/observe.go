@@ -45,7 +45,8 @@ func (t *latencyTally) observe(s *session, p *pending, now time.Time) {
 	if h := pl.stats.obs.Hot.Load(); h != nil {
 		h.Add(firstKey(&p.Req), p.ReplyBytes(), now)
 	}
-	slow := pl.slow > 0 && d >= pl.slow
+	th, on := pl.stats.obs.Slowlog.Threshold()
+	slow := on && d >= th
 	tapped := pl.srv.tap.On() && pl.srv.tap.Wants(pl.cfg.Name, p.Req.Name, firstKey(&p.Req))
 	var tr Tracer
 	if b := pl.srv.tracer.Load(); b != nil && b.t.Wants(slow) {
@@ -155,6 +156,12 @@ func (s *session) record(p *pending, now time.Time, slow, tapped bool, tr Tracer
 		}
 	}
 	if slow {
+		if n, ok := s.parser.(codec.ClientNamer); ok {
+			r.Name = n.ClientName()
+		}
+		if rd, ok := pl.dialect.(codec.Redactor); ok {
+			r.Args = rd.Redact(nil, r.Args)
+		}
 		pl.stats.obs.Slowlog.Add(&r)
 	}
 	if tapped {

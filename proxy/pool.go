@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"shardproxy/backend"
 	"shardproxy/codec"
@@ -39,7 +38,6 @@ type pool struct {
 	paused   atomic.Int64           // a CLIENT PAUSE's end, Unix ns; 0: none (pause.go)
 	order    *kind.DedicatedPool    // the router's dedicated connections, whose blocking commands a request waits for (kind.DedicatedPool.WaitBefore); nil: none
 	bound    atomic.Pointer[string] // the listener's address, once it serves
-	slow     time.Duration          // the slowlog's threshold; 0: no slowlog (observe.go)
 	log      *slog.Logger
 
 	stats *poolStats // kept across reloads for a pool of the same name
@@ -133,11 +131,12 @@ func newPool(b *builder, cfg *config.Config, pc *config.Pool, lease *backend.Lea
 	} else if ps := srv.removedStats(pc.Name); ps != nil && !b.check {
 		p.stats = ps // a pool a reload removed comes back: it counts on
 	}
-	if pc.SlowlogMaxLen > 0 {
-		p.slow = pc.SlowlogThreshold
-	}
 	if !b.check {
-		p.stats.obs.Slowlog.Configure(p.slow, pc.SlowlogMaxLen)
+		if old == nil || old.cfg.SlowlogThreshold != pc.SlowlogThreshold || old.cfg.SlowlogMaxLen != pc.SlowlogMaxLen {
+			// A reload that leaves the pool's slowlog keys as they were
+			// keeps what CONFIG SET set since (resp: slowlog-*).
+			p.stats.obs.Slowlog.Configure(pc.SlowlogThreshold, pc.SlowlogMaxLen)
+		}
 		p.stats.obs.ConfigureHot(pc.HotKeys)
 	}
 	var err error

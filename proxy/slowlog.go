@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"shardproxy/codec"
+	"shardproxy/config"
 	"shardproxy/observe"
 )
 
@@ -27,12 +28,26 @@ func (p *pool) SlowlogLen() int { return p.stats.obs.Slowlog.Len() }
 // SlowlogReset implements codec.SlowlogEnv.
 func (p *pool) SlowlogReset() { p.stats.obs.Slowlog.Reset() }
 
+// SlowlogSettings implements codec.SlowlogEnv.
+func (p *pool) SlowlogSettings() (time.Duration, int) { return p.stats.obs.Slowlog.Settings() }
+
+// SetSlowlogThreshold implements codec.SlowlogEnv (Redis's CONFIG SET
+// slowlog-log-slower-than).
+func (p *pool) SetSlowlogThreshold(d time.Duration) {
+	p.stats.obs.Slowlog.SetThreshold(max(d, observe.Off))
+}
+
+// SetSlowlogMaxLen implements codec.SlowlogEnv (Redis's CONFIG SET
+// slowlog-max-len), within config.MaxSlowlogLen: each entry holds up to
+// observe.MaxArgs bytes of its request.
+func (p *pool) SetSlowlogMaxLen(n int) { p.stats.obs.Slowlog.SetMaxLen(min(n, config.MaxSlowlogLen)) }
+
 // slowEntry is e as a dialect shows it.
 func slowEntry(e *observe.SlowEntry) codec.SlowEntry {
 	in, queued, server, out := e.Phases()
 	return codec.SlowEntry{
 		ID: e.ID, Time: e.Read, Took: e.Total(), Command: e.Command, Key: e.Key, Wire: e.Args,
-		Client: e.Client, Backend: e.Backend, In: in, Queued: queued, Server: server, Out: out,
+		Client: e.Client, Name: e.Name, Backend: e.Backend, In: in, Queued: queued, Server: server, Out: out,
 	}
 }
 
@@ -43,10 +58,11 @@ func slowEntry(e *observe.SlowEntry) codec.SlowEntry {
 func (p *pool) slowlogSection() []codec.Stat {
 	l := &p.stats.obs.Slowlog
 	es := l.Get(-1)
+	threshold, _ := l.Settings()
 	stats := make([]codec.Stat, 0, len(es)+2)
 	stats = append(stats,
 		codec.Stat{Name: "slowlog_len", Value: strconv.Itoa(len(es))},
-		codec.Stat{Name: "slowlog_threshold_us", Value: strconv.FormatInt(l.Threshold().Microseconds(), 10)})
+		codec.Stat{Name: "slowlog_threshold_us", Value: strconv.FormatInt(observe.Micros(threshold), 10)})
 	for i := range es {
 		stats = append(stats, codec.Stat{Name: strconv.FormatInt(es[i].ID, 10), Value: slowLine(slowEntry(&es[i]))})
 	}
@@ -127,8 +143,8 @@ func (p *pool) hotSection() []codec.Stat {
 // PoolSlowlog is one pool's slowlog: its settings and entries.
 type PoolSlowlog struct {
 	Pool      string
-	Threshold time.Duration // 0: the slowlog is off
-	MaxLen    int
+	Threshold time.Duration       // observe.Off: the slowlog keeps none
+	MaxLen    int                 // 0: the slowlog keeps none
 	Entries   []observe.SlowEntry // newest first
 }
 
@@ -138,7 +154,8 @@ func (s *Server) Slowlogs(n int) []PoolSlowlog {
 	var out []PoolSlowlog
 	for _, p := range s.currentPools() {
 		l := &p.stats.obs.Slowlog
-		out = append(out, PoolSlowlog{Pool: p.cfg.Name, Threshold: l.Threshold(), MaxLen: p.cfg.SlowlogMaxLen, Entries: l.Get(n)})
+		threshold, maxLen := l.Settings()
+		out = append(out, PoolSlowlog{Pool: p.cfg.Name, Threshold: threshold, MaxLen: maxLen, Entries: l.Get(n)})
 	}
 	return out
 }

@@ -184,7 +184,161 @@ func TestSlowlogReload(t *testing.T) {
 	}
 	c = dial(t, fmt.Sprintf("127.0.0.1:%d", port)) // on the new pool
 	c.do("get d\r\n")
-	if got := keys(); got != "" || srv.Slowlogs(-1)[0].Threshold != 0 {
+	if got := keys(); got != "" || srv.Slowlogs(-1)[0].MaxLen != 0 {
 		t.Errorf("slowlog_max_len: 0 keeps %q", got)
+	}
+}
+
+// busyScript keeps its server busy for at least 150 ms by the server's
+// own clock, however fast the machine.
+const busyScript = `local t0 = redis.call('TIME')
+repeat local t = redis.call('TIME') until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) >= 150000
+return 1`
+
+// TestSlowlogConfigSet: CONFIG SET slowlog-log-slower-than and
+// slowlog-max-len through a Redis pool set the pool's slowlog as well as
+// the servers' (and CONFIG GET answers the pool's), with Redis's
+// meanings: a threshold above a request's time leaves it out, 0 keeps
+// every request, -1 none, a shorter length drops the oldest at once. An
+// entry names the client as CLIENT SETNAME named it and shows AUTH's and
+// HELLO's password redacted. A reload that leaves the pool's slowlog keys
+// as they were keeps what CONFIG SET set.
+func TestSlowlogConfigSet(t *testing.T) {
+	const pw = "s3cret"
+	servers := []*testserver.Server{testserver.StartRedis(t, "--requirepass", pw), testserver.StartRedis(t, "--requirepass", pw)}
+	direct := func(s *testserver.Server) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, Password: pw})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	port := testserver.FreePort(t)
+	yaml := func(extra string) string {
+		return fmt.Sprintf("rd:\n  listen: 127.0.0.1:%d\n  redis: true\n  redis_auth: %s\n  redis_config: true\n  slowlog_threshold: 1000\n%s"+
+			"  servers:\n    - %s:1 a\n    - %s:1 b\n", port, pw, extra, servers[0].Addr, servers[1].Addr)
+	}
+	srv, reload := reloadable(t, yaml(""))
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), Protocol: 2, Password: pw, MaxRetries: -1, PoolSize: 1})
+	t.Cleanup(func() { rdb.Close() })
+	do := func(args ...any) *redis.Cmd {
+		t.Helper()
+		cmd := rdb.Do(ctx, args...)
+		if err := cmd.Err(); err != nil && err != redis.Nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return cmd
+	}
+	configGet := func() map[string]string {
+		t.Helper()
+		m, err := rdb.ConfigGet(ctx, "slowlog-*").Result()
+		if err != nil {
+			t.Fatalf("CONFIG GET: %v", err)
+		}
+		return m
+	}
+	do("CLIENT", "SETNAME", "app")
+
+	// A threshold of 50 ms: PING is left out, the busy script kept.
+	do("CONFIG", "SET", "slowlog-log-slower-than", "50000")
+	if got := configGet(); got["slowlog-log-slower-than"] != "50000" || got["slowlog-max-len"] != "128" {
+		t.Errorf("CONFIG GET after a threshold of 50000: %v", got)
+	}
+	for _, s := range servers { // the servers have it too
+		if got := direct(s).ConfigGet(ctx, "slowlog-log-slower-than").Val()["slowlog-log-slower-than"]; got != "50000" {
+			t.Errorf("server %s: slowlog-log-slower-than %q", s.Addr, got)
+		}
+	}
+	do("SLOWLOG", "RESET")
+	do("PING")
+	do("EVAL", busyScript, 0)
+	logs, err := rdb.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logs) != 1 || logs[0].Args[0] != "EVAL" || logs[0].Duration < 150*time.Millisecond || logs[0].ClientName != "app" {
+		t.Fatalf("threshold 50 ms, after PING and a 150 ms script: %+v", logs)
+	}
+
+	// -1: none, not even the script.
+	do("CONFIG", "SET", "slowlog-log-slower-than", "-1")
+	do("SLOWLOG", "RESET")
+	do("EVAL", busyScript, 0)
+	if n := slowlogLen(t, rdb); n != 0 {
+		t.Errorf("threshold -1: SLOWLOG LEN %d", n)
+	}
+	if got := configGet()["slowlog-log-slower-than"]; got != "-1" {
+		t.Errorf("CONFIG GET after -1: %q", got)
+	}
+
+	// 0 and a length of 10, in one CONFIG SET: every request, 10 kept;
+	// a length of 3 drops the oldest at once.
+	do("CONFIG", "SET", "slowlog-log-slower-than", "0", "slowlog-max-len", "10")
+	for range 20 {
+		do("PING")
+	}
+	if n := slowlogLen(t, rdb); n != 10 {
+		t.Errorf("threshold 0, length 10, after 20 PINGs: SLOWLOG LEN %d", n)
+	}
+	do("CONFIG", "SET", "slowlog-max-len", "3")
+	if n := slowlogLen(t, rdb); n != 3 {
+		t.Errorf("after a length of 3: SLOWLOG LEN %d", n)
+	}
+	// A server changed directly does not change what the pool answers.
+	direct(servers[0]).ConfigSet(ctx, "slowlog-max-len", "99")
+	if got := configGet(); got["slowlog-max-len"] != "3" || got["slowlog-log-slower-than"] != "0" {
+		t.Errorf("CONFIG GET with a server changed directly: %v", got)
+	}
+	// A bad value is refused as Redis refuses it, and changes nothing.
+	err = rdb.ConfigSet(ctx, "slowlog-max-len", "-5").Err()
+	if err == nil || !strings.Contains(err.Error(), "argument must be between 0 and") {
+		t.Errorf("CONFIG SET slowlog-max-len -5: %v", err)
+	}
+	if got := configGet()["slowlog-max-len"]; got != "3" {
+		t.Errorf("after a refused length: %q", got)
+	}
+
+	// Secrets redacted, the rest as sent, the client's name in each.
+	do("CONFIG", "SET", "slowlog-max-len", "10")
+	do("SLOWLOG", "RESET")
+	do("AUTH", pw)
+	do("HELLO", "2", "AUTH", "default", pw)
+	do("SET", "k", "v")
+	logs, err = rdb.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown []string
+	for _, e := range logs {
+		shown = append(shown, strings.Join(e.Args, " "))
+		if e.ClientName != "app" {
+			t.Errorf("entry %q: client name %q", e.Args, e.ClientName)
+		}
+	}
+	want := []string{"SET k v", "HELLO 2 AUTH (redacted) (redacted)", "AUTH (redacted)", "SLOWLOG RESET"}
+	if strings.Join(shown, "|") != strings.Join(want, "|") {
+		t.Errorf("entries:\n got %q\nwant %q", shown, want)
+	}
+	for _, pl := range srv.Slowlogs(-1) { // the admin's view keeps no secret either
+		for _, e := range pl.Entries {
+			if strings.Contains(string(e.Args), pw) || e.Name != "app" {
+				t.Errorf("entry %d keeps the password, or lacks the name: %q %q", e.ID, e.Args, e.Name)
+			}
+		}
+	}
+
+	// A reload that leaves slowlog_threshold and slowlog_max_len as they
+	// were keeps what CONFIG SET set; one that changes them sets the
+	// file's.
+	if err := reload(yaml("  hash: fnv1a_64\n")); err != nil {
+		t.Fatal(err)
+	}
+	if pl := srv.Slowlogs(0)[0]; pl.Threshold != 0 || pl.MaxLen != 10 {
+		t.Errorf("after a reload of another key: threshold %v, length %d", pl.Threshold, pl.MaxLen)
+	}
+	if err := reload(yaml("  hash: fnv1a_64\n  slowlog_max_len: 64\n")); err != nil {
+		t.Fatal(err)
+	}
+	if pl := srv.Slowlogs(0)[0]; pl.Threshold != time.Second || pl.MaxLen != 64 {
+		t.Errorf("after a reload of slowlog_max_len: threshold %v, length %d", pl.Threshold, pl.MaxLen)
 	}
 }

@@ -97,11 +97,14 @@ func (p *parser) refuseConfigSet() string {
 // hash table's order, which differs from server to server), each with the
 // first server's value. Servers may disagree: the settings that name a
 // server's own files and ports (port, dir, pidfile, logfile, ...) always
-// do, and any setting changed on one server directly. A flat array of
-// names and values in RESP2, a map in RESP3, as redis-server answers.
-func mergeConfigGet(dst []byte, proto uint8, replies []codec.Reply) ([]byte, bool) {
+// do, and any setting changed on one server directly. The parameters
+// the proxy keeps (its slowlog's) have the proxy's values, which
+// AddLocal stored in req. A flat array of names and values in RESP2, a
+// map in RESP3, as redis-server answers.
+func mergeConfigGet(dst []byte, req *codec.Request, replies []codec.Reply) ([]byte, bool) {
 	var fields [][]byte // names and values in turn, each whole
 	seen := map[string]bool{}
+	local := localConfigFields(req)
 	ok := eachField(replies, func(name, field, value []byte) bool {
 		if !seen[string(name)] {
 			seen[string(name)] = true
@@ -112,11 +115,28 @@ func mergeConfigGet(dst []byte, proto uint8, replies []codec.Reply) ([]byte, boo
 	if !ok {
 		return dst, false
 	}
-	dst = appendFieldsHeader(dst, len(fields)/2, proto)
+	for i := 0; i+1 < len(local); i += 2 {
+		fields = setConfigField(fields, local[i], local[i+1])
+	}
+	dst = appendFieldsHeader(dst, len(fields)/2, req.Proto)
 	for _, f := range fields {
 		dst = append(dst, f...)
 	}
 	return dst, true
+}
+
+// setConfigField gives the field named as the whole frame field the value
+// frame value in fields (names and values in turn), appending it when it
+// is not there.
+func setConfigField(fields [][]byte, field, value []byte) [][]byte {
+	name, _, _ := readString(field)
+	for j := 0; j+1 < len(fields); j += 2 {
+		if n, _, _ := readString(fields[j]); string(n) == string(name) {
+			fields[j+1] = value
+			return fields
+		}
+	}
+	return append(fields, field, value)
 }
 
 // eachField calls fn with each field of every reply, a flat array of

@@ -223,7 +223,7 @@ func mergeAll(dst []byte, req *codec.Request, c *command, replies []codec.Reply)
 	case cmdPubsubNumpat:
 		return mergeNumpat(dst, replies)
 	case cmdConfigGet:
-		return mergeConfigGet(dst, req.Proto, replies)
+		return mergeConfigGet(dst, req, replies)
 	case cmdFunctionStats:
 		return mergeFunctionStats(dst, req.Proto, replies)
 	case cmdLatencyReset:

@@ -61,8 +61,13 @@ var _ codec.LocalAdder = (*Dialect)(nil)
 // AddLocal implements codec.LocalAdder: for an INFO bound for the servers
 // that asks for the Proxy section, the section's lines go after the wire
 // in req.Buf and req.Arg says where they start. Wire keeps pointing at
-// the request's bytes even if Buf moves.
+// the request's bytes even if Buf moves. A CONFIG SET or GET of the
+// slowlog's parameters sets or reads the pool's (addSlowlogConfig).
 func (*Dialect) AddLocal(req *codec.Request, env codec.Env) {
+	if req.Cmd == cmdConfigSet || req.Cmd == cmdConfigGet {
+		addSlowlogConfig(req, env)
+		return
+	}
 	if req.Cmd != cmdINFO || req.Arg != infoProxyWanted {
 		return
 	}

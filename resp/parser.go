@@ -45,7 +45,7 @@ type parser struct {
 	config      bool   // CONFIG GET, SET, ... are carried (codec.Options.ServerConfig)
 	clusterView bool   // CLUSTER SLOTS, ... are answered (codec.Options.ClusterView)
 	scriptsOwn  bool   // scripts run on dedicated connections (codec.Options.DedicatedScripts)
-	trackMax    bool   // the CONFIG SET being parsed sets tracking-table-max-keys (refusal to keyed)
+	withLocal   bool   // the CONFIG being parsed sets or gets a setting the proxy keeps (refusal to keyed)
 
 	authed bool
 	id     int64

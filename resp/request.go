@@ -63,7 +63,14 @@ func (p *parser) refusal(cmd int, c *command) string {
 		if reply := p.refuseConfigSet(); reply != "" {
 			return reply
 		}
-		_, p.trackMax = p.trackingMaxKeys() // the proxy's own table follows it (keyed)
+		reply, slow := p.checkSlowlogSet()
+		if reply != "" {
+			return reply
+		}
+		_, tracking := p.trackingMaxKeys()
+		p.withLocal = slow || tracking // the proxy's slowlog and table follow them (keyed)
+	case cmd == cmdConfigGet:
+		p.withLocal = p.getsSlowlog() // answered with the proxy's slowlog values
 	case cmd == cmdDebugProtocol && p.proto != 0 && equalFold(p.arg(2), "push"):
 		// The server sends a push frame, then the reply: on a connection
 		// shared by many clients the push would be taken for the reply.
@@ -108,7 +115,7 @@ func (p *parser) keyed(frame []byte, req *codec.Request, cmd int, c *command, cl
 	case cmd == cmdClientPause || cmd == cmdClientUnpause:
 		p.pause(req, cmd)
 	}
-	req.WithLocal, p.trackMax = p.trackMax, false // no branch for the requests that are not
+	req.WithLocal, p.withLocal = p.withLocal, false // no branch for the requests that are not
 	req.TxOne = c.txOne
 	return n, nil
 }

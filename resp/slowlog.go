@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"bytes"
 	"strconv"
 
 	"github.com/tidwall/redcon"
@@ -44,9 +45,9 @@ func (p *parser) slowlogCount() string {
 
 // appendSlowlog answers SLOWLOG GET (n entries, -1 all), LEN and RESET
 // from env's slowlog, in Redis's format: each entry an array of its ID,
-// unix time, duration in microseconds, arguments (appendSlowArgs), the
-// client's address and name. The proxy does not know the client's name
-// where it keeps an entry: it is always empty.
+// unix time, duration in microseconds, arguments (appendSlowArgs, as
+// Redact left them), the client's address and name (CLIENT SETNAME's
+// when the entry was kept).
 func appendSlowlog(dst []byte, cmd localCmd, n int, env codec.Env) []byte {
 	sl, ok := env.(codec.SlowlogEnv)
 	if !ok {
@@ -68,7 +69,7 @@ func appendSlowlog(dst []byte, cmd localCmd, n int, env codec.Env) []byte {
 		dst = redcon.AppendInt(dst, e.Took.Microseconds())
 		dst = appendSlowArgs(dst, e.Wire, e.Command)
 		dst = redcon.AppendBulkString(dst, e.Client)
-		dst = redcon.AppendBulkString(dst, "")
+		dst = redcon.AppendBulkString(dst, e.Name)
 	}
 	return dst
 }
@@ -163,4 +164,118 @@ func slowHeader(b []byte) (n int, rest []byte, ok bool) {
 		return 0, nil, false
 	}
 	return n, b[i+2:], true
+}
+
+var (
+	_ codec.ClientNamer = (*parser)(nil)
+	_ codec.Redactor    = (*Dialect)(nil)
+)
+
+// ClientName implements codec.ClientNamer: the name CLIENT SETNAME (or
+// HELLO's SETNAME) gave, as CLIENT LIST shows it.
+func (p *parser) ClientName() string {
+	if id := p.shared.Load(); id != nil {
+		return id.name
+	}
+	return ""
+}
+
+// redacted is what Redis's slowlog shows for a secret argument.
+const redacted = "(redacted)"
+
+// Redact implements codec.Redactor: the arguments redis-server redacts
+// from its slowlog (redactClientCommandArgument) are replaced: AUTH's,
+// HELLO's AUTH username and password, every argument of ACL SETUSER
+// after the subcommand, CONFIG SET's value of masterauth, masteruser
+// and requirepass, MIGRATE's AUTH password and AUTH2 username and
+// password. The copy keeps the arguments wire has (at most slowMaxArgs)
+// and the count it announced. A wire that is no RESP array is kept as
+// its first word, all SLOWLOG GET shows of it.
+func (*Dialect) Redact(dst, wire []byte) []byte {
+	args, total := slowArgs(wire)
+	if len(args) == 0 { // shown as its name alone (appendSlowArgs): kept so
+		name, _, _ := bytes.Cut(bytes.TrimLeft(wire, " \t"), []byte(" "))
+		return append(dst, name...)
+	}
+	secret := secretArgs(args, total)
+	if secret == nil {
+		return wire
+	}
+	dst = append(dst, '*')
+	dst = strconv.AppendInt(dst, int64(total), 10)
+	dst = append(dst, '\r', '\n')
+	for i, a := range args {
+		switch {
+		case secret[i]:
+			dst = redcon.AppendBulkString(dst, redacted)
+		case a.size == len(a.have):
+			dst = redcon.AppendBulk(dst, a.have)
+		default: // cut short here, as wire is
+			dst = append(dst, '$')
+			dst = strconv.AppendInt(dst, int64(a.size), 10)
+			dst = append(append(dst, '\r', '\n'), a.have...)
+		}
+	}
+	return dst
+}
+
+// secretArgs marks which of args (of a command of total arguments) Redis
+// redacts; nil for none.
+func secretArgs(args []slowArg, total int) []bool {
+	arg := func(i int) []byte {
+		if i < len(args) {
+			return args[i].have
+		}
+		return nil
+	}
+	var secret []bool
+	mark := func(i int) {
+		if secret == nil {
+			secret = make([]bool, len(args))
+		}
+		if i < len(secret) {
+			secret[i] = true
+		}
+	}
+	name := arg(0)
+	switch {
+	case equalFold(name, "auth"):
+		for i := 1; i < max(total, 2); i++ {
+			mark(i)
+		}
+	case equalFold(name, "hello"):
+		for i := 1; i < len(args); i++ {
+			switch {
+			case equalFold(arg(i), "auth"):
+				mark(i + 1)
+				mark(i + 2)
+				i += 2
+			case equalFold(arg(i), "setname"):
+				i++
+			}
+		}
+	case equalFold(name, "acl") && equalFold(arg(1), "setuser"):
+		for i := 2; i < max(total, 3); i++ {
+			mark(i)
+		}
+	case equalFold(name, "config") && equalFold(arg(1), "set"):
+		for i := 2; i < len(args); i += 2 {
+			if a := arg(i); equalFold(a, "masterauth") || equalFold(a, "masteruser") || equalFold(a, "requirepass") {
+				mark(i + 1)
+			}
+		}
+	case equalFold(name, "migrate"):
+		for i := 6; i < len(args) && !equalFold(arg(i), "keys"); i++ {
+			switch {
+			case equalFold(arg(i), "auth"):
+				mark(i + 1)
+				i++
+			case equalFold(arg(i), "auth2"):
+				mark(i + 1)
+				mark(i + 2)
+				i += 2
+			}
+		}
+	}
+	return secret
 }
