@@ -444,6 +444,12 @@ func (s *session) routePinnedLocal(p *pending, dd kind.Dedicator) {
 			s.sendQuiet(wire)
 		}
 		s.answerLocal(p)
+	case p.Req.Name == "slowlog|reset":
+		// The pool's slowlog is the proxy's: it is reset as the command
+		// is queued (a DISCARD does not bring it back); the server's own
+		// is reset at EXEC, whose reply holds its OK.
+		s.p.SlowlogReset()
+		fallthrough
 	case p.Req.Name == "ping" || p.Req.Name == "echo":
 		if pin.d == nil {
 			s.hold(p)

@@ -318,6 +318,29 @@ func TestSlowlogConfigSet(t *testing.T) {
 	if strings.Join(shown, "|") != strings.Join(want, "|") {
 		t.Errorf("entries:\n got %q\nwant %q", shown, want)
 	}
+	// SLOWLOG RESET inside a transaction is queued: the pool's slowlog is
+	// reset, and EXEC's reply holds the server's OK.
+	pipe := rdb.TxPipeline()
+	pipe.Set(ctx, "k", "w", 0)
+	reset := pipe.Do(ctx, "SLOWLOG", "RESET")
+	if _, err := pipe.Exec(ctx); err != nil || reset.Val() != "OK" {
+		t.Fatalf("MULTI, SET, SLOWLOG RESET, EXEC: %v, SLOWLOG RESET's reply %v", err, reset.Val())
+	}
+	logs, err = rdb.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The transaction's own requests may be kept (each is logged as its
+	// reply comes, and the reset is done as it is queued); none of before.
+	inTx := map[string]bool{"multi": true, "set k w": true, "slowlog reset": true, "exec": true}
+	for _, e := range logs {
+		if a := strings.ToLower(strings.Join(e.Args, " ")); !inTx[a] {
+			t.Errorf("after SLOWLOG RESET in a transaction: an entry of before it, %q", a)
+		}
+	}
+	if len(logs) == 0 {
+		t.Errorf("after a transaction with a threshold of 0: no entry")
+	}
 	for _, pl := range srv.Slowlogs(-1) { // the admin's view keeps no secret either
 		for _, e := range pl.Entries {
 			if strings.Contains(string(e.Args), pw) || e.Name != "app" {
