@@ -43,6 +43,7 @@ func (s *session) appendLocal(p *pending, pl *pool) {
 		s.trackCommand(p, pl)
 		return
 	}
+	markReply(p)
 	s.env = localEnv{pool: pl, s: s, cmd: p.Req.Cmd}
 	p.Answer(pl.dialect.AppendLocal(p.Out(), &p.Req, &s.env))
 	s.env = localEnv{}
