@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +129,25 @@ func TestRedisClientReply(t *testing.T) {
 		t.Logf("invalidation of a muted client after %v", took)
 		c.send(multibulk("CLIENT", "REPLY", "ON") + multibulk("PING"))
 		if got := c.readN(2); got != "+OK\r\n+PONG\r\n" {
+			t.Fatalf("after ON: %q", got)
+		}
+	})
+
+	t.Run("redirected invalidations reach a muted client", func(t *testing.T) {
+		to, c, w := respDial(t, addr), respDial(t, addr), respDial(t, addr)
+		hello3(t, to) // RESP3, with no tracking of its own
+		id := clientID(t, to)
+		if got := c.do("CLIENT", "TRACKING", "on", "REDIRECT", strconv.FormatInt(id, 10)); got != "+OK\r\n" {
+			t.Fatalf("CLIENT TRACKING on REDIRECT: %q", got)
+		}
+		c.do("GET", "rk")
+		to.send(multibulk("CLIENT", "REPLY", "OFF"))
+		start := time.Now()
+		w.do("SET", "rk", "1")
+		took := expectPush(t, to, invalidate3("rk"), start)
+		t.Logf("redirected invalidation of a muted client after %v", took)
+		to.send(multibulk("CLIENT", "REPLY", "ON") + multibulk("PING"))
+		if got := to.readN(2); got != "+OK\r\n+PONG\r\n" {
 			t.Fatalf("after ON: %q", got)
 		}
 	})

@@ -83,6 +83,10 @@ type session struct {
 	waiting     atomic.Bool
 	mu          sync.Mutex
 	drained     *sync.Cond
+	// pushGate guards pushEnded: the client left, and the invalidations
+	// redirected to it while it has no tracking of its own (pushRaw) stop.
+	pushGate  sync.Mutex
+	pushEnded bool
 }
 
 var sessionIDs atomic.Uint32
@@ -188,6 +192,7 @@ func (s *session) serve() {
 	s.blocked.closeAll() // the client left: nothing will unblock them for it
 	s.endSub()           // nor read its messages
 	s.endTrack()         // nor its invalidations
+	s.endPushes()        // nor those redirected to it
 	s.view.gone.Store(true)
 	s.quiesce()
 	s.endPin(false)
