@@ -43,6 +43,7 @@ func FuzzRequest(f *testing.F) {
 	f.Add([]byte(mb("FUNCTION", "LIST", "WITHCODE")))
 	f.Add([]byte(mb("CONFIG", "SET", "hz", "10", "tls-port", "1")))
 	f.Add([]byte("config get maxmemory*\r\n"))
+	f.Add([]byte(mb("CLIENT", "REPLY", "OFF") + "client reply skip\r\n" + mb("CLIENT", "INFO")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, o := range fuzzOptions {
 			checkRequest(t, o, data)
@@ -115,6 +116,14 @@ func checkWire(t *testing.T, o codec.Options, req *codec.Request, n int) {
 		t.Fatalf("wire %q names %q, the request %s", req.Wire, args[0], req.Name)
 	}
 	if req.Route == codec.RouteLocal {
+		// What the session reads of a local request again: an accepted
+		// CLIENT REPLY has a mode, and the arguments add up.
+		if (ClientReply(req) != 0) != (req.Name == "client|reply") {
+			t.Fatalf("CLIENT REPLY's mode of %s: %d", describeRequest(req, n, nil), ClientReply(req))
+		}
+		if got, want := argvLen(req.Wire), argsLen(args); got != want {
+			t.Fatalf("argvLen of %q: %d, want %d", req.Wire, got, want)
+		}
 		return // its answer depends on the session's state
 	}
 	var fwd codec.Request
@@ -387,4 +396,13 @@ func FuzzHeader(f *testing.F) {
 			t.Fatalf("%q: shortHeader reads %d, parseInt %d (%v)", data, v, n, ok)
 		}
 	})
+}
+
+// argsLen adds up args' lengths.
+func argsLen(args [][]byte) int {
+	n := 0
+	for _, a := range args {
+		n += len(a)
+	}
+	return n
 }
