@@ -453,9 +453,30 @@ type Client struct {
 	FD          int    // the socket's descriptor; -1: none
 	Age, Idle   time.Duration
 	Cmd         int  // the Request.Cmd of the last request read
-	Multi       bool // inside a transaction
+	Multi       bool // inside a transaction (after MULTI)
+	Queued      int  // the commands queued since MULTI
 	Subscribed  bool // holds subscriptions
 	Self        bool // the connection asking
+	Unix        bool // a unix socket's client
+	// Subs are the channels, patterns and shard channels it subscribed
+	// to.
+	Subs [3]int
+	// Blocked: a blocking command of its waits for data.
+	Blocked bool
+	// Tracking, with TrackBcast and TrackBroken (the client redirected
+	// to has gone), and Redirect (the client id invalidations go to; 0:
+	// its own connection): its client-side caching.
+	Tracking, TrackBcast, TrackBroken bool
+	Redirect                          int64
+	// InBuf is what the proxy holds of the client's input: the bytes
+	// read and not yet parsed, and for the asking client, its request
+	// and what follows it; InFree the room left in that buffer (the
+	// asking client's).
+	InBuf, InFree int
+	// OutHeld is the reply bytes received for it and not yet written;
+	// OutWait that its socket takes no more now (a write waits).
+	OutHeld int64
+	OutWait bool
 	// Kill ends the connection once the requests it has sent are
 	// answered, as the server ends a killed client.
 	Kill func()

@@ -19,7 +19,8 @@ type sessionView struct {
 	lastAt  atomic.Int64                        // the last read's time, UnixNano
 	lastCmd atomic.Int32                        // the last request read's codec.Request.Cmd
 	parser  atomic.Pointer[codec.RequestParser] // the session's parser, set when it changes
-	pinned  atomic.Bool                         // in a transaction (MULTI, WATCH)
+	multi   atomic.Int32                        // 0: not inside MULTI; else 1 + the commands queued since (pin.go)
+	inBuf   atomic.Int32                        // the bytes of the last read left unparsed: a request not whole yet
 	subbed  atomic.Bool                         // holds subscriptions
 	sub     atomic.Pointer[subState]            // its subscriptions, for other clients' invalidations (tracking.go)
 	trk     atomic.Pointer[trackState]          // its tracking, while on (tracking.go)
@@ -30,8 +31,8 @@ type sessionView struct {
 // itself: its pool, and the session for codec.ClientsEnv.
 type localEnv struct {
 	*pool
-	s   *session
-	cmd int // the asking request's codec.Request.Cmd
+	s *session
+	p *pending // the asking request
 }
 
 var _ codec.ClientsEnv = (*localEnv)(nil)
@@ -43,7 +44,8 @@ func (s *session) appendLocal(p *pending, pl *pool) {
 		s.trackCommand(p, pl)
 		return
 	}
-	s.env = localEnv{pool: pl, s: s, cmd: p.Req.Cmd}
+	markReply(p)
+	s.env = localEnv{pool: pl, s: s, p: p}
 	p.Answer(pl.dialect.AppendLocal(p.Out(), &p.Req, &s.env))
 	s.env = localEnv{}
 }
@@ -57,20 +59,25 @@ func (s *session) setParser(parser codec.RequestParser) {
 }
 
 // Clients implements codec.ClientsEnv: the sessions whose listener serves
-// the pool now.
+// the pool now. They are described after the server's lock is released:
+// a description takes the sessions' own locks, and a session turning
+// tracking on takes the server's under one of them (sessionOf).
 func (e *localEnv) Clients() []codec.Client {
 	srv := e.pool.srv
 	now := time.Now()
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	out := make([]codec.Client, 0, len(srv.sessions))
+	sessions := make([]*session, 0, len(srv.sessions))
 	for sess := range srv.sessions {
-		if cur := sess.l.pool.Load(); cur == nil || cur.stats != e.pool.stats {
-			continue
+		if cur := sess.l.pool.Load(); cur != nil && cur.stats == e.pool.stats {
+			sessions = append(sessions, sess)
 		}
+	}
+	srv.mu.Unlock()
+	out := make([]codec.Client, 0, len(sessions))
+	for _, sess := range sessions {
 		c := sess.client(now)
 		if sess == e.s {
-			c.Self, c.Idle, c.Cmd = true, 0, e.cmd
+			e.s.self(&c, e.p)
 		}
 		out = append(out, c)
 	}
@@ -84,9 +91,13 @@ func (s *session) client(now time.Time) codec.Client {
 		FD:         fdOf(s.nc),
 		Age:        now.Sub(v.born),
 		Cmd:        int(v.lastCmd.Load()),
-		Multi:      v.pinned.Load(),
 		Subscribed: v.subbed.Load(),
+		InBuf:      int(v.inBuf.Load()),
+		OutHeld:    s.held.Load(),
 		Kill:       s.stop,
+	}
+	if q := v.multi.Load(); q > 0 {
+		c.Multi, c.Queued = true, int(q-1)
 	}
 	if p := v.parser.Load(); p != nil {
 		c.Parser = *p
@@ -97,10 +108,34 @@ func (s *session) client(now time.Time) codec.Client {
 		c.Idle = c.Age
 	}
 	c.Addr, c.LAddr = addrOf(s.nc.RemoteAddr()), addrOf(s.nc.LocalAddr())
+	_, c.Unix = s.nc.LocalAddr().(*net.UnixAddr)
 	if c.Addr == "" { // a unix socket's client: Redis names the socket
 		c.Addr = c.LAddr
 	}
+	s.w.mu.Lock()
+	c.OutWait = len(s.w.pending) > 0
+	s.w.mu.Unlock()
+	s.blocked.mu.Lock()
+	c.Blocked = len(s.blocked.conns) > 0
+	s.blocked.mu.Unlock()
+	if sub := v.sub.Load(); sub != nil {
+		sub.mu.Lock()
+		c.Subs = [3]int{len(sub.channels), len(sub.patterns), len(sub.shards)}
+		sub.mu.Unlock()
+	}
+	if ts := v.trk.Load(); ts != nil {
+		ts.describe(&c)
+	}
 	return c
+}
+
+// self adds to c, the asking session's description, what its reader alone
+// knows: the request being answered (p), and the read that brought it,
+// which the reader holds whole until its requests are routed (as
+// redis-server holds its query buffer until the commands in it ran).
+func (s *session) self(c *codec.Client, p *pending) {
+	c.Self, c.Idle, c.Cmd = true, 0, p.Req.Cmd
+	c.InBuf, c.InFree = s.inLen, s.inFree
 }
 
 // addrOf is a as CLIENT LIST writes it: host:port, or a unix socket's
@@ -127,11 +162,27 @@ func fdOf(nc net.Conn) int {
 	return fd
 }
 
-// viewRead notes a read for CLIENT LIST: its time (readAt), and the
-// command of the last request it held (*cmd; -1: none whole).
-func (s *session) viewRead(cmd *int) {
+// viewRead notes a read for CLIENT LIST: its time (readAt), the bytes it
+// left unparsed, and the command of the last request it held (*cmd; -1:
+// none whole).
+func (s *session) viewRead(cmd *int, unparsed int) {
 	s.view.lastAt.Store(s.readAt.UnixNano())
+	if int(s.view.inBuf.Load()) != unparsed { // a load, not a store, for the usual 0
+		s.view.inBuf.Store(int32(unparsed))
+	}
 	if *cmd >= 0 {
 		s.view.lastCmd.Store(int32(*cmd))
 	}
+}
+
+// describe adds the client's tracking to c: on, BCAST, the client its
+// invalidations go to, and whether that one has gone. Any goroutine.
+func (ts *trackState) describe(c *codec.Client) {
+	c.Tracking = true
+	ts.mu.Lock()
+	c.Redirect, c.TrackBroken = ts.redirect, ts.broken
+	ts.mu.Unlock()
+	ts.t.mu.Lock()
+	c.TrackBcast = ts.bcast
+	ts.t.mu.Unlock()
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -153,4 +154,117 @@ func lineFields(l string) map[string]string {
 		f[k] = v
 	}
 	return f
+}
+
+// TestRedisClientFields puts a client of the proxy and a client of a
+// redis-server in the same state and compares the fields of their CLIENT
+// LIST lines that the proxy knows of its clients: flags, subscriptions,
+// the commands queued in MULTI, tracking's redirection, the query buffer
+// and argv-mem of the asking client.
+func TestRedisClientFields(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	servers, yaml := redisPool(t, 1, "")
+	_, addr := startProxy(t, yaml, "rd")
+	compared := []string{"flags", "db", "sub", "psub", "ssub", "multi", "qbuf", "argv-mem", "cmd", "redir", "resp"}
+
+	// line returns c's line as observer sees it.
+	line := func(observer, c *respClient) map[string]string {
+		t.Helper()
+		return lineFields(strings.TrimSpace(bulkText(t, observer.do("CLIENT", "LIST", "ID", strconv.FormatInt(clientID(t, c), 10)))))
+	}
+	cases := []struct {
+		name  string
+		setup [][]string // sent and answered
+		send  []string   // sent, not answered (a blocking command)
+		want  string     // what the flags are on both
+	}{
+		{"subscribed", [][]string{{"SUBSCRIBE", "a", "b"}, {"PSUBSCRIBE", "p*"}}, nil, "P"},
+		{"multi", [][]string{{"MULTI"}, {"SET", "k", "1"}, {"INCR", "k"}}, nil, "x"},
+		{"watch", [][]string{{"WATCH", "k"}}, nil, "N"},
+		{"tracking", [][]string{{"HELLO", "3"}, {"CLIENT", "TRACKING", "on"}}, nil, "t"},
+		{"tracking bcast", [][]string{{"HELLO", "3"}, {"CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "a"}}, nil, "tB"},
+		{"blocked", nil, []string{"BLPOP", "nothing", "0"}, "b"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := map[string]map[string]string{}
+			for _, target := range []string{addr, servers[0].Addr} {
+				c, observer := respDial(t, target), respDial(t, target)
+				id := clientID(t, c)
+				for _, args := range tc.setup {
+					c.send(multibulk(args...))
+					if strings.EqualFold(args[0], "subscribe") {
+						c.readN(len(args) - 1)
+					} else {
+						c.reply()
+					}
+				}
+				if tc.send != nil {
+					c.send(multibulk(tc.send...))
+					waitFor(t, 2*time.Second, "the client blocked", func() bool {
+						l := bulkText(t, observer.do("CLIENT", "LIST", "ID", strconv.FormatInt(id, 10)))
+						return strings.Contains(l, "flags="+tc.want+" ")
+					})
+				}
+				l := lineFields(strings.TrimSpace(bulkText(t, observer.do("CLIENT", "LIST", "ID", strconv.FormatInt(id, 10)))))
+				if l["flags"] != tc.want {
+					t.Errorf("%s: flags=%s, want %s (%v)", target, l["flags"], tc.want, l)
+				}
+				got[target] = l
+			}
+			for _, k := range compared {
+				if k == "argv-mem" && tc.send != nil {
+					continue // a server holds a blocked command's arguments; the proxy counts the asking client's only
+				}
+				if p, d := got[addr][k], got[servers[0].Addr][k]; p != d {
+					t.Errorf("%s=%s through the proxy, %s on redis-server", k, p, d)
+				}
+			}
+		})
+	}
+
+	t.Run("redirect", func(t *testing.T) {
+		for _, target := range []string{addr, servers[0].Addr} {
+			c, to := respDial(t, target), respDial(t, target)
+			toID := clientID(t, to)
+			if got := c.do("CLIENT", "TRACKING", "on", "REDIRECT", strconv.FormatInt(toID, 10)); got != "+OK\r\n" {
+				t.Fatalf("%s: CLIENT TRACKING on REDIRECT: %q", target, got)
+			}
+			if l := line(to, c); l["flags"] != "t" || l["redir"] != strconv.FormatInt(toID, 10) {
+				t.Errorf("%s: flags=%s redir=%s, want t and %d", target, l["flags"], l["redir"], toID)
+			}
+		}
+	})
+
+	t.Run("asking client", func(t *testing.T) {
+		got := map[string]map[string]string{}
+		for _, target := range []string{addr, servers[0].Addr} {
+			c := respDial(t, target)
+			c.send(multibulk("PING") + multibulk("CLIENT", "INFO")) // one read: qbuf holds both
+			c.reply()
+			got[target] = lineFields(strings.TrimSpace(bulkText(t, c.reply())))
+		}
+		for _, k := range compared {
+			if p, d := got[addr][k], got[servers[0].Addr][k]; p != d {
+				t.Errorf("%s=%s through the proxy, %s on redis-server", k, p, d)
+			}
+		}
+		if got[addr]["qbuf"] != "40" || got[addr]["argv-mem"] != "10" {
+			t.Errorf("qbuf=%s argv-mem=%s, want 40 and 10", got[addr]["qbuf"], got[addr]["argv-mem"])
+		}
+	})
+
+	t.Run("partial request", func(t *testing.T) {
+		c, observer := respDial(t, addr), respDial(t, addr)
+		id := clientID(t, c)
+		c.send("*1\r\n$4\r\nPI")
+		waitFor(t, 2*time.Second, "qbuf=10", func() bool {
+			return lineFields(strings.TrimSpace(bulkText(t, observer.do("CLIENT", "LIST", "ID", strconv.FormatInt(id, 10)))))["qbuf"] == "10"
+		})
+		if got := c.raw("NG\r\n"); got != "+PONG\r\n" {
+			t.Fatalf("the rest of the request: %q", got)
+		}
+	})
 }

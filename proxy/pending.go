@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"shardproxy/resp"
 	"shardproxy/route"
 )
 
@@ -19,6 +20,11 @@ type pending struct {
 	counted bool        // in the pool's Active and Buffered counts
 	ready   atomic.Bool // answered: the writer may write it
 	readAt  time.Time   // when the read that brought it arrived
+	// reply is the mode a CLIENT REPLY asks for, applied by the writer
+	// in the client's order (reply.go); push marks a frame the proxy
+	// pushes (queuePush), which a muted client still gets.
+	reply resp.ReplyMode
+	push  bool
 }
 
 var pendingPool sync.Pool
@@ -49,6 +55,7 @@ func (p *pending) reset() {
 	p.pool = nil
 	p.counted = false
 	p.readAt = time.Time{}
+	p.reply, p.push = 0, false
 	p.Exchange.Clear()
 }
 

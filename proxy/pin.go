@@ -250,7 +250,7 @@ func (s *session) routePinStart(p *pending, dd kind.Dedicator) {
 	switch p.Req.Pin {
 	case codec.PinMulti:
 		s.pin = &pinState{dp: dd.Dedicated(), where: -1, multi: true}
-		s.view.pinned.Store(true)
+		s.view.multi.Store(1)
 		s.pin.dp.Pinned.Add(1)
 		s.answerRaw(p, replyOK)
 	case codec.PinWatch:
@@ -260,7 +260,6 @@ func (s *session) routePinStart(p *pending, dd kind.Dedicator) {
 			return
 		}
 		s.pin = &pinState{dp: dp}
-		s.view.pinned.Store(true)
 		s.pin.setConn(d, where)
 		dp.Pinned.Add(1)
 		s.sendPinned(p, 0, false)
@@ -340,6 +339,7 @@ func (s *session) routePinCommand(p *pending, dd kind.Dedicator) bool {
 			return true
 		}
 		pin.multi, pin.sent = true, true
+		s.view.multi.Store(1)
 		return false // WATCH chose the connection: MULTI goes on it
 	case codec.PinWatch:
 		if pin.multi {
@@ -477,6 +477,7 @@ func (s *session) hold(p *pending) {
 	}
 	pin.heldBytes += len(p.Req.Wire)
 	pin.held = append(pin.held, append([]byte(nil), p.Req.Wire...))
+	s.view.multi.Add(1)
 	s.answerRaw(p, replyQueued)
 }
 
@@ -525,12 +526,14 @@ func (s *session) sendPinned(p *pending, timeout time.Duration, last bool) {
 	case last:
 		dp, reuse := pin.dp, pin.reusable()
 		s.pin = nil
-		s.view.pinned.Store(false)
+		s.view.multi.Store(0)
 		s.unpinned = true
 		dp.Pinned.Add(-1)
 		after = func(c *backend.Call) { dp.Give(d, reuse && c.Reply.Err == nil) }
 	case timeout != 0:
 		after = func(*backend.Call) { s.blocked.remove(d) }
+	case pin.multi && p.Req.Pin != codec.PinMulti:
+		s.view.multi.Add(1) // queued (CLIENT LIST's multi)
 	}
 	p.SendOn(d, timeout, after)
 }
@@ -579,7 +582,7 @@ func (s *session) endPin(reuse bool) {
 		return
 	}
 	s.pin = nil
-	s.view.pinned.Store(false)
+	s.view.multi.Store(0)
 	pin.dp.Pinned.Add(-1)
 	if pin.d != nil {
 		pin.dp.Give(pin.d, reuse && pin.reusable())

@@ -69,6 +69,8 @@ type session struct {
 	env      localEnv       // a local command's env, while it is answered (reader only; clients.go)
 	view     sessionView    // what CLIENT LIST shows of it (clients.go)
 	readAt   time.Time      // when the current read arrived (reader only; observe.go)
+	inLen    int            // the current read's buffer: its length (reader only; CLIENT LIST's qbuf)
+	inFree   int            // and the room left in it
 	arrived  int64          // when the kernel received the current read's bytes, Unix ns; 0: not known (reader only; readloop.go's stampOn)
 	addr     string         // the client's address, once a record named it (writer only)
 
@@ -81,6 +83,10 @@ type session struct {
 	waiting     atomic.Bool
 	mu          sync.Mutex
 	drained     *sync.Cond
+	// pushGate guards pushEnded: the client left, and the invalidations
+	// redirected to it while it has no tracking of its own (pushRaw) stop.
+	pushGate  sync.Mutex
+	pushEnded bool
 }
 
 var sessionIDs atomic.Uint32
@@ -186,6 +192,7 @@ func (s *session) serve() {
 	s.blocked.closeAll() // the client left: nothing will unblock them for it
 	s.endSub()           // nor read its messages
 	s.endTrack()         // nor its invalidations
+	s.endPushes()        // nor those redirected to it
 	s.view.gone.Store(true)
 	s.quiesce()
 	s.endPin(false)
@@ -242,9 +249,10 @@ func (s *session) maxBuffer() int {
 func (s *session) parse(buf []byte) ([]byte, int64, bool) {
 	s.readAt = time.Now() // one clock reading per read: its requests' start (observe.go), CLIENT LIST's idle
 	s.batch.Start(s.readAt)
+	s.inLen, s.inFree = len(buf), cap(buf)-len(buf)
 	cmd := -1
 	rest, drop, ok := s.parseAll(buf, &cmd)
-	s.viewRead(&cmd)
+	s.viewRead(&cmd, len(rest))
 	s.pushStaged()  // counted, and with the writer, before any reply arrives
 	s.batch.Flush() // every call routed from buf goes out, then leave
 	s.leave()

@@ -352,6 +352,7 @@ func (s *session) queuePush(pl *pool) *pending {
 	p := getPending()
 	p.pool, p.sess = pl, s
 	p.Req.Name = "message"
+	p.push = true
 	s.outstanding.Add(1)
 	pl.inflight.Add(1)
 	s.queue([]*pending{p})

@@ -353,31 +353,54 @@ func (s *session) invalidated(keys []string) {
 	s.pushRaw(resp.AppendInvalidate(nil, keys, resp.Proto3))
 }
 
-// pushRaw queues out, a push frame, for a RESP3 client with tracking on
-// (dropped for any other). Any goroutine.
+// pushRaw queues out, a push frame, for a RESP3 client (dropped for any
+// other): one with tracking on, until it turns it off, or one another
+// client's invalidations are redirected to, tracking or not, until it
+// leaves. Any goroutine.
 func (s *session) pushRaw(out []byte) {
-	ts := s.view.trk.Load()
-	if ts == nil {
-		return
-	}
 	if rp := s.view.parser.Load(); rp == nil {
 		return
 	} else if _, proto, _ := resp.ClientOf(*rp); !resp.IsRESP3(proto) {
 		return
 	}
-	ts.mu.Lock()
-	if ts.closed {
+	if ts := s.view.trk.Load(); ts != nil {
+		ts.mu.Lock()
+		p := s.queueRaw(ts.pool, ts.closed)
 		ts.mu.Unlock()
+		if p != nil {
+			p.Complete(out)
+		}
 		return
 	}
-	if s.held.Load() > maxHeld { // it does not read: as a slow subscriber
-		ts.mu.Unlock()
+	s.pushGate.Lock()
+	p := s.queueRaw(s.l.pool.Load(), s.pushEnded)
+	s.pushGate.Unlock()
+	if p != nil {
+		p.Complete(out)
+	}
+}
+
+// queueRaw queues a push of pool pl's for the client and returns its
+// pending, unless closed, or the client does not read (then it is
+// disconnected, as a slow subscriber is). Under the lock that guards
+// closed.
+func (s *session) queueRaw(pl *pool, closed bool) *pending {
+	switch {
+	case closed || pl == nil:
+		return nil
+	case s.held.Load() > maxHeld:
 		s.dropSlow()
-		return
+		return nil
 	}
-	p := s.queuePush(ts.pool)
-	ts.mu.Unlock()
-	p.Complete(out)
+	return s.queuePush(pl)
+}
+
+// endPushes ends what pushRaw queues for a client without tracking: the
+// client left. Before serve's quiesce, which then waits for any queued.
+func (s *session) endPushes() {
+	s.pushGate.Lock()
+	s.pushEnded = true
+	s.pushGate.Unlock()
 }
 
 // clientExists reports whether a client of the server has id (CLIENT

@@ -10,6 +10,7 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
+	"shardproxy/resp"
 )
 
 // writer is the write side of a session: the requests in the client's
@@ -48,6 +49,8 @@ type writer struct {
 	finish, finished bool
 	halfClosed       bool // finished, and the socket's write side is closed
 	corked           bool // the last replies are being written corked (cork)
+
+	mute resp.ReplyMode // CLIENT REPLY OFF or SKIP in force, in the client's order (the holder's; reply.go)
 
 	batch     []*pending // the holder's scratch
 	partEnded bool       // the holder's: an error ended the reply to the parts' request
@@ -338,7 +341,7 @@ func (s *session) writeBatch(batch []*pending, broken, blocking bool) bool {
 		if p.Req.Part != codec.PartWhole {
 			parts++
 		}
-		if !broken {
+		if !broken && (uint8(s.w.mute)|uint8(p.reply) == 0 || s.w.shows(p)) {
 			// p's reply goes into out; a big one is written with what
 			// out holds before it (writeBigReply).
 			mark := len(out)
@@ -359,6 +362,8 @@ func (s *session) writeBatch(batch []*pending, broken, blocking bool) bool {
 			if p.Req.Close {
 				out, broken = s.quit(out, blocking), true
 			}
+		} else if !broken && p.Req.Close { // a muted QUIT still ends the connection
+			out, broken = s.quit(out, blocking), true
 		}
 		lat.observe(s, p, now)
 		release(p)

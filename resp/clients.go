@@ -195,10 +195,11 @@ func appendClients(dst []byte, req *codec.Request, local localCmd, env codec.Env
 	if self == nil {
 		return redcon.AppendError(dst, "ERR the asking client is not listed")
 	}
+	args := argvLen(req.Wire)
 	if local == localClientInfo {
 		for i := range clients {
 			if clients[i].Self {
-				return appendText(dst, req.Proto, appendClientLine(nil, &clients[i], self.userName()))
+				return appendText(dst, req.Proto, appendClientLine(nil, &clients[i], self.userName(), args))
 			}
 		}
 	}
@@ -212,7 +213,11 @@ func appendClients(dst []byte, req *codec.Request, local localCmd, env codec.Env
 			continue
 		}
 		if local == localClientList {
-			text = appendClientLine(text, c, cp.userName())
+			n := 0
+			if c.Self {
+				n = args
+			}
+			text = appendClientLine(text, c, cp.userName(), n)
 			continue
 		}
 		c.Kill()
@@ -230,23 +235,31 @@ func appendClients(dst []byte, req *codec.Request, local localCmd, env codec.Env
 }
 
 // appendClientLine appends c's line of CLIENT LIST, in redis-server 7.0's
-// fields; those that describe a server's own buffers are 0.
-func appendClientLine(b []byte, c *codec.Client, user string) []byte {
+// fields, from what the proxy knows of its client (see docs/redis.md,
+// Clients); args is the asking request's arguments' length, for the
+// asking client's argv-mem. The fields of a server's reply buffers (rbs,
+// rbp, obl, oll) are 0: the proxy keeps no buffer of replies per client.
+func appendClientLine(b []byte, c *codec.Client, user string, args int) []byte {
 	cp := c.Parser.(*parser)
 	id := cp.shared.Load()
 	if id == nil {
 		id = &identity{}
 	}
-	flags, multi := "N", -1
-	switch {
-	case c.Subscribed:
-		flags = "P"
-	case c.Multi:
-		flags, multi = "x", 0
+	multi := -1
+	if c.Multi {
+		multi = c.Queued
 	}
 	cmd := "NULL"
 	if c := commandOf(c.Cmd); c != nil {
 		cmd = c.name
+	}
+	redir := int64(-1)
+	if c.Tracking {
+		redir = c.Redirect
+	}
+	events := " events=r cmd="
+	if c.OutWait {
+		events = " events=rw cmd="
 	}
 	b = append(b, "id="...)
 	b = strconv.AppendInt(b, cp.id, 10)
@@ -256,11 +269,67 @@ func appendClientLine(b []byte, c *codec.Client, user string) []byte {
 	b = strconv.AppendInt(b, int64(c.Age.Seconds()), 10)
 	b = append(b, " idle="...)
 	b = strconv.AppendInt(b, int64(c.Idle.Seconds()), 10)
-	b = append(b, " flags="+flags+" db="...)
-	b = strconv.AppendInt(b, int64(cp.db), 10)
-	b = append(b, " sub=0 psub=0 ssub=0 multi="...)
-	b = strconv.AppendInt(b, int64(multi), 10)
-	b = append(b, " qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd="+cmd+" user="+user+" redir=-1 resp="...)
+	b = append(b, " flags="...)
+	b = appendClientFlags(b, c)
+	b = appendFields(b, []clientField{
+		{" db=", int64(cp.db)}, {" sub=", int64(c.Subs[0])}, {" psub=", int64(c.Subs[1])},
+		{" ssub=", int64(c.Subs[2])}, {" multi=", int64(multi)}, {" qbuf=", int64(c.InBuf)},
+		{" qbuf-free=", int64(c.InFree)}, {" argv-mem=", int64(args)},
+		{" multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=", c.OutHeld},
+		{" tot-mem=", int64(c.InBuf+c.InFree+args) + c.OutHeld},
+	})
+	b = append(b, events+cmd+" user="+user+" redir="...)
+	b = strconv.AppendInt(b, redir, 10)
+	b = append(b, " resp="...)
 	b = strconv.AppendInt(b, int64(max(id.proto, 2)), 10)
 	return append(b, '\n')
+}
+
+// clientField is a numeric field of a CLIENT LIST line, with the text
+// before its value.
+type clientField struct {
+	text  string
+	value int64
+}
+
+func appendFields(b []byte, fs []clientField) []byte {
+	for _, f := range fs {
+		b = append(b, f.text...)
+		b = strconv.AppendInt(b, f.value, 10)
+	}
+	return b
+}
+
+// appendClientFlags appends c's flags in redis-server's order: P
+// subscribed, x inside MULTI, b blocked, t tracking, R its redirection
+// broken, B tracking BCAST, U a unix socket's; N for none.
+func appendClientFlags(b []byte, c *codec.Client) []byte {
+	n := len(b)
+	for _, f := range [...]struct {
+		on   bool
+		flag byte
+	}{
+		{c.Subscribed, 'P'}, {c.Multi, 'x'}, {c.Blocked, 'b'}, {c.Tracking, 't'},
+		{c.Tracking && c.TrackBroken, 'R'}, {c.Tracking && c.TrackBcast, 'B'}, {c.Unix, 'U'},
+	} {
+		if f.on {
+			b = append(b, f.flag)
+		}
+	}
+	if len(b) == n {
+		b = append(b, 'N')
+	}
+	return b
+}
+
+// argvLen is the length of a request's arguments, its name's included
+// (redis-server's argv-mem of the client running it).
+func argvLen(wire []byte) int {
+	n := 0
+	_, v := redcon.ReadNextRESP(wire)
+	v.ForEach(func(a redcon.RESP) bool {
+		n += len(a.Data)
+		return true
+	})
+	return n
 }

@@ -111,6 +111,7 @@ const (
 	localSlowlogGet
 	localSlowlogLen
 	localSlowlogReset
+	localClientReply // CLIENT REPLY ON|OFF|SKIP: the session mutes its client (ClientReply)
 )
 
 // command is one row of the command table (commands_gen.go).

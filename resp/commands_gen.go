@@ -52,7 +52,7 @@ var commandTable = [...]command{
 	{name: "client|list", arity: -2, class: classLocal, local: localClientList},
 	{name: "client|no-evict", arity: 3, class: classLocal, local: localClientNoEvict},
 	{name: "client|pause", arity: -3, class: classAll, reason: "it administers a single server", serverConfig: true},
-	{name: "client|reply", arity: 3, class: classUnsupported, reason: "it changes the shared server connection"},
+	{name: "client|reply", arity: 3, class: classLocal, local: localClientReply},
 	{name: "client|setinfo", arity: 4, class: classLocal, local: localClientSetinfo},
 	{name: "client|setname", arity: 3, class: classLocal, local: localClientSetname},
 	{name: "client|tracking", arity: -3, class: classLocal, local: localClientTracking},

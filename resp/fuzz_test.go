@@ -45,6 +45,7 @@ func FuzzRequest(f *testing.F) {
 	f.Add([]byte("config get maxmemory*\r\n"))
 	f.Add([]byte(mb("HELLO", "3") + mb("DEBUG", "PROTOCOL", "push") + "debug object k\r\n"))
 	f.Add([]byte(mb("DEBUG", "DIGEST-VALUE", "a", "b") + "DEBUG SLEEP 0\r\n" + "debug segfault\r\n"))
+	f.Add([]byte(mb("CLIENT", "REPLY", "OFF") + "client reply skip\r\n" + mb("CLIENT", "INFO")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, o := range fuzzOptions {
 			checkRequest(t, o, data)
@@ -117,6 +118,14 @@ func checkWire(t *testing.T, o codec.Options, req *codec.Request, n int) {
 		t.Fatalf("wire %q names %q, the request %s", req.Wire, args[0], req.Name)
 	}
 	if req.Route == codec.RouteLocal {
+		// What the session reads of a local request again: an accepted
+		// CLIENT REPLY has a mode, and the arguments add up.
+		if (ClientReply(req) != 0) != (req.Name == "client|reply") {
+			t.Fatalf("CLIENT REPLY's mode of %s: %d", describeRequest(req, n, nil), ClientReply(req))
+		}
+		if got, want := argvLen(req.Wire), argsLen(args); got != want {
+			t.Fatalf("argvLen of %q: %d, want %d", req.Wire, got, want)
+		}
 		return // its answer depends on the session's state
 	}
 	var fwd codec.Request
@@ -389,4 +398,13 @@ func FuzzHeader(f *testing.F) {
 			t.Fatalf("%q: shortHeader reads %d, parseInt %d (%v)", data, v, n, ok)
 		}
 	})
+}
+
+// argsLen adds up args' lengths.
+func argsLen(args [][]byte) int {
+	n := 0
+	for _, a := range args {
+		n += len(a)
+	}
+	return n
 }

@@ -96,6 +96,14 @@ func (p *parser) localReply(c *command) (out []byte, errReply string) {
 		return out, p.checkClient(c.local)
 	case localClientTracking: // the session answers (Tracking.Do)
 		return out, ""
+	case localClientReply: // ON's OK; OFF and SKIP answer nothing
+		switch replyModeOf(p.arg(2)) {
+		case ReplyOn:
+			return redcon.AppendOK(out), ""
+		case ReplyOff, ReplySkip:
+			return out, ""
+		}
+		return out, replySyntax
 	case localClusterOK, localClusterSlots, localClusterShards, localClusterNodes, localClusterInfo,
 		localClusterMyID, localClusterKeyslot:
 		return p.clusterReply(out, c.local), ""
@@ -289,6 +297,8 @@ func (*Dialect) AppendLocal(dst []byte, req *codec.Request, env codec.Env) []byt
 		return appendCluster(dst, req, c.local, env)
 	case c.local == localSlowlogGet || c.local == localSlowlogLen || c.local == localSlowlogReset:
 		return appendSlowlog(dst, c.local, req.Arg, env)
+	case c.local == localClientReply && req.Arg == 0: // OFF, SKIP
+		return dst
 	case req.Arg > 0 && req.Arg < len(req.Buf):
 		return append(dst, req.Buf[req.Arg:]...)
 	}

@@ -217,6 +217,7 @@ var overrides = map[string]override{
 	"client|trackinginfo":     {class: local, local: "localClientTracking"},
 	"client|caching":          {class: local, local: "localClientTracking"},
 	"client|getredir":         {class: local, local: "localClientTracking"},
+	"client|reply":            {class: local, local: "localClientReply"},
 	"client|pause":            {class: all, serverConfig: true, reason: rAdmin},
 	"client|unpause":          {class: all, serverConfig: true, reason: rAdmin},
 	"object":                  {class: container, subReason: rAdmin},
