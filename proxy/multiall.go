@@ -40,18 +40,21 @@ type everyCmd struct {
 }
 
 // queueEvery notes p, a command for every server inside MULTI, for the
-// other servers at EXEC, and reports whether it may be queued: not in a
-// pool whose router does not name its servers, nor for a command the
-// proxy has a part in (CLIENT PAUSE, INFO).
-func (s *session) queueEvery(p *pending) bool {
+// other servers at EXEC, or returns why it may not be queued: in a pool
+// whose router does not name its servers, a command the proxy has a part
+// in (CLIENT PAUSE, INFO), or past maxHeldBytes of them.
+func (s *session) queueEvery(p *pending) string {
 	if _, ok := s.p.router.(everyServer); !ok || p.Req.Pause != codec.PauseNone || p.Req.WithLocal {
-		return false
+		return commandName(p) + " inside a transaction is not supported by shardproxy: it needs every server"
+	}
+	if s.pin.everySize += len(p.Req.Wire); s.pin.everySize > maxHeldBytes {
+		return "too many commands for every server queued in the transaction"
 	}
 	req := p.Req
 	req.Wire = append([]byte(nil), p.Req.Wire...)
 	req.Buf, req.Keys = req.Wire, nil
 	s.pin.every = append(s.pin.every, everyCmd{at: s.pin.queued, req: req})
-	return true
+	return ""
 }
 
 // execEvery serves the EXEC of a transaction that queued commands for

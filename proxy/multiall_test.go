@@ -112,4 +112,18 @@ func TestRedisMultiEveryServer(t *testing.T) {
 	}
 	tx("function load one refuses", "*2\r\n+OK\r\n-ERR Library 'mlib' already exists\r\n", []string{"SET", "foo", "1"}, []string{"FUNCTION", "LOAD", lib})
 	each("function load one refuses", []string{"FCALL", "mf", "0"}, "7")
+
+	// Bounded: past 1 MiB of them the transaction is refused.
+	big := strings.Repeat("x", 600<<10)
+	c.send(multibulk("MULTI") + multibulk("SET", "foo", "2") + multibulk("CONFIG", "SET", "maxmemory", big) +
+		multibulk("CONFIG", "SET", "maxmemory", big) + multibulk("EXEC"))
+	for _, want := range []string{"+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "-ERR too many commands for every server queued in the transaction\r\n",
+		"-EXECABORT Transaction discarded because of previous errors.\r\n"} {
+		if got := c.reply(); !strings.HasPrefix(got, want) {
+			t.Fatalf("a transaction past the bound: %q, want %q", got, want)
+		}
+	}
+	if got := c.do("GET", "foo"); got != "$1\r\n1\r\n" {
+		t.Fatalf("GET after an aborted transaction: %q", got)
+	}
 }

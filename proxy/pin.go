@@ -67,6 +67,7 @@ type pinState struct {
 	abort     bool               // a command of the transaction was refused: EXEC aborts
 	queued    int                // the commands queued inside MULTI, held ones too
 	every     []everyCmd         // those for every server, for the others at EXEC (multiall.go)
+	everySize int                // their size
 	proto     uint8              // the protocol d speaks now (a HELLO while pinned changes it)
 }
 
@@ -285,8 +286,8 @@ func (s *session) routePinned(p *pending, dd kind.Dedicator) {
 		s.routePinnedLocal(p, dd)
 		return
 	case codec.RouteAll:
-		if !s.queueEvery(p) {
-			s.refuseInPin(p, commandName(p)+" inside a transaction is not supported by shardproxy: it needs every server")
+		if msg := s.queueEvery(p); msg != "" {
+			s.refuseInPin(p, msg)
 			return
 		}
 	case codec.RoutePin:
