@@ -112,7 +112,7 @@ type everyRun struct {
 	others  []*backend.Dedicated
 
 	reply   []byte   // EXEC's
-	elems   [][]byte // its replies, slices of exec
+	elems   [][]byte // its replies, slices of reply
 	mu      sync.Mutex
 	replies [][]codec.Reply // per every command, each other server's reply
 	bad     []bool          // per other server: a call failed, its connection is not kept
