@@ -68,7 +68,12 @@ func (s *session) execEvery(p *pending, dd kind.Dedicator) {
 		pin.abort = true
 		return
 	}
-	all, refusal := dd.(everyServer).EveryServer()
+	es, ok := dd.(everyServer)
+	if !ok { // a reload made the pool another kind since the transaction began
+		s.abortPinWith(p, replyExecAbort)
+		return
+	}
+	all, refusal := es.EveryServer()
 	var others []*backend.Dedicated
 	for _, b := range all {
 		if refusal != nil {
