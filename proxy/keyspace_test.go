@@ -368,12 +368,29 @@ func testKeyspace(t *testing.T, rig keyspaceRig) {
 		if err != nil || len(libs) != 1 || libs[0].Name != "kslib" || len(libs[0].Functions) != 2 {
 			t.Fatalf("FUNCTION LIST: %+v %v", libs, err)
 		}
+		// Dumped from every server alike, and restored to every server.
+		payload, err := rdb.FunctionDump(ctx).Result()
+		if err != nil {
+			t.Fatalf("FUNCTION DUMP: %v", err)
+		}
+		if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.FunctionRestore(ctx, payload).Err(); err != nil {
+			t.Fatalf("FUNCTION RESTORE: %v", err)
+		}
+		for _, s := range rig.servers {
+			if v, err := testserver.RedisDo(s.Addr, "FCALL", "ksone", "0"); err != nil || v != "1" {
+				t.Fatalf("%s after FUNCTION RESTORE: %q %v", s.Addr, v, err)
+			}
+		}
 		// Loaded again: every server refuses, and says why.
 		if err := rdb.FunctionLoad(ctx, lib).Err(); err == nil || err.Error() != "ERR Library 'kslib' already exists" {
 			t.Fatalf("FUNCTION LOAD again: %v", err)
 		}
-		// One server with another library: LIST says the servers differ,
-		// and a LOAD that only that server refuses answers its error.
+		// One server with another library: LIST and DUMP say the servers
+		// differ, and a LOAD that only that server refuses answers its
+		// error.
 		other := "#!lua name=other\nredis.register_function('o', function() return 1 end)"
 		if _, err := testserver.RedisDo(rig.servers[1].Addr, "FUNCTION", "LOAD", other); err != nil {
 			t.Fatal(err)
@@ -381,6 +398,10 @@ func testKeyspace(t *testing.T, rig keyspaceRig) {
 		if err := rdb.Do(ctx, "FUNCTION", "LIST").Err(); err == nil ||
 			err.Error() != "ERR the servers' replies to FUNCTION LIST disagree or are not what it answers" {
 			t.Fatalf("FUNCTION LIST with one server different: %v", err)
+		}
+		if err := rdb.FunctionDump(ctx).Err(); err == nil || !strings.HasPrefix(err.Error(), "ERR the servers' libraries differ: those of ") ||
+			!strings.Contains(err.Error(), rig.servers[1].Addr) {
+			t.Fatalf("FUNCTION DUMP with one server different: %v", err)
 		}
 		if err := rdb.FunctionLoad(ctx, other).Err(); err == nil || err.Error() != "ERR Library 'other' already exists" {
 			t.Fatalf("FUNCTION LOAD one server has: %v", err)

@@ -34,7 +34,8 @@ import (
 // of EXEC, to any server, when no command named a key). A command for
 // every server marked codec.Request.TxOne (DEBUG SLEEP, ...) is one of
 // them: it runs on the transaction's server, as on a lone redis-server;
-// the other commands for every server are refused inside a transaction.
+// the other commands for every server queued inside MULTI go to the other
+// servers after EXEC (multiall.go).
 
 // Wire bytes the proxy sends on a pinned connection itself.
 var (
@@ -66,6 +67,9 @@ type pinState struct {
 	held      [][]byte           // keyless commands queued before the server was known
 	heldBytes int                // their size
 	abort     bool               // a command of the transaction was refused: EXEC aborts
+	queued    int                // the commands queued inside MULTI, held ones too
+	every     []everyCmd         // those for every server, for the others at EXEC (multiall.go)
+	everySize int                // their size
 	proto     uint8              // the protocol d speaks now (a HELLO while pinned changes it)
 }
 
@@ -283,8 +287,11 @@ func (s *session) routePinned(p *pending, dd kind.Dedicator) {
 		s.routePinnedLocal(p, dd)
 		return
 	case codec.RouteAll:
-		if !req.TxOne { // else, as keyless, on the transaction's server (DEBUG)
-			s.refuseInPin(p, commandName(p)+" inside a transaction is not supported by shardproxy: it needs every server")
+		if req.TxOne { // as keyless, on the transaction's server (DEBUG)
+			break
+		}
+		if msg := s.queueEvery(p); msg != "" {
+			s.refuseInPin(p, msg)
 			return
 		}
 	case codec.RoutePin:
@@ -377,6 +384,10 @@ func (s *session) execPinned(p *pending, dd kind.Dedicator) {
 		return
 	}
 	if pin.d == nil && !s.connectPin(p, dd) {
+		return
+	}
+	if len(pin.every) > 0 {
+		s.execEvery(p, dd)
 		return
 	}
 	s.sendPinned(p, 0, true)
@@ -478,6 +489,7 @@ func (s *session) hold(p *pending) {
 	pin.heldBytes += len(p.Req.Wire)
 	pin.held = append(pin.held, append([]byte(nil), p.Req.Wire...))
 	s.view.multi.Add(1)
+	pin.queued++
 	s.answerRaw(p, replyQueued)
 }
 
@@ -518,6 +530,9 @@ func (s *session) sendPinned(p *pending, timeout time.Duration, last bool) {
 		return
 	}
 	d := pin.d
+	if pin.multi && !last && p.Req.Pin != codec.PinMulti {
+		pin.queued++
+	}
 	if timeout != 0 {
 		s.blocked.add(d)
 	}
@@ -546,7 +561,11 @@ func (s *session) sendQuiet(wire []byte) {
 
 // abortPin answers EXEC after a refused command: the server's transaction
 // is discarded, and the pin ends.
-func (s *session) abortPin(p *pending) {
+func (s *session) abortPin(p *pending) { s.abortPinWith(p, replyExecAbort) }
+
+// abortPinWith discards the transaction as abortPin does, answering EXEC
+// with reply.
+func (s *session) abortPinWith(p *pending, reply string) {
 	pin := s.pin
 	if pin.d != nil && pin.sent {
 		// The server has the commands that were not refused queued:
@@ -561,7 +580,7 @@ func (s *session) abortPin(p *pending) {
 		s.unpinned = true
 	}
 	s.endPin(false)
-	s.answerRaw(p, replyExecAbort)
+	s.answerRaw(p, reply)
 }
 
 // refuseInPin answers p with an error of the proxy's; inside MULTI it

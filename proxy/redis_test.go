@@ -328,7 +328,7 @@ func TestRedisCommands(t *testing.T) {
 				want string
 			}{
 				{[]any{"CLIENT", "PAUSE", "10"}, "ERR CLIENT PAUSE is not supported by shardproxy: it administers a single server"},
-				{[]any{"FUNCTION", "DUMP"}, "ERR FUNCTION DUMP is not supported by shardproxy: functions must be managed on every server"},
+				{[]any{"SWAPDB", "0", "1"}, "ERR SWAPDB is not supported by shardproxy: it administers a single server"},
 				{[]any{"foo", "bar"}, "ERR unknown command 'foo', with args beginning with: 'bar' "},
 				{[]any{"get"}, "ERR wrong number of arguments for 'get' command"},
 			} {

@@ -31,8 +31,8 @@
 // A framed request is checked in redis-server's order: command name
 // ("-ERR unknown command ..."), subcommand, arity, then authentication
 // ("-NOAUTH Authentication required."); then the proxy's own rules: denied
-// commands, commands it does not carry ("-ERR FUNCTION DUMP is not
-// supported by shardproxy: functions must be managed on every server").
+// commands, commands it does not carry ("-ERR SWAPDB is not supported
+// by shardproxy: it administers a single server").
 // These leave the connection open.
 //
 // # Commands

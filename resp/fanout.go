@@ -134,10 +134,13 @@ func indexOf(s []int, v int) int {
 // channel, NUMPAT the largest count (mergeNumpat), CONFIG GET every
 // parameter once (mergeConfigGet), DEBUG DIGEST the XOR of the digests
 // and LASTSAVE the oldest (debug.go); the others (FLUSHDB, FLUSHALL,
-// SCRIPT LOAD and FLUSH, FUNCTION LOAD, DELETE and FLUSH, CONFIG SET,
-// RESETSTAT and REWRITE, SAVE, BGSAVE, DEBUG SLEEP ...) answer what every
-// server answered, and an error when they disagree. A failed fragment of
-// a CONFIG, DEBUG or persistence request names its server (namesServer).
+// SCRIPT LOAD and FLUSH, FUNCTION LOAD, DELETE, FLUSH and RESTORE, CONFIG
+// SET, RESETSTAT and REWRITE, SAVE, BGSAVE, DEBUG SLEEP ...) answer what
+// every server answered, and an error when they disagree. FUNCTION DUMP
+// answers a payload when every server has the same libraries, else an
+// error naming the servers that differ (mergeFunctionDump). A failed
+// fragment of a CONFIG, DEBUG or persistence request names its server
+// (namesServer).
 // INFO is the exception to failing as a whole: it answers what the
 // servers that answered said, and names the others (mergeInfo).
 func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, owners []int, replies []codec.Reply) []byte {
@@ -146,6 +149,8 @@ func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, o
 		return mergeInfo(dst, req, replies)
 	case cmdScriptKill, cmdFunctionKill:
 		return mergeKill(dst, replies)
+	case cmdFunctionDump:
+		return d.mergeFunctionDump(dst, replies)
 	}
 	c := commandOf(req.Cmd)
 	if out, failed := d.appendFailure(dst, c, replies); failed {

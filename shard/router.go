@@ -521,7 +521,13 @@ func (r *router) Dedicated() *kind.DedicatedPool { return r.ded }
 // PatternServers implements kind.Dedicator: a pattern may match a channel of
 // any server, so it is subscribed on every one (never the failover
 // pool's: PUBLISH goes to the channel's own server).
-func (r *router) PatternServers() ([]*backend.Backend, []byte) {
+func (r *router) PatternServers() ([]*backend.Backend, []byte) { return r.EveryServer() }
+
+// EveryServer returns the servers a request for every server goes to (the
+// pool's, never the failover pool's), or the error reply the client gets
+// when one has no master yet. The session sends a transaction's command
+// for every server to them (proxy/multiall.go).
+func (r *router) EveryServer() ([]*backend.Backend, []byte) {
 	bs := r.backends()
 	for i, b := range bs {
 		if b == nil {

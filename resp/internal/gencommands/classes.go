@@ -247,6 +247,8 @@ var overrides = map[string]override{
 	"function|delete":         {class: all, every: true, reason: rEvery},
 	"function|flush":          {class: all, every: true, reason: rEvery},
 	"function|list":           {class: all, every: true, reason: rEvery},
+	"function|dump":           {class: all, every: true, reason: rEvery},
+	"function|restore":        {class: all, every: true, reason: rEvery},
 	"function|kill":           {class: all},
 	"function|stats":          {class: all},
 	"cluster":                 {class: container, subReason: rCluster},
