@@ -532,6 +532,7 @@ func (s *session) sendPinned(p *pending, timeout time.Duration, last bool) {
 	d := pin.d
 	if pin.multi && !last && p.Req.Pin != codec.PinMulti {
 		pin.queued++
+		s.view.multi.Add(1) // CLIENT LIST's multi
 	}
 	if timeout != 0 {
 		s.blocked.add(d)
@@ -547,8 +548,6 @@ func (s *session) sendPinned(p *pending, timeout time.Duration, last bool) {
 		after = func(c *backend.Call) { dp.Give(d, reuse && c.Reply.Err == nil) }
 	case timeout != 0:
 		after = func(*backend.Call) { s.blocked.remove(d) }
-	case pin.multi && p.Req.Pin != codec.PinMulti:
-		s.view.multi.Add(1) // queued (CLIENT LIST's multi)
 	}
 	p.SendOn(d, timeout, after)
 }
