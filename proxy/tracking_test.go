@@ -386,3 +386,60 @@ func TestClientTrackingPipelined(t *testing.T) {
 		t.Fatalf("pipelined: %q", got)
 	}
 }
+
+// A script's declared keys are tracked when it calls a read-only
+// command, as Redis tracks them: one that only writes or pings leaves
+// nothing to invalidate, and a later write of its keys sends the client
+// nothing. Where the proxy cannot read which commands a script calls, it
+// tracks. Each case reads a second key after the script and writes it
+// last: invalidations of one server come in the order of its writes, so
+// that key's invalidation arriving first shows that the script's key was
+// not tracked.
+func TestClientTrackingScripts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	_, yaml := redisPool(t, 1, "")
+	_, addr := startProxy(t, yaml, "rd")
+	c := trackingClient(t, addr)
+	other := respDial(t, addr)
+	for i, tc := range []struct {
+		name, script string
+		tracked      bool
+	}{
+		{"writes only", "redis.call('set', KEYS[1], 'x')", false},
+		{"pings", `return redis.pcall("PING")`, false},
+		{"reads", "return redis.call('get', KEYS[1])", true},
+		{"reads a container's subcommand", "return redis.call('object', 'encoding', KEYS[1])", true},
+		{"reads without keys", "return redis.call('dbsize')", true},
+		{"name made at run time", "return redis.call('g'..'et', KEYS[1])", true},
+		{"call kept in a variable", "local f = redis.call; return f('get', KEYS[1])", true},
+	} {
+		key, last := fmt.Sprintf("script%d", i), fmt.Sprintf("last%d", i)
+		other.do("SET", key, "v")
+		if got := c.do("EVAL", tc.script, "1", key); strings.HasPrefix(got, "-") {
+			t.Fatalf("%s: EVAL: %q", tc.name, got)
+		}
+		c.do("GET", last)
+		start := time.Now()
+		other.do("SET", key, "w")
+		other.do("SET", last, "w")
+		if tc.tracked {
+			expectPush(t, c, invalidate3(key), start)
+		}
+		if got := expectPush0(t, c); got != invalidate3(last) {
+			t.Fatalf("%s: got %q, want %q (tracked %v)", tc.name, got, invalidate3(last), tc.tracked)
+		}
+	}
+}
+
+// expectPush0 reads the next frame of c within invalidateBound.
+func expectPush0(t *testing.T, c *respClient) string {
+	t.Helper()
+	c.nc.SetReadDeadline(time.Now().Add(invalidateBound))
+	got, err := readRESP(c.r)
+	if err != nil {
+		t.Fatalf("no invalidation within %v: %v", invalidateBound, err)
+	}
+	return got
+}
