@@ -17,7 +17,8 @@ import (
 // tracking.go is the client's.
 //
 // A tracker serves one Redis pool (by name, so that a reload that keeps
-// the pool keeps it) while any of its clients has tracking on. It holds
+// the pool keeps it) while any of its clients has tracking on, and
+// lingerTracking after the last one. It holds
 // one connection of the proxy's own per server (invConn): a push-mode
 // connection that said HELLO 3 and CLIENT TRACKING ON BCAST, so that the
 // server pushes an invalidation for every key written on it, by anyone:
@@ -99,7 +100,8 @@ type tracker struct {
 	max     int           // maxTrackedKeys, or what CONFIG SET tracking-table-max-keys set; 0: no limit
 	conns   map[*backend.Backend]*invConn
 	clients map[*trackState]struct{}
-	keys    int // entries of every conn's table
+	keys    int    // entries of every conn's table
+	idle    uint64 // leaves that left no client: the latest one's closeIdle closes
 }
 
 // invConn is the tracker's connection to one server.
@@ -203,13 +205,34 @@ func (c *invConn) sent(call *backend.Call) {
 }
 
 // leave takes ts out of the tracker (tracking off, or the client left);
-// the last client closes the connections.
+// lingerTracking after the last client, if none came meanwhile, the
+// connections close.
 func (t *tracker) leave(ts *trackState) {
 	t.mu.Lock()
 	delete(t.clients, ts)
 	t.dropKeys(ts)
-	var closing []*backend.Dedicated
 	if len(t.clients) == 0 {
+		t.idle++
+		idle := t.idle
+		time.AfterFunc(lingerTracking, func() { t.closeIdle(idle) })
+	}
+	t.mu.Unlock()
+}
+
+// lingerTracking is how long a tracker keeps its connections once its
+// last client turned tracking off or left: a client that turns it on
+// again meanwhile (one that switches modes does, OFF then ON) is
+// answered at once, over servers that track already, as redis-server
+// answers it, where new connections would answer once confirmed, a
+// round trip later, and writes by others in between would be missed.
+var lingerTracking = 5 * time.Second // a variable for the tests
+
+// closeIdle closes the connections, unless a client has tracking on or
+// a later leave is to close them (idle is the leave's count).
+func (t *tracker) closeIdle(idle uint64) {
+	t.mu.Lock()
+	var closing []*backend.Dedicated
+	if len(t.clients) == 0 && idle == t.idle {
 		if t.stop != nil {
 			close(t.stop)
 			t.stop = nil

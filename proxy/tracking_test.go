@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"shardproxy/internal/testserver"
+	"shardproxy/proxy"
 	"shardproxy/resp"
 )
 
@@ -442,4 +443,56 @@ func expectPush0(t *testing.T, c *respClient) string {
 		t.Fatalf("no invalidation within %v: %v", invalidateBound, err)
 	}
 	return got
+}
+
+// trackingConns returns the ids of the server's clients in BCAST
+// tracking mode: the proxy's tracking connections.
+func trackingConns(t *testing.T, addr string) []string {
+	t.Helper()
+	var ids []string
+	for _, line := range strings.Split(directRedis(t, addr, "", 0).do("CLIENT", "LIST"), "\n") {
+		if strings.Contains(line, " flags=tB ") {
+			ids = append(ids, strings.Fields(line)[0])
+		}
+	}
+	return ids
+}
+
+// The last client to turn tracking off leaves the pool's tracking
+// connections open a while: a client that turns it on again meanwhile
+// (OFF then ON, to switch modes) is answered over servers that track
+// already, with no write of another client missed while new connections
+// would be confirmed. Once the while has passed with no client, they
+// close.
+func TestClientTrackingLinger(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	defer proxy.SetLingerTracking(300 * time.Millisecond)()
+	servers, yaml := redisPool(t, 1, "")
+	_, addr := startProxy(t, yaml, "rd")
+	a := trackingClient(t, addr)
+	before := trackingConns(t, servers[0].Addr)
+	if len(before) != 1 {
+		t.Fatalf("tracking connections: %q, want one", before)
+	}
+	if got := a.do("CLIENT", "TRACKING", "off"); got != "+OK\r\n" {
+		t.Fatalf("CLIENT TRACKING off: %q", got)
+	}
+	b := trackingClient(t, addr)
+	if after := trackingConns(t, servers[0].Addr); len(after) != 1 || after[0] != before[0] {
+		t.Fatalf("tracking connections %q after OFF then ON, want %q kept", after, before)
+	}
+	b.do("GET", "k")
+	directRedis(t, servers[0].Addr, "", 0).do("SET", "k", "v")
+	expectPush(t, b, invalidate3("k"), time.Now())
+
+	b.do("CLIENT", "TRACKING", "off")
+	deadline := time.Now().Add(invalidateBound)
+	for len(trackingConns(t, servers[0].Addr)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("tracking connections %q still open with no client", trackingConns(t, servers[0].Addr))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
