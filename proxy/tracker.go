@@ -371,10 +371,11 @@ func (c *invConn) invalidate(keys [][]byte) {
 	deliverAll(ds)
 }
 
-// invalidateAll is the server's null (a FLUSHALL), or the proxy's own
-// when c is lost: every client that read a key there, and every BCAST
-// client, forgets everything. Every key ts read anywhere is dropped: the
-// client flushes its whole cache on a null.
+// invalidateAll is the server's null (a FLUSHALL or FLUSHDB), or the
+// proxy's own when c is lost: every client that read a key there, and
+// every BCAST client, forgets everything; the server's goes to every
+// tracking client (flushServer). Every key ts read anywhere is dropped:
+// the client flushes its whole cache on a null.
 func (c *invConn) invalidateAll(fromServer bool) {
 	t := c.t
 	t.mu.Lock()
@@ -382,9 +383,33 @@ func (c *invConn) invalidateAll(fromServer bool) {
 		t.mu.Unlock()
 		return
 	}
-	ds := t.flushConn(c, nil)
+	var ds []delivery
+	if fromServer {
+		ds = t.flushServer(nil)
+	} else {
+		ds = t.flushConn(c, nil)
+	}
 	t.mu.Unlock()
 	deliverAll(ds)
+}
+
+// flushServer adds, for a server's null, a null for every tracking
+// client, as redis-server sends one to each of its tracking clients on
+// a flush, whether they read a key or not (a read sent just before the
+// flush ran, whose key the tracker has not yet, is forgotten too). A
+// client in the default modes told a null and that read nothing since
+// is not told again: the same flush's null from the pool's other
+// servers is one message, as Redis sends it. Under mu.
+func (t *tracker) flushServer(ds []delivery) []delivery {
+	for ts := range t.clients {
+		if !ts.bcast && ts.nulled {
+			continue
+		}
+		t.dropKeys(ts)
+		ts.nulled = !ts.bcast
+		ds = append(ds, delivery{ts: ts, all: true})
+	}
+	return ds
 }
 
 // flushTable adds an invalidation of each key read on c's server before c

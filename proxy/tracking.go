@@ -39,6 +39,7 @@ type trackState struct {
 	// BCAST and NOLOOP, the client's own writes whose invalidations are
 	// still to come (ownWrite), per server.
 	keys     map[*invConn]map[string]struct{}
+	nulled   bool // told a server's null, and no key added since (flushServer)
 	bcast    bool
 	prefixes []string
 	own      map[*invConn][]ownWrite
@@ -87,6 +88,7 @@ func (ts *trackState) add(c *invConn, key string) bool {
 		return false
 	}
 	keys[key] = struct{}{}
+	ts.nulled = false
 	return true
 }
 

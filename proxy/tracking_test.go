@@ -496,3 +496,30 @@ func TestClientTrackingLinger(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A flush on the servers (FLUSHALL through the proxy) is one null
+// invalidation to every tracking client, as redis-server sends one to
+// each of its own, whether the client read a key or not: a read sent
+// just before the flush may have cached a value the flush removed.
+func TestClientTrackingFlushNull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	_, yaml := redisPool(t, 2, "  redis_flushall: true\n")
+	_, addr := startProxy(t, yaml, "rd")
+	idle := trackingClient(t, addr) // has read nothing
+	reader := trackingClient(t, addr)
+	reader.do("GET", "k")
+	other := respDial(t, addr)
+	start := time.Now()
+	if got := other.do("FLUSHALL"); got != "+OK\r\n" {
+		t.Fatalf("FLUSHALL: %q", got)
+	}
+	for _, c := range []*respClient{idle, reader} {
+		expectPush(t, c, invalidate3(), start)
+		// The other server's null of the same flush is not a second one.
+		if got := c.do("PING"); got != "+PONG\r\n" {
+			t.Fatalf("after the null: got %q, want the PING's reply", got)
+		}
+	}
+}
