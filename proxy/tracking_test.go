@@ -468,7 +468,7 @@ func TestClientTrackingLinger(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs real redis-server")
 	}
-	defer proxy.SetLingerTracking(300 * time.Millisecond)()
+	t.Cleanup(proxy.SetLingerTracking(300 * time.Millisecond)) // restored after the proxy stops
 	servers, yaml := redisPool(t, 1, "")
 	_, addr := startProxy(t, yaml, "rd")
 	a := trackingClient(t, addr)
