@@ -1,5 +1,7 @@
 package proxy
 
+import "time"
+
 // FinCheck is finCheck, for tests.
 const FinCheck = finCheck
 
@@ -16,4 +18,12 @@ func (s *Server) KeptPendings() (kept int, stocked bool) {
 		sess.w.mu.Unlock()
 	}
 	return kept, stocked
+}
+
+// SetLingerTracking sets how long a tracker keeps its connections after
+// its last client; the returned func restores it.
+func SetLingerTracking(d time.Duration) func() {
+	was := lingerTracking
+	lingerTracking = d
+	return func() { lingerTracking = was }
 }

@@ -17,7 +17,8 @@ import (
 // tracking.go is the client's.
 //
 // A tracker serves one Redis pool (by name, so that a reload that keeps
-// the pool keeps it) while any of its clients has tracking on. It holds
+// the pool keeps it) while any of its clients has tracking on, and
+// lingerTracking after the last one. It holds
 // one connection of the proxy's own per server (invConn): a push-mode
 // connection that said HELLO 3 and CLIENT TRACKING ON BCAST, so that the
 // server pushes an invalidation for every key written on it, by anyone:
@@ -99,7 +100,8 @@ type tracker struct {
 	max     int           // maxTrackedKeys, or what CONFIG SET tracking-table-max-keys set; 0: no limit
 	conns   map[*backend.Backend]*invConn
 	clients map[*trackState]struct{}
-	keys    int // entries of every conn's table
+	keys    int    // entries of every conn's table
+	idle    uint64 // leaves that left no client: the latest one's closeIdle closes
 }
 
 // invConn is the tracker's connection to one server.
@@ -203,13 +205,34 @@ func (c *invConn) sent(call *backend.Call) {
 }
 
 // leave takes ts out of the tracker (tracking off, or the client left);
-// the last client closes the connections.
+// lingerTracking after the last client, if none came meanwhile, the
+// connections close.
 func (t *tracker) leave(ts *trackState) {
 	t.mu.Lock()
 	delete(t.clients, ts)
 	t.dropKeys(ts)
-	var closing []*backend.Dedicated
 	if len(t.clients) == 0 {
+		t.idle++
+		idle := t.idle
+		time.AfterFunc(lingerTracking, func() { t.closeIdle(idle) })
+	}
+	t.mu.Unlock()
+}
+
+// lingerTracking is how long a tracker keeps its connections once its
+// last client turned tracking off or left: a client that turns it on
+// again meanwhile (one that switches modes does, OFF then ON) is
+// answered at once, over servers that track already, as redis-server
+// answers it, where new connections would answer once confirmed, a
+// round trip later, and writes by others in between would be missed.
+var lingerTracking = 5 * time.Second // a variable for the tests
+
+// closeIdle closes the connections, unless a client has tracking on or
+// a later leave is to close them (idle is the leave's count).
+func (t *tracker) closeIdle(idle uint64) {
+	t.mu.Lock()
+	var closing []*backend.Dedicated
+	if len(t.clients) == 0 && idle == t.idle {
 		if t.stop != nil {
 			close(t.stop)
 			t.stop = nil
@@ -348,10 +371,11 @@ func (c *invConn) invalidate(keys [][]byte) {
 	deliverAll(ds)
 }
 
-// invalidateAll is the server's null (a FLUSHALL), or the proxy's own
-// when c is lost: every client that read a key there, and every BCAST
-// client, forgets everything. Every key ts read anywhere is dropped: the
-// client flushes its whole cache on a null.
+// invalidateAll is the server's null (a FLUSHALL or FLUSHDB), or the
+// proxy's own when c is lost: every client that read a key there, and
+// every BCAST client, forgets everything; the server's goes to every
+// tracking client (flushServer). Every key ts read anywhere is dropped:
+// the client flushes its whole cache on a null.
 func (c *invConn) invalidateAll(fromServer bool) {
 	t := c.t
 	t.mu.Lock()
@@ -359,9 +383,33 @@ func (c *invConn) invalidateAll(fromServer bool) {
 		t.mu.Unlock()
 		return
 	}
-	ds := t.flushConn(c, nil)
+	var ds []delivery
+	if fromServer {
+		ds = t.flushServer(nil)
+	} else {
+		ds = t.flushConn(c, nil)
+	}
 	t.mu.Unlock()
 	deliverAll(ds)
+}
+
+// flushServer adds, for a server's null, a null for every tracking
+// client, as redis-server sends one to each of its tracking clients on
+// a flush, whether they read a key or not (a read sent just before the
+// flush ran, whose key the tracker has not yet, is forgotten too). A
+// client in the default modes told a null and that read nothing since
+// is not told again: the same flush's null from the pool's other
+// servers is one message, as Redis sends it. Under mu.
+func (t *tracker) flushServer(ds []delivery) []delivery {
+	for ts := range t.clients {
+		if !ts.bcast && ts.nulled {
+			continue
+		}
+		t.dropKeys(ts)
+		ts.nulled = !ts.bcast
+		ds = append(ds, delivery{ts: ts, all: true})
+	}
+	return ds
 }
 
 // flushTable adds an invalidation of each key read on c's server before c

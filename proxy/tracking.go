@@ -39,6 +39,7 @@ type trackState struct {
 	// BCAST and NOLOOP, the client's own writes whose invalidations are
 	// still to come (ownWrite), per server.
 	keys     map[*invConn]map[string]struct{}
+	nulled   bool // told a server's null, and no key added since (flushServer)
 	bcast    bool
 	prefixes []string
 	own      map[*invConn][]ownWrite
@@ -87,6 +88,7 @@ func (ts *trackState) add(c *invConn, key string) bool {
 		return false
 	}
 	keys[key] = struct{}{}
+	ts.nulled = false
 	return true
 }
 
@@ -160,10 +162,7 @@ func (ts *trackState) note(p *pending) {
 		return
 	}
 	if len(req.Keys) > 0 && req.Route != codec.RouteSubscribe && req.Route != codec.RouteLocal {
-		readOnly := cluster.ReadOnly(req.Name)
-		if isScript(req.Name) { // read, unless NOLOOP takes it for a write of its own
-			readOnly = !ts.st.NoLoop
-		}
+		readOnly := ts.reads(req)
 		switch {
 		case ts.st.Tracks(readOnly):
 			for _, k := range req.Keys {
@@ -183,12 +182,53 @@ func (ts *trackState) note(p *pending) {
 	}
 }
 
+// reads reports whether req reads its keys, for tracking: a read-only
+// command, or a script that may call one, unless NOLOOP takes the script
+// for a write of the client's own.
+func (ts *trackState) reads(req *codec.Request) bool {
+	if isScript(req.Name) {
+		return !ts.st.NoLoop && scriptMayRead(req)
+	}
+	return cluster.ReadOnly(req.Name)
+}
+
 // isScript reports whether name runs a script or function: its declared
-// keys are taken as read (Redis tracks them when the script reads any
-// key; the proxy cannot see inside, so it tracks more, never less), and
-// under NOLOOP as written (the client's own).
+// keys are taken as read when it may call a read-only command
+// (scriptMayRead: Redis tracks them then; where the proxy cannot tell,
+// it tracks more, never less), and under NOLOOP as written (the
+// client's own).
 func isScript(name string) bool {
 	return strings.HasPrefix(name, "eval") || strings.HasPrefix(name, "fcall")
+}
+
+// scriptMayRead reports whether the script req runs may call a
+// read-only command, which makes Redis track its declared keys: true
+// unless it is an EVAL whose text shows every command it calls
+// (resp.ScriptCalls) and none of them reads.
+func scriptMayRead(req *codec.Request) bool {
+	script := resp.EvalScript(req)
+	if script == nil {
+		return true
+	}
+	names, ok := resp.ScriptCalls(script)
+	if !ok {
+		return true
+	}
+	for _, name := range names {
+		if cluster.ReadOnly(name) || scriptReads[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// scriptReads are the read-only commands (redis-server 7.0.15's flag)
+// that cluster.ReadOnly, which lists those with keys, leaves out, and the
+// containers of read-only subcommands: a script names a container and
+// passes the subcommand as an argument.
+var scriptReads = map[string]bool{
+	"dbsize": true, "keys": true, "lolwut": true, "randomkey": true, "scan": true,
+	"memory": true, "object": true, "xinfo": true,
 }
 
 // written is the Tap of a BCAST NOLOOP client's write: its reply has

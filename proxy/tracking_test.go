@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"shardproxy/internal/testserver"
+	"shardproxy/proxy"
 	"shardproxy/resp"
 )
 
@@ -384,5 +385,141 @@ func TestClientTrackingPipelined(t *testing.T) {
 		expectPush(t, c, invalidate3("p"), start)
 	} else if got[2] != invalidate3("p") {
 		t.Fatalf("pipelined: %q", got)
+	}
+}
+
+// A script's declared keys are tracked when it calls a read-only
+// command, as Redis tracks them: one that only writes or pings leaves
+// nothing to invalidate, and a later write of its keys sends the client
+// nothing. Where the proxy cannot read which commands a script calls, it
+// tracks. Each case reads a second key after the script and writes it
+// last: invalidations of one server come in the order of its writes, so
+// that key's invalidation arriving first shows that the script's key was
+// not tracked.
+func TestClientTrackingScripts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	_, yaml := redisPool(t, 1, "")
+	_, addr := startProxy(t, yaml, "rd")
+	c := trackingClient(t, addr)
+	other := respDial(t, addr)
+	for i, tc := range []struct {
+		name, script string
+		tracked      bool
+	}{
+		{"writes only", "redis.call('set', KEYS[1], 'x')", false},
+		{"pings", `return redis.pcall("PING")`, false},
+		{"reads", "return redis.call('get', KEYS[1])", true},
+		{"reads a container's subcommand", "return redis.call('object', 'encoding', KEYS[1])", true},
+		{"reads without keys", "return redis.call('dbsize')", true},
+		{"name made at run time", "return redis.call('g'..'et', KEYS[1])", true},
+		{"call kept in a variable", "local f = redis.call; return f('get', KEYS[1])", true},
+	} {
+		key, last := fmt.Sprintf("script%d", i), fmt.Sprintf("last%d", i)
+		other.do("SET", key, "v")
+		if got := c.do("EVAL", tc.script, "1", key); strings.HasPrefix(got, "-") {
+			t.Fatalf("%s: EVAL: %q", tc.name, got)
+		}
+		c.do("GET", last)
+		start := time.Now()
+		other.do("SET", key, "w")
+		other.do("SET", last, "w")
+		if tc.tracked {
+			expectPush(t, c, invalidate3(key), start)
+		}
+		if got := expectPush0(t, c); got != invalidate3(last) {
+			t.Fatalf("%s: got %q, want %q (tracked %v)", tc.name, got, invalidate3(last), tc.tracked)
+		}
+	}
+}
+
+// expectPush0 reads the next frame of c within invalidateBound.
+func expectPush0(t *testing.T, c *respClient) string {
+	t.Helper()
+	c.nc.SetReadDeadline(time.Now().Add(invalidateBound))
+	got, err := readRESP(c.r)
+	if err != nil {
+		t.Fatalf("no invalidation within %v: %v", invalidateBound, err)
+	}
+	return got
+}
+
+// trackingConns returns the ids of the server's clients in BCAST
+// tracking mode: the proxy's tracking connections.
+func trackingConns(t *testing.T, addr string) []string {
+	t.Helper()
+	var ids []string
+	for _, line := range strings.Split(directRedis(t, addr, "", 0).do("CLIENT", "LIST"), "\n") {
+		if strings.Contains(line, " flags=tB ") {
+			ids = append(ids, strings.Fields(line)[0])
+		}
+	}
+	return ids
+}
+
+// The last client to turn tracking off leaves the pool's tracking
+// connections open a while: a client that turns it on again meanwhile
+// (OFF then ON, to switch modes) is answered over servers that track
+// already, with no write of another client missed while new connections
+// would be confirmed. Once the while has passed with no client, they
+// close.
+func TestClientTrackingLinger(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	t.Cleanup(proxy.SetLingerTracking(300 * time.Millisecond)) // restored after the proxy stops
+	servers, yaml := redisPool(t, 1, "")
+	_, addr := startProxy(t, yaml, "rd")
+	a := trackingClient(t, addr)
+	before := trackingConns(t, servers[0].Addr)
+	if len(before) != 1 {
+		t.Fatalf("tracking connections: %q, want one", before)
+	}
+	if got := a.do("CLIENT", "TRACKING", "off"); got != "+OK\r\n" {
+		t.Fatalf("CLIENT TRACKING off: %q", got)
+	}
+	b := trackingClient(t, addr)
+	if after := trackingConns(t, servers[0].Addr); len(after) != 1 || after[0] != before[0] {
+		t.Fatalf("tracking connections %q after OFF then ON, want %q kept", after, before)
+	}
+	b.do("GET", "k")
+	directRedis(t, servers[0].Addr, "", 0).do("SET", "k", "v")
+	expectPush(t, b, invalidate3("k"), time.Now())
+
+	b.do("CLIENT", "TRACKING", "off")
+	deadline := time.Now().Add(invalidateBound)
+	for len(trackingConns(t, servers[0].Addr)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("tracking connections %q still open with no client", trackingConns(t, servers[0].Addr))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A flush on the servers (FLUSHALL through the proxy) is one null
+// invalidation to every tracking client, as redis-server sends one to
+// each of its own, whether the client read a key or not: a read sent
+// just before the flush may have cached a value the flush removed.
+func TestClientTrackingFlushNull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	_, yaml := redisPool(t, 2, "  redis_flushall: true\n")
+	_, addr := startProxy(t, yaml, "rd")
+	idle := trackingClient(t, addr) // has read nothing
+	reader := trackingClient(t, addr)
+	reader.do("GET", "k")
+	other := respDial(t, addr)
+	start := time.Now()
+	if got := other.do("FLUSHALL"); got != "+OK\r\n" {
+		t.Fatalf("FLUSHALL: %q", got)
+	}
+	for _, c := range []*respClient{idle, reader} {
+		expectPush(t, c, invalidate3(), start)
+		// The other server's null of the same flush is not a second one.
+		if got := c.do("PING"); got != "+PONG\r\n" {
+			t.Fatalf("after the null: got %q, want the PING's reply", got)
+		}
 	}
 }
