@@ -235,6 +235,13 @@ func TestNodesDropConnections(t *testing.T) {
 	fc.migrating[300] = 1
 	fc.mu.Unlock()
 	tag := keyIn(300, "t")
+	// The slot map is loaded before the drops begin: a map never loaded
+	// answers -CLUSTERDOWN, which is another test's case.
+	first := make(result, 1)
+	c.Route(request(t, "SET", "k", "v"), 0, first)
+	if out := <-first; out != "+OK\r\n" {
+		t.Fatalf("SET before the drops: %q", out)
+	}
 	stop := make(chan struct{})
 	dropped := make(chan struct{})
 	go func() {
