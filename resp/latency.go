@@ -42,13 +42,7 @@ func readInts(raw []byte) ([]int64, bool) {
 	if !ok {
 		return nil, false
 	}
-	ns := make([]int64, len(elems))
-	for i, e := range elems {
-		if ns[i], ok = readInt(e); !ok {
-			return nil, false
-		}
-	}
-	return ns, true
+	return readIntsOf(elems)
 }
 
 // mergeLatencyLatest answers LATENCY LATEST: each event any server
