@@ -4,8 +4,6 @@ import (
 	"encoding/hex"
 	"strings"
 
-	"github.com/tidwall/redcon"
-
 	"shardproxy/codec"
 )
 
@@ -90,17 +88,7 @@ func statusLine(raw []byte) ([]byte, bool) {
 
 // mergeOldest answers LASTSAVE: the smallest of the integer replies.
 func mergeOldest(dst []byte, replies []codec.Reply) ([]byte, bool) {
-	var oldest int64
-	for i, r := range replies {
-		n, ok := readInt(r.Raw)
-		if !ok {
-			return dst, false
-		}
-		if i == 0 || n < oldest {
-			oldest = n
-		}
-	}
-	return redcon.AppendInt(dst, oldest), true
+	return mergeInts(dst, replies, func(oldest, n int64) int64 { return min(oldest, n) })
 }
 
 // disagreement words the error for replies to req that should agree and

@@ -290,15 +290,25 @@ func mergeValues(dst []byte, req *codec.Request, subs []*codec.Request, owners [
 
 // mergeCounts sums integer replies.
 func mergeCounts(dst []byte, replies []codec.Reply) ([]byte, bool) {
-	var sum int64
-	for _, r := range replies {
+	return mergeInts(dst, replies, func(sum, n int64) int64 { return sum + n })
+}
+
+// mergeInts answers the integer replies folded into one with fold, from
+// the first reply's (0 for none); false when a reply is no integer.
+func mergeInts(dst []byte, replies []codec.Reply, fold func(acc, n int64) int64) ([]byte, bool) {
+	var acc int64
+	for i, r := range replies {
 		n, ok := readInt(r.Raw)
 		if !ok {
 			return dst, false
 		}
-		sum += n
+		if i == 0 {
+			acc = n
+		} else {
+			acc = fold(acc, n)
+		}
 	}
-	return redcon.AppendInt(dst, sum), true
+	return redcon.AppendInt(dst, acc), true
 }
 
 // mergeExists answers SCRIPT EXISTS: per script, the smallest answer.
