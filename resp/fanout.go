@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bytes"
+	"strconv"
 
 	"github.com/tidwall/redcon"
 
@@ -206,6 +207,15 @@ func mergeReplies(dst []byte, req *codec.Request, c *command, subs []*codec.Requ
 		return mergeCounts(dst, replies)
 	}
 	return mergeAll(dst, req, c, replies)
+}
+
+// serverName names the server that gave r, the i-th reply (its number
+// where the reply does not name it).
+func serverName(r codec.Reply, i int) string {
+	if r.Server != "" {
+		return r.Server
+	}
+	return "#" + strconv.Itoa(i)
 }
 
 // mergeAll merges the successful replies to a command every server got.

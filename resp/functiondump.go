@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
-	"strconv"
 	"strings"
 
 	"shardproxy/codec"
@@ -50,14 +49,6 @@ func (d *Dialect) mergeFunctionDump(dst []byte, replies []codec.Reply) []byte {
 			" are not those of "+serverName(replies[0], 0)+"; FUNCTION RESTORE with FLUSH through the proxy makes them the same")
 	}
 	return append(dst, replies[0].Raw[:nextValue(replies[0].Raw)]...)
-}
-
-// serverName names the server that gave r, the i-th reply.
-func serverName(r codec.Reply, i int) string {
-	if r.Server != "" {
-		return r.Server
-	}
-	return "#" + strconv.Itoa(i)
 }
 
 // sameLibraries reports whether the FUNCTION DUMP payloads a and b hold

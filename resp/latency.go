@@ -3,7 +3,6 @@ package resp
 import (
 	"cmp"
 	"slices"
-	"strconv"
 
 	"github.com/tidwall/redcon"
 
@@ -242,11 +241,7 @@ func mergeTexts(dst []byte, proto uint8, replies []codec.Reply) ([]byte, bool) {
 		if i > 0 {
 			text = append(text, '\n')
 		}
-		name := r.Server
-		if name == "" {
-			name = strconv.Itoa(i)
-		}
-		text = append(text, "server "+name+":\n"...)
+		text = append(text, "server "+serverName(r, i)+":\n"...)
 		text = append(text, t...)
 	}
 	return appendText(dst, proto, text), true
