@@ -151,7 +151,7 @@ func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, o
 	case cmdScriptKill, cmdFunctionKill:
 		return mergeKill(dst, replies)
 	case cmdFunctionDump:
-		return d.mergeFunctionDump(dst, replies)
+		return d.mergeFunctionDump(dst, req, replies)
 	}
 	c := commandOf(req.Cmd)
 	if out, failed := d.appendFailure(dst, c, replies); failed {
