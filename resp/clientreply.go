@@ -1,10 +1,6 @@
 package resp
 
-import (
-	"strings"
-
-	"shardproxy/codec"
-)
+import "shardproxy/codec"
 
 // ReplyMode is what a CLIENT REPLY asks of the replies to its client's
 // later commands. The proxy mutes its own client (the session); no server
@@ -39,11 +35,11 @@ func ClientReply(req *codec.Request) ReplyMode {
 // replyModeOf reads CLIENT REPLY's argument, or returns 0.
 func replyModeOf(arg []byte) ReplyMode {
 	switch {
-	case strings.EqualFold(string(arg), "on"):
+	case equalFold(arg, "on"):
 		return ReplyOn
-	case strings.EqualFold(string(arg), "off"):
+	case equalFold(arg, "off"):
 		return ReplyOff
-	case strings.EqualFold(string(arg), "skip"):
+	case equalFold(arg, "skip"):
 		return ReplySkip
 	}
 	return 0

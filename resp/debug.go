@@ -4,8 +4,6 @@ import (
 	"encoding/hex"
 	"strings"
 
-	"github.com/tidwall/redcon"
-
 	"shardproxy/codec"
 )
 
@@ -76,31 +74,16 @@ func mergeDigest(dst []byte, replies []codec.Reply) ([]byte, bool) {
 
 // statusLine returns the text of a whole simple string reply.
 func statusLine(raw []byte) ([]byte, bool) {
-	if len(raw) < 3 || raw[0] != '+' || raw[len(raw)-2] != '\r' || raw[len(raw)-1] != '\n' {
+	if len(raw) == 0 || raw[0] != '+' {
 		return nil, false
 	}
-	line := raw[1 : len(raw)-2]
-	for _, c := range line {
-		if c == '\r' || c == '\n' {
-			return nil, false
-		}
-	}
-	return line, true
+	line, next, err := replyLine(raw, 0)
+	return line, err == nil && next == len(raw)
 }
 
 // mergeOldest answers LASTSAVE: the smallest of the integer replies.
 func mergeOldest(dst []byte, replies []codec.Reply) ([]byte, bool) {
-	var oldest int64
-	for i, r := range replies {
-		n, ok := readInt(r.Raw)
-		if !ok {
-			return dst, false
-		}
-		if i == 0 || n < oldest {
-			oldest = n
-		}
-	}
-	return redcon.AppendInt(dst, oldest), true
+	return mergeInts(dst, replies, func(oldest, n int64) int64 { return min(oldest, n) })
 }
 
 // disagreement words the error for replies to req that should agree and

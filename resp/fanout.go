@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bytes"
+	"strconv"
 
 	"github.com/tidwall/redcon"
 
@@ -150,7 +151,7 @@ func (d *Dialect) Merge(dst []byte, req *codec.Request, subs []*codec.Request, o
 	case cmdScriptKill, cmdFunctionKill:
 		return mergeKill(dst, replies)
 	case cmdFunctionDump:
-		return d.mergeFunctionDump(dst, replies)
+		return d.mergeFunctionDump(dst, req, replies)
 	}
 	c := commandOf(req.Cmd)
 	if out, failed := d.appendFailure(dst, c, replies); failed {
@@ -206,6 +207,15 @@ func mergeReplies(dst []byte, req *codec.Request, c *command, subs []*codec.Requ
 		return mergeCounts(dst, replies)
 	}
 	return mergeAll(dst, req, c, replies)
+}
+
+// serverName names the server that gave r, the i-th reply (its number
+// where the reply does not name it).
+func serverName(r codec.Reply, i int) string {
+	if r.Server != "" {
+		return r.Server
+	}
+	return "#" + strconv.Itoa(i)
 }
 
 // mergeAll merges the successful replies to a command every server got.
@@ -290,15 +300,25 @@ func mergeValues(dst []byte, req *codec.Request, subs []*codec.Request, owners [
 
 // mergeCounts sums integer replies.
 func mergeCounts(dst []byte, replies []codec.Reply) ([]byte, bool) {
-	var sum int64
-	for _, r := range replies {
+	return mergeInts(dst, replies, func(sum, n int64) int64 { return sum + n })
+}
+
+// mergeInts answers the integer replies folded into one with fold, from
+// the first reply's (0 for none); false when a reply is no integer.
+func mergeInts(dst []byte, replies []codec.Reply, fold func(acc, n int64) int64) ([]byte, bool) {
+	var acc int64
+	for i, r := range replies {
 		n, ok := readInt(r.Raw)
 		if !ok {
 			return dst, false
 		}
-		sum += n
+		if i == 0 {
+			acc = n
+		} else {
+			acc = fold(acc, n)
+		}
 	}
-	return redcon.AppendInt(dst, sum), true
+	return redcon.AppendInt(dst, acc), true
 }
 
 // mergeExists answers SCRIPT EXISTS: per script, the smallest answer.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
-	"strconv"
 	"strings"
 
 	"shardproxy/codec"
@@ -28,8 +27,9 @@ const (
 // libraries in its own hash order, so two servers with the same
 // libraries may dump different bytes: the libraries are compared as
 // sets (dumpLibraries), and any of the payloads restores the same ones.
-func (d *Dialect) mergeFunctionDump(dst []byte, replies []codec.Reply) []byte {
-	if out, failed := d.appendFailure(dst, commandOf(cmdFunctionDump), replies); failed {
+func (d *Dialect) mergeFunctionDump(dst []byte, req *codec.Request, replies []codec.Reply) []byte {
+	c := commandOf(cmdFunctionDump)
+	if out, failed := d.appendFailure(dst, c, replies); failed {
 		return out
 	}
 	var first []byte
@@ -37,7 +37,7 @@ func (d *Dialect) mergeFunctionDump(dst []byte, replies []codec.Reply) []byte {
 	for i, r := range replies {
 		payload, null, ok := readString(r.Raw)
 		if !ok || null {
-			return d.AppendError(dst, codec.ErrServer, "the servers' replies to FUNCTION DUMP disagree or are not what it answers")
+			return d.disagreement(dst, req, c, replies)
 		}
 		if i == 0 {
 			first = payload
@@ -50,14 +50,6 @@ func (d *Dialect) mergeFunctionDump(dst []byte, replies []codec.Reply) []byte {
 			" are not those of "+serverName(replies[0], 0)+"; FUNCTION RESTORE with FLUSH through the proxy makes them the same")
 	}
 	return append(dst, replies[0].Raw[:nextValue(replies[0].Raw)]...)
-}
-
-// serverName names the server that gave r, the i-th reply.
-func serverName(r codec.Reply, i int) string {
-	if r.Server != "" {
-		return r.Server
-	}
-	return "#" + strconv.Itoa(i)
 }
 
 // sameLibraries reports whether the FUNCTION DUMP payloads a and b hold

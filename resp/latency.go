@@ -3,7 +3,6 @@ package resp
 import (
 	"cmp"
 	"slices"
-	"strconv"
 
 	"github.com/tidwall/redcon"
 
@@ -42,13 +41,7 @@ func readInts(raw []byte) ([]int64, bool) {
 	if !ok {
 		return nil, false
 	}
-	ns := make([]int64, len(elems))
-	for i, e := range elems {
-		if ns[i], ok = readInt(e); !ok {
-			return nil, false
-		}
-	}
-	return ns, true
+	return readIntsOf(elems)
 }
 
 // mergeLatencyLatest answers LATENCY LATEST: each event any server
@@ -248,11 +241,7 @@ func mergeTexts(dst []byte, proto uint8, replies []codec.Reply) ([]byte, bool) {
 		if i > 0 {
 			text = append(text, '\n')
 		}
-		name := r.Server
-		if name == "" {
-			name = strconv.Itoa(i)
-		}
-		text = append(text, "server "+name+":\n"...)
+		text = append(text, "server "+serverName(r, i)+":\n"...)
 		text = append(text, t...)
 	}
 	return appendText(dst, proto, text), true

@@ -1,8 +1,6 @@
 package resp
 
 import (
-	"strconv"
-	"strings"
 	"time"
 
 	"shardproxy/codec"
@@ -24,14 +22,12 @@ func (p *parser) pause(req *codec.Request, cmd int) {
 		req.Pause = codec.PauseOff
 		return
 	}
-	ms, err := strconv.ParseInt(string(p.arg(2)), 10, 64)
-	if err != nil || ms < 0 || p.argc() > 4 {
+	ms, ok := parseInt(p.arg(2))
+	if !ok || ms < 0 || p.argc() > 4 {
 		return
 	}
-	if p.argc() == 4 {
-		if mode := string(p.arg(3)); !strings.EqualFold(mode, "write") && !strings.EqualFold(mode, "all") {
-			return
-		}
+	if p.argc() == 4 && !equalFold(p.arg(3), "write") && !equalFold(p.arg(3), "all") {
+		return
 	}
 	req.Pause = codec.PauseOn
 	req.Block = time.Duration(min(ms, int64(365*24*time.Hour/time.Millisecond))) * time.Millisecond

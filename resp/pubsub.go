@@ -294,13 +294,5 @@ func mergeNumsub(dst []byte, replies []codec.Reply) ([]byte, bool) {
 // on one node of a cluster), so each server counts all of them: the
 // largest count is the patterns subscribed through the proxy.
 func mergeNumpat(dst []byte, replies []codec.Reply) ([]byte, bool) {
-	var most int64
-	for _, r := range replies {
-		n, ok := readInt(r.Raw)
-		if !ok {
-			return dst, false
-		}
-		most = max(most, n)
-	}
-	return redcon.AppendInt(dst, most), true
+	return mergeInts(dst, replies, func(most, n int64) int64 { return max(most, n) })
 }
