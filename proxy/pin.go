@@ -181,11 +181,10 @@ func (s *session) routeBlocking(p *pending, dd kind.Dedicator) {
 // (-BUSY while the script is past its threshold, else PONG). It returns
 // false, for the proxy to answer, when no script runs.
 func (s *session) pingBusy(p *pending) bool {
-	dd, ok := s.p.router.(kind.Dedicator)
-	if !ok || dd.Dedicated() == nil {
+	if s.p.order == nil {
 		return false
 	}
-	b := dd.Dedicated().ScriptServer()
+	b := s.p.order.ScriptServer()
 	if b == nil {
 		return false
 	}
