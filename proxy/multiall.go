@@ -191,7 +191,8 @@ func (r *everyRun) merged() []byte {
 			continue
 		}
 		e := &r.every[k]
-		replies := append([]codec.Reply{{Raw: el, Kind: replyKind(el), Server: r.d.Backend().Name()}}, r.replies[k]...)
+		_, kind, _ := r.dialect.ParseReply(el, &e.req) // as the other servers' replies were classified
+		replies := append([]codec.Reply{{Raw: el, Kind: kind, Server: r.d.Backend().Name()}}, r.replies[k]...)
 		subs := make([]*codec.Request, len(replies))
 		for i := range subs {
 			subs[i] = &e.req
@@ -209,12 +210,4 @@ func (r *everyRun) finish(out []byte) {
 		r.dp.Give(d, r.bad == nil || !r.bad[j])
 	}
 	r.p.Complete(out)
-}
-
-// replyKind classifies one reply of an EXEC: an error or not.
-func replyKind(raw []byte) codec.ReplyKind {
-	if len(raw) > 0 && (raw[0] == '-' || raw[0] == '!') {
-		return codec.ReplyError
-	}
-	return codec.ReplyOK
 }
