@@ -342,7 +342,7 @@ func (s *session) endTrack() {
 // on its own connection or the one it redirects to. Not under t.mu.
 func (ts *trackState) deliver(keys []string, all bool) {
 	ts.mu.Lock()
-	redirect, closed := ts.redirect, ts.closed
+	redirect, target, closed := ts.redirect, ts.target, ts.closed
 	ts.mu.Unlock()
 	if closed {
 		return
@@ -354,9 +354,6 @@ func (ts *trackState) deliver(keys []string, all bool) {
 		ts.s.invalidated(keys)
 		return
 	}
-	ts.mu.Lock()
-	target := ts.target
-	ts.mu.Unlock()
 	if target == nil || target.view.gone.Load() {
 		ts.mu.Lock()
 		first := !ts.broken
@@ -403,18 +400,16 @@ func (s *session) pushRaw(out []byte) {
 	} else if _, proto, _ := resp.ClientOf(*rp); !resp.IsRESP3(proto) {
 		return
 	}
+	var p *pending
 	if ts := s.view.trk.Load(); ts != nil {
 		ts.mu.Lock()
-		p := s.queueRaw(ts.pool, ts.closed)
+		p = s.queueRaw(ts.pool, ts.closed)
 		ts.mu.Unlock()
-		if p != nil {
-			p.Complete(out)
-		}
-		return
+	} else {
+		s.pushGate.Lock()
+		p = s.queueRaw(s.l.pool.Load(), s.pushEnded)
+		s.pushGate.Unlock()
 	}
-	s.pushGate.Lock()
-	p := s.queueRaw(s.l.pool.Load(), s.pushEnded)
-	s.pushGate.Unlock()
 	if p != nil {
 		p.Complete(out)
 	}
