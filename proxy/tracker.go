@@ -9,7 +9,6 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
-	"shardproxy/kind"
 	"shardproxy/resp"
 )
 
@@ -612,12 +611,8 @@ func (h *trackHub) reloaded(pools []*pool) {
 // sync opens a connection to each of pl's servers that has none, while
 // the tracker has clients; it makes pl the pool the tracker follows.
 func (t *tracker) sync(pl *pool) {
-	dd, ok := pl.router.(kind.Dedicator)
-	if !ok || pl.cfg.RedisCluster {
-		return
-	}
-	servers, refusal := dd.PatternServers()
-	if refusal != nil {
+	servers, refusal, ok := trackServers(pl)
+	if !ok || refusal != nil {
 		return
 	}
 	t.mu.Lock()

@@ -290,14 +290,13 @@ func (s *session) trackCommand(p *pending, pl *pool) {
 // st, and answers p with out once every server's tracking connection is
 // confirmed.
 func (s *session) trackOn(p *pending, pl *pool, st, was resp.Tracking, out []byte) {
-	dd, ok := pl.router.(kind.Dedicator)
-	if !ok || pl.cfg.RedisCluster {
+	servers, refusal, ok := trackServers(pl)
+	switch {
+	case !ok:
 		p.Answer(pl.dialect.AppendError(p.Out(), codec.ErrServer,
 			"CLIENT TRACKING is not supported by this pool: it needs a sharded Redis pool"))
 		return
-	}
-	servers, refusal := dd.PatternServers()
-	if refusal != nil {
+	case refusal != nil:
 		p.Answer(append(p.Out(), refusal...))
 		return
 	}
@@ -321,6 +320,18 @@ func (s *session) trackOn(p *pending, pl *pool, st, was resp.Tracking, out []byt
 		return
 	}
 	ts.t.join(ts, pl, servers, func() { p.Answer(out) })
+}
+
+// trackServers returns the servers a tracker of pl holds a connection
+// to (kind.Dedicator.PatternServers: a sharded pool's every server), or
+// the router's refusal; ok is false for a pool that cannot track.
+func trackServers(pl *pool) (servers []*backend.Backend, refusal []byte, ok bool) {
+	dd, ok := pl.router.(kind.Dedicator)
+	if !ok || pl.cfg.RedisCluster {
+		return nil, nil, false
+	}
+	servers, refusal = dd.PatternServers()
+	return servers, refusal, true
 }
 
 // endTrack turns the client's tracking off (CLIENT TRACKING OFF, RESET,
