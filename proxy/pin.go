@@ -137,7 +137,7 @@ func (s *session) routeDedicated(p *pending) bool {
 	}
 	if s.pin != nil {
 		if p.Req.Route == codec.RouteAll && !s.pin.multi {
-			s.routeWatchingAll(p)
+			s.routeWatchingAll()
 			return false
 		}
 		s.routePinned(p, dd)
@@ -243,7 +243,7 @@ func (s *session) blockTimeout(wait time.Duration) time.Duration {
 // as when sent on the client's own connection. The client's commands
 // before it are answered first, and the next waits for its reply, so its
 // order holds across the two connections.
-func (s *session) routeWatchingAll(p *pending) {
+func (s *session) routeWatchingAll() {
 	s.drainWait()
 	s.unpinned = true
 }
