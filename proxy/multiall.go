@@ -96,10 +96,8 @@ func (s *session) execEvery(p *pending, dd kind.Dedicator) {
 	}
 	run := &everyRun{p: p, dialect: s.p.dialect, dp: pin.dp, d: pin.d, reuse: pin.reusable(),
 		queued: pin.queued, every: pin.every, others: others}
-	s.pin = nil
-	s.view.multi.Store(0)
+	s.dropPin(pin)
 	s.unpinned = true
-	pin.dp.Pinned.Add(-1)
 	pin.d.Stage(&backend.Call{Req: &p.Req, Done: run.exec}, &s.batch)
 }
 

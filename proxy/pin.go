@@ -540,10 +540,8 @@ func (s *session) sendPinned(p *pending, timeout time.Duration, last bool) {
 	switch {
 	case last:
 		dp, reuse := pin.dp, pin.reusable()
-		s.pin = nil
-		s.view.multi.Store(0)
+		s.dropPin(pin)
 		s.unpinned = true
-		dp.Pinned.Add(-1)
 		after = func(c *backend.Call) { dp.Give(d, reuse && c.Reply.Err == nil) }
 	case timeout != 0:
 		after = func(*backend.Call) { s.blocked.remove(d) }
@@ -598,12 +596,18 @@ func (s *session) endPin(reuse bool) {
 	if pin == nil {
 		return
 	}
-	s.pin = nil
-	s.view.multi.Store(0)
-	pin.dp.Pinned.Add(-1)
+	s.dropPin(pin)
 	if pin.d != nil {
 		pin.dp.Give(pin.d, reuse && pin.reusable())
 	}
+}
+
+// dropPin ends pin, the client's: its connection, if any, is the
+// caller's to give back.
+func (s *session) dropPin(pin *pinState) {
+	s.pin = nil
+	s.view.multi.Store(0)
+	pin.dp.Pinned.Add(-1)
 }
 
 // noteRefused tells a transaction that the proxy refused one of its
