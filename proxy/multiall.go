@@ -96,10 +96,8 @@ func (s *session) execEvery(p *pending, dd kind.Dedicator) {
 	}
 	run := &everyRun{p: p, dialect: s.p.dialect, dp: pin.dp, d: pin.d, reuse: pin.reusable(),
 		queued: pin.queued, every: pin.every, others: others}
-	s.pin = nil
-	s.view.multi.Store(0)
+	s.dropPin(pin)
 	s.unpinned = true
-	pin.dp.Pinned.Add(-1)
 	pin.d.Stage(&backend.Call{Req: &p.Req, Done: run.exec}, &s.batch)
 }
 
@@ -191,7 +189,8 @@ func (r *everyRun) merged() []byte {
 			continue
 		}
 		e := &r.every[k]
-		replies := append([]codec.Reply{{Raw: el, Kind: replyKind(el), Server: r.d.Backend().Name()}}, r.replies[k]...)
+		_, kind, _ := r.dialect.ParseReply(el, &e.req) // as the other servers' replies were classified
+		replies := append([]codec.Reply{{Raw: el, Kind: kind, Server: r.d.Backend().Name()}}, r.replies[k]...)
 		subs := make([]*codec.Request, len(replies))
 		for i := range subs {
 			subs[i] = &e.req
@@ -209,12 +208,4 @@ func (r *everyRun) finish(out []byte) {
 		r.dp.Give(d, r.bad == nil || !r.bad[j])
 	}
 	r.p.Complete(out)
-}
-
-// replyKind classifies one reply of an EXEC: an error or not.
-func replyKind(raw []byte) codec.ReplyKind {
-	if len(raw) > 0 && (raw[0] == '-' || raw[0] == '!') {
-		return codec.ReplyError
-	}
-	return codec.ReplyOK
 }

@@ -156,9 +156,7 @@ func (s *session) record(p *pending, now time.Time, slow, tapped bool, tr Tracer
 		}
 	}
 	if slow {
-		if n, ok := s.parser.(codec.ClientNamer); ok {
-			r.Name = n.ClientName()
-		}
+		r.Name = s.clientName()
 		if rd, ok := pl.dialect.(codec.Redactor); ok {
 			r.Args = rd.Redact(nil, r.Args)
 		}
@@ -183,6 +181,19 @@ func resultOf(r *codec.Reply) observe.Result {
 		return observe.ResultOK
 	}
 	return observe.ResultError
+}
+
+// clientName is the client's name (CLIENT SETNAME), "" for none. The
+// writer's: the parser, which the reader replaces when a reload switches
+// the pool (switchPool), is read through the view, as other sessions
+// read it.
+func (s *session) clientName() string {
+	if rp := s.view.parser.Load(); rp != nil {
+		if n, ok := (*rp).(codec.ClientNamer); ok {
+			return n.ClientName()
+		}
+	}
+	return ""
 }
 
 // clientAddr is the client's address, as the views name it.

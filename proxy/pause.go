@@ -47,15 +47,14 @@ func (s *session) routePaused(p *pending, pl *pool) bool {
 	if len(p.Req.Keys) == 0 || p.Req.Part != codec.PartWhole {
 		return false
 	}
-	dd, ok := pl.router.(kind.Dedicator)
-	if !ok || dd.Dedicated() == nil {
+	dp := pl.order
+	if dp == nil {
 		return false
 	}
-	b, _, refusal := dd.Place(&p.Req, s.id)
+	b, _, refusal := pl.router.(kind.Dedicator).Place(&p.Req, s.id)
 	if refusal != nil {
 		return false
 	}
-	dp := dd.Dedicated()
 	d, refusal := dp.Take(b, p.Req.Proto, pl.dialect)
 	if refusal != nil {
 		s.answerRaw(p, string(refusal))

@@ -137,7 +137,7 @@ func (s *session) routeDedicated(p *pending) bool {
 	}
 	if s.pin != nil {
 		if p.Req.Route == codec.RouteAll && !s.pin.multi {
-			s.routeWatchingAll(p)
+			s.routeWatchingAll()
 			return false
 		}
 		s.routePinned(p, dd)
@@ -181,11 +181,10 @@ func (s *session) routeBlocking(p *pending, dd kind.Dedicator) {
 // (-BUSY while the script is past its threshold, else PONG). It returns
 // false, for the proxy to answer, when no script runs.
 func (s *session) pingBusy(p *pending) bool {
-	dd, ok := s.p.router.(kind.Dedicator)
-	if !ok || dd.Dedicated() == nil {
+	if s.p.order == nil {
 		return false
 	}
-	b := dd.Dedicated().ScriptServer()
+	b := s.p.order.ScriptServer()
 	if b == nil {
 		return false
 	}
@@ -244,7 +243,7 @@ func (s *session) blockTimeout(wait time.Duration) time.Duration {
 // as when sent on the client's own connection. The client's commands
 // before it are answered first, and the next waits for its reply, so its
 // order holds across the two connections.
-func (s *session) routeWatchingAll(p *pending) {
+func (s *session) routeWatchingAll() {
 	s.drainWait()
 	s.unpinned = true
 }
@@ -541,10 +540,8 @@ func (s *session) sendPinned(p *pending, timeout time.Duration, last bool) {
 	switch {
 	case last:
 		dp, reuse := pin.dp, pin.reusable()
-		s.pin = nil
-		s.view.multi.Store(0)
+		s.dropPin(pin)
 		s.unpinned = true
-		dp.Pinned.Add(-1)
 		after = func(c *backend.Call) { dp.Give(d, reuse && c.Reply.Err == nil) }
 	case timeout != 0:
 		after = func(*backend.Call) { s.blocked.remove(d) }
@@ -599,12 +596,18 @@ func (s *session) endPin(reuse bool) {
 	if pin == nil {
 		return
 	}
-	s.pin = nil
-	s.view.multi.Store(0)
-	pin.dp.Pinned.Add(-1)
+	s.dropPin(pin)
 	if pin.d != nil {
 		pin.dp.Give(pin.d, reuse && pin.reusable())
 	}
+}
+
+// dropPin ends pin, the client's: its connection, if any, is the
+// caller's to give back.
+func (s *session) dropPin(pin *pinState) {
+	s.pin = nil
+	s.view.multi.Store(0)
+	pin.dp.Pinned.Add(-1)
 }
 
 // noteRefused tells a transaction that the proxy refused one of its

@@ -36,7 +36,7 @@ type pool struct {
 	routing  atomic.Int64           // sessions routing a request with this pool right now
 	inflight atomic.Int64           // requests routed with this pool, not yet written
 	paused   atomic.Int64           // a CLIENT PAUSE's end, Unix ns; 0: none (pause.go)
-	order    *kind.DedicatedPool    // the router's dedicated connections, whose blocking commands a request waits for (kind.DedicatedPool.WaitBefore); nil: none
+	order    *kind.DedicatedPool    // the router's dedicated connections (kind.Dedicator), whose blocking commands a request waits for (kind.DedicatedPool.WaitBefore) and whose scripts PING reaches; nil: none
 	bound    atomic.Pointer[string] // the listener's address, once it serves
 	log      *slog.Logger
 

@@ -52,10 +52,8 @@ func (s *session) readLoop() (boundary bool) {
 		return
 	}
 	r.raw = true
-	if dd, ok := s.p.router.(kind.Dedicator); ok {
-		if r.dp = dd.Dedicated(); r.dp != nil && r.dp.HasBlocked() {
-			rc.Control(r.stampOn) // from the first byte: the kernel starts stamping a moment after
-		}
+	if r.dp = s.p.order; r.dp != nil && r.dp.HasBlocked() {
+		rc.Control(r.stampOn) // from the first byte: the kernel starts stamping a moment after
 	}
 	r.readRaw(rc)
 	return

@@ -496,11 +496,7 @@ func (s *session) route(p *pending) {
 		return
 	}
 	if p.Req.Route == codec.RouteLocal {
-		if p.Req.Script == codec.ScriptPing && s.pingBusy(p) {
-			return
-		}
-		s.counts.publish() // its answer may show the requests before it, and itself
-		s.appendLocal(p, pl)
+		s.routeLocal(p, pl)
 		return
 	}
 	if pl.limits.ClusterView && s.moved(p, pl) {
@@ -517,14 +513,8 @@ func (s *session) route(p *pending) {
 		s.line.dead = p.Req.Part != codec.PartWhole
 		return
 	}
-	if p.Req.WithLocal { // the dialect adds the proxy's part (INFO's Proxy section)
-		if n, ok := resp.TrackingMaxKeys(&p.Req); ok {
-			pl.srv.tracking.of(pl).setMax(n)
-		}
-		if la, ok := pl.dialect.(codec.LocalAdder); ok {
-			s.counts.publish()
-			la.AddLocal(&p.Req, pl)
-		}
+	if p.Req.WithLocal {
+		s.addLocal(p, pl)
 	}
 	p.Hint = s.id
 	p.Tag = s.tag
@@ -534,6 +524,29 @@ func (s *session) route(p *pending) {
 		p.Pipes = &s.pipes
 	}
 	pl.router.Route(&p.Exchange)
+}
+
+// routeLocal answers a command the proxy answers itself, but a PING
+// while a script runs, which goes to the script's server (pingBusy).
+func (s *session) routeLocal(p *pending, pl *pool) {
+	if p.Req.Script == codec.ScriptPing && s.pingBusy(p) {
+		return
+	}
+	s.counts.publish() // its answer may show the requests before it, and itself
+	s.appendLocal(p, pl)
+}
+
+// addLocal has the dialect add the proxy's part to a request for the
+// servers (INFO's Proxy section), and applies what the proxy takes of
+// it (CONFIG SET tracking-table-max-keys).
+func (s *session) addLocal(p *pending, pl *pool) {
+	if n, ok := resp.TrackingMaxKeys(&p.Req); ok {
+		pl.srv.tracking.of(pl).setMax(n)
+	}
+	if la, ok := pl.dialect.(codec.LocalAdder); ok {
+		s.counts.publish()
+		la.AddLocal(&p.Req, pl)
+	}
 }
 
 // admit applies the pool's limits to a request bound for servers. It

@@ -9,7 +9,6 @@ import (
 
 	"shardproxy/backend"
 	"shardproxy/codec"
-	"shardproxy/kind"
 	"shardproxy/resp"
 )
 
@@ -243,7 +242,7 @@ func (t *tracker) closeIdle(idle uint64) {
 			if c.d != nil {
 				closing = append(closing, c.d)
 			}
-			closing = c.release(closing)
+			c.release()
 		}
 	}
 	t.mu.Unlock()
@@ -253,7 +252,7 @@ func (t *tracker) closeIdle(idle uint64) {
 }
 
 // release ends c's waits. Under mu.
-func (c *invConn) release(closing []*backend.Dedicated) []*backend.Dedicated {
+func (c *invConn) release() {
 	waits := c.waits
 	c.waits = nil
 	for _, w := range waits {
@@ -261,7 +260,6 @@ func (c *invConn) release(closing []*backend.Dedicated) []*backend.Dedicated {
 			go w.done() // not under mu: it queues on the session
 		}
 	}
-	return closing
 }
 
 // dropKeys forgets every key ts read. Under mu.
@@ -336,7 +334,7 @@ func (c *invConn) confirmed() {
 		return
 	}
 	c.ready = true
-	c.release(nil)
+	c.release()
 	var ds []delivery
 	if c.again {
 		ds = t.flushConn(c, ds)
@@ -472,13 +470,13 @@ func (c *invConn) lost(err error, retry bool) {
 	for ts := range t.clients {
 		delete(ts.own, c) // no PONG will retire them
 	}
-	c.release(nil)
+	c.release()
 	var ds []delivery
 	if c.ready || !retry {
 		t.log.Warn("client tracking connection lost", "server", c.b.Name(), "err", err)
 		ds = t.flushConn(c, nil)
 	} else {
-		ds = t.flushReads(c, nil) // never confirmed: its reads wait for the next one
+		t.flushReads(c) // never confirmed: its reads wait for the next one
 	}
 	d := c.d
 	t.mu.Unlock()
@@ -493,10 +491,10 @@ func (c *invConn) lost(err error, retry bool) {
 
 // flushReads moves what was read on c, which is gone before it was
 // confirmed, to its successor's table (made now), which invalidates them
-// once confirmed. Under mu.
-func (t *tracker) flushReads(c *invConn, ds []delivery) []delivery {
+// once confirmed: nothing is delivered now. Under mu.
+func (t *tracker) flushReads(c *invConn) {
 	if len(c.table) == 0 || len(t.clients) == 0 {
-		return ds
+		return
 	}
 	next := t.conns[c.b]
 	if next == nil {
@@ -513,7 +511,6 @@ func (t *tracker) flushReads(c *invConn, ds []delivery) []delivery {
 		}
 	}
 	clear(c.table)
-	return ds
 }
 
 // retry opens b's connection again if clients still track and none was
@@ -614,12 +611,8 @@ func (h *trackHub) reloaded(pools []*pool) {
 // sync opens a connection to each of pl's servers that has none, while
 // the tracker has clients; it makes pl the pool the tracker follows.
 func (t *tracker) sync(pl *pool) {
-	dd, ok := pl.router.(kind.Dedicator)
-	if !ok || pl.cfg.RedisCluster {
-		return
-	}
-	servers, refusal := dd.PatternServers()
-	if refusal != nil {
+	servers, refusal, ok := trackServers(pl)
+	if !ok || refusal != nil {
 		return
 	}
 	t.mu.Lock()

@@ -290,14 +290,13 @@ func (s *session) trackCommand(p *pending, pl *pool) {
 // st, and answers p with out once every server's tracking connection is
 // confirmed.
 func (s *session) trackOn(p *pending, pl *pool, st, was resp.Tracking, out []byte) {
-	dd, ok := pl.router.(kind.Dedicator)
-	if !ok || pl.cfg.RedisCluster {
+	servers, refusal, ok := trackServers(pl)
+	switch {
+	case !ok:
 		p.Answer(pl.dialect.AppendError(p.Out(), codec.ErrServer,
 			"CLIENT TRACKING is not supported by this pool: it needs a sharded Redis pool"))
 		return
-	}
-	servers, refusal := dd.PatternServers()
-	if refusal != nil {
+	case refusal != nil:
 		p.Answer(append(p.Out(), refusal...))
 		return
 	}
@@ -323,6 +322,18 @@ func (s *session) trackOn(p *pending, pl *pool, st, was resp.Tracking, out []byt
 	ts.t.join(ts, pl, servers, func() { p.Answer(out) })
 }
 
+// trackServers returns the servers a tracker of pl holds a connection
+// to (kind.Dedicator.PatternServers: a sharded pool's every server), or
+// the router's refusal; ok is false for a pool that cannot track.
+func trackServers(pl *pool) (servers []*backend.Backend, refusal []byte, ok bool) {
+	dd, ok := pl.router.(kind.Dedicator)
+	if !ok || pl.cfg.RedisCluster {
+		return nil, nil, false
+	}
+	servers, refusal = dd.PatternServers()
+	return servers, refusal, true
+}
+
 // endTrack turns the client's tracking off (CLIENT TRACKING OFF, RESET,
 // or the client left): nothing more is delivered to it.
 func (s *session) endTrack() {
@@ -342,7 +353,7 @@ func (s *session) endTrack() {
 // on its own connection or the one it redirects to. Not under t.mu.
 func (ts *trackState) deliver(keys []string, all bool) {
 	ts.mu.Lock()
-	redirect, closed := ts.redirect, ts.closed
+	redirect, target, closed := ts.redirect, ts.target, ts.closed
 	ts.mu.Unlock()
 	if closed {
 		return
@@ -354,9 +365,6 @@ func (ts *trackState) deliver(keys []string, all bool) {
 		ts.s.invalidated(keys)
 		return
 	}
-	ts.mu.Lock()
-	target := ts.target
-	ts.mu.Unlock()
 	if target == nil || target.view.gone.Load() {
 		ts.mu.Lock()
 		first := !ts.broken
@@ -403,18 +411,16 @@ func (s *session) pushRaw(out []byte) {
 	} else if _, proto, _ := resp.ClientOf(*rp); !resp.IsRESP3(proto) {
 		return
 	}
+	var p *pending
 	if ts := s.view.trk.Load(); ts != nil {
 		ts.mu.Lock()
-		p := s.queueRaw(ts.pool, ts.closed)
+		p = s.queueRaw(ts.pool, ts.closed)
 		ts.mu.Unlock()
-		if p != nil {
-			p.Complete(out)
-		}
-		return
+	} else {
+		s.pushGate.Lock()
+		p = s.queueRaw(s.l.pool.Load(), s.pushEnded)
+		s.pushGate.Unlock()
 	}
-	s.pushGate.Lock()
-	p := s.queueRaw(s.l.pool.Load(), s.pushEnded)
-	s.pushGate.Unlock()
 	if p != nil {
 		p.Complete(out)
 	}
