@@ -287,9 +287,7 @@ func (s *session) cork() {
 		return
 	}
 	w.corked = true
-	w.raw.Control(func(fd uintptr) {
-		syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CORK, 1)
-	})
+	w.raw.Control(corkFD)
 }
 
 // readyHead returns how many replies at the head to write now: the ready

@@ -49,7 +49,15 @@ const passTimeout = 5 * time.Second
 // newLink returns the two ends of a new process's link: ours as a
 // connection, the new process's as a file to pass at readyFD.
 func newLink() (ours *net.UnixConn, theirs *os.File, err error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	// Close-on-exec set under ForkLock, as the net package does where
+	// socketpair(2) takes no SOCK_CLOEXEC (the BSDs and macOS).
+	syscall.ForkLock.RLock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET, 0)
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return nil, nil, fmt.Errorf("socketpair: %w", err)
 	}
