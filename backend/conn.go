@@ -15,6 +15,7 @@ type conn struct {
 	started atomic.Bool    // the writer goroutine runs (from the first kick on)
 	redial  atomic.Bool    // dial again with no call waiting (a backend connected at start)
 	stopped chan struct{}  // closed when the writer returns
+	due     atomic.Uint32  // what the writer's timers marked (dueDeadline, dueIdle); writer.events clears it
 	readers sync.WaitGroup // the readers of this slot's sockets; added to under mu, while not closed
 
 	// mu is the queue lock. Every client session that sends takes it, so

@@ -141,9 +141,10 @@ func (c *conn) check(s *sock) *Call {
 	call.Done = func(call *Call) {
 		ok := call.Reply.Err == nil && (call.Reply.Kind == codec.ReplyOK || busy(b.cfg.Dialect, call.Reply.Raw))
 		call.Release()
-		// Cap 1: one check at a time. The writer selects on checked, so
-		// receiving it is its wake-up; no kick.
+		// Cap 1: one check at a time, so the send never waits; the kick
+		// has the writer take it.
 		c.checked <- checked{call: call, s: s, ok: ok}
+		c.kick()
 	}
 	b.stats.IdleChecks.Add(1)
 	b.stats.InQueue.Add(1) // write moves it to OutQueue, as any call
