@@ -3,6 +3,7 @@ package backend
 import (
 	"errors"
 	"net"
+	"time"
 
 	"shardproxy/codec"
 )
@@ -54,7 +55,7 @@ func (s *sock) writePush(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 	for _, call := range batch {
 		bufs = append(bufs, call.Req.Wire)
 	}
-	err := s.writeOut(bufs)
+	err := s.writeOut(bufs, time.Time{})
 	b.stats.InQueue.Add(-int64(len(batch)))
 	cause := Cause(0)
 	if err != nil {

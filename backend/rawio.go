@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -53,6 +54,8 @@ type rawConn struct {
 	wbufs   [][]byte
 	iov     []syscall.Iovec
 	werr    error
+	wtry    bool // doWrite returns at EAGAIN, setting wagain, instead of waiting
+	wagain  bool
 	writeFn func(fd uintptr) bool
 
 	spl      *splicing
@@ -115,9 +118,21 @@ func (r *rawConn) doRead(fd uintptr) bool {
 // writeAll writes every buffer of bufs with writev(2) through RawSyscall,
 // waiting for writability (and honouring the write deadline) when the
 // socket is full.
-func (r *rawConn) writeAll(bufs [][]byte) error {
-	r.wbufs = bufs
+//
+// The first pass does not wait: when the socket takes everything (nearly
+// always), no deadline is touched. When it fills up, setDeadline sets
+// deadline (zero: none) for the wait and clears it after, so the socket
+// never keeps a deadline that a later write could find passed.
+func (r *rawConn) writeAll(bufs [][]byte, deadline time.Time, setDeadline func(time.Time) error) error {
+	r.wbufs, r.wtry = bufs, true
 	err := r.rc.Write(r.writeFn)
+	r.wtry = false
+	if err == nil && r.werr == nil && r.wagain {
+		r.wagain = false
+		setDeadline(deadline)
+		err = r.rc.Write(r.writeFn)
+		setDeadline(time.Time{})
+	}
 	werr := r.werr
 	r.wbufs, r.werr, r.iov = nil, nil, r.iov[:0]
 	if err == nil {
@@ -137,6 +152,10 @@ func (r *rawConn) doWrite(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			if r.wtry {
+				r.wagain = true // writeAll sets the deadline, then waits
+				return true
+			}
 			return false // wait until the socket takes more
 		default:
 			r.werr = os.NewSyscallError("writev", err)

@@ -2,8 +2,10 @@ package backend
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"time"
 )
@@ -38,8 +40,7 @@ func TestRawWriteAll(t *testing.T) {
 	if r == nil {
 		t.Fatal("no raw socket for a TCP conn")
 	}
-	nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	if err := r.writeAll(bufs); err != nil {
+	if err := r.writeAll(bufs, time.Now().Add(10*time.Second), nc.SetWriteDeadline); err != nil {
 		t.Fatalf("writeAll: %v", err)
 	}
 	nc.(*net.TCPConn).CloseWrite()
@@ -94,4 +95,28 @@ func tcpPair(t *testing.T) (nc, peer net.Conn) {
 	}
 	t.Cleanup(func() { peer.Close() })
 	return nc, peer
+}
+
+// TestWriteAllDeadline: a write that waits for a peer that reads nothing
+// fails at its deadline, and the deadline is cleared after: the next write,
+// with none, is not failed by the passed one.
+func TestWriteAllDeadline(t *testing.T) {
+	nc, peer := tcpPair(t)
+	r := newRawConn(nc)
+	if r == nil {
+		t.Fatal("no raw socket for a TCP conn")
+	}
+	big := make([]byte, 64<<20) // past both sockets' buffers
+	start := time.Now()
+	err := r.writeAll([][]byte{big}, start.Add(200*time.Millisecond), nc.SetWriteDeadline)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("writeAll to a peer that does not read = %v, want a passed deadline", err)
+	}
+	if took := time.Since(start); took < 150*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("writeAll failed after %v, want about its 200ms deadline", took)
+	}
+	go io.Copy(io.Discard, peer)
+	if err := r.writeAll([][]byte{[]byte("after")}, time.Time{}, nc.SetWriteDeadline); err != nil {
+		t.Fatalf("writeAll after a passed deadline = %v, want the deadline cleared", err)
+	}
 }

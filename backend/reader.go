@@ -494,15 +494,22 @@ func (s *sock) expired() bool {
 		s.adopt(s.swap())
 	}
 	if len(s.inflight) == 0 {
-		s.nc.SetReadDeadline(time.Time{})
+		s.setReadDeadline(time.Time{})
 		return false
 	}
 	d := s.inflight[0].deadline
 	if !d.IsZero() && !time.Now().Before(d) {
 		return true
 	}
-	s.nc.SetReadDeadline(d)
+	s.setReadDeadline(d)
 	return false
+}
+
+// setReadDeadline sets the socket's read deadline and notes it (readDL).
+// Under mu.
+func (s *sock) setReadDeadline(d time.Time) {
+	s.readDL = d
+	s.nc.SetReadDeadline(d)
 }
 
 // breaks reports whether raw, an error reply, breaks the stream

@@ -38,6 +38,7 @@ type sock struct {
 	writing bool      // the writer is sending calls it handed over
 	wrote   sync.Cond // on mu: writing went false
 	cause   Cause     // why the socket died, once dead
+	readDL  time.Time // the read deadline set on the socket; zero: none
 
 	// The reader goroutine's own; nothing else touches them.
 	inflight []*Call          // taken from handoff, oldest first; a window of fifo
@@ -110,18 +111,22 @@ func (s *sock) write(batch []*Call, bufs net.Buffers) (net.Buffers, bool) {
 	// at zero while these calls are under way.
 	b.stats.OutQueue.Add(n)
 	b.stats.InQueue.Add(-n)
-	if s.pending.Add(n) == n && !first.IsZero() {
+	if s.pending.Add(n) == n && !first.IsZero() && (s.readDL.IsZero() || first.Before(s.readDL)) {
 		// The socket was idle: arm the read deadline for the oldest
-		// call. An idle socket may still carry a stale, earlier
-		// deadline: that only costs a spurious wake-up, after which
-		// expired re-arms it. Under mu, so that expired, clearing the
-		// deadline of an idle socket, cannot undo this.
-		s.nc.SetReadDeadline(first)
+		// call, unless the one set is earlier. An idle socket keeps
+		// the deadline of its last busy spell: when it passes, the
+		// reader's wake-up finds nothing late, and expired re-arms the
+		// deadline for the oldest call then in flight, or clears it.
+		// So a socket busy with one request at a time moves its
+		// deadline once a timeout, not once a request: setting one
+		// moves a timer in the runtime's heap. Under mu, so that
+		// expired, clearing the deadline of an idle socket, cannot
+		// undo this.
+		s.setReadDeadline(first)
 	}
 	s.mu.Unlock()
 
-	s.nc.SetWriteDeadline(deadline)
-	if err := s.writeOut(bufs); err != nil {
+	if err := s.writeOut(bufs, deadline); err != nil {
 		s.kill(writeCause(err), true)
 	}
 	clear(bufs)
@@ -169,11 +174,17 @@ func writeCause(err error) Cause {
 // writeOut writes bufs, with s.writing set by the caller under mu, and
 // clears s.writing once the system call has returned. Only the writer
 // calls it.
-func (s *sock) writeOut(bufs net.Buffers) error {
+//
+// deadline (zero: none) bounds a write that has to wait for the socket to
+// take more. On a raw socket it is set only then, and cleared after: most
+// writes go out at once, and setting a deadline moves a timer in the
+// runtime's heap.
+func (s *sock) writeOut(bufs net.Buffers, deadline time.Time) error {
 	var err error
 	if s.raw != nil {
-		err = s.raw.writeAll(bufs)
+		err = s.raw.writeAll(bufs, deadline, s.nc.SetWriteDeadline)
 	} else {
+		s.nc.SetWriteDeadline(deadline)
 		w := bufs // WriteTo consumes its receiver
 		_, err = w.WriteTo(s.nc)
 	}
