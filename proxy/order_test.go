@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shardproxy/internal/testserver"
 )
 
 // TestRedisBlockedOrder sends two clients' BRPOPLPUSH back to back, as
@@ -98,5 +100,58 @@ func TestRedisBlockedThenDeleted(t *testing.T) {
 	}
 	if len(lost) > 2 {
 		t.Errorf("rounds %v of 20: the DEL reached the server before the XREADGROUP", lost)
+	}
+}
+
+// TestRedisBlockedOrderAfterReload is TestRedisBlockedOrder with clients
+// that connected before a reload: the pool that ordered the first blocking
+// command is the reload's, not the one their sessions started on, and
+// their reads must be stamped all the same once they have moved to it.
+func TestRedisBlockedOrderAfterReload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs real redis-server")
+	}
+	servers, yaml := redisPool(t, 1, "  timeout: 300\n")
+	yaml = strings.Replace(yaml, "127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t)), 1)
+	srv, reload := reloadable(t, yaml)
+	addr := srv.Addr("rd").String()
+	const rounds = 20
+	var firsts, seconds []*respClient
+	for range rounds {
+		first, second := respDial(t, addr), respDial(t, addr)
+		first.do("PING") // sessions on the first pool, which never blocks
+		second.do("PING")
+		firsts, seconds = append(firsts, first), append(seconds, second)
+	}
+	if err := reload(strings.Replace(yaml, "timeout: 300", "timeout: 301", 1)); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if got := srv.Addr("rd").String(); got != addr {
+		t.Fatalf("the reload moved the pool from %s to %s", addr, got)
+	}
+	pusher := respDial(t, addr)
+	if got := pusher.do("BRPOP", "nothing", "0.01"); got != "*-1\r\n" {
+		t.Fatalf("BRPOP of an empty list: %q", got)
+	}
+	pusher.do("PING") // its session's next read turns the stamps on
+	time.Sleep(100 * time.Millisecond)
+	for i := range rounds {
+		firsts[i].do("PING") // moves the session to the reload's pool
+		seconds[i].do("PING")
+	}
+	for round := range rounds {
+		first, second := firsts[round], seconds[round]
+		src, dst1, dst2 := fmt.Sprint("src", round), fmt.Sprint("dst1-", round), fmt.Sprint("dst2-", round)
+		first.send(multibulk("BRPOPLPUSH", src, dst1, "0"))
+		second.send(multibulk("BRPOPLPUSH", src, dst2, "0"))
+		waitFor(t, 5*time.Second, "both clients blocked on the server", func() bool {
+			return infoInt(t, servers[0].Addr, "blocked_clients") == 2
+		})
+		pusher.do("LPUSH", src, "foo", "bar") // the first blocked takes foo, the tail
+		if got1, got2 := first.reply(), second.reply(); got1 != bulk("foo") || got2 != bulk("bar") {
+			t.Fatalf("round %d: the first client sent got %q and the second %q; want foo, then bar", round, got1, got2)
+		}
+		first.nc.Close()
+		second.nc.Close()
 	}
 }

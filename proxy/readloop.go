@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"shardproxy/backend"
-	"shardproxy/kind"
 )
 
 // finCheck bounds how long a session may miss its client's FIN (see
@@ -52,7 +51,7 @@ func (s *session) readLoop() (boundary bool) {
 		return
 	}
 	r.raw = true
-	if r.dp = s.p.order; r.dp != nil && r.dp.HasBlocked() {
+	if r.stampDue() {
 		rc.Control(r.stampOn) // from the first byte: the kernel starts stamping a moment after
 	}
 	r.readRaw(rc)
@@ -92,7 +91,7 @@ func (r *sessionReader) readRaw(rc syscall.RawConn) {
 // readFD is readRaw's RawConn.Read callback: it reads until the socket is
 // drained (true stops the wait, with r.stop set when reading ends).
 func (r *sessionReader) readFD(fd uintptr) bool {
-	if r.dp != nil && r.oob == nil && r.dp.HasBlocked() {
+	if r.stampDue() {
 		r.stampOn(fd)
 	}
 	for {
@@ -143,10 +142,24 @@ func (r *sessionReader) readFD(fd uintptr) bool {
 // command), a read's time is when the session read it.
 func (r *sessionReader) stampOn(fd uintptr) {
 	if backend.StampRecv(int(fd)) != nil {
-		r.dp = nil // not again
+		r.noStamps = true // not again
 		return
 	}
 	r.oob = make([]byte, backend.StampSpace)
+}
+
+// stampDue reports whether the reads are to be stamped from now on and
+// are not yet: the session's pool has ordered a blocking command. The
+// pool is the session's current one, which a reload changes (switchPool,
+// on this goroutine): each pool has its own order, and a session that
+// started on a pool that never blocked must stamp once the reload's pool
+// does.
+func (r *sessionReader) stampDue() bool {
+	if r.oob != nil || r.noStamps {
+		return false
+	}
+	dp := r.s.p.order
+	return dp != nil && dp.HasBlocked()
 }
 
 // armFIN arms the FIN check, when a read found the socket drained and the
@@ -183,17 +196,17 @@ func (r *sessionReader) checkFIN() bool {
 // sessionReader is the session's read buffer and what it does with each
 // read.
 type sessionReader struct {
-	s       *session
-	buf     []byte
-	limit   int                 // the largest buffer: one whole request
-	free    int                 // the room the last read had
-	discard int64               // bytes still to drop (the rest of a refused request)
-	small   int                 // reads in a row that would have fit the idle buffer
-	armed   bool                // the FIN check's deadline is set (readRaw)
-	raw     bool                // reading through the socket's RawConn (readRaw)
-	oob     []byte              // recvmsg's control buffer, when the kernel notes arrival times (stampOn); nil: none
-	dp      *kind.DedicatedPool // the pool's, whose HasBlocked turns stampOn on; nil: not a Redis pool's, or on
-	stop    bool                // readFD saw the end of reading (readRaw)
+	s        *session
+	buf      []byte
+	limit    int    // the largest buffer: one whole request
+	free     int    // the room the last read had
+	discard  int64  // bytes still to drop (the rest of a refused request)
+	small    int    // reads in a row that would have fit the idle buffer
+	armed    bool   // the FIN check's deadline is set (readRaw)
+	raw      bool   // reading through the socket's RawConn (readRaw)
+	oob      []byte // recvmsg's control buffer, when the kernel notes arrival times (stampOn); nil: none
+	noStamps bool   // the socket cannot stamp (stampOn failed)
+	stop     bool   // readFD saw the end of reading (readRaw)
 }
 
 // buffer is where the next read goes: never empty.
