@@ -81,7 +81,7 @@ func (h *trackHub) of(pl *pool) *tracker {
 	t := h.pool[pl.cfg.Name]
 	if t == nil {
 		t = &tracker{srv: pl.srv, log: pl.log, conns: map[*backend.Backend]*invConn{},
-			clients: map[*trackState]struct{}{}, max: maxTrackedKeys}
+			clients: map[*trackState]struct{}{}, bcast: map[*trackState]struct{}{}, max: maxTrackedKeys}
 		h.pool[pl.cfg.Name] = t
 	}
 	return t
@@ -99,8 +99,12 @@ type tracker struct {
 	max     int           // maxTrackedKeys, or what CONFIG SET tracking-table-max-keys set; 0: no limit
 	conns   map[*backend.Backend]*invConn
 	clients map[*trackState]struct{}
-	keys    int    // entries of every conn's table
-	idle    uint64 // leaves that left no client: the latest one's closeIdle closes
+	// bcast holds the clients in BCAST mode: every write on
+	// a server is matched against their prefixes, and against no other
+	// client's, so a write costs nothing per client in the default mode.
+	bcast map[*trackState]struct{}
+	keys  int    // entries of every conn's table
+	idle  uint64 // leaves that left no client: the latest one's closeIdle closes
 }
 
 // invConn is the tracker's connection to one server.
@@ -209,6 +213,7 @@ func (c *invConn) sent(call *backend.Call) {
 func (t *tracker) leave(ts *trackState) {
 	t.mu.Lock()
 	delete(t.clients, ts)
+	delete(t.bcast, ts)
 	t.dropKeys(ts)
 	if len(t.clients) == 0 {
 		t.idle++
@@ -362,7 +367,7 @@ func (c *invConn) invalidate(keys [][]byte) {
 			ds = t.dropKey(c, string(k), ds)
 		}
 	}
-	for ts := range t.clients {
+	for ts := range t.bcast {
 		ds = ts.matchPrefixes(ds, c, keys)
 	}
 	t.mu.Unlock()
@@ -441,10 +446,8 @@ func (t *tracker) flushConn(c *invConn, ds []delivery) []delivery {
 			told[ts] = true
 		}
 	}
-	for ts := range t.clients {
-		if ts.bcast {
-			told[ts] = true
-		}
+	for ts := range t.bcast {
+		told[ts] = true
 	}
 	for ts := range told {
 		t.dropKeys(ts)

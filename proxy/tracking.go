@@ -518,6 +518,9 @@ func (t *tracker) set(ts *trackState, st resp.Tracking) {
 	ts.bcast = st.BCAST
 	ts.prefixes = st.Prefixes
 	if st.BCAST {
+		t.bcast[ts] = struct{}{}
 		t.dropKeys(ts)
+	} else {
+		delete(t.bcast, ts)
 	}
 }
