@@ -171,3 +171,33 @@ func TestMergeRandomSpreads(t *testing.T) {
 type errTest string
 
 func (e errTest) Error() string { return string(e) }
+
+// TestDenyContainer: a denied container refuses each of its subcommands,
+// a denied subcommand refuses itself alone, and names are matched in any
+// case; the sessions of one deny list share one table.
+func TestDenyContainer(t *testing.T) {
+	o := codec.Options{Deny: []string{"Object", "client|id"}}
+	for _, c := range []struct {
+		args    []string
+		refused string // the disabled name; "" allowed
+	}{
+		{[]string{"OBJECT", "ENCODING", "k"}, "OBJECT ENCODING"},
+		{[]string{"OBJECT", "FREQ", "k"}, "OBJECT FREQ"},
+		{[]string{"CLIENT", "ID"}, "CLIENT ID"},
+		{[]string{"CLIENT", "GETNAME"}, ""},
+		{[]string{"GET", "k"}, ""},
+	} {
+		req, n, err := parse(t, o, mb(c.args...))
+		got := describeRequest(req, n, err)
+		disabled := strings.Contains(got, "is disabled for this pool")
+		if disabled != (c.refused != "") || c.refused != "" && !strings.Contains(strings.ToUpper(got), c.refused+" IS DISABLED") {
+			t.Errorf("deny %q: %q: %s", o.Deny, c.args, got)
+		}
+	}
+	if a, b := denyTable(o.Deny), denyTable(append([]string(nil), o.Deny...)); &a[0] != &b[0] {
+		t.Error("two parsers of one deny list have tables of their own")
+	}
+	if denyTable([]string{"nosuchcommand"}) != nil {
+		t.Error("a deny list that names no command has a table")
+	}
+}

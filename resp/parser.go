@@ -2,6 +2,8 @@ package resp
 
 import (
 	"bytes"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"shardproxy/codec"
@@ -115,30 +117,52 @@ func newParser(o codec.Options) *parser {
 	p.maxRequest = p.maxValue + p.maxLine + requestSlack
 	p.authed = p.password == ""
 	p.publish()
-	for _, name := range o.Deny {
-		p.denyName(name)
-	}
+	p.deny = denyTable(o.Deny)
 	return p
 }
 
-// denyName marks a command (or "container|sub") as forbidden. The
-// memcached name "flush_all", which a pool denies when its flush_all key is
-// false, forbids FLUSHDB and FLUSHALL.
-func (p *parser) denyName(name string) {
-	if name == "flush_all" {
-		p.denyName("flushall")
-		name = "flushdb"
+// denyTables holds the deny table of each deny list a parser was made
+// with (its names joined): the sessions of a pool share one, read-only,
+// which stays in the cache where a table of each session's own did not.
+var denyTables sync.Map
+
+// denyTable returns the table, by Cmd, of the commands names forbid, or
+// nil when they forbid none. A name is a command or "container|sub"; a
+// container forbids its subcommands. The memcached name "flush_all",
+// which a pool denies when its flush_all key is false, forbids FLUSHDB
+// and FLUSHALL.
+func denyTable(names []string) []bool {
+	if len(names) == 0 {
+		return nil
 	}
-	b := []byte(name)
-	for i, c := range b {
-		b[i] = lower(c)
+	key := strings.Join(names, "\x00")
+	if t, ok := denyTables.Load(key); ok {
+		return t.([]bool)
 	}
-	if cmd := lookup(b); cmd != 0 {
-		if p.deny == nil {
-			p.deny = make([]bool, len(commandTable)+1)
+	t := make([]bool, len(commandTable)+1)
+	some := false
+	mark := func(name string) {
+		if cmd := lookup(strings.ToLower(name)); cmd != 0 {
+			t[cmd], some = true, true
 		}
-		p.deny[cmd] = true
 	}
+	for _, name := range names {
+		if name == "flush_all" {
+			mark("flushall")
+			name = "flushdb"
+		}
+		mark(name)
+	}
+	for cmd := 1; cmd < len(t); cmd++ {
+		if c := containerOf(cmd); c != 0 && t[c] {
+			t[cmd] = true
+		}
+	}
+	if !some {
+		t = nil
+	}
+	v, _ := denyTables.LoadOrStore(key, t)
+	return v.([]bool)
 }
 
 func orDefault(v, def int) int {

@@ -55,7 +55,7 @@ func (p *parser) refusal(cmd int, c *command) string {
 	switch {
 	case p.authRequired() && !c.noAuth:
 		return replyNoAuth
-	case p.deny != nil && (p.deny[cmd] || p.deny[p.containerOf(cmd)]):
+	case p.deny != nil && p.deny[cmd]: // a container's subcommands are marked with it (denyTable)
 		return errorLine(displayName(c.name) + " is disabled for this pool")
 	case c.every && !p.keyspace || c.serverConfig && !p.config || c.clusterView && !p.clusterView:
 		return notSupported(c.name, c.reason)
@@ -199,7 +199,7 @@ func (p *parser) resolve() (cmd int, c *command, reply string) {
 }
 
 // containerOf returns the Cmd of the container of subcommand cmd, or 0.
-func (p *parser) containerOf(cmd int) int {
+func containerOf(cmd int) int {
 	name := commandOf(cmd).name
 	for i := range len(name) {
 		if name[i] == '|' {
