@@ -25,11 +25,10 @@ type writer struct {
 
 	// Idle checks (health.go); idle is nil when they are off.
 	interval  time.Duration
-	idle      *time.Timer    // sets c.due to look whether s is idle
-	checkedC  <-chan checked // c.checked, or nil without checks
-	lastWrite time.Time      // when s was last written to (a call's start)
-	checking  *Call          // the idle check in flight, whose outcome is awaited
-	checkOn   *sock          // the socket it checks
+	idle      *time.Timer // sets c.due to look whether s is idle; its outcome comes on c.checked
+	lastWrite time.Time   // when s was last written to (a call's start)
+	checking  *Call       // the idle check in flight, whose outcome is awaited
+	checkOn   *sock       // the socket it checks
 }
 
 // dialResult is what a connect attempt tells the writer.
@@ -80,15 +79,14 @@ func (c *conn) writeLoop() {
 func (w *writer) init(c *conn) {
 	*w = writer{
 		c:          c,
-		timer:      time.AfterFunc(time.Hour, c.deadlineDue),
+		timer:      time.AfterFunc(time.Hour, func() { c.markDue(dueDeadline) }),
 		preconnect: c.b.cfg.Preconnect && !c.once,
 		interval:   c.b.cfg.HealthInterval,
 	}
 	w.timer.Stop()
 	if w.interval > 0 && !c.once && c.b.checks != [2]*codec.Request{} {
-		w.idle = time.AfterFunc(w.interval, c.idleTimerDue)
+		w.idle = time.AfterFunc(w.interval, func() { c.markDue(dueIdle) })
 		w.idle.Stop()
-		w.checkedC = c.checked
 	}
 }
 
@@ -98,17 +96,10 @@ const (
 	dueIdle                 // look whether the socket is idle
 )
 
-// deadlineDue is the writer's timer: it marks the deadline and wakes the
-// writer.
-func (c *conn) deadlineDue() {
-	c.due.Or(dueDeadline)
-	c.kick()
-}
-
-// idleTimerDue is the idle check's timer: it marks the look and wakes the
-// writer.
-func (c *conn) idleTimerDue() {
-	c.due.Or(dueIdle)
+// markDue is what the writer's timers run: it marks what is due and
+// wakes the writer.
+func (c *conn) markDue(what uint32) {
+	c.due.Or(what)
 	c.kick()
 }
 
@@ -125,14 +116,14 @@ func (w *writer) events() {
 		default:
 		}
 	}
-	if w.checkedC != nil {
+	c := w.c
+	if w.idle != nil { // idle checks on
 		select {
-		case r := <-w.checkedC:
+		case r := <-c.checked:
 			w.checkDone(r)
 		default:
 		}
 	}
-	c := w.c
 	if c.due.Load() == 0 {
 		return
 	}
@@ -140,8 +131,8 @@ func (w *writer) events() {
 	if due&dueDeadline != 0 {
 		w.attempt, w.waiting = c.expire(w.attempt), c.expire(w.waiting)
 	}
-	if due&dueIdle != 0 && w.idle != nil {
-		w.idleDue()
+	if due&dueIdle != 0 {
+		w.idleDue() // set only by the idle timer, which exists
 	}
 }
 
