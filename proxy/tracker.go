@@ -99,9 +99,9 @@ type tracker struct {
 	max     int           // maxTrackedKeys, or what CONFIG SET tracking-table-max-keys set; 0: no limit
 	conns   map[*backend.Backend]*invConn
 	clients map[*trackState]struct{}
-	// bcast holds the clients in BCAST mode: every write on
-	// a server is matched against their prefixes, and against no other
-	// client's, so a write costs nothing per client in the default mode.
+	// bcast holds the clients in BCAST mode: every write on a server is
+	// matched against their prefixes, and against no other client's, so
+	// a write costs nothing per client in the default mode.
 	bcast map[*trackState]struct{}
 	keys  int    // entries of every conn's table
 	idle  uint64 // leaves that left no client: the latest one's closeIdle closes

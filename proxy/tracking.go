@@ -106,12 +106,9 @@ func (ts *trackState) remove(c *invConn, key string) bool {
 	return true
 }
 
-// matchPrefixes adds to ds, for a BCAST client, one invalidation per
-// prefix of keys that match it. Under t.mu.
+// matchPrefixes adds to ds, for a BCAST client (one of t.bcast), one
+// invalidation per prefix of keys that match it. Under t.mu.
 func (ts *trackState) matchPrefixes(ds []delivery, c *invConn, keys [][]byte) []delivery {
-	if !ts.bcast {
-		return ds
-	}
 	for _, pre := range ts.prefixes {
 		var hit []string
 		for _, k := range keys {
