@@ -181,10 +181,11 @@ func (ts *trackState) note(p *pending) {
 
 // reads reports whether req reads its keys, for tracking: a read-only
 // command, or a script that may call one, unless NOLOOP takes the script
-// for a write of the client's own.
+// for a write of the client's own. A script's text is scanned only when
+// a read would be tracked (not in BCAST mode, nor OPTIN without CACHING).
 func (ts *trackState) reads(req *codec.Request) bool {
 	if isScript(req.Name) {
-		return !ts.st.NoLoop && scriptMayRead(req)
+		return !ts.st.NoLoop && ts.st.Tracks(true) && scriptMayRead(req)
 	}
 	return cluster.ReadOnly(req.Name)
 }
