@@ -317,6 +317,28 @@ func (w *writer) takeHead(n int) []*pending {
 	return batch
 }
 
+// appendOne appends p's reply to out, or, for a big one, writes it with
+// what out holds before it (writeBigReply, which reports a client gone).
+func (s *session) appendOne(out []byte, p *pending, tally *lookupTally, blocking bool) ([]byte, bool) {
+	mark := len(out)
+	if p.Req.Part != codec.PartWhole {
+		out = s.appendPart(out, p)
+		tally.count(p, out[mark:])
+		return out, false
+	}
+	if head, big, spliced, tail := p.BigReply(out, p.pool.dialect); big != nil || spliced != nil {
+		if len(head) > mark {
+			tally.count(p, head[mark:])
+		} else {
+			tally.count(p, big)
+		}
+		return s.writeBigReply(head, big, spliced, tail, blocking)
+	}
+	out = s.appendReply(out, p)
+	tally.count(p, out[mark:])
+	return out, false
+}
+
 // writeBatch writes the replies of batch, unless the client is gone
 // (broken), and is done with its pendings: their counts, held bytes and
 // buffers are released. It reports whether the client is gone now.
@@ -339,29 +361,13 @@ func (s *session) writeBatch(batch []*pending, broken, blocking bool) bool {
 		if p.Req.Part != codec.PartWhole {
 			parts++
 		}
-		if !broken && (uint8(s.w.mute)|uint8(p.reply) == 0 || s.w.shows(p)) {
-			// p's reply goes into out; a big one is written with what
-			// out holds before it (writeBigReply).
-			mark := len(out)
-			if p.Req.Part != codec.PartWhole {
-				out = s.appendPart(out, p)
-				tally.count(p, out[mark:])
-			} else if head, big, spliced, tail := p.BigReply(out, p.pool.dialect); big != nil || spliced != nil {
-				if len(head) > mark {
-					tally.count(p, head[mark:])
-				} else {
-					tally.count(p, big)
-				}
-				out, broken = s.writeBigReply(head, big, spliced, tail, blocking)
-			} else {
-				out = s.appendReply(out, p)
-				tally.count(p, out[mark:])
+		if !broken {
+			if uint8(s.w.mute)|uint8(p.reply) == 0 || s.w.shows(p) {
+				out, broken = s.appendOne(out, p, &tally, blocking)
 			}
-			if p.Req.Close {
+			if p.Req.Close { // shown or muted, a QUIT ends the connection
 				out, broken = s.quit(out, blocking), true
 			}
-		} else if !broken && p.Req.Close { // a muted QUIT still ends the connection
-			out, broken = s.quit(out, blocking), true
 		}
 		lat.observe(s, p, now)
 		release(p)
