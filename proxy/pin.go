@@ -487,8 +487,7 @@ func (s *session) hold(p *pending) {
 	}
 	pin.heldBytes += len(p.Req.Wire)
 	pin.held = append(pin.held, append([]byte(nil), p.Req.Wire...))
-	s.view.multi.Add(1)
-	pin.queued++
+	s.queuedInMulti()
 	s.answerRaw(p, replyQueued)
 }
 
@@ -530,8 +529,7 @@ func (s *session) sendPinned(p *pending, timeout time.Duration, last bool) {
 	}
 	d := pin.d
 	if pin.multi && !last && p.Req.Pin != codec.PinMulti {
-		pin.queued++
-		s.view.multi.Add(1) // CLIENT LIST's multi
+		s.queuedInMulti()
 	}
 	if timeout != 0 {
 		s.blocked.add(d)
@@ -642,4 +640,12 @@ func commandName(p *pending) string {
 		}
 	}
 	return string(b)
+}
+
+// queuedInMulti counts a command queued in the client's transaction: its
+// place among the transaction's replies (pin.queued) and CLIENT LIST's
+// multi. Reader only.
+func (s *session) queuedInMulti() {
+	s.pin.queued++
+	s.view.multi.Add(1)
 }
