@@ -49,7 +49,5 @@ func (w *writer) shows(p *pending) bool {
 // markReply notes on p, a command the proxy answers, the mode it asks for
 // when it is a CLIENT REPLY. Reader only; local commands only.
 func markReply(p *pending) {
-	if p.Req.Name == "client|reply" {
-		p.reply = resp.ClientReply(&p.Req)
-	}
+	p.reply = resp.ClientReply(&p.Req)
 }

@@ -34,7 +34,7 @@ func (p *pool) SlowlogSettings() (time.Duration, int) { return p.stats.obs.Slowl
 // SetSlowlogThreshold implements codec.SlowlogEnv (Redis's CONFIG SET
 // slowlog-log-slower-than).
 func (p *pool) SetSlowlogThreshold(d time.Duration) {
-	p.stats.obs.Slowlog.SetThreshold(max(d, observe.Off))
+	p.stats.obs.Slowlog.SetThreshold(d) // below Off is Off, as Redis takes any negative
 }
 
 // SetSlowlogMaxLen implements codec.SlowlogEnv (Redis's CONFIG SET
