@@ -116,7 +116,6 @@ func (p *parser) keyed(frame []byte, req *codec.Request, cmd int, c *command, cl
 		p.pause(req, cmd)
 	}
 	req.WithLocal, p.withLocal = p.withLocal, false // no branch for the requests that are not
-	req.TxOne = c.txOne
 	return n, nil
 }
 
@@ -241,7 +240,7 @@ func (p *parser) build(frame []byte, req *codec.Request, cmd int, c *command, ex
 	req.Arg = 0
 	req.Script = codec.ScriptNone
 	req.Pause = codec.PauseNone
-	req.TxOne = false
+	req.TxOne = c.txOne
 	req.Keys = req.Keys[:0]
 	for _, i := range p.keyPos {
 		s := p.args[i]
