@@ -127,10 +127,7 @@ func TestRedisClientReply(t *testing.T) {
 		w.do("SET", "tk", "2")
 		took := expectPush(t, c, invalidate3("tk"), start)
 		t.Logf("invalidation of a muted client after %v", took)
-		c.send(multibulk("CLIENT", "REPLY", "ON") + multibulk("PING"))
-		if got := c.readN(2); got != "+OK\r\n+PONG\r\n" {
-			t.Fatalf("after ON: %q", got)
-		}
+		replyOn(t, c)
 	})
 
 	t.Run("redirected invalidations reach a muted client", func(t *testing.T) {
@@ -146,9 +143,15 @@ func TestRedisClientReply(t *testing.T) {
 		w.do("SET", "rk", "1")
 		took := expectPush(t, to, invalidate3("rk"), start)
 		t.Logf("redirected invalidation of a muted client after %v", took)
-		to.send(multibulk("CLIENT", "REPLY", "ON") + multibulk("PING"))
-		if got := to.readN(2); got != "+OK\r\n+PONG\r\n" {
-			t.Fatalf("after ON: %q", got)
-		}
+		replyOn(t, to)
 	})
+}
+
+// replyOn turns c's replies back on and checks that they come again.
+func replyOn(t *testing.T, c *respClient) {
+	t.Helper()
+	c.send(multibulk("CLIENT", "REPLY", "ON") + multibulk("PING"))
+	if got := c.readN(2); got != "+OK\r\n+PONG\r\n" {
+		t.Fatalf("after ON: %q", got)
+	}
 }
