@@ -58,15 +58,21 @@ func (p *parser) clientArgs() [][]byte {
 	return args
 }
 
-// wireArgs returns the arguments of a request's wire, a multibulk, from
-// the third on.
-func wireArgs(wire []byte) [][]byte {
+// wireArgv returns every argument of a request's wire, a multibulk, its
+// name first.
+func wireArgv(wire []byte) [][]byte {
 	var args [][]byte
 	_, v := redcon.ReadNextRESP(wire)
 	v.ForEach(func(a redcon.RESP) bool {
 		args = append(args, a.Data)
 		return true
 	})
+	return args
+}
+
+// wireArgs returns the arguments of a request's wire from the third on.
+func wireArgs(wire []byte) [][]byte {
+	args := wireArgv(wire)
 	if len(args) < 2 {
 		return nil
 	}
@@ -326,10 +332,8 @@ func appendClientFlags(b []byte, c *codec.Client) []byte {
 // (redis-server's argv-mem of the client running it).
 func argvLen(wire []byte) int {
 	n := 0
-	_, v := redcon.ReadNextRESP(wire)
-	v.ForEach(func(a redcon.RESP) bool {
-		n += len(a.Data)
-		return true
-	})
+	for _, a := range wireArgv(wire) {
+		n += len(a)
+	}
 	return n
 }

@@ -3,8 +3,6 @@ package resp
 import (
 	"bytes"
 
-	"github.com/tidwall/redcon"
-
 	"shardproxy/codec"
 )
 
@@ -131,15 +129,8 @@ func EvalScript(req *codec.Request) []byte {
 	if req.Name != "eval" && req.Name != "eval_ro" {
 		return nil
 	}
-	var script []byte
-	n := 0
-	_, v := redcon.ReadNextRESP(req.Wire)
-	v.ForEach(func(a redcon.RESP) bool {
-		if n++; n == 2 {
-			script = a.Data
-			return false
-		}
-		return true
-	})
-	return script
+	if args := wireArgv(req.Wire); len(args) > 1 {
+		return args[1]
+	}
+	return nil
 }
