@@ -67,8 +67,9 @@ func (pp *poolParser) setReplicas(key string, v *yaml.Node) {
 
 // parseReplica reads one replicas line, "host:port[:weight] shard": the
 // address as a servers line writes it, its weight optional, and the shard
-// after the last space. A host:port with two colons outside brackets has a
-// weight; an IPv6 host without a weight must be in brackets.
+// after the last space, with no other space. A host:port with two colons
+// outside brackets has a weight; an IPv6 host without a weight must be in
+// brackets.
 func parseReplica(s string) (Replica, string) {
 	body, shard, ok := cutLast(s, ' ')
 	if !ok || shard == "" {
@@ -76,6 +77,12 @@ func parseReplica(s string) (Replica, string) {
 	}
 	if body == "" {
 		return Replica{}, fmt.Sprintf("%q has no address; %s", s, replicaForms)
+	}
+	// The address is one word. parseServer would read a space in it as
+	// the start of a servers line's name and drop that word, accepting a
+	// line such as "h:1:2 x one" as if it read "h:1:2 one".
+	if strings.Contains(body, " ") {
+		return Replica{}, fmt.Sprintf("%q has more than an address and a shard; %s", s, replicaForms)
 	}
 	if !hasWeight(body) {
 		body += ":1"

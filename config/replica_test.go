@@ -60,6 +60,8 @@ func TestReplicaErrors(t *testing.T) {
 			at + `3: pool "alpha": read_from: is only valid for a redis pool (redis: true)`},
 		{"no shard", replicaPool("  replicas:\n   - 127.0.0.1:7000\n"),
 			at + `8: pool "alpha": replicas: "127.0.0.1:7000" names no shard; ` + forms},
+		{"a word between address and shard", replicaPool("  replicas:\n   - 127.0.0.1:7000:2 extra one\n"),
+			at + `8: pool "alpha": replicas: "127.0.0.1:7000:2 extra one" has more than an address and a shard; ` + forms},
 		{"unknown shard", replicaPool("  replicas:\n   - 127.0.0.1:7000 two\n"),
 			at + `8: pool "alpha": replicas: replica 127.0.0.1:7000 names no shard "two"; want a servers line's name or address`},
 		{"weight of another line", replicaPool("  replicas:\n   - 127.0.0.1:7000 127.0.0.1:6380:1\n"),
