@@ -2,6 +2,7 @@
 
 GO        ?= go
 FUZZTIME  ?= 30s
+FUZZMINTIME ?= 5s
 CONFIG    ?= testdata/default.yml
 GOBIN     := $(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin)
 STATICCHECK         := $(GOBIN)/staticcheck
@@ -45,7 +46,7 @@ help:
 	@echo '             shardproxy and nutcracker over 3 servers -> suite-results/ (scripts/redis-suite.sh)'
 	@echo 'make mcp-suite MC_SRC=DIR [MCPROXY=BIN]  memcached'"'"'s t/proxy*.t against shardproxy (and memcached'"'"'s proxy)'
 	@echo '             -> mcp-suite-results/ (scripts/mcp-suite.sh)'
-	@echo 'make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME) each'
+	@echo 'make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME) each, new inputs shrunk for at most FUZZMINTIME=$(FUZZMINTIME)'
 	@echo 'make deps    install memcached, redis-server, redis-sentinel, nutcracker, etcd, dnsmasq, chromium, the client suites, staticcheck, helm when missing'
 	@echo 'make clean   remove bin/'
 
@@ -158,14 +159,17 @@ bench-fleet: deps
 	$(GO) test -run '^$$' -bench '^BenchmarkFleet100$$' -benchtime 1x -timeout 15m ./fleet/
 
 # Finds every `func FuzzXxx(` in a _test.go file, so new targets run without
-# editing this file; each runs alone, as go test -fuzz requires.
+# editing this file; each runs alone, as go test -fuzz requires, from its
+# own directory (bench/ is a module of its own). An input the fuzzer finds
+# new is shrunk for at most FUZZMINTIME: with go test's default of a
+# minute, targets with big seeds spent most of a short FUZZTIME shrinking.
 fuzz:
 	@set -e; n=0; \
 	for file in $$(grep -rlE --include='*_test.go' --exclude-dir=.git --exclude-dir=testdata '^func Fuzz[A-Za-z0-9_]*\(' . | sort); do \
 		dir=$$(dirname "$$file"); \
 		for name in $$(sed -nE 's/^func (Fuzz[A-Za-z0-9_]*)\(.*/\1/p' "$$file"); do \
 			n=$$((n+1)); echo "== $$dir $$name ($(FUZZTIME))"; \
-			$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) "$$dir"; \
+			(cd "$$dir" && $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINTIME) .); \
 		done; \
 	done; \
 	echo "fuzz: ran $$n target(s)"
