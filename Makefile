@@ -158,21 +158,10 @@ bench-go:
 bench-fleet: deps
 	$(GO) test -run '^$$' -bench '^BenchmarkFleet100$$' -benchtime 1x -timeout 15m ./fleet/
 
-# Finds every `func FuzzXxx(` in a _test.go file, so new targets run without
-# editing this file; each runs alone, as go test -fuzz requires, from its
-# own directory (bench/ is a module of its own). An input the fuzzer finds
-# new is shrunk for at most FUZZMINTIME: with go test's default of a
-# minute, targets with big seeds spent most of a short FUZZTIME shrinking.
+# Every `func FuzzXxx(` in a _test.go file, each alone for FUZZTIME, new
+# inputs shrunk for at most FUZZMINTIME (scripts/fuzz.sh says why).
 fuzz:
-	@set -e; n=0; \
-	for file in $$(grep -rlE --include='*_test.go' --exclude-dir=.git --exclude-dir=testdata '^func Fuzz[A-Za-z0-9_]*\(' . | sort); do \
-		dir=$$(dirname "$$file"); \
-		for name in $$(sed -nE 's/^func (Fuzz[A-Za-z0-9_]*)\(.*/\1/p' "$$file"); do \
-			n=$$((n+1)); echo "== $$dir $$name ($(FUZZTIME))"; \
-			(cd "$$dir" && $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINTIME) .); \
-		done; \
-	done; \
-	echo "fuzz: ran $$n target(s)"
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZMINTIME=$(FUZZMINTIME) scripts/fuzz.sh
 
 # Installs only what is missing and prints nothing when everything is there.
 deps:
