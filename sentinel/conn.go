@@ -157,7 +157,9 @@ func joinAddr(ip, port string) (string, error) {
 		return "", badReply("address %q", ip)
 	}
 	for i := 0; i < len(ip); i++ {
-		if c := ip[i]; c <= ' ' || c >= 0x7f || c == '/' {
+		// A host as Sentinel names it: no brackets (JoinHostPort adds
+		// them to an IPv6 address; "[" alone would make "[:1").
+		if c := ip[i]; c <= ' ' || c >= 0x7f || c == '/' || c == '[' || c == ']' {
 			return "", badReply("address %q", ip)
 		}
 	}

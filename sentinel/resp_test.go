@@ -70,7 +70,8 @@ func TestParseSwitch(t *testing.T) {
 	if !ok || ev.master != "m1" || ev.addr != "127.0.0.1:36002" {
 		t.Errorf("got %+v, %v", ev, ok)
 	}
-	for _, bad := range []string{"", "m1 a 1 b", "m1 a 1 b 0", "m1 a 1 b 70000", "m1 a 1 b 01", "m1 a 1 b/c 1"} {
+	for _, bad := range []string{"", "m1 a 1 b", "m1 a 1 b 0", "m1 a 1 b 70000", "m1 a 1 b 01", "m1 a 1 b/c 1",
+		"m1 a 1 [ 1", "m1 a 1 [::1] 1"} {
 		if _, ok := parseSwitch(bad); ok {
 			t.Errorf("%q parsed", bad)
 		}
