@@ -109,6 +109,10 @@ var layers = map[string]rule{
 	// mcdiff is the differential harness for memcached speakers; it
 	// imports nothing of shardproxy so that any package's tests can use it.
 	"internal/mcdiff": {},
+	// mcbase64 is memcached's lenient base64 key decoder, the one memcache
+	// (routing) and store (the cache) share so that they agree on every
+	// key; it imports nothing of shardproxy.
+	"internal/mcbase64": {},
 
 	// The load generator and the benchmark harness measure shardproxy from
 	// the outside: they import none of its packages, only the process
@@ -349,6 +353,7 @@ func TestCheck(t *testing.T) {
 		{"bench measures from outside", pkg{"shardproxy/bench", []string{"shardproxy/proxy"}}, "bench may import no other shardproxy package"},
 		{"internal not listed", pkg{"shardproxy/soak", []string{"shardproxy/internal/testserver"}}, "for tests only"},
 		{"proc stdlib only", pkg{"shardproxy/internal/proc", []string{"shardproxy/internal/testserver"}}, "for tests only"},
+		{"mcbase64 stdlib only", pkg{"shardproxy/internal/mcbase64", []string{"shardproxy/codec"}}, "internal/mcbase64 may import no other shardproxy package"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
