@@ -9,8 +9,9 @@
 // (ReadVersion), and stats subcommands as memcached does (appendStats).
 //
 // It owns no I/O, keeps no connection state beyond one session's parser,
-// never logs, and imports only the standard library and codec. Nothing
-// here dials a server or knows about pools.
+// never logs, and imports only the standard library, codec and
+// internal/mcbase64 (the base64 key decoder store shares). Nothing here
+// dials a server or knows about pools.
 //
 // # Requests
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"shardproxy/codec"
+	"shardproxy/internal/mcbase64"
 )
 
 // A one-key get or gets may go to the backend as a meta get (codec.Options
@@ -195,7 +196,7 @@ func isKey(tok []byte, b64 bool, req *codec.Request) bool {
 	if len(tok)/4*3 > len(dst) {
 		return false
 	}
-	n := decodeBase64(dst[:], tok)
+	n := mcbase64.Decode(dst[:], tok)
 	return n > 0 && string(dst[:n]) == string(req.Keys[0])
 }
 

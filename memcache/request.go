@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"shardproxy/codec"
+	"shardproxy/internal/mcbase64"
 )
 
 // This file validates each kind of request line the way memcached 1.6.18
@@ -266,7 +267,7 @@ func (p *parser) invalidate(l *line, req *codec.Request, key span, b64, noreply 
 	routeKey := b[len(verb) : len(verb)+len(k) : len(verb)+len(k)]
 	if b64 {
 		dst := b[len(b) : len(b)+extra]
-		if n := decodeBase64(dst, routeKey); n > 0 {
+		if n := mcbase64.Decode(dst, routeKey); n > 0 {
 			req.Buf = b[:len(b)+n]
 			routeKey = dst[:n:n]
 		}
@@ -547,7 +548,7 @@ func (p *parser) finishMeta(l *line, req *codec.Request, w wire, quietMode, b64 
 	}
 	if b64 {
 		dst := b[len(b) : len(b)+extra]
-		if k := decodeBase64(dst, b[key.start:key.end]); k > 0 {
+		if k := mcbase64.Decode(dst, b[key.start:key.end]); k > 0 {
 			req.Buf = b[:len(b)+k]
 			req.Keys = append(req.Keys, dst[:k:k])
 			return

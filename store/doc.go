@@ -1,6 +1,8 @@
 // Package store is shardproxy's own memcached-compatible cache, kept in
 // the process: the store behind the Lua API's internal cache and a near
-// cache for native pools. It does not import the rest of shardproxy.
+// cache for native pools. Of the rest of shardproxy it imports only
+// internal/mcbase64, the base64 key decoder memcache routes with, so that
+// both read a "b" key as the same bytes.
 //
 // Do answers one framed client request with memcached 1.6's reply bytes:
 // the text commands get, gets, gat, gats, set, add, replace, append,

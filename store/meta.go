@@ -3,6 +3,8 @@ package store
 import (
 	"encoding/base64"
 	"strconv"
+
+	"shardproxy/internal/mcbase64"
 )
 
 // Meta limits (memcached's MFLAG_MAX_OPT_LENGTH, MFLAG_MAX_OPAQUE_LENGTH).
@@ -72,7 +74,8 @@ func (s *Store) preparse(tk *tokens, start int, of *metaFlags, errstr string, no
 // binaryKey reads b: the key is base64.
 func (of *metaFlags) binaryKey(key []byte) (string, bool) {
 	of.keyBinary = true
-	if of.key = decodeKey(key); of.key == nil {
+	var ok bool
+	if of.key, ok = mcbase64.AppendDecode(nil, key); !ok {
 		return "CLIENT_ERROR error decoding key", true
 	}
 	return "", false
@@ -667,7 +670,8 @@ func (s *Store) metaDebug(dst []byte, tk *tokens) []byte {
 	}
 	key := tk.t[1]
 	if tk.ntokens() >= 4 && string(tk.t[2]) == "b" {
-		if key = decodeKey(key); key == nil {
+		var ok bool
+		if key, ok = mcbase64.AppendDecode(nil, key); !ok {
 			return errLine(dst, errLineFormat)
 		}
 	}

@@ -37,13 +37,13 @@ type rule struct {
 // that do not exist yet are fine.
 var layers = map[string]rule{
 	"codec":    {},
-	"memcache": {parts: []string{"codec"}},
+	"memcache": {parts: []string{"codec"}, internal: []string{"internal/mcbase64"}},
 	"resp":     {parts: []string{"codec"}, external: []string{"github.com/tidwall/redcon"}},
 	"sharding": {external: []string{"github.com/cespare/xxhash/v2", "github.com/spaolacci/murmur3"}},
 	"backend":  {parts: []string{"codec"}},
-	// store is the proxy's own memcached-compatible cache; it stands
-	// alone.
-	"store": {},
+	// store is the proxy's own memcached-compatible cache; it imports
+	// only internal/mcbase64, the base64 key decoder memcache uses too.
+	"store": {internal: []string{"internal/mcbase64"}},
 	// route is the Router contract every way of answering a pool's
 	// requests implements, and the Exchange a session hands them.
 	"route": {parts: []string{"codec", "backend"}},
@@ -353,6 +353,9 @@ func TestCheck(t *testing.T) {
 		{"bench measures from outside", pkg{"shardproxy/bench", []string{"shardproxy/proxy"}}, "bench may import no other shardproxy package"},
 		{"internal not listed", pkg{"shardproxy/soak", []string{"shardproxy/internal/testserver"}}, "for tests only"},
 		{"proc stdlib only", pkg{"shardproxy/internal/proc", []string{"shardproxy/internal/testserver"}}, "for tests only"},
+		{"memcache decodes keys with mcbase64", pkg{"shardproxy/memcache", []string{"shardproxy/internal/mcbase64"}}, ""},
+		{"store decodes keys with mcbase64", pkg{"shardproxy/store", []string{"shardproxy/internal/mcbase64"}}, ""},
+		{"store stands alone but for mcbase64", pkg{"shardproxy/store", []string{"shardproxy/codec"}}, "store may import no other shardproxy package"},
 		{"mcbase64 stdlib only", pkg{"shardproxy/internal/mcbase64", []string{"shardproxy/codec"}}, "internal/mcbase64 may import no other shardproxy package"},
 	}
 	for _, tt := range tests {
