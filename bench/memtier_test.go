@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -287,5 +288,33 @@ func TestMemtierComplaint(t *testing.T) {
 	}
 	if got := lastLine(""); got != "" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// TestJudgeCross: tools that disagree fail the run unless redis-benchmark's
+// one thread was busy; the figures are the rows of the run of 2026-11-30.
+func TestJudgeCross(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		sb, rb, rbUS float64 // req/s, req/s, redis-benchmark's µs of CPU a request
+		fails, bound bool
+	}{
+		{name: "SET -P 1, redis-benchmark's thread busy", sb: 128789, rb: 86515, rbUS: 11.29, bound: true},
+		{name: "GET -P 16, off with its thread at 0.85 cores", sb: 1093304, rb: 942658, rbUS: 0.9, fails: true},
+		{name: "SET -P 16, within", sb: 934806, rb: 825695, rbUS: 0.81},
+		{name: "off with an idle tool", sb: 120000, rb: 60000, rbUS: 5, fails: true},
+	} {
+		h := &harness{opt: &options{}, stdout: io.Discard}
+		cr := &crossRow{Test: "SET", Pipeline: 1, Shardbench: []float64{tc.sb}, RedisBenchmark: []float64{tc.rb},
+			SBCPU: []float64{7.4}, RBCPU: []float64{tc.rbUS}, SBServer: []float64{7}, RBServer: []float64{9},
+			SBCounted: []float64{1}, RBCounted: []float64{1}}
+		h.judgeCross(cr)
+		if got := len(h.failures) > 0; got != tc.fails || cr.RBBound != tc.bound {
+			t.Errorf("%s: failed %v (%q), bound %v (%.2f cores); want failed %v, bound %v",
+				tc.name, got, h.failures, cr.RBBound, cr.RBCores, tc.fails, tc.bound)
+		}
+		if v := (&report{}).crossVerdict(cr); tc.bound != strings.Contains(v, "busy") {
+			t.Errorf("%s: verdict %q", tc.name, v)
+		}
 	}
 }
