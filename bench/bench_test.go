@@ -202,7 +202,8 @@ func TestHarnessRuns(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"-only", "loads,idle", "-loads", "memcache-p1,memcache-p1-half", "-rounds", "1", "-duration", "300ms",
 		"-warmup", "100ms", "-idle-conns", "200", "-out", out, "-memtier", cmp.Or(memtier, "off"),
-		"-shardproxy", filepath.Join(dir, "shardproxy"), "-shardbench", filepath.Join(dir, "shardbench")},
+		"-shardproxy", filepath.Join(dir, "shardproxy"), "-shardbench", filepath.Join(dir, "shardbench"),
+		"-baseline", filepath.Join(dir, "shardproxy")},
 		&stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
@@ -237,9 +238,10 @@ func TestHarnessRuns(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	// Both have shardproxy's defaults as a row of their own.
-	if len(rep.Loads) != 2 || len(rep.Loads[0].Rows) != 4 || len(rep.Loads[1].Rows) != 4 {
-		t.Fatalf("want two loads with four targets:\n%s", b)
+	// Both have shardproxy's defaults as a row of their own, and the
+	// baseline binary (here the same build) right after shardproxy.
+	if len(rep.Loads) != 2 || len(rep.Loads[0].Rows) != 5 || len(rep.Loads[1].Rows) != 5 {
+		t.Fatalf("want two loads with five targets:\n%s", b)
 	}
 	if fixed := rep.Loads[1]; fixed.PerConn < 1 || fixed.Rate != memtierRate(fixed.PerConn)*50 {
 		t.Errorf("fixed rate %v, %d per connection: not what memtier paces 50 connections to", fixed.Rate, fixed.PerConn)
@@ -257,8 +259,10 @@ func TestHarnessRuns(t *testing.T) {
 			}
 		}
 	}
-	if got := rep.Loads[0].Rows[2].Target; got != shardproxyDefaults {
-		t.Errorf("memcache-p1's third row is %s, want %s", got, shardproxyDefaults)
+	for i, want := range []string{direct, shardproxy, shardproxyBaseline, shardproxyDefaults, nutcracker} {
+		if got := rep.Loads[0].Rows[i].Target; got != want {
+			t.Errorf("memcache-p1's row %d is %s, want %s", i, got, want)
+		}
 	}
 	for i, l := range rep.Loads {
 		for _, r := range l.Rows {
@@ -282,7 +286,8 @@ func TestHarnessRuns(t *testing.T) {
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(out, "README.md"))
-	wants := []string{"### memcache text, pipeline 1", "The generator's own lateness"}
+	wants := []string{"### memcache text, pipeline 1", "The generator's own lateness",
+		"memcache-p1: req/s, shardproxy ÷ shardproxy-baseline (shardbench)", "| shardproxy-baseline |"}
 	if memtier != "" {
 		wants = append(wants, "shardbench / memtier_benchmark", "--rate-limiting")
 	}

@@ -60,6 +60,7 @@ func evaluate(r *report) []criterion {
 	out = append(out, v2Goals(r)...)
 	out = append(out, defaultsGoals(r)...)
 	out = append(out, productionGoals(r)...)
+	out = append(out, baselineGoals(r)...)
 
 	c = criterion{What: "shardbench vs redis-benchmark, SET and GET at pipeline 1 and 16",
 		Goal: fmt.Sprintf("within %.0f%%", 100*crossTolerance), Status: "not measured"}
@@ -151,6 +152,25 @@ func productionGoals(r *report) []criterion {
 		out = append(out,
 			ratioGoal(g.load+": "+g.what+" (issue 44, shardbench)", g.op, g.limit, g.figure, a, b),
 			ratioGoal(g.load+": "+g.what+" (issue 44, memtier)", g.op, g.limit, g.figure, memtierRow(a), memtierRow(b)))
+	}
+	return out
+}
+
+// baselineGoals judge shardproxy against the baseline binary (-baseline)
+// on issue 44's saturation loads, by each generator: no regression, within
+// the 5% the rounds' ratios move by on a quiet 2-core host. None without
+// a baseline.
+func baselineGoals(r *report) []criterion {
+	var out []criterion
+	ops := func(s *sample) float64 { return s.OpsPerSec }
+	for _, load := range []string{"memcache-p1", "memcache-p16", "memcache-1k", "memcache-1000c", "redis-p1", "redis-p16"} {
+		sp, base := r.row(load, shardproxy), r.row(load, shardproxyBaseline)
+		if base == nil {
+			continue
+		}
+		out = append(out,
+			ratioGoal(load+": req/s, shardproxy ÷ shardproxy-baseline (shardbench)", "≥", 0.95, ops, sp, base),
+			ratioGoal(load+": req/s, shardproxy ÷ shardproxy-baseline (memtier)", "≥", 0.95, ops, memtierRow(sp), memtierRow(base)))
 	}
 	return out
 }

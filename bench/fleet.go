@@ -51,6 +51,9 @@ type binaries struct {
 	// memtier is memtier_benchmark (-memtier); "" runs every load under
 	// shardbench only.
 	memtier string
+	// baseline is another shardproxy binary (-baseline), run beside
+	// shardproxy as shardproxy-baseline; "" leaves that row out.
+	baseline string
 }
 
 // newFleet starts n memcached and n redis-server backends.
@@ -149,7 +152,8 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc.Process, sp 
 	var path string
 	var args []string
 	switch kind {
-	case shardproxy, nutcracker, shardproxyV2, shardproxyV2Meta, shardproxyText, shardproxyNear, shardproxyDefaults:
+	case shardproxy, nutcracker, shardproxyV2, shardproxyV2Meta, shardproxyText, shardproxyNear, shardproxyDefaults,
+		shardproxyBaseline:
 		statsPort, err := proc.FreePort()
 		if err != nil {
 			return nil, err
@@ -167,6 +171,9 @@ func (f *fleet) startProxy(kind string, redis bool, servers []*proc.Process, sp 
 				return nil, err
 			}
 			path = f.bins.shardproxy
+			if kind == shardproxyBaseline {
+				path = f.bins.baseline
+			}
 			args = append(args, "-admin", loopback(adminPort))
 			if kind != shardproxyDefaults {
 				args = append(args, "-threads", strconv.Itoa(sp.threads))
@@ -212,7 +219,7 @@ func (f *fleet) proxyConfig(kind, addr string, redis bool, servers []*proc.Proce
 		yaml = poolYAML(addr, redis, servers) + "  server_protocol: text\n"
 	default:
 		yaml = poolYAML(addr, redis, servers)
-		if (kind == shardproxy || kind == shardproxyNear) && !redis && sp.serverProtocol != "" {
+		if (kind == shardproxy || kind == shardproxyBaseline || kind == shardproxyNear) && !redis && sp.serverProtocol != "" {
 			yaml += "  server_protocol: " + sp.serverProtocol + "\n"
 		}
 		if kind == shardproxyNear {

@@ -62,7 +62,22 @@ const (
 	// mcProxy is memcached's own proxy running the same route file; it
 	// runs only when its binary is given (-memcached-proxy).
 	mcProxy = "memcached-proxy"
+	// shardproxyBaseline is another shardproxy binary (-baseline, an
+	// earlier build) run as the shardproxy row is, right after it in
+	// every load that has that row: the two side by side in the same
+	// rounds tell a change from the host's drift.
+	shardproxyBaseline = "shardproxy-baseline"
 )
+
+// withBaseline returns names with shardproxyBaseline after shardproxy,
+// when a baseline binary is given.
+func withBaseline(names []string, baseline string) []string {
+	i := slices.Index(names, shardproxy)
+	if baseline == "" || i < 0 {
+		return names
+	}
+	return slices.Insert(slices.Clone(names), i+1, shardproxyBaseline)
+}
 
 var targetNames = []string{direct, shardproxy, nutcracker}
 
@@ -267,7 +282,7 @@ func (h *harness) runLoad(l load, done []*table) *table {
 		return t
 	}
 	backends := h.fleet.backends(l.Redis, l.Servers)
-	names := l.targets()
+	names := withBaseline(l.targets(), h.fleet.bins.baseline)
 	if slices.Contains(names, mcProxy) && h.fleet.bins.memcachedProxy == "" {
 		names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == mcProxy })
 		t.Absent = mcProxy + ": not run, no binary given (make bench MEMCACHED_PROXY=/path/to/memcached, " +

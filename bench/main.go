@@ -55,6 +55,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	loadNames := fs.String("loads", "", "comma-separated loads to run (default all): "+strings.Join(loadNameList(), ", "))
 	fs.StringVar(&o.bins.shardproxy, "shardproxy", "bin/shardproxy", "shardproxy binary")
 	fs.StringVar(&o.bins.shardbench, "shardbench", "bin/shardbench", "shardbench binary")
+	fs.StringVar(&o.bins.baseline, "baseline", "", "another shardproxy binary (an earlier build), run with the shardproxy row's "+
+		"options right after it in every load that has it (row shardproxy-baseline), and judged against it: no regression")
 	fs.StringVar(&o.bins.memcachedProxy, "memcached-proxy", "", "a memcached built with its proxy (1.6.45, --enable-proxy), "+
 		"measured in the lua-v2 loads beside shardproxy's V2 route; empty leaves those rows out")
 	fs.StringVar(&o.bins.memtier, "memtier", "", "memtier_benchmark (2.3.0), the second load generator of the goal loads; "+

@@ -318,3 +318,47 @@ func TestJudgeCross(t *testing.T) {
 		}
 	}
 }
+
+// TestBaseline: the baseline row follows shardproxy's where a load has
+// it, and the saturation loads judge shardproxy against it by each
+// generator.
+func TestBaseline(t *testing.T) {
+	if got := withBaseline(defaultsTargets, "old/shardproxy"); !slices.Equal(got,
+		[]string{direct, shardproxy, shardproxyBaseline, shardproxyDefaults, nutcracker}) {
+		t.Errorf("withBaseline: %q", got)
+	}
+	if got := withBaseline(defaultsTargets, ""); !slices.Equal(got, defaultsTargets) {
+		t.Errorf("without a baseline: %q", got)
+	}
+	if got := withBaseline(nearTargets[:1], "old"); !slices.Equal(got, []string{direct}) {
+		t.Errorf("a load without shardproxy: %q", got)
+	}
+	rowOf := func(target string, sbOps, mtOps float64) *row {
+		r := &row{Target: target, Samples: []sample{{OpsPerSec: sbOps}}}
+		r.Median = median(r.Samples)
+		r.Memtier = []sample{{OpsPerSec: mtOps}}
+		m := median(r.Memtier)
+		r.MemtierMedian = &m
+		return r
+	}
+	// shardbench reads 96,000 against 100,000 (0.96×: no regression),
+	// memtier 90,000 against 100,000 (0.90×: a regression).
+	rep := &report{Tables: []*table{{Load: load{Name: "redis-p16"},
+		Rows: []*row{rowOf(shardproxy, 96000, 90000), rowOf(shardproxyBaseline, 100000, 100000)}}}}
+	got := map[string]criterion{}
+	for _, c := range baselineGoals(rep) {
+		got[c.What] = c
+	}
+	if len(got) != 2 {
+		t.Fatalf("criteria %+v, want the one load's two", got)
+	}
+	if c := got["redis-p16: req/s, shardproxy ÷ shardproxy-baseline (shardbench)"]; c.Status != "met" {
+		t.Errorf("shardbench: %+v", c)
+	}
+	if c := got["redis-p16: req/s, shardproxy ÷ shardproxy-baseline (memtier)"]; c.Status != "NOT MET" || c.Measured != "0.90×" {
+		t.Errorf("memtier: %+v", c)
+	}
+	if len(baselineGoals(&report{Tables: []*table{{Load: load{Name: "redis-p16"}, Rows: []*row{rowOf(shardproxy, 1, 1)}}}})) != 0 {
+		t.Error("criteria without a baseline row")
+	}
+}

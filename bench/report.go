@@ -49,6 +49,9 @@ func newReport(opt *options, bins binaries) *report {
 			"shardproxy":   binaryInfo(bins.shardproxy),
 		},
 	}
+	if bins.baseline != "" {
+		r.Versions["shardproxy-baseline"] = binaryInfo(bins.baseline)
+	}
 	if bins.memcachedProxy != "" {
 		r.Versions["memcached-proxy"] = firstLine(commandOutput(bins.memcachedProxy, "-V")) + " (" + bins.memcachedProxy + ")"
 	} else {
