@@ -57,6 +57,12 @@
 // the default near_cache_ttl and fill) under zipf keys (YCSB's theta 0.99)
 // and 1:9 set:get, beside the first server alone (direct).
 //
+// With -baseline naming another shardproxy binary (an earlier build), a
+// row shardproxy-baseline runs right after shardproxy in every load that
+// has it, with the same options, and the goals table judges the
+// saturation loads by shardproxy's req/s over the baseline's, by each
+// generator: a change told from the host's drift in the same rounds.
+//
 // Run it from the repository root after building bin/shardproxy and
 // bin/shardbench, which `make bench` does:
 //
@@ -66,6 +72,7 @@
 //	make bench BENCH_ARGS='-only loads -loads memcache-p1-half,redis-p1-half -fixed-rate 25000'
 //	make bench BENCH_ARGS='-rounds 7 -duration 10s'
 //	make bench BENCH_ARGS='-only crosscheck'
+//	make bench BENCH_ARGS='-only loads -loads redis-p16 -baseline /tmp/shardproxy-old'
 //	make bench MEMCACHED_PROXY=/path/to/memcached BENCH_ARGS='-only loads -loads lua-v2-p1,lua-v2-p16'
 //
 // The harness imports no shardproxy package: it drives the binaries as an
