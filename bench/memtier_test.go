@@ -245,14 +245,19 @@ func TestDisagreement(t *testing.T) {
 
 // TestProductionGoals checks that issue 44's goals are judged by each
 // generator on its own samples.
+// twoGenerators is a row of one round under each generator: shardbench's
+// sample sb and memtier's mt.
+func twoGenerators(target string, sb, mt sample) *row {
+	r := &row{Target: target, Samples: []sample{sb}, Memtier: []sample{mt}}
+	r.Median = median(r.Samples)
+	m := median(r.Memtier)
+	r.MemtierMedian = &m
+	return r
+}
+
 func TestProductionGoals(t *testing.T) {
 	rowOf := func(target string, sbCPU, mtCPU float64) *row {
-		r := &row{Target: target, Samples: []sample{{OpsPerSec: 1000, ProxyCPU: sbCPU}}}
-		r.Median = median(r.Samples)
-		r.Memtier = []sample{{OpsPerSec: 1000, ProxyCPU: mtCPU}}
-		m := median(r.Memtier)
-		r.MemtierMedian = &m
-		return r
+		return twoGenerators(target, sample{OpsPerSec: 1000, ProxyCPU: sbCPU}, sample{OpsPerSec: 1000, ProxyCPU: mtCPU})
 	}
 	// shardbench reads 8 against 10 (0.80×: met), memtier 9.5 against 10
 	// (0.95×: not met).
@@ -334,12 +339,7 @@ func TestBaseline(t *testing.T) {
 		t.Errorf("a load without shardproxy: %q", got)
 	}
 	rowOf := func(target string, sbOps, mtOps float64) *row {
-		r := &row{Target: target, Samples: []sample{{OpsPerSec: sbOps}}}
-		r.Median = median(r.Samples)
-		r.Memtier = []sample{{OpsPerSec: mtOps}}
-		m := median(r.Memtier)
-		r.MemtierMedian = &m
-		return r
+		return twoGenerators(target, sample{OpsPerSec: sbOps}, sample{OpsPerSec: mtOps})
 	}
 	// shardbench reads 96,000 against 100,000 (0.96×: no regression),
 	// memtier 90,000 against 100,000 (0.90×: a regression).
