@@ -27,7 +27,7 @@ var value = func() (t [256]byte) {
 // zero means the key does not decode (memcached: "error decoding key").
 // Decode does not allocate.
 func Decode(dst, src []byte) int {
-	if n := alphabetLen(src); n == 0 || n%4 != 0 {
+	if decodedBound(src) == 0 {
 		return 0
 	}
 	return decodeBlocks(dst, src)
@@ -39,27 +39,32 @@ func Decode(dst, src []byte) int {
 // (AppendDecode(nil, src) makes one allocation), so that a caller that
 // keeps the key gets a slice of its own.
 func AppendDecode(dst, src []byte) ([]byte, bool) {
-	n := alphabetLen(src)
-	if n == 0 || n%4 != 0 {
+	m := decodedBound(src)
+	if m == 0 {
 		return dst, false
 	}
-	out := slices.Grow(dst, n/4*3)
-	k := decodeBlocks(out[len(out):len(out)+n/4*3], src)
+	out := slices.Grow(dst, m)
+	k := decodeBlocks(out[len(out):len(out)+m], src)
 	if k == 0 {
 		return dst, false
 	}
 	return out[:len(out)+k], true
 }
 
-// alphabetLen counts the bytes of src in the alphabet, '=' included.
-func alphabetLen(src []byte) int {
+// decodedBound is the room src's blocks decode into, three bytes a block
+// of four alphabet bytes ('=' counted), or 0 when those bytes are none or
+// no whole number of blocks: src does not decode.
+func decodedBound(src []byte) int {
 	n := 0
 	for _, c := range src {
 		if value[c] != invalid {
 			n++
 		}
 	}
-	return n
+	if n%4 != 0 {
+		return 0
+	}
+	return n / 4 * 3
 }
 
 // decodeBlocks decodes the blocks of src's alphabet bytes, whose count
