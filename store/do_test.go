@@ -176,6 +176,12 @@ var transcripts = map[string][]step{
 		{send: "me a\r\n", want: "EN\r\n"},
 		{send: "set a 0 0 1\r\nx\r\n", want: "STORED\r\n"},
 		{send: "me a\r\n", want: "ME a exp=-1 la=0 cas=1 fetch=no cls=1 size=63\r\n"},
+		// me with b decodes its key: a binary key is named in base64, a
+		// text one as it is; a key that does not decode is refused.
+		{send: "ms YmluYXJ5 1 b\r\nx\r\n", want: "HD\r\n"},
+		{send: "me YmluYXJ5 b\r\n", want: "ME YmluYXJ5 exp=-1 la=0 cas=2 fetch=no cls=1 size=66\r\n"},
+		{send: "me YQ== b\r\n", want: "ME a exp=-1 la=0 cas=1 fetch=no cls=1 size=63\r\n"},
+		{send: "me YmluYXJ b\r\n", want: "CLIENT_ERROR bad command line format\r\n"},
 	},
 }
 

@@ -669,11 +669,13 @@ func (s *Store) metaDebug(dst []byte, tk *tokens) []byte {
 		return errLine(dst, errLineFormat)
 	}
 	key := tk.t[1]
+	var decoded [keyMax / 4 * 3]byte // a key of keyMax bytes decodes into it
 	if tk.ntokens() >= 4 && string(tk.t[2]) == "b" {
-		var ok bool
-		if key, ok = mcbase64.AppendDecode(nil, key); !ok {
+		n := mcbase64.Decode(decoded[:], key)
+		if n == 0 {
 			return errLine(dst, errLineFormat)
 		}
+		key = decoded[:n]
 	}
 	now := s.now()
 	sh := s.shardOf(string(key))
