@@ -62,19 +62,32 @@ func evaluate(r *report) []criterion {
 	out = append(out, productionGoals(r)...)
 	out = append(out, baselineGoals(r)...)
 
-	c = criterion{What: "shardbench vs redis-benchmark, SET and GET at pipeline 1 and 16",
+	return append(out, crossGoal(r))
+}
+
+// crossGoal judges the cross-check rows as judgeCross does: a row off by
+// more than crossTolerance fails the goal unless redis-benchmark's own
+// thread was the bottleneck (RBBound), which the figure then says.
+func crossGoal(r *report) criterion {
+	c := criterion{What: "shardbench vs redis-benchmark, SET and GET at pipeline 1 and 16",
 		Goal: fmt.Sprintf("within %.0f%%", 100*crossTolerance), Status: "not measured"}
-	if len(r.Cross) > 0 {
-		ok := true
-		var parts []string
-		for _, cr := range r.Cross {
-			ok = ok && cr.OK
-			parts = append(parts, fmt.Sprintf("%s -P %d: %.2f", cr.Test, cr.Pipeline, cr.Ratio))
-		}
-		c.Measured = strings.Join(parts, ", ")
-		c.Status = status(ok)
+	if len(r.Cross) == 0 {
+		return c
 	}
-	return append(out, c)
+	ok := true
+	var parts []string
+	for _, cr := range r.Cross {
+		part := fmt.Sprintf("%s -P %d: %.2f", cr.Test, cr.Pipeline, cr.Ratio)
+		if cr.RBBound {
+			part += " (redis-benchmark's thread busy: not asserted)"
+		} else {
+			ok = ok && cr.OK
+		}
+		parts = append(parts, part)
+	}
+	c.Measured = strings.Join(parts, ", ")
+	c.Status = status(ok)
+	return c
 }
 
 // v2Goals are issue 25's speed goals (item 5): the V2 route against
