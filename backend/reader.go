@@ -89,14 +89,24 @@ func (s *sock) readFailed(err error, r *reader) bool {
 	}
 	// A server closing an idle socket (an idle timeout, a restart between
 	// requests) failed no request: it does not count towards marking the
-	// backend bad; the next request redials.
+	// backend bad; the next request redials. Whether it was idle is
+	// decided as the socket dies (killWith, under mu): a call the writer
+	// handed over after this read found the close fails with it, and
+	// counts.
 	// Under memcached's rule (Config.Reconnect) it counts, as any
 	// failure: the slot dials again at once.
-	count := cause != CauseClosed &&
-		(s.c.b.cfg.Reconnect || !(cause == CauseDisconnected && s.pending.Load() == 0))
-	s.killWith(cause, count, sockFailure{depth: -1, rbuf: s.unframed(r.buf)})
+	idle := cause == CauseDisconnected && !s.c.b.cfg.Reconnect
+	count := cause != CauseClosed && !idle
+	if testHookDisconnected != nil && cause == CauseDisconnected {
+		testHookDisconnected()
+	}
+	s.killWith(cause, count, sockFailure{depth: -1, rbuf: s.unframed(r.buf), countBusy: idle})
 	return false
 }
+
+// testHookDisconnected, set by tests only, runs in readFailed when a read
+// found the server's close, before the socket dies.
+var testHookDisconnected func()
 
 // readerDone is the reader's end: it recycles what it holds, fails what
 // is in flight, and lets the slot forget the socket.

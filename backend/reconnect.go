@@ -47,10 +47,13 @@ type Event struct {
 
 // sockFailure is what the goroutine that finds a socket broken knows of
 // it besides the cause: the calls it held and the bytes read and not
-// framed. depth < 0: the calls handed to the reader.
+// framed. depth < 0: the calls handed to the reader. countBusy: the
+// failure counts only if calls are in flight once the socket is dead (a
+// server's close, which fails no request on an idle socket).
 type sockFailure struct {
-	depth int
-	rbuf  []byte
+	depth     int
+	rbuf      []byte
+	countBusy bool
 }
 
 // event tells Config.OnEvent of e.

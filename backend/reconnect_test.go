@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -216,5 +217,68 @@ func TestCloseAfterReply(t *testing.T) {
 		waitFor(t, 5*time.Second, "the closed socket dropped", func() bool {
 			return b.Stats().Connections.Load() == 0
 		})
+	}
+}
+
+// TestRequestRacingClose: a request handed to a socket after its reader
+// read the server's close, and before the socket died of it, is failed by
+// that close, and the failure counts towards marking the backend bad as
+// any failed request's does. (An idle socket's close alone does not
+// count, TestCloseAfterReply; this one failed a request.)
+func TestRequestRacingClose(t *testing.T) {
+	addr := testserver.Fake(t, func(nc net.Conn) {
+		r := bufio.NewReader(nc)
+		for {
+			l, err := r.ReadString('\n')
+			switch {
+			case err != nil:
+				return
+			case l == "version\r\n":
+				nc.Write([]byte("VERSION 1.6.18\r\n"))
+			case l == "get k\r\n":
+				nc.Write([]byte("END\r\n"))
+				return // and Fake closes the connection at once
+			}
+		}
+	})
+	b := backend.New(backend.Config{Addr: addr, Dialect: mc, Timeout: 5 * time.Second,
+		ConnectTimeout: 5 * time.Second, NoJoin: true, FailureLimit: 1, RetryTimeout: time.Minute})
+	t.Cleanup(b.Close)
+
+	var once atomic.Bool
+	raced := &backend.Call{Req: request(t, "get k\r\n")}
+	done := make(chan struct{})
+	raced.Done = func(*backend.Call) { close(done) }
+	handed := make(chan bool, 1)
+	backend.SetTestHookDisconnected(t, func() {
+		if !once.CompareAndSwap(false, true) {
+			return
+		}
+		// The reader has read the close of the first request's socket;
+		// the writer hands it this request meanwhile.
+		b.Send(raced, 0)
+		deadline := time.Now().Add(5 * time.Second)
+		for b.Stats().OutQueue.Load() == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		handed <- b.Stats().OutQueue.Load() > 0
+	})
+	if r := call(t, b, request(t, "get k\r\n")); string(r.Raw) != "END\r\n" {
+		t.Fatalf("first request: %q, cause %q", r.Raw, causeOf(r))
+	}
+	if !<-handed {
+		t.Fatal("the racing request was not handed to the closing socket")
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the racing request was not completed")
+	}
+	if raced.Reply.Err == nil {
+		t.Fatalf("the racing request was answered %q on a socket its server had closed", raced.Reply.Raw)
+	}
+	if !b.Bad() {
+		t.Errorf("a request failed by the server's close (cause %q) did not count: with a failure limit of 1 the backend is not bad",
+			causeOf(raced.Reply))
 	}
 }

@@ -218,6 +218,9 @@ func (s *sock) killWith(cause Cause, count bool, f sockFailure) Cause {
 	}
 	s.cause = cause
 	s.dead.Store(true)
+	// Dead under mu, the writer hands over no more calls (write): those
+	// in flight now are all the failure fails.
+	count = count || (f.countBusy && s.pending.Load() > 0)
 	s.mu.Unlock()
 	s.c.spend(cause)
 	s.nc.Close()
