@@ -187,23 +187,7 @@ func TestNoJoin(t *testing.T) {
 // read that emptied the socket, without reading again, would not see the
 // end until the next request was written on the dead socket and failed.)
 func TestCloseAfterReply(t *testing.T) {
-	addr := testserver.Fake(t, func(nc net.Conn) {
-		r := bufio.NewReader(nc)
-		for {
-			l, err := r.ReadString('\n')
-			switch {
-			case err != nil:
-				return
-			case l == "version\r\n": // the connect's validation
-				nc.Write([]byte("VERSION 1.6.18\r\n"))
-			case l == "get k\r\n":
-				nc.Write([]byte("END\r\n"))
-				return // and Fake closes the connection at once
-			default:
-				nc.Write([]byte("ERROR\r\n"))
-			}
-		}
-	})
+	addr := testserver.Fake(t, closeAfterGet)
 	b := backend.New(backend.Config{Addr: addr, Dialect: mc, Timeout: 5 * time.Second,
 		ConnectTimeout: 5 * time.Second, NoJoin: true})
 	t.Cleanup(b.Close)
@@ -220,27 +204,34 @@ func TestCloseAfterReply(t *testing.T) {
 	}
 }
 
+// closeAfterGet serves a memcached's connection until its first "get k",
+// which it answers END before it returns, and testserver.Fake closes the
+// connection at once: the FIN follows the reply.
+func closeAfterGet(nc net.Conn) {
+	r := bufio.NewReader(nc)
+	for {
+		l, err := r.ReadString('\n')
+		switch {
+		case err != nil:
+			return
+		case l == "version\r\n": // the connect's validation
+			nc.Write([]byte("VERSION 1.6.18\r\n"))
+		case l == "get k\r\n":
+			nc.Write([]byte("END\r\n"))
+			return
+		default:
+			nc.Write([]byte("ERROR\r\n"))
+		}
+	}
+}
+
 // TestRequestRacingClose: a request handed to a socket after its reader
 // read the server's close, and before the socket died of it, is failed by
 // that close, and the failure counts towards marking the backend bad as
 // any failed request's does. (An idle socket's close alone does not
 // count, TestCloseAfterReply; this one failed a request.)
 func TestRequestRacingClose(t *testing.T) {
-	addr := testserver.Fake(t, func(nc net.Conn) {
-		r := bufio.NewReader(nc)
-		for {
-			l, err := r.ReadString('\n')
-			switch {
-			case err != nil:
-				return
-			case l == "version\r\n":
-				nc.Write([]byte("VERSION 1.6.18\r\n"))
-			case l == "get k\r\n":
-				nc.Write([]byte("END\r\n"))
-				return // and Fake closes the connection at once
-			}
-		}
-	})
+	addr := testserver.Fake(t, closeAfterGet)
 	b := backend.New(backend.Config{Addr: addr, Dialect: mc, Timeout: 5 * time.Second,
 		ConnectTimeout: 5 * time.Second, NoJoin: true, FailureLimit: 1, RetryTimeout: time.Minute})
 	t.Cleanup(b.Close)
